@@ -1,0 +1,26 @@
+# iolab workflow. Data flows one way; each arrow is a rule file:
+#   config (common.smk) -> native build (build.smk) -> measurements into
+#   data/raw/<node>/<experiment>/ (probes.smk) -> tidy tables (tables.smk)
+#   -> notebooks: fits and figures (notebooks.smk) -> paper (paper.smk)
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/build.smk"
+include: "rules/probes.smk"
+include: "rules/tables.smk"
+include: "rules/notebooks.smk"
+include: "rules/paper.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        "paper/paper.pdf",
+        "paper/figures/manifest.json",
+        expand("results/notebooks/{notebook}.ipynb", notebook=NOTEBOOKS),

@@ -1,0 +1,1 @@
+"""iolab: reproducible I/O and communication performance studies."""

@@ -1,0 +1,89 @@
+"""Configuration checks beyond the JSON schema, and one-line error messages.
+
+The schema (config/schema.yaml) is applied by snakemake's ``validate()`` in
+rules/common.smk; this module turns its verbose errors into one line that
+names the offending key, and adds the checks a schema cannot express.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration problem, with a one-line message for the user."""
+
+
+def key_path(parts: Iterable[Any]) -> str:
+    """``["nodes", 0, "cpus"]`` -> ``nodes[0].cpus``."""
+    out = ""
+    for p in parts:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        else:
+            out += ("." if out else "") + str(p)
+    return out or "(top level)"
+
+
+def describe_validation_error(err: Any) -> str:
+    """One line for a jsonschema ValidationError: where, and what is wrong."""
+    where = key_path(err.absolute_path)
+    validator = getattr(err, "validator", "")
+    if validator == "additionalProperties":
+        # jsonschema says "Additional properties are not allowed ('x' was unexpected)"
+        allowed = sorted(err.schema.get("properties", {}))
+        return f"config error at {where}: {err.message}; allowed keys: {', '.join(allowed)}"
+    if validator == "enum":
+        return f"config error at {where}: {err.instance!r} is not one of {err.validator_value}"
+    if validator == "type":
+        return f"config error at {where}: {err.instance!r} should be of type {err.validator_value}"
+    return f"config error at {where}: {err.message}"
+
+
+def find_validation_error(exc: BaseException) -> Any | None:
+    """The jsonschema ValidationError inside snakemake's WorkflowError, if any."""
+    from jsonschema.exceptions import ValidationError
+
+    seen: set[int] = set()
+    stack: list[Any] = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen or e is None:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ValidationError):
+            # Report the deepest, most specific cause.
+            best = e
+            while best.context:
+                best = min(best.context, key=lambda c: len(c.absolute_schema_path))
+            return best if best is not e and best.absolute_path else e
+        if isinstance(e, BaseException):
+            stack.extend(a for a in e.args if isinstance(a, BaseException))
+            stack.extend([e.__cause__, e.__context__])
+    return None
+
+
+def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> None:
+    """Checks the schema cannot express. Raises ConfigError on the first one."""
+    names = [n["name"] for n in config["nodes"]]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ConfigError(f"config error at nodes: node name {dupes[0]!r} is used more than once")
+    ncpu = cpu_count if cpu_count is not None else os.cpu_count() or 1
+    for i, node in enumerate(config["nodes"]):
+        if node["runner"] != "local":
+            continue
+        cpu = (node.get("cpus") or {}).get("probe")
+        if cpu is not None and cpu >= ncpu:
+            raise ConfigError(
+                f"config error at nodes[{i}].cpus.probe: CPU {cpu} does not exist on this "
+                f"machine (it has {ncpu} CPUs, numbered 0..{ncpu - 1})"
+            )
+    sc = config["experiments"]["syscall"]
+    if sc.get("warmup_batches", 0) > sc.get("batches", 0) * 10:
+        raise ConfigError(
+            "config error at experiments.syscall.warmup_batches: more than 10x the measured "
+            "batches; lower it or raise experiments.syscall.batches"
+        )

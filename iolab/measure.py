@@ -1,0 +1,97 @@
+"""Launch one measurement on one node and store its raw file with provenance.
+
+Called by the measurement rules (rules/probes.smk), one repetition per call:
+
+    python -m iolab.measure syscall --node '{"name": "local", ...}' \
+        --settings '{"batches": 300, ...}' --rep 1 --seed 42 \
+        --output data/raw/local/syscall/rep1.csv
+
+The raw file appears only once the probe finished and its output parsed;
+the provenance sidecar is renamed into place just before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+from . import atomic, paths, provenance, tables
+from .nodes import resolve_node
+from .runners import RunError, runner_for
+
+EXPERIMENTS = ("syscall",)
+
+
+def syscall_argv(settings: Mapping[str, Any], seed: int, cpu: int | None) -> list[str]:
+    argv = [
+        str(paths.NATIVE_BUILD / "cost-probe"), "syscall",
+        "--batches", str(settings["batches"]),
+        "--warmup-batches", str(settings["warmup_batches"]),
+        "--batch-us", str(settings["batch_us"]),
+        "--variants", ",".join(settings["variants"]),
+        "--seed", str(seed),
+    ]
+    if cpu is not None:
+        argv += ["--cpu", str(cpu)]
+    return argv
+
+
+def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[str, Any],
+            rep: int, seed: int, output: Path) -> Path:
+    node = resolve_node(node_entry)
+    runner = runner_for(node)
+    cpu = node.cpus.get("probe")
+    argv = syscall_argv(settings, seed, cpu)
+    started = provenance.utc_now()
+    print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
+    with atomic.atomic_path(output) as tmp:
+        result = runner.run(argv, tmp)
+        # Parse before accepting: a truncated or malformed file is not a result.
+        frame = tables.read_raw_csv(tmp)
+        if frame.empty:
+            raise RunError(f"{experiment} on {node.name}: the probe wrote no samples")
+        side = provenance.capture(
+            node, experiment, {**settings, "rep": rep, "seed": seed},
+            command=argv, placement={"probe_cpu": cpu,
+                                     "observed_cpus": sorted(set(frame["cpu"].tolist()))},
+            started=started, extra={"run_seconds": round(result.seconds, 3)},
+        )
+        atomic.write_json(provenance.sidecar_for(output), side)
+    print(f"iolab: wrote {paths.relative(output)} ({len(frame)} batches, {result.seconds:.1f} s)",
+          file=sys.stderr)
+    return output
+
+
+def _terminate(signum: int, _frame: Any) -> NoReturn:
+    # Turn SIGTERM (snakemake cancelling a job) into a normal unwind, so the
+    # temporary file is removed and nothing half-written is left behind.
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m iolab.measure", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("experiment", choices=EXPERIMENTS)
+    ap.add_argument("--node", required=True, help="the config's node entry, as JSON")
+    ap.add_argument("--settings", required=True, help="the experiment's config section, as JSON")
+    ap.add_argument("--rep", type=int, required=True, help="repetition number (1-based)")
+    ap.add_argument("--seed", type=int, required=True, help="seed for the randomised run order")
+    ap.add_argument("--output", type=Path, required=True, help="raw file to write")
+    args = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    try:
+        measure(args.experiment, json.loads(args.node), json.loads(args.settings),
+                args.rep, args.seed, args.output)
+    except (RunError, ValueError) as e:
+        print(f"iolab: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""What a notebook produces: figures (PDF, PNG, SVG under stable names),
+numbers for the paper text, and a manifest fragment that links each figure to
+its notebook, tables, raw files and the git commit.
+
+A notebook creates one ``Outputs``, registers figures and numbers, and calls
+``finish()``; rules/paper.smk merges the fragments of all notebooks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from . import atomic, paths
+from .provenance import git_state, utc_now
+from .stats import Estimate
+from .tables import sources_path
+
+FIGURE_FORMATS = ("pdf", "png", "svg")
+# Metadata fixed so re-rendering identical data gives identical files.
+_FIG_METADATA = {
+    "pdf": {"CreationDate": None, "ModDate": None, "Creator": "iolab"},
+    "svg": {"Date": None, "Creator": "iolab"},
+    "png": {"Software": "iolab"},
+}
+
+
+@dataclass
+class Outputs:
+    notebook: str
+    figure_dir: Path
+    numbers_path: Path
+    manifest_path: Path
+    tables: list[str] = field(default_factory=list)
+    figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    numbers: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.figure_dir = paths.resolve(self.figure_dir)
+        self.numbers_path = paths.resolve(self.numbers_path)
+        self.manifest_path = paths.resolve(self.manifest_path)
+
+    def figure(self, fig: Figure, name: str, caption: str) -> list[Path]:
+        """Save ``fig`` as <name>.pdf/.png/.svg and record it for the manifest."""
+        written = []
+        for ext in FIGURE_FORMATS:
+            dest = self.figure_dir / f"{name}.{ext}"
+            with atomic.atomic_path(dest) as tmp:
+                fig.savefig(tmp, format=ext, bbox_inches="tight", metadata=_FIG_METADATA[ext])
+            written.append(dest)
+        self.figures[name] = {
+            "caption": caption,
+            "files": [paths.relative(p) for p in written],
+        }
+        return written
+
+    def number(self, key: str, value: float, *, unit: str = "", digits: int = 0,
+               estimate: Estimate | None = None, note: str = "") -> str:
+        """Record a number for the paper text; returns its rendered text."""
+        if not math.isfinite(value):
+            raise ValueError(f"number {key!r} is not finite ({value})")
+        text = f"{value:,.{digits}f}".replace(",", "\u2009")
+        entry: dict[str, Any] = {"value": value, "text": text, "unit": unit,
+                                 "notebook": self.notebook, "note": note}
+        if estimate is not None:
+            entry["ci95"] = [estimate.low, estimate.high]
+            entry["n"] = estimate.n
+            entry["ci_text"] = (f"{estimate.low:,.{digits}f}–{estimate.high:,.{digits}f}"
+                                .replace(",", "\u2009"))
+        self.numbers[key] = entry
+        return text
+
+    def text(self, key: str, value: str, note: str = "") -> str:
+        """Record a piece of generated text (a verdict, a setting) for the paper."""
+        self.numbers[key] = {"value": value, "text": value, "unit": "",
+                             "notebook": self.notebook, "note": note}
+        return value
+
+    def finish(self) -> None:
+        raw: list[dict[str, Any]] = []
+        for table in self.tables:
+            src = sources_path(paths.resolve(table))
+            if src.exists():
+                raw.extend(json.loads(src.read_text())["raw"])
+        fragment = {
+            "notebook": f"notebooks/{self.notebook}.py",
+            "executed": utc_now(),
+            "git": git_state(),
+            "tables": [paths.relative(paths.resolve(t)) for t in self.tables],
+            "raw": raw,
+            "figures": self.figures,
+        }
+        atomic.write_json(self.numbers_path, self.numbers)
+        atomic.write_json(self.manifest_path, fragment)

@@ -1,0 +1,89 @@
+"""Assemble the paper: merge notebooks' numbers and figure manifests, then
+compile the Typst source to PDF.
+
+    python -m iolab.paper numbers results/numbers/*.json -o paper/generated/numbers.json
+    python -m iolab.paper manifest results/figures/*.json -o paper/figures/manifest.json
+    python -m iolab.paper build paper/paper.typ -o paper/paper.pdf
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import atomic, paths
+
+
+def quoted_numbers() -> dict[str, Any]:
+    """The source articles' figures, labelled as quoted (see iolab.sources)."""
+    from .sources import QUOTED
+
+    return {key: {"value": q.value, "text": f"{q.value:,.0f}".replace(",", "\u2009"),
+                  "unit": q.unit, "notebook": None, "quoted_from": q.source,
+                  "note": f"quoted: {q.setup}"}
+            for key, q in QUOTED.items()}
+
+
+def merge_numbers(fragments: list[Path]) -> dict[str, Any]:
+    merged: dict[str, Any] = quoted_numbers()
+    for f in sorted(fragments):
+        for key, entry in json.loads(f.read_text()).items():
+            if key in merged:
+                first = merged[key]["notebook"] or "iolab/sources.py"
+                raise ValueError(f"number {key!r} is produced by both {first} "
+                                 f"and {entry['notebook']}")
+            merged[key] = entry
+    return merged
+
+
+def merge_manifest(fragments: list[Path]) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    for f in sorted(fragments):
+        frag = json.loads(f.read_text())
+        for name, fig in frag["figures"].items():
+            if name in figures:
+                raise ValueError(f"figure {name!r} is produced by two notebooks")
+            figures[name] = {
+                **fig,
+                "notebook": frag["notebook"],
+                "executed_notebook": f"results/notebooks/{Path(frag['notebook']).stem}.ipynb",
+                "tables": frag["tables"],
+                "raw": frag["raw"],
+                "git": frag["git"],
+                "executed": frag["executed"],
+            }
+    return {"format": "iolab-figures/1", "figures": figures}
+
+
+def build_pdf(source: Path, output: Path) -> None:
+    import typst
+
+    with atomic.atomic_path(output) as tmp:
+        typst.compile(str(source), output=str(tmp), root=str(paths.REPO))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m iolab.paper", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=["numbers", "manifest", "build"])
+    ap.add_argument("inputs", nargs="+", type=Path)
+    ap.add_argument("-o", "--output", required=True, type=Path)
+    args = ap.parse_args(argv)
+    try:
+        if args.action == "numbers":
+            atomic.write_json(args.output, merge_numbers(args.inputs))
+        elif args.action == "manifest":
+            atomic.write_json(args.output, merge_manifest(args.inputs))
+        else:
+            build_pdf(args.inputs[0], args.output)
+    except (ValueError, RuntimeError) as e:
+        print(f"iolab: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Loaders from raw files to tidy tables (one row per observation).
+
+Raw probe files are CSV with ``# key=value`` metadata lines; each has a
+provenance sidecar. Tidy tables join the two, so every row says which node,
+repetition and raw file it came from. ``python -m iolab.tables`` writes them
+as Parquet together with a ``.sources.json`` listing the raw files (with
+SHA-256) that the figure manifest links to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import atomic, paths
+from .provenance import sidecar_for
+
+SYSCALL_COLUMNS = ["mode", "variant", "seq", "batch", "warmup", "calls", "ns", "cpu"]
+_META = re.compile(r"^#\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+
+class RawFormatError(ValueError):
+    """A raw file does not have the expected shape."""
+
+
+def read_metadata(path: str | Path) -> dict[str, str]:
+    meta: dict[str, str] = {}
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("#"):
+                break
+            m = _META.match(line.strip())
+            if m:
+                meta[m.group(1)] = m.group(2)
+    return meta
+
+
+def read_raw_csv(path: str | Path) -> pd.DataFrame:
+    """A probe's raw CSV as a frame; raises RawFormatError if malformed."""
+    try:
+        frame = pd.read_csv(path, comment="#")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise RawFormatError(f"{path}: not a valid raw CSV ({e})") from e
+    missing = [c for c in SYSCALL_COLUMNS if c not in frame.columns]
+    if missing:
+        raise RawFormatError(f"{path}: missing columns {missing}")
+    if frame[["seq", "calls", "ns"]].isna().any().any():
+        raise RawFormatError(f"{path}: incomplete rows (truncated file?)")
+    return frame
+
+
+def sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_sidecar(raw: str | Path) -> dict[str, Any]:
+    side = sidecar_for(raw)
+    try:
+        return json.loads(Path(side).read_text())
+    except FileNotFoundError as e:
+        raise RawFormatError(f"{raw}: provenance sidecar {side.name} is missing") from e
+
+
+def syscall_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy null-syscall samples: one row per timed batch, warm-up flagged.
+
+    ``ns_per_call`` subtracts the probe's measured timer-pair cost from the
+    batch time before dividing by the calls in it.
+    """
+    frames = []
+    for raw in sorted(Path(p) for p in raw_files):
+        frame = read_raw_csv(raw)
+        meta = read_metadata(raw)
+        side = load_sidecar(raw)
+        timer = float(meta.get("timer_overhead_ns", 0.0))
+        frame = frame.assign(
+            node=side["node"]["name"],
+            kind=side["node"]["kind"],
+            mitigations=side["mitigations"]["state"],
+            kernel=side["host"]["kernel"],
+            rep=int(side["settings"]["rep"]),
+            timer_overhead_ns=timer,
+            ns_per_call=(frame["ns"] - timer) / frame["calls"],
+            raw_file=paths.relative(raw),
+        )
+        frames.append(frame)
+    if not frames:
+        raise RawFormatError("no raw files given")
+    out = pd.concat(frames, ignore_index=True)
+    out["warmup"] = out["warmup"].astype(bool)
+    return out
+
+
+TABLES = {"syscall": syscall_table}
+
+
+def raw_files_under(root: str | Path, experiment: str) -> list[Path]:
+    """Every raw file of ``experiment`` below ``root`` (``<node>/<experiment>/*.csv``)."""
+    return sorted(p for p in Path(root).glob(f"*/{experiment}/*.csv") if not p.name.startswith("."))
+
+
+def load(experiment: str, source: str | Path) -> pd.DataFrame:
+    """The tidy table for ``experiment`` from a Parquet file or a raw-data root
+    such as ``data/reference`` (how notebooks open without measuring)."""
+    src = paths.resolve(source)
+    if src.suffix == ".parquet":
+        return pd.read_parquet(src)
+    files = raw_files_under(src, experiment)
+    if not files:
+        raise RawFormatError(f"no {experiment} raw files under {src}")
+    return TABLES[experiment](files)
+
+
+def sources_path(table: str | Path) -> Path:
+    table = Path(table)
+    return table.with_name(table.stem + ".sources.json")
+
+
+def write_table(experiment: str, raw_files: Sequence[str | Path], output: str | Path) -> None:
+    frame = TABLES[experiment](raw_files)
+    with atomic.atomic_path(output) as tmp:
+        frame.to_parquet(tmp, index=False)
+    sources = [{"raw": paths.relative(p), "sha256": sha256(p),
+                "provenance": paths.relative(sidecar_for(p))} for p in sorted(map(Path, raw_files))]
+    atomic.write_json(sources_path(output), {"table": paths.relative(output), "raw": sources})
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m iolab.tables",
+                                 description="Build a tidy Parquet table from raw files.")
+    ap.add_argument("experiment", choices=sorted(TABLES))
+    ap.add_argument("--output", required=True, type=Path)
+    ap.add_argument("raw", nargs="+", type=Path)
+    args = ap.parse_args(argv)
+    try:
+        write_table(args.experiment, args.raw, args.output)
+    except RawFormatError as e:
+        print(f"iolab: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

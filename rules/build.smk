@@ -1,0 +1,29 @@
+# Native programs, built into native/build/ by native/Makefile.
+NATIVE_COMMON = [
+    "native/Makefile",
+    "native/configure.sh",
+    "native/common/timing.c",
+    "native/common/timing.h",
+    "native/common/cli.c",
+    "native/common/cli.h",
+]
+NATIVE_PROGRAMS = {
+    "cost-probe": ["native/probes/cost_probe.c"],
+}
+
+
+rule build_native:
+    input:
+        lambda w: NATIVE_COMMON + NATIVE_PROGRAMS[w.program],
+    output:
+        "native/build/{program}",
+    wildcard_constraints:
+        program="|".join(NATIVE_PROGRAMS),
+    log:
+        "results/logs/build/{program}.log",
+    conda:
+        "../environment.yml"
+    shell:
+        # make decides what is stale; touch so snakemake sees a fresh output.
+        "(python -m iolab.deps check build && make -C native build/{wildcards.program}"
+        " && touch {output}) 2>&1 | tee {log}"

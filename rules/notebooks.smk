@@ -1,0 +1,38 @@
+# Notebooks: fits and figures. The jupytext .py file is the source; papermill
+# executes it with the pipeline's tables and writes the executed .ipynb.
+NOTEBOOKS = ["cost_model"]
+NOTEBOOK_FIGURES = {
+    "cost_model": ["syscall_cost"],
+}
+
+
+def figure_files(notebook):
+    return expand("paper/figures/{figure}.{ext}",
+                  figure=NOTEBOOK_FIGURES[notebook], ext=["pdf", "svg"])
+
+
+rule notebook_cost_model:
+    input:
+        notebook="notebooks/cost_model.py",
+        syscall="results/tables/syscall.parquet",
+        code=ANALYSIS_CODE,
+    output:
+        executed="results/notebooks/cost_model.ipynb",
+        numbers="results/numbers/cost_model.json",
+        manifest="results/figures/cost_model.json",
+        figures=figure_files("cost_model"),
+        report_figures=report(
+            expand("paper/figures/{figure}.png", figure=NOTEBOOK_FIGURES["cost_model"]),
+            category="Cost model",
+            subcategory="null syscall s",
+        ),
+    log:
+        "results/logs/notebooks/cost_model.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "jupytext --quiet --to ipynb --output - {input.notebook}"
+        " | papermill --no-progress-bar --cwd . - {output.executed}"
+        " -p syscall_table {input.syscall} -p figure_dir paper/figures"
+        " -p numbers_out {output.numbers} -p manifest_out {output.manifest}"
+        " 2>&1 | tee {log}"

@@ -1,0 +1,45 @@
+# The paper: numbers and figure manifest merged from every notebook, then
+# the Typst source compiled to paper/paper.pdf.
+
+
+rule paper_numbers:
+    input:
+        numbers=expand("results/numbers/{notebook}.json", notebook=NOTEBOOKS),
+        quoted="iolab/sources.py",
+    output:
+        "paper/generated/numbers.json",
+    log:
+        "results/logs/paper/numbers.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "python -m iolab.paper numbers {input.numbers} --output {output} 2>&1 | tee {log}"
+
+
+rule figure_manifest:
+    input:
+        expand("results/figures/{notebook}.json", notebook=NOTEBOOKS),
+    output:
+        "paper/figures/manifest.json",
+    log:
+        "results/logs/paper/manifest.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "python -m iolab.paper manifest {input} --output {output} 2>&1 | tee {log}"
+
+
+rule paper_pdf:
+    input:
+        source="paper/paper.typ",
+        numbers="paper/generated/numbers.json",
+        manifest="paper/figures/manifest.json",
+        figures=[f for nb in NOTEBOOKS for f in figure_files(nb)],
+    output:
+        "paper/paper.pdf",
+    log:
+        "results/logs/paper/build.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "python -m iolab.paper build {input.source} --output {output} 2>&1 | tee {log}"
