@@ -18,6 +18,16 @@ from typing import IO, Any
 TMP_PREFIX = ".tmp-"
 
 
+def remove_stale_temporaries(dest: str | Path) -> list[Path]:
+    """Delete temporaries left next to ``dest`` by a killed writer (SIGKILL
+    gives no chance to clean up). Returns what was removed."""
+    dest = Path(dest)
+    stale = list(dest.parent.glob(f"{TMP_PREFIX}{dest.name}.*")) if dest.parent.is_dir() else []
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
 @contextlib.contextmanager
 def atomic_path(dest: str | Path) -> Iterator[Path]:
     """Yield a temporary path next to ``dest``; rename it to ``dest`` only if

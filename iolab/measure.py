@@ -48,6 +48,8 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
     cpu = node.cpus.get("probe")
     argv = syscall_argv(settings, seed, cpu)
     started = provenance.utc_now()
+    for stale in atomic.remove_stale_temporaries(output):
+        print(f"iolab: removed {paths.relative(stale)}, left by an interrupted run", file=sys.stderr)
     print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
     with atomic.atomic_path(output) as tmp:
         result = runner.run(argv, tmp)

@@ -107,8 +107,9 @@ TABLES = {"syscall": syscall_table}
 
 
 def raw_files_under(root: str | Path, experiment: str) -> list[Path]:
-    """Every raw file of ``experiment`` below ``root`` (``<node>/<experiment>/*.csv``)."""
-    return sorted(p for p in Path(root).glob(f"*/{experiment}/*.csv") if not p.name.startswith("."))
+    """Every raw file of ``experiment`` below ``root``
+    (``<node>/<experiment>/<run key>/rep<N>.csv``)."""
+    return sorted(Path(root).glob(f"*/{experiment}/*/rep*.csv"))
 
 
 def load(experiment: str, source: str | Path) -> pd.DataFrame:

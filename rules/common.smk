@@ -1,5 +1,7 @@
 # Loads and validates the configuration; defines the names other rules use.
+import hashlib
 import json
+import os
 import sys
 import zlib
 
@@ -48,6 +50,7 @@ ANALYSIS_CODE = [
 wildcard_constraints:
     node="|".join(NODES),
     rep=r"\d+",
+    key=r"[0-9a-f]{12}",
 
 
 def run_seed(experiment, node, rep):
@@ -55,6 +58,46 @@ def run_seed(experiment, node, rep):
     return (config["seed"] + zlib.crc32(f"{experiment}/{node}/{rep}".encode())) % 2**31
 
 
+# Each experiment's probe and the native sources it is built from. The run key
+# digests these with the settings, so new settings or new probe code measure
+# into a new directory and raw data already measured is never overwritten.
+EXPERIMENT_PROGRAM = {"syscall": "cost-probe"}
+
+
+def run_key(experiment, node):
+    h = hashlib.sha256()
+    h.update(json.dumps([config["experiments"][experiment], NODE_BY_NAME[node]],
+                        sort_keys=True).encode())
+    program = EXPERIMENT_PROGRAM[experiment]
+    for src in sorted(NATIVE_COMMON + NATIVE_PROGRAMS[program]):
+        h.update(src.encode())
+        h.update(open(os.path.join(workflow.basedir, src), "rb").read())
+    return h.hexdigest()[:12]
+
+
+def checked_run_key(experiment):
+    """Params function: refuse to measure current settings into an old key."""
+    def check(wildcards):
+        want = run_key(experiment, wildcards.node)
+        if wildcards.key != want:
+            raise WorkflowError(f"data/raw/{wildcards.node}/{experiment}/{wildcards.key} belongs to "
+                                f"other settings (current key: {want}); it is kept as measured")
+        return want
+    return check
+
+
 def raw_files(experiment):
-    return expand("data/raw/{node}/{experiment}/rep{rep}.csv",
-                  node=NODES, experiment=experiment, rep=REPS)
+    return [f"data/raw/{node}/{experiment}/{run_key(experiment, node)}/rep{rep}.csv"
+            for node in NODES for rep in REPS]
+
+
+# Notebooks and the figures each one writes (stable names, cited by users).
+NOTEBOOKS = ["cost_model"]
+NOTEBOOK_FIGURES = {
+    "cost_model": ["syscall_cost"],
+}
+
+
+def figure_files(notebook):
+    return expand("paper/figures/{figure}.{ext}",
+                  figure=NOTEBOOK_FIGURES[notebook], ext=["pdf", "svg"])

@@ -1,16 +1,5 @@
 # Notebooks: fits and figures. The jupytext .py file is the source; papermill
 # executes it with the pipeline's tables and writes the executed .ipynb.
-NOTEBOOKS = ["cost_model"]
-NOTEBOOK_FIGURES = {
-    "cost_model": ["syscall_cost"],
-}
-
-
-def figure_files(notebook):
-    return expand("paper/figures/{figure}.{ext}",
-                  figure=NOTEBOOK_FIGURES[notebook], ext=["pdf", "svg"])
-
-
 rule notebook_cost_model:
     input:
         notebook="notebooks/cost_model.py",

@@ -1,21 +1,27 @@
 # Measurements. Each takes the `bench` resource so that no two run at once
 # (profiles/default sets bench=1); builds and analysis still run in parallel.
+# Raw files land in data/raw/<node>/<experiment>/<key>/, where <key> digests
+# the settings and the probe's sources (rules/common.smk), and are
+# write-protected: measured data is never edited or overwritten.
 
 
 rule measure_syscall:
     input:
-        probe="native/build/cost-probe",
+        # The probe's sources are digested into {key}; a rebuild alone
+        # (new mtime, same sources) must not re-measure.
+        probe=ancient("native/build/cost-probe"),
     output:
-        raw="data/raw/{node}/syscall/rep{rep}.csv",
-        provenance="data/raw/{node}/syscall/rep{rep}.provenance.json",
+        raw=protected("data/raw/{node}/syscall/{key}/rep{rep}.csv"),
+        provenance=protected("data/raw/{node}/syscall/{key}/rep{rep}.provenance.json"),
     params:
+        key=checked_run_key("syscall"),
         node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
         settings=json.dumps(config["experiments"]["syscall"]),
         seed=lambda w: run_seed("syscall", w.node, w.rep),
     resources:
         bench=1,
     log:
-        "results/logs/measure/{node}/syscall/rep{rep}.log",
+        "results/logs/measure/{node}/syscall/{key}/rep{rep}.log",
     conda:
         "../environment.yml"
     shell:

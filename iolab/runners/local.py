@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import ctypes
+import signal
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    # If the launcher is killed (even with SIGKILL), the probe must not keep
+    # running and writing into a file nobody will ever accept.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 class RunError(RuntimeError):
@@ -35,7 +47,8 @@ class LocalRunner:
         with open(stdout_path, "w") as out:
             try:
                 proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True,
-                                      timeout=timeout, check=False)
+                                      timeout=timeout, check=False,
+                                      preexec_fn=_die_with_parent)
             except subprocess.TimeoutExpired as e:
                 raise RunError(f"{Path(argv[0]).name} did not finish within {timeout:.0f} s") from e
         seconds = time.monotonic() - start

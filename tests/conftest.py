@@ -1,0 +1,74 @@
+"""Shared fixtures: a private copy of the workflow to run snakemake in, so
+tests never touch the developer's data/raw or results/."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Generated or environment-specific paths that a copy must not carry over.
+IGNORED = {".venv", ".git", ".snakemake", "results", ".pytest_cache", "__pycache__", "report.html"}
+
+
+def tool_env(extra_path: str | None = None) -> dict[str, str]:
+    """Environment with this interpreter's bin dir first on PATH (the rules
+    call python, papermill and jupytext by name)."""
+    env = dict(os.environ)
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in (extra_path, bindir, env.get("PATH", "")) if p)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def copy_workflow(dest: Path) -> Path:
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        rel = Path(directory).relative_to(REPO)
+        skip = {n for n in names if n in IGNORED}
+        if rel == Path("data"):
+            skip.add("raw")
+        if rel == Path("native"):
+            skip.add("build")
+        if rel == Path("paper"):
+            skip |= {"generated", "paper.pdf"}
+        if rel == Path("paper/figures"):
+            skip |= {n for n in names if n != ".gitkeep"}
+        return skip
+
+    shutil.copytree(REPO, dest, ignore=ignore, symlinks=True)
+    return dest
+
+
+def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None,
+              timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir,
+                          env=env or tool_env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def workflow(tmp_path: Path) -> Path:
+    """A fresh copy of the workflow (sources, config, reference data)."""
+    return copy_workflow(tmp_path / "iolab")
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One real smoke-profile run end to end, shared by the tests that inspect it."""
+    wd = copy_workflow(tmp_path_factory.mktemp("smoke") / "iolab")
+    res = snakemake(wd, "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
+    return wd, res
+
+
+@pytest.fixture(scope="session")
+def native_build() -> Path:
+    """The optimised and the sanitizer builds of the native programs."""
+    for extra in ([], ["SAN=1"]):
+        res = subprocess.run(["make", "-C", str(REPO / "native"), *extra], capture_output=True,
+                             text=True, timeout=600)
+        assert res.returncode == 0, res.stdout + res.stderr
+    return REPO / "native" / "build"

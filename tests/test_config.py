@@ -1,0 +1,52 @@
+"""Bad configuration stops the run with one line naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import snakemake
+
+# (overlay, text the one-line error must contain)
+BAD_CONFIGS = [
+    ({"repeats": 0}, "config error at repeats: 0 is less than the minimum of 1"),
+    ({"sede": 1}, "config error at (top level): Additional properties are not allowed ('sede'"),
+    ({"experiments": {"syscall": {"batches": "many"}}},
+     "config error at experiments.syscall.batches: 'many' should be of type integer"),
+    ({"nodes": [{"name": "local", "runner": "teleport"}]},
+     "config error at nodes[0].runner: 'teleport' is not one of"),
+    ({"nodes": [{"name": "local", "runner": "local", "kind": "hypervisor"}]},
+     "config error at nodes[0].kind: 'hypervisor' is not one of"),
+    ({"nodes": [{"name": "a", "runner": "local"}, {"name": "a", "runner": "local"}]},
+     "config error at nodes: node name 'a' is used more than once"),
+    ({"nodes": [{"name": "local", "runner": "local", "cpus": {"probe": 4096}}]},
+     "config error at nodes[0].cpus.probe: CPU 4096 does not exist on this machine"),
+    ({"experiments": {"syscall": {"variants": ["getppid", "fork"]}}},
+     "config error at experiments.syscall.variants[1]: 'fork' is not one of"),
+    ({"nodes": [{"name": "../etc", "runner": "local"}]},
+     "config error at nodes[0].name: '../etc' does not match"),
+]
+
+# Lines snakemake itself prints before the workflow is even parsed.
+PREAMBLE = ("Using workflow specific profile", "Config file config/config.yaml is extended")
+
+
+@pytest.mark.parametrize("overlay,expected", BAD_CONFIGS, ids=[e.split(":")[0][16:] or "top"
+                                                               for _, e in BAD_CONFIGS])
+def test_bad_config_gives_one_line(workflow: Path, tmp_path: Path, overlay: dict,
+                                   expected: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(overlay))
+    res = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(bad))
+    assert res.returncode != 0
+    lines = [ln for ln in (res.stdout + res.stderr).splitlines()
+             if ln.strip() and not ln.startswith(PREAMBLE)]
+    assert len(lines) == 1, lines
+    assert expected in lines[0], lines[0]
+
+
+def test_profiles_are_valid(workflow: Path) -> None:
+    for profile in sorted((workflow / "config" / "profiles").glob("*.yaml")):
+        res = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(profile))
+        assert res.returncode == 0, f"{profile.name}: {res.stderr[-2000:]}"

@@ -1,0 +1,186 @@
+"""Unit tests for the iolab package: atomic writes, statistics, loaders,
+provenance, outputs and paper assembly."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iolab import atomic, paper, provenance, stats, tables
+from iolab.config import ConfigError, check_semantics, key_path
+from iolab.nodes import Node
+
+NODE = Node(name="t", runner="local", kind="vm", kind_reason="test")
+
+
+# --- atomic writes ----------------------------------------------------------
+
+def test_atomic_write_replaces_only_on_success(tmp_path: Path) -> None:
+    dest = tmp_path / "r.csv"
+    dest.write_text("old complete result\n")
+    with pytest.raises(RuntimeError):
+        with atomic.atomic_open(dest) as f:
+            f.write("half of a new res")
+            raise RuntimeError("killed mid-write")
+    assert dest.read_text() == "old complete result\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.csv"]
+
+
+def test_atomic_write_creates_parents_and_file(tmp_path: Path) -> None:
+    dest = tmp_path / "a" / "b" / "x.json"
+    atomic.write_json(dest, {"k": 1})
+    assert json.loads(dest.read_text()) == {"k": 1}
+
+
+def test_stale_temporaries_are_removed(tmp_path: Path) -> None:
+    dest = tmp_path / "rep1.csv"
+    (tmp_path / ".tmp-rep1.csv.abc").write_text("partial")
+    (tmp_path / ".tmp-rep2.csv.abc").write_text("another run's")
+    removed = atomic.remove_stale_temporaries(dest)
+    assert [p.name for p in removed] == [".tmp-rep1.csv.abc"]
+    assert (tmp_path / ".tmp-rep2.csv.abc").exists()
+
+
+# --- statistics ---------------------------------------------------------------
+
+def test_median_ci_matches_order_statistic_table() -> None:
+    est = stats.median_ci(np.arange(1, 101))
+    assert (est.value, est.low, est.high) == (50.5, 40.0, 61.0)
+
+
+def test_median_ci_covers_true_median_about_95_percent() -> None:
+    rng = np.random.default_rng(1)
+    hits = 0
+    trials = 2000
+    for _ in range(trials):
+        est = stats.median_ci(rng.exponential(1.0, 50))
+        hits += est.low <= np.log(2) <= est.high
+    assert 0.93 <= hits / trials <= 0.985
+
+
+def test_mean_of_smallest_is_the_seed_estimator() -> None:
+    assert stats.mean_of_smallest([5, 1, 9, 2, 3, 8]) == 2.0
+    assert stats.mean_of_smallest([4, 2]) == 3.0
+
+
+def test_bootstrap_ci_contains_point_estimate() -> None:
+    rng = np.random.default_rng(2)
+    est = stats.bootstrap_ci(rng.normal(10, 1, 200), np.mean, seed=3)
+    assert est.low < 10 < est.high
+    assert est.low < est.value < est.high
+
+
+# --- raw loaders ----------------------------------------------------------------
+
+RAW = """# iolab-raw: cost-probe syscall v1
+# timer_overhead_ns=20.0
+mode,variant,seq,batch,warmup,calls,ns,cpu
+syscall,getppid,0,0,1,100,12020,1
+syscall,getppid,1,0,0,100,10020,1
+syscall,enosys,2,0,0,100,9020,1
+"""
+
+
+def write_raw(d: Path, rep: int = 1, body: str = RAW) -> Path:
+    raw = d / "n1" / "syscall" / "abcdef012345" / f"rep{rep}.csv"
+    raw.parent.mkdir(parents=True, exist_ok=True)
+    raw.write_text(body)
+    side = provenance.capture(NODE, "syscall", {"rep": rep, "seed": 1})
+    atomic.write_json(provenance.sidecar_for(raw), side)
+    return raw
+
+
+def test_syscall_table_subtracts_timer_and_divides(tmp_path: Path) -> None:
+    raw = write_raw(tmp_path)
+    t = tables.syscall_table([raw])
+    assert list(t["ns_per_call"]) == [120.0, 100.0, 90.0]
+    assert list(t["warmup"]) == [True, False, False]
+    assert set(t["node"]) == {"t"} and set(t["kind"]) == {"vm"} and set(t["rep"]) == {1}
+
+
+def test_truncated_raw_file_is_rejected(tmp_path: Path) -> None:
+    raw = write_raw(tmp_path, body=RAW.rsplit(",", 2)[0] + "\n")
+    with pytest.raises(tables.RawFormatError):
+        tables.syscall_table([raw])
+
+
+def test_raw_file_without_sidecar_is_rejected(tmp_path: Path) -> None:
+    raw = write_raw(tmp_path)
+    provenance.sidecar_for(raw).unlink()
+    with pytest.raises(tables.RawFormatError, match="sidecar"):
+        tables.syscall_table([raw])
+
+
+def test_load_from_raw_root_and_from_parquet(tmp_path: Path) -> None:
+    write_raw(tmp_path, 1)
+    write_raw(tmp_path, 2)
+    from_raw = tables.load("syscall", tmp_path)
+    assert sorted(from_raw["rep"].unique()) == [1, 2]
+    out = tmp_path / "t.parquet"
+    tables.write_table("syscall", tables.raw_files_under(tmp_path, "syscall"), out)
+    assert len(tables.load("syscall", out)) == len(from_raw)
+    sources = json.loads(tables.sources_path(out).read_text())
+    assert len(sources["raw"]) == 2 and all(len(s["sha256"]) == 64 for s in sources["raw"])
+
+
+def test_reference_data_loads() -> None:
+    t = tables.load("syscall", "data/reference")
+    assert len(t) > 100 and set(t["variant"]) == {"getppid", "enosys"}
+
+
+# --- provenance ---------------------------------------------------------------------
+
+def test_provenance_records_the_setup() -> None:
+    p = provenance.capture(NODE, "syscall", {"batches": 3}, command=["x"],
+                           placement={"probe_cpu": 1})
+    assert p["host"]["kernel"] == os.uname().release
+    assert p["cpu"]["count"] == os.cpu_count() and p["cpu"]["placement"] == {"probe_cpu": 1}
+    assert p["mitigations"]["state"] in ("on", "off", "none-needed", "unknown")
+    assert p["settings"] == {"batches": 3}
+    assert set(p["git"]) == {"commit", "dirty"}
+
+
+@pytest.mark.parametrize("vulns,cmdline,state", [
+    ({"spectre_v2": "Mitigation: Enhanced IBRS"}, "quiet", "on"),
+    ({"spectre_v2": "Vulnerable"}, "mitigations=off quiet", "off"),
+    ({"meltdown": "Not affected"}, "", "none-needed"),
+    ({}, None, "unknown"),
+])
+def test_mitigation_state(vulns: dict, cmdline: str | None, state: str) -> None:
+    assert provenance.mitigation_state(vulns, cmdline) == state
+
+
+# --- config semantics ------------------------------------------------------------------
+
+def test_key_path() -> None:
+    assert key_path(["nodes", 0, "cpus", "probe"]) == "nodes[0].cpus.probe"
+
+
+def test_semantic_checks() -> None:
+    good = {"nodes": [{"name": "a", "runner": "local", "cpus": {"probe": 1}}],
+            "experiments": {"syscall": {"batches": 10, "warmup_batches": 1}}}
+    check_semantics(good, cpu_count=2)
+    with pytest.raises(ConfigError, match="CPU 1 does not exist"):
+        check_semantics(good, cpu_count=1)
+
+
+# --- paper assembly -----------------------------------------------------------------------
+
+def test_numbers_merge_rejects_a_key_from_two_notebooks(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"x": {"notebook": "a", "value": 1}}))
+    b.write_text(json.dumps({"x": {"notebook": "b", "value": 2}}))
+    with pytest.raises(ValueError, match="'x' is produced by both a and b"):
+        paper.merge_numbers([a, b])
+
+
+def test_numbers_merge_includes_quoted_figures_labelled(tmp_path: Path) -> None:
+    a = tmp_path / "a.json"
+    a.write_text(json.dumps({"ours": {"notebook": "a", "value": 1}}))
+    merged = paper.merge_numbers([a])
+    assert merged["ours"]["value"] == 1
+    assert merged["c1_s_mitigations_on_ns"]["quoted_from"]

@@ -1,0 +1,136 @@
+"""The workflow as a user drives it: lint, dry run, a real smoke run, no-op
+re-runs, and what re-runs after an edit."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+from conftest import snakemake
+
+from iolab.tables import sha256
+
+
+def planned_jobs(dry_run_output: str) -> dict[str, int]:
+    """Rule name -> job count, from the job-stats table of `snakemake -n`."""
+    rules: dict[str, int] = {}
+    in_table = False
+    for line in dry_run_output.splitlines():
+        if line.startswith("job "):
+            in_table = True
+            continue
+        if in_table:
+            if line.startswith("total"):
+                break
+            m = re.match(r"^(\w+)\s+(\d+)$", line.strip())
+            if m:
+                rules[m.group(1)] = int(m.group(2))
+    return rules
+
+
+def planned_rules(dry_run_output: str) -> set[str]:
+    return set(planned_jobs(dry_run_output))
+
+
+def test_lint_is_clean(workflow: Path) -> None:
+    res = snakemake(workflow, "--lint")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "Lints for" not in out, out
+    assert "Congratulations" in out
+
+
+def test_dry_run_with_default_config(workflow: Path) -> None:
+    res = snakemake(workflow, "-n", "--cores", "all")
+    assert res.returncode == 0, res.stderr
+    rules = planned_rules(res.stdout + res.stderr)
+    assert {"build_native", "measure_syscall", "tidy_syscall", "notebook_cost_model",
+            "paper_pdf", "all"} <= rules
+
+
+def test_smoke_run_end_to_end(smoke_run: tuple[Path, object]) -> None:
+    wd, res = smoke_run
+    assert res.returncode == 0, res.stderr[-4000:]
+    pdf = wd / "paper" / "paper.pdf"
+    assert pdf.read_bytes().startswith(b"%PDF")
+    for ext in ("pdf", "png", "svg"):
+        assert (wd / "paper" / "figures" / f"syscall_cost.{ext}").stat().st_size > 1000
+    executed = json.loads((wd / "results" / "notebooks" / "cost_model.ipynb").read_text())
+    assert executed["metadata"]["papermill"]["exception"] in (None, False)
+
+
+def test_smoke_numbers_come_from_the_measurement(smoke_run: tuple[Path, object]) -> None:
+    import pandas as pd
+
+    wd, _ = smoke_run
+    numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
+    table = pd.read_parquet(wd / "results" / "tables" / "syscall.parquet")
+    measured = table[~table["warmup"] & (table["variant"] == "getppid")]
+    assert numbers["s_getppid_ns"]["value"] == measured["ns_per_call"].median()
+    assert numbers["s_repeats"]["value"] == 2  # the smoke profile's repeats
+    low, high = numbers["s_getppid_ns"]["ci95"]
+    assert low <= numbers["s_getppid_ns"]["value"] <= high
+    # Quoted figures are labelled as such, never mixed with ours.
+    assert "quoted_from" in numbers["c1_s_mitigations_on_ns"]
+    assert "quoted_from" not in numbers["s_getppid_ns"]
+
+
+def test_manifest_links_figures_to_code_tables_and_raw_files(smoke_run: tuple[Path, object]) -> None:
+    wd, _ = smoke_run
+    manifest = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())
+    fig = manifest["figures"]["syscall_cost"]
+    assert fig["notebook"] == "notebooks/cost_model.py"
+    assert fig["tables"] == ["results/tables/syscall.parquet"]
+    assert len(fig["raw"]) == 2
+    for raw in fig["raw"]:
+        path = wd / raw["raw"]
+        assert sha256(path) == raw["sha256"]
+        side = json.loads((wd / raw["provenance"]).read_text())
+        for key in ("node", "host", "cpu", "mitigations", "virtualization", "toolchain", "git",
+                    "settings", "started"):
+            assert key in side, key
+        assert side["toolchain"]["liburing"]
+        assert side["virtualization"]["kind"] in ("bare-metal", "vm", "container")
+
+
+def test_noop_rerun_does_nothing(smoke_run: tuple[Path, object]) -> None:
+    wd, _ = smoke_run
+    start = time.monotonic()
+    res = snakemake(wd, "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
+    assert res.returncode == 0, res.stderr
+    assert "Nothing to be done" in res.stdout + res.stderr
+    assert time.monotonic() - start < 30  # a correctness bound, not a benchmark
+
+
+def test_editing_a_notebook_reruns_only_analysis(smoke_run: tuple[Path, object]) -> None:
+    wd, _ = smoke_run
+    nb = wd / "notebooks" / "cost_model.py"
+    nb.write_text(nb.read_text() + "\n# %%\n# an edit\n")
+    res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
+    assert res.returncode == 0, res.stderr
+    rules = planned_rules(res.stdout + res.stderr)
+    assert rules == {"notebook_cost_model", "paper_numbers", "figure_manifest", "paper_pdf", "all"}
+
+
+def test_changed_settings_measure_into_a_new_directory(smoke_run: tuple[Path, object]) -> None:
+    wd, _ = smoke_run
+    before = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
+    res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml",
+                    "--config", "repeats=3")
+    assert res.returncode == 0, res.stderr
+    # Adding a repetition measures one more file; the two existing ones stay.
+    assert planned_jobs(res.stdout + res.stderr)["measure_syscall"] == 1
+    after = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
+    assert before == after
+    for p in before:
+        assert not p.stat().st_mode & 0o222, f"{p} is writable"
+
+
+def test_html_report_has_the_figures_in_categories(smoke_run: tuple[Path, object]) -> None:
+    wd, _ = smoke_run
+    res = snakemake(wd, "--report", "report.html", "--configfile", "config/profiles/smoke.yaml")
+    assert res.returncode == 0, res.stderr[-3000:]
+    html = (wd / "report.html").read_text()
+    assert "Cost model" in html and "syscall_cost.png" in html
