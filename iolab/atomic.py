@@ -37,6 +37,8 @@ def atomic_path(dest: str | Path) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + dest.name + ".", dir=dest.parent)
     os.close(fd)
     tmp_path = Path(tmp)
+    # mkstemp creates 0600; results are ordinary files, readable per umask.
+    os.chmod(tmp_path, 0o666 & ~_umask())
     try:
         yield tmp_path
         with open(tmp_path, "rb") as f:
@@ -62,6 +64,12 @@ def write_text(dest: str | Path, text: str) -> None:
 
 def write_json(dest: str | Path, obj: Any) -> None:
     write_text(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(d: Path) -> None:

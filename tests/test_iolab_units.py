@@ -184,3 +184,13 @@ def test_numbers_merge_includes_quoted_figures_labelled(tmp_path: Path) -> None:
     merged = paper.merge_numbers([a])
     assert merged["ours"]["value"] == 1
     assert merged["c1_s_mitigations_on_ns"]["quoted_from"]
+
+
+def test_atomic_files_get_ordinary_permissions(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        dest = tmp_path / "r.json"
+        atomic.write_json(dest, {})
+    finally:
+        os.umask(old)
+    assert dest.stat().st_mode & 0o777 == 0o644
