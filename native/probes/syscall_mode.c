@@ -1,0 +1,87 @@
+/* syscall mode: the switch cost s, from getppid(2) and an unimplemented
+ * syscall number (ENOSYS: the entry/exit path alone). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "../common/timing.h"
+#include "probe.h"
+
+#define INVALID_SYSCALL_NR (-1L)
+
+enum { VAR_GETPPID, VAR_ENOSYS, VAR_COUNT };
+static const char *const variant_names[VAR_COUNT] = { "getppid", "enosys" };
+
+static uint64_t syscall_batch(int variant, long long calls)
+{
+	uint64_t t0 = now_ns();
+
+	if (variant == VAR_GETPPID) {
+		for (long long i = 0; i < calls; i++)
+			(void)syscall(SYS_getppid);
+	} else {
+		for (long long i = 0; i < calls; i++)
+			(void)syscall(INVALID_SYSCALL_NR);
+	}
+	return now_ns() - t0;
+}
+
+struct sc_ctx {
+	int variant;
+	long long calls;
+};
+
+static void run_batch(struct cell *c, struct batch_result *r)
+{
+	const struct sc_ctx *x = c->ctx;
+
+	r->calls = x->calls;
+	r->ns = syscall_batch(x->variant, x->calls);
+}
+
+int mode_syscall(const struct probe_opts *o, FILE *out)
+{
+	unsigned set = parse_name_set(PROG, "--variants", o->variants, variant_names, VAR_COUNT);
+	struct cell cells[VAR_COUNT];
+	struct sc_ctx ctx[VAR_COUNT];
+	size_t ncells = 0;
+	double timer_ns = timer_overhead_ns(10001);
+
+	errno = 0;
+	if ((set & (1u << VAR_ENOSYS)) && (syscall(INVALID_SYSCALL_NR) != -1 || errno != ENOSYS)) {
+		fprintf(stderr, PROG ": syscall %ld did not fail with ENOSYS (%s); cannot measure the null syscall this way\n",
+			INVALID_SYSCALL_NR, strerror(errno));
+		return 1;
+	}
+	for (int v = 0; v < VAR_COUNT; v++) {
+		uint64_t probe;
+
+		if (!(set & (1u << v)))
+			continue;
+		ctx[v].variant = v;
+		if (o->calls_per_batch > 0) {
+			ctx[v].calls = o->calls_per_batch;
+		} else {
+			/* Calibrate from a 2000-call pilot so a batch lasts ~batch_us. */
+			double per_call = (double)syscall_batch(v, 2000) / 2000.0;
+
+			ctx[v].calls = (long long)((double)o->batch_us * 1000.0 / (per_call > 1.0 ? per_call : 1.0)) + 1;
+		}
+		/* Timer overhead must stay below 5 % of the interval timed. */
+		probe = syscall_batch(v, ctx[v].calls);
+		if (timer_ns > 0.05 * (double)probe) {
+			fprintf(stderr, PROG ": timer overhead %.0f ns is more than 5%% of a %s batch (%llu ns); raise --batch-us or --calls-per-batch\n",
+				timer_ns, variant_names[v], (unsigned long long)probe);
+			return 1;
+		}
+		cells[ncells++] = (struct cell){ .variant = variant_names[v], .transport = "-",
+						 .pattern = "-", .bytes = 0, .n = 1,
+						 .connections = 0, .ctx = &ctx[v] };
+	}
+	if (fprintf(out, "# batch_us=%lld\n", o->batch_us) < 0 || write_header(out, "syscall", o, timer_ns))
+		return 1;
+	return run_cells(out, "syscall", o, cells, ncells, run_batch);
+}
