@@ -65,6 +65,23 @@ def find_validation_error(exc: BaseException) -> Any | None:
     return None
 
 
+# Levels the cost model needs, whatever else a sweep adds.
+MODEL_LEVELS = [
+    ("syscall", "variants", "getppid", "the syscall s is taken from"),
+    ("sendrecv", "transports", "tcp", "the transport of the echo model"),
+    ("sendrecv", "ops", "send", "one of the two operations of an echo request"),
+    ("sendrecv", "ops", "recv", "one of the two operations of an echo request"),
+    ("sendrecv", "patterns", "single", "the pattern w is estimated from"),
+    ("sendrecv", "ack_modes", "pingpong", "the ACK regime of an echo server"),
+    ("sendrecv", "bytes", 16, "the article's message size"),
+    ("uring_batch", "ops", "send", "one of the two operations of an echo request"),
+    ("uring_batch", "ops", "recv", "one of the two operations of an echo request"),
+    ("uring_batch", "presets", "default", "the ring the cost model is fitted to"),
+    ("uring_batch", "n", 1, "the batch size of the article's t"),
+    ("uring_batch", "bytes", 16, "the article's message size"),
+]
+
+
 def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> None:
     """Checks the schema cannot express. Raises ConfigError on the first one."""
     names = [n["name"] for n in config["nodes"]]
@@ -81,6 +98,11 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
                 f"config error at nodes[{i}].cpus.probe: CPU {cpu} does not exist on this "
                 f"machine (it has {ncpu} CPUs, numbered 0..{ncpu - 1})"
             )
+    experiments = config["experiments"]
+    for section, key, level, why in MODEL_LEVELS:
+        if level not in experiments[section].get(key, [level]):
+            raise ConfigError(f"config error at experiments.{section}.{key}: must include "
+                              f"{level!r}, {why}")
     sc = config["experiments"]["syscall"]
     if sc.get("warmup_batches", 0) > sc.get("batches", 0) * 10:
         raise ConfigError(

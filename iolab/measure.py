@@ -2,7 +2,7 @@
 
 Called by the measurement rules (rules/probes.smk), one repetition per call:
 
-    python -m iolab.measure syscall --node '{"name": "local", ...}' \
+    python -m iolab.measure EXPERIMENT --node '{"name": "local", ...}' \
         --settings '{"batches": 300, ...}' --rep 1 --seed 42 \
         --output data/raw/local/syscall/rep1.csv
 
@@ -15,57 +15,60 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import atomic, paths, provenance, tables
+from . import atomic, paths, provenance, tables, trace
 from .nodes import resolve_node
+from .probes import PROBE_MODES, probe_argv
 from .runners import RunError, runner_for
 
-EXPERIMENTS = ("syscall",)
-
-
-def syscall_argv(settings: Mapping[str, Any], seed: int, cpu: int | None) -> list[str]:
-    argv = [
-        str(paths.NATIVE_BUILD / "cost-probe"), "syscall",
-        "--batches", str(settings["batches"]),
-        "--warmup-batches", str(settings["warmup_batches"]),
-        "--batch-us", str(settings["batch_us"]),
-        "--variants", ",".join(settings["variants"]),
-        "--seed", str(seed),
-    ]
-    if cpu is not None:
-        argv += ["--cpu", str(cpu)]
-    return argv
+EXPERIMENTS = (*PROBE_MODES, "trace")
 
 
 def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[str, Any],
             rep: int, seed: int, output: Path) -> Path:
     node = resolve_node(node_entry)
-    runner = runner_for(node)
     cpu = node.cpus.get("probe")
-    argv = syscall_argv(settings, seed, cpu)
     started = provenance.utc_now()
     for stale in atomic.remove_stale_temporaries(output):
         print(f"iolab: removed {paths.relative(stale)}, left by an interrupted run", file=sys.stderr)
     print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
     with atomic.atomic_path(output) as tmp:
-        result = runner.run(argv, tmp)
-        # Parse before accepting: a truncated or malformed file is not a result.
-        frame = tables.read_raw_csv(tmp)
-        if frame.empty:
-            raise RunError(f"{experiment} on {node.name}: the probe wrote no samples")
+        start = time.monotonic()
+        if experiment == "trace":
+            if node.runner != "local":
+                raise RunError(f"trace on {node.name}: bpftrace runs on local nodes only")
+            try:
+                extra: dict[str, Any] = trace.measure(settings, cpu, seed, tmp)
+            except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+                raise RunError(f"trace on {node.name}: {e}") from e
+            frame = tables.read_trace_csv(tmp)
+            argv = ["bpftrace", "-e", "<script in provenance>"]
+            summary = "skipped: " + extra["trace"]["reason"] if frame.empty else f"{len(frame)} rows"
+            placement = {"probe_cpu": cpu}
+        else:
+            argv = probe_argv(experiment, settings, seed, cpu)
+            runner_for(node).run(argv, tmp)
+            # Parse before accepting: a truncated or malformed file is not a result.
+            frame = tables.read_raw_csv(tmp)
+            if frame.empty:
+                raise RunError(f"{experiment} on {node.name}: the probe wrote no samples")
+            extra = {"unavailable": tables.read_unavailable(tmp)}
+            summary = f"{len(frame)} batches"
+            placement = {"probe_cpu": cpu, "observed_cpus": sorted(set(frame["cpu"].tolist()))}
+        seconds = time.monotonic() - start
         side = provenance.capture(
-            node, experiment, {**settings, "rep": rep, "seed": seed},
-            command=argv, placement={"probe_cpu": cpu,
-                                     "observed_cpus": sorted(set(frame["cpu"].tolist()))},
-            started=started, extra={"run_seconds": round(result.seconds, 3)},
+            node, experiment, {**settings, "rep": rep, "seed": seed}, command=argv,
+            placement=placement, started=started,
+            extra={"run_seconds": round(seconds, 3), **extra},
         )
         atomic.write_json(provenance.sidecar_for(output), side)
-    print(f"iolab: wrote {paths.relative(output)} ({len(frame)} batches, {result.seconds:.1f} s)",
-          file=sys.stderr)
+    print(f"iolab: wrote {paths.relative(output)} ({summary}, {seconds:.1f} s)", file=sys.stderr)
     return output
 
 

@@ -1,35 +1,136 @@
-"""Model estimates and fits used by the notebooks.
-
-So far: the null-syscall cost s. The echo cost model (A: (t+s)/n, B: linear
-batch time) and the MPI models build on the same summaries.
-"""
+"""Summaries the notebooks report: medians with CIs, per-repetition
+estimates, and the smaller derived quantities (ACK cost, UNIX-socket w,
+the kernel-side view). The cost-model fits are in iolab.costmodel."""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from .stats import median_ci, spread_pct
+from . import costmodel, paths, tables
+from .stats import Estimate, median_ci, spread_pct
 
 
-def syscall_summary(measured: pd.DataFrame, by: Sequence[str]) -> pd.DataFrame:
-    """Median ns per call with its 95 % CI for each group of batches.
+def primary_node(table: pd.DataFrame) -> str:
+    """The node the paper reports first: the first in name order."""
+    return str(sorted(table["node"].unique())[0])
 
-    ``measured`` holds non-warm-up rows of the syscall table. The returned
-    frame keeps the Estimate object in ``estimate`` for the numbers file.
-    """
+
+def node_context(table: pd.DataFrame, node: str) -> dict[str, str]:
+    rows = table[table["node"] == node]
+    return {"node_kind": str(rows["kind"].iloc[0]), "mitigations": str(rows["mitigations"].iloc[0]),
+            "kernel": str(rows["kernel"].iloc[0])}
+
+
+def median_summary(measured: pd.DataFrame, by: Sequence[str],
+                   column: str = "ns_per_call") -> pd.DataFrame:
+    """Median of ``column`` with its 95 % CI for each group of batches. The
+    Estimate object stays in ``estimate`` for the numbers file."""
     rows = []
     for key, group in measured.groupby(list(by), sort=True):
-        est = median_ci(group["ns_per_call"].to_numpy())
+        est = median_ci(group[column].to_numpy())
         rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))),
                      "median_ns": est.value, "ci_low_ns": est.low, "ci_high_ns": est.high,
                      "batches": est.n, "estimate": est})
     return pd.DataFrame(rows)
 
 
-def repeat_spread(per_rep: pd.DataFrame) -> float:
-    """Spread of per-repetition medians, (max - min) / median in percent."""
+def as_estimate(boot: pd.DataFrame, quantity: str) -> Estimate:
+    r = boot.loc[quantity]
+    return Estimate(float(r["value"]), float(r["low"]), float(r["high"]), 0)
+
+
+def per_rep_estimates(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame,
+                      node: str) -> pd.DataFrame:
+    """s, w (TCP and UNIX), a and b estimated from each repetition alone."""
+    rows = []
+    reps = sorted(set(syscall["rep"]) & set(sendrecv["rep"]) & set(uring["rep"]))
+    for rep in reps:
+        ci = costmodel.estimate(costmodel.collect(syscall, sendrecv, uring, node=node, rep=rep))
+        row = {"rep": rep, "s": ci.s, "w_tcp": (ci.w["send"] + ci.w["recv"]) / 2}
+        for op in costmodel.OPS:
+            row[f"a_{op}"] = ci.fits[op]["B"].params["a"]
+            row[f"b_{op}"] = ci.fits[op]["B"].params["b"]
+        sr = sendrecv[sendrecv["rep"] == rep]
+        unix = unix_w(sr, node, ci.s)
+        if unix:
+            row["w_unix"] = (unix["w_unix_send_ns"] + unix["w_unix_recv_ns"]) / 2
+        rows.append(row)
+    return pd.DataFrame(rows).set_index("rep")
+
+
+def spreads(per_rep: pd.DataFrame) -> dict[str, float]:
+    """(max - min) / median across repetitions, per quantity, in percent."""
     if len(per_rep) < 2:
-        return 0.0
-    return spread_pct(per_rep["median_ns"].to_numpy(dtype=float))
+        return {}
+    return {col: spread_pct(per_rep[col].to_numpy(float)) for col in per_rep.columns
+            if per_rep[col].notna().all() and per_rep[col].median() > 0}
+
+
+def unix_w(sendrecv: pd.DataFrame, node: str, s: float, bytes_: int = 16) -> dict[str, float]:
+    """w of send and recv over AF_UNIX stream sockets (single connection)."""
+    rows = sendrecv[(sendrecv["node"] == node) & ~sendrecv["warmup"]
+                    & (sendrecv["transport"] == "unix") & (sendrecv["pattern"] == "single")
+                    & (sendrecv["bytes"] == bytes_)]
+    return {f"w_unix_{op}_ns": float(g["ns_per_call"].median()) - s
+            for op, g in rows.groupby("variant")}
+
+
+def ack_cost(sendrecv: pd.DataFrame, node: str, bytes_: int = 16) -> float:
+    """Extra ns of a TCP recv that empties its queue and sends an ACK: every
+    round-robin recv under quickack minus the same under ping-pong."""
+    rows = sendrecv[(sendrecv["node"] == node) & ~sendrecv["warmup"]
+                    & (sendrecv["transport"] == "tcp") & (sendrecv["variant"] == "recv")
+                    & (sendrecv["pattern"] == "roundrobin") & (sendrecv["bytes"] == bytes_)]
+    med = rows.groupby("ack")["ns_per_call"].median()
+    if not {"quickack", "pingpong"} <= set(med.index):
+        return math.nan
+    return float(med["quickack"] - med["pingpong"])
+
+
+def unavailable_text(source: str | Path) -> str:
+    """'preset: reason' for every ring preset the probe could not measure."""
+    src = paths.resolve(source)
+    if src.suffix == ".parquet":
+        raws = [paths.resolve(r["raw"]) for r in
+                json.loads(tables.sources_path(src).read_text())["raw"]]
+    else:
+        raws = tables.raw_files_under(src, "uring_batch")
+    found = tables.unavailable_configurations(raws).drop_duplicates(["preset", "reason"])
+    if found.empty:
+        return "none"
+    return "; ".join(f"{r.preset}: {r.reason}" for r in found.itertuples())
+
+
+def kernel_view(trace: pd.DataFrame, node: str) -> dict[str, Any]:
+    """Traced syscall durations with the tracing overhead (calibrated on
+    getppid, which does almost nothing) subtracted."""
+    rows = trace[trace["node"] == node]
+    if rows["map"].isna().all():
+        reason = next((r for r in rows["skipped"] if r), "no data")
+        return {"trace_status": f"skipped: {reason}"}
+
+    def avg(workload: str, name: str) -> float:
+        r = rows[(rows["workload"] == workload) & (rows["map"] == name)]
+        total, count = r["total_ns"].astype(float).sum(), r["count"].astype(float).sum()
+        return total / count if count else math.nan
+
+    def count(workload: str, name: str) -> float:
+        return float(rows[(rows["workload"] == workload) & (rows["map"] == name)]["count"].astype(float).sum())
+
+    calib = avg("getppid", "ns_getppid")
+    out: dict[str, Any] = {"trace_status": "measured", "trace_calibration_ns": calib,
+                           "trace_w_send_ns": avg("sendrecv", "ns_sendto") - calib,
+                           "trace_w_recv_ns": avg("sendrecv", "ns_recvfrom") - calib}
+    for n in (1, 16):
+        enter = avg(f"uring_n{n}", "ns_io_uring_enter") - calib
+        enters = count(f"uring_n{n}", "ns_io_uring_enter")
+        subs = count(f"uring_n{n}", "submit_req")
+        out[f"trace_enter_n{n}_ns"] = enter
+        out[f"trace_sqes_per_enter_n{n}"] = subs / enters if enters else math.nan
+    return out

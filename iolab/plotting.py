@@ -71,3 +71,120 @@ def syscall_cost_figure(measured, per_rep):  # type: ignore[no-untyped-def]
     ax_t.legend(markerscale=4)
     fig.tight_layout()
     return fig
+
+
+def sendrecv_figure(measured):  # type: ignore[no-untyped-def]
+    """Median ns per send/recv call against message size, one panel per
+    operation; lines per transport, pattern and ACK regime."""
+    ops = [op for op in ("send", "recv") if op in set(measured["variant"])]
+    fig, axes = plt.subplots(1, len(ops), figsize=(7.2, 3.2), sharey=True, squeeze=False)
+    groups = measured.groupby(["transport", "pattern", "ack"], sort=True)
+    for ax, op in zip(axes[0], ops):
+        for i, ((transport, pattern, ack), g) in enumerate(groups):
+            g = g[g["variant"] == op]
+            if g.empty:
+                continue
+            med = g.groupby("bytes")["ns_per_call"].median()
+            q = g.groupby("bytes")["ns_per_call"].quantile([0.25, 0.75]).unstack()
+            label = f"{transport} {pattern}" + ("" if ack == "-" else f" {ack}")
+            style = "-" if transport == "tcp" else "--"
+            ax.plot(med.index, med.values, style, marker="o", ms=3, color=PALETTE[i % len(PALETTE)],
+                    label=label)
+            ax.fill_between(q.index, q[0.25], q[0.75], alpha=0.15, color=PALETTE[i % len(PALETTE)],
+                            linewidth=0)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("message bytes")
+        ax.set_title(f"{op}(2): s + w per call")
+        ax.set_ylim(bottom=0)
+        ax.set_xticks(sorted(set(measured["bytes"])), [str(b) for b in sorted(set(measured["bytes"]))])
+    axes[0][0].set_ylabel("ns per call (median, IQR band)")
+    axes[0][-1].legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def uring_batch_figure(uring, nop, inputs):  # type: ignore[no-untyped-def]
+    """Left: ns per io_uring_enter against n (log-log) per operation and ring
+    preset, with models (A) and (B) fitted to the default ring. Right: ns per
+    SQE, with NOPs for io_uring's own share."""
+    import numpy as np
+
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(7.2, 3.3))
+    presets = sorted(set(uring["pattern"]))
+    for oi, op in enumerate(("send", "recv")):
+        color = PALETTE[oi]
+        for preset in presets:
+            g = uring[(uring["variant"] == op) & (uring["pattern"] == preset)]
+            if g.empty:
+                continue
+            med = g.groupby("n")["ns_per_call"].median()
+            per_sqe = g.groupby("n")["ns_per_sqe"].median()
+            # The default ring carries the fit; the other presets are context.
+            main = preset == "default"
+            kw = dict(marker="o", ms=3, lw=1.3, label=f"{op}, default ring") if main else \
+                dict(lw=0.6, alpha=0.45, label=f"{op}, other presets" if preset == presets[-1] or
+                     (presets[-1] == "default" and preset == presets[-2]) else None)
+            ax.plot(med.index, med.values, color=color, **kw)
+            ax2.plot(per_sqe.index, per_sqe.values, color=color, **kw)
+        n = np.logspace(0, np.log2(max(uring["n"])), 50, base=2)
+        fits = inputs.fits[op]
+        ax.plot(n, inputs.s + fits["B"].batch_time(n), ":", color="black", lw=0.9)
+        ax.plot(n, inputs.s + fits["A"].batch_time(n), "--", color="grey", lw=0.9)
+    nop_n = nop[nop["n"] > 0]
+    if not nop_n.empty:
+        g = nop_n[nop_n["pattern"] == "default"] if "default" in set(nop_n["pattern"]) else nop_n
+        per = g.groupby("n")["ns_per_sqe"].median()
+        ax2.plot(per.index, per.values, color="black", marker="s", ms=2.5, lw=1, label="NOP default")
+    ax.plot([], [], ":", color="black", label="model B fit (default)")
+    ax.plot([], [], "--", color="grey", label="model A fit (default)")
+    for a in (ax, ax2):
+        a.set_xscale("log", base=2)
+        a.set_yscale("log")
+        a.set_xlabel("SQEs per io_uring_enter (n)")
+    ax.set_ylabel("ns per io_uring_enter")
+    ax.set_title("U(n) = s + T(n)")
+    ax2.set_ylabel("ns per SQE")
+    ax2.set_title("per SQE; NOP = io_uring's own share")
+    ax.legend(fontsize=6, loc="upper left")
+    ax2.legend(fontsize=6, loc="upper right")
+    fig.tight_layout()
+    return fig
+
+
+def per_request_figure(inputs, boot, echo=None):  # type: ignore[no-untyped-def]
+    """Predicted CPU ns per echo request (one recv + one send) against the
+    batch size n: epoll flat, io_uring under models (A) and (B), the 2w floor,
+    and crossovers; measured echo servers overlaid when given (columns n,
+    server_ns_per_request, label)."""
+    import numpy as np
+
+    from . import costmodel
+
+    n = np.logspace(0, 9, 200, base=2)
+    fig, ax = plt.subplots(figsize=(7.0, 3.4))
+    epoll = costmodel.epoll_request(inputs)
+    lo, hi = boot.loc["epoll_request", "low"], boot.loc["epoll_request", "high"]
+    ax.axhline(epoll, color=PALETTE[0], lw=1.5, label=f"epoll: 2s + w_send + w_recv = {epoll:.0f} ns")
+    ax.axhspan(lo, hi, color=PALETTE[0], alpha=0.15, lw=0)
+    ax.plot(n, costmodel.uring_request(inputs, "A", n), "--", color=PALETTE[1],
+            label="io_uring, model A: Σ (t + s)/n")
+    ax.plot(n, costmodel.uring_request(inputs, "B", n), "-", color=PALETTE[2],
+            label="io_uring, model B: Σ (s + a)/n + b")
+    floor = inputs.w["send"] + inputs.w["recv"]
+    ax.axhline(floor, color="black", lw=0.8, ls=":", label=f"floor 2w = {floor:.0f} ns (kernel work only)")
+    for model, color in (("A", PALETTE[1]), ("B", PALETTE[2])):
+        ns = costmodel.crossover(inputs, model)
+        if np.isfinite(ns) and ns <= n.max():
+            ax.axvline(ns, color=color, lw=0.7, alpha=0.7)
+            ax.annotate(f"n*={ns:.1f}", (ns, epoll), textcoords="offset points", xytext=(3, 6),
+                        fontsize=7, color=color)
+    if echo is not None and len(echo):
+        ax.scatter(echo["n"], echo["server_ns_per_request"], s=14, color="black", zorder=5,
+                   label="measured echo servers")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("batch size n (SQEs per io_uring_enter)")
+    ax.set_ylabel("CPU ns per echo request")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig

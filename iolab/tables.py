@@ -23,8 +23,12 @@ import pandas as pd
 from . import atomic, paths
 from .provenance import sidecar_for
 
-SYSCALL_COLUMNS = ["mode", "variant", "seq", "batch", "warmup", "calls", "ns", "cpu"]
+# cost-probe raw format v2: every mode writes these columns.
+PROBE_COLUMNS = ["mode", "variant", "transport", "pattern", "ack", "bytes", "n", "connections",
+                 "seq", "batch", "warmup", "calls", "ns", "cpu", "emptied", "not_inline"]
+TRACE_COLUMNS = ["workload", "map", "count", "avg_ns", "total_ns"]
 _META = re.compile(r"^#\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_UNAVAILABLE = re.compile(r"^#\s*unavailable:\s*preset=(\S+)\s+reason=(.*)$")
 
 
 class RawFormatError(ValueError):
@@ -43,18 +47,40 @@ def read_metadata(path: str | Path) -> dict[str, str]:
     return meta
 
 
-def read_raw_csv(path: str | Path) -> pd.DataFrame:
-    """A probe's raw CSV as a frame; raises RawFormatError if malformed."""
+def read_unavailable(path: str | Path) -> list[dict[str, str]]:
+    """Ring presets the probe reported as unavailable or not applicable."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("#"):
+                break
+            m = _UNAVAILABLE.match(line.strip())
+            if m:
+                out.append({"preset": m.group(1), "reason": m.group(2)})
+    return out
+
+
+def _read_csv(path: str | Path, columns: list[str], complete: list[str]) -> pd.DataFrame:
     try:
         frame = pd.read_csv(path, comment="#")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise RawFormatError(f"{path}: not a valid raw CSV ({e})") from e
-    missing = [c for c in SYSCALL_COLUMNS if c not in frame.columns]
+    missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise RawFormatError(f"{path}: missing columns {missing}")
-    if frame[["seq", "calls", "ns"]].isna().any().any():
+    if frame[complete].isna().any().any():
         raise RawFormatError(f"{path}: incomplete rows (truncated file?)")
     return frame
+
+
+def read_raw_csv(path: str | Path) -> pd.DataFrame:
+    """A cost-probe raw CSV as a frame; raises RawFormatError if malformed."""
+    return _read_csv(path, PROBE_COLUMNS, ["seq", "calls", "ns", "not_inline"])
+
+
+def read_trace_csv(path: str | Path) -> pd.DataFrame:
+    """A bpftrace raw CSV (possibly empty, when tracing was skipped)."""
+    return _read_csv(path, TRACE_COLUMNS, ["count", "avg_ns"])
 
 
 def sha256(path: str | Path) -> str:
@@ -73,28 +99,33 @@ def load_sidecar(raw: str | Path) -> dict[str, Any]:
         raise RawFormatError(f"{raw}: provenance sidecar {side.name} is missing") from e
 
 
-def syscall_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
-    """Tidy null-syscall samples: one row per timed batch, warm-up flagged.
+def _context(raw: Path) -> dict[str, Any]:
+    """Columns every tidy row carries from its raw file's sidecar."""
+    side = load_sidecar(raw)
+    return {
+        "node": side["node"]["name"],
+        "kind": side["node"]["kind"],
+        "mitigations": side["mitigations"]["state"],
+        "kernel": side["host"]["kernel"],
+        "rep": int(side["settings"]["rep"]),
+        "raw_file": paths.relative(raw),
+    }
+
+
+def probe_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy cost-probe samples: one row per timed batch, warm-up flagged.
 
     ``ns_per_call`` subtracts the probe's measured timer-pair cost from the
-    batch time before dividing by the calls in it.
+    batch time before dividing by the system calls in it; ``ns_per_sqe``
+    divides that by the SQEs per call (io_uring modes, n > 0).
     """
     frames = []
     for raw in sorted(Path(p) for p in raw_files):
         frame = read_raw_csv(raw)
-        meta = read_metadata(raw)
-        side = load_sidecar(raw)
-        timer = float(meta.get("timer_overhead_ns", 0.0))
-        frame = frame.assign(
-            node=side["node"]["name"],
-            kind=side["node"]["kind"],
-            mitigations=side["mitigations"]["state"],
-            kernel=side["host"]["kernel"],
-            rep=int(side["settings"]["rep"]),
-            timer_overhead_ns=timer,
-            ns_per_call=(frame["ns"] - timer) / frame["calls"],
-            raw_file=paths.relative(raw),
-        )
+        timer = float(read_metadata(raw).get("timer_overhead_ns", 0.0))
+        per_call = (frame["ns"] - timer) / frame["calls"]
+        frame = frame.assign(**_context(raw), timer_overhead_ns=timer, ns_per_call=per_call,
+                             ns_per_sqe=per_call / frame["n"].where(frame["n"] > 0))
         frames.append(frame)
     if not frames:
         raise RawFormatError("no raw files given")
@@ -103,13 +134,36 @@ def syscall_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     return out
 
 
-TABLES = {"syscall": syscall_table}
+def trace_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy bpftrace results: one row per node, repetition, workload and map.
+    Empty (with the skip reason in ``skipped``) where tracing was unavailable."""
+    frames = []
+    for raw in sorted(Path(p) for p in raw_files):
+        frame = read_trace_csv(raw)
+        skipped = read_metadata(raw).get("skipped", "")
+        if frame.empty:
+            frame = pd.DataFrame([{c: None for c in TRACE_COLUMNS}])
+        frames.append(frame.assign(**_context(raw), skipped=skipped))
+    if not frames:
+        raise RawFormatError("no raw files given")
+    return pd.concat(frames, ignore_index=True)
+
+
+TABLES = {"syscall": probe_table, "sendrecv": probe_table, "uring_batch": probe_table,
+          "nop": probe_table, "trace": trace_table}
+
+
+def unavailable_configurations(raw_files: Iterable[str | Path]) -> pd.DataFrame:
+    """Presets each raw file reported as unavailable, with the reason."""
+    rows = [{"raw_file": paths.relative(p), **u} for p in raw_files for u in read_unavailable(p)]
+    return pd.DataFrame(rows, columns=["raw_file", "preset", "reason"])
 
 
 def raw_files_under(root: str | Path, experiment: str) -> list[Path]:
     """Every raw file of ``experiment`` below ``root``
     (``<node>/<experiment>/<run key>/rep<N>.csv``)."""
     return sorted(Path(root).glob(f"*/{experiment}/*/rep*.csv"))
+
 
 
 def load(experiment: str, source: str | Path) -> pd.DataFrame:

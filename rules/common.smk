@@ -35,7 +35,9 @@ except ConfigError as e:
 NODES = [n["name"] for n in config["nodes"]]
 NODE_BY_NAME = {n["name"]: n for n in config["nodes"]}
 REPS = list(range(1, config["repeats"] + 1))
-EXPERIMENTS = [name for name, section in config["experiments"].items() if section["enabled"]]
+# Experiments that run: every cost-probe one, and those with enabled: true.
+EXPERIMENTS = [name for name, section in config["experiments"].items()
+               if section.get("enabled", True)]
 
 # Python modules the analysis steps run; editing one re-runs the analysis,
 # never a measurement.
@@ -44,6 +46,8 @@ ANALYSIS_CODE = [
     "iolab/stats.py",
     "iolab/plotting.py",
     "iolab/outputs.py",
+    "iolab/models.py",
+    "iolab/sources.py",
 ]
 
 
@@ -51,6 +55,7 @@ wildcard_constraints:
     node="|".join(NODES),
     rep=r"\d+",
     key=r"[0-9a-f]{12}",
+    experiment="|".join(EXPERIMENTS),
 
 
 def run_seed(experiment, node, rep):
@@ -58,10 +63,12 @@ def run_seed(experiment, node, rep):
     return (config["seed"] + zlib.crc32(f"{experiment}/{node}/{rep}".encode())) % 2**31
 
 
-# Each experiment's probe and the native sources it is built from. The run key
-# digests these with the settings, so new settings or new probe code measure
-# into a new directory and raw data already measured is never overwritten.
-EXPERIMENT_PROGRAM = {"syscall": "cost-probe"}
+# Each experiment's program, and any other code that decides what it measures.
+# The run key digests these with the settings, so new settings or new probe
+# code measure into a new directory and raw data already measured is never
+# overwritten.
+EXPERIMENT_PROGRAM = {name: "cost-probe" for name in ("syscall", "sendrecv", "uring_batch", "nop", "trace")}
+EXPERIMENT_EXTRA_SOURCES = {"trace": ["iolab/trace.py"]}
 
 
 def run_key(experiment, node):
@@ -69,7 +76,8 @@ def run_key(experiment, node):
     h.update(json.dumps([config["experiments"][experiment], NODE_BY_NAME[node]],
                         sort_keys=True).encode())
     program = EXPERIMENT_PROGRAM[experiment]
-    for src in sorted(NATIVE_COMMON + NATIVE_PROGRAMS[program]):
+    sources = NATIVE_COMMON + NATIVE_PROGRAMS[program] + EXPERIMENT_EXTRA_SOURCES.get(experiment, [])
+    for src in sorted(sources):
         h.update(src.encode())
         h.update(open(os.path.join(workflow.basedir, src), "rb").read())
     return h.hexdigest()[:12]
@@ -94,8 +102,13 @@ def raw_files(experiment):
 # Notebooks and the figures each one writes (stable names, cited by users).
 NOTEBOOKS = ["cost_model"]
 NOTEBOOK_FIGURES = {
-    "cost_model": ["syscall_cost"],
+    "cost_model": ["syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"],
 }
+
+
+def table_or_empty(experiment):
+    """A notebook parameter: the experiment's table, or "" if it is disabled."""
+    return f"results/tables/{experiment}.parquet" if experiment in EXPERIMENTS else ""
 
 
 def figure_files(notebook):

@@ -4,6 +4,10 @@ rule notebook_cost_model:
     input:
         notebook="notebooks/cost_model.py",
         syscall="results/tables/syscall.parquet",
+        sendrecv="results/tables/sendrecv.parquet",
+        uring_batch="results/tables/uring_batch.parquet",
+        nop="results/tables/nop.parquet",
+        trace=lambda w: [table_or_empty("trace")] if "trace" in EXPERIMENTS else [],
         code=ANALYSIS_CODE,
     output:
         executed="results/notebooks/cost_model.ipynb",
@@ -15,6 +19,8 @@ rule notebook_cost_model:
             category="Cost model",
             subcategory="null syscall s",
         ),
+    params:
+        trace=table_or_empty("trace"),
     log:
         "results/logs/notebooks/cost_model.log",
     conda:
@@ -22,6 +28,8 @@ rule notebook_cost_model:
     shell:
         "jupytext --quiet --to ipynb --output - {input.notebook}"
         " | papermill --no-progress-bar --cwd . - {output.executed}"
-        " -p syscall_table {input.syscall} -p figure_dir paper/figures"
+        " -p syscall_table {input.syscall} -p sendrecv_table {input.sendrecv}"
+        " -p uring_batch_table {input.uring_batch} -p nop_table {input.nop}"
+        " -p trace_table {params.trace:q} -p figure_dir paper/figures"
         " -p numbers_out {output.numbers} -p manifest_out {output.manifest}"
         " 2>&1 | tee {log}"

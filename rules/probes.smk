@@ -5,25 +5,26 @@
 # write-protected: measured data is never edited or overwritten.
 
 
-rule measure_syscall:
+rule measure:
     input:
         # The probe's sources are digested into {key}; a rebuild alone
         # (new mtime, same sources) must not re-measure.
         probe=ancient("native/build/cost-probe"),
     output:
-        raw=protected("data/raw/{node}/syscall/{key}/rep{rep}.csv"),
-        provenance=protected("data/raw/{node}/syscall/{key}/rep{rep}.provenance.json"),
+        raw=protected("data/raw/{node}/{experiment}/{key}/rep{rep}.csv"),
+        provenance=protected("data/raw/{node}/{experiment}/{key}/rep{rep}.provenance.json"),
     params:
-        key=checked_run_key("syscall"),
+        key=lambda w: checked_run_key(w.experiment)(w),
         node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
-        settings=json.dumps(config["experiments"]["syscall"]),
-        seed=lambda w: run_seed("syscall", w.node, w.rep),
+        settings=lambda w: json.dumps(config["experiments"][w.experiment]),
+        seed=lambda w: run_seed(w.experiment, w.node, w.rep),
     resources:
         bench=1,
     log:
-        "results/logs/measure/{node}/syscall/{key}/rep{rep}.log",
+        "results/logs/measure/{node}/{experiment}/{key}/rep{rep}.log",
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.measure syscall --node {params.node:q} --settings {params.settings:q}"
-        " --rep {wildcards.rep} --seed {params.seed} --output {output.raw} 2>&1 | tee {log}"
+        "python -m iolab.measure {wildcards.experiment} --node {params.node:q}"
+        " --settings {params.settings:q} --rep {wildcards.rep} --seed {params.seed}"
+        " --output {output.raw} 2>&1 | tee {log}"

@@ -1,16 +1,17 @@
 # Raw files -> tidy Parquet tables, with the list of raw files they came from.
 
 
-rule tidy_syscall:
+rule tidy_table:
     input:
-        raw=raw_files("syscall"),
+        raw=lambda w: raw_files(w.experiment),
         code="iolab/tables.py",
     output:
-        table="results/tables/syscall.parquet",
-        sources="results/tables/syscall.sources.json",
+        table="results/tables/{experiment}.parquet",
+        sources="results/tables/{experiment}.sources.json",
     log:
-        "results/logs/tables/syscall.log",
+        "results/logs/tables/{experiment}.log",
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.tables syscall --output {output.table} {input.raw} 2>&1 | tee {log}"
+        "python -m iolab.tables {wildcards.experiment} --output {output.table} {input.raw}"
+        " 2>&1 | tee {log}"

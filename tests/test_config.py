@@ -26,6 +26,14 @@ BAD_CONFIGS = [
      "config error at experiments.syscall.variants[1]: 'fork' is not one of"),
     ({"nodes": [{"name": "../etc", "runner": "local"}]},
      "config error at nodes[0].name: '../etc' does not match"),
+    ({"experiments": {"uring_batch": {"presets": ["sqpoll"]}}},
+     "config error at experiments.uring_batch.presets: must include 'default'"),
+    ({"experiments": {"uring_batch": {"n": [2, 4]}}},
+     "config error at experiments.uring_batch.n: must include 1"),
+    ({"experiments": {"sendrecv": {"ack_modes": ["sometimes"]}}},
+     "config error at experiments.sendrecv.ack_modes[0]: 'sometimes' is not one of"),
+    ({"experiments": {"uring_batch": {"max_not_inline": 2}}},
+     "config error at experiments.uring_batch.max_not_inline: 2 is greater than the maximum of 1"),
 ]
 
 # Lines snakemake itself prints before the workflow is even parsed.

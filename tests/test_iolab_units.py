@@ -76,12 +76,13 @@ def test_bootstrap_ci_contains_point_estimate() -> None:
 
 # --- raw loaders ----------------------------------------------------------------
 
-RAW = """# iolab-raw: cost-probe syscall v1
+RAW = """# iolab-raw: cost-probe syscall v2
 # timer_overhead_ns=20.0
-mode,variant,seq,batch,warmup,calls,ns,cpu
-syscall,getppid,0,0,1,100,12020,1
-syscall,getppid,1,0,0,100,10020,1
-syscall,enosys,2,0,0,100,9020,1
+# unavailable: preset=sqpoll reason=not applicable: no enter to time
+mode,variant,transport,pattern,ack,bytes,n,connections,seq,batch,warmup,calls,ns,cpu,emptied,not_inline
+syscall,getppid,-,-,-,0,1,0,0,0,1,100,12020,1,0,0
+syscall,getppid,-,-,-,0,1,0,1,0,0,100,10020,1,0,0
+syscall,enosys,-,-,-,0,4,0,2,0,0,100,9020,1,0,0
 """
 
 
@@ -94,10 +95,11 @@ def write_raw(d: Path, rep: int = 1, body: str = RAW) -> Path:
     return raw
 
 
-def test_syscall_table_subtracts_timer_and_divides(tmp_path: Path) -> None:
+def test_probe_table_subtracts_timer_and_divides(tmp_path: Path) -> None:
     raw = write_raw(tmp_path)
-    t = tables.syscall_table([raw])
+    t = tables.probe_table([raw])
     assert list(t["ns_per_call"]) == [120.0, 100.0, 90.0]
+    assert list(t["ns_per_sqe"]) == [120.0, 100.0, 22.5]
     assert list(t["warmup"]) == [True, False, False]
     assert set(t["node"]) == {"t"} and set(t["kind"]) == {"vm"} and set(t["rep"]) == {1}
 
@@ -105,14 +107,20 @@ def test_syscall_table_subtracts_timer_and_divides(tmp_path: Path) -> None:
 def test_truncated_raw_file_is_rejected(tmp_path: Path) -> None:
     raw = write_raw(tmp_path, body=RAW.rsplit(",", 2)[0] + "\n")
     with pytest.raises(tables.RawFormatError):
-        tables.syscall_table([raw])
+        tables.probe_table([raw])
+
+
+def test_unavailable_presets_are_read(tmp_path: Path) -> None:
+    raw = write_raw(tmp_path)
+    assert tables.read_unavailable(raw) == [{"preset": "sqpoll",
+                                            "reason": "not applicable: no enter to time"}]
 
 
 def test_raw_file_without_sidecar_is_rejected(tmp_path: Path) -> None:
     raw = write_raw(tmp_path)
     provenance.sidecar_for(raw).unlink()
     with pytest.raises(tables.RawFormatError, match="sidecar"):
-        tables.syscall_table([raw])
+        tables.probe_table([raw])
 
 
 def test_load_from_raw_root_and_from_parquet(tmp_path: Path) -> None:
@@ -127,9 +135,10 @@ def test_load_from_raw_root_and_from_parquet(tmp_path: Path) -> None:
     assert len(sources["raw"]) == 2 and all(len(s["sha256"]) == 64 for s in sources["raw"])
 
 
-def test_reference_data_loads() -> None:
-    t = tables.load("syscall", "data/reference")
-    assert len(t) > 100 and set(t["variant"]) == {"getppid", "enosys"}
+@pytest.mark.parametrize("experiment", ["syscall", "sendrecv", "uring_batch", "nop", "trace"])
+def test_reference_data_loads(experiment: str) -> None:
+    t = tables.load(experiment, "data/reference")
+    assert len(t) > 10 and t["rep"].nunique() >= 2
 
 
 # --- provenance ---------------------------------------------------------------------
@@ -162,7 +171,8 @@ def test_key_path() -> None:
 
 def test_semantic_checks() -> None:
     good = {"nodes": [{"name": "a", "runner": "local", "cpus": {"probe": 1}}],
-            "experiments": {"syscall": {"batches": 10, "warmup_batches": 1}}}
+            "experiments": {"syscall": {"batches": 10, "warmup_batches": 1}, "sendrecv": {},
+                            "uring_batch": {}, "nop": {}}}
     check_semantics(good, cpu_count=2)
     with pytest.raises(ConfigError, match="CPU 1 does not exist"):
         check_semantics(good, cpu_count=1)

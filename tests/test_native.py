@@ -11,8 +11,10 @@ import pytest
 
 from iolab import tables
 
-SYSCALL_FLAGS = ["--batches", "--warmup-batches", "--batch-us", "--calls-per-batch",
-                 "--variants", "--seed", "--cpu", "--output", "--help"]
+FLAGS = ["--batches", "--warmup-batches", "--batch-us", "--calls-per-batch", "--variants",
+         "--seed", "--cpu", "--output", "--help", "--transports", "--ops", "--patterns",
+         "--ack-modes", "--bytes", "--connections", "--presets", "--n", "--max-not-inline",
+         "--starve"]
 
 
 def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -22,18 +24,23 @@ def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
 def test_help_documents_every_flag(native_build: Path) -> None:
     res = run([str(native_build / "cost-probe"), "--help"])
     assert res.returncode == 0
-    for flag in SYSCALL_FLAGS:
+    for flag in FLAGS:
         assert flag in res.stdout, flag
     src = (native_build.parent / "probes" / "cost_probe.c").read_text()
     declared = set(re.findall(r'\{ "([a-z-]+)", (?:required|no)_argument', src))
-    assert {f"--{d}" for d in declared} <= set(SYSCALL_FLAGS)
+    assert {f"--{d}" for d in declared} == set(FLAGS)
 
 
 @pytest.mark.parametrize("argv,message", [
     (["syscall", "--batches", "x"], "--batches: 'x' is not an integer"),
     (["syscall", "--batches", "0"], "--batches: 0 is out of range"),
-    (["syscall", "--variants", "fork"], "unknown variant 'fork'"),
+    (["syscall", "--variants", "fork"], "--variants: unknown value 'fork'"),
     (["warp"], "unknown mode 'warp'"),
+    (["syscall", "--presets", "default"], "--presets does not apply to mode syscall"),
+    (["sendrecv", "--bytes", "16,x"], "--bytes: 'x' is not an integer"),
+    (["uring-batch", "--n", "0"], "--n: 0 is out of range"),
+    (["uring-batch", "--max-not-inline", "1.5"], "--max-not-inline: '1.5' is not a fraction"),
+    (["nop", "--presets", "sqpoll"], "no usable ring preset"),
     ([], "missing MODE"),
     (["syscall", "--cpu", "1000"], "--cpu 1000: cannot pin"),
     (["syscall", "--output", "/nonexistent/dir/x.csv"], "--output /nonexistent/dir/x.csv"),
@@ -53,7 +60,7 @@ def test_syscall_output_schema_parses(native_build: Path, tmp_path: Path, build:
                "--cpu", "0", "--output", str(out)])
     assert res.returncode == 0, res.stderr  # sanitizers abort with a report otherwise
     frame = tables.read_raw_csv(out)
-    assert list(frame.columns) == tables.SYSCALL_COLUMNS
+    assert list(frame.columns) == tables.PROBE_COLUMNS
     assert len(frame) == 2 * 23
     assert frame.groupby("variant")["warmup"].sum().to_dict() == {"enosys": 3, "getppid": 3}
     assert set(frame["cpu"]) == {0}
@@ -72,3 +79,55 @@ def test_run_order_is_randomised_and_seeded(native_build: Path) -> None:
     a, b, c = order("7"), order("7"), order("8")
     assert a == b and a != c
     assert a != sorted(a)
+
+
+@pytest.mark.parametrize("build", ["", "san"])
+def test_sendrecv_covers_every_factor(native_build: Path, tmp_path: Path, build: str) -> None:
+    out = tmp_path / "sr.csv"
+    res = run([str(native_build / build / "cost-probe"), "sendrecv", "--batches", "4",
+               "--warmup-batches", "1", "--bytes", "16,512", "--connections", "8",
+               "--calls-per-batch", "8", "--output", str(out)])
+    assert res.returncode == 0, res.stderr
+    frame = tables.read_raw_csv(out)
+    cells = frame.groupby(["transport", "variant", "pattern", "ack", "bytes"]).size()
+    # TCP: 2 ops x 2 patterns x 2 ACK regimes x 2 sizes; UNIX has no ACK regimes.
+    assert len(cells) == 16 + 8 and (cells == 5).all()
+    rr = frame[(frame["pattern"] == "roundrobin") & (frame["variant"] == "recv")]
+    assert (rr["emptied"] == rr["calls"]).all() and (rr["calls"] == 8).all()
+    single = frame[(frame["pattern"] == "single") & (frame["variant"] == "recv")]
+    assert (single["emptied"] == 1).all()
+
+
+@pytest.mark.parametrize("build", ["", "san"])
+def test_uring_batch_completes_inline_and_reports_sqpoll(native_build: Path, tmp_path: Path,
+                                                         build: str) -> None:
+    out = tmp_path / "ub.csv"
+    res = run([str(native_build / build / "cost-probe"), "uring-batch", "--batches", "4",
+               "--warmup-batches", "1", "--n", "1,8", "--presets",
+               "default,single_issuer_defer_taskrun,register_ring_fd,sqpoll", "--output", str(out)])
+    assert res.returncode == 0, res.stderr
+    frame = tables.read_raw_csv(out)
+    assert frame["not_inline"].sum() == 0
+    assert set(frame["pattern"]) == {"default", "single_issuer_defer_taskrun", "register_ring_fd"}
+    unavailable = tables.read_unavailable(out)
+    assert [u["preset"] for u in unavailable] == ["sqpoll"]
+    assert "not applicable" in unavailable[0]["reason"]
+
+
+def test_uring_batch_fails_loudly_when_sqes_do_not_complete_inline(native_build: Path) -> None:
+    # RECV on sockets with nothing queued cannot complete inline: they are
+    # armed for poll, so the interval is not t and the probe must say so.
+    res = run([str(native_build / "cost-probe"), "uring-batch", "--batches", "3",
+               "--warmup-batches", "0", "--ops", "recv", "--n", "4", "--starve"])
+    assert res.returncode == 1
+    assert "12 of 12 SQEs (100.0%) did not complete inline" in res.stderr
+    assert "not t(n)" in res.stderr
+
+
+def test_nop_times_a_bare_enter_for_n_zero(native_build: Path, tmp_path: Path) -> None:
+    out = tmp_path / "nop.csv"
+    res = run([str(native_build / "san" / "cost-probe"), "nop", "--batches", "5",
+               "--warmup-batches", "1", "--n", "0,4", "--output", str(out)])
+    assert res.returncode == 0, res.stderr
+    frame = tables.read_raw_csv(out)
+    assert sorted(set(frame["n"])) == [0, 4] and (frame["ns"] > 0).all()

@@ -46,7 +46,7 @@ def test_dry_run_with_default_config(workflow: Path) -> None:
     res = snakemake(workflow, "-n", "--cores", "all")
     assert res.returncode == 0, res.stderr
     rules = planned_rules(res.stdout + res.stderr)
-    assert {"build_native", "measure_syscall", "tidy_syscall", "notebook_cost_model",
+    assert {"build_native", "measure", "tidy_table", "notebook_cost_model",
             "paper_pdf", "all"} <= rules
 
 
@@ -55,8 +55,9 @@ def test_smoke_run_end_to_end(smoke_run: tuple[Path, object]) -> None:
     assert res.returncode == 0, res.stderr[-4000:]
     pdf = wd / "paper" / "paper.pdf"
     assert pdf.read_bytes().startswith(b"%PDF")
-    for ext in ("pdf", "png", "svg"):
-        assert (wd / "paper" / "figures" / f"syscall_cost.{ext}").stat().st_size > 1000
+    for name in ("syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"):
+        for ext in ("pdf", "png", "svg"):
+            assert (wd / "paper" / "figures" / f"{name}.{ext}").stat().st_size > 1000
     executed = json.loads((wd / "results" / "notebooks" / "cost_model.ipynb").read_text())
     assert executed["metadata"]["papermill"]["exception"] in (None, False)
 
@@ -82,8 +83,9 @@ def test_manifest_links_figures_to_code_tables_and_raw_files(smoke_run: tuple[Pa
     manifest = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())
     fig = manifest["figures"]["syscall_cost"]
     assert fig["notebook"] == "notebooks/cost_model.py"
-    assert fig["tables"] == ["results/tables/syscall.parquet"]
-    assert len(fig["raw"]) == 2
+    assert "results/tables/syscall.parquet" in fig["tables"]
+    # 2 repetitions of syscall, sendrecv, uring_batch, nop and trace
+    assert len(fig["raw"]) == 10
     for raw in fig["raw"]:
         path = wd / raw["raw"]
         assert sha256(path) == raw["sha256"]
@@ -114,14 +116,27 @@ def test_editing_a_notebook_reruns_only_analysis(smoke_run: tuple[Path, object])
     assert rules == {"notebook_cost_model", "paper_numbers", "figure_manifest", "paper_pdf", "all"}
 
 
+def test_smoke_numbers_cover_the_cost_model(smoke_run: tuple[Path, object]) -> None:
+    wd, _ = smoke_run
+    numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
+    for key in ("w_send_ns", "w_recv_ns", "a_send_ns", "b_send_ns", "a_recv_ns", "b_recv_ns",
+                "t1_mean_ns", "epoll_request_ns", "floor_request_ns", "preferred_model",
+                "c1_w_verdict", "c1_t_verdict", "c2_verdict", "c3_verdict", "trace_status",
+                "unavailable_presets"):
+        assert key in numbers, key
+    # The floor (kernel work alone) is below the epoll request cost, which adds 2s.
+    assert numbers["floor_request_ns"]["value"] < numbers["epoll_request_ns"]["value"]
+    assert "sqpoll" in numbers["unavailable_presets"]["text"]
+
+
 def test_changed_settings_measure_into_a_new_directory(smoke_run: tuple[Path, object]) -> None:
     wd, _ = smoke_run
     before = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
     res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml",
                     "--config", "repeats=3")
     assert res.returncode == 0, res.stderr
-    # Adding a repetition measures one more file; the two existing ones stay.
-    assert planned_jobs(res.stdout + res.stderr)["measure_syscall"] == 1
+    # Adding a repetition measures one more file per experiment; existing ones stay.
+    assert planned_jobs(res.stdout + res.stderr)["measure"] == 5
     after = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
     assert before == after
     for p in before:
@@ -133,4 +148,6 @@ def test_html_report_has_the_figures_in_categories(smoke_run: tuple[Path, object
     res = snakemake(wd, "--report", "report.html", "--configfile", "config/profiles/smoke.yaml")
     assert res.returncode == 0, res.stderr[-3000:]
     html = (wd / "report.html").read_text()
-    assert "Cost model" in html and "syscall_cost.png" in html
+    assert "Cost model" in html
+    for name in ("syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"):
+        assert f"{name}.png" in html

@@ -271,9 +271,9 @@ static int run_uring(const struct probe_opts *o, FILE *out, int nop)
 			continue;
 		setup_ring(&slots[p], p, entries);
 		if (!slots[p].ok) {
+			/* Recorded in the output; the run goes on with the others. */
 			if (fprintf(out, "# unavailable: preset=%s reason=%s\n", preset_names[p], slots[p].reason) < 0)
 				return 1;
-			fprintf(stderr, PROG ": preset %s: %s\n", preset_names[p], slots[p].reason);
 			continue;
 		}
 		usable++;
@@ -299,7 +299,11 @@ static int run_uring(const struct probe_opts *o, FILE *out, int nop)
 		}
 	}
 	if (!usable) {
-		fprintf(stderr, PROG ": no usable ring preset among --presets %s\n", o->presets);
+		fprintf(stderr, PROG ": no usable ring preset among --presets %s:", o->presets);
+		for (int p = 0; p < PRESET_COUNT; p++)
+			if (pset & (1u << p))
+				fprintf(stderr, " %s: %s;", preset_names[p], slots[p].reason);
+		fprintf(stderr, "\n");
 		return 1;
 	}
 	timer_ns = timer_overhead_ns(10001);

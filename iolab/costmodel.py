@@ -1,0 +1,216 @@
+"""The OpenAnolis echo cost model, and the linear-batch alternative.
+
+Per operation (one send or one recv):
+  epoll             s + w
+  io_uring (A)      (t + s) / n          t constant per io_uring_enter
+  io_uring (B)      (s + a) / n + b      batch time T(n) = a + b n
+
+What the probes give:
+  s        median ns per getppid call (cost-probe syscall)
+  s + w    median ns per send or recv call, 16 B, TCP, one connection, echo
+           (ping-pong) ACK regime (cost-probe sendrecv)
+  U(n)     ns per io_uring_enter with n SQEs = s + T(n) (cost-probe uring-batch)
+
+Per echo request there is one recv and one send, so request costs add the
+two operations; at batch size n each enter carries n SQEs.
+Fits are weighted by 1/U(n)^2 (relative errors: U spans three decades) on
+the per-n medians, with non-negativity on every parameter.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import lsq_linear
+
+OPS = ("send", "recv")
+
+
+@dataclass(frozen=True)
+class Fit:
+    """One model fitted to U(n) of one operation."""
+
+    model: str                 # "A" or "B"
+    params: dict[str, float]   # A: {"t"}; B: {"a", "b"}
+    rss: float                 # weighted residual sum of squares on per-n medians
+    points: int
+
+    @property
+    def aic(self) -> float:
+        k = len(self.params)
+        return self.points * math.log(max(self.rss, 1e-300) / self.points) + 2 * k
+
+    def batch_time(self, n: np.ndarray | float) -> np.ndarray | float:
+        """T(n): kernel time of one io_uring_enter with n SQEs, without s."""
+        if self.model == "A":
+            return np.zeros_like(np.asarray(n, dtype=float)) + self.params["t"]
+        return self.params["a"] + self.params["b"] * np.asarray(n, dtype=float)
+
+
+def _weighted_nnls(design: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+    w = 1.0 / y
+    res = lsq_linear(design * w[:, None], y * w, bounds=(0, np.inf))
+    return res.x, float(np.sum(((design @ res.x) - y) ** 2 * w**2))
+
+
+def fit_model_a(n: np.ndarray, enter_ns: np.ndarray, s: float) -> Fit:
+    """(A): U(n) = s + t."""
+    y = np.asarray(enter_ns, dtype=float) - s
+    x, rss = _weighted_nnls(np.ones((len(y), 1)), np.maximum(y, 1e-9))
+    return Fit("A", {"t": float(x[0])}, rss, len(y))
+
+
+def fit_model_b(n: np.ndarray, enter_ns: np.ndarray, s: float) -> Fit:
+    """(B): U(n) = s + a + b n."""
+    y = np.asarray(enter_ns, dtype=float) - s
+    design = np.column_stack([np.ones(len(y)), np.asarray(n, dtype=float)])
+    x, rss = _weighted_nnls(design, np.maximum(y, 1e-9))
+    return Fit("B", {"a": float(x[0]), "b": float(x[1])}, rss, len(y))
+
+
+@dataclass(frozen=True)
+class CostInputs:
+    """Point estimates the request-cost formulas need (ns)."""
+
+    s: float
+    w: Mapping[str, float]                  # per op
+    fits: Mapping[str, Mapping[str, Fit]]   # op -> model -> Fit
+    t1: Mapping[str, float]                 # per op: U(1) - s, the article's t at n = 1
+
+
+def epoll_request(ci: CostInputs) -> float:
+    """One recv plus one send through plain syscalls."""
+    return sum(ci.s + ci.w[op] for op in OPS)
+
+
+def uring_request(ci: CostInputs, model: str, n: np.ndarray | float) -> np.ndarray:
+    """One recv SQE plus one send SQE at n SQEs per io_uring_enter."""
+    n = np.asarray(n, dtype=float)
+    total = np.zeros_like(n)
+    for op in OPS:
+        p = ci.fits[op][model].params
+        if model == "A":
+            total = total + (ci.s + p["t"]) / n
+        else:
+            total = total + (ci.s + p["a"]) / n + p["b"]
+    return total
+
+
+def crossover(ci: CostInputs, model: str) -> float:
+    """Smallest batch size n* at which io_uring costs less per request than
+    epoll (inf when it never does)."""
+    epoll = epoll_request(ci)
+    if model == "A":
+        fixed = sum(ci.s + ci.fits[op]["A"].params["t"] for op in OPS)
+        return fixed / epoll
+    per_sqe = sum(ci.fits[op]["B"].params["b"] for op in OPS)
+    if per_sqe >= epoll:
+        return math.inf
+    fixed = sum(ci.s + ci.fits[op]["B"].params["a"] for op in OPS)
+    return fixed / (epoll - per_sqe)
+
+
+# --- from tidy tables ------------------------------------------------------------
+
+@dataclass
+class Samples:
+    """Raw per-batch samples behind every estimate, for the bootstrap."""
+
+    s: np.ndarray
+    sw: dict[str, np.ndarray]                              # op -> s+w per call
+    enter: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)  # op -> n -> U
+
+
+def collect(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, *,
+            node: str, bytes_: int = 16, preset: str = "default",
+            transport: str = "tcp", rep: int | None = None) -> Samples:
+    """Per-batch samples of one node (and optionally one repetition),
+    warm-up excluded."""
+    def keep(t: pd.DataFrame) -> pd.Series:
+        m = (t["node"] == node) & ~t["warmup"]
+        return m & (t["rep"] == rep) if rep is not None else m
+
+    sc = syscall[keep(syscall) & (syscall["variant"] == "getppid")]
+    sr = sendrecv[keep(sendrecv) & (sendrecv["transport"] == transport)
+                  & (sendrecv["pattern"] == "single")
+                  & (sendrecv["ack"] == ("pingpong" if transport == "tcp" else "-"))
+                  & (sendrecv["bytes"] == bytes_)]
+    ub = uring[keep(uring) & (uring["pattern"] == preset) & (uring["bytes"] == bytes_)]
+    samples = Samples(
+        s=sc["ns_per_call"].to_numpy(float),
+        sw={op: sr.loc[sr["variant"] == op, "ns_per_call"].to_numpy(float) for op in OPS},
+    )
+    for op in OPS:
+        rows = ub[ub["variant"] == op]
+        samples.enter[op] = {int(n): g["ns_per_call"].to_numpy(float) for n, g in rows.groupby("n")}
+    empty = [name for name, arr in [("syscall", samples.s), *samples.sw.items()] if arr.size == 0]
+    empty += [f"uring_batch {op}" for op in OPS if not samples.enter[op]]
+    if empty:
+        raise ValueError(f"no samples for {', '.join(empty)} on node {node!r}")
+    return samples
+
+
+def estimate(samples: Samples, rng: np.random.Generator | None = None) -> CostInputs:
+    """Point estimates from medians; with ``rng``, from one bootstrap resample
+    (batches resampled with replacement within each group)."""
+    def med(a: np.ndarray) -> float:
+        if rng is not None:
+            a = a[rng.integers(0, a.size, a.size)]
+        return float(np.median(a))
+
+    s = med(samples.s)
+    w = {op: med(samples.sw[op]) - s for op in OPS}
+    fits: dict[str, dict[str, Fit]] = {}
+    t1: dict[str, float] = {}
+    for op in OPS:
+        ns = np.array(sorted(samples.enter[op]))
+        u = np.array([med(samples.enter[op][n]) for n in ns])
+        fits[op] = {"A": fit_model_a(ns, u, s), "B": fit_model_b(ns, u, s)}
+        t1[op] = float(u[ns == 1][0] - s) if (ns == 1).any() else math.nan
+    return CostInputs(s=s, w=w, fits=fits, t1=t1)
+
+
+def derived(ci: CostInputs) -> dict[str, float]:
+    """Every scalar the paper reports, from one set of inputs."""
+    out = {"s": ci.s, "epoll_request": epoll_request(ci),
+           "w_mean": (ci.w["send"] + ci.w["recv"]) / 2, "t1_mean": (ci.t1["send"] + ci.t1["recv"]) / 2,
+           "floor_request": ci.w["send"] + ci.w["recv"],
+           "nstar_A": crossover(ci, "A"), "nstar_B": crossover(ci, "B")}
+    for op in OPS:
+        out[f"w_{op}"] = ci.w[op]
+        out[f"t_{op}"] = ci.fits[op]["A"].params["t"]
+        out[f"t1_{op}"] = ci.t1[op]
+        out[f"a_{op}"] = ci.fits[op]["B"].params["a"]
+        out[f"b_{op}"] = ci.fits[op]["B"].params["b"]
+        out[f"aic_A_{op}"] = ci.fits[op]["A"].aic
+        out[f"aic_B_{op}"] = ci.fits[op]["B"].aic
+    return out
+
+
+def bootstrap(samples: Samples, resamples: int = 1000, seed: int = 0,
+              confidence: float = 0.95) -> pd.DataFrame:
+    """Point estimate and percentile CI of every derived quantity.
+    Rows: quantity; columns: value, low, high."""
+    point = derived(estimate(samples))
+    rng = np.random.default_rng(seed)
+    reps = pd.DataFrame([derived(estimate(samples, rng)) for _ in range(resamples)])
+    alpha = (1 - confidence) / 2
+    rows = []
+    for key, value in point.items():
+        col = reps[key].replace([np.inf], np.nan)
+        finite = col.dropna()
+        rows.append({"quantity": key, "value": value,
+                     "low": float(finite.quantile(alpha)) if len(finite) else math.inf,
+                     "high": float(finite.quantile(1 - alpha)) if len(finite) == len(col) else math.inf})
+    return pd.DataFrame(rows).set_index("quantity")
+
+
+def preferred_model(point: Mapping[str, float]) -> str:
+    """The model with the lower AIC summed over both operations."""
+    a = sum(point[f"aic_A_{op}"] for op in OPS)
+    b = sum(point[f"aic_B_{op}"] for op in OPS)
+    return "B" if b < a else "A"

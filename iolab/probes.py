@@ -1,0 +1,42 @@
+"""Command lines of the cost-probe experiments, from their config sections."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import paths
+
+# experiment name -> cost-probe mode
+PROBE_MODES = {"syscall": "syscall", "sendrecv": "sendrecv", "uring_batch": "uring-batch", "nop": "nop"}
+
+# config key -> cost-probe flag, per experiment (lists become comma-separated)
+_FLAGS: dict[str, dict[str, str]] = {
+    "syscall": {"batches": "--batches", "warmup_batches": "--warmup-batches",
+                "batch_us": "--batch-us", "variants": "--variants"},
+    "sendrecv": {"batches": "--batches", "warmup_batches": "--warmup-batches",
+                 "transports": "--transports", "ops": "--ops", "patterns": "--patterns",
+                 "ack_modes": "--ack-modes", "bytes": "--bytes", "connections": "--connections",
+                 "calls_per_batch": "--calls-per-batch"},
+    "uring_batch": {"batches": "--batches", "warmup_batches": "--warmup-batches", "ops": "--ops",
+                    "n": "--n", "bytes": "--bytes", "presets": "--presets",
+                    "max_not_inline": "--max-not-inline"},
+    "nop": {"batches": "--batches", "warmup_batches": "--warmup-batches", "n": "--n",
+            "presets": "--presets"},
+}
+
+
+def _value(v: Any) -> str:
+    return ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
+
+
+def probe_argv(experiment: str, settings: Mapping[str, Any], seed: int,
+               cpu: int | None) -> list[str]:
+    argv = [str(paths.NATIVE_BUILD / "cost-probe"), PROBE_MODES[experiment]]
+    for key, flag in _FLAGS[experiment].items():
+        if key in settings:
+            argv += [flag, _value(settings[key])]
+    argv += ["--seed", str(seed)]
+    if cpu is not None:
+        argv += ["--cpu", str(cpu)]
+    return argv

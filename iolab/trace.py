@@ -1,0 +1,147 @@
+"""The kernel-side view: bpftrace tracepoints around the probes' syscalls.
+
+Times sys_enter -> sys_exit of sendto, recvfrom and io_uring_enter, and of
+getppid for calibration (getppid does almost nothing, so its traced duration
+is the tracing overhead itself), and counts io_uring_submit_req events per
+io_uring_enter. Only tracepoints are used: kprobes are often unavailable.
+
+Where bpftrace is missing, we are not root, or tracefs cannot be mounted, the
+experiment is skipped and the reason recorded; that is not an error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import paths
+
+TRACEFS = Path("/sys/kernel/tracing")
+SYSCALLS = ("getppid", "sendto", "recvfrom", "io_uring_enter")
+
+SCRIPT = "\n".join(
+    [f"""tracepoint:syscalls:sys_enter_{sc} /comm == "cost-probe"/ {{ @t_{sc}[tid] = nsecs; }}
+tracepoint:syscalls:sys_exit_{sc} /@t_{sc}[tid]/ {{
+  @ns_{sc} = stats(nsecs - @t_{sc}[tid]); delete(@t_{sc}[tid]);
+}}""" for sc in SYSCALLS]
+    + ["""tracepoint:io_uring:io_uring_submit_req /comm == "cost-probe"/ { @submit_req = count(); }
+END { """ + " ".join(f"clear(@t_{sc});" for sc in SYSCALLS) + " }"]
+)
+
+# The workloads traced, each a cost-probe invocation (16 B, echo conditions).
+WORKLOADS: dict[str, list[str]] = {
+    "getppid": ["syscall", "--variants", "getppid"],
+    "sendrecv": ["sendrecv", "--transports", "tcp", "--patterns", "single", "--ack-modes",
+                 "pingpong", "--bytes", "16"],
+    "uring_n1": ["uring-batch", "--n", "1", "--bytes", "16"],
+    "uring_n16": ["uring-batch", "--n", "16", "--bytes", "16"],
+}
+
+_STATS = re.compile(r"^@(ns_\w+|submit_req):\s*(?:count (\d+), average (\d+), total (\d+)|(\d+))\s*$")
+
+
+@dataclass(frozen=True)
+class Availability:
+    available: bool
+    reason: str
+
+
+def availability() -> Availability:
+    """Whether tracing can run here, mounting tracefs if that is all it takes."""
+    if shutil.which("bpftrace") is None:
+        return Availability(False, "bpftrace is not installed (apt-get install bpftrace)")
+    if os.geteuid() != 0:
+        return Availability(False, "bpftrace needs root")
+    if not (TRACEFS / "events").is_dir():
+        res = subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)],
+                             capture_output=True, text=True, check=False)
+        if res.returncode != 0 or not (TRACEFS / "events").is_dir():
+            return Availability(False, f"tracefs is not mounted and mounting it failed: "
+                                       f"{res.stderr.strip() or res.returncode}")
+    missing = [sc for sc in SYSCALLS
+               if not (TRACEFS / "events" / "syscalls" / f"sys_enter_{sc}").is_dir()]
+    if missing:
+        return Availability(False, f"syscall tracepoints missing: {', '.join(missing)}")
+    return Availability(True, "bpftrace with syscall and io_uring tracepoints")
+
+
+def parse_output(text: str) -> dict[str, dict[str, int]]:
+    """bpftrace's printed maps -> {map: {count, avg_ns, total_ns}}."""
+    out: dict[str, dict[str, int]] = {}
+    for line in text.splitlines():
+        m = _STATS.match(line.strip())
+        if not m:
+            continue
+        name = m.group(1)
+        if m.group(5) is not None:
+            out[name] = {"count": int(m.group(5)), "avg_ns": 0, "total_ns": 0}
+        else:
+            out[name] = {"count": int(m.group(2)), "avg_ns": int(m.group(3)),
+                         "total_ns": int(m.group(4))}
+    return out
+
+
+def run_workload(name: str, seconds: int, cpu: int | None, seed: int) -> dict[str, dict[str, int]]:
+    """Trace one workload: start bpftrace, wait until attached, run the probe
+    long enough, stop bpftrace with SIGINT so it prints its maps."""
+    bt = subprocess.Popen(["bpftrace", "-e", SCRIPT], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert bt.stdout is not None
+        deadline = time.monotonic() + 60
+        line = ""
+        while "Attaching" not in line:
+            line = bt.stdout.readline()
+            if not line or time.monotonic() > deadline:
+                err = bt.stderr.read() if bt.stderr else ""
+                raise RuntimeError(f"bpftrace did not attach: {err.strip()[:300]}")
+        argv = [str(paths.NATIVE_BUILD / "cost-probe"), *WORKLOADS[name], "--seed", str(seed)]
+        if cpu is not None:
+            argv += ["--cpu", str(cpu)]
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            res = subprocess.run([*argv, "--batches", "50", "--warmup-batches", "5"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                 check=False)
+            if res.returncode != 0:
+                raise RuntimeError(f"traced probe failed: {res.stderr.strip()[-300:]}")
+        bt.send_signal(signal.SIGINT)
+        out, err = bt.communicate(timeout=60)
+    finally:
+        if bt.poll() is None:
+            bt.kill()
+            bt.wait()
+    return parse_output(out)
+
+
+def measure(settings: Mapping[str, Any], cpu: int | None, seed: int,
+            out_path: Path) -> dict[str, Any]:
+    """Write the trace raw CSV (one row per workload and traced map);
+    returns what the provenance sidecar should record."""
+    avail = availability()
+    with open(out_path, "w") as f:
+        f.write("# iolab-raw: bpftrace syscall durations v1\n")
+        if not avail.available:
+            f.write(f"# skipped={avail.reason}\n")
+            f.write("workload,map,count,avg_ns,total_ns\n")
+            return {"trace": {"available": False, "reason": avail.reason}}
+        f.write("workload,map,count,avg_ns,total_ns\n")
+        for name in WORKLOADS:
+            maps = run_workload(name, int(settings.get("seconds", 2)), cpu, seed)
+            for key, st in sorted(maps.items()):
+                f.write(f"{name},{key},{st['count']},{st['avg_ns']},{st['total_ns']}\n")
+    return {"trace": {"available": True, "reason": avail.reason,
+                      "bpftrace": _bpftrace_version(), "script": SCRIPT}}
+
+
+def _bpftrace_version() -> str | None:
+    res = subprocess.run(["bpftrace", "--version"], capture_output=True, text=True, check=False)
+    return res.stdout.strip() or None

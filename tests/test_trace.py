@@ -1,0 +1,56 @@
+"""The bpftrace kernel-side view: its output parsed, and skipped cleanly,
+with the reason recorded, where bpftrace is unavailable."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from iolab import models, tables, trace
+
+BPFTRACE_OUTPUT = """Attaching 10 probes...
+
+
+@ns_getppid: count 989320, average 261, total 258595541
+@ns_io_uring_enter: count 3495, average 21760, total 76054170
+@submit_req: 55920
+"""
+
+
+def test_parse_output() -> None:
+    maps = trace.parse_output(BPFTRACE_OUTPUT)
+    assert maps["ns_getppid"] == {"count": 989320, "avg_ns": 261, "total_ns": 258595541}
+    assert maps["submit_req"]["count"] == 55920
+
+
+def test_skipped_cleanly_without_bpftrace(tmp_path: Path) -> None:
+    raw = tmp_path / "local" / "trace" / "0123456789ab" / "rep1.csv"
+    env = dict(os.environ, PATH=str(Path(sys.executable).parent) + ":/usr/sbin:/sbin")  # no /usr/bin
+    node = {"name": "local", "runner": "local", "kind": "auto", "cpus": {"probe": None}}
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.measure", "trace", "--node", json.dumps(node),
+         "--settings", json.dumps({"enabled": True, "seconds": 1}), "--rep", "1", "--seed", "1",
+         "--output", str(raw)], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "skipped: bpftrace is not installed" in res.stderr
+    side = json.loads(raw.with_name("rep1.provenance.json").read_text())
+    assert side["trace"] == {"available": False,
+                             "reason": "bpftrace is not installed (apt-get install bpftrace)"}
+    table = tables.trace_table([raw])
+    assert models.kernel_view(table, "local") == {
+        "trace_status": "skipped: bpftrace is not installed (apt-get install bpftrace)"}
+
+
+@pytest.mark.skipif(not trace.availability().available, reason="bpftrace is not usable here")
+def test_traced_workload_counts_sqes_per_enter() -> None:
+    maps = trace.run_workload("uring_n16", seconds=1, cpu=None, seed=1)
+    enters = maps["ns_io_uring_enter"]["count"]
+    assert enters > 0
+    assert maps["submit_req"]["count"] / enters == pytest.approx(16, rel=0.01)
+    assert maps["ns_io_uring_enter"]["avg_ns"] > 0
