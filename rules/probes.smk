@@ -1,5 +1,8 @@
 # Measurements. Each takes the `bench` resource so that no two run at once
-# (profiles/default sets bench=1); builds and analysis still run in parallel.
+# (profiles/default sets bench=1), and claims every core so that no build or
+# analysis job runs beside it: on a 2-core machine a notebook on the other
+# core shifts loopback costs by tens of percent. Builds and analysis still
+# run in parallel with each other.
 # Raw files land in data/raw/<node>/<experiment>/<key>/, where <key> digests
 # the settings and the probe's sources (rules/common.smk), and are
 # write-protected: measured data is never edited or overwritten.
@@ -18,6 +21,7 @@ rule measure:
         node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
         settings=lambda w: json.dumps(config["experiments"][w.experiment]),
         seed=lambda w: run_seed(w.experiment, w.node, w.rep),
+    threads: workflow.cores
     resources:
         bench=1,
     log:
