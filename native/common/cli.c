@@ -31,6 +31,20 @@ long long parse_int_flag(const char *prog, const char *flag, const char *text,
 	return v;
 }
 
+double parse_seconds_flag(const char *prog, const char *flag, const char *text)
+{
+	char *end = NULL;
+	double v;
+
+	errno = 0;
+	v = strtod(text ? text : "", &end);
+	if (!text || !*text || errno || *end || !(v >= 0.0) || v > 1e9) {
+		fprintf(stderr, "%s: %s: '%s' is not a non-negative number\n", prog, flag, text ? text : "");
+		exit(2);
+	}
+	return v;
+}
+
 void pin_to_cpu(const char *prog, int cpu)
 {
 	cpu_set_t set;

@@ -1,0 +1,614 @@
+/*
+ * loadgen: a multi-threaded epoll load generator for TCP echo servers that
+ * verifies every echoed byte.
+ *
+ * Each byte of a request is a function of (connection, sequence number,
+ * offset), so a dropped, duplicated, reordered or corrupted byte is caught
+ * wherever it lands. Closed loop by default (--pipeline requests in flight
+ * per connection); --rate R sends open loop at R requests/s in total, with
+ * latency measured from the scheduled send time (no coordinated omission).
+ * Connections are all established before the clock starts; --warmup seconds
+ * follow, then --duration seconds are measured.
+ *
+ * Prints one JSON line; --histogram FILE writes the raw latency buckets.
+ * Exits 1 if any byte mismatched, a connection closed early, or a request
+ * timed out, with the counts in the JSON line and one line on stderr.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../common/cli.h"
+#include "../common/timing.h"
+#include "server.h"
+
+#define PROG "loadgen"
+
+/* Log-linear histogram: 64 sub-buckets per power of two of nanoseconds, so
+ * relative resolution is better than 2 % and absolute better than 1 µs
+ * below 64 µs. */
+#define SUB_BITS 6
+#define SUB (1u << SUB_BITS)
+#define MAX_EXP 42
+#define NBUCKETS ((MAX_EXP + 1) * SUB)
+
+struct options {
+	const char *host;
+	int port, connections, threads, pipeline;
+	long long bytes;
+	double duration, warmup, rate, timeout;
+	const char *histogram;
+};
+
+struct lconn {
+	int fd, id;
+	uint64_t next_seq;       /* sequence number of the next request to send */
+	uint64_t done_seq;       /* requests fully echoed */
+	long long sent_off;      /* bytes of request next_seq already sent */
+	long long recv_off;      /* bytes of request done_seq already received */
+	uint64_t *start_ns;      /* ring of send (or scheduled) times, by seq */
+	size_t ring;             /* its capacity (power of two) */
+	uint64_t next_due_ns;    /* open loop: when the next request is due */
+	uint64_t last_progress_ns;
+	int want_out;
+	int dead;
+};
+
+struct lthread {
+	pthread_t thread;
+	int idx, ep, nconn;
+	struct lconn *conns;
+	uint64_t hist[NBUCKETS];
+	uint64_t requests, bytes, mismatches, short_closes, timeouts, connect_errors;
+	uint64_t first_mismatch_conn, first_mismatch_seq;
+	long long first_mismatch_off;
+};
+
+static struct options o = {
+	.host = "127.0.0.1", .port = -1, .connections = 50, .threads = 1, .pipeline = 1,
+	.bytes = 128, .duration = 10, .warmup = 2, .rate = 0, .timeout = 10,
+};
+static struct sockaddr_in server;
+static atomic_int ready_threads;
+static uint64_t t_start_ns, t_measure_ns, t_end_ns;   /* set once all threads connected */
+static atomic_int clock_set;
+
+static inline uint8_t payload_byte(uint32_t conn, uint64_t seq, uint64_t off)
+{
+	uint64_t x = (seq + 1) * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)conn << 32) ^ (off * 0xBF58476D1CE4E5B9ULL);
+
+	x ^= x >> 29;
+	return (uint8_t)(x ^ (x >> 17));
+}
+
+static unsigned bucket_of(uint64_t ns)
+{
+	unsigned exp;
+
+	if (ns < SUB)
+		return (unsigned)ns;
+	exp = 63u - (unsigned)__builtin_clzll(ns);                 /* ns in [2^exp, 2^(exp+1)) */
+	if (exp > MAX_EXP)
+		return NBUCKETS - 1;
+	return (exp - SUB_BITS + 1) * SUB + (unsigned)((ns >> (exp - SUB_BITS)) & (SUB - 1));
+}
+
+/* [low, high) of a bucket, in ns. */
+static void bucket_range(unsigned b, uint64_t *low, uint64_t *high)
+{
+	unsigned group = b / SUB, sub = b % SUB;
+
+	if (group == 0) {
+		*low = sub;
+		*high = sub + 1;
+		return;
+	}
+	{
+		unsigned exp = group + SUB_BITS - 1;
+		uint64_t width = 1ull << (exp - SUB_BITS);
+
+		*low = (1ull << exp) + sub * width;
+		*high = *low + width;
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " --port P [OPTIONS]\n"
+		"\n"
+		"Drives a TCP echo server and verifies every echoed byte.\n"
+		"\n"
+		"  --host ADDR         server IPv4 address (default 127.0.0.1)\n"
+		"  --port P            server port (required)\n"
+		"  --connections N     concurrent connections (default 50)\n"
+		"  --bytes B           request size in bytes (default 128)\n"
+		"  --duration S        measured seconds (default 10)\n"
+		"  --warmup S          seconds after all connections are up and before\n"
+		"                      measuring; not counted (default 2)\n"
+		"  --threads T         event-loop threads (default 1)\n"
+		"  --pipeline D        requests in flight per connection, closed loop\n"
+		"                      (default 1: ping-pong)\n"
+		"  --rate R            open loop: R requests/s in total, latency from the\n"
+		"                      scheduled send time (default: closed loop)\n"
+		"  --timeout S         a request with no progress for S seconds fails\n"
+		"                      the run (default 10)\n"
+		"  --histogram FILE    write raw latency buckets: low_ns,high_ns,count\n"
+		"  -h, --help          show this help\n"
+		"\n"
+		"Output: one JSON line with requests, rps, bytes_per_s, latency percentiles\n"
+		"(p50/p99/p999/max, µs), errors, and the load generator's own CPU time.\n"
+		"Exit status 1 on any mismatch, early close or timeout.\n");
+}
+
+static void fail_setup(const char *what)
+{
+	fprintf(stderr, PROG ": %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+static int connect_one(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&server, sizeof(server)) != 0 || set_nodelay(fd) != 0) {
+		int e = errno;
+
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+static int set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+
+	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static uint64_t due_interval_ns(void)
+{
+	/* Open loop: each connection sends every connections/rate seconds. */
+	return o.rate > 0 ? (uint64_t)((double)o.connections / o.rate * 1e9) : 0;
+}
+
+static void watch(struct lthread *t, struct lconn *c, int out)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = c };
+
+	if (c->want_out == out)
+		return;
+	c->want_out = out;
+	if (epoll_ctl(t->ep, EPOLL_CTL_MOD, c->fd, &ev) != 0)
+		fail_setup("epoll_ctl");
+}
+
+static int may_send(struct lconn *c, uint64_t now)
+{
+	if (now >= t_end_ns)
+		return 0;
+	if (o.rate > 0)
+		return c->sent_off > 0 || now >= c->next_due_ns;
+	return c->next_seq - c->done_seq < (uint64_t)o.pipeline;
+}
+
+static void grow_ring(struct lconn *c)
+{
+	size_t cap = c->ring * 2;
+	uint64_t *n = calloc(cap, sizeof(*n));
+
+	if (!n) {
+		fprintf(stderr, PROG ": out of memory for outstanding requests\n");
+		exit(2);
+	}
+	for (uint64_t s = c->done_seq; s < c->next_seq; s++)
+		n[s & (cap - 1)] = c->start_ns[s & (c->ring - 1)];
+	free(c->start_ns);
+	c->start_ns = n;
+	c->ring = cap;
+}
+
+static void do_send(struct lthread *t, struct lconn *c, uint64_t now)
+{
+	uint8_t buf[16384];
+
+	while (may_send(c, now)) {
+		long long want = o.bytes - c->sent_off, chunk = want < (long long)sizeof(buf) ? want : (long long)sizeof(buf);
+		ssize_t n;
+
+		if (c->sent_off == 0) {
+			if (c->next_seq - c->done_seq >= c->ring)
+				grow_ring(c);
+			/* Open loop: latency counts from when the request was due. */
+			c->start_ns[c->next_seq & (c->ring - 1)] = o.rate > 0 ? c->next_due_ns : now;
+		}
+		for (long long i = 0; i < chunk; i++)
+			buf[i] = payload_byte((uint32_t)c->id, c->next_seq, (uint64_t)(c->sent_off + i));
+		n = send(c->fd, buf, (size_t)chunk, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				watch(t, c, 1);
+				return;
+			}
+			if (errno == EINTR)
+				continue;
+			c->dead = 1;
+			t->short_closes++;
+			return;
+		}
+		c->sent_off += n;
+		if (c->sent_off == o.bytes) {
+			c->sent_off = 0;
+			c->next_seq++;
+			if (o.rate > 0)
+				c->next_due_ns += due_interval_ns();
+		}
+	}
+	watch(t, c, 0);
+}
+
+static void do_recv(struct lthread *t, struct lconn *c, uint64_t now)
+{
+	uint8_t buf[65536];
+
+	for (;;) {
+		ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+
+		if (n > 0) {
+			c->last_progress_ns = now;
+			for (ssize_t i = 0; i < n; i++) {
+				if (c->done_seq >= c->next_seq && c->sent_off == 0) {
+					/* More bytes than we sent: the server duplicated data. */
+					t->mismatches++;
+					continue;
+				}
+				if (buf[i] != payload_byte((uint32_t)c->id, c->done_seq, (uint64_t)c->recv_off)) {
+					if (!t->mismatches) {
+						t->first_mismatch_conn = (uint64_t)c->id;
+						t->first_mismatch_seq = c->done_seq;
+						t->first_mismatch_off = c->recv_off;
+					}
+					t->mismatches++;
+				}
+				if (++c->recv_off == o.bytes) {
+					uint64_t started = c->start_ns[c->done_seq & (c->ring - 1)];
+
+					c->recv_off = 0;
+					c->done_seq++;
+					if (started >= t_measure_ns && now < t_end_ns) {
+						t->requests++;
+						t->bytes += (uint64_t)o.bytes;
+						t->hist[bucket_of(now > started ? now - started : 0)]++;
+					}
+				}
+			}
+			continue;
+		}
+		if (n == 0) {
+			if (c->done_seq < c->next_seq || c->recv_off || c->sent_off)
+				t->short_closes++;
+			c->dead = 1;
+			return;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN && errno != EWOULDBLOCK) {
+			c->dead = 1;
+			t->short_closes++;
+		}
+		return;
+	}
+}
+
+static void *run_thread(void *arg)
+{
+	struct lthread *t = arg;
+	struct epoll_event *events = calloc((size_t)t->nconn + 1, sizeof(*events));
+
+	if (!events)
+		fail_setup("calloc");
+	t->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (t->ep < 0)
+		fail_setup("epoll_create1");
+	for (int i = 0; i < t->nconn; i++) {
+		struct lconn *c = &t->conns[i];
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+		c->fd = connect_one();
+		if (c->fd < 0) {
+			t->connect_errors++;
+			c->dead = 1;
+			continue;
+		}
+		c->ring = 8;
+		while (c->ring < (size_t)o.pipeline * 2)
+			c->ring *= 2;
+		c->start_ns = calloc(c->ring, sizeof(*c->start_ns));
+		if (!c->start_ns || set_nonblock(c->fd) != 0 || epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+			fail_setup("setting up a connection");
+	}
+	/* The ramp-up is not measured: the clock starts once every thread is connected. */
+	atomic_fetch_add(&ready_threads, 1);
+	while (!atomic_load(&clock_set))
+		sched_yield();
+	for (int i = 0; i < t->nconn; i++) {
+		struct lconn *c = &t->conns[i];
+
+		/* Spread open-loop start times so connections do not send in lockstep. */
+		c->next_due_ns = t_start_ns + (uint64_t)((double)due_interval_ns() * (i * o.threads + t->idx) / o.connections);
+		c->last_progress_ns = t_start_ns;
+		if (!c->dead)
+			do_send(t, c, now_ns());
+	}
+	for (;;) {
+		uint64_t now = now_ns();
+		int timeout_ms = 100, n;
+
+		if (now >= t_end_ns) {
+			/* Let in-flight echoes finish (bounded by --timeout), then stop. */
+			int outstanding = 0;
+
+			for (int i = 0; i < t->nconn; i++)
+				outstanding += !t->conns[i].dead && t->conns[i].done_seq < t->conns[i].next_seq;
+			if (!outstanding)
+				break;
+		}
+		if (o.rate > 0) {
+			uint64_t soonest = UINT64_MAX;
+
+			for (int i = 0; i < t->nconn; i++)
+				if (!t->conns[i].dead && t->conns[i].next_due_ns < soonest)
+					soonest = t->conns[i].next_due_ns;
+			timeout_ms = soonest <= now ? 0 : (int)((soonest - now) / 1000000);
+			if (timeout_ms > 100)
+				timeout_ms = 100;
+		}
+		n = epoll_wait(t->ep, events, t->nconn + 1, timeout_ms);
+		if (n < 0 && errno != EINTR)
+			fail_setup("epoll_wait");
+		now = now_ns();
+		for (int i = 0; i < n; i++) {
+			struct lconn *c = events[i].data.ptr;
+
+			if (c->dead)
+				continue;
+			if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+				do_recv(t, c, now);
+			if (!c->dead && may_send(c, now))
+				do_send(t, c, now);
+		}
+		for (int i = 0; i < t->nconn; i++) {
+			struct lconn *c = &t->conns[i];
+
+			if (c->dead)
+				continue;
+			if (o.rate > 0 && may_send(c, now) && !c->want_out)
+				do_send(t, c, now);
+			if (c->done_seq < c->next_seq && now - c->last_progress_ns > (uint64_t)(o.timeout * 1e9)) {
+				t->timeouts++;
+				c->dead = 1;
+			}
+			if (c->done_seq == c->next_seq)
+				c->last_progress_ns = now;
+		}
+	}
+	for (int i = 0; i < t->nconn; i++) {
+		if (t->conns[i].fd >= 0)
+			close(t->conns[i].fd);
+		free(t->conns[i].start_ns);
+	}
+	close(t->ep);
+	free(events);
+	return NULL;
+}
+
+static double percentile(const uint64_t *hist, uint64_t total, double q)
+{
+	uint64_t rank = (uint64_t)ceil(q * (double)total), seen = 0;
+
+	if (total == 0)
+		return NAN;
+	if (rank == 0)
+		rank = 1;
+	for (unsigned b = 0; b < NBUCKETS; b++) {
+		seen += hist[b];
+		if (seen >= rank) {
+			uint64_t lo, hi;
+
+			bucket_range(b, &lo, &hi);
+			return (double)(lo + hi) / 2.0 / 1000.0;   /* bucket midpoint, µs */
+		}
+	}
+	return NAN;
+}
+
+static uint64_t tv_ns(struct timeval tv)
+{
+	return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
+}
+
+int main(int argc, char **argv)
+{
+	enum { O_HOST = 256, O_PORT, O_CONN, O_BYTES, O_DUR, O_WARM, O_THREADS, O_PIPE, O_RATE, O_TIMEOUT, O_HIST };
+	static const struct option longopts[] = {
+		{ "host", required_argument, NULL, O_HOST }, { "port", required_argument, NULL, O_PORT },
+		{ "connections", required_argument, NULL, O_CONN }, { "bytes", required_argument, NULL, O_BYTES },
+		{ "duration", required_argument, NULL, O_DUR }, { "warmup", required_argument, NULL, O_WARM },
+		{ "threads", required_argument, NULL, O_THREADS }, { "pipeline", required_argument, NULL, O_PIPE },
+		{ "rate", required_argument, NULL, O_RATE }, { "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "histogram", required_argument, NULL, O_HIST }, { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct lthread *threads;
+	uint64_t hist[NBUCKETS] = { 0 }, requests = 0, bytes = 0, mism = 0, shorts = 0, tmo = 0, cerr = 0;
+	struct rusage ru;
+	double secs, maxv = 0;
+	int opt, failed;
+
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (opt) {
+		case O_HOST: o.host = optarg; break;
+		case O_PORT: o.port = (int)parse_int_flag(PROG, "--port", optarg, 1, 65535); break;
+		case O_CONN: o.connections = (int)parse_int_flag(PROG, "--connections", optarg, 1, 1 << 20); break;
+		case O_BYTES: o.bytes = parse_int_flag(PROG, "--bytes", optarg, 1, 1 << 26); break;
+		case O_DUR: o.duration = parse_seconds_flag(PROG, "--duration", optarg); break;
+		case O_WARM: o.warmup = parse_seconds_flag(PROG, "--warmup", optarg); break;
+		case O_THREADS: o.threads = (int)parse_int_flag(PROG, "--threads", optarg, 1, 1024); break;
+		case O_PIPE: o.pipeline = (int)parse_int_flag(PROG, "--pipeline", optarg, 1, 1 << 16); break;
+		case O_RATE: o.rate = parse_seconds_flag(PROG, "--rate", optarg); break;	/* requests/s */
+		case O_TIMEOUT: o.timeout = parse_seconds_flag(PROG, "--timeout", optarg); break;
+		case O_HIST: o.histogram = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: fprintf(stderr, PROG ": bad option; see --help\n"); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, PROG ": unexpected argument '%s'; see --help\n", argv[optind]);
+		return 2;
+	}
+	if (o.port < 0) {
+		fprintf(stderr, PROG ": --port is required; see --help\n");
+		return 2;
+	}
+	if (o.duration <= 0 || o.timeout <= 0) {
+		fprintf(stderr, PROG ": --duration and --timeout must be positive\n");
+		return 2;
+	}
+	if (o.threads > o.connections)
+		o.threads = o.connections;
+	memset(&server, 0, sizeof(server));
+	server.sin_family = AF_INET;
+	server.sin_port = htons((uint16_t)o.port);
+	if (inet_pton(AF_INET, o.host, &server.sin_addr) != 1) {
+		fprintf(stderr, PROG ": --host %s: not an IPv4 address\n", o.host);
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	if (raise_nofile(PROG) < (size_t)o.connections + 64) {
+		fprintf(stderr, PROG ": RLIMIT_NOFILE's hard limit is below %d connections; raise it (ulimit -Hn)\n",
+			o.connections);
+		return 2;
+	}
+	threads = calloc((size_t)o.threads, sizeof(*threads));
+	if (!threads)
+		fail_setup("calloc");
+	for (int i = 0, next = 0; i < o.threads; i++) {
+		struct lthread *t = &threads[i];
+
+		t->idx = i;
+		t->nconn = o.connections / o.threads + (i < o.connections % o.threads);
+		t->conns = calloc((size_t)t->nconn, sizeof(*t->conns));
+		if (!t->conns)
+			fail_setup("calloc");
+		for (int k = 0; k < t->nconn; k++) {
+			t->conns[k].id = next++;
+			t->conns[k].fd = -1;
+		}
+		if (pthread_create(&t->thread, NULL, run_thread, t) != 0)
+			fail_setup("pthread_create");
+	}
+	while (atomic_load(&ready_threads) < o.threads)
+		usleep(1000);
+	t_start_ns = now_ns();
+	t_measure_ns = t_start_ns + (uint64_t)(o.warmup * 1e9);
+	t_end_ns = t_measure_ns + (uint64_t)(o.duration * 1e9);
+	atomic_store(&clock_set, 1);
+	for (int i = 0; i < o.threads; i++)
+		pthread_join(threads[i].thread, NULL);
+
+	for (int i = 0; i < o.threads; i++) {
+		struct lthread *t = &threads[i];
+
+		requests += t->requests;
+		bytes += t->bytes;
+		mism += t->mismatches;
+		shorts += t->short_closes;
+		tmo += t->timeouts;
+		cerr += t->connect_errors;
+		for (unsigned b = 0; b < NBUCKETS; b++)
+			hist[b] += t->hist[b];
+	}
+	for (unsigned b = 0; b < NBUCKETS; b++)
+		if (hist[b]) {
+			uint64_t lo, hi;
+
+			bucket_range(b, &lo, &hi);
+			maxv = (double)hi / 1000.0;
+		}
+	if (o.histogram) {
+		FILE *f = fopen(o.histogram, "w");
+
+		if (!f) {
+			fprintf(stderr, PROG ": --histogram %s: %s\n", o.histogram, strerror(errno));
+			return 2;
+		}
+		fprintf(f, "low_ns,high_ns,count\n");
+		for (unsigned b = 0; b < NBUCKETS; b++)
+			if (hist[b]) {
+				uint64_t lo, hi;
+
+				bucket_range(b, &lo, &hi);
+				fprintf(f, "%llu,%llu,%llu\n", (unsigned long long)lo, (unsigned long long)hi,
+					(unsigned long long)hist[b]);
+			}
+		if (fclose(f) != 0) {
+			fprintf(stderr, PROG ": writing %s: %s\n", o.histogram, strerror(errno));
+			return 2;
+		}
+	}
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		memset(&ru, 0, sizeof(ru));
+	secs = o.duration;
+	printf("{\"requests\": %llu, \"bytes\": %llu, \"duration_s\": %.3f, \"rps\": %.1f, "
+	       "\"bytes_per_s\": %.1f, \"p50_us\": %.3f, \"p99_us\": %.3f, \"p999_us\": %.3f, "
+	       "\"max_us\": %.3f, \"mismatches\": %llu, \"short_closes\": %llu, \"timeouts\": %llu, "
+	       "\"connect_errors\": %llu, \"client_user_cpu_ns\": %llu, \"client_sys_cpu_ns\": %llu, "
+	       "\"connections\": %d, \"request_bytes\": %lld, \"pipeline\": %d, \"rate\": %.1f, "
+	       "\"threads\": %d, \"warmup_s\": %.3f}\n",
+	       (unsigned long long)requests, (unsigned long long)bytes, secs, (double)requests / secs,
+	       (double)bytes / secs, percentile(hist, requests, 0.5), percentile(hist, requests, 0.99),
+	       percentile(hist, requests, 0.999), maxv, (unsigned long long)mism,
+	       (unsigned long long)shorts, (unsigned long long)tmo, (unsigned long long)cerr,
+	       (unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
+	       o.connections, o.bytes, o.pipeline, o.rate, o.threads, o.warmup);
+	fflush(stdout);
+	failed = mism || shorts || tmo || cerr;
+	if (failed) {
+		fprintf(stderr, PROG ": FAILED: %llu mismatched bytes, %llu early closes, %llu timeouts, %llu failed connects",
+			(unsigned long long)mism, (unsigned long long)shorts, (unsigned long long)tmo,
+			(unsigned long long)cerr);
+		for (int i = 0; i < o.threads; i++)
+			if (threads[i].mismatches) {
+				fprintf(stderr, " (first mismatch: connection %llu, request %llu, byte %lld)",
+					(unsigned long long)threads[i].first_mismatch_conn,
+					(unsigned long long)threads[i].first_mismatch_seq,
+					threads[i].first_mismatch_off);
+				break;
+			}
+		fprintf(stderr, "\n");
+	}
+	for (int i = 0; i < o.threads; i++)
+		free(threads[i].conns);
+	free(threads);
+	return failed ? 1 : 0;
+}

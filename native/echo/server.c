@@ -1,0 +1,148 @@
+#define _GNU_SOURCE
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+volatile sig_atomic_t echo_stop;
+
+void counters_add(struct echo_counters *into, const struct echo_counters *c)
+{
+	into->requests += c->requests;
+	into->bytes += c->bytes;
+	into->accepted += c->accepted;
+	into->closed += c->closed;
+	into->waits += c->waits;
+	into->events += c->events;
+	into->sqes += c->sqes;
+	into->short_writes += c->short_writes;
+	into->async_sqes += c->async_sqes;
+	into->timeouts += c->timeouts;
+	into->nobufs += c->nobufs;
+	into->zc_notifs += c->zc_notifs;
+}
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	echo_stop = 1;
+}
+
+static void on_wake(int sig)
+{
+	(void)sig;
+}
+
+void install_stop_handlers(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = on_wake;
+	sigaction(SIGUSR1, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+size_t raise_nofile(const char *prog)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+		fprintf(stderr, "%s: getrlimit(RLIMIT_NOFILE): %s\n", prog, strerror(errno));
+		exit(1);
+	}
+	if (rl.rlim_cur != rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+			fprintf(stderr, "%s: setrlimit(RLIMIT_NOFILE): %s\n", prog, strerror(errno));
+			exit(1);
+		}
+	}
+	/* RLIM_INFINITY is not a table size; cap at what the kernel allows. */
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 24))
+		rl.rlim_cur = 1u << 24;
+	return (size_t)rl.rlim_cur;
+}
+
+int listen_tcp(const char *prog, const char *bind_addr, int port, int reuseport, int nonblock)
+{
+	struct sockaddr_in addr;
+	int one = 1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblock ? SOCK_NONBLOCK : 0), 0);
+
+	if (fd < 0) {
+		fprintf(stderr, "%s: socket: %s\n", prog, strerror(errno));
+		exit(1);
+	}
+	memset(&addr, 0, sizeof(addr));
+	addr.sin_family = AF_INET;
+	addr.sin_port = htons((uint16_t)port);
+	if (inet_pton(AF_INET, bind_addr, &addr.sin_addr) != 1) {
+		fprintf(stderr, "%s: --bind %s: not an IPv4 address\n", prog, bind_addr);
+		exit(2);
+	}
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) != 0)) {
+		fprintf(stderr, "%s: setsockopt: %s\n", prog, strerror(errno));
+		exit(1);
+	}
+	if (bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+		fprintf(stderr, "%s: cannot listen on %s:%d: %s\n", prog, bind_addr, port, strerror(errno));
+		exit(errno == EADDRINUSE ? 3 : 1);
+	}
+	if (listen(fd, 4096) != 0) {
+		fprintf(stderr, "%s: listen: %s\n", prog, strerror(errno));
+		exit(1);
+	}
+	return fd;
+}
+
+int set_nodelay(int fd)
+{
+	int one = 1;
+
+	return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static uint64_t tv_ns(struct timeval tv)
+{
+	return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
+}
+
+void print_final(FILE *out, const char *server, const struct echo_counters *c,
+		 const char *config_json)
+{
+	struct rusage ru;
+	int uring = strcmp(server, "uring") == 0;
+
+	if (getrusage(RUSAGE_SELF, &ru) != 0)
+		memset(&ru, 0, sizeof(ru));
+	fprintf(out,
+		"{\"server\": \"%s\", \"requests\": %llu, \"bytes\": %llu, \"accepted\": %llu, "
+		"\"closed\": %llu, \"waits\": %llu, \"events\": %llu, \"io_uring_enter\": %llu, "
+		"\"sqes\": %llu, \"cqes\": %llu, \"short_writes\": %llu, \"async_sqes\": %llu, "
+		"\"link_timeouts\": %llu, \"nobufs\": %llu, \"zc_notifs\": %llu, "
+		"\"user_cpu_ns\": %llu, \"sys_cpu_ns\": %llu, \"config\": %s}\n",
+		server, (unsigned long long)c->requests, (unsigned long long)c->bytes,
+		(unsigned long long)c->accepted, (unsigned long long)c->closed,
+		(unsigned long long)c->waits, (unsigned long long)c->events,
+		(unsigned long long)(uring ? c->waits : 0), (unsigned long long)c->sqes,
+		(unsigned long long)(uring ? c->events : 0), (unsigned long long)c->short_writes,
+		(unsigned long long)c->async_sqes, (unsigned long long)c->timeouts,
+		(unsigned long long)c->nobufs, (unsigned long long)c->zc_notifs,
+		(unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
+		config_json);
+	fflush(out);
+}

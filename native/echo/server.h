@@ -1,0 +1,51 @@
+/* Pieces shared by the echo servers: listening sockets, stop signals,
+ * counters and the final JSON line. */
+#ifndef IOLAB_ECHO_SERVER_H
+#define IOLAB_ECHO_SERVER_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Set by SIGTERM/SIGINT; loops check it after every wait. */
+extern volatile sig_atomic_t echo_stop;
+
+struct echo_counters {
+	uint64_t requests;     /* receive completions that carried data */
+	uint64_t bytes;        /* bytes echoed back */
+	uint64_t accepted;     /* connections accepted */
+	uint64_t closed;       /* connections closed */
+	uint64_t waits;        /* epoll_wait calls / io_uring_enter calls */
+	uint64_t events;       /* events returned by epoll_wait / CQEs reaped */
+	uint64_t sqes;         /* SQEs submitted (io_uring) */
+	uint64_t short_writes; /* sends that wrote less than asked */
+	uint64_t async_sqes;   /* SQEs flagged IOSQE_ASYNC (pushed to io-wq) */
+	uint64_t timeouts;     /* link timeouts that fired */
+	uint64_t nobufs;       /* receives that found no provided buffer */
+	uint64_t zc_notifs;    /* zero-copy send notifications */
+};
+
+void counters_add(struct echo_counters *into, const struct echo_counters *c);
+
+/* Install SIGTERM/SIGINT handlers (no SA_RESTART, so blocking waits return
+ * EINTR) and SIGUSR1 (used to wake worker threads); ignore SIGPIPE. */
+void install_stop_handlers(void);
+
+/* Raise RLIMIT_NOFILE's soft limit to the hard limit; returns the new soft
+ * limit, the size of fd-indexed tables. */
+size_t raise_nofile(const char *prog);
+
+/* A non-blocking listening TCP socket on bind:port (SO_REUSEADDR; with
+ * reuseport, SO_REUSEPORT). Exits with a one-line reason on failure. */
+int listen_tcp(const char *prog, const char *bind_addr, int port, int reuseport, int nonblock);
+
+/* TCP_NODELAY on an accepted socket; returns 0 or -1 with errno. */
+int set_nodelay(int fd);
+
+/* Print the final JSON line: counters, CPU time, and the configuration
+ * (a JSON object text). */
+void print_final(FILE *out, const char *server, const struct echo_counters *c,
+		 const char *config_json);
+
+#endif
