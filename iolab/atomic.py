@@ -63,7 +63,8 @@ def write_text(dest: str | Path, text: str) -> None:
 
 
 def write_json(dest: str | Path, obj: Any) -> None:
-    write_text(dest, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    # allow_nan=False: NaN/Infinity are not JSON; fail here, not in a reader.
+    write_text(dest, json.dumps(obj, indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")
 
 
 def _umask() -> int:

@@ -40,3 +40,91 @@ def c3(mitigations: str, point: Mapping[str, float]) -> str:
                 f"at any n (model B); the throughput part needs the echo experiment")
     return (f"reproduced in the model: io_uring wins above n* = {point['nstar_B']:.1f} SQEs per enter "
             f"(model B); the throughput part needs the echo experiment")
+
+
+# --- echo claims (Habr series) ---------------------------------------------------
+# Ratios are of medians over repetitions; "ahead"/"behind" needs a margin,
+# because repeated runs on a shared 2-vCPU VM differ by a few percent.
+ECHO_MARGIN = 0.03
+
+
+def _ratio_text(ratios: dict[str, float]) -> str:
+    return ", ".join(f"{k}: {v:.2f}" for k, v in ratios.items())
+
+
+def u1(summary) -> str:  # type: ignore[no-untyped-def]
+    """io_uring echo RPS >= epoll at c >= 50."""
+    from .echostats import value
+
+    ratios = {}
+    for (c, b) in sorted({(int(r.connections), int(r.bytes)) for r in summary.itertuples()}):
+        if c < 50:
+            continue
+        u, e = value(summary, "default", c, b), value(summary, "epoll", c, b)
+        if u == u and e == e:
+            ratios[f"c={c} {b} B"] = u / e
+    if not ratios:
+        return "not testable: no cell with c >= 50 measured for both servers"
+    held = all(r >= 1 - ECHO_MARGIN for r in ratios.values())
+    word = "reproduced" if held else "not reproduced"
+    return f"{word}: io_uring/epoll requests/s = {_ratio_text(ratios)}"
+
+
+def u2(summary) -> str:  # type: ignore[no-untyped-def]
+    """A multi-ring reactor is slow at few connections and ahead at many."""
+    from .echostats import value
+
+    conns = sorted({int(c) for c in summary["connections"]})
+    b = int(sorted(summary["bytes"])[0])
+    lo, hi = conns[0], conns[-1]
+    r_lo = value(summary, "rings_granule", lo, b) / value(summary, "epoll", lo, b)
+    r_hi = value(summary, "rings_granule", hi, b) / value(summary, "epoll", hi, b)
+    if r_lo != r_lo or r_hi != r_hi:
+        return "not testable: the rings_granule preset or epoll was not measured"
+    held = r_lo < 1 - ECHO_MARGIN and r_hi > 1 + ECHO_MARGIN
+    return (("reproduced" if held else "not reproduced")
+            + f": rings/epoll requests/s = {r_lo:.2f} at c={lo}, {r_hi:.2f} at c={hi} ({b} B)")
+
+
+def u3(summary) -> str:  # type: ignore[no-untyped-def]
+    """SQPOLL is slower than the default ring at every c."""
+    from .echostats import value
+
+    ratios = {}
+    for (c, b) in sorted({(int(r.connections), int(r.bytes)) for r in summary.itertuples()}):
+        s, d = value(summary, "sqpoll", c, b), value(summary, "default", c, b)
+        if s == s and d == d:
+            ratios[f"c={c} {b} B"] = s / d
+    if not ratios:
+        return "not testable: sqpoll or default was not measured"
+    held = all(r < 1 - ECHO_MARGIN for r in ratios.values())
+    return ("reproduced" if held else "not reproduced") + f": sqpoll/default = {_ratio_text(ratios)}"
+
+
+def u4(summary) -> str:  # type: ignore[no-untyped-def]
+    """SQ_AFF hurts; IOSQE_ASYNC helps a single ring a lot; buffer select and
+    fixed files make no visible difference. Compared at the largest c."""
+    from .echostats import value
+
+    c = int(max(summary["connections"]))
+    b = int(min(summary["bytes"]))
+    base = value(summary, "default", c, b)
+    parts = []
+    # (preset, compared with, what the article says, test of the ratio)
+    checks = (
+        ("sqpoll_sq_aff", "sqpoll", "SQ_AFF degrades", lambda r: r < 1 - ECHO_MARGIN),
+        ("async", "default", "ASYNC gives a big gain", lambda r: r > 1.10),
+        ("buf_select", "default", "buffer select: no visible difference",
+         lambda r: abs(r - 1) <= 2 * ECHO_MARGIN),
+        ("fixed_files", "default", "fixed files: no visible difference",
+         lambda r: abs(r - 1) <= 2 * ECHO_MARGIN),
+    )
+    for preset, against, claim, holds in checks:
+        num, den = value(summary, preset, c, b), value(summary, against, c, b)
+        if num == num and den == den:
+            r = num / den
+            parts.append(f"{claim}: {'reproduced' if holds(r) else 'not reproduced'} "
+                         f"({preset}/{against} = {r:.2f})")
+    if not parts or base != base:
+        return "not testable: the presets were not measured"
+    return f"requests/s ratios at c={c}, {b} B: " + "; ".join(parts)

@@ -92,17 +92,22 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
     for i, node in enumerate(config["nodes"]):
         if node["runner"] != "local":
             continue
-        cpu = (node.get("cpus") or {}).get("probe")
-        if cpu is not None and cpu >= ncpu:
-            raise ConfigError(
-                f"config error at nodes[{i}].cpus.probe: CPU {cpu} does not exist on this "
-                f"machine (it has {ncpu} CPUs, numbered 0..{ncpu - 1})"
-            )
+        for role, cpu in sorted((node.get("cpus") or {}).items()):
+            if cpu is not None and cpu >= ncpu:
+                raise ConfigError(
+                    f"config error at nodes[{i}].cpus.{role}: CPU {cpu} does not exist on this "
+                    f"machine (it has {ncpu} CPUs, numbered 0..{ncpu - 1})"
+                )
     experiments = config["experiments"]
     for section, key, level, why in MODEL_LEVELS:
         if level not in experiments[section].get(key, [level]):
             raise ConfigError(f"config error at experiments.{section}.{key}: must include "
                               f"{level!r}, {why}")
+    echo = experiments.get("echo", {})
+    unknown = sorted(set(echo.get("only") or []) - set(echo.get("presets", {})))
+    if unknown:
+        raise ConfigError(f"config error at experiments.echo.only: {unknown[0]!r} is not a preset "
+                          f"(known: {', '.join(sorted(echo.get('presets', {})))})")
     sc = config["experiments"]["syscall"]
     if sc.get("warmup_batches", 0) > sc.get("batches", 0) * 10:
         raise ConfigError(

@@ -22,12 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import atomic, paths, provenance, tables, trace
+from . import atomic, echo, paths, provenance, tables, trace
 from .nodes import resolve_node
 from .probes import PROBE_MODES, probe_argv
 from .runners import RunError, runner_for
 
-EXPERIMENTS = (*PROBE_MODES, "trace")
+EXPERIMENTS = (*PROBE_MODES, "trace", "echo")
 
 
 def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[str, Any],
@@ -40,7 +40,16 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
     print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
     with atomic.atomic_path(output) as tmp:
         start = time.monotonic()
-        if experiment == "trace":
+        if experiment == "echo":
+            cpus = {"server": node.cpus.get("server"), "client": node.cpus.get("client")}
+            with atomic.atomic_path(echo.histograms_path(output)) as hist_tmp:
+                extra = echo.run_sweep(settings, cpus, seed, tmp, hist_tmp)
+            frame = tables.read_echo_csv(tmp)
+            ok = int((frame["status"] == "ok").sum())
+            argv = ["echo-epoll/echo-uring + loadgen", "(one run per cell)"]
+            summary = f"{ok} of {len(frame)} cells measured"
+            placement = cpus
+        elif experiment == "trace":
             if node.runner != "local":
                 raise RunError(f"trace on {node.name}: bpftrace runs on local nodes only")
             try:

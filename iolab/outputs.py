@@ -68,10 +68,13 @@ class Outputs:
         entry: dict[str, Any] = {"value": value, "text": text, "unit": unit,
                                  "notebook": self.notebook, "note": note}
         if estimate is not None:
-            entry["ci95"] = [estimate.low, estimate.high]
+            def bound(x: float) -> str:
+                return f"{x:,.{digits}f}".replace(",", "\u2009") if math.isfinite(x) else "∞"
+
+            # JSON has no infinity: an unbounded interval end is null, shown as ∞.
+            entry["ci95"] = [x if math.isfinite(x) else None for x in (estimate.low, estimate.high)]
             entry["n"] = estimate.n
-            entry["ci_text"] = (f"{estimate.low:,.{digits}f}–{estimate.high:,.{digits}f}"
-                                .replace(",", "\u2009"))
+            entry["ci_text"] = f"{bound(estimate.low)}–{bound(estimate.high)}"
         self.numbers[key] = entry
         return text
 

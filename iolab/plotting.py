@@ -188,3 +188,100 @@ def per_request_figure(inputs, boot, echo=None):  # type: ignore[no-untyped-def]
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+def _preset_style(preset, i):  # type: ignore[no-untyped-def]
+    if preset == "epoll":
+        return dict(color="black", lw=2.0, marker="s", ms=3.5, zorder=5)
+    if preset == "default":
+        return dict(color=PALETTE[0], lw=1.8, marker="o", ms=3.5, zorder=4)
+    return dict(color=plt.cm.tab20(i % 20), lw=0.9, marker=".", ms=3)
+
+
+def _per_bytes_panels(summary, metric, ylabel, title, logy=False, extra=None):  # type: ignore[no-untyped-def]
+    sizes = sorted(summary["bytes"].unique())
+    fig, axes = plt.subplots(1, len(sizes), figsize=(7.4, 3.4), sharey=True, squeeze=False)
+    presets = sorted(summary["preset"].unique(), key=lambda p: (p not in ("epoll", "default"), p))
+    for ax, size in zip(axes[0], sizes):
+        for i, preset in enumerate(presets):
+            g = summary[(summary["preset"] == preset) & (summary["bytes"] == size)].sort_values("connections")
+            if g.empty or g[metric].isna().all():
+                continue
+            ax.plot(g["connections"], g[metric], label=preset, **_preset_style(preset, i))
+            if f"{metric}_min" in g:
+                ax.fill_between(g["connections"], g[f"{metric}_min"], g[f"{metric}_max"],
+                                alpha=0.12, color=_preset_style(preset, i)["color"], lw=0)
+        if extra:
+            extra(ax, size)
+        ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel("connections")
+        ax.set_title(f"{title}, {size} B")
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def echo_rps_figure(summary):  # type: ignore[no-untyped-def]
+    """Requests/s against connections per server configuration (median over
+    repetitions, band = min..max)."""
+    return _per_bytes_panels(summary, "rps", "requests/s", "throughput")
+
+
+def echo_cpu_figure(summary, floor_ns=None):  # type: ignore[no-untyped-def]
+    """Server CPU ns per request against connections, with the 2w floor and
+    the load generator's own CPU per request (grey, dashed: epoll runs)."""
+    def extra(ax, size):  # type: ignore[no-untyped-def]
+        client = summary[(summary["preset"] == "epoll") & (summary["bytes"] == size)].sort_values("connections")
+        if len(client):
+            ax.plot(client["connections"], client["client_ns_per_request"], "--", color="grey",
+                    lw=1, label="load generator (epoll runs)")
+        if floor_ns is not None:
+            ax.axhline(floor_ns, color="black", ls=":", lw=0.9, label=f"floor 2w = {floor_ns:.0f} ns")
+
+    return _per_bytes_panels(summary, "server_ns_per_request", "CPU ns per request",
+                             "server CPU", logy=True, extra=extra)
+
+
+def echo_latency_figure(summary):  # type: ignore[no-untyped-def]
+    """Median and 99th-percentile request latency for the smallest message size."""
+    size = sorted(summary["bytes"].unique())[0]
+    sub = summary[summary["bytes"] == size]
+    fig, axes = plt.subplots(1, 3, figsize=(7.4, 3.0), sharey=True)
+    presets = sorted(sub["preset"].unique(), key=lambda p: (p not in ("epoll", "default"), p))
+    for ax, metric, title in zip(axes, ("p50_us", "p99_us", "p999_us"), ("p50", "p99", "p99.9")):
+        for i, preset in enumerate(presets):
+            g = sub[sub["preset"] == preset].sort_values("connections")
+            ax.plot(g["connections"], g[metric], label=preset, **_preset_style(preset, i))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("connections")
+        ax.set_title(f"{title} latency, {size} B")
+    axes[0].set_ylabel("µs")
+    axes[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def echo_batch_figure(summary):  # type: ignore[no-untyped-def]
+    """The batch size each server reached: SQEs per io_uring_enter (uring
+    presets) and events per epoll_wait (epoll)."""
+    size = sorted(summary["bytes"].unique())[0]
+    sub = summary[summary["bytes"] == size]
+    fig, ax = plt.subplots(figsize=(7.0, 3.2))
+    presets = sorted(sub["preset"].unique(), key=lambda p: (p not in ("epoll", "default"), p))
+    for i, preset in enumerate(presets):
+        g = sub[sub["preset"] == preset].sort_values("connections")
+        metric = "events_per_wait" if preset == "epoll" else "sqes_per_enter"
+        label = "epoll (events per wait)" if preset == "epoll" else preset
+        ax.plot(g["connections"], g[metric], label=label, **_preset_style(preset, i))
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("connections")
+    ax.set_ylabel("SQEs per io_uring_enter")
+    ax.set_title(f"measured batch size n, {size} B")
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig

@@ -26,6 +26,11 @@ QUOTED: dict[str, Quoted] = {
                                       "s with CPU mitigations off; Xeon E5-2682 v4"),
     "c1_w_ns": Quoted(1500, "ns", OPENANOLIS, "w, kernel work of one send/recv, 16 B"),
     "c1_t1_ns": Quoted(1900, "ns", OPENANOLIS, "t at n = 1 (io_submit_sqes)"),
+
+    "u1_uring_c50_128": Quoted(249297, "", "Habr io_uring part 1 (seed 002)",
+                               "io_uring echo req/s, c = 50, 128 B, i5-7500, Linux 5.11"),
+    "u1_epoll_c50_128": Quoted(223135, "", "Habr io_uring part 1 (seed 002)",
+                               "epoll echo req/s, c = 50, 128 B, i5-7500, Linux 5.11"),
 }
 
 # A measurement "reproduces" a quoted value when it lies within this relative
@@ -40,3 +45,26 @@ def verdict(ours: float, quoted: float) -> str:
     inside = abs(ratio - 1) <= REPRODUCED_WITHIN
     word = "reproduced" if inside else "not reproduced"
     return f"{word} (ours/quoted = {ratio:.2f})"
+
+
+# Requests/s from the Habr io_uring series, as printed (rust_echo_bench, 60 s,
+# i5-7500, Linux 5.11). Keys: (connections, bytes).
+HABR_PART1 = "Habr io_uring part 1 (seed 002)"
+U1_RPS: dict[str, dict[tuple[int, int], float]] = {
+    "io_uring": {(50, 128): 249297, (50, 512): 252822, (500, 128): 193452, (500, 512): 179966,
+                 (1000, 128): 158911, (1000, 512): 163111},
+    "epoll": {(50, 128): 223135, (50, 512): 227143, (500, 128): 173357, (500, 512): 173772,
+              (1000, 128): 156449, (1000, 512): 155492},
+}
+
+# Part 3's reactor benchmark (Go). The printed header names the columns
+# "c: 100 bytes: 128 | c: 50 bytes: 1024 | c: 500 bytes: 128 | c: 1000 bytes: 128 |
+# c: 1000 bytes: 128 | c: 1000 bytes: 1024"; two columns carry the same label.
+HABR_PART3 = "Habr io_uring part 3 (seeds 000/001)"
+U2_COLUMNS = ["c=100 128 B", "c=50 1024 B", "c=500 128 B", "c=1000 128 B", "c=1000 128 B (2nd)",
+              "c=1000 1024 B"]
+U2_RPS: dict[str, list[float]] = {
+    "net/http (epoll netpoller)": [132664, 139206, 133039, 139171, 133480, 139617],
+    "go-uring reactor": [34202, 33159, 147362, 139313, 158483, 154194],
+    "go-uring reactor, SQ_POLL": [24406, 22847, 134863, 130668, 127896, 122601],
+}

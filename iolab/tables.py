@@ -28,6 +28,7 @@ PROBE_COLUMNS = ["mode", "variant", "transport", "pattern", "ack", "bytes", "n",
                  "seq", "batch", "warmup", "calls", "ns", "cpu", "emptied", "not_inline"]
 TRACE_COLUMNS = ["workload", "map", "count", "avg_ns", "total_ns"]
 _META = re.compile(r"^#\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_RAW_NAME = re.compile(r"^rep\d+\.csv$")   # not rep<N>.histograms.csv
 _UNAVAILABLE = re.compile(r"^#\s*unavailable:\s*preset=(\S+)\s+reason=(.*)$")
 
 
@@ -71,6 +72,13 @@ def _read_csv(path: str | Path, columns: list[str], complete: list[str]) -> pd.D
     if frame[complete].isna().any().any():
         raise RawFormatError(f"{path}: incomplete rows (truncated file?)")
     return frame
+
+
+def read_echo_csv(path: str | Path) -> pd.DataFrame:
+    """An echo sweep's raw CSV (one row per cell)."""
+    from .echo import CELL_COLUMNS
+
+    return _read_csv(path, CELL_COLUMNS, ["order", "connections", "bytes", "status"])
 
 
 def read_raw_csv(path: str | Path) -> pd.DataFrame:
@@ -149,8 +157,31 @@ def trace_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy echo results: one row per node, repetition and cell, with the
+    derived per-request costs. Per-request costs divide CPU time over the
+    whole server run by the requests it echoed (bytes / request size), so
+    warm-up is in both numerator and denominator."""
+    frames = []
+    for raw in sorted(Path(p) for p in raw_files):
+        frame = read_echo_csv(raw)
+        frame = frame.assign(**_context(raw))
+        frames.append(frame)
+    if not frames:
+        raise RawFormatError("no raw files given")
+    out = pd.concat(frames, ignore_index=True)
+    ok = out["status"] == "ok"
+    echoed = out["server_bytes"].where(ok) / out["bytes"]
+    out["server_ns_per_request"] = out["server_cpu_ns"].where(ok) / echoed
+    out["client_ns_per_request"] = out["client_cpu_ns"].where(ok) / echoed
+    out["sqes_per_enter"] = (out["sqes"] / out["io_uring_enter"]).where(ok & (out["server"] == "uring"))
+    out["events_per_wait"] = (out["events"] / out["waits"]).where(ok)
+    out["reason"] = out["reason"].fillna("")
+    return out
+
+
 TABLES = {"syscall": probe_table, "sendrecv": probe_table, "uring_batch": probe_table,
-          "nop": probe_table, "trace": trace_table}
+          "nop": probe_table, "trace": trace_table, "echo": echo_table}
 
 
 def unavailable_configurations(raw_files: Iterable[str | Path]) -> pd.DataFrame:
@@ -162,7 +193,8 @@ def unavailable_configurations(raw_files: Iterable[str | Path]) -> pd.DataFrame:
 def raw_files_under(root: str | Path, experiment: str) -> list[Path]:
     """Every raw file of ``experiment`` below ``root``
     (``<node>/<experiment>/<run key>/rep<N>.csv``)."""
-    return sorted(Path(root).glob(f"*/{experiment}/*/rep*.csv"))
+    return sorted(p for p in Path(root).glob(f"*/{experiment}/*/rep*.csv")
+                  if _RAW_NAME.match(p.name))
 
 
 

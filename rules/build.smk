@@ -7,8 +7,16 @@ NATIVE_COMMON = [
     "native/common/cli.c",
     "native/common/cli.h",
 ]
+NATIVE_COMMON += ["native/common/lists.c", "native/common/lists.h",
+                  "native/common/sockpair.c", "native/common/sockpair.h"]
+ECHO_COMMON = ["native/echo/server.c", "native/echo/server.h"]
 NATIVE_PROGRAMS = {
-    "cost-probe": ["native/probes/cost_probe.c"],
+    "cost-probe": ["native/probes/cost_probe.c", "native/probes/probe.c", "native/probes/probe.h",
+                   "native/probes/syscall_mode.c", "native/probes/sendrecv_mode.c",
+                   "native/probes/uring_mode.c"],
+    "echo-epoll": ["native/echo/echo_epoll.c", *ECHO_COMMON],
+    "echo-uring": ["native/echo/echo_uring.c", *ECHO_COMMON],
+    "loadgen": ["native/echo/loadgen.c", *ECHO_COMMON],
 }
 
 

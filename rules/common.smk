@@ -48,6 +48,9 @@ ANALYSIS_CODE = [
     "iolab/outputs.py",
     "iolab/models.py",
     "iolab/sources.py",
+    "iolab/costmodel.py",
+    "iolab/claims.py",
+    "iolab/echostats.py",
 ]
 
 
@@ -67,16 +70,19 @@ def run_seed(experiment, node, rep):
 # The run key digests these with the settings, so new settings or new probe
 # code measure into a new directory and raw data already measured is never
 # overwritten.
-EXPERIMENT_PROGRAM = {name: "cost-probe" for name in ("syscall", "sendrecv", "uring_batch", "nop", "trace")}
-EXPERIMENT_EXTRA_SOURCES = {"trace": ["iolab/trace.py"]}
+PROBE_EXPERIMENTS = ["syscall", "sendrecv", "uring_batch", "nop", "trace"]
+EXPERIMENT_PROGRAMS = {name: ["cost-probe"] for name in PROBE_EXPERIMENTS}
+EXPERIMENT_PROGRAMS["echo"] = ["echo-epoll", "echo-uring", "loadgen"]
+EXPERIMENT_EXTRA_SOURCES = {"trace": ["iolab/trace.py"], "echo": ["iolab/echo.py"]}
 
 
 def run_key(experiment, node):
     h = hashlib.sha256()
     h.update(json.dumps([config["experiments"][experiment], NODE_BY_NAME[node]],
                         sort_keys=True).encode())
-    program = EXPERIMENT_PROGRAM[experiment]
-    sources = NATIVE_COMMON + NATIVE_PROGRAMS[program] + EXPERIMENT_EXTRA_SOURCES.get(experiment, [])
+    sources = set(NATIVE_COMMON + EXPERIMENT_EXTRA_SOURCES.get(experiment, []))
+    for program in EXPERIMENT_PROGRAMS[experiment]:
+        sources.update(NATIVE_PROGRAMS[program])
     for src in sorted(sources):
         h.update(src.encode())
         h.update(open(os.path.join(workflow.basedir, src), "rb").read())
@@ -100,9 +106,10 @@ def raw_files(experiment):
 
 
 # Notebooks and the figures each one writes (stable names, cited by users).
-NOTEBOOKS = ["cost_model"]
+NOTEBOOKS = ["cost_model"] + (["echo"] if "echo" in EXPERIMENTS else [])
 NOTEBOOK_FIGURES = {
     "cost_model": ["syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"],
+    "echo": ["echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"],
 }
 
 

@@ -33,3 +33,33 @@ rule notebook_cost_model:
         " -p trace_table {params.trace:q} -p figure_dir paper/figures"
         " -p numbers_out {output.numbers} -p manifest_out {output.manifest}"
         " 2>&1 | tee {log}"
+
+
+rule notebook_echo:
+    input:
+        notebook="notebooks/echo.py",
+        echo="results/tables/echo.parquet",
+        syscall="results/tables/syscall.parquet",
+        sendrecv="results/tables/sendrecv.parquet",
+        uring_batch="results/tables/uring_batch.parquet",
+        code=ANALYSIS_CODE,
+    output:
+        executed="results/notebooks/echo.ipynb",
+        numbers="results/numbers/echo.json",
+        manifest="results/figures/echo.json",
+        figures=figure_files("echo"),
+        report_figures=report(
+            expand("paper/figures/{figure}.png", figure=NOTEBOOK_FIGURES["echo"]),
+            category="Echo servers",
+        ),
+    log:
+        "results/logs/notebooks/echo.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "jupytext --quiet --to ipynb --output - {input.notebook}"
+        " | papermill --no-progress-bar --cwd . - {output.executed}"
+        " -p echo_table {input.echo} -p syscall_table {input.syscall}"
+        " -p sendrecv_table {input.sendrecv} -p uring_batch_table {input.uring_batch}"
+        " -p figure_dir paper/figures -p numbers_out {output.numbers}"
+        " -p manifest_out {output.manifest} 2>&1 | tee {log}"

@@ -9,19 +9,20 @@
 
 
 rule measure:
-    input:
-        # The probe's sources are digested into {key}; a rebuild alone
-        # (new mtime, same sources) must not re-measure.
-        probe=ancient("native/build/cost-probe"),
+    # No binary as input: the job builds what it runs (make rebuilds only what
+    # is stale). The sources are digested into {key}, so new code measures
+    # into a new directory, and a rebuild alone never re-measures.
     output:
         raw=protected("data/raw/{node}/{experiment}/{key}/rep{rep}.csv"),
         provenance=protected("data/raw/{node}/{experiment}/{key}/rep{rep}.provenance.json"),
+    wildcard_constraints:
+        experiment="|".join(PROBE_EXPERIMENTS),
     params:
         key=lambda w: checked_run_key(w.experiment)(w),
         node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
         settings=lambda w: json.dumps(config["experiments"][w.experiment]),
         seed=lambda w: run_seed(w.experiment, w.node, w.rep),
-    threads: workflow.cores
+    threads: lambda wildcards: workflow.cores
     resources:
         bench=1,
     log:
@@ -29,6 +30,31 @@ rule measure:
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.measure {wildcards.experiment} --node {params.node:q}"
+        "(python -m iolab.deps check build && make -s -C native build/cost-probe"
+        " && python -m iolab.measure {wildcards.experiment} --node {params.node:q}"
         " --settings {params.settings:q} --rep {wildcards.rep} --seed {params.seed}"
-        " --output {output.raw} 2>&1 | tee {log}"
+        " --output {output.raw}) 2>&1 | tee {log}"
+
+
+rule measure_echo:
+    output:
+        raw=protected("data/raw/{node}/echo/{key}/rep{rep}.csv"),
+        histograms=protected("data/raw/{node}/echo/{key}/rep{rep}.histograms.csv"),
+        provenance=protected("data/raw/{node}/echo/{key}/rep{rep}.provenance.json"),
+    params:
+        key=lambda w: checked_run_key("echo")(w),
+        node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
+        settings=json.dumps(config["experiments"]["echo"]),
+        seed=lambda w: run_seed("echo", w.node, w.rep),
+        programs=" ".join(f"build/{p}" for p in EXPERIMENT_PROGRAMS["echo"]),
+    threads: lambda wildcards: workflow.cores
+    resources:
+        bench=1,
+    log:
+        "results/logs/measure/{node}/echo/{key}/rep{rep}.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "(python -m iolab.deps check build && make -s -C native {params.programs}"
+        " && python -m iolab.measure echo --node {params.node:q} --settings {params.settings:q}"
+        " --rep {wildcards.rep} --seed {params.seed} --output {output.raw}) 2>&1 | tee {log}"

@@ -32,6 +32,10 @@ BAD_CONFIGS = [
      "config error at experiments.uring_batch.n: must include 1"),
     ({"experiments": {"sendrecv": {"ack_modes": ["sometimes"]}}},
      "config error at experiments.sendrecv.ack_modes[0]: 'sometimes' is not one of"),
+    ({"experiments": {"echo": {"only": ["epoll", "turbo"]}}},
+     "config error at experiments.echo.only: 'turbo' is not a preset"),
+    ({"experiments": {"echo": {"presets": {"x": ["rm -rf /"]}}}},
+     "config error at experiments.echo.presets.x[0]: 'rm -rf /' does not match"),
     ({"experiments": {"uring_batch": {"max_not_inline": 2}}},
      "config error at experiments.uring_batch.max_not_inline: 2 is greater than the maximum of 1"),
 ]

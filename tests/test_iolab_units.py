@@ -204,3 +204,20 @@ def test_atomic_files_get_ordinary_permissions(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert dest.stat().st_mode & 0o777 == 0o644
+
+
+def test_numbers_with_unbounded_intervals_are_valid_json(tmp_path: Path) -> None:
+    from iolab.outputs import Outputs
+    from iolab.stats import Estimate
+
+    out = Outputs("t", tmp_path, tmp_path / "n.json", tmp_path / "m.json")
+    out.number("nstar", 20.5, digits=1, estimate=Estimate(20.5, 18.0, float("inf"), 0))
+    out.finish()
+    entry = json.loads((tmp_path / "n.json").read_text())["nstar"]
+    assert entry["ci95"] == [18.0, None] and entry["ci_text"] == "18.0–∞"
+
+
+def test_json_writer_refuses_nan(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        atomic.write_json(tmp_path / "x.json", {"v": float("nan")})
+    assert not (tmp_path / "x.json").exists()

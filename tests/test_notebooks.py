@@ -38,15 +38,19 @@ def test_notebook_code_stays_thin(source: Path) -> None:
             assert "\ndef " not in "\n" + cell.source and "\nclass " not in "\n" + cell.source
 
 
-def test_runs_by_hand_against_reference_data(tmp_path: Path) -> None:
+@pytest.mark.parametrize("notebook,key", [("cost_model", "s_getppid_ns"),
+                                          ("echo", "echo_floor_ns")])
+def test_runs_by_hand_against_reference_data(tmp_path: Path, notebook: str, key: str) -> None:
     out = tmp_path / "out"
     res = subprocess.run(
-        [sys.executable, "-m", "papermill", "--no-progress-bar", "cost_model.ipynb",
+        [sys.executable, "-m", "papermill", "--no-progress-bar", f"{notebook}.ipynb",
          str(tmp_path / "executed.ipynb"), "-p", "figure_dir", str(out / "figures"),
          "-p", "numbers_out", str(out / "numbers.json"),
          "-p", "manifest_out", str(out / "manifest.json")],
         cwd=REPO / "notebooks", env=tool_env(), capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     numbers = json.loads((out / "numbers.json").read_text())
-    assert 10 < numbers["s_getppid_ns"]["value"] < 10_000
-    assert (out / "figures" / "syscall_cost.svg").exists()
+    assert 10 < numbers[key]["value"] < 100_000
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["figures"] and all((out / "figures" / f"{name}.svg").exists()
+                                       for name in manifest["figures"])

@@ -46,7 +46,7 @@ def test_dry_run_with_default_config(workflow: Path) -> None:
     res = snakemake(workflow, "-n", "--cores", "all")
     assert res.returncode == 0, res.stderr
     rules = planned_rules(res.stdout + res.stderr)
-    assert {"build_native", "measure", "tidy_table", "notebook_cost_model",
+    assert {"measure", "measure_echo", "tidy_table", "notebook_cost_model", "notebook_echo",
             "paper_pdf", "all"} <= rules
 
 
@@ -116,6 +116,21 @@ def test_editing_a_notebook_reruns_only_analysis(smoke_run: tuple[Path, object])
     assert rules == {"notebook_cost_model", "paper_numbers", "figure_manifest", "paper_pdf", "all"}
 
 
+def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
+    import pandas as pd
+
+    wd, _ = smoke_run
+    echo = pd.read_parquet(wd / "results" / "tables" / "echo.parquet")
+    # smoke: 4 presets x 2 connection counts x 1 size x 2 repetitions
+    assert len(echo) == 16 and (echo["status"] == "ok").all()
+    assert (echo["server_ns_per_request"] > 0).all()
+    numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
+    for key in ("u1_verdict", "u3_verdict", "echo_default_c50_rps", "echo_epoll_c50_rps"):
+        assert key in numbers, key
+    for name in ("echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"):
+        assert (wd / "paper" / "figures" / f"{name}.svg").exists()
+
+
 def test_smoke_numbers_cover_the_cost_model(smoke_run: tuple[Path, object]) -> None:
     wd, _ = smoke_run
     numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
@@ -136,7 +151,8 @@ def test_changed_settings_measure_into_a_new_directory(smoke_run: tuple[Path, ob
                     "--config", "repeats=3")
     assert res.returncode == 0, res.stderr
     # Adding a repetition measures one more file per experiment; existing ones stay.
-    assert planned_jobs(res.stdout + res.stderr)["measure"] == 5
+    jobs = planned_jobs(res.stdout + res.stderr)
+    assert jobs["measure"] == 5 and jobs["measure_echo"] == 1
     after = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
     assert before == after
     for p in before:

@@ -45,6 +45,22 @@ double parse_seconds_flag(const char *prog, const char *flag, const char *text)
 	return v;
 }
 
+void reject_extra_args(const char *prog, int optind_now, int argc, char **argv)
+{
+	if (optind_now < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'; see --help\n", prog, argv[optind_now]);
+		exit(2);
+	}
+}
+
+void require_flag(const char *prog, int present, const char *flag)
+{
+	if (!present) {
+		fprintf(stderr, "%s: %s is required; see --help\n", prog, flag);
+		exit(2);
+	}
+}
+
 void pin_to_cpu(const char *prog, int cpu)
 {
 	cpu_set_t set;

@@ -259,14 +259,8 @@ int main(int argc, char **argv)
 		default: fprintf(stderr, PROG ": bad option; see --help\n"); return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'; see --help\n", argv[optind]);
-		return 2;
-	}
-	if (o.port < 0) {
-		fprintf(stderr, PROG ": --port is required; see --help\n");
-		return 2;
-	}
+	reject_extra_args(PROG, optind, argc, argv);
+	require_flag(PROG, o.port >= 0, "--port");
 	install_stop_handlers();
 	nconns = raise_nofile(PROG);
 	conns = calloc(nconns, sizeof(*conns));

@@ -107,18 +107,33 @@ static void die(const char *what, int err)
 	exit(1);
 }
 
-static struct io_uring_sqe *sqe_get(struct uring_ctx *r)
+/* Submit what is queued so the SQ has room for n more entries. With SQPOLL
+ * the kernel thread consumes the SQ asynchronously, so wait for it. */
+static void make_room(struct uring_ctx *r, unsigned n)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
-
-	if (!sqe) {
-		/* SQ full: submit what we have and try again. */
+	while (io_uring_sq_space_left(&r->ring) < n) {
 		int ret = io_uring_submit(&r->ring);
 
 		if (ret < 0)
 			die("io_uring_submit", -ret);
 		r->c.waits++;
 		r->c.sqes += (uint64_t)ret;
+		if (io_uring_sq_space_left(&r->ring) >= n)
+			break;
+		if (o.sqpoll) {
+			ret = io_uring_sqring_wait(&r->ring);
+			if (ret < 0 && ret != -EINTR)
+				die("io_uring_sqring_wait", -ret);
+		}
+	}
+}
+
+static struct io_uring_sqe *sqe_get(struct uring_ctx *r)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+
+	if (!sqe) {
+		make_room(r, 1);
 		sqe = io_uring_get_sqe(&r->ring);
 		if (!sqe)
 			die("io_uring_get_sqe", EBUSY);
@@ -219,25 +234,13 @@ static void arm_accept(struct uring_ctx *r)
 	io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, 0, 0));
 }
 
-/* Make room for n SQEs that must go in the same submission (a linked pair). */
-static void reserve(struct uring_ctx *r, unsigned n)
-{
-	if (io_uring_sq_space_left(&r->ring) < n) {
-		int ret = io_uring_submit(&r->ring);
-
-		if (ret < 0)
-			die("io_uring_submit", -ret);
-		r->c.waits++;
-		r->c.sqes += (uint64_t)ret;
-	}
-}
-
 static void arm_recv(struct uring_ctx *r, int fd)
 {
 	struct uconn *c = &conns[fd];
 	struct io_uring_sqe *sqe;
 
-	reserve(r, o.link_timeout_ms > 0 ? 2 : 1);
+	/* A receive and its link timeout must go in the same submission. */
+	make_room(r, o.link_timeout_ms > 0 ? 2 : 1);
 	sqe = sqe_get(r);
 	int provided = o.buf_ring || o.buf_select;
 
@@ -842,14 +845,8 @@ int main(int argc, char **argv)
 		default: fprintf(stderr, PROG ": bad option; see --help\n"); return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'; see --help\n", argv[optind]);
-		return 2;
-	}
-	if (o.port < 0) {
-		fprintf(stderr, PROG ": --port is required; see --help\n");
-		return 2;
-	}
+	reject_extra_args(PROG, optind, argc, argv);
+	require_flag(PROG, o.port >= 0, "--port");
 	check_combinations();
 	link_ts.tv_sec = o.link_timeout_ms / 1000;
 	link_ts.tv_nsec = (long long)(o.link_timeout_ms % 1000) * 1000000;

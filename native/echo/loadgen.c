@@ -482,14 +482,8 @@ int main(int argc, char **argv)
 		default: fprintf(stderr, PROG ": bad option; see --help\n"); return 2;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'; see --help\n", argv[optind]);
-		return 2;
-	}
-	if (o.port < 0) {
-		fprintf(stderr, PROG ": --port is required; see --help\n");
-		return 2;
-	}
+	reject_extra_args(PROG, optind, argc, argv);
+	require_flag(PROG, o.port >= 0, "--port");
 	if (o.duration <= 0 || o.timeout <= 0) {
 		fprintf(stderr, PROG ": --duration and --timeout must be positive\n");
 		return 2;

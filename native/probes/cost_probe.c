@@ -225,10 +225,7 @@ int main(int argc, char **argv)
 		case F_ACK_MODES: o.ack_modes = optarg; break;
 		}
 	}
-	if (optind < argc) {
-		fprintf(stderr, PROG ": unexpected argument '%s'; see --help\n", argv[optind]);
-		return 2;
-	}
+	reject_extra_args(PROG, optind, argc, argv);
 	o.bytes = parse_int_list(PROG, "--bytes", bytes_text ? bytes_text :
 				 (mode->run == mode_sendrecv ? "16,128,512,1024" : "16"), 1, 1 << 20);
 	o.n = parse_int_list(PROG, "--n", n_text ? n_text : "1,2,4,8,16,32,64,128,256",

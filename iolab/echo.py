@@ -1,0 +1,202 @@
+"""The echo experiment: every server configuration against the load
+generator, over connections x message sizes, in a random order.
+
+One call measures one repetition on one node and writes two raw files:
+``rep<N>.csv`` (one row per cell: load-generator and server results, or the
+reason a configuration was unavailable) and ``rep<N>.histograms.csv`` (the
+raw latency buckets of every cell).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import paths
+
+CELL_COLUMNS = [
+    "order", "server", "preset", "connections", "bytes", "status", "reason",
+    "rps", "requests", "p50_us", "p99_us", "p999_us", "max_us",
+    "client_cpu_ns", "server_cpu_ns", "server_requests", "server_bytes",
+    "waits", "events", "io_uring_enter", "sqes", "cqes", "short_writes", "async_sqes",
+    "nobufs", "iowq_workers", "server_cpu", "client_cpu", "port",
+]
+_LISTENING = re.compile(r"listening on [0-9.]+:(\d+)")
+
+
+class CellError(RuntimeError):
+    """A cell could not be measured; the message says why in one line."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    preset: str
+    flags: tuple[str, ...]
+    connections: int
+    bytes: int
+
+    @property
+    def server(self) -> str:
+        return "epoll" if self.preset == "epoll" else "uring"
+
+
+def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
+    """Every (preset, connections, bytes) of the sweep, in a seeded random order."""
+    presets: Mapping[str, Sequence[str]] = settings["presets"]
+    chosen = settings.get("only") or list(presets)
+    out = [Cell(name, tuple(presets[name]), c, b) for name in chosen
+           for c in settings["connections"] for b in settings["bytes"]]
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def _taskset(cpu: int | None) -> list[str]:
+    return ["taskset", "-c", str(cpu)] if cpu is not None else []
+
+
+def start_server(cell: Cell, cpu: int | None, bind: str = "127.0.0.1",
+                 port: int = 0) -> tuple[subprocess.Popen[str], int]:
+    """Start the cell's server; return it and the port it listens on.
+
+    Raises CellError with the server's own one-line reason when it refuses
+    the configuration (exit 2) or the port is taken (exit 3)."""
+    exe = paths.NATIVE_BUILD / ("echo-epoll" if cell.server == "epoll" else "echo-uring")
+    argv = [*_taskset(cpu), str(exe), "--port", str(port), "--bind", bind, *cell.flags]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    m = _LISTENING.search(line)
+    if not m:
+        proc.wait(timeout=10)
+        rest = (line + proc.stderr.read()).strip().splitlines()
+        reason = rest[-1] if rest else f"exited with status {proc.returncode}"
+        kind = "port in use" if proc.returncode == 3 else "unavailable"
+        raise CellError(f"{kind}: {reason}")
+    return proc, int(m.group(1))
+
+
+def stop_server(proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """SIGTERM the server and parse its final JSON line of counters."""
+    if proc.poll() is not None:
+        err = proc.stderr.read().strip() if proc.stderr else ""
+        raise CellError(f"server died during the run (status {proc.returncode}): {err[-200:]}")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired as e:
+        proc.kill()
+        proc.wait()
+        raise CellError("server did not exit within 30 s of SIGTERM") from e
+    if proc.returncode != 0:
+        raise CellError(f"server exited with status {proc.returncode}: {err.strip()[-200:]}")
+    try:
+        return json.loads(out.strip().splitlines()[-1])
+    except (IndexError, ValueError) as e:
+        raise CellError("server printed no final counters") from e
+
+
+def run_loadgen(port: int, cell: Cell, settings: Mapping[str, Any], cpu: int | None,
+                histogram: Path, host: str = "127.0.0.1") -> dict[str, Any]:
+    argv = [*_taskset(cpu), str(paths.NATIVE_BUILD / "loadgen"), "--host", host,
+            "--port", str(port), "--connections", str(cell.connections),
+            "--bytes", str(cell.bytes), "--duration", str(settings["duration"]),
+            "--warmup", str(settings["warmup"]), "--threads", str(settings["loadgen_threads"]),
+            "--pipeline", str(settings["pipeline"]), "--histogram", str(histogram)]
+    budget = settings["duration"] + settings["warmup"] + 120
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=budget, check=False)
+    try:
+        report = json.loads(res.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        report = None
+    if res.returncode != 0 or report is None:
+        why = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"status {res.returncode}"
+        raise CellError(f"load generator failed: {why}")
+    return report
+
+
+def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int | None],
+                 histogram: Path) -> dict[str, Any]:
+    """One cell: start the server, drive it, stop it, and merge the reports.
+    A port collision is retried once on a fresh port."""
+    for attempt in (1, 2):
+        try:
+            proc, port = start_server(cell, cpus.get("server"), port=settings.get("port", 0))
+            break
+        except CellError as e:
+            if str(e).startswith("port in use") and attempt == 1:
+                settings = {**settings, "port": 0}
+                continue
+            raise
+    try:
+        client = run_loadgen(port, cell, settings, cpus.get("client"), histogram)
+    except (CellError, subprocess.TimeoutExpired) as e:
+        proc.kill()
+        proc.wait()
+        raise CellError(str(e)) from e
+    server = stop_server(proc)
+    return {
+        "rps": client["rps"], "requests": client["requests"], "p50_us": client["p50_us"],
+        "p99_us": client["p99_us"], "p999_us": client["p999_us"], "max_us": client["max_us"],
+        "client_cpu_ns": client["client_user_cpu_ns"] + client["client_sys_cpu_ns"],
+        "server_cpu_ns": server["user_cpu_ns"] + server["sys_cpu_ns"],
+        "server_requests": server["requests"], "server_bytes": server["bytes"],
+        "waits": server["waits"], "events": server["events"],
+        "io_uring_enter": server["io_uring_enter"], "sqes": server["sqes"], "cqes": server["cqes"],
+        "short_writes": server["short_writes"], "async_sqes": server["async_sqes"],
+        "nobufs": server["nobufs"], "iowq_workers": server["config"].get("iowq_workers_at_exit", 0),
+        "port": port,
+    }
+
+
+def histograms_path(raw: Path) -> Path:
+    return raw.with_name(raw.stem + ".histograms.csv")
+
+
+def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed: int,
+              out_csv: Path, out_hist: Path, progress: bool = True) -> dict[str, Any]:
+    """Measure every cell into out_csv and out_hist (both written by the
+    caller's atomic paths). Returns provenance extras."""
+    import csv
+
+    todo = cells(settings, seed)
+    failures: list[str] = []
+    with open(out_csv, "w", newline="") as fc, open(out_hist, "w") as fh, \
+            tempfile.TemporaryDirectory() as tmp:
+        writer = csv.DictWriter(fc, fieldnames=CELL_COLUMNS)
+        writer.writeheader()
+        fh.write("order,low_ns,high_ns,count\n")
+        for i, cell in enumerate(todo):
+            row: dict[str, Any] = {c: "" for c in CELL_COLUMNS}
+            row.update(order=i, server=cell.server, preset=cell.preset,
+                       connections=cell.connections, bytes=cell.bytes,
+                       server_cpu=cpus.get("server"), client_cpu=cpus.get("client"))
+            hist = Path(tmp) / f"{i}.csv"
+            start = time.monotonic()
+            try:
+                row.update(measure_cell(cell, settings, cpus, hist), status="ok")
+                for line in hist.read_text().splitlines()[1:]:
+                    fh.write(f"{i},{line}\n")
+            except CellError as e:
+                reason = str(e)
+                row.update(status="unavailable" if reason.startswith("unavailable") else "failed",
+                           reason=reason)
+                if row["status"] == "failed":
+                    failures.append(f"{cell.preset} c={cell.connections} {cell.bytes} B: {reason}")
+            writer.writerow(row)
+            fc.flush()
+            if progress:
+                print(f"iolab: echo [{i + 1}/{len(todo)}] {cell.preset} c={cell.connections} "
+                      f"{cell.bytes} B: {row['status']}"
+                      + (f" {float(row['rps']):,.0f} req/s" if row["status"] == "ok" else f" ({row['reason']})")
+                      + f" [{time.monotonic() - start:.1f} s]", flush=True)
+    return {"echo": {"cells": len(todo), "failed": failures, "order_seed": seed,
+                     "placement": dict(cpus)}}

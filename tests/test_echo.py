@@ -1,0 +1,347 @@
+"""Echo servers: every byte back, in order, on every connection, for epoll
+and every io_uring preset of the config, in the optimised and the ASan/UBSan
+builds (LeakSanitizer checks for leaks at exit); the load generator's
+verification; and the sweep's handling of refused or failing configurations."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import re
+import resource
+import selectors
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+
+from iolab import echo as echo_exp
+
+BUILD = REPO / "native" / "build"
+PRESETS = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["echo"]["presets"]
+SERVERS = [(name, "echo-epoll" if name == "epoll" else "echo-uring", list(flags))
+           for name, flags in PRESETS.items()]
+BUILDS = ["opt", "san"]
+SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:exitcode=23:abort_on_error=0",
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+
+
+class Server:
+    def __init__(self, exe: Path, flags: list[str], san: bool) -> None:
+        env = dict(os.environ, **(SAN_ENV if san else {}))
+        self.proc = subprocess.Popen([str(exe), "--port", "0", *flags], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=env)
+        assert self.proc.stderr is not None
+        line = self.proc.stderr.readline()
+        m = re.search(r"listening on [0-9.]+:(\d+)", line)
+        assert m, f"server did not start: {line}{self.proc.stderr.read()}"
+        self.port = int(m.group(1))
+
+    def stop(self) -> dict:
+        assert self.proc.poll() is None, "the server died during the test"
+        self.proc.send_signal(signal.SIGTERM)
+        out, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, f"exit {self.proc.returncode}: {err[-3000:]}"
+        return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture(params=[(s, b) for s in SERVERS for b in BUILDS],
+                ids=[f"{s[0]}-{b}" for s in SERVERS for b in BUILDS])
+def server(request: pytest.FixtureRequest, native_build: Path) -> Iterator[Server]:
+    (name, program, flags), build = request.param
+    exe = native_build / ("san" if build == "san" else "") / program
+    srv = Server(exe, flags, build == "san")
+    try:
+        yield srv
+    finally:
+        if srv.proc.poll() is None:
+            counters = srv.stop()
+            assert counters["closed"] <= counters["accepted"]
+
+
+def raise_nofile(n: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
+
+
+def connect(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=30)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def exchange(port: int, payloads: list[bytes], rng: random.Random, deadline_s: float = 60) -> None:
+    """Send each payload on its own connection and read the echo back with
+    small random reads, interleaved, without ever blocking; assert every byte."""
+    sel = selectors.DefaultSelector()
+    conns = []
+    for data in payloads:
+        s = connect(port)
+        s.setblocking(False)
+        st = {"sock": s, "data": data, "sent": 0, "got": bytearray()}
+        conns.append(st)
+        sel.register(s, selectors.EVENT_READ | selectors.EVENT_WRITE, st)
+    pending = len(conns)
+    deadline = time.monotonic() + deadline_s
+    while pending:
+        assert time.monotonic() < deadline, "echo did not complete in time"
+        for key, events in sel.select(timeout=1):
+            st = key.data
+            s = st["sock"]
+            if events & selectors.EVENT_WRITE and st["sent"] < len(st["data"]):
+                try:
+                    st["sent"] += s.send(st["data"][st["sent"]:st["sent"] + rng.randint(1, 70000)])
+                except BlockingIOError:
+                    pass
+                if st["sent"] == len(st["data"]):
+                    sel.modify(s, selectors.EVENT_READ, st)
+            if events & selectors.EVENT_READ:
+                try:
+                    chunk = s.recv(rng.choice([1, 7, 100, 1500, 65536]))   # partial reads
+                except BlockingIOError:
+                    continue
+                assert chunk, "server closed the connection early"
+                st["got"] += chunk
+                assert len(st["got"]) <= len(st["data"]), "more bytes came back than were sent"
+                if len(st["got"]) == len(st["data"]):
+                    assert bytes(st["got"]) == st["data"], "echo differs from what was sent"
+                    sel.unregister(s)
+                    s.close()
+                    pending -= 1
+    sel.close()
+
+
+def test_random_sizes_pipelined_with_partial_reads(server: Server) -> None:
+    rng = random.Random(1)
+    # Each connection pipelines several messages of 1 B .. 64 KiB back to back.
+    payloads = [b"".join(rng.randbytes(rng.randint(1, 65536)) for _ in range(rng.randint(1, 6)))
+                for _ in range(24)]
+    exchange(server.port, payloads, rng)
+
+
+def test_close_mid_message_and_half_close(server: Server) -> None:
+    for _ in range(20):   # abrupt closes in the middle of a message
+        s = connect(server.port)
+        s.sendall(os.urandom(30000))
+        s.close()
+    for size in (1, 4096, 200000):   # half-close: everything comes back, then EOF
+        s = connect(server.port)
+        data = os.urandom(size)
+        got = bytearray()
+
+        def reader() -> None:
+            while chunk := s.recv(65536):
+                got.extend(chunk)
+
+        t = threading.Thread(target=reader)
+        t.start()
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        t.join(timeout=30)
+        assert not t.is_alive() and bytes(got) == data
+        s.close()
+    exchange(server.port, [b"still serving"], random.Random(2))
+
+
+def test_ten_thousand_connections(server: Server) -> None:
+    raise_nofile(10000 + 200)
+    socks = [connect(server.port) for _ in range(10000)]
+    try:
+        for i, s in enumerate(socks):
+            s.sendall(i.to_bytes(4, "little") * 4)
+        for i, s in enumerate(socks):
+            want = i.to_bytes(4, "little") * 4
+            got = b""
+            while len(got) < len(want):
+                chunk = s.recv(len(want) - len(got))
+                assert chunk, f"connection {i} closed early"
+                got += chunk
+            assert got == want
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_slow_reader_gets_backpressure_not_others(server: Server) -> None:
+    slow = connect(server.port)
+    # More than the socket buffers on both sides hold (autotuned to a few MiB
+    # each), so the server must hold back: it stops reading from this client.
+    data = os.urandom(16 << 20)
+    sender = threading.Thread(target=slow.sendall, args=(data,))
+    sender.start()
+    time.sleep(0.3)   # the slow reader reads nothing yet; its echo backs up
+    fast = connect(server.port)
+    start = time.monotonic()
+    for i in range(200):
+        msg = i.to_bytes(2, "little") * 32
+        fast.sendall(msg)
+        got = b""
+        while len(got) < len(msg):
+            got += fast.recv(len(msg) - len(got))
+        assert got == msg
+    assert time.monotonic() - start < 10, "one slow reader stalled the other connections"
+    got = bytearray()
+    while len(got) < len(data):
+        chunk = slow.recv(1 << 16)
+        assert chunk
+        got.extend(chunk)
+    sender.join(timeout=30)
+    assert bytes(got) == data
+    fast.close()
+    slow.close()
+
+
+def test_thousand_connect_disconnect_cycles(server: Server) -> None:
+    for i in range(1000):
+        s = connect(server.port)
+        if i % 3 == 0:
+            s.sendall(b"x" * (i % 50 + 1))
+            assert s.recv(100)
+        s.close()
+    exchange(server.port, [b"alive after 1000 cycles"] * 4, random.Random(3))
+
+
+# --- the load generator --------------------------------------------------------------
+
+class CorruptingServer(threading.Thread):
+    """A deliberately wrong echo server: flips one byte of every 1000th."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.stopped = False
+
+    def run(self) -> None:
+        self.listener.settimeout(0.2)
+        while not self.stopped:
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def serve(conn: socket.socket) -> None:
+        seen = 0
+        with conn:
+            while data := conn.recv(65536):
+                buf = bytearray(data)
+                for i in range(len(buf)):
+                    if (seen + i) % 1000 == 999:
+                        buf[i] ^= 0x01
+                seen += len(buf)
+                conn.sendall(buf)
+
+
+def test_loadgen_fails_on_a_corrupting_server(native_build: Path) -> None:
+    srv = CorruptingServer()
+    srv.start()
+    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "4",
+                          "--bytes", "128", "--duration", "0.5", "--warmup", "0"],
+                         capture_output=True, text=True, timeout=60)
+    srv.stopped = True
+    assert res.returncode == 1
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert report["mismatches"] > 0
+    assert "FAILED" in res.stderr and "mismatched bytes" in res.stderr
+
+
+def test_loadgen_counts_and_histogram_agree(native_build: Path, tmp_path: Path) -> None:
+    srv = Server(native_build / "echo-epoll", [], False)
+    hist = tmp_path / "h.csv"
+    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "8",
+                          "--bytes", "512", "--duration", "0.5", "--warmup", "0.2", "--pipeline", "2",
+                          "--histogram", str(hist)], capture_output=True, text=True, timeout=60)
+    counters = srv.stop()
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    rows = [line.split(",") for line in hist.read_text().splitlines()[1:]]
+    assert sum(int(r[2]) for r in rows) == report["requests"] > 0
+    assert report["p50_us"] <= report["p99_us"] <= report["p999_us"] <= report["max_us"]
+    # The server echoed at least what was measured (warm-up comes on top).
+    assert counters["bytes"] >= report["bytes"]
+    assert report["client_user_cpu_ns"] + report["client_sys_cpu_ns"] > 0
+
+
+def test_loadgen_open_loop_rate(native_build: Path) -> None:
+    srv = Server(native_build / "echo-epoll", [], False)
+    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "10",
+                          "--bytes", "64", "--duration", "1", "--warmup", "0.2", "--rate", "2000"],
+                         capture_output=True, text=True, timeout=60)
+    srv.stop()
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["rps"] == pytest.approx(2000, rel=0.1)
+
+
+# --- server flags and the sweep ---------------------------------------------------------
+
+@pytest.mark.parametrize("flags,message", [
+    (["--sqpoll", "--single-issuer", "--defer-taskrun"], "--sqpoll cannot be combined with --defer-taskrun"),
+    (["--defer-taskrun"], "--defer-taskrun needs --single-issuer"),
+    (["--multishot-recv"], "--multishot-recv needs provided buffers"),
+    (["--granule", "75"], "--granule routes connections between rings"),
+    (["--buf-count", "3"], "--buf-count must be a power of two"),
+])
+def test_refused_combinations_exit_2_with_one_line(native_build: Path, flags: list[str], message: str) -> None:
+    res = subprocess.run([str(native_build / "echo-uring"), "--port", "0", *flags],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+
+
+def test_help_documents_every_flag(native_build: Path) -> None:
+    for program in ("echo-epoll", "echo-uring", "loadgen"):
+        src = (REPO / "native" / "echo" / f"{program.replace('-', '_')}.c").read_text()
+        declared = set(re.findall(r'\{ "([a-z-]+)", (?:required|no)_argument', src))
+        shown = subprocess.run([str(native_build / program), "--help"], capture_output=True,
+                               text=True).stdout
+        assert declared and all(f"--{d}" in shown for d in declared), program
+
+
+SWEEP = {"duration": 0.3, "warmup": 0.1, "connections": [4], "bytes": [64], "pipeline": 1,
+         "loadgen_threads": 1, "port": 0}
+
+
+def test_sweep_records_refused_presets_as_unavailable(native_build: Path, tmp_path: Path) -> None:
+    settings = {**SWEEP, "presets": {"epoll": [], "bad": ["--sqpoll", "--coop-taskrun"]}}
+    csv_path, hist = tmp_path / "rep1.csv", tmp_path / "rep1.histograms.csv"
+    echo_exp.run_sweep(settings, {"server": None, "client": None}, 1, csv_path, hist, progress=False)
+    rows = {r["preset"]: r for r in csv.DictReader(csv_path.open())}
+    assert rows["epoll"]["status"] == "ok" and float(rows["epoll"]["rps"]) > 0
+    assert rows["bad"]["status"] == "unavailable"
+    assert "cannot be combined with --coop-taskrun" in rows["bad"]["reason"]
+    assert hist.read_text().count("\n") > 1
+
+
+def test_port_collision_is_retried_on_a_new_port(native_build: Path, tmp_path: Path) -> None:
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    cell = echo_exp.Cell("default", (), 2, 32)
+    with pytest.raises(echo_exp.CellError, match="port in use"):
+        echo_exp.start_server(cell, None, port=port)
+    result = echo_exp.measure_cell(cell, {**SWEEP, "port": port}, {}, tmp_path / "h.csv")
+    assert result["port"] != port and result["rps"] > 0
+    taken.close()
+
+
+def test_a_server_killed_mid_run_fails_the_cell_clearly(native_build: Path, tmp_path: Path) -> None:
+    cell = echo_exp.Cell("default", (), 4, 64)
+    proc, port = echo_exp.start_server(cell, None)
+    threading.Timer(0.3, proc.kill).start()
+    with pytest.raises(echo_exp.CellError, match="load generator failed"):
+        echo_exp.run_loadgen(port, cell, {**SWEEP, "duration": 2}, None, tmp_path / "h.csv")
+    proc.wait()
+    with pytest.raises(echo_exp.CellError, match="server died during the run"):
+        echo_exp.stop_server(proc)
