@@ -167,14 +167,14 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed:
     caller's atomic paths). Returns provenance extras."""
     import csv
 
-    todo = cells(settings, seed)
+    planned = cells(settings, seed)
     failures: list[str] = []
     with open(out_csv, "w", newline="") as fc, open(out_hist, "w") as fh, \
             tempfile.TemporaryDirectory() as tmp:
         writer = csv.DictWriter(fc, fieldnames=CELL_COLUMNS)
         writer.writeheader()
         fh.write("order,low_ns,high_ns,count\n")
-        for i, cell in enumerate(todo):
+        for i, cell in enumerate(planned):
             row: dict[str, Any] = {c: "" for c in CELL_COLUMNS}
             row.update(order=i, server=cell.server, preset=cell.preset,
                        connections=cell.connections, bytes=cell.bytes,
@@ -194,9 +194,9 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed:
             writer.writerow(row)
             fc.flush()
             if progress:
-                print(f"iolab: echo [{i + 1}/{len(todo)}] {cell.preset} c={cell.connections} "
+                print(f"iolab: echo [{i + 1}/{len(planned)}] {cell.preset} c={cell.connections} "
                       f"{cell.bytes} B: {row['status']}"
                       + (f" {float(row['rps']):,.0f} req/s" if row["status"] == "ok" else f" ({row['reason']})")
                       + f" [{time.monotonic() - start:.1f} s]", flush=True)
-    return {"echo": {"cells": len(todo), "failed": failures, "order_seed": seed,
+    return {"echo": {"cells": len(planned), "failed": failures, "order_seed": seed,
                      "placement": dict(cpus)}}
