@@ -100,6 +100,12 @@ def uring_request(ci: CostInputs, model: str, n: np.ndarray | float) -> np.ndarr
     return total
 
 
+def epoll_request_with_wait(ci: CostInputs, events_per_wait: float) -> float:
+    """The epoll request extended by its event wait: one epoll_wait (at
+    least s) amortised over the events it returns."""
+    return epoll_request(ci) + ci.s / max(events_per_wait, 1.0)
+
+
 def crossover(ci: CostInputs, model: str) -> float:
     """Smallest batch size n* at which io_uring costs less per request than
     epoll (inf when it never does)."""

@@ -44,3 +44,18 @@ def seed_table(summary: pd.DataFrame) -> pd.DataFrame:
                      "io_uring (ours)": value(summary, "default", c, b),
                      "epoll (ours)": value(summary, "epoll", c, b)})
     return pd.DataFrame(rows)
+
+
+def model_overlay(summary: pd.DataFrame, min_connections: int = 50) -> pd.DataFrame:
+    """Measured server CPU per request against the batch size each server
+    reached, for the cost-model figure: io_uring presets at their SQEs per
+    io_uring_enter; epoll at n = 1 (one syscall per operation)."""
+    rows = summary[summary["connections"] >= min_connections]
+    out = pd.DataFrame({
+        "n": rows["sqes_per_enter"].where(rows["server"] == "uring", 1.0),
+        "server_ns_per_request": rows["server_ns_per_request"],
+        "events_per_wait": rows["events_per_wait"],
+        "label": rows["preset"] + " c=" + rows["connections"].astype(str),
+        "server": rows["server"],
+    })
+    return out.dropna(subset=["n", "server_ns_per_request"]).reset_index(drop=True)

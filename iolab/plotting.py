@@ -179,8 +179,16 @@ def per_request_figure(inputs, boot, echo=None):  # type: ignore[no-untyped-def]
             ax.annotate(f"n*={ns:.1f}", (ns, epoll), textcoords="offset points", xytext=(3, 6),
                         fontsize=7, color=color)
     if echo is not None and len(echo):
-        ax.scatter(echo["n"], echo["server_ns_per_request"], s=14, color="black", zorder=5,
-                   label="measured echo servers")
+        uring = echo[echo["server"] == "uring"]
+        ax.scatter(uring["n"], uring["server_ns_per_request"], s=12, color="black", zorder=5,
+                   label="measured io_uring servers (c ≥ 50), at their n")
+        ep = echo[echo["server"] == "epoll"]
+        ax.scatter(ep["n"], ep["server_ns_per_request"], s=22, marker="s", facecolors="none",
+                   edgecolors="black", zorder=5, label="measured epoll server (c ≥ 50)")
+        if len(ep):
+            waits = float(ep["events_per_wait"].median())
+            ax.axhline(costmodel.epoll_request_with_wait(inputs, waits), color=PALETTE[0], lw=0.8,
+                       ls="--", label=f"epoll + wait amortised over {waits:.1f} events")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("batch size n (SQEs per io_uring_enter)")

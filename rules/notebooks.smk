@@ -8,6 +8,7 @@ rule notebook_cost_model:
         uring_batch="results/tables/uring_batch.parquet",
         nop="results/tables/nop.parquet",
         trace=lambda w: [table_or_empty("trace")] if "trace" in EXPERIMENTS else [],
+        echo=lambda w: [table_or_empty("echo")] if "echo" in EXPERIMENTS else [],
         code=ANALYSIS_CODE,
     output:
         executed="results/notebooks/cost_model.ipynb",
@@ -21,6 +22,7 @@ rule notebook_cost_model:
         ),
     params:
         trace=table_or_empty("trace"),
+        echo=table_or_empty("echo"),
     log:
         "results/logs/notebooks/cost_model.log",
     conda:
@@ -30,7 +32,7 @@ rule notebook_cost_model:
         " | papermill --no-progress-bar --cwd . - {output.executed}"
         " -p syscall_table {input.syscall} -p sendrecv_table {input.sendrecv}"
         " -p uring_batch_table {input.uring_batch} -p nop_table {input.nop}"
-        " -p trace_table {params.trace:q} -p figure_dir paper/figures"
+        " -p trace_table {params.trace:q} -p echo_table {params.echo:q} -p figure_dir paper/figures"
         " -p numbers_out {output.numbers} -p manifest_out {output.manifest}"
         " 2>&1 | tee {log}"
 
