@@ -84,8 +84,11 @@ def test_manifest_links_figures_to_code_tables_and_raw_files(smoke_run: tuple[Pa
     fig = manifest["figures"]["syscall_cost"]
     assert fig["notebook"] == "notebooks/cost_model.py"
     assert "results/tables/syscall.parquet" in fig["tables"]
-    # 2 repetitions of syscall, sendrecv, uring_batch, nop and trace
-    assert len(fig["raw"]) == 10
+    # 2 repetitions of syscall, sendrecv, uring_batch, nop, trace, and echo
+    # (the model figure overlays the measured echo servers)
+    assert len(fig["raw"]) == 12
+    assert {Path(r["raw"]).parts[3] for r in fig["raw"]} == {
+        "syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"}
     for raw in fig["raw"]:
         path = wd / raw["raw"]
         assert sha256(path) == raw["sha256"]
