@@ -106,6 +106,21 @@ def epoll_request_with_wait(ci: CostInputs, events_per_wait: float) -> float:
     return epoll_request(ci) + ci.s / max(events_per_wait, 1.0)
 
 
+def overlay_ratios(ci: CostInputs, overlay: pd.DataFrame) -> dict[str, float]:
+    """How far measured servers sit above the model: the epoll server's CPU
+    per request over the epoll request cost, and each io_uring server's over
+    model B at the batch size it reached (medians)."""
+    ep = overlay[overlay["server"] == "epoll"]
+    ur = overlay[overlay["server"] == "uring"]
+    out = {}
+    if len(ep):
+        out["overlay_epoll_ratio"] = float(ep["server_ns_per_request"].median() / epoll_request(ci))
+    if len(ur):
+        out["overlay_uring_ratio"] = float(
+            (ur["server_ns_per_request"] / uring_request(ci, "B", ur["n"].to_numpy())).median())
+    return out
+
+
 def crossover(ci: CostInputs, model: str) -> float:
     """Smallest batch size n* at which io_uring costs less per request than
     epoll (inf when it never does)."""

@@ -192,12 +192,8 @@ out.text("c1_w_verdict", claims.c1_component(point["w_mean"], "c1_w_ns"))
 out.text("c1_t_verdict", claims.c1_component(point["t1_mean"], "c1_t1_ns"))
 out.text("c2_verdict", claims.c2(mitigations, point))
 out.text("c3_verdict", claims.c3(mitigations, point))
-if overlay is not None and len(overlay):
-    # How far the whole-server cost is above what the model prices.
-    out.number("overlay_epoll_ratio", float(overlay.loc[overlay["server"] == "epoll",
-               "server_ns_per_request"].median() / costmodel.epoll_request(inputs)), digits=1)
-    out.number("overlay_uring_ratio", float((overlay.loc[overlay["server"] == "uring", "server_ns_per_request"]
-               / costmodel.uring_request(inputs, "B", overlay.loc[overlay["server"] == "uring", "n"])).median()),
-               digits=1)
+if overlay is not None:
+    for name, value in costmodel.overlay_ratios(inputs, overlay).items():
+        out.number(name, value, digits=1)
 out.finish()
 {k: v["text"] for k, v in out.numbers.items()}

@@ -101,3 +101,16 @@ def test_c3_verdict(mitigations: str, nstar: float, expected: str) -> None:
 def test_c2_verdict(mitigations: str, nstar: float, expected: str) -> None:
     point = {"nstar_B": nstar, "t1_mean": 1565, "w_mean": 770}
     assert claims.c2(mitigations, point).startswith(expected)
+
+
+def test_overlay_ratios_compare_servers_with_the_model() -> None:
+    import pandas as pd
+
+    ci = costmodel.estimate(synthetic(**TRUE, noise=0.001))
+    epoll = costmodel.epoll_request(ci)
+    at8 = float(costmodel.uring_request(ci, "B", np.array([8.0]))[0])
+    overlay = pd.DataFrame({"server": ["epoll", "uring"], "n": [1.0, 8.0],
+                            "server_ns_per_request": [3 * epoll, 2 * at8]})
+    ratios = costmodel.overlay_ratios(ci, overlay)
+    assert ratios["overlay_epoll_ratio"] == pytest.approx(3.0)
+    assert ratios["overlay_uring_ratio"] == pytest.approx(2.0)
