@@ -175,6 +175,7 @@ out.number("aic_gap", sum(point[f"aic_A_{op}"] - point[f"aic_B_{op}"] for op in 
 for name, value in models.unix_w(sendrecv, node, inputs.s).items():
     out.number(name, value, unit="ns")
 out.number("ack_cost_ns", models.ack_cost(sendrecv, node), unit="ns")
+out.text("sendrecv_bytes", ", ".join(str(b) for b in sorted(sr["bytes"].unique())))
 for name, value in spreads.items():
     out.number(f"spread_{name}_pct", value, unit="%", digits=1)
 out.text("unavailable_presets", models.unavailable_text(uring_batch_table))
