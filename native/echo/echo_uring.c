@@ -264,10 +264,9 @@ static void arm_recv(struct uring_ctx *r, int fd)
 	}
 }
 
-static void conn_close(struct uring_ctx *r, int fd)
+/* Drop every chunk still queued on a connection, giving provided buffers back. */
+static void drop_queue(struct uring_ctx *r, struct uconn *c)
 {
-	struct uconn *c = &conns[fd];
-
 	while (c->head) {
 		struct chunk *ch = c->head;
 
@@ -276,6 +275,15 @@ static void conn_close(struct uring_ctx *r, int fd)
 			buf_return(r, ch->bid);
 		free(ch);
 	}
+	c->tail = NULL;
+	c->queued = 0;
+}
+
+static void conn_close(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &conns[fd];
+
+	drop_queue(r, c);
 	if (o.fixed_files) {
 		int minus_one = -1;
 
@@ -285,8 +293,6 @@ static void conn_close(struct uring_ctx *r, int fd)
 	close(fd);
 	c->open = 0;
 	c->buf = NULL;
-	c->tail = NULL;
-	c->queued = 0;
 	c->gen++;   /* CQEs still in flight for this fd are now stale */
 	r->c.closed++;
 }
@@ -473,16 +479,7 @@ static void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int s
 	if (cqe->res < 0) {
 		c->closing = 1;
 		c->zc_wait = 0;
-		while (c->head) {   /* the peer is gone: drop what it will never read */
-			struct chunk *dead = c->head;
-
-			c->head = dead->next;
-			if (dead->bid >= 0)
-				buf_return(r, dead->bid);
-			free(dead);
-		}
-		c->tail = NULL;
-		c->queued = 0;
+		drop_queue(r, c);   /* the peer is gone: drop what it will never read */
 		if (!c->recv_armed)
 			conn_close(r, fd);
 		else if (!c->recv_cancelling)
