@@ -7,14 +7,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 NATIVE_BUILD = REPO / "native" / "build"
-RAW = REPO / "data" / "raw"
-REFERENCE = REPO / "data" / "reference"
-RESULTS = REPO / "results"
-TABLES = RESULTS / "tables"
-NUMBERS = RESULTS / "numbers"
-FIGURE_META = RESULTS / "figures"
-PAPER = REPO / "paper"
-FIGURES = PAPER / "figures"
 
 
 def resolve(path: str | Path) -> Path:

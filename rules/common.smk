@@ -89,15 +89,13 @@ def run_key(experiment, node):
     return h.hexdigest()[:12]
 
 
-def checked_run_key(experiment):
+def checked_run_key(wildcards, experiment):
     """Params function: refuse to measure current settings into an old key."""
-    def check(wildcards):
-        want = run_key(experiment, wildcards.node)
-        if wildcards.key != want:
-            raise WorkflowError(f"data/raw/{wildcards.node}/{experiment}/{wildcards.key} belongs to "
-                                f"other settings (current key: {want}); it is kept as measured")
-        return want
-    return check
+    want = run_key(experiment, wildcards.node)
+    if wildcards.key != want:
+        raise WorkflowError(f"data/raw/{wildcards.node}/{experiment}/{wildcards.key} belongs to "
+                            f"other settings (current key: {want}); it is kept as measured")
+    return want
 
 
 def raw_files(experiment):

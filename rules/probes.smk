@@ -18,7 +18,7 @@ rule measure:
     wildcard_constraints:
         experiment="|".join(PROBE_EXPERIMENTS),
     params:
-        key=lambda w: checked_run_key(w.experiment)(w),
+        key=lambda w: checked_run_key(w, w.experiment),
         node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
         settings=lambda w: json.dumps(config["experiments"][w.experiment]),
         seed=lambda w: run_seed(w.experiment, w.node, w.rep),
@@ -42,7 +42,7 @@ rule measure_echo:
         histograms=protected("data/raw/{node}/echo/{key}/rep{rep}.histograms.csv"),
         provenance=protected("data/raw/{node}/echo/{key}/rep{rep}.provenance.json"),
     params:
-        key=lambda w: checked_run_key("echo")(w),
+        key=lambda w: checked_run_key(w, "echo"),
         node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
         settings=json.dumps(config["experiments"]["echo"]),
         seed=lambda w: run_seed("echo", w.node, w.rep),
