@@ -108,9 +108,26 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
     if unknown:
         raise ConfigError(f"config error at experiments.echo.only: {unknown[0]!r} is not a preset "
                           f"(known: {', '.join(sorted(echo.get('presets', {})))})")
+    _check_mpi(experiments.get("mpi"))
     sc = config["experiments"]["syscall"]
     if sc.get("warmup_batches", 0) > sc.get("batches", 0) * 10:
         raise ConfigError(
             "config error at experiments.syscall.warmup_batches: more than 10x the measured "
             "batches; lower it or raise experiments.syscall.batches"
         )
+
+
+def _check_mpi(mpi: Mapping[str, Any] | None) -> None:
+    if not mpi or not mpi.get("enabled", True):
+        return
+    where = "config error at experiments.mpi"
+    if mpi.get("min_bytes", 1) > mpi.get("max_bytes", 1 << 20):
+        raise ConfigError(f"{where}.min_bytes: {mpi['min_bytes']} is above max_bytes ({mpi['max_bytes']})")
+    if "pingpong" in mpi.get("benchmarks", []) and 2 not in mpi.get("ranks", [2]):
+        raise ConfigError(f"{where}.ranks: ping-pong runs in the 2-rank launch; add 2 to ranks "
+                          "or drop pingpong from benchmarks")
+    if mpi.get("sync") == "window" and not mpi.get("window_us") and not mpi.get("warmup"):
+        raise ConfigError(f"{where}.sync: window synchronisation needs window_us > 0 or warmup > 0 "
+                          "to size the window")
+    if "netns_tbf" in mpi.get("transports", []) and 2 not in mpi.get("ranks", [2]):
+        raise ConfigError(f"{where}.transports: netns_tbf runs a 2-rank ping-pong; add 2 to ranks")

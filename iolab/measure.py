@@ -22,12 +22,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import atomic, echo, paths, provenance, tables, trace
+from . import atomic, echo, mpi, paths, provenance, tables, trace
 from .nodes import resolve_node
 from .probes import PROBE_MODES, probe_argv
 from .runners import RunError, runner_for
 
-EXPERIMENTS = (*PROBE_MODES, "trace", "echo")
+EXPERIMENTS = (*PROBE_MODES, "trace", "echo", "mpi")
 
 
 def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[str, Any],
@@ -49,6 +49,17 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
             argv = ["echo-epoll/echo-uring + loadgen", "(one run per cell)"]
             summary = f"{ok} of {len(frame)} cells measured"
             placement = cpus
+        elif experiment == "mpi":
+            if node.runner != "local":
+                raise RunError(f"mpi on {node.name}: runner {node.runner!r} cannot launch MPI in this version")
+            extra = mpi.run_experiment(settings, seed, tmp)
+            frame = tables.read_mpi_csv(tmp)
+            if frame.empty:
+                raise RunError(f"mpi on {node.name}: no samples were written")
+            argv = ["mpirun ... mpi-probe", "(one launch per transport and rank count)"]
+            summary = f"{len(extra['mpi']['launches'])} launches, {len(frame)} samples"
+            placement = {"launches": [{k: r[k] for k in ("transport", "ranks", "binding", "oversubscribed")}
+                                      for r in extra["mpi"]["launches"]]}
         elif experiment == "trace":
             if node.runner != "local":
                 raise RunError(f"trace on {node.name}: bpftrace runs on local nodes only")

@@ -180,8 +180,66 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     return out
 
 
+def read_mpi_csv(path: str | Path) -> pd.DataFrame:
+    """An MPI repetition's raw CSV: one row per timed iteration and rank."""
+    from .mpi import COLUMNS
+    return _read_csv(path, COLUMNS, COLUMNS)
+
+
+def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy MPI samples: one row per node, repetition, launch, iteration and
+    rank, with what each launch decided (oversubscription, binding) and what
+    ran (collective algorithm, synchronisation, tbf rate)."""
+    from .mpi import REFERENCE_BENCH, launch_lookup, read_launches
+    frames = []
+    for raw in sorted(Path(p) for p in raw_files):
+        frame = read_mpi_csv(raw)
+        launches = launch_lookup(read_launches(raw))
+        program = frame["bench"].map(lambda b: "mpi-pingpong-ref" if b == REFERENCE_BENCH else "mpi-probe")
+        keys = list(zip(frame["transport"], frame["ranks"].astype(int), program, strict=True))
+        missing = {k for k in set(keys) if k not in launches}
+        if missing:
+            raise RawFormatError(f"{raw}: rows without a '# launch:' record: {sorted(missing)}")
+
+        def from_launch(key: tuple[str, int, str], bench: str, what: str) -> Any:
+            rec = launches[key]
+            meta = rec.get("probe_meta", {})
+            if what == "algorithm":
+                return meta.get("algorithms", {}).get(bench, {}).get("algorithm", "")
+            if what == "pinned":
+                return bool(meta.get("algorithms", {}).get(bench, {}).get("pinned", False))
+            if what == "sync":
+                if bench in ("pingpong", REFERENCE_BENCH):
+                    return "self"
+                return meta.get("sync", "")
+            if what == "hosts":
+                procs = meta.get("processors")
+                return len(set(procs)) if procs else len(rec.get("cluster", {}).get("hosts", [])) or 1
+            if what == "rate_mbit":
+                return (rec.get("cluster") or {}).get("rate_mbit")
+            return rec[what]
+
+        cache: dict[tuple[tuple[str, int, str], str], dict[str, Any]] = {}
+        cols: dict[str, list[Any]] = {c: [] for c in ("oversubscribed", "binding", "algorithm", "pinned",
+                                                      "sync", "hosts", "rate_mbit")}
+        for key, bench in zip(keys, frame["bench"], strict=True):
+            ck = (key, bench)
+            if ck not in cache:
+                cache[ck] = {c: from_launch(key, bench, c) for c in cols}
+            for c in cols:
+                cols[c].append(cache[ck][c])
+        frame = frame.assign(**cols, **_context(raw))
+        frames.append(frame)
+    if not frames:
+        raise RawFormatError("no raw files given")
+    out = pd.concat(frames, ignore_index=True)
+    out["late"] = out["late"].astype(bool)
+    out["rate_mbit"] = pd.to_numeric(out["rate_mbit"], errors="coerce")
+    return out
+
+
 TABLES = {"syscall": probe_table, "sendrecv": probe_table, "uring_batch": probe_table,
-          "nop": probe_table, "trace": trace_table, "echo": echo_table}
+          "nop": probe_table, "trace": trace_table, "echo": echo_table, "mpi": mpi_table}
 
 
 def unavailable_configurations(raw_files: Iterable[str | Path]) -> pd.DataFrame:

@@ -17,7 +17,10 @@ NATIVE_PROGRAMS = {
     "echo-epoll": ["native/echo/echo_epoll.c", *ECHO_COMMON],
     "echo-uring": ["native/echo/echo_uring.c", *ECHO_COMMON],
     "loadgen": ["native/echo/loadgen.c", *ECHO_COMMON],
+    "mpi-probe": ["native/mpi/mpi_probe.c"],
+    "mpi-pingpong-ref": ["native/mpi/pingpong_ref.c"],
 }
+MPI_PROGRAMS = ["mpi-probe", "mpi-pingpong-ref"]
 
 
 rule build_native:
@@ -31,7 +34,10 @@ rule build_native:
         "results/logs/build/{program}.log",
     conda:
         "../environment.yml"
+    params:
+        deps=lambda w: "build mpi" if w.program in MPI_PROGRAMS else "build",
+        mpicc=config["experiments"].get("mpi", {}).get("mpicc", "mpicc"),
     shell:
         # make decides what is stale; touch so snakemake sees a fresh output.
-        "(python -m iolab.deps check build && make -C native build/{wildcards.program}"
-        " && touch {output}) 2>&1 | tee {log}"
+        "(python -m iolab.deps check {params.deps} && make -C native MPICC={params.mpicc:q}"
+        " build/{wildcards.program} && touch {output}) 2>&1 | tee {log}"

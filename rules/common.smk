@@ -51,6 +51,8 @@ ANALYSIS_CODE = [
     "iolab/costmodel.py",
     "iolab/claims.py",
     "iolab/echostats.py",
+    "iolab/mpistats.py",
+    "iolab/mpimodels.py",
 ]
 
 
@@ -73,7 +75,9 @@ def run_seed(experiment, node, rep):
 PROBE_EXPERIMENTS = ["syscall", "sendrecv", "uring_batch", "nop", "trace"]
 EXPERIMENT_PROGRAMS = {name: ["cost-probe"] for name in PROBE_EXPERIMENTS}
 EXPERIMENT_PROGRAMS["echo"] = ["echo-epoll", "echo-uring", "loadgen"]
-EXPERIMENT_EXTRA_SOURCES = {"trace": ["iolab/trace.py"], "echo": ["iolab/echo.py"]}
+EXPERIMENT_PROGRAMS["mpi"] = ["mpi-probe", "mpi-pingpong-ref"]
+EXPERIMENT_EXTRA_SOURCES = {"trace": ["iolab/trace.py"], "echo": ["iolab/echo.py"],
+                            "mpi": ["iolab/mpi.py", "iolab/runners/netns.py"]}
 
 
 def run_key(experiment, node):
@@ -104,10 +108,12 @@ def raw_files(experiment):
 
 
 # Notebooks and the figures each one writes (stable names, cited by users).
-NOTEBOOKS = ["cost_model"] + (["echo"] if "echo" in EXPERIMENTS else [])
+NOTEBOOKS = (["cost_model"] + (["echo"] if "echo" in EXPERIMENTS else [])
+             + (["collectives"] if "mpi" in EXPERIMENTS else []))
 NOTEBOOK_FIGURES = {
     "cost_model": ["syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"],
     "echo": ["echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"],
+    "collectives": ["mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio"],
 }
 
 

@@ -58,3 +58,29 @@ rule measure_echo:
         "(python -m iolab.deps check build && make -s -C native {params.programs}"
         " && python -m iolab.measure echo --node {params.node:q} --settings {params.settings:q}"
         " --rep {wildcards.rep} --seed {params.seed} --output {output.raw}) 2>&1 | tee {log}"
+
+
+rule measure_mpi:
+    # mpirun launches on this machine: shared memory, TCP, and a cluster of
+    # network namespaces (iolab/runners/netns.py), torn down after each launch.
+    output:
+        raw=protected("data/raw/{node}/mpi/{key}/rep{rep}.csv"),
+        provenance=protected("data/raw/{node}/mpi/{key}/rep{rep}.provenance.json"),
+    params:
+        key=lambda w: checked_run_key(w, "mpi"),
+        node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
+        settings=json.dumps(config["experiments"].get("mpi", {})),
+        seed=lambda w: run_seed("mpi", w.node, w.rep),
+        mpicc=config["experiments"].get("mpi", {}).get("mpicc", "mpicc"),
+        programs=" ".join(f"build/{p}" for p in EXPERIMENT_PROGRAMS["mpi"]),
+    threads: lambda wildcards: workflow.cores
+    resources:
+        bench=1,
+    log:
+        "results/logs/measure/{node}/mpi/{key}/rep{rep}.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "(python -m iolab.deps check build mpi && make -s -C native MPICC={params.mpicc:q} {params.programs}"
+        " && python -m iolab.measure mpi --node {params.node:q} --settings {params.settings:q}"
+        " --rep {wildcards.rep} --seed {params.seed} --output {output.raw}) 2>&1 | tee {log}"

@@ -6,6 +6,7 @@ import ctypes
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,24 +36,32 @@ class RunResult:
 class LocalRunner:
     name = "local"
 
-    def run(self, argv: list[str], stdout_path: Path, timeout: float = 3600.0) -> RunResult:
+    def run(self, argv: list[str], stdout_path: Path, timeout: float = 3600.0,
+            error_line: Callable[[str], str] | None = None, env: Mapping[str, str] | None = None,
+            name: str | None = None) -> RunResult:
         """Run ``argv`` with standard output written to ``stdout_path``.
 
-        Raises RunError with the program's last stderr line on failure, so a
-        user sees why (a refused flag, a missing kernel feature) in one line.
+        Raises RunError with one line on failure: by default the program's
+        last stderr line, so a user sees why (a refused flag, a missing kernel
+        feature); ``error_line`` picks the line for launchers such as mpirun
+        whose last lines are banners. ``name`` labels the command in errors.
         """
+        label = name or Path(argv[0]).name
         if not Path(argv[0]).exists():
             raise RunError(f"{argv[0]} not found: build it first (snakemake native/build/{Path(argv[0]).name})")
         start = time.monotonic()
         with open(stdout_path, "w") as out:
             try:
                 proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True,
-                                      timeout=timeout, check=False,
+                                      timeout=timeout, check=False, env=None if env is None else dict(env),
                                       preexec_fn=_die_with_parent)
             except subprocess.TimeoutExpired as e:
-                raise RunError(f"{Path(argv[0]).name} did not finish within {timeout:.0f} s") from e
+                raise RunError(f"{label} did not finish within {timeout:.0f} s") from e
         seconds = time.monotonic() - start
         if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
-            raise RunError(f"{Path(argv[0]).name} exited with status {proc.returncode}: {last}")
+            if error_line is not None:
+                last = error_line(proc.stderr)
+            else:
+                last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
+            raise RunError(f"{label} exited with status {proc.returncode}: {last}")
         return RunResult(argv=list(argv), returncode=proc.returncode, seconds=seconds, stderr=proc.stderr)

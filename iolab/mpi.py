@@ -1,0 +1,313 @@
+"""The MPI experiment: mpi-probe (and the OSU-style reference ping-pong) over
+every transport and rank count, in a seeded random order.
+
+Transports on one machine:
+  shm        ranks on this host, Open MPI's shared-memory BTL (vader; sm in 5.x)
+  tcp        ranks on this host, TCP BTL forced onto loopback
+             (btl_tcp_if_include=lo: Open MPI excludes 127.0.0.0/8 by default)
+  netns      one rank group per network namespace (iolab.runners.netns),
+             TCP over veth + bridge: separate TCP/IP stacks
+  netns_tbf  as netns with tbf rate shaping on every host's egress: a known
+             bandwidth, the ground truth for t_w (ping-pong only)
+
+One call measures one repetition and writes ``rep<N>.csv``: a ``transport``
+column followed by mpi-probe's columns, one ``# launch: {json}`` line before
+each launch's rows, and mpi-probe's own ``# meta:`` line. Reference ping-pong
+rows have bench ``reference_pingpong`` and ns = the mean round trip of the
+timed loop (loop time / iterations), as osu_latency computes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import paths
+from .runners.local import LocalRunner, RunError
+from .runners.netns import NetnsCluster, require_root_and_iproute2
+
+TRANSPORTS = ("shm", "tcp", "netns", "netns_tbf")
+BENCHMARKS = ("pingpong", "bcast", "allreduce", "alltoall", "barrier")
+PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]
+COLUMNS = ["transport", *PROBE_COLUMNS]
+REFERENCE_BENCH = "reference_pingpong"
+
+
+@dataclass
+class Launch:
+    transport: str
+    ranks: int
+    program: str                       # "mpi-probe" or "mpi-pingpong-ref"
+    benches: list[str] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+
+    def label(self) -> str:
+        what = ",".join(self.benches) if self.program == "mpi-probe" else "reference ping-pong"
+        return f"{self.transport} p={self.ranks} {what}"
+
+
+def default_sizes(settings: Mapping[str, Any]) -> list[int]:
+    if settings.get("sizes"):
+        return sorted(int(s) for s in settings["sizes"])
+    lo, hi = int(settings.get("min_bytes", 1)), int(settings.get("max_bytes", 1 << 20))
+    out, m = [], 1
+    while m <= hi:
+        if m >= lo:
+            out.append(m)
+        m *= 2
+    return out
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def plan(settings: Mapping[str, Any], seed: int) -> list[Launch]:
+    """Every launch of one repetition, in a seeded random order.
+
+    Ping-pong runs in the 2-rank launch only (with more ranks the others
+    would just wait); the tbf-shaped cluster runs ping-pong at its own sizes.
+    """
+    benches = [b for b in BENCHMARKS if b in settings["benchmarks"]]
+    ranks = sorted(int(p) for p in settings["ranks"])
+    sizes = default_sizes(settings)
+    launches = []
+    for transport in settings["transports"]:
+        if transport == "netns_tbf":
+            launches.append(Launch(transport, 2, "mpi-probe", ["pingpong"],
+                                   sorted(settings["netns"]["tbf_sizes"])))
+            continue
+        for p in ranks:
+            chosen = [b for b in benches if b != "pingpong" or p == 2]
+            if chosen:
+                launches.append(Launch(transport, p, "mpi-probe", chosen, sizes))
+        if settings["reference"]["enabled"] and 2 in ranks:
+            launches.append(Launch(transport, 2, "mpi-pingpong-ref", ["pingpong"],
+                                   sorted(settings["reference"]["sizes"])))
+    random.Random(seed).shuffle(launches)
+    return launches
+
+
+def mpirun_version(mpirun: str) -> str:
+    try:
+        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30,
+                             check=False).stdout
+    except OSError as e:
+        raise RunError(f"cannot run {mpirun}: {e}; install openmpi-bin or set experiments.mpi.mpirun") from e
+    return (out.strip().splitlines() or ["unknown"])[0]
+
+
+def shm_btl(version: str) -> str:
+    """Open MPI renamed the vader BTL to sm in 5.0."""
+    m = re.search(r"(\d+)\.\d+", version)
+    return "sm" if m and int(m.group(1)) >= 5 else "vader"
+
+
+def probe_args(settings: Mapping[str, Any], launch: Launch, seed: int, output: Path) -> list[str]:
+    if launch.program == "mpi-pingpong-ref":
+        ref = settings["reference"]
+        return ["--sizes", ",".join(map(str, launch.sizes)), "--iterations", str(ref["iterations"]),
+                "--warmup", str(ref["warmup"])]
+    return ["--bench", ",".join(launch.benches), "--sizes", ",".join(map(str, launch.sizes)),
+            "--warmup", str(settings["warmup"]), "--iterations", str(settings["iterations"]),
+            "--series", str(settings["series"]), "--large-bytes", str(settings["large_bytes"]),
+            "--large-iterations", str(settings["large_iterations"]), "--sync", settings["sync"],
+            "--window-us", str(settings["window_us"]), "--seed", str(seed), "--output", str(output)]
+
+
+def mca_args(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
+             cluster: NetnsCluster | None, oversubscribed: bool) -> list[str]:
+    mca: dict[str, str] = {}
+    if launch.transport == "shm":
+        mca["btl"] = f"self,{btl_shm}"
+    elif launch.transport == "tcp":
+        mca["btl"] = "self,tcp"
+        mca["btl_tcp_if_include"] = settings["tcp_interface"]
+    else:
+        assert cluster is not None
+        per_host = -(-launch.ranks // cluster.hosts)
+        mca["btl"] = f"self,{btl_shm},tcp" if per_host > 1 else "self,tcp"
+        mca["btl_tcp_if_include"] = str(cluster.subnet)
+        mca["oob_tcp_if_include"] = str(cluster.subnet)
+        mca["plm_rsh_agent"] = str(cluster.agent_path)
+    if oversubscribed:
+        mca["mpi_yield_when_idle"] = "1"
+    algorithms = {k: v for k, v in (settings.get("algorithms") or {}).items() if v}
+    if algorithms:
+        mca["coll_tuned_use_dynamic_rules"] = "1"
+        for op, name in algorithms.items():
+            mca[f"coll_tuned_{op}_algorithm"] = str(name)
+    for key, value in (settings.get("extra_mca") or {}).items():
+        mca[str(key)] = str(value)
+    out = []
+    for key, value in mca.items():
+        out += ["--mca", key, value]
+    return out
+
+
+def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path, args: list[str],
+                btl_shm: str, cluster: NetnsCluster | None) -> tuple[list[str], dict[str, Any]]:
+    """The full command and what it decided (binding, oversubscription)."""
+    mpirun = shutil.which(settings["mpirun"]) or settings["mpirun"]
+    oversubscribed = launch.ranks > usable_cpus()
+    argv = [mpirun]
+    if os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    argv += ["-np", str(launch.ranks)]
+    if cluster is not None:
+        per_host = -(-launch.ranks // cluster.hosts)
+        argv += ["--hostfile", str(cluster.hostfile(per_host))]
+        # Every namespace looks like its own machine to Open MPI, so binding
+        # would pin each host's rank to the same core.
+        binding = "none"
+    else:
+        binding = "none" if oversubscribed else "core"
+    if oversubscribed:
+        argv.append("--oversubscribe")
+    argv += ["--bind-to", binding]
+    argv += mca_args(settings, launch, btl_shm, cluster, oversubscribed)
+    argv += [str(program), *args]
+    if cluster is not None:
+        argv = cluster.wrap(argv, host=0)
+    decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
+               "binding": binding, "usable_cpus": usable_cpus()}
+    return argv, decided
+
+
+def mpi_error_line(stderr: str) -> str:
+    """The line that says what went wrong, not Open MPI's help banner."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for prefix in ("mpi-probe:", "mpi-pingpong-ref:"):
+        for ln in lines:
+            if ln.startswith(prefix):
+                return ln
+    for ln in lines:
+        if not ln.startswith(("-", "[")) and "help message" not in ln and "MCA parameter" not in ln:
+            return ln
+    return lines[-1] if lines else "(no message)"
+
+
+def _read_probe(path: Path) -> tuple[list[str], list[str]]:
+    """(meta lines, data rows) of one mpi-probe output; checks the header."""
+    meta, rows, header = [], [], None
+    for line in path.read_text().splitlines():
+        if line.startswith("#"):
+            meta.append(line)
+        elif header is None:
+            header = line
+        elif line:
+            rows.append(line)
+    if header != ",".join(PROBE_COLUMNS):
+        raise RunError(f"mpi-probe wrote an unexpected header: {header!r}")
+    return meta, rows
+
+
+def _reference_rows(stdout: str, launch: Launch) -> list[str]:
+    lines = [ln for ln in stdout.strip().splitlines() if ln]
+    if not lines or lines[0] != "bytes,iterations,latency_ns":
+        raise RunError(f"mpi-pingpong-ref wrote unexpected output: {lines[:1]!r}")
+    out = []
+    for k, ln in enumerate(lines[1:]):
+        size, _iters, latency = ln.split(",")
+        rtt = round(float(latency) * 2)
+        out.append(f"{REFERENCE_BENCH},{size},{launch.ranks},0,{k},0,{rtt},0,0")
+    if len(out) != len(launch.sizes):
+        raise RunError(f"mpi-pingpong-ref reported {len(out)} of {len(launch.sizes)} sizes")
+    return out
+
+
+def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: str,
+               workdir: Path, out: TextIO, cluster: NetnsCluster | None = None) -> dict[str, Any]:
+    program = paths.NATIVE_BUILD / launch.program
+    if not program.exists():
+        raise RunError(f"{program.name} not found: build it first (make -C native mpi)")
+    probe_out = workdir / f"{launch.transport}-{launch.ranks}-{launch.program}.csv"
+    args = probe_args(settings, launch, seed, probe_out)
+    argv, decided = mpirun_argv(settings, launch, program, args, btl_shm, cluster)
+    stdout_path = workdir / "stdout.txt"
+    runner = LocalRunner()
+    result = runner.run(argv, stdout_path, timeout=float(settings["timeout"]),
+                        error_line=mpi_error_line, env=_mpi_env(), name=launch.label())
+    record: dict[str, Any] = {"transport": launch.transport, "ranks": launch.ranks,
+                              "program": launch.program, "benches": launch.benches,
+                              "sizes": launch.sizes, "argv": argv, **decided,
+                              "seconds": round(result.seconds, 3)}
+    if cluster is not None:
+        record["cluster"] = cluster.describe()
+    if launch.program == "mpi-pingpong-ref":
+        meta: list[str] = []
+        rows = _reference_rows(stdout_path.read_text(), launch)
+    else:
+        meta, rows = _read_probe(probe_out)
+        parsed = [json.loads(m.split(":", 1)[1]) for m in meta if m.startswith("# meta:")]
+        if parsed:
+            record["probe_meta"] = parsed[0]
+    out.write("# launch: " + json.dumps(record, sort_keys=True) + "\n")
+    for m in meta:
+        out.write(m + "\n")
+    for row in rows:
+        out.write(f"{launch.transport},{row}\n")
+    return record
+
+
+def _mpi_env() -> dict[str, str]:
+    env = dict(os.environ)
+    if os.geteuid() == 0:
+        # Open MPI refuses root without these (plus --allow-run-as-root for mpirun).
+        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+    return env
+
+
+def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
+                   progress: bool = True) -> dict[str, Any]:
+    """Every launch of one repetition into ``output``; provenance extras back."""
+    launches = plan(settings, seed)
+    if any(lc.transport.startswith("netns") for lc in launches):
+        require_root_and_iproute2()
+    version = mpirun_version(settings["mpirun"])
+    btl_shm = shm_btl(version)
+    records = []
+    netns = settings["netns"]
+    with tempfile.TemporaryDirectory(prefix="iolab-mpi-") as tmp, open(output, "w") as out:
+        out.write(",".join(COLUMNS) + "\n")
+        for i, launch in enumerate(launches, 1):
+            if progress:
+                print(f"iolab: mpi [{i}/{len(launches)}] {launch.label()}", flush=True)
+            if launch.transport in ("netns", "netns_tbf"):
+                rate = netns["tbf_rate_mbit"] if launch.transport == "netns_tbf" else None
+                with NetnsCluster(min(int(netns["hosts"]), launch.ranks), subnet=netns["subnet"],
+                                  rate_mbit=rate, burst_bytes=int(netns["tbf_burst_bytes"])) as cluster:
+                    records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out,
+                                              cluster))
+            else:
+                records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out))
+    return {"mpi": {"mpirun": shutil.which(settings["mpirun"]) or settings["mpirun"],
+                    "mpirun_version": version, "mpicc": settings["mpicc"], "shm_btl": btl_shm,
+                    "usable_cpus": usable_cpus(),
+                    "mca_environment": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")},
+                    "launches": records}}
+
+
+def read_launches(path: str | Path) -> list[dict[str, Any]]:
+    """The ``# launch:`` records of a raw MPI file, in file order."""
+    out = []
+    with open(path) as f:
+        for line in f:
+            if line.startswith("# launch:"):
+                out.append(json.loads(line.split(":", 1)[1]))
+    return out
+
+
+def launch_lookup(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int, str], Mapping[str, Any]]:
+    """(transport, ranks, program) -> launch record."""
+    return {(r["transport"], int(r["ranks"]), r["program"]): r for r in records}
