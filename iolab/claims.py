@@ -128,3 +128,66 @@ def u4(summary) -> str:  # type: ignore[no-untyped-def]
     if not parts or base != base:
         return "not testable: the presets were not measured"
     return f"requests/s ratios at c={c}, {b} B: " + "; ".join(parts)
+
+
+NATIVE_KINDS = ("bare-metal",)
+VIRTUAL_KINDS = ("vm",)
+
+
+def _kind_pair(summary) -> tuple[str, str] | None:  # type: ignore[no-untyped-def]
+    kinds = set(summary["kind"])
+    native = [k for k in NATIVE_KINDS if k in kinds]
+    virtual = [k for k in VIRTUAL_KINDS if k in kinds]
+    return (native[0], virtual[0]) if native and virtual else None
+
+
+def _kind_summary(summary, kind: str):  # type: ignore[no-untyped-def]
+    """Medians of one node kind: the first node of that kind, per transport."""
+    node = sorted(summary.loc[summary["kind"] == kind, "node"].unique())[0]
+    return summary[summary["node"] == node]
+
+
+def m1(summary, transport_note: str) -> str:  # type: ignore[no-untyped-def]
+    """M1: VM ping-pong latency 0.75 of native (native/VM), bandwidth 0.99 (VM/native)."""
+    pair = _kind_pair(summary)
+    if pair is None:
+        kinds = ", ".join(sorted(set(summary["kind"])))
+        return (f"not testable on these nodes: every node measured is of kind {kinds}, so there is "
+                f"no bare-metal/VM pair; {transport_note}")
+    native, virtual = (_kind_summary(summary, k) for k in pair)
+    keys = ["transport", "bytes"]
+    pick = ("bench == 'pingpong'")
+    a = native.query(pick).set_index(keys)["median_ns"]
+    b = virtual.query(pick).set_index(keys)["median_ns"]
+    both = a.to_frame("native").join(b.to_frame("vm"), how="inner").reset_index()
+    if both.empty:
+        return "not testable: no transport was measured on both node kinds"
+    small = both[both["bytes"] == both["bytes"].min()].iloc[0]
+    large = both[both["bytes"] == both["bytes"].max()].iloc[0]
+    lat = small["native"] / small["vm"]
+    bw = large["native"] / large["vm"]   # VM/native bandwidth = native/VM time
+    return (f"latency {verdict(lat, QUOTED['m1_latency_ratio'].value)} at {int(small['bytes'])} B over "
+            f"{small['transport']}; bandwidth {verdict(bw, QUOTED['m1_bandwidth_ratio'].value)} at "
+            f"{int(large['bytes'])} B")
+
+
+def m2(summary, transport_note: str) -> str:  # type: ignore[no-untyped-def]
+    """M2: worst native/VM time ratio per collective (bcast 0.55, allreduce 0.7, alltoall 0.87)."""
+    pair = _kind_pair(summary)
+    if pair is None:
+        kinds = ", ".join(sorted(set(summary["kind"])))
+        return (f"not testable on these nodes: every node measured is of kind {kinds}, so there is "
+                f"no bare-metal/VM pair; {transport_note}")
+    native, virtual = (_kind_summary(summary, k) for k in pair)
+    keys = ["transport", "bench", "ranks", "bytes"]
+    both = (native.set_index(keys)["median_ns"].to_frame("native")
+            .join(virtual.set_index(keys)["median_ns"].to_frame("vm"), how="inner").reset_index())
+    parts = []
+    for bench in ("bcast", "allreduce", "alltoall"):
+        sel = both[both["bench"] == bench]
+        if sel.empty:
+            parts.append(f"{bench} not measured on both kinds")
+            continue
+        worst = float((sel["native"] / sel["vm"]).min())
+        parts.append(f"{bench} worst {verdict(worst, QUOTED[f'm2_{bench}_worst_ratio'].value)}")
+    return "; ".join(parts)

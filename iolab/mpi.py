@@ -13,8 +13,9 @@ Transports on one machine:
 One call measures one repetition and writes ``rep<N>.csv``: a ``transport``
 column followed by mpi-probe's columns, one ``# launch: {json}`` line before
 each launch's rows, and mpi-probe's own ``# meta:`` line. Reference ping-pong
-rows have bench ``reference_pingpong`` and ns = the mean round trip of the
-timed loop (loop time / iterations), as osu_latency computes it.
+rows have bench ``reference_pingpong``, one per timed loop (series), and ns =
+the mean round trip of that loop (loop time / iterations), as osu_latency
+computes it.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ def probe_args(settings: Mapping[str, Any], launch: Launch, seed: int, output: P
     if launch.program == "mpi-pingpong-ref":
         ref = settings["reference"]
         return ["--sizes", ",".join(map(str, launch.sizes)), "--iterations", str(ref["iterations"]),
-                "--warmup", str(ref["warmup"])]
+                "--warmup", str(ref["warmup"]), "--series", str(ref["series"])]
     return ["--bench", ",".join(launch.benches), "--sizes", ",".join(map(str, launch.sizes)),
             "--warmup", str(settings["warmup"]), "--iterations", str(settings["iterations"]),
             "--series", str(settings["series"]), "--large-bytes", str(settings["large_bytes"]),
@@ -166,14 +167,15 @@ def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path, args
     if cluster is not None:
         per_host = -(-launch.ranks // cluster.hosts)
         argv += ["--hostfile", str(cluster.hostfile(per_host))]
-        # Every namespace looks like its own machine to Open MPI, so binding
-        # would pin each host's rank to the same core.
-        binding = "none"
+        # Every namespace looks like its own machine to Open MPI, so its
+        # binding would pin each host's rank to the same core; the cluster
+        # pins each host to its own CPU instead (taskset).
+        binding = "host-cpu"
     else:
         binding = "none" if oversubscribed else "core"
     if oversubscribed:
         argv.append("--oversubscribe")
-    argv += ["--bind-to", binding]
+    argv += ["--bind-to", "none" if binding == "host-cpu" else binding]
     argv += mca_args(settings, launch, btl_shm, cluster, oversubscribed)
     argv += [str(program), *args]
     if cluster is not None:
@@ -211,17 +213,17 @@ def _read_probe(path: Path) -> tuple[list[str], list[str]]:
     return meta, rows
 
 
-def _reference_rows(stdout: str, launch: Launch) -> list[str]:
+def _reference_rows(stdout: str, launch: Launch, expected_series: int) -> list[str]:
     lines = [ln for ln in stdout.strip().splitlines() if ln]
-    if not lines or lines[0] != "bytes,iterations,latency_ns":
+    if not lines or lines[0] != "series,bytes,iterations,latency_ns":
         raise RunError(f"mpi-pingpong-ref wrote unexpected output: {lines[:1]!r}")
     out = []
-    for k, ln in enumerate(lines[1:]):
-        size, _iters, latency = ln.split(",")
+    for ln in lines[1:]:
+        series, size, _iters, latency = ln.split(",")
         rtt = round(float(latency) * 2)
-        out.append(f"{REFERENCE_BENCH},{size},{launch.ranks},0,{k},0,{rtt},0,0")
-    if len(out) != len(launch.sizes):
-        raise RunError(f"mpi-pingpong-ref reported {len(out)} of {len(launch.sizes)} sizes")
+        out.append(f"{REFERENCE_BENCH},{size},{launch.ranks},{series},0,0,{rtt},0,0")
+    if len(out) != len(launch.sizes) * int(expected_series):
+        raise RunError(f"mpi-pingpong-ref reported {len(out)} of {len(launch.sizes) * expected_series} loops")
     return out
 
 
@@ -245,7 +247,7 @@ def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: 
         record["cluster"] = cluster.describe()
     if launch.program == "mpi-pingpong-ref":
         meta: list[str] = []
-        rows = _reference_rows(stdout_path.read_text(), launch)
+        rows = _reference_rows(stdout_path.read_text(), launch, int(settings["reference"]["series"]))
     else:
         meta, rows = _read_probe(probe_out)
         parsed = [json.loads(m.split(":", 1)[1]) for m in meta if m.startswith("# meta:")]

@@ -293,3 +293,138 @@ def echo_batch_figure(summary):  # type: ignore[no-untyped-def]
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
+
+
+# ---- MPI ---------------------------------------------------------------------
+
+TRANSPORT_STYLE = {"shm": ("#1b6ca8", "o"), "tcp": ("#d1495b", "s"), "netns": ("#00798c", "^"),
+                   "netns_tbf": ("#edae49", "D")}
+TRANSPORT_LABEL = {"shm": "shared memory", "tcp": "TCP (loopback)", "netns": "TCP across netns (veth)",
+                   "netns_tbf": "netns + tbf"}
+
+
+def _transport_style(transport):  # type: ignore[no-untyped-def]
+    return TRANSPORT_STYLE.get(transport, ("#2e4057", "x"))
+
+
+def _points(ax, g, x, y, color, marker, label):  # type: ignore[no-untyped-def]
+    """Median points with CI bars; oversubscribed points hollow."""
+    for over, part in g.groupby("oversubscribed"):
+        ax.errorbar(part[x], part[y], yerr=[part[y] - part["low_us"], part["high_us"] - part[y]],
+                    fmt=marker, ms=3.5, color=color, capsize=1.5, lw=0.8,
+                    mfc="none" if over else color,
+                    label=(label + (" (oversubscribed)" if over else "")) if label else None)
+
+
+def mpi_pingpong_figure(summary, hockney, rate_mbit=None):  # type: ignore[no-untyped-def]
+    """One-way latency and bandwidth against size per transport, with the
+    piecewise Hockney fits; the tbf rate as a horizontal line."""
+    import numpy as np
+    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(7.2, 3.3))
+    pp = summary[summary["bench"] == "pingpong"].copy()
+    for c in ("median_ns", "low_ns", "high_ns"):
+        pp[c.replace("_ns", "_us")] = pp[c] / 1e3
+    for transport, g in pp.groupby("transport"):
+        color, marker = _transport_style(transport)
+        g = g.sort_values("bytes")
+        _points(ax_t, g, "bytes", "median_us", color, marker, TRANSPORT_LABEL.get(transport, transport))
+        if transport in hockney:
+            m = np.geomspace(g["bytes"].min(), g["bytes"].max(), 200)
+            ax_t.plot(m, hockney[transport].predict(m) / 1e3, color=color, lw=0.8, alpha=0.7)
+        ax_b.plot(g["bytes"], g["bytes"] / g["median_ns"] * 1e3, marker=marker, ms=3.5, color=color,
+                  lw=0.8)
+    if rate_mbit:
+        ax_b.axhline(rate_mbit / 8, color=TRANSPORT_STYLE["netns_tbf"][0], ls="--", lw=0.8)
+        ax_b.annotate(f"tbf {rate_mbit:g} Mbit/s", (ax_b.get_xlim()[0], rate_mbit / 8), fontsize=7,
+                      xytext=(4, 3), textcoords="offset points")
+    for ax in (ax_t, ax_b):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("message size (bytes)")
+    ax_t.set_ylabel("one-way latency (µs)")
+    ax_t.set_title("Ping-pong latency (lines: Hockney fits)")
+    ax_b.set_ylabel("bandwidth (MB/s)")
+    ax_b.set_title("Ping-pong bandwidth m / T(m)")
+    ax_t.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def mpi_collectives_figure(summary, curves):  # type: ignore[no-untyped-def]
+    """Collective time against size per benchmark, a line per (transport, p),
+    with the fitted paper formula (dashed) and algorithm formula (dotted).
+    ``curves``: (transport, bench, model) -> callable(p, m) in ns."""
+    import numpy as np
+    benches = [b for b in ("bcast", "allreduce", "alltoall") if b in set(summary["bench"])]
+    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(7.2, 3.2), sharey=True, squeeze=False)
+    coll = summary[summary["bench"].isin(benches)].copy()
+    for c in ("median_ns", "low_ns", "high_ns"):
+        coll[c.replace("_ns", "_us")] = coll[c] / 1e3
+    for ax, bench in zip(axes[0], benches, strict=False):
+        for (transport, p), g in coll[coll["bench"] == bench].groupby(["transport", "ranks"]):
+            color, marker = _transport_style(transport)
+            g = g.sort_values("bytes")
+            label = f"{TRANSPORT_LABEL.get(transport, transport)}, p={p}" if bench == benches[0] else None
+            _points(ax, g, "bytes", "median_us", color, marker if p == 2 else "v", label)
+            m = np.geomspace(g["bytes"].min(), g["bytes"].max(), 100)
+            for model, ls in (("paper", "--"), ("algorithm", ":")):
+                f = curves.get((transport, bench, model))
+                if f is not None:
+                    ax.plot(m, f(np.full_like(m, p), m) / 1e3, color=color, ls=ls, lw=0.7)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(bench)
+        ax.set_xlabel("bytes per rank")
+    axes[0][0].set_ylabel("time, max over ranks (µs)")
+    fig.legend(loc="lower center", ncol=3, fontsize=6.5, bbox_to_anchor=(0.5, -0.12))
+    fig.tight_layout()
+    return fig
+
+
+def mpi_prediction_error_figure(errors):  # type: ignore[no-untyped-def]
+    """Relative prediction error per size, per benchmark; colour = transport,
+    dashed = paper's formula, dotted = the algorithm's."""
+    benches = [b for b in ("bcast", "allreduce", "alltoall") if b in set(errors["bench"])]
+    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(7.2, 2.9), sharey=True, squeeze=False)
+    for ax, bench in zip(axes[0], benches, strict=False):
+        sel = errors[errors["bench"] == bench]
+        for (transport, model, p), g in sel.groupby(["transport", "model", "ranks"]):
+            color, marker = _transport_style(transport)
+            g = g.sort_values("bytes")
+            ax.plot(g["bytes"], 100 * g["error"], color=color, ls="--" if model == "paper" else ":",
+                    marker=marker if p == 2 else "v", ms=2.5, lw=0.8,
+                    label=f"{transport}, {model}, p={p}" if bench == benches[0] else None)
+        ax.axhline(0, color="black", lw=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_title(bench)
+        ax.set_xlabel("bytes per rank")
+    axes[0][0].set_ylabel("(model − measured) / measured (%)")
+    fig.legend(loc="lower center", ncol=4, fontsize=6, bbox_to_anchor=(0.5, -0.2))
+    fig.tight_layout()
+    return fig
+
+
+def mpi_ratio_figure(ratio_tables):  # type: ignore[no-untyped-def]
+    """A/B time ratio per size, a panel per benchmark, like the HPC HUB
+    native/VM figures; 1 = no difference. Hollow: oversubscribed."""
+    import pandas as pd
+    r = pd.concat(ratio_tables, ignore_index=True)
+    benches = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(r["bench"])]
+    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(7.2, 3.0), sharey=True, squeeze=False)
+    for ax, bench in zip(axes[0], benches, strict=False):
+        for i, ((num, den, p), g) in enumerate(r[r["bench"] == bench].groupby(
+                ["numerator", "denominator", "ranks"])):
+            g = g.sort_values("bytes")
+            color = PALETTE[i % len(PALETTE)]
+            ax.plot(g["bytes"], g["ratio"], color=color, lw=0.8, marker="o" if p == 2 else "v", ms=2.5,
+                    mfc="none" if g["oversubscribed"].any() else color,
+                    label=f"{num}/{den}, p={p}" if bench == benches[0] else None)
+        ax.axhline(1, color="black", lw=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(bench)
+        ax.set_xlabel("bytes")
+    axes[0][0].set_ylabel("time ratio A/B")
+    fig.legend(loc="lower center", ncol=4, fontsize=6.5, bbox_to_anchor=(0.5, -0.14))
+    fig.tight_layout()
+    return fig

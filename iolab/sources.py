@@ -18,6 +18,7 @@ class Quoted:
 
 
 OPENANOLIS = "OpenAnolis io_uring vs epoll cost study (seed 003)"
+HPCHUB = "HPC HUB virtual cluster study (seed 004)"
 
 QUOTED: dict[str, Quoted] = {
     "c1_s_mitigations_on_ns": Quoted(700, "ns", OPENANOLIS,
@@ -26,6 +27,17 @@ QUOTED: dict[str, Quoted] = {
                                       "s with CPU mitigations off; Xeon E5-2682 v4"),
     "c1_w_ns": Quoted(1500, "ns", OPENANOLIS, "w, kernel work of one send/recv, 16 B"),
     "c1_t1_ns": Quoted(1900, "ns", OPENANOLIS, "t at n = 1 (io_submit_sqes)"),
+
+    "m1_latency_native_us": Quoted(0.83, "µs", HPCHUB, "ib_send_lat small-message latency, bare metal, "
+                                   "ConnectX-3 FDR InfiniBand"),
+    "m1_latency_vm_us": Quoted(1.10, "µs", HPCHUB, "ib_send_lat latency between KVM guests with SR-IOV VFs"),
+    "m1_latency_ratio": Quoted(0.75, "", HPCHUB, "native/VM ib_send_lat latency"),
+    "m1_bandwidth_ratio": Quoted(0.99, "", HPCHUB, "VM/native ib_send_bw bandwidth (6053.6 vs 6116.4 MB/s)"),
+    "m2_bcast_worst_ratio": Quoted(0.55, "", HPCHUB, "native/VM bcast time, worst (16-32 KB), "
+                                   "2 nodes x 20 ranks, OpenMPI 1.10, OSU 5.3.1"),
+    "m2_allreduce_worst_ratio": Quoted(0.70, "", HPCHUB, "native/VM allreduce time, worst"),
+    "m2_alltoall_worst_ratio": Quoted(0.87, "", HPCHUB, "native/VM alltoall time, worst"),
+    "m2_mean_penalty": Quoted(0.20, "", HPCHUB, "average VM time penalty over collectives"),
 
     "u1_uring_c50_128": Quoted(249297, "", "Habr io_uring part 1 (seed 002)",
                                "io_uring echo req/s, c = 50, 128 B, i5-7500, Linux 5.11"),

@@ -44,9 +44,13 @@ _OWNED = re.compile(rf"^{PREFIX}(\d+)(?:-\d+|br|h\d+|n\d+)$")
 AGENT = """#!/bin/sh
 # plm_rsh_agent for iolab's netns cluster: "AGENT HOST COMMAND..." runs
 # COMMAND, like ssh would, inside the network namespace named HOST with its
-# own hostname.
+# own hostname, on that host's CPUs.
 host="$1"; shift
-exec {ip} netns exec "$host" {unshare} --uts sh -c 'hostname "$0" && eval "$1"' "$host" "$*"
+case "$host" in
+{cases}
+  *) echo "netns-agent: unknown host '$host'" >&2; exit 255 ;;
+esac
+exec {ip} netns exec "$host" {taskset} -c "$cpus" {unshare} --uts sh -c 'hostname "$0" && eval "$1"' "$host" "$*"
 """
 
 
@@ -63,7 +67,7 @@ def require_root_and_iproute2() -> None:
     if os.geteuid() != 0:
         raise RunError("netns transport needs root (it creates network namespaces); "
                        "run as root or drop 'netns' from experiments.mpi.transports")
-    for tool, package in (("ip", "iproute2"), ("unshare", "util-linux")):
+    for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("taskset", "util-linux")):
         if shutil.which(tool) is None:
             raise RunError(f"netns transport needs '{tool}'; install it with: apt-get install {package}")
 
@@ -179,7 +183,8 @@ class NetnsCluster:
     """``hosts`` namespaces on one bridge; see the module docstring."""
 
     def __init__(self, hosts: int, subnet: str | None = None, rate_mbit: float | None = None,
-                 burst_bytes: int = 32768, latency_ms: float = 50.0) -> None:
+                 burst_bytes: int = 32768, latency_ms: float = 50.0,
+                 cpus: list[int] | None = None) -> None:
         if hosts < 2:
             raise RunError("netns: a cluster needs at least 2 hosts")
         self.hosts = hosts
@@ -187,6 +192,10 @@ class NetnsCluster:
         self.rate_mbit = rate_mbit
         self.burst_bytes = burst_bytes
         self.latency_ms = latency_ms
+        # Host i runs on CPU cpus[i % len(cpus)], like one machine per CPU;
+        # default: every CPU this process may use, in order.
+        usable = sorted(os.sched_getaffinity(0))
+        self.cpus = list(cpus) if cpus else usable
         self.owner = os.getpid()
         self.tag = f"{PREFIX}{self.owner}"
         self.bridge = f"{self.tag}br"
@@ -245,7 +254,9 @@ class NetnsCluster:
             (etc / "hosts").write_text(hosts_file)
         self._dir = tempfile.TemporaryDirectory(prefix=f"{self.tag}-")
         agent = Path(self._dir.name) / "netns-agent"
-        agent.write_text(AGENT.format(ip=shutil.which("ip"), unshare=shutil.which("unshare")))
+        cases = "\n".join(f"  {name}) cpus={self.host_cpu(i)} ;;" for i, name in enumerate(self.names))
+        agent.write_text(AGENT.format(cases=cases, ip=shutil.which("ip"), taskset=shutil.which("taskset"),
+                                      unshare=shutil.which("unshare")))
         agent.chmod(stat.S_IRWXU)
         self._wait_reachable()
 
@@ -295,17 +306,21 @@ class NetnsCluster:
         path.write_text("".join(f"{name} slots={slots_per_host}\n" for name in self.names))
         return path
 
+    def host_cpu(self, host: int) -> int:
+        return self.cpus[host % len(self.cpus)]
+
     def wrap(self, argv: list[str], host: int = 0) -> list[str]:
-        """``argv`` run in host ``host`` under its own hostname."""
-        ip, unshare = shutil.which("ip"), shutil.which("unshare")
-        if ip is None or unshare is None:
-            raise RunError("netns: 'ip' or 'unshare' disappeared from PATH")
+        """``argv`` run in host ``host`` under its own hostname, on its CPU."""
+        ip, unshare, taskset = shutil.which("ip"), shutil.which("unshare"), shutil.which("taskset")
+        if ip is None or unshare is None or taskset is None:
+            raise RunError("netns: 'ip', 'taskset' or 'unshare' disappeared from PATH")
         name = self.names[host]
-        return [ip, "netns", "exec", name, unshare, "--uts", "sh", "-c",
-                'hostname "$0" && exec "$@"', name, *argv]
+        return [ip, "netns", "exec", name, taskset, "-c", str(self.host_cpu(host)), unshare, "--uts",
+                "sh", "-c", 'hostname "$0" && exec "$@"', name, *argv]
 
     def describe(self) -> dict[str, object]:
         return {"hosts": self.names, "addresses": self.addresses, "subnet": str(self.subnet),
+                "host_cpus": [self.host_cpu(i) for i in range(self.hosts)],
                 "bridge": self.bridge, "rate_mbit": self.rate_mbit,
                 "tbf": ({"burst_bytes": self.burst_bytes, "latency_ms": self.latency_ms}
                         if self.rate_mbit else None)}

@@ -439,14 +439,20 @@ static int read_cvar(const char *name, int *value, char *label, size_t label_len
 	if (MPI_T_cvar_get_index(name, &idx) != MPI_SUCCESS)
 		return -1;
 	if (MPI_T_cvar_get_info(idx, NULL, &name_len, &verbosity, &type, &enumtype, NULL, &desc_len,
-				&bind, &scope) != MPI_SUCCESS || type != MPI_INT)
+				&bind, &scope) != MPI_SUCCESS || (type != MPI_INT && type != MPI_C_BOOL))
 		return -1;
-	if (MPI_T_cvar_handle_alloc(idx, NULL, &handle, &count) != MPI_SUCCESS)
+	if (MPI_T_cvar_handle_alloc(idx, NULL, &handle, &count) != MPI_SUCCESS || count != 1)
 		return -1;
-	int rc = MPI_T_cvar_read(handle, value);
+	/* Booleans (use_dynamic_rules) are C bools, not ints. */
+	union {
+		int i;
+		_Bool b;
+	} buf = {0};
+	int rc = MPI_T_cvar_read(handle, &buf);
 	MPI_T_cvar_handle_free(&handle);
 	if (rc != MPI_SUCCESS)
 		return -1;
+	*value = type == MPI_C_BOOL ? (int)buf.b : buf.i;
 	if (enumtype != MPI_T_ENUM_NULL) {
 		int items = 0, len = (int)label_len;
 		char ename[256];

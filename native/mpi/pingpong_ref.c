@@ -16,19 +16,23 @@ int main(int argc, char **argv)
 {
 	const char *prog = "mpi-pingpong-ref";
 	struct int_list sizes = {0};
-	long long iterations = 1000, warmup = 100;
+	long long iterations = 1000, warmup = 100, series = 1;
 	int rank, nranks;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help")) {
 			printf("usage: mpirun -np 2 mpi-pingpong-ref [--sizes LIST] [--iterations N] [--warmup N]\n"
-			       "OSU-style latency: one timed loop per size, latency = time / (2 N).\n"
-			       "Prints CSV: bytes,iterations,latency_ns (rank 0).\n");
+			       "                   [--series K]\n"
+			       "OSU-style latency: one timed loop per size, latency = time / (2 N);\n"
+			       "the list of sizes is run K times (default 1).\n"
+			       "Prints CSV: series,bytes,iterations,latency_ns (rank 0).\n");
 			return 0;
 		} else if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
 			sizes = parse_int_list(prog, "--sizes", argv[++i], 1, 1 << 30);
 		else if (!strcmp(argv[i], "--iterations") && i + 1 < argc)
 			iterations = parse_int_flag(prog, "--iterations", argv[++i], 1, 1000000000);
+		else if (!strcmp(argv[i], "--series") && i + 1 < argc)
+			series = parse_int_flag(prog, "--series", argv[++i], 1, 1000000);
 		else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
 			warmup = parse_int_flag(prog, "--warmup", argv[++i], 0, 1000000000);
 		else {
@@ -52,9 +56,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (rank == 0)
-		printf("bytes,iterations,latency_ns\n");
-	for (size_t s = 0; s < sizes.n; s++) {
-		int m = (int)sizes.v[s];
+		printf("series,bytes,iterations,latency_ns\n");
+	for (size_t k = 0; k < sizes.n * (size_t)series; k++) {
+		int m = (int)sizes.v[k % sizes.n];
 		char *buf = malloc((size_t)m);
 		double t0 = 0.0;
 		if (!buf) {
@@ -75,7 +79,7 @@ int main(int argc, char **argv)
 			}
 		}
 		if (rank == 0)
-			printf("%d,%lld,%.1f\n", m, iterations, (MPI_Wtime() - t0) * 1e9 / (2.0 * (double)iterations));
+			printf("%zu,%d,%lld,%.1f\n", k / sizes.n, m, iterations, (MPI_Wtime() - t0) * 1e9 / (2.0 * (double)iterations));
 		free(buf);
 	}
 	MPI_Finalize();
