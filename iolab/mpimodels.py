@@ -151,10 +151,17 @@ def fit_hockney(m: np.ndarray, t_ns: np.ndarray, min_points: int = 3) -> Hockney
 
 def collective_fits(summary: pd.DataFrame) -> pd.DataFrame:
     """Per (node, transport, bench): the paper's formula and, where the
-    algorithm was pinned and has a known formula, the algorithm's."""
+    algorithm was pinned and has a known formula, the algorithm's.
+
+    Oversubscribed points (more ranks than CPUs) time the scheduler as much
+    as the network, so fits use them only when nothing else was measured
+    (``oversubscribed_in_fit`` says so)."""
     rows = []
     for (node, transport, bench), g in summary[summary["bench"].isin(PAPER_FORMULAS)].groupby(
             ["node", "transport", "bench"]):
+        dedicated = g[~g["oversubscribed"]]
+        with_over = dedicated.empty
+        g = g if with_over else dedicated
         p, m, y = g["ranks"].to_numpy(), g["bytes"].to_numpy(), g["median_ns"].to_numpy()
         candidates: list[tuple[str, str, Terms]] = [("paper", *PAPER_FORMULAS[bench])]
         algorithms = set(g["algorithm"])
@@ -171,6 +178,7 @@ def collective_fits(summary: pd.DataFrame) -> pd.DataFrame:
                          "ts_low": fit.ts_ci[0], "ts_high": fit.ts_ci[1],
                          "tw_ns_per_byte": fit.tw_ns_per_byte, "tw_low": fit.tw_ci[0],
                          "tw_high": fit.tw_ci[1], "points": fit.points,
+                         "ranks_fitted": sorted({int(x) for x in p}), "oversubscribed_in_fit": with_over,
                          "median_abs_error": float(np.median(np.abs(err))),
                          "errors": list(zip(p.tolist(), m.tolist(), err.tolist(), strict=True))})
     return pd.DataFrame(rows)

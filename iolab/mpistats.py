@@ -72,9 +72,9 @@ def ratios(summary: pd.DataFrame, numerator: str, denominator: str, by: str = "t
     highest, highest over lowest); with the seed's estimator there is no CI.
     """
     keys = ["bench", "ranks", "bytes"]
-    a = summary[summary[by] == numerator].set_index(keys)
-    b = summary[summary[by] == denominator].set_index(keys)
-    both = a.join(b, lsuffix="_a", rsuffix="_b", how="inner")
+    a = summary[summary[by] == numerator]
+    b = summary[summary[by] == denominator]
+    both = a.merge(b, on=keys, suffixes=("_a", "_b"), how="inner").set_index(keys)
     out = pd.DataFrame({
         "ratio": both[f"{estimator}_a"] / both[f"{estimator}_b"],
         "low": both["low_ns_a"] / both["high_ns_b"],

@@ -95,7 +95,9 @@ agreement
 # %% [markdown]
 # ## Collectives against the models
 # The paper's formulas, and the formula of the algorithm that ran (pinned
-# through `coll_tuned`; recorded by the probe through MPI_T).
+# through `coll_tuned`; recorded by the probe through MPI_T). Fits use the
+# rank counts that fit on the CPUs; oversubscribed points are shown, with the
+# fitted curves extended to them, but not fitted.
 
 # %%
 fits = mpimodels.collective_fits(summary)

@@ -65,3 +65,28 @@ rule notebook_echo:
         " -p sendrecv_table {input.sendrecv} -p uring_batch_table {input.uring_batch}"
         " -p figure_dir paper/figures -p numbers_out {output.numbers}"
         " -p manifest_out {output.manifest} 2>&1 | tee {log}"
+
+
+rule notebook_collectives:
+    input:
+        notebook="notebooks/collectives.py",
+        mpi="results/tables/mpi.parquet",
+        code=ANALYSIS_CODE,
+    output:
+        executed="results/notebooks/collectives.ipynb",
+        numbers="results/numbers/collectives.json",
+        manifest="results/figures/collectives.json",
+        figures=figure_files("collectives"),
+        report_figures=report(
+            expand("paper/figures/{figure}.png", figure=NOTEBOOK_FIGURES["collectives"]),
+            category="MPI collectives",
+        ),
+    log:
+        "results/logs/notebooks/collectives.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "jupytext --quiet --to ipynb --output - {input.notebook}"
+        " | papermill --no-progress-bar --cwd . - {output.executed}"
+        " -p mpi_table {input.mpi} -p figure_dir paper/figures -p numbers_out {output.numbers}"
+        " -p manifest_out {output.manifest} 2>&1 | tee {log}"

@@ -1,0 +1,361 @@
+"""MPI probes, the netns cluster and the MPI analysis, with real Open MPI,
+real network namespaces and real tbf shaping."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from iolab import claims, mpi, mpimodels, mpistats, tables
+from iolab.runners import netns
+from iolab.runners.local import RunError
+
+from conftest import REPO
+
+BUILD = REPO / "native" / "build"
+IS_ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(not IS_ROOT, reason="network namespaces need root")
+
+
+@pytest.fixture(scope="module")
+def mpi_build() -> Path:
+    for extra in ([], ["SAN=1"]):
+        res = subprocess.run(["make", "-C", str(REPO / "native"), "mpi", *extra], capture_output=True,
+                             text=True, timeout=600)
+        assert res.returncode == 0, res.stdout + res.stderr
+    return BUILD
+
+
+def mpirun(*args: str, np_: int = 2, btl: str = "self,vader", timeout: float = 120,
+           env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               **(env_extra or {}))
+    cmd = ["mpirun", "-np", str(np_), "--oversubscribe", "--mca", "btl", btl]
+    if np_ > 2:
+        cmd += ["--mca", "mpi_yield_when_idle", "1"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def settings(**over: object) -> dict:
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["mpi"]
+    base.update(over)
+    return base
+
+
+# ---- the probe -------------------------------------------------------------
+
+def test_help_and_bad_flags(mpi_build: Path) -> None:
+    res = subprocess.run([str(mpi_build / "mpi-probe"), "--help"], capture_output=True, text=True)
+    assert res.returncode == 0
+    for flag in ("--bench", "--sizes", "--warmup", "--iterations", "--series", "--sync",
+                 "--window-us", "--inject-error", "--output"):
+        assert flag in res.stdout
+    res = subprocess.run([str(mpi_build / "mpi-probe"), "--sync", "sometimes"], capture_output=True,
+                         text=True)
+    assert res.returncode == 2
+    assert res.stderr.strip() == "mpi-probe: --sync: 'sometimes' is not barrier or window"
+    # Under mpirun a bad flag is still one line, not one per rank.
+    res = mpirun(str(mpi_build / "mpi-probe"), "--bench", "gather", np_=4)
+    assert res.returncode != 0
+    lines = [ln for ln in res.stderr.splitlines() if ln.startswith("mpi-probe:")]
+    assert lines == ["mpi-probe: --bench: unknown value 'gather' "
+                     "(known: pingpong,bcast,allreduce,alltoall,barrier)"], res.stderr
+
+
+@pytest.mark.parametrize("sync", ["barrier", "window"])
+@pytest.mark.parametrize("san", [False, True])
+def test_every_iteration_on_every_rank(mpi_build: Path, tmp_path: Path, sync: str, san: bool) -> None:
+    exe = mpi_build / ("san/mpi-probe" if san else "mpi-probe")
+    out = tmp_path / "out.csv"
+    res = mpirun(str(exe), "--sizes", "1,100,5000", "--series", "2", "--iterations", "4",
+                 "--warmup", "1", "--large-bytes", "1000", "--large-iterations", "3", "--sync", sync,
+                 "--output", str(out), np_=3,
+                 # Open MPI's own allocations are not ours to report.
+                 env_extra={"ASAN_OPTIONS": "detect_leaks=0"} if san else None)
+    assert res.returncode == 0, res.stderr
+    meta = [json.loads(ln.split(":", 1)[1]) for ln in out.read_text().splitlines()
+            if ln.startswith("# meta:")]
+    assert meta[0]["ranks"] == 3 and meta[0]["sync"] == sync and meta[0]["validated"] is True
+    frame = pd.read_csv(out, comment="#")
+    assert list(frame.columns) == mpi.PROBE_COLUMNS
+    for bench, g in frame.groupby("bench"):
+        sizes = [0] if bench == "barrier" else [1, 100, 5000]
+        ranks = {0, 2} if bench == "pingpong" else {0, 1, 2}   # ping-pong: rank 0 and the last
+        assert set(g["rank"]) == ranks
+        for size in sizes:
+            per = 4 if size <= 1000 else 3
+            cell = g[g["bytes"] == size]
+            assert len(cell) == 2 * per * len(ranks), (bench, size)
+            assert (cell["ns"] > 0).all()
+    window = frame[frame["bench"] != "pingpong"]["window_ns"]
+    assert (window > 0).all() if sync == "window" else (window == 0).all()
+
+
+@pytest.mark.parametrize("bench,liar", [("pingpong", 1), ("pingpong", 0), ("bcast", 0),
+                                        ("allreduce", 2), ("alltoall", 1)])
+def test_validation_catches_a_wrong_result(mpi_build: Path, bench: str, liar: int) -> None:
+    np_ = 2 if bench == "pingpong" else 3
+    res = mpirun(str(mpi_build / "mpi-probe"), "--bench", bench, "--sizes", "64", "--series", "1",
+                 "--iterations", "2", "--inject-error", str(liar), np_=np_)
+    assert res.returncode != 0
+    assert f"mpi-probe: validation failed: {bench} 64 B" in res.stderr
+    assert mpi.mpi_error_line(res.stderr).startswith(f"mpi-probe: validation failed: {bench} 64 B")
+    # The same run without the injected error passes validation.
+    ok = mpirun(str(mpi_build / "mpi-probe"), "--bench", bench, "--sizes", "64", "--series", "1",
+                "--iterations", "2", np_=np_)
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_pinned_algorithm_is_recorded(mpi_build: Path, tmp_path: Path) -> None:
+    out = tmp_path / "o.csv"
+    res = mpirun("--mca", "coll_tuned_use_dynamic_rules", "1", "--mca", "coll_tuned_bcast_algorithm",
+                 "binomial", "--mca", "coll_tuned_alltoall_algorithm", "pairwise",
+                 str(mpi_build / "mpi-probe"), "--bench", "bcast,allreduce,alltoall", "--sizes", "8",
+                 "--series", "1", "--iterations", "1", "--output", str(out))
+    assert res.returncode == 0, res.stderr
+    meta = json.loads(out.read_text().splitlines()[0].split(":", 1)[1])
+    algos = meta["algorithms"]
+    assert algos["bcast"] == {"pinned": True, "value": 6, "algorithm": "binomial"}
+    assert algos["alltoall"]["algorithm"] == "pairwise" and algos["alltoall"]["pinned"]
+    assert algos["allreduce"] == {"pinned": False, "value": 0, "algorithm": "tuned fixed decision rules"}
+
+
+# ---- the experiment launcher and the loaders ---------------------------------
+
+def test_plan_runs_pingpong_in_the_two_rank_launch_only() -> None:
+    launches = mpi.plan(settings(transports=["shm", "netns_tbf"], ranks=[2, 4]), seed=1)
+    labels = sorted(lc.label() for lc in launches)
+    assert labels == ["netns_tbf p=2 pingpong", "shm p=2 pingpong,bcast,allreduce,alltoall,barrier",
+                      "shm p=2 reference ping-pong", "shm p=4 bcast,allreduce,alltoall,barrier"]
+    assert [lc.label() for lc in mpi.plan(settings(), 7)] == [lc.label() for lc in mpi.plan(settings(), 7)]
+
+
+def test_raw_file_is_parsed_by_the_loaders(mpi_build: Path, tmp_path: Path) -> None:
+    out = tmp_path / "local" / "mpi" / "k" / "rep1.csv"
+    out.parent.mkdir(parents=True)
+    s = settings(transports=["shm", "tcp"], ranks=[2, 3], sizes=[1, 2048], series=3, iterations=5,
+                 warmup=1, reference={"enabled": True, "sizes": [1], "iterations": 50, "series": 3,
+                                      "warmup": 5})
+    extra = mpi.run_experiment(s, seed=3, output=out, progress=False)
+    (out.with_name("rep1.provenance.json")).write_text(json.dumps({
+        "node": {"name": "local", "kind": "vm"}, "mitigations": {"state": "on"},
+        "host": {"kernel": "test"}, "settings": {"rep": 1}}))
+    table = tables.load("mpi", tmp_path)
+    assert len(extra["mpi"]["launches"]) == 6
+    assert set(table["transport"]) == {"shm", "tcp"}
+    assert set(table["bench"]) == {"pingpong", "bcast", "allreduce", "alltoall", "barrier",
+                                   mpi.REFERENCE_BENCH}
+    p3 = table[table["ranks"] == 3]
+    assert p3["oversubscribed"].all() and (p3["binding"] == "none").all()
+    assert not table[table["ranks"] == 2]["oversubscribed"].any()
+    bcast = table[table["bench"] == "bcast"]
+    assert (bcast["algorithm"] == "binomial").all() and bcast["pinned"].all()
+    times = mpistats.iteration_times(table)
+    # A collective iteration's time is the slowest rank's.
+    one = table[(table["bench"] == "alltoall") & (table["transport"] == "tcp") & (table["ranks"] == 3)
+                & (table["bytes"] == 2048) & (table["series"] == 0) & (table["iteration"] == 0)]
+    got = times[(times["bench"] == "alltoall") & (times["transport"] == "tcp") & (times["ranks"] == 3)
+                & (times["bytes"] == 2048) & (times["series"] == 0) & (times["iteration"] == 0)]
+    assert got["time_ns"].item() == one["ns"].max() and len(one) == 3
+    summary = mpistats.summarize(times)
+    row = summary[(summary["bench"] == "pingpong") & (summary["transport"] == "shm")
+                  & (summary["bytes"] == 1)].iloc[0]
+    assert row["low_ns"] <= row["median_ns"] <= row["high_ns"] and row["n"] == 15
+    assert np.isfinite(row["mean3_ns"])
+    agreement = mpistats.reference_agreement(times)
+    assert set(agreement["transport"]) == {"shm", "tcp"} and (agreement["ratio"] > 0).all()
+    # A truncated raw file is refused, not half-read.
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join(lines[:-1]) + "\n" + lines[-1].rsplit(",", 3)[0] + "\n")
+    with pytest.raises(tables.RawFormatError):
+        tables.read_mpi_csv(out)
+
+
+def test_mpi_error_line_skips_open_mpi_banners() -> None:
+    stderr = ("mpi-probe: validation failed: bcast 8 B, series 0 iteration 1: rank 1 has 0x01 at byte 0, expected 0x02\n"
+              "--------------------------------------------------------------------------\n"
+              "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\n"
+              "[vm:123] 1 more process has sent help message help-mpi-api.txt / mpi-abort\n")
+    assert mpi.mpi_error_line(stderr).startswith("mpi-probe: validation failed: bcast 8 B")
+
+
+# ---- the netns cluster -----------------------------------------------------------
+
+def _root_addresses() -> str:
+    return subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
+
+
+@needs_root
+def test_tbf_rate_is_recovered_across_two_namespaces(mpi_build: Path, tmp_path: Path) -> None:
+    rate = 400.0
+    out = tmp_path / "local" / "mpi" / "k" / "rep1.csv"
+    out.parent.mkdir(parents=True)
+    s = settings(transports=["netns_tbf"], ranks=[2], series=2, iterations=5, large_iterations=5,
+                 warmup=1)
+    s["netns"] = dict(s["netns"], tbf_rate_mbit=rate, tbf_sizes=[262144, 524288, 1048576])
+    before = _root_addresses()
+    extra = mpi.run_experiment(s, seed=5, output=out, progress=False)
+    assert _root_addresses() == before  # nothing outside the cluster's subnet was touched
+    assert netns.leftovers() == []
+    launch = extra["mpi"]["launches"][0]
+    assert launch["cluster"]["rate_mbit"] == rate
+    assert len(set(launch["probe_meta"]["processors"])) == 2   # two separate hosts
+    frame = tables.read_mpi_csv(out)
+    pp = frame[frame["rank"] == 0].groupby("bytes")["ns"].median() / 2
+    mb_s, _ = mpimodels.transfer_rate(pp.index.to_numpy(), pp.to_numpy())
+    fitted_mbit = mb_s * 8
+    assert abs(fitted_mbit / rate - 1) < 0.10, fitted_mbit
+
+
+@needs_root
+def test_failed_run_leaves_no_namespace_veth_or_bridge(mpi_build: Path) -> None:
+    with pytest.raises(RunError, match="validation failed"):
+        with netns.NetnsCluster(2) as cluster:
+            assert len(netns.leftovers()) >= 5   # 2 namespaces, 2 veth, bridge, /etc/netns
+            s = settings(extra_mca={})
+            launch = mpi.Launch("netns", 2, "mpi-probe", ["allreduce"], [64])
+            argv, _ = mpi.mpirun_argv(s, launch, mpi_build / "mpi-probe",
+                                      ["--bench", "allreduce", "--sizes", "64", "--series", "1",
+                                       "--iterations", "2", "--inject-error", "1"], "vader", cluster)
+            from iolab.runners.local import LocalRunner
+            LocalRunner().run(argv, Path(os.devnull), timeout=120, error_line=mpi.mpi_error_line,
+                              env=mpi._mpi_env())
+    assert netns.leftovers() == []
+
+
+@needs_root
+def test_leftovers_of_a_killed_run_are_removed(tmp_path: Path) -> None:
+    # A process builds a cluster and is killed with SIGKILL: no teardown ran.
+    code = ("import time\nfrom iolab.runners.netns import NetnsCluster\n"
+            "c = NetnsCluster(2).__enter__()\nprint('up', flush=True)\ntime.sleep(60)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert any(name.startswith(f"iol{proc.pid}") for name in netns.leftovers())
+    with netns.NetnsCluster(2):
+        assert not any(name.startswith(f"iol{proc.pid}") for name in netns.leftovers())
+    assert netns.leftovers() == []
+
+
+def test_refuses_without_root_or_iproute2() -> None:
+    code = "from iolab.runners.netns import require_root_and_iproute2 as r\ntry:\n r()\nexcept Exception as e:\n print(e)\n"
+    if IS_ROOT:
+        res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                             preexec_fn=lambda: os.setuid(65534))
+        assert res.stdout.strip() == ("netns transport needs root (it creates network namespaces); "
+                                      "run as root or drop 'netns' from experiments.mpi.transports")
+        empty = Path("/nonexistent-path")
+        res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                             env=dict(os.environ, PATH=str(empty)))
+        assert res.stdout.strip() == "netns transport needs 'ip'; install it with: apt-get install iproute2"
+    else:
+        with pytest.raises(RunError, match="needs root"):
+            netns.require_root_and_iproute2()
+
+
+def test_subnet_choice_avoids_the_hosts_networks() -> None:
+    net = netns.pick_subnet()
+    assert net.prefixlen == 24 and net.subnet_of(netns.CANDIDATE_SUPERNET)
+    with pytest.raises(RunError, match="must be a private IPv4"):
+        netns.pick_subnet("8.8.8.0/24")
+    with pytest.raises(RunError, match="overlaps 127.0.0.0/8"):
+        netns.pick_subnet("127.0.0.0/24")
+
+
+# ---- the models ----------------------------------------------------------------
+
+def test_hockney_recovers_a_piecewise_line() -> None:
+    m = 2.0 ** np.arange(0, 21)
+    t = np.where(m <= 4096, 500 + 0.5 * m, 3000 + 0.2 * m)
+    rng = np.random.default_rng(1)
+    h = mpimodels.fit_hockney(m, t * rng.normal(1, 0.01, m.size))
+    assert h.breakpoint == 4096
+    assert abs(h.small.ts_ns / 500 - 1) < 0.05 and abs(h.large.tw_ns_per_byte / 0.2 - 1) < 0.05
+    assert h.large.tw_ci[0] <= h.large.tw_ns_per_byte <= h.large.tw_ci[1]
+
+
+def test_collective_fits_recover_known_parameters_and_skip_oversubscribed_points() -> None:
+    rows = []
+    for p in (2, 4, 8):
+        for m in 2.0 ** np.arange(0, 21, 2):
+            t = (2000 + 0.3 * m) * np.log2(p)
+            rows.append({"node": "n", "kind": "vm", "transport": "tcp", "bench": "bcast", "ranks": p,
+                         "bytes": m, "median_ns": t if p < 8 else 50 * t, "algorithm": "binomial",
+                         "pinned": True, "oversubscribed": p == 8})
+    fits = mpimodels.collective_fits(pd.DataFrame(rows))
+    assert set(fits["model"]) == {"paper", "algorithm"}
+    for r in fits.itertuples():
+        assert abs(r.ts_ns / 2000 - 1) < 1e-3 and abs(r.tw_ns_per_byte / 0.3 - 1) < 1e-3
+        assert r.ranks_fitted == [2, 4] and not r.oversubscribed_in_fit
+        assert r.median_abs_error < 1e-6
+    errors = mpimodels.prediction_errors(fits)
+    assert len(errors) == 2 * 2 * 11
+
+
+def test_transfer_rate_allows_a_negative_intercept() -> None:
+    m = np.array([65536.0, 262144, 1048576])
+    t = m / 50.0 * 1e3 - 300_000   # 50 MB/s, a burst let through for free
+    mb_s, intercept = mpimodels.transfer_rate(m, t)
+    assert abs(mb_s - 50) < 1e-6 and intercept < 0
+
+
+def test_m1_m2_verdicts() -> None:
+    base = {"transport": "tcp", "ranks": 2, "low_ns": 0, "high_ns": 0}
+    one_kind = pd.DataFrame([{**base, "node": "a", "kind": "vm", "bench": "pingpong", "bytes": 1,
+                              "median_ns": 5000}])
+    assert claims.m1(one_kind, "see the transports").startswith(
+        "not testable on these nodes: every node measured is of kind vm")
+    rows = []
+    for node, kind, scale in (("metal", "bare-metal", 1.0), ("guest", "vm", 1.25)):
+        rows += [{**base, "node": node, "kind": kind, "bench": "pingpong", "bytes": 1, "median_ns": 800 * scale},
+                 {**base, "node": node, "kind": kind, "bench": "pingpong", "bytes": 1 << 20,
+                  "median_ns": 1e6}]
+        rows += [{**base, "node": node, "kind": kind, "bench": b, "bytes": 1024,
+                  "median_ns": 1e4 * (scale if b == "bcast" else 1)} for b in ("bcast", "allreduce", "alltoall")]
+    two = pd.DataFrame(rows)
+    m1 = claims.m1(two, "")
+    assert m1.startswith("latency reproduced (ours/quoted = 1.07)") and "bandwidth reproduced" in m1
+    m2 = claims.m2(two, "")
+    assert "bcast worst not reproduced (ours/quoted = 1.45)" in m2
+
+
+def test_ratios_come_from_summarised_costs() -> None:
+    s = pd.DataFrame([
+        {"transport": t, "bench": "bcast", "ranks": 2, "bytes": 8, "median_ns": v, "low_ns": v * 0.9,
+         "high_ns": v * 1.1, "oversubscribed": False} for t, v in (("shm", 1000.0), ("tcp", 4000.0))])
+    r = mpistats.ratios(s, "shm", "tcp")
+    assert r["ratio"].item() == 0.25
+    assert r["low"].item() == pytest.approx(900 / 4400) and r["high"].item() == pytest.approx(1100 / 3600)
+
+
+def test_config_errors_are_one_line(tmp_path: Path) -> None:
+    from iolab.config import ConfigError, check_semantics
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["experiments"]["mpi"]["ranks"] = [4]
+    with pytest.raises(ConfigError, match=r"^config error at experiments.mpi.ranks: ping-pong runs in the 2-rank"):
+        check_semantics(cfg)
+    cfg["experiments"]["mpi"].update(ranks=[2], min_bytes=4096, max_bytes=16)
+    with pytest.raises(ConfigError, match="min_bytes: 4096 is above max_bytes"):
+        check_semantics(cfg)
+
+
+def test_timeout_kills_the_launch_and_says_so(mpi_build: Path, tmp_path: Path) -> None:
+    s = settings(transports=["shm"], ranks=[2], benchmarks=["bcast"], sizes=[1], series=1000,
+                 iterations=100000, warmup=0, timeout=2, reference={"enabled": False, "sizes": [1],
+                                                                   "iterations": 1, "series": 1,
+                                                                   "warmup": 0})
+    start = time.monotonic()
+    with pytest.raises(RunError, match=r"shm p=2 bcast did not finish within 2 s"):
+        mpi.run_experiment(s, seed=1, output=tmp_path / "rep1.csv", progress=False)
+    assert time.monotonic() - start < 60
