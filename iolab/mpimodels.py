@@ -207,3 +207,15 @@ def transfer_rate(m: np.ndarray, t_ns: np.ndarray) -> tuple[float, float]:
         raise ValueError("transfer_rate needs at least two message sizes")
     slope, intercept = np.polyfit(m, t, 1)
     return float(1e3 / slope), float(intercept)
+
+
+def fit_curves(fits: pd.DataFrame) -> dict[tuple[str, str, str], Callable[[np.ndarray, np.ndarray], np.ndarray]]:
+    """(transport, bench, model) -> T(p, m) in ns, for drawing the fitted models."""
+    curves = {}
+    for r in fits.itertuples():
+        terms = (PAPER_FORMULAS[r.bench][1] if r.model == "paper"
+                 else ALGORITHM_FORMULAS[(r.bench, r.algorithm)][1])
+        fit = LinearFit(r.formula, r.ts_ns, r.tw_ns_per_byte, r.points)
+        curves[(r.transport, r.bench, r.model)] = (
+            lambda p, m, fit=fit, terms=terms: predict(fit, terms, p, m))
+    return curves

@@ -124,3 +124,10 @@ def geometric_mean(values: Sequence[float] | np.ndarray) -> float:
 def estimate_us(row: pd.Series) -> Estimate:
     """A summary row's median and CI in microseconds."""
     return Estimate(row["median_ns"] / 1e3, row["low_ns"] / 1e3, row["high_ns"] / 1e3, int(row["n"]))
+
+
+def pingpong_row(summary: pd.DataFrame, transport: str, size: int) -> pd.Series | None:
+    """The summarised ping-pong at one size over one transport, if measured."""
+    row = summary[(summary["bench"] == "pingpong") & (summary["transport"] == transport)
+                  & (summary["bytes"] == size)]
+    return row.iloc[0] if len(row) else None

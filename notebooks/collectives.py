@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -101,12 +103,7 @@ agreement
 
 # %%
 fits = mpimodels.collective_fits(summary)
-curves = {}
-for r in fits.itertuples():
-    terms = (mpimodels.PAPER_FORMULAS[r.bench][1] if r.model == "paper"
-             else mpimodels.ALGORITHM_FORMULAS[(r.bench, r.algorithm)][1])
-    fit = mpimodels.LinearFit(r.formula, r.ts_ns, r.tw_ns_per_byte, r.points)
-    curves[(r.transport, r.bench, r.model)] = (lambda f, t: (lambda p, m: mpimodels.predict(f, t, p, m)))(fit, terms)
+curves = mpimodels.fit_curves(fits)
 fig = plotting.mpi_collectives_figure(summary, curves)
 out.figure(fig, "mpi_collectives", caption="Collective time (max over ranks; median, 95 % CI) per "
            "transport and rank count; dashed: the paper's formula fitted, dotted: the pinned "
@@ -138,20 +135,14 @@ plt.show()
 # ## Numbers for the paper
 
 # %%
-def pp_estimate(transport, size):  # noqa: ANN001, ANN202
-    row = summary[(summary["bench"] == "pingpong") & (summary["transport"] == transport)
-                  & (summary["bytes"] == size)]
-    return row.iloc[0] if len(row) else None
-
-
 sizes = sorted(summary.loc[summary["bench"] == "pingpong", "bytes"].unique())
 for transport in transports:
-    small = pp_estimate(transport, sizes[0]) if transport != "netns_tbf" else None
+    small = mpistats.pingpong_row(summary, transport, sizes[0]) if transport != "netns_tbf" else None
     if small is not None:
         out.number(f"mpi_{transport}_latency_us", small["median_ns"] / 1e3, unit="µs", digits=2,
                    estimate=mpistats.estimate_us(small))
         out.number(f"mpi_{transport}_latency_mean3_us", small["mean3_ns"] / 1e3, unit="µs", digits=2)
-    large = pp_estimate(transport, sizes[-1])
+    large = mpistats.pingpong_row(summary, transport, sizes[-1])
     if large is not None:
         out.number(f"mpi_{transport}_bandwidth_mb_s", large["bytes"] / large["median_ns"] * 1e3,
                    unit="MB/s", digits=0)

@@ -39,7 +39,8 @@ def test_notebook_code_stays_thin(source: Path) -> None:
 
 
 @pytest.mark.parametrize("notebook,key", [("cost_model", "s_getppid_ns"),
-                                          ("echo", "echo_floor_ns")])
+                                          ("echo", "echo_floor_ns"),
+                                          ("collectives", "mpi_tcp_bandwidth_mb_s")])
 def test_runs_by_hand_against_reference_data(tmp_path: Path, notebook: str, key: str) -> None:
     out = tmp_path / "out"
     res = subprocess.run(
