@@ -406,25 +406,31 @@ def mpi_prediction_error_figure(errors):  # type: ignore[no-untyped-def]
 
 def mpi_ratio_figure(ratio_tables):  # type: ignore[no-untyped-def]
     """A/B time ratio per size, a panel per benchmark, like the HPC HUB
-    native/VM figures; 1 = no difference. Hollow: oversubscribed."""
+    native/VM figures; 1 = no difference. Colour: the pair; circles p = 2,
+    triangles larger p; hollow: oversubscribed."""
     import pandas as pd
     r = pd.concat(ratio_tables, ignore_index=True)
     benches = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(r["bench"])]
+    pairs = list(dict.fromkeys(zip(r["numerator"], r["denominator"], strict=True)))
+    colors = {pair: PALETTE[i % len(PALETTE)] for i, pair in enumerate(pairs)}
     fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(7.2, 3.0), sharey=True, squeeze=False)
+    handles = {}
     for ax, bench in zip(axes[0], benches, strict=False):
-        for i, ((num, den, p), g) in enumerate(r[r["bench"] == bench].groupby(
-                ["numerator", "denominator", "ranks"])):
+        for (num, den, p), g in r[r["bench"] == bench].groupby(["numerator", "denominator", "ranks"]):
             g = g.sort_values("bytes")
-            color = PALETTE[i % len(PALETTE)]
-            ax.plot(g["bytes"], g["ratio"], color=color, lw=0.8, marker="o" if p == 2 else "v", ms=2.5,
-                    mfc="none" if g["oversubscribed"].any() else color,
-                    label=f"{num}/{den}, p={p}" if bench == benches[0] else None)
+            color = colors[(num, den)]
+            over = bool(g["oversubscribed"].any())
+            label = f"{num}/{den}, p={p}" + (" (oversubscribed)" if over else "")
+            (line,) = ax.plot(g["bytes"], g["ratio"], color=color, lw=0.8, marker="o" if p == 2 else "v",
+                              ms=2.5, mfc="none" if over else color)
+            handles.setdefault(label, line)
         ax.axhline(1, color="black", lw=0.6)
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_title(bench)
         ax.set_xlabel("bytes")
     axes[0][0].set_ylabel("time ratio A/B")
-    fig.legend(loc="lower center", ncol=4, fontsize=6.5, bbox_to_anchor=(0.5, -0.14))
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=3, fontsize=6.5,
+               bbox_to_anchor=(0.5, -0.16))
     fig.tight_layout()
     return fig

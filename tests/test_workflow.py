@@ -134,6 +134,28 @@ def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
         assert (wd / "paper" / "figures" / f"{name}.svg").exists()
 
 
+def test_smoke_mpi_results(smoke_run: tuple[Path, object]) -> None:
+    import pandas as pd
+
+    wd, _ = smoke_run
+    mpi = pd.read_parquet(wd / "results" / "tables" / "mpi.parquet")
+    assert set(mpi["transport"]) == {"shm", "tcp", "netns", "netns_tbf"}
+    assert set(mpi["rep"]) == {1, 2} and set(mpi["ranks"]) == {2, 4}
+    assert mpi.loc[mpi["ranks"] == 4, "oversubscribed"].all()
+    numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
+    for key in ("m1_verdict", "m2_verdict", "mpi_shm_latency_us", "mpi_netns_bandwidth_mb_s",
+                "mpi_tbf_fitted_mbit", "mpi_tcp_probe_over_reference", "mpi_algorithm_bcast"):
+        assert key in numbers, key
+    assert numbers["m1_verdict"]["text"].startswith("not testable on these nodes")
+    assert numbers["mpi_algorithm_bcast"]["text"] == "binomial"
+    assert "quoted_from" in numbers["m1_latency_ratio"]
+    for name in ("mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio"):
+        assert (wd / "paper" / "figures" / f"{name}.svg").exists()
+    manifest = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())
+    raw = manifest["figures"]["mpi_pingpong"]["raw"]
+    assert len(raw) == 2 and all(Path(r["raw"]).parts[3] == "mpi" for r in raw)
+
+
 def test_smoke_numbers_cover_the_cost_model(smoke_run: tuple[Path, object]) -> None:
     wd, _ = smoke_run
     numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
@@ -155,7 +177,7 @@ def test_changed_settings_measure_into_a_new_directory(smoke_run: tuple[Path, ob
     assert res.returncode == 0, res.stderr
     # Adding a repetition measures one more file per experiment; existing ones stay.
     jobs = planned_jobs(res.stdout + res.stderr)
-    assert jobs["measure"] == 5 and jobs["measure_echo"] == 1
+    assert jobs["measure"] == 5 and jobs["measure_echo"] == 1 and jobs["measure_mpi"] == 1
     after = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
     assert before == after
     for p in before:
