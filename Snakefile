@@ -8,6 +8,7 @@ min_version("9.0")
 
 
 configfile: "config/config.yaml"
+configfile: "config/nodes.yaml"
 
 
 include: "rules/common.smk"
@@ -23,4 +24,5 @@ rule all:
     input:
         "paper/paper.pdf",
         "paper/figures/manifest.json",
+        "results/nodes.json",
         expand("results/notebooks/{notebook}.ipynb", notebook=NOTEBOOKS),

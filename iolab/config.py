@@ -89,6 +89,7 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
     if dupes:
         raise ConfigError(f"config error at nodes: node name {dupes[0]!r} is used more than once")
     ncpu = cpu_count if cpu_count is not None else os.cpu_count() or 1
+    _check_nodes(config)
     for i, node in enumerate(config["nodes"]):
         if node["runner"] != "local":
             continue
@@ -131,3 +132,25 @@ def _check_mpi(mpi: Mapping[str, Any] | None) -> None:
                           "to size the window")
     if "netns_tbf" in mpi.get("transports", []) and 2 not in mpi.get("ranks", [2]):
         raise ConfigError(f"{where}.transports: netns_tbf runs a 2-rank ping-pong; add 2 to ranks")
+
+
+def _check_nodes(config: Mapping[str, Any]) -> None:
+    names = [n["name"] for n in config["nodes"]]
+    known_experiments = set(config["experiments"])
+    for i, node in enumerate(config["nodes"]):
+        where = f"config error at nodes[{i}]"
+        if node["runner"] == "ssh" and not node.get("host"):
+            raise ConfigError(f"{where}.host: node {node['name']!r} uses the ssh runner and needs a host")
+        client = node.get("echo_client")
+        if client is not None and client not in names:
+            raise ConfigError(f"{where}.echo_client: {client!r} is not a node in the inventory "
+                              f"(nodes: {', '.join(names)})")
+        if client is not None and client != node["name"] and not (node.get("address") or node.get("host")):
+            raise ConfigError(f"{where}.address: the echo client {client!r} needs this node's address")
+        unknown = sorted(set(node.get("experiments") or []) - known_experiments)
+        if unknown:
+            raise ConfigError(f"{where}.experiments: {unknown[0]!r} is not an experiment "
+                              f"(known: {', '.join(sorted(known_experiments))})")
+        if node["runner"] == "netns":
+            raise ConfigError(f"{where}.runner: netns is an MPI transport of a local node "
+                              "(experiments.mpi.transports), not a node of its own")

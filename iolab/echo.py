@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import paths
+from .runners import LocalRunner, Runner
+from .runners.local import RunError
 
 CELL_COLUMNS = [
     "order", "server", "preset", "connections", "bytes", "status", "reason",
@@ -63,20 +64,21 @@ def _taskset(cpu: int | None) -> list[str]:
     return ["taskset", "-c", str(cpu)] if cpu is not None else []
 
 
-def start_server(cell: Cell, cpu: int | None, bind: str = "127.0.0.1",
+def start_server(cell: Cell, cpu: int | None, runner: Runner, bind: str = "127.0.0.1",
                  port: int = 0) -> tuple[subprocess.Popen[str], int]:
-    """Start the cell's server; return it and the port it listens on.
+    """Start the cell's server on ``runner``'s node; return it and its port.
 
     Raises CellError with the server's own one-line reason when it refuses
     the configuration (exit 2) or the port is taken (exit 3)."""
-    exe = paths.NATIVE_BUILD / ("echo-epoll" if cell.server == "epoll" else "echo-uring")
-    argv = [*_taskset(cpu), str(exe), "--port", str(port), "--bind", bind, *cell.flags]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    exe = runner.exe("echo-epoll" if cell.server == "epoll" else "echo-uring")
+    argv = [*_taskset(cpu), exe, "--port", str(port), "--bind", bind, *cell.flags]
+    proc = runner.popen(argv)
     assert proc.stderr is not None
     line = proc.stderr.readline()
     m = _LISTENING.search(line)
     if not m:
-        proc.wait(timeout=10)
+        runner.terminate(proc)
+        proc.wait(timeout=30)
         rest = (line + proc.stderr.read()).strip().splitlines()
         reason = rest[-1] if rest else f"exited with status {proc.returncode}"
         kind = "port in use" if proc.returncode == 3 else "unavailable"
@@ -84,12 +86,12 @@ def start_server(cell: Cell, cpu: int | None, bind: str = "127.0.0.1",
     return proc, int(m.group(1))
 
 
-def stop_server(proc: subprocess.Popen[str]) -> dict[str, Any]:
-    """SIGTERM the server and parse its final JSON line of counters."""
+def stop_server(proc: subprocess.Popen[str], runner: Runner) -> dict[str, Any]:
+    """Stop the server (SIGTERM on its node) and parse its final JSON line of counters."""
     if proc.poll() is not None:
         err = proc.stderr.read().strip() if proc.stderr else ""
         raise CellError(f"server died during the run (status {proc.returncode}): {err[-200:]}")
-    proc.send_signal(signal.SIGTERM)
+    runner.terminate(proc)
     try:
         out, err = proc.communicate(timeout=30)
     except subprocess.TimeoutExpired as e:
@@ -105,31 +107,40 @@ def stop_server(proc: subprocess.Popen[str]) -> dict[str, Any]:
 
 
 def run_loadgen(port: int, cell: Cell, settings: Mapping[str, Any], cpu: int | None,
-                histogram: Path, host: str = "127.0.0.1") -> dict[str, Any]:
-    argv = [*_taskset(cpu), str(paths.NATIVE_BUILD / "loadgen"), "--host", host,
+                histogram: Path, runner: Runner, host: str = "127.0.0.1") -> dict[str, Any]:
+    """Drive the server from ``runner``'s node; the histogram is copied back."""
+    remote_hist = runner.scratch("loadgen-histogram.csv")
+    argv = [*_taskset(cpu), runner.exe("loadgen"), "--host", host,
             "--port", str(port), "--connections", str(cell.connections),
             "--bytes", str(cell.bytes), "--duration", str(settings["duration"]),
             "--warmup", str(settings["warmup"]), "--threads", str(settings["loadgen_threads"]),
-            "--pipeline", str(settings["pipeline"]), "--histogram", str(histogram)]
+            "--pipeline", str(settings["pipeline"]), "--histogram", remote_hist]
     budget = settings["duration"] + settings["warmup"] + 120
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=budget, check=False)
+    report_path = histogram.with_suffix(".report")
     try:
-        report = json.loads(res.stdout.strip().splitlines()[-1])
-    except (IndexError, ValueError):
-        report = None
-    if res.returncode != 0 or report is None:
-        why = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"status {res.returncode}"
-        raise CellError(f"load generator failed: {why}")
+        runner.run(argv, report_path, timeout=budget, name="load generator")
+        report = json.loads(report_path.read_text().strip().splitlines()[-1])
+        histogram.write_text(runner.read_file(remote_hist))
+    except RunError as e:
+        raise CellError(f"load generator failed: {str(e).split(': ', 1)[-1]}") from e
+    except (IndexError, ValueError) as e:
+        raise CellError("load generator failed: it printed no report") from e
     return report
 
 
 def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int | None],
-                 histogram: Path) -> dict[str, Any]:
+                 histogram: Path, server_runner: Runner | None = None,
+                 client_runner: Runner | None = None, bind: str = "127.0.0.1",
+                 address: str = "127.0.0.1") -> dict[str, Any]:
     """One cell: start the server, drive it, stop it, and merge the reports.
-    A port collision is retried once on a fresh port."""
+    A port collision is retried once on a fresh port. The server and the load
+    generator may run on different nodes (``address`` reaches the server)."""
+    server_runner = server_runner or LocalRunner()
+    client_runner = client_runner or server_runner
     for attempt in (1, 2):
         try:
-            proc, port = start_server(cell, cpus.get("server"), port=settings.get("port", 0))
+            proc, port = start_server(cell, cpus.get("server"), server_runner, bind=bind,
+                                      port=settings.get("port", 0))
             break
         except CellError as e:
             if str(e).startswith("port in use") and attempt == 1:
@@ -137,12 +148,13 @@ def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int
                 continue
             raise
     try:
-        client = run_loadgen(port, cell, settings, cpus.get("client"), histogram)
+        client = run_loadgen(port, cell, settings, cpus.get("client"), histogram, client_runner,
+                             host=address)
     except (CellError, subprocess.TimeoutExpired) as e:
         proc.kill()
         proc.wait()
         raise CellError(str(e)) from e
-    server = stop_server(proc)
+    server = stop_server(proc, server_runner)
     return {
         "rps": client["rps"], "requests": client["requests"], "p50_us": client["p50_us"],
         "p99_us": client["p99_us"], "p999_us": client["p999_us"], "max_us": client["max_us"],
@@ -162,7 +174,9 @@ def histograms_path(raw: Path) -> Path:
 
 
 def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed: int,
-              out_csv: Path, out_hist: Path, progress: bool = True) -> dict[str, Any]:
+              out_csv: Path, out_hist: Path, progress: bool = True,
+              server_runner: Runner | None = None, client_runner: Runner | None = None,
+              bind: str = "127.0.0.1", address: str = "127.0.0.1") -> dict[str, Any]:
     """Measure every cell into out_csv and out_hist (both written by the
     caller's atomic paths). Returns provenance extras."""
     import csv
@@ -182,7 +196,8 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed:
             hist = Path(tmp) / f"{i}.csv"
             start = time.monotonic()
             try:
-                row.update(measure_cell(cell, settings, cpus, hist), status="ok")
+                row.update(measure_cell(cell, settings, cpus, hist, server_runner, client_runner,
+                                        bind, address), status="ok")
                 for line in hist.read_text().splitlines()[1:]:
                     fh.write(f"{i},{line}\n")
             except CellError as e:
@@ -199,4 +214,4 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed:
                       + (f" {float(row['rps']):,.0f} req/s" if row["status"] == "ok" else f" ({row['reason']})")
                       + f" [{time.monotonic() - start:.1f} s]", flush=True)
     return {"echo": {"cells": len(planned), "failed": failures, "order_seed": seed,
-                     "placement": dict(cpus)}}
+                     "placement": dict(cpus), "bind": bind, "address": address}}

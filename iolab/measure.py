@@ -13,6 +13,7 @@ the provenance sidecar is renamed into place just before it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import signal
 import subprocess
@@ -25,71 +26,98 @@ from typing import Any, NoReturn
 from . import atomic, echo, mpi, paths, provenance, tables, trace
 from .nodes import resolve_node
 from .probes import PROBE_MODES, probe_argv
-from .runners import RunError, runner_for
+from .runners import LocalRunner, RunError, Runner, runner_for
 
 EXPERIMENTS = (*PROBE_MODES, "trace", "echo", "mpi")
+# The native programs each experiment runs (built on the node for remote nodes).
+PROGRAMS = {**{name: ["cost-probe"] for name in PROBE_MODES}, "trace": ["cost-probe"],
+            "echo": ["echo-epoll", "echo-uring", "loadgen"], "mpi": ["mpi-probe", "mpi-pingpong-ref"]}
 
 
 def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[str, Any],
-            rep: int, seed: int, output: Path) -> Path:
-    node = resolve_node(node_entry)
-    cpu = node.cpus.get("probe")
+            rep: int, seed: int, output: Path, client_entry: Mapping[str, Any] | None = None) -> Path:
     started = provenance.utc_now()
     for stale in atomic.remove_stale_temporaries(output):
         print(f"iolab: removed {paths.relative(stale)}, left by an interrupted run", file=sys.stderr)
-    print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
-    with atomic.atomic_path(output) as tmp:
-        start = time.monotonic()
-        if experiment == "echo":
-            cpus = {"server": node.cpus.get("server"), "client": node.cpus.get("client")}
-            with atomic.atomic_path(echo.histograms_path(output)) as hist_tmp:
-                extra = echo.run_sweep(settings, cpus, seed, tmp, hist_tmp)
-            frame = tables.read_echo_csv(tmp)
-            ok = int((frame["status"] == "ok").sum())
-            argv = ["echo-epoll/echo-uring + loadgen", "(one run per cell)"]
-            summary = f"{ok} of {len(frame)} cells measured"
-            placement = cpus
-        elif experiment == "mpi":
-            if node.runner != "local":
-                raise RunError(f"mpi on {node.name}: runner {node.runner!r} cannot launch MPI in this version")
-            extra = mpi.run_experiment(settings, seed, tmp)
-            frame = tables.read_mpi_csv(tmp)
-            if frame.empty:
-                raise RunError(f"mpi on {node.name}: no samples were written")
-            argv = ["mpirun ... mpi-probe", "(one launch per transport and rank count)"]
-            summary = f"{len(extra['mpi']['launches'])} launches, {len(frame)} samples"
-            placement = {"launches": [{k: r[k] for k in ("transport", "ranks", "binding", "oversubscribed")}
-                                      for r in extra["mpi"]["launches"]]}
-        elif experiment == "trace":
-            if node.runner != "local":
-                raise RunError(f"trace on {node.name}: bpftrace runs on local nodes only")
-            try:
-                extra: dict[str, Any] = trace.measure(settings, cpu, seed, tmp)
-            except (RuntimeError, OSError, subprocess.SubprocessError) as e:
-                raise RunError(f"trace on {node.name}: {e}") from e
-            frame = tables.read_trace_csv(tmp)
-            argv = ["bpftrace", "-e", "<script in provenance>"]
-            summary = "skipped: " + extra["trace"]["reason"] if frame.empty else f"{len(frame)} rows"
-            placement = {"probe_cpu": cpu}
-        else:
-            argv = probe_argv(experiment, settings, seed, cpu)
-            runner_for(node).run(argv, tmp)
-            # Parse before accepting: a truncated or malformed file is not a result.
-            frame = tables.read_raw_csv(tmp)
-            if frame.empty:
-                raise RunError(f"{experiment} on {node.name}: the probe wrote no samples")
-            extra = {"unavailable": tables.read_unavailable(tmp)}
-            summary = f"{len(frame)} batches"
-            placement = {"probe_cpu": cpu, "observed_cpus": sorted(set(frame["cpu"].tolist()))}
-        seconds = time.monotonic() - start
-        side = provenance.capture(
-            node, experiment, {**settings, "rep": rep, "seed": seed}, command=argv,
-            placement=placement, started=started,
-            extra={"run_seconds": round(seconds, 3), **extra},
-        )
-        atomic.write_json(provenance.sidecar_for(output), side)
+    runner = runner_for(node_entry)
+    remote = not isinstance(runner, LocalRunner)
+    programs = PROGRAMS[experiment]
+    with runner.session(programs) as node_runner:
+        facts = node_runner.facts() if remote else None
+        node = resolve_node(node_entry, facts.kind() if facts else None)
+        cpu = node.cpus.get("probe")
+        print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
+        with atomic.atomic_path(output) as tmp:
+            start = time.monotonic()
+            if experiment == "echo":
+                extra, argv, summary, placement = _echo(node_entry, node, node_runner, client_entry,
+                                                        settings, seed, tmp, output)
+            elif experiment == "mpi":
+                extra = mpi.run_experiment(settings, seed, tmp, runner=node_runner,
+                                           cpus=facts.cpu_count if facts else None)
+                frame = tables.read_mpi_csv(tmp)
+                if frame.empty:
+                    raise RunError(f"mpi on {node.name}: no samples were written")
+                argv = ["mpirun ... mpi-probe", "(one launch per transport and rank count)"]
+                summary = f"{len(extra['mpi']['launches'])} launches, {len(frame)} samples"
+                placement = {"launches": [{k: r[k] for k in ("transport", "ranks", "binding", "oversubscribed")}
+                                          for r in extra["mpi"]["launches"]]}
+            elif experiment == "trace":
+                if remote:
+                    raise RunError(f"trace on {node.name}: bpftrace runs on local nodes only")
+                try:
+                    extra = trace.measure(settings, cpu, seed, tmp)
+                except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+                    raise RunError(f"trace on {node.name}: {e}") from e
+                frame = tables.read_trace_csv(tmp)
+                argv = ["bpftrace", "-e", "<script in provenance>"]
+                summary = "skipped: " + extra["trace"]["reason"] if frame.empty else f"{len(frame)} rows"
+                placement = {"probe_cpu": cpu}
+            else:
+                argv = probe_argv(experiment, settings, seed, cpu, node_runner.exe("cost-probe"))
+                node_runner.run(argv, tmp)
+                # Parse before accepting: a truncated or malformed file is not a result.
+                frame = tables.read_raw_csv(tmp)
+                if frame.empty:
+                    raise RunError(f"{experiment} on {node.name}: the probe wrote no samples")
+                extra = {"unavailable": tables.read_unavailable(tmp)}
+                summary = f"{len(frame)} batches"
+                placement = {"probe_cpu": cpu, "observed_cpus": sorted(set(frame["cpu"].tolist()))}
+            seconds = time.monotonic() - start
+            side = provenance.capture(
+                node, experiment, {**settings, "rep": rep, "seed": seed}, command=argv,
+                placement=placement, started=started, facts=facts,
+                extra={"run_seconds": round(seconds, 3), "runner": node_entry.get("runner", "local"),
+                       **extra},
+            )
+            atomic.write_json(provenance.sidecar_for(output), side)
     print(f"iolab: wrote {paths.relative(output)} ({summary}, {seconds:.1f} s)", file=sys.stderr)
     return output
+
+
+def _echo(node_entry: Mapping[str, Any], node: Any, server_runner: Runner,
+          client_entry: Mapping[str, Any] | None, settings: Mapping[str, Any], seed: int,
+          tmp: Path, output: Path) -> tuple[dict[str, Any], list[str], str, dict[str, Any]]:
+    """The echo sweep with the server on this node and the load generator
+    here too, or on ``client_entry``'s node (then the server listens on all
+    addresses and the client connects to this node's ``address``)."""
+    cpus = {"server": node.cpus.get("server"), "client": node.cpus.get("client")}
+    if client_entry is None or client_entry["name"] == node_entry["name"]:
+        client_cm: Any = contextlib.nullcontext(server_runner)
+        bind = address = "127.0.0.1"
+    else:
+        client_cm = runner_for(client_entry).session(PROGRAMS["echo"])
+        bind = "0.0.0.0"
+        address = node_entry.get("address") or node_entry.get("host") or "127.0.0.1"
+        cpus["client"] = (client_entry.get("cpus") or {}).get("client")
+    with client_cm as client_runner, atomic.atomic_path(echo.histograms_path(output)) as hist_tmp:
+        extra = echo.run_sweep(settings, cpus, seed, tmp, hist_tmp, server_runner=server_runner,
+                               client_runner=client_runner, bind=bind, address=address)
+    extra["echo"]["client_node"] = client_entry["name"] if client_entry else node_entry["name"]
+    frame = tables.read_echo_csv(tmp)
+    ok = int((frame["status"] == "ok").sum())
+    return (extra, ["echo-epoll/echo-uring + loadgen", "(one run per cell)"],
+            f"{ok} of {len(frame)} cells measured", cpus)
 
 
 def _terminate(signum: int, _frame: Any) -> NoReturn:
@@ -107,11 +135,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rep", type=int, required=True, help="repetition number (1-based)")
     ap.add_argument("--seed", type=int, required=True, help="seed for the randomised run order")
     ap.add_argument("--output", type=Path, required=True, help="raw file to write")
+    ap.add_argument("--client-node", help="echo: the node entry the load generator runs on, as JSON")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     try:
         measure(args.experiment, json.loads(args.node), json.loads(args.settings),
-                args.rep, args.seed, args.output)
+                args.rep, args.seed, args.output,
+                json.loads(args.client_node) if args.client_node else None)
     except (RunError, ValueError) as e:
         print(f"iolab: {e}", file=sys.stderr)
         return 1

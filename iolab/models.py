@@ -21,6 +21,12 @@ def primary_node(table: pd.DataFrame) -> str:
     return str(sorted(table["node"].unique())[0])
 
 
+def cost_node(cost_table: pd.DataFrame, wanted: str) -> str:
+    """``wanted`` if the cost probes ran there, else the first node they ran on."""
+    nodes = set(cost_table["node"])
+    return wanted if wanted in nodes else primary_node(cost_table)
+
+
 def node_context(table: pd.DataFrame, node: str) -> dict[str, str]:
     rows = table[table["node"] == node]
     return {"node_kind": str(rows["kind"].iloc[0]), "mitigations": str(rows["mitigations"].iloc[0]),

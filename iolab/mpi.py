@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import paths
-from .runners.local import LocalRunner, RunError
+from .runners import LocalRunner, Runner
+from .runners.local import RunError
 from .runners.netns import NetnsCluster, require_root_and_iproute2
 
 TRANSPORTS = ("shm", "tcp", "netns", "netns_tbf")
@@ -113,7 +114,7 @@ def shm_btl(version: str) -> str:
     return "sm" if m and int(m.group(1)) >= 5 else "vader"
 
 
-def probe_args(settings: Mapping[str, Any], launch: Launch, seed: int, output: Path) -> list[str]:
+def probe_args(settings: Mapping[str, Any], launch: Launch, seed: int) -> list[str]:
     if launch.program == "mpi-pingpong-ref":
         ref = settings["reference"]
         return ["--sizes", ",".join(map(str, launch.sizes)), "--iterations", str(ref["iterations"]),
@@ -122,7 +123,7 @@ def probe_args(settings: Mapping[str, Any], launch: Launch, seed: int, output: P
             "--warmup", str(settings["warmup"]), "--iterations", str(settings["iterations"]),
             "--series", str(settings["series"]), "--large-bytes", str(settings["large_bytes"]),
             "--large-iterations", str(settings["large_iterations"]), "--sync", settings["sync"],
-            "--window-us", str(settings["window_us"]), "--seed", str(seed), "--output", str(output)]
+            "--window-us", str(settings["window_us"]), "--seed", str(seed)]
 
 
 def mca_args(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
@@ -155,13 +156,17 @@ def mca_args(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
     return out
 
 
-def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path, args: list[str],
-                btl_shm: str, cluster: NetnsCluster | None) -> tuple[list[str], dict[str, Any]]:
-    """The full command and what it decided (binding, oversubscription)."""
-    mpirun = shutil.which(settings["mpirun"]) or settings["mpirun"]
-    oversubscribed = launch.ranks > usable_cpus()
+def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path | str, args: list[str],
+                btl_shm: str, cluster: NetnsCluster | None, cpus: int | None = None,
+                remote: bool = False) -> tuple[list[str], dict[str, Any]]:
+    """The full command and what it decided (binding, oversubscription).
+    ``cpus``: the node's usable CPUs (default: this machine's); ``remote``:
+    mpirun is found on the node's PATH and root is allowed by environment."""
+    cpus = cpus if cpus is not None else usable_cpus()
+    mpirun = settings["mpirun"] if remote else shutil.which(settings["mpirun"]) or settings["mpirun"]
+    oversubscribed = launch.ranks > cpus
     argv = [mpirun]
-    if os.geteuid() == 0:
+    if not remote and os.geteuid() == 0:
         argv.append("--allow-run-as-root")
     argv += ["-np", str(launch.ranks)]
     if cluster is not None:
@@ -181,7 +186,7 @@ def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path, args
     if cluster is not None:
         argv = cluster.wrap(argv, host=0)
     decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
-               "binding": binding, "usable_cpus": usable_cpus()}
+               "binding": binding, "usable_cpus": cpus}
     return argv, decided
 
 
@@ -228,20 +233,21 @@ def _reference_rows(stdout: str, launch: Launch, expected_series: int) -> list[s
 
 
 def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: str,
-               workdir: Path, out: TextIO, cluster: NetnsCluster | None = None) -> dict[str, Any]:
-    program = paths.NATIVE_BUILD / launch.program
-    if not program.exists():
-        raise RunError(f"{program.name} not found: build it first (make -C native mpi)")
-    probe_out = workdir / f"{launch.transport}-{launch.ranks}-{launch.program}.csv"
-    args = probe_args(settings, launch, seed, probe_out)
-    argv, decided = mpirun_argv(settings, launch, program, args, btl_shm, cluster)
+               workdir: Path, out: TextIO, cluster: NetnsCluster | None = None,
+               runner: Runner | None = None, cpus: int | None = None) -> dict[str, Any]:
+    runner = runner or LocalRunner()
+    remote = not isinstance(runner, LocalRunner)
+    program = runner.exe(launch.program)
+    if not remote and not Path(program).exists():
+        raise RunError(f"{launch.program} not found: build it first (make -C native mpi)")
+    args = probe_args(settings, launch, seed)
+    argv, decided = mpirun_argv(settings, launch, program, args, btl_shm, cluster, cpus, remote)
     stdout_path = workdir / "stdout.txt"
-    runner = LocalRunner()
     result = runner.run(argv, stdout_path, timeout=float(settings["timeout"]),
                         error_line=mpi_error_line, env=_mpi_env(), name=launch.label())
     record: dict[str, Any] = {"transport": launch.transport, "ranks": launch.ranks,
                               "program": launch.program, "benches": launch.benches,
-                              "sizes": launch.sizes, "argv": argv, **decided,
+                              "sizes": launch.sizes, "argv": result.argv, **decided,
                               "seconds": round(result.seconds, 3)}
     if cluster is not None:
         record["cluster"] = cluster.describe()
@@ -249,7 +255,7 @@ def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: 
         meta: list[str] = []
         rows = _reference_rows(stdout_path.read_text(), launch, int(settings["reference"]["series"]))
     else:
-        meta, rows = _read_probe(probe_out)
+        meta, rows = _read_probe(stdout_path)
         parsed = [json.loads(m.split(":", 1)[1]) for m in meta if m.startswith("# meta:")]
         if parsed:
             record["probe_meta"] = parsed[0]
@@ -271,12 +277,19 @@ def _mpi_env() -> dict[str, str]:
 
 
 def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
-                   progress: bool = True) -> dict[str, Any]:
-    """Every launch of one repetition into ``output``; provenance extras back."""
+                   progress: bool = True, runner: Runner | None = None,
+                   cpus: int | None = None) -> dict[str, Any]:
+    """Every launch of one repetition into ``output``; provenance extras back.
+    ``runner``: the node mpirun runs on (default: here), ``cpus`` its CPUs."""
+    runner = runner or LocalRunner()
+    remote = not isinstance(runner, LocalRunner)
     launches = plan(settings, seed)
     if any(lc.transport.startswith("netns") for lc in launches):
+        if remote:
+            raise RunError(f"node {getattr(runner, 'node', '?')}: the netns transports run on local "
+                           "nodes only; drop netns and netns_tbf from experiments.mpi.transports")
         require_root_and_iproute2()
-    version = mpirun_version(settings["mpirun"])
+    version = (runner.facts().get("mpirun") or "unknown") if remote else mpirun_version(settings["mpirun"])
     btl_shm = shm_btl(version)
     records = []
     netns = settings["netns"]
@@ -292,10 +305,11 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
                     records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out,
                                               cluster))
             else:
-                records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out))
-    return {"mpi": {"mpirun": shutil.which(settings["mpirun"]) or settings["mpirun"],
+                records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out,
+                                          runner=runner, cpus=cpus))
+    return {"mpi": {"mpirun": settings["mpirun"] if remote else shutil.which(settings["mpirun"]) or settings["mpirun"],
                     "mpirun_version": version, "mpicc": settings["mpicc"], "shm_btl": btl_shm,
-                    "usable_cpus": usable_cpus(),
+                    "usable_cpus": cpus if cpus is not None else usable_cpus(),
                     "mca_environment": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")},
                     "launches": records}}
 

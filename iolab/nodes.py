@@ -126,11 +126,14 @@ class Node:
         return asdict(self)
 
 
-def resolve_node(entry: Mapping[str, Any]) -> Node:
-    """A config ``nodes[]`` entry with its kind detected (or overridden)."""
-    if entry["runner"] != "local":
-        raise ValueError(f"node {entry['name']!r}: runner {entry['runner']!r} is not available")
-    evidence = detect_kind(*observe_local())
+def resolve_node(entry: Mapping[str, Any], evidence: KindEvidence | None = None) -> Node:
+    """A config ``nodes[]`` entry with its kind detected on the node itself
+    (``evidence`` from its host facts; observed here for local nodes) or
+    overridden in the config."""
+    if evidence is None:
+        if entry["runner"] != "local":
+            raise ValueError(f"node {entry['name']!r}: kind evidence must come from the node itself")
+        evidence = detect_kind(*observe_local())
     kind = entry.get("kind", "auto")
     if kind == "auto":
         kind, reason = evidence.kind, evidence.reason

@@ -31,8 +31,9 @@ def _value(v: Any) -> str:
 
 
 def probe_argv(experiment: str, settings: Mapping[str, Any], seed: int,
-               cpu: int | None) -> list[str]:
-    argv = [str(paths.NATIVE_BUILD / "cost-probe"), PROBE_MODES[experiment]]
+               cpu: int | None, exe: str | None = None) -> list[str]:
+    """cost-probe's command line (``exe``: its path on the node; default: here)."""
+    argv = [exe or str(paths.NATIVE_BUILD / "cost-probe"), PROBE_MODES[experiment]]
     for key, flag in _FLAGS[experiment].items():
         if key in settings:
             argv += [flag, _value(settings[key])]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import paths
+from .hostfacts import HostFacts
 from .nodes import Node
 
 SIDECAR_SUFFIX = ".provenance.json"
@@ -107,38 +108,43 @@ def capture(
     placement: Mapping[str, Any] | None = None,
     started: str | None = None,
     extra: Mapping[str, Any] | None = None,
+    facts: HostFacts | None = None,
 ) -> dict[str, Any]:
-    """The sidecar for one raw file measured on ``node`` (this machine)."""
-    uname = os.uname()
-    vulns = mitigations()
-    cmdline = _read("/proc/cmdline")
+    """The sidecar for one raw file measured on ``node``: this machine, or
+    the node ``facts`` were gathered on (iolab.hostfacts)."""
     build = build_info()
+    if facts is None:
+        uname = os.uname()
+        vulns = mitigations()
+        cmdline = _read("/proc/cmdline")
+        host = {"hostname": uname.nodename, "kernel": uname.release, "kernel_version": uname.version,
+                "machine": uname.machine, "cmdline": cmdline}
+        cpu = {"model": cpu_model(), "count": os.cpu_count(), "allowed": sorted(os.sched_getaffinity(0))}
+        cc, mpi = build.get("cc_version") or _first_line(["cc", "--version"]), _first_line(["mpirun", "--version"])
+    else:
+        vulns = facts.vulnerabilities
+        cmdline = facts.get("cmdline")
+        host = {"hostname": facts.get("hostname"), "kernel": facts.get("kernel"),
+                "kernel_version": facts.get("kernel_version"), "machine": facts.get("machine"),
+                "cmdline": cmdline}
+        cpu = {"model": facts.cpu_model, "count": facts.cpu_count, "allowed": None}
+        cc, mpi = facts.get("cc"), facts.get("mpirun")
+        build = {}  # the node built its own programs; its compiler is in ``cc``
     prov: dict[str, Any] = {
         "format": "iolab-provenance/1",
         "experiment": experiment,
         "node": node.as_dict(),
-        "host": {
-            "hostname": uname.nodename,
-            "kernel": uname.release,
-            "kernel_version": uname.version,
-            "machine": uname.machine,
-            "cmdline": cmdline,
-        },
-        "cpu": {
-            "model": cpu_model(),
-            "count": os.cpu_count(),
-            "allowed": sorted(os.sched_getaffinity(0)),
-            "placement": dict(placement or {}),
-        },
+        "host": host,
+        "cpu": {**cpu, "placement": dict(placement or {})},
         "mitigations": {"state": mitigation_state(vulns, cmdline), "vulnerabilities": vulns},
         "virtualization": {"kind": node.kind, "reason": node.kind_reason,
                            "container": node.container, "hypervisor": node.hypervisor},
         "toolchain": {
-            "cc": build.get("cc_version") or _first_line(["cc", "--version"]),
+            "cc": cc,
             "cflags": build.get("cflags"),
-            "liburing": build.get("liburing_version"),
+            "liburing": build.get("liburing_version") if facts is None else "built on the node",
             "liburing_features": build.get("liburing_features"),
-            "mpi": _first_line(["mpirun", "--version"]),
+            "mpi": mpi,
             "python": sys.version.split()[0],
         },
         "git": git_state(),

@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -124,6 +126,7 @@ overlay = None
 if echo_table:
     echo_summary = echostats.summarize(tables.load("echo", echo_table))
     overlay = echostats.model_overlay(echo_summary[echo_summary["node"] == node])
+    overlay = overlay if len(overlay) else None   # the echo experiment ran on other nodes
 fig = plotting.per_request_figure(inputs, boot, overlay)
 out.figure(fig, "cost_model_per_request",
            caption="Predicted CPU ns per echo request against batch size: epoll (flat, 95 % CI band), "

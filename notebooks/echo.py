@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -44,10 +46,15 @@ echo = tables.load("echo", echo_table)
 node = models.primary_node(echo)
 echo = echo[echo["node"] == node]
 summary = echostats.summarize(echo)
+syscall = tables.load("syscall", syscall_table)
+# The floor comes from the cost probes of the echo node, or of the first
+# node that ran them when the echo node did not (the inventory's choice).
+cost_node = models.cost_node(syscall, node)
 floor = costmodel.derived(costmodel.estimate(costmodel.collect(
-    tables.load("syscall", syscall_table), tables.load("sendrecv", sendrecv_table),
-    tables.load("uring_batch", uring_batch_table), node=node)))["floor_request"]
-print(f"node {node}: {len(echo)} cells, {int((echo['status'] == 'ok').sum())} measured; floor 2w = {floor:.0f} ns")
+    syscall, tables.load("sendrecv", sendrecv_table),
+    tables.load("uring_batch", uring_batch_table), node=cost_node)))["floor_request"]
+print(f"node {node}: {len(echo)} cells, {int((echo['status'] == 'ok').sum())} measured; "
+      f"floor 2w = {floor:.0f} ns (cost probes of node {cost_node})")
 echostats.unavailable(echo)
 
 # %% [markdown]

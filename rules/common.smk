@@ -34,10 +34,32 @@ except ConfigError as e:
 
 NODES = [n["name"] for n in config["nodes"]]
 NODE_BY_NAME = {n["name"]: n for n in config["nodes"]}
+# Nodes that cannot run here, with the reason (a vm node without hardware
+# KVM); the rest of the run goes on, and the reason is in results/nodes.json.
+from iolab.vm import skip_reason  # noqa: E402
+
+SKIPPED_NODES = {n["name"]: r for n in config["nodes"] if (r := skip_reason(n))}
+for _name, _reason in SKIPPED_NODES.items():
+    print(f"iolab: skipping node {_name}: {_reason}", file=sys.stderr)
 REPS = list(range(1, config["repeats"] + 1))
-# Experiments that run: every cost-probe one, and those with enabled: true.
+# Experiments a runner cannot host: bpftrace needs this kernel.
+RUNNER_EXPERIMENTS_EXCLUDED = {"ssh": {"trace"}, "vm": {"trace", "echo", "mpi"}}
+
+
+def node_runs(node, experiment):
+    """Whether ``experiment`` runs on ``node`` (its `experiments` list, and what its runner can do)."""
+    entry = NODE_BY_NAME[node]
+    chosen = entry.get("experiments")
+    if chosen is not None and experiment not in chosen:
+        return False
+    return experiment not in RUNNER_EXPERIMENTS_EXCLUDED.get(entry["runner"], set())
+
+
+# Experiments that run: those enabled (cost probes always are) that some
+# node that is not skipped can host.
 EXPERIMENTS = [name for name, section in config["experiments"].items()
-               if section.get("enabled", True)]
+               if section.get("enabled", True)
+               and any(node_runs(n, name) for n in NODES if n not in SKIPPED_NODES)]
 
 # Python modules the analysis steps run; editing one re-runs the analysis,
 # never a measurement.
@@ -104,12 +126,24 @@ def checked_run_key(wildcards, experiment):
 
 def raw_files(experiment):
     return [f"data/raw/{node}/{experiment}/{run_key(experiment, node)}/rep{rep}.csv"
-            for node in NODES for rep in REPS]
+            for node in NODES if node_runs(node, experiment) and node not in SKIPPED_NODES
+            for rep in REPS]
+
+
+def client_node_json(node):
+    """The echo load generator's node entry (JSON), or "" for this node itself."""
+    client = NODE_BY_NAME[node].get("echo_client")
+    return json.dumps(NODE_BY_NAME[client]) if client and client != node else ""
+
+
+def slurm_resource(node, key):
+    return (NODE_BY_NAME[node].get("slurm") or {}).get(key, "")
 
 
 # Notebooks and the figures each one writes (stable names, cited by users).
 NOTEBOOKS = (["cost_model"] + (["echo"] if "echo" in EXPERIMENTS else [])
              + (["collectives"] if "mpi" in EXPERIMENTS else []))
+NODE_KINDS = {n.get("kind", "auto") for n in config["nodes"] if n["name"] not in SKIPPED_NODES}
 NOTEBOOK_FIGURES = {
     "cost_model": ["syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"],
     "echo": ["echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"],

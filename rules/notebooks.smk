@@ -32,7 +32,7 @@ rule notebook_cost_model:
         " | papermill --no-progress-bar --cwd . - {output.executed}"
         " -p syscall_table {input.syscall} -p sendrecv_table {input.sendrecv}"
         " -p uring_batch_table {input.uring_batch} -p nop_table {input.nop}"
-        " -p trace_table {params.trace:q} -p echo_table {params.echo:q} -p figure_dir paper/figures"
+        " -p trace_table \"{params.trace}\" -p echo_table \"{params.echo}\" -p figure_dir paper/figures"
         " -p numbers_out {output.numbers} -p manifest_out {output.manifest}"
         " 2>&1 | tee {log}"
 

@@ -25,6 +25,8 @@ rule measure:
     threads: lambda wildcards: workflow.cores
     resources:
         bench=1,
+        slurm_partition=lambda w: slurm_resource(w.node, "partition"),
+        slurm_extra=lambda w: slurm_resource(w.node, "slurm_extra"),
     log:
         "results/logs/measure/{node}/{experiment}/{key}/rep{rep}.log",
     conda:
@@ -47,9 +49,12 @@ rule measure_echo:
         settings=json.dumps(config["experiments"]["echo"]),
         seed=lambda w: run_seed("echo", w.node, w.rep),
         programs=" ".join(f"build/{p}" for p in EXPERIMENT_PROGRAMS["echo"]),
+        client=lambda w: client_node_json(w.node),
     threads: lambda wildcards: workflow.cores
     resources:
         bench=1,
+        slurm_partition=lambda w: slurm_resource(w.node, "partition"),
+        slurm_extra=lambda w: slurm_resource(w.node, "slurm_extra"),
     log:
         "results/logs/measure/{node}/echo/{key}/rep{rep}.log",
     conda:
@@ -57,7 +62,8 @@ rule measure_echo:
     shell:
         "(python -m iolab.deps check build && make -s -C native {params.programs}"
         " && python -m iolab.measure echo --node {params.node:q} --settings {params.settings:q}"
-        " --rep {wildcards.rep} --seed {params.seed} --output {output.raw}) 2>&1 | tee {log}"
+        " --client-node {params.client:q} --rep {wildcards.rep} --seed {params.seed}"
+        " --output {output.raw}) 2>&1 | tee {log}"
 
 
 rule measure_mpi:
@@ -76,6 +82,8 @@ rule measure_mpi:
     threads: lambda wildcards: workflow.cores
     resources:
         bench=1,
+        slurm_partition=lambda w: slurm_resource(w.node, "partition"),
+        slurm_extra=lambda w: slurm_resource(w.node, "slurm_extra"),
     log:
         "results/logs/measure/{node}/mpi/{key}/rep{rep}.log",
     conda:

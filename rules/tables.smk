@@ -15,3 +15,23 @@ rule tidy_table:
     shell:
         "python -m iolab.tables {wildcards.experiment} --output {output.table} {input.raw}"
         " 2>&1 | tee {log}"
+
+
+rule node_status:
+    # Which nodes ran and which were skipped, with the reason (e.g. a vm node
+    # without hardware KVM); the paper lists them.
+    output:
+        "results/nodes.json",
+    params:
+        status=lambda w: json.dumps({
+            n: {"runner": NODE_BY_NAME[n]["runner"], "kind": NODE_BY_NAME[n].get("kind", "auto"),
+                "status": "skipped" if n in SKIPPED_NODES else "measured",
+                "reason": SKIPPED_NODES.get(n, ""),
+                "experiments": [e for e in EXPERIMENTS if node_runs(n, e)]}
+            for n in NODES}, sort_keys=True),
+    log:
+        "results/logs/tables/node_status.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "printf '%s\\n' {params.status:q} > {output} 2> {log}"

@@ -25,6 +25,7 @@ import yaml
 from conftest import REPO
 
 from iolab import echo as echo_exp
+from iolab.runners import LocalRunner
 
 BUILD = REPO / "native" / "build"
 PRESETS = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["echo"]["presets"]
@@ -330,7 +331,7 @@ def test_port_collision_is_retried_on_a_new_port(native_build: Path, tmp_path: P
     port = taken.getsockname()[1]
     cell = echo_exp.Cell("default", (), 2, 32)
     with pytest.raises(echo_exp.CellError, match="port in use"):
-        echo_exp.start_server(cell, None, port=port)
+        echo_exp.start_server(cell, None, LocalRunner(), port=port)
     result = echo_exp.measure_cell(cell, {**SWEEP, "port": port}, {}, tmp_path / "h.csv")
     assert result["port"] != port and result["rps"] > 0
     taken.close()
@@ -338,10 +339,11 @@ def test_port_collision_is_retried_on_a_new_port(native_build: Path, tmp_path: P
 
 def test_a_server_killed_mid_run_fails_the_cell_clearly(native_build: Path, tmp_path: Path) -> None:
     cell = echo_exp.Cell("default", (), 4, 64)
-    proc, port = echo_exp.start_server(cell, None)
+    runner = LocalRunner()
+    proc, port = echo_exp.start_server(cell, None, runner)
     threading.Timer(0.3, proc.kill).start()
     with pytest.raises(echo_exp.CellError, match="load generator failed"):
-        echo_exp.run_loadgen(port, cell, {**SWEEP, "duration": 2}, None, tmp_path / "h.csv")
+        echo_exp.run_loadgen(port, cell, {**SWEEP, "duration": 2}, None, tmp_path / "h.csv", runner)
     proc.wait()
     with pytest.raises(echo_exp.CellError, match="server died during the run"):
-        echo_exp.stop_server(proc)
+        echo_exp.stop_server(proc, runner)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import ctypes
+import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from .. import hostfacts, paths
 
 
 PR_SET_PDEATHSIG = 1
@@ -47,7 +52,7 @@ class LocalRunner:
         whose last lines are banners. ``name`` labels the command in errors.
         """
         label = name or Path(argv[0]).name
-        if not Path(argv[0]).exists():
+        if not Path(argv[0]).exists() and shutil.which(argv[0]) is None:
             raise RunError(f"{argv[0]} not found: build it first (snakemake native/build/{Path(argv[0]).name})")
         start = time.monotonic()
         with open(stdout_path, "w") as out:
@@ -65,3 +70,40 @@ class LocalRunner:
                 last = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
             raise RunError(f"{label} exited with status {proc.returncode}: {last}")
         return RunResult(argv=list(argv), returncode=proc.returncode, seconds=seconds, stderr=proc.stderr)
+
+    # The same interface as the remote runners (iolab/runners/ssh.py).
+    @contextmanager
+    def session(self, programs: Sequence[str]) -> Iterator[LocalRunner]:
+        """Programs are built by the measurement rule itself; nothing to set up."""
+        with tempfile.TemporaryDirectory(prefix="iolab-run-") as tmp:
+            self._scratch = Path(tmp)
+            try:
+                yield self
+            finally:
+                self._scratch = None
+
+    def exe(self, program: str) -> str:
+        return str(paths.NATIVE_BUILD / program)
+
+    def popen(self, argv: list[str]) -> subprocess.Popen[str]:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=_die_with_parent)
+
+    @staticmethod
+    def terminate(proc: subprocess.Popen[str]) -> None:
+        proc.send_signal(signal.SIGTERM)
+
+    def read_file(self, path: str) -> str:
+        return Path(path).read_text()
+
+    def scratch(self, name: str) -> str:
+        base = getattr(self, "_scratch", None)
+        if base is None:
+            # Outside a session: a private directory that lives as long as this runner.
+            if getattr(self, "_own_scratch", None) is None:
+                self._own_scratch = tempfile.TemporaryDirectory(prefix="iolab-run-")
+            base = Path(self._own_scratch.name)
+        return str(base / name)
+
+    def facts(self) -> hostfacts.HostFacts:
+        return hostfacts.gather()

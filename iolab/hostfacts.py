@@ -1,0 +1,105 @@
+"""What a node is: the observations provenance and kind detection need,
+gathered by one POSIX shell script that runs the same way on this machine
+and, over ssh or in a guest, on any other node.
+
+The script prints sections ``=== name`` followed by that section's raw text;
+``parse`` turns them into a dict and ``HostFacts`` gives them names.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from .nodes import DMI_FIELDS, KindEvidence, detect_kind
+
+SCRIPT = r"""
+section() { echo "=== $1"; }
+section hostname; uname -n
+section kernel; uname -r
+section kernel_version; uname -v
+section machine; uname -m
+section cmdline; cat /proc/cmdline 2>/dev/null
+section cpuinfo; cat /proc/cpuinfo 2>/dev/null
+section nproc; nproc 2>/dev/null || getconf _NPROCESSORS_ONLN
+section detect_virt_vm; if command -v systemd-detect-virt >/dev/null 2>&1; then systemd-detect-virt --vm 2>/dev/null || true; else echo "@absent"; fi
+section detect_virt_container; if command -v systemd-detect-virt >/dev/null 2>&1; then systemd-detect-virt --container 2>/dev/null || true; else echo "@absent"; fi
+for f in __DMI__; do section "dmi.$f"; cat "/sys/class/dmi/id/$f" 2>/dev/null; done
+for f in /sys/devices/system/cpu/vulnerabilities/*; do [ -r "$f" ] && { section "vuln.$(basename "$f")"; cat "$f"; }; done
+section cc; cc --version 2>/dev/null | head -n 1
+section mpirun; mpirun --version 2>/dev/null | head -n 1
+section kvm; [ -e /dev/kvm ] && echo present || echo absent
+section kvm_modules; cat /proc/modules 2>/dev/null | awk '$1 ~ /^kvm/ {print $1}'
+true
+""".replace("__DMI__", " ".join(DMI_FIELDS))
+
+
+def parse(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("=== "):
+            if name is not None:
+                out[name] = "\n".join(lines).strip()
+            name, lines = line[4:].strip(), []
+        else:
+            lines.append(line)
+    if name is not None:
+        out[name] = "\n".join(lines).strip()
+    return out
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    raw: Mapping[str, str] = field(default_factory=dict)
+
+    def get(self, key: str) -> str | None:
+        v = self.raw.get(key)
+        return v if v else None
+
+    @property
+    def detect_virt(self) -> tuple[str | None, str | None]:
+        def one(key: str) -> str | None:
+            v = self.raw.get(key, "")
+            return None if v == "@absent" else (v or "none")
+        return one("detect_virt_vm"), one("detect_virt_container")
+
+    @property
+    def dmi(self) -> dict[str, str]:
+        return {k.split(".", 1)[1]: v for k, v in self.raw.items() if k.startswith("dmi.") and v}
+
+    @property
+    def vulnerabilities(self) -> dict[str, str]:
+        return {k.split(".", 1)[1]: v for k, v in self.raw.items() if k.startswith("vuln.")}
+
+    @property
+    def cpu_model(self) -> str | None:
+        for line in self.raw.get("cpuinfo", "").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+        return None
+
+    @property
+    def cpu_count(self) -> int | None:
+        try:
+            return int(self.raw.get("nproc", ""))
+        except ValueError:
+            return None
+
+    def kind(self) -> KindEvidence:
+        vm, ct = self.detect_virt
+        return detect_kind(vm, ct, self.raw.get("cpuinfo", ""), self.dmi)
+
+
+def gather(run_shell: Callable[[str], subprocess.CompletedProcess[str]] | None = None) -> HostFacts:
+    """Run the script through ``run_shell`` (a node's shell; default: here)."""
+    if run_shell is None:
+        res = subprocess.run(["sh", "-c", SCRIPT], capture_output=True, text=True, timeout=60, check=False)
+    else:
+        res = run_shell(SCRIPT)
+    if res.returncode != 0:
+        last = (res.stderr.strip().splitlines() or [f"status {res.returncode}"])[-1]
+        raise RuntimeError(f"could not gather host facts: {last}")
+    return HostFacts(parse(res.stdout))
