@@ -26,7 +26,7 @@ from typing import Any, NoReturn
 from . import atomic, echo, mpi, paths, provenance, tables, trace
 from .nodes import resolve_node
 from .probes import PROBE_MODES, probe_argv
-from .runners import LocalRunner, RunError, Runner, runner_for
+from .runners import LocalRunner, RunError, Runner, VmRunner, runner_for
 
 EXPERIMENTS = (*PROBE_MODES, "trace", "echo", "mpi")
 # The native programs each experiment runs (built on the node for remote nodes).
@@ -88,6 +88,8 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
                 node, experiment, {**settings, "rep": rep, "seed": seed}, command=argv,
                 placement=placement, started=started, facts=facts,
                 extra={"run_seconds": round(seconds, 3), "runner": node_entry.get("runner", "local"),
+                       "accel": node_runner.describe()["accel"] if isinstance(node_runner, VmRunner) else None,
+                       **({"vm": node_runner.describe()} if isinstance(node_runner, VmRunner) else {}),
                        **extra},
             )
             atomic.write_json(provenance.sidecar_for(output), side)

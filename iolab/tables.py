@@ -116,6 +116,8 @@ def _context(raw: Path) -> dict[str, Any]:
         "mitigations": side["mitigations"]["state"],
         "kernel": side["host"]["kernel"],
         "rep": int(side["settings"]["rep"]),
+        # "tcg": an emulated guest, for functional tests only (see load()).
+        "accel": side.get("accel") or "",
         "raw_file": paths.relative(raw),
     }
 
@@ -256,16 +258,28 @@ def raw_files_under(root: str | Path, experiment: str) -> list[Path]:
 
 
 
-def load(experiment: str, source: str | Path) -> pd.DataFrame:
+def load(experiment: str, source: str | Path, include_emulated: bool = False) -> pd.DataFrame:
     """The tidy table for ``experiment`` from a Parquet file or a raw-data root
-    such as ``data/reference`` (how notebooks open without measuring)."""
+    such as ``data/reference`` (how notebooks open without measuring).
+    Rows measured in an emulated (TCG) guest are labelled accel=tcg in the
+    table and left out here unless ``include_emulated``: they are for
+    functional tests, never for performance figures."""
     src = paths.resolve(source)
     if src.suffix == ".parquet":
-        return pd.read_parquet(src)
-    files = raw_files_under(src, experiment)
-    if not files:
-        raise RawFormatError(f"no {experiment} raw files under {src}")
-    return TABLES[experiment](files)
+        table = pd.read_parquet(src)
+    else:
+        files = raw_files_under(src, experiment)
+        if not files:
+            raise RawFormatError(f"no {experiment} raw files under {src}")
+        table = TABLES[experiment](files)
+    return table if include_emulated else performance_rows(table)
+
+
+def performance_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows fit for performance figures: not from an emulated (TCG) guest."""
+    if "accel" not in table.columns:
+        return table
+    return table[table["accel"] != "tcg"].reset_index(drop=True)
 
 
 def sources_path(table: str | Path) -> Path:

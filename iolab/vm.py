@@ -126,6 +126,7 @@ def _shared_libraries(binary: str) -> list[str]:
 
 
 INIT = """#!/bin/busybox sh
+/bin/busybox --install -s /bin
 /bin/busybox mkdir -p /proc /sys /dev /tmp
 /bin/busybox mount -t proc proc /proc
 /bin/busybox mount -t sysfs sys /sys

@@ -1,0 +1,78 @@
+"""The vm runner: each command boots a QEMU guest that runs it once
+(iolab.vm). Same interface as the other runners; echo and MPI need a network
+between guest and host and are not offered on vm nodes."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from .. import hostfacts, paths, vm
+from .local import RunError, RunResult
+
+
+class VmRunner:
+    name = "vm"
+
+    def __init__(self, entry: Mapping[str, Any]) -> None:
+        self.node = entry["name"]
+        opts = entry.get("vm") or {}
+        self.accel = opts.get("accel", "kvm")
+        self.cmdline = opts.get("cmdline", "")
+        self.memory_mb = int(opts.get("memory_mb", 1024))
+        self.cpus = int(opts.get("cpus", 2))
+        self.kernel = vm.guest_kernel(entry)
+        self.programs: list[str] = []
+
+    @contextmanager
+    def session(self, programs: Sequence[str]) -> Iterator[VmRunner]:
+        reason = vm.skip_reason({"runner": "vm", "name": self.node,
+                                 "vm": {"accel": self.accel, "kernel": self.kernel}})
+        if reason:
+            raise RunError(f"node {self.node}: {reason}")
+        self.programs = [str(paths.NATIVE_BUILD / p) for p in programs]
+        yield self
+
+    def exe(self, program: str) -> str:
+        return f"/iolab/{program}"
+
+    def _guest(self, command: Sequence[str], timeout: float) -> vm.GuestResult:
+        try:
+            return vm.run_in_guest(self.programs, command, accel=self.accel, kernel=self.kernel,
+                                   cmdline=self.cmdline, memory_mb=self.memory_mb, cpus=self.cpus,
+                                   timeout=timeout)
+        except vm.VmError as e:
+            raise RunError(f"node {self.node}: {e}") from e
+
+    def run(self, argv: list[str], stdout_path: Path, timeout: float = 3600.0,
+            error_line: Callable[[str], str] | None = None, env: Mapping[str, str] | None = None,
+            name: str | None = None) -> RunResult:
+        local = str(paths.NATIVE_BUILD) + "/"
+        guest_argv = [self.exe(a[len(local):]) if a.startswith(local) else a for a in argv]
+        start = time.monotonic()
+        res = self._guest(guest_argv, timeout)
+        Path(stdout_path).write_text(res.stdout)
+        if res.status != 0:
+            last = error_line(res.stderr) if error_line else (res.stderr.splitlines() or ["(no message)"])[-1]
+            raise RunError(f"node {self.node}: {name or Path(argv[0]).name} exited with status "
+                           f"{res.status} in the guest: {last}")
+        return RunResult(argv=guest_argv, returncode=0, seconds=time.monotonic() - start, stderr=res.stderr)
+
+    def facts(self) -> hostfacts.HostFacts:
+        res = self._guest(["/bin/busybox", "sh", "-c", hostfacts.SCRIPT], timeout=600)
+        return hostfacts.gather(lambda _script: subprocess.CompletedProcess(
+            [], res.status, res.stdout, res.stderr))
+
+    def describe(self) -> dict[str, Any]:
+        return {"accel": self.accel, "kernel": self.kernel, "cmdline": self.cmdline,
+                "memory_mb": self.memory_mb, "cpus": self.cpus,
+                "performance": self.accel != "tcg"}
+
+    def shell(self, script: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+        res = self._guest(["/bin/busybox", "sh", "-c", script], timeout)
+        return subprocess.CompletedProcess(shlex.split("guest sh"), res.status, res.stdout, res.stderr)
