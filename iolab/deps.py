@@ -76,6 +76,16 @@ GROUPS: dict[str, list[Dependency]] = {
     "trace": [
         Dependency("'bpftrace'", "bpftrace", "bpftrace", _exe("bpftrace")),
     ],
+    "ssh": [
+        Dependency("'ssh'", "openssh-client", "openssh", _exe("ssh")),
+    ],
+    "vm": [
+        Dependency("'qemu-system-x86_64'", "qemu-system-x86", "qemu", _exe("qemu-system-x86_64")),
+        Dependency("'busybox' (static)", "busybox-static", "busybox", _exe("busybox")),
+    ],
+    "slurm": [
+        Dependency("'sbatch' (SLURM client)", "slurm-client", "slurm", _exe("sbatch")),
+    ],
 }
 
 
