@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -53,8 +54,10 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
                 extra, argv, summary, placement = _echo(node_entry, node, node_runner, client_entry,
                                                         settings, seed, tmp, output)
             elif experiment == "mpi":
+                in_slurm_job = node_entry.get("runner") == "slurm" and "SLURM_JOB_ID" in os.environ
                 extra = mpi.run_experiment(settings, seed, tmp, runner=node_runner,
-                                           cpus=facts.cpu_count if facts else None)
+                                           cpus=facts.cpu_count if facts else None,
+                                           launcher="srun" if in_slurm_job else "mpirun")
                 frame = tables.read_mpi_csv(tmp)
                 if frame.empty:
                     raise RunError(f"mpi on {node.name}: no samples were written")
@@ -88,6 +91,7 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
                 node, experiment, {**settings, "rep": rep, "seed": seed}, command=argv,
                 placement=placement, started=started, facts=facts,
                 extra={"run_seconds": round(seconds, 3), "runner": node_entry.get("runner", "local"),
+                       "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
                        "accel": node_runner.describe()["accel"] if isinstance(node_runner, VmRunner) else None,
                        **({"vm": node_runner.describe()} if isinstance(node_runner, VmRunner) else {}),
                        **extra},

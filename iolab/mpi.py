@@ -190,6 +190,29 @@ def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path | str
     return argv, decided
 
 
+def srun_argv(settings: Mapping[str, Any], launch: Launch, program: str, args: list[str],
+              btl_shm: str, cpus: int | None = None) -> tuple[list[str], dict[str, Any]]:
+    """Inside a SLURM job: launch the ranks with srun (PMIx), the MCA
+    parameters passed as OMPI_MCA_* variables, since srun has no --mca."""
+    cpus = cpus if cpus is not None else usable_cpus()
+    oversubscribed = launch.ranks > cpus
+    mca = mca_args(settings, launch, btl_shm, None, oversubscribed)
+    env = {f"OMPI_MCA_{mca[i + 1]}": mca[i + 2] for i in range(0, len(mca), 3)}
+    # Binding is left to the cluster's TaskPlugin (task/affinity binds;
+    # task/none cannot, and srun refuses --cpu-bind there).
+    argv = ["srun", "--overlap", f"--mpi={settings.get('srun_mpi', 'pmix')}", "-n", str(launch.ranks),
+            "--cpus-per-task=1"]
+    if oversubscribed:
+        argv.append("--overcommit")
+    argv += [program, *args]
+    # srun exports the whole environment by default; the values hold commas,
+    # which --export=NAME=VALUE lists cannot carry.
+    decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
+               "binding": "slurm TaskPlugin default", "usable_cpus": cpus, "launcher": "srun",
+               "environment": env}
+    return argv, decided
+
+
 def mpi_error_line(stderr: str) -> str:
     """The line that says what went wrong, not Open MPI's help banner."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
@@ -234,17 +257,22 @@ def _reference_rows(stdout: str, launch: Launch, expected_series: int) -> list[s
 
 def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: str,
                workdir: Path, out: TextIO, cluster: NetnsCluster | None = None,
-               runner: Runner | None = None, cpus: int | None = None) -> dict[str, Any]:
+               runner: Runner | None = None, cpus: int | None = None,
+               launcher: str = "mpirun") -> dict[str, Any]:
     runner = runner or LocalRunner()
     remote = not isinstance(runner, LocalRunner)
     program = runner.exe(launch.program)
     if not remote and not Path(program).exists():
         raise RunError(f"{launch.program} not found: build it first (make -C native mpi)")
     args = probe_args(settings, launch, seed)
-    argv, decided = mpirun_argv(settings, launch, program, args, btl_shm, cluster, cpus, remote)
+    if launcher == "srun" and cluster is None:
+        argv, decided = srun_argv(settings, launch, program, args, btl_shm, cpus)
+    else:
+        argv, decided = mpirun_argv(settings, launch, program, args, btl_shm, cluster, cpus, remote)
     stdout_path = workdir / "stdout.txt"
     result = runner.run(argv, stdout_path, timeout=float(settings["timeout"]),
-                        error_line=mpi_error_line, env=_mpi_env(), name=launch.label())
+                        error_line=mpi_error_line, env={**_mpi_env(), **decided.get("environment", {})},
+                        name=launch.label())
     record: dict[str, Any] = {"transport": launch.transport, "ranks": launch.ranks,
                               "program": launch.program, "benches": launch.benches,
                               "sizes": launch.sizes, "argv": result.argv, **decided,
@@ -278,9 +306,10 @@ def _mpi_env() -> dict[str, str]:
 
 def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
                    progress: bool = True, runner: Runner | None = None,
-                   cpus: int | None = None) -> dict[str, Any]:
+                   cpus: int | None = None, launcher: str = "mpirun") -> dict[str, Any]:
     """Every launch of one repetition into ``output``; provenance extras back.
-    ``runner``: the node mpirun runs on (default: here), ``cpus`` its CPUs."""
+    ``runner``: the node mpirun runs on (default: here), ``cpus`` its CPUs;
+    ``launcher``: mpirun, or srun inside a SLURM job (shm and tcp transports)."""
     runner = runner or LocalRunner()
     remote = not isinstance(runner, LocalRunner)
     launches = plan(settings, seed)
@@ -306,10 +335,10 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
                                               cluster))
             else:
                 records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out,
-                                          runner=runner, cpus=cpus))
+                                          runner=runner, cpus=cpus, launcher=launcher))
     return {"mpi": {"mpirun": settings["mpirun"] if remote else shutil.which(settings["mpirun"]) or settings["mpirun"],
                     "mpirun_version": version, "mpicc": settings["mpicc"], "shm_btl": btl_shm,
-                    "usable_cpus": cpus if cpus is not None else usable_cpus(),
+                    "usable_cpus": cpus if cpus is not None else usable_cpus(), "launcher": launcher,
                     "mca_environment": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")},
                     "launches": records}}
 

@@ -131,7 +131,7 @@ def resolve_node(entry: Mapping[str, Any], evidence: KindEvidence | None = None)
     (``evidence`` from its host facts; observed here for local nodes) or
     overridden in the config."""
     if evidence is None:
-        if entry["runner"] != "local":
+        if entry["runner"] not in ("local", "slurm"):   # a slurm job runs on its node
             raise ValueError(f"node {entry['name']!r}: kind evidence must come from the node itself")
         evidence = detect_kind(*observe_local())
     kind = entry.get("kind", "auto")

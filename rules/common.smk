@@ -2,6 +2,7 @@
 import hashlib
 import json
 import os
+import shlex
 import sys
 import zlib
 
@@ -130,10 +131,19 @@ def raw_files(experiment):
             for rep in REPS]
 
 
-def client_node_json(node):
-    """The echo load generator's node entry (JSON), or "" for this node itself."""
+def client_node_flag(node):
+    """`--client-node JSON` when the echo load generator runs on another node, else ""."""
     client = NODE_BY_NAME[node].get("echo_client")
-    return json.dumps(NODE_BY_NAME[client]) if client and client != node else ""
+    if not client or client == node:
+        return ""
+    return "--client-node " + shlex.quote(json.dumps(NODE_BY_NAME[client]))
+
+
+def measurement_threads(node):
+    """A measurement claims the whole node: every core of a local run, or
+    its slurm.cpus_per_task when it is a SLURM job."""
+    cpus = (NODE_BY_NAME[node].get("slurm") or {}).get("cpus_per_task")
+    return cpus or workflow.cores
 
 
 def slurm_resource(node, key):

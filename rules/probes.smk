@@ -22,7 +22,7 @@ rule measure:
         node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
         settings=lambda w: json.dumps(config["experiments"][w.experiment]),
         seed=lambda w: run_seed(w.experiment, w.node, w.rep),
-    threads: lambda wildcards: workflow.cores
+    threads: lambda wildcards: measurement_threads(wildcards.node)
     resources:
         bench=1,
         slurm_partition=lambda w: slurm_resource(w.node, "partition"),
@@ -49,8 +49,8 @@ rule measure_echo:
         settings=json.dumps(config["experiments"]["echo"]),
         seed=lambda w: run_seed("echo", w.node, w.rep),
         programs=" ".join(f"build/{p}" for p in EXPERIMENT_PROGRAMS["echo"]),
-        client=lambda w: client_node_json(w.node),
-    threads: lambda wildcards: workflow.cores
+        client=lambda w: client_node_flag(w.node),
+    threads: lambda wildcards: measurement_threads(wildcards.node)
     resources:
         bench=1,
         slurm_partition=lambda w: slurm_resource(w.node, "partition"),
@@ -62,7 +62,7 @@ rule measure_echo:
     shell:
         "(python -m iolab.deps check build && make -s -C native {params.programs}"
         " && python -m iolab.measure echo --node {params.node:q} --settings {params.settings:q}"
-        " --client-node {params.client:q} --rep {wildcards.rep} --seed {params.seed}"
+        " {params.client} --rep {wildcards.rep} --seed {params.seed}"
         " --output {output.raw}) 2>&1 | tee {log}"
 
 
@@ -79,7 +79,7 @@ rule measure_mpi:
         seed=lambda w: run_seed("mpi", w.node, w.rep),
         mpicc=config["experiments"].get("mpi", {}).get("mpicc", "mpicc"),
         programs=" ".join(f"build/{p}" for p in EXPERIMENT_PROGRAMS["mpi"]),
-    threads: lambda wildcards: workflow.cores
+    threads: lambda wildcards: measurement_threads(wildcards.node)
     resources:
         bench=1,
         slurm_partition=lambda w: slurm_resource(w.node, "partition"),
