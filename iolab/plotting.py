@@ -434,3 +434,64 @@ def mpi_ratio_figure(ratio_tables):  # type: ignore[no-untyped-def]
                bbox_to_anchor=(0.5, -0.16))
     fig.tight_layout()
     return fig
+
+
+# ---- node comparison ----------------------------------------------------------
+
+def node_costs_figure(costs):  # type: ignore[no-untyped-def]
+    """s and w per node, coloured by kind."""
+    import numpy as np
+    fig, ax = plt.subplots(figsize=(7.0, 3.0))
+    metrics = [("s_ns", "s (null syscall)"), ("w_send_ns", "w send"), ("w_recv_ns", "w recv")]
+    x = np.arange(len(metrics))
+    width = 0.8 / max(len(costs), 1)
+    for i, row in enumerate(costs.itertuples()):
+        ax.bar(x + i * width, [getattr(row, m) for m, _ in metrics], width,
+               color=PALETTE[i % len(PALETTE)], label=f"{row.node} ({row.kind}, mitigations {row.mitigations})")
+    ax.set_xticks(x + width * (len(costs) - 1) / 2, [label for _, label in metrics])
+    ax.set_ylabel("ns per call")
+    ax.set_title("Cost-model components per node")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def node_mpi_ratio_figure(ratios, title):  # type: ignore[no-untyped-def]
+    """Native/virtual MPI time ratio per size, a panel per benchmark (HPC HUB style)."""
+    benches = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(ratios["bench"])]
+    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(7.2, 3.0), sharey=True, squeeze=False)
+    handles = {}
+    for ax, bench in zip(axes[0], benches, strict=False):
+        for i, ((transport, p), g) in enumerate(ratios[ratios["bench"] == bench].groupby(["transport", "ranks"])):
+            g = g.sort_values("bytes")
+            color, marker = _transport_style(transport)
+            (line,) = ax.plot(g["bytes"], g["ratio"], color=color, marker=marker if p == 2 else "v", ms=2.5,
+                              lw=0.8, mfc="none" if g["oversubscribed"].any() else color)
+            handles.setdefault(f"{transport}, p={p}", line)
+        ax.axhline(1, color="black", lw=0.6)
+        ax.set_xscale("log", base=2)
+        ax.set_title(bench)
+        ax.set_xlabel("bytes")
+    axes[0][0].set_ylabel("time ratio")
+    fig.suptitle(title, fontsize=9)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=6.5,
+               bbox_to_anchor=(0.5, -0.12))
+    fig.tight_layout()
+    return fig
+
+
+def node_echo_ratio_figure(ratios, title):  # type: ignore[no-untyped-def]
+    """Echo metric ratios per preset (below 1: the second node is worse)."""
+    metrics = list(dict.fromkeys(ratios["metric"]))
+    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(7.2, 3.4), sharey=True, squeeze=False)
+    for ax, metric in zip(axes[0], metrics, strict=False):
+        sel = ratios[ratios["metric"] == metric]
+        for i, (c, g) in enumerate(sel.groupby("connections")):
+            g = g.sort_values("preset")
+            ax.plot(g["ratio"], g["preset"], "o", ms=3, color=PALETTE[i % len(PALETTE)], label=f"c={c}")
+        ax.axvline(1, color="black", lw=0.6)
+        ax.set_title(metric, fontsize=8)
+    axes[0][0].legend(fontsize=6.5)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig

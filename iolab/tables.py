@@ -178,7 +178,7 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     out["client_ns_per_request"] = out["client_cpu_ns"].where(ok) / echoed
     out["sqes_per_enter"] = (out["sqes"] / out["io_uring_enter"]).where(ok & (out["server"] == "uring"))
     out["events_per_wait"] = (out["events"] / out["waits"]).where(ok)
-    out["reason"] = out["reason"].fillna("")
+    out["reason"] = out["reason"].astype(object).where(out["reason"].notna(), "")
     return out
 
 

@@ -76,6 +76,7 @@ ANALYSIS_CODE = [
     "iolab/echostats.py",
     "iolab/mpistats.py",
     "iolab/mpimodels.py",
+    "iolab/nodecompare.py",
 ]
 
 
@@ -153,11 +154,18 @@ def slurm_resource(node, key):
 # Notebooks and the figures each one writes (stable names, cited by users).
 NOTEBOOKS = (["cost_model"] + (["echo"] if "echo" in EXPERIMENTS else [])
              + (["collectives"] if "mpi" in EXPERIMENTS else []))
-NODE_KINDS = {n.get("kind", "auto") for n in config["nodes"] if n["name"] not in SKIPPED_NODES}
+# With more than one node, the nodes notebook sets them side by side (and
+# compares node kinds when the inventory turns out to have more than one).
+ACTIVE_NODES = [n for n in NODES if n not in SKIPPED_NODES]
+if len(ACTIVE_NODES) > 1:
+    NOTEBOOKS.append("nodes")
 NOTEBOOK_FIGURES = {
     "cost_model": ["syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"],
     "echo": ["echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"],
     "collectives": ["mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio"],
+    # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds were
+    # measured; the manifest lists them then.
+    "nodes": ["nodes_costs"],
 }
 
 

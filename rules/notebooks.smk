@@ -90,3 +90,37 @@ rule notebook_collectives:
         " | papermill --no-progress-bar --cwd . - {output.executed}"
         " -p mpi_table {input.mpi} -p figure_dir paper/figures -p numbers_out {output.numbers}"
         " -p manifest_out {output.manifest} 2>&1 | tee {log}"
+
+
+rule notebook_nodes:
+    input:
+        notebook="notebooks/nodes.py",
+        syscall="results/tables/syscall.parquet",
+        sendrecv="results/tables/sendrecv.parquet",
+        uring_batch="results/tables/uring_batch.parquet",
+        echo=lambda w: [table_or_empty("echo")] if "echo" in EXPERIMENTS else [],
+        mpi=lambda w: [table_or_empty("mpi")] if "mpi" in EXPERIMENTS else [],
+        code=ANALYSIS_CODE,
+    output:
+        executed="results/notebooks/nodes.ipynb",
+        numbers="results/numbers/nodes.json",
+        manifest="results/figures/nodes.json",
+        figures=figure_files("nodes"),
+        report_figures=report(
+            expand("paper/figures/{figure}.png", figure=NOTEBOOK_FIGURES["nodes"]),
+            category="Nodes compared",
+        ),
+    params:
+        echo=table_or_empty("echo"),
+        mpi=table_or_empty("mpi"),
+    log:
+        "results/logs/notebooks/nodes.log",
+    conda:
+        "../environment.yml"
+    shell:
+        "jupytext --quiet --to ipynb --output - {input.notebook}"
+        " | papermill --no-progress-bar --cwd . - {output.executed}"
+        " -p syscall_table {input.syscall} -p sendrecv_table {input.sendrecv}"
+        " -p uring_batch_table {input.uring_batch}"
+        " -p echo_table \"{params.echo}\" -p mpi_table \"{params.mpi}\" -p figure_dir paper/figures"
+        " -p numbers_out {output.numbers} -p manifest_out {output.manifest} 2>&1 | tee {log}"

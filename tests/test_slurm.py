@@ -20,6 +20,7 @@ from conftest import copy_workflow, snakemake, tool_env
 from iolab import tables
 
 NEEDED = ("slurmctld", "slurmd", "munged", "sbatch", "squeue")
+MARKER = "# written by iolab's tests/test_slurm.py; removed when the test ends"
 pytestmark = [
     pytest.mark.skipif(any(shutil.which(t) is None and not os.path.exists(f"/usr/sbin/{t}") for t in NEEDED),
                        reason="slurm-wlm and munge are not installed"),
@@ -50,7 +51,8 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     for sub in ("state", "spool"):
         (d / sub).mkdir()
     conf = d / "slurm.conf"
-    conf.write_text(f"""ClusterName=iolabtest
+    conf.write_text(f"""{MARKER}
+ClusterName=iolabtest
 SlurmctldHost={host}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
@@ -89,7 +91,7 @@ PartitionName=iolab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     # so srun inside a job reads the standard location, as on a real cluster.
     # The test owns that file only if there was none.
     system_conf = Path("/etc/slurm/slurm.conf")
-    if system_conf.exists():
+    if system_conf.exists() and not system_conf.read_text().startswith(MARKER):
         pytest.skip("/etc/slurm/slurm.conf exists; the test will not replace a real cluster's config")
     system_conf.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(conf, system_conf)

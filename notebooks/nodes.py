@@ -1,0 +1,108 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Nodes compared: bare metal against VMs (and any two node kinds)
+#
+# Every experiment runs unchanged on every node of the inventory. Here the
+# same quantities are set side by side per node: the cost-model components s
+# and w, and, for a pair of node kinds, ratios of every echo and MPI metric
+# computed from the summarised costs. Time ratios are native/virtual (below 1:
+# the VM's penalty, as in the HPC HUB figures); throughput ratios are
+# virtual/native. With one node kind only the per-node table is shown.
+
+# %% tags=["parameters"]
+syscall_table = "data/reference"   # each: a Parquet table, a raw-data root, or "" (not run)
+sendrecv_table = "data/reference"
+uring_batch_table = "data/reference"
+echo_table = "data/reference"
+mpi_table = "data/reference"
+kind_a = ""                        # "" : bare-metal if present
+kind_b = ""                        # "" : vm if present
+figure_dir = "results/by-hand/figures"
+numbers_out = "results/by-hand/numbers/nodes.json"
+manifest_out = "results/by-hand/figures/nodes.json"
+
+# %%
+import matplotlib.pyplot as plt
+
+from iolab import nodecompare, plotting, tables
+from iolab.outputs import Outputs
+
+plotting.apply_style()
+out = Outputs("nodes", figure_dir, numbers_out, manifest_out,
+              tables=[t for t in (syscall_table, sendrecv_table, uring_batch_table, echo_table, mpi_table) if t])
+syscall = tables.load("syscall", syscall_table)
+sendrecv = tables.load("sendrecv", sendrecv_table)
+uring = tables.load("uring_batch", uring_batch_table)
+echo = tables.load("echo", echo_table) if echo_table else None
+mpi = tables.load("mpi", mpi_table) if mpi_table else None
+kinds = nodecompare.node_kinds(syscall, echo, mpi)
+pair = nodecompare.pick_pair(kinds, kind_a or None, kind_b or None)
+print(f"nodes: {kinds}; compared: {pair or 'nothing (one node kind)'}")
+
+# %% [markdown]
+# ## s and w per node
+
+# %%
+costs = nodecompare.costs_per_node(syscall, sendrecv, uring)
+fig = plotting.node_costs_figure(costs)
+out.figure(fig, "nodes_costs", caption="Null-syscall cost s and the kernel work w of a 16 B send and "
+           "recv per node (medians), with each node's kind and mitigation state.")
+plt.show()
+costs
+
+# %% [markdown]
+# ## Ratios between the two node kinds
+
+# %%
+echo_summary, mpi_summary = nodecompare.summaries(echo, mpi)
+mpi_r = echo_r = None
+if pair is not None:
+    title = f"{pair[0]} ({kinds[pair[0]]}) / {pair[1]} ({kinds[pair[1]]})"
+    if mpi_summary is not None:
+        mpi_r = nodecompare.mpi_ratios(mpi_summary, *pair)
+        fig = plotting.node_mpi_ratio_figure(mpi_r, "MPI time ratio " + title)
+        out.figure(fig, "nodes_mpi_ratio", caption=f"MPI time ratio {title} per message size "
+                   "(below 1: the second node is slower). Hollow: oversubscribed.")
+        plt.show()
+    if echo_summary is not None:
+        echo_r = nodecompare.echo_ratios(echo_summary, *pair)
+        fig = plotting.node_echo_ratio_figure(echo_r, "Echo metric ratio " + title)
+        out.figure(fig, "nodes_echo_ratio", caption=f"Echo ratios {title} per server configuration: "
+                   "req/s as second/first, CPU per request and p99 as first/second (below 1: the "
+                   "second node is worse).")
+        plt.show()
+mpi_r
+
+# %% [markdown]
+# ## Numbers for the paper
+
+# %%
+out.number("node_kinds", len(set(kinds.values())))
+out.text("node_list", ", ".join(f"{n} ({k})" for n, k in kinds.items()))
+for r in costs.itertuples():
+    out.number(f"node_{r.node}_s_ns", r.s_ns, unit="ns")
+    out.number(f"node_{r.node}_w_mean_ns", r.w_mean_ns, unit="ns")
+if pair is not None:
+    out.text("node_pair", f"{pair[0]} ({kinds[pair[0]]}) and {pair[1]} ({kinds[pair[1]]})")
+    if mpi_r is not None and len(mpi_r):
+        for bench, g in mpi_r[~mpi_r["oversubscribed"]].groupby("bench"):
+            out.number(f"nodes_mpi_{bench}_worst_ratio", g["ratio"].min(), digits=2)
+    if echo_r is not None and len(echo_r):
+        for metric, g in echo_r.groupby("metric"):
+            out.number(f"nodes_echo_{metric}_median_ratio", g["ratio"].median(), digits=2)
+out.finish()
+{k: v["text"] for k, v in out.numbers.items()}
