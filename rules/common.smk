@@ -137,7 +137,7 @@ def client_node_flag(node):
     client = NODE_BY_NAME[node].get("echo_client")
     if not client or client == node:
         return ""
-    return "--client-node " + shlex.quote(json.dumps(NODE_BY_NAME[client]))
+    return f"--client-node {shlex.quote(json.dumps(NODE_BY_NAME[client]))}"
 
 
 def measurement_threads(node):
