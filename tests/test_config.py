@@ -38,10 +38,25 @@ BAD_CONFIGS = [
      "config error at experiments.echo.presets.x[0]: 'rm -rf /' does not match"),
     ({"experiments": {"uring_batch": {"max_not_inline": 2}}},
      "config error at experiments.uring_batch.max_not_inline: 2 is greater than the maximum of 1"),
+    ({"nodes": [{"name": "far", "runner": "ssh"}]},
+     "config error at nodes[0].host: node 'far' uses the ssh runner and needs a host"),
+    ({"nodes": [{"name": "a", "runner": "local", "echo_client": "b"}]},
+     "config error at nodes[0].echo_client: 'b' is not a node in the inventory"),
+    ({"nodes": [{"name": "a", "runner": "local", "experiments": ["mpi", "teleport"]}]},
+     "config error at nodes[0].experiments: 'teleport' is not an experiment"),
+    ({"nodes": [{"name": "a", "runner": "vm", "vm": {"accel": "hvf"}}]},
+     "config error at nodes[0].vm.accel: 'hvf' is not one of"),
+    ({"experiments": {"mpi": {"transports": ["shm", "infiniband"]}}},
+     "config error at experiments.mpi.transports[1]: 'infiniband' is not one of"),
+    ({"experiments": {"mpi": {"ranks": [4, 8]}}},
+     "config error at experiments.mpi.ranks: ping-pong runs in the 2-rank launch"),
+    ({"experiments": {"mpi": {"algorithms": {"bcast": "telepathy"}}}},
+     "config error at experiments.mpi.algorithms.bcast: 'telepathy' is not one of"),
 ]
 
 # Lines snakemake itself prints before the workflow is even parsed.
-PREAMBLE = ("Using workflow specific profile", "Config file config/config.yaml is extended")
+PREAMBLE = ("Using workflow specific profile", "Config file config/config.yaml is extended",
+            "Config file config/nodes.yaml is extended")
 
 
 @pytest.mark.parametrize("overlay,expected", BAD_CONFIGS, ids=[e.split(":")[0][16:] or "top"
