@@ -55,7 +55,9 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
                                                         settings, seed, tmp, output)
             elif experiment == "mpi":
                 in_slurm_job = node_entry.get("runner") == "slurm" and "SLURM_JOB_ID" in os.environ
-                extra = mpi.run_experiment(settings, seed, tmp, runner=node_runner,
+                interface = (node_entry.get("mpi") or {}).get("interface")
+                mpi_settings = {**settings, "tcp_interface": interface} if interface else settings
+                extra = mpi.run_experiment(mpi_settings, seed, tmp, runner=node_runner,
                                            cpus=facts.cpu_count if facts else None,
                                            launcher="srun" if in_slurm_job else "mpirun")
                 frame = tables.read_mpi_csv(tmp)

@@ -342,6 +342,7 @@ def test_ratios_come_from_summarised_costs() -> None:
 def test_config_errors_are_one_line(tmp_path: Path) -> None:
     from iolab.config import ConfigError, check_semantics
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg.update(yaml.safe_load((REPO / "config" / "nodes.yaml").read_text()))
     cfg["experiments"]["mpi"]["ranks"] = [4]
     with pytest.raises(ConfigError, match=r"^config error at experiments.mpi.ranks: ping-pong runs in the 2-rank"):
         check_semantics(cfg)
