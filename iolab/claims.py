@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from .nodecompare import NATIVE_KINDS, VIRTUAL_KINDS
 from .sources import QUOTED, verdict
 
 
@@ -130,31 +131,29 @@ def u4(summary) -> str:  # type: ignore[no-untyped-def]
     return f"requests/s ratios at c={c}, {b} B: " + "; ".join(parts)
 
 
-NATIVE_KINDS = ("bare-metal",)
-VIRTUAL_KINDS = ("vm",)
-
-
-def _kind_pair(summary) -> tuple[str, str] | None:  # type: ignore[no-untyped-def]
+def _native_and_virtual(summary):  # type: ignore[no-untyped-def]
+    """Summaries of the first bare-metal node and the first VM node, or None."""
     kinds = set(summary["kind"])
-    native = [k for k in NATIVE_KINDS if k in kinds]
-    virtual = [k for k in VIRTUAL_KINDS if k in kinds]
-    return (native[0], virtual[0]) if native and virtual else None
+    native = next((k for k in NATIVE_KINDS if k in kinds), None)
+    virtual = next((k for k in VIRTUAL_KINDS if k in kinds), None)
+    if native is None or virtual is None:
+        return None
+    first = {k: sorted(summary.loc[summary["kind"] == k, "node"].unique())[0] for k in (native, virtual)}
+    return summary[summary["node"] == first[native]], summary[summary["node"] == first[virtual]]
 
 
-def _kind_summary(summary, kind: str):  # type: ignore[no-untyped-def]
-    """Medians of one node kind: the first node of that kind, per transport."""
-    node = sorted(summary.loc[summary["kind"] == kind, "node"].unique())[0]
-    return summary[summary["node"] == node]
+def _one_kind(summary, transport_note: str) -> str:  # type: ignore[no-untyped-def]
+    kinds = ", ".join(sorted(set(summary["kind"])))
+    return (f"not testable on these nodes: every node measured is of kind {kinds}, so there is "
+            f"no bare-metal/VM pair; {transport_note}")
 
 
 def m1(summary, transport_note: str) -> str:  # type: ignore[no-untyped-def]
     """M1: VM ping-pong latency 0.75 of native (native/VM), bandwidth 0.99 (VM/native)."""
-    pair = _kind_pair(summary)
+    pair = _native_and_virtual(summary)
     if pair is None:
-        kinds = ", ".join(sorted(set(summary["kind"])))
-        return (f"not testable on these nodes: every node measured is of kind {kinds}, so there is "
-                f"no bare-metal/VM pair; {transport_note}")
-    native, virtual = (_kind_summary(summary, k) for k in pair)
+        return _one_kind(summary, transport_note)
+    native, virtual = pair
     keys = ["transport", "bytes"]
     pick = ("bench == 'pingpong'")
     a = native.query(pick).set_index(keys)["median_ns"]
@@ -173,12 +172,10 @@ def m1(summary, transport_note: str) -> str:  # type: ignore[no-untyped-def]
 
 def m2(summary, transport_note: str) -> str:  # type: ignore[no-untyped-def]
     """M2: worst native/VM time ratio per collective (bcast 0.55, allreduce 0.7, alltoall 0.87)."""
-    pair = _kind_pair(summary)
+    pair = _native_and_virtual(summary)
     if pair is None:
-        kinds = ", ".join(sorted(set(summary["kind"])))
-        return (f"not testable on these nodes: every node measured is of kind {kinds}, so there is "
-                f"no bare-metal/VM pair; {transport_note}")
-    native, virtual = (_kind_summary(summary, k) for k in pair)
+        return _one_kind(summary, transport_note)
+    native, virtual = pair
     keys = ["transport", "bench", "ranks", "bytes"]
     both = (native.set_index(keys)["median_ns"].to_frame("native")
             .join(virtual.set_index(keys)["median_ns"].to_frame("vm"), how="inner").reset_index())
