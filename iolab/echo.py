@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import signal
 import subprocess
 import tempfile
 import time

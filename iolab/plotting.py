@@ -462,7 +462,7 @@ def node_mpi_ratio_figure(ratios, title):  # type: ignore[no-untyped-def]
     fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(7.2, 3.0), sharey=True, squeeze=False)
     handles = {}
     for ax, bench in zip(axes[0], benches, strict=False):
-        for i, ((transport, p), g) in enumerate(ratios[ratios["bench"] == bench].groupby(["transport", "ranks"])):
+        for (transport, p), g in ratios[ratios["bench"] == bench].groupby(["transport", "ranks"]):
             g = g.sort_values("bytes")
             color, marker = _transport_style(transport)
             (line,) = ax.plot(g["bytes"], g["ratio"], color=color, marker=marker if p == 2 else "v", ms=2.5,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, copy_workflow, snakemake
+from conftest import copy_workflow, snakemake
 
 from iolab import tables
 from iolab.runners import RunError, SshRunner
