@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import paths
 from .runners import LocalRunner, Runner
 from .runners.local import RunError
 from .runners.netns import NetnsCluster, require_root_and_iproute2
@@ -126,8 +125,10 @@ def probe_args(settings: Mapping[str, Any], launch: Launch, seed: int) -> list[s
             "--window-us", str(settings["window_us"]), "--seed", str(seed)]
 
 
-def mca_args(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
-             cluster: NetnsCluster | None, oversubscribed: bool) -> list[str]:
+def mca_params(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
+               cluster: NetnsCluster | None, oversubscribed: bool) -> dict[str, str]:
+    """The MCA parameters of a launch (mpirun takes them as --mca, srun's
+    ranks as OMPI_MCA_* variables)."""
     mca: dict[str, str] = {}
     if launch.transport == "shm":
         mca["btl"] = f"self,{btl_shm}"
@@ -150,10 +151,7 @@ def mca_args(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
             mca[f"coll_tuned_{op}_algorithm"] = str(name)
     for key, value in (settings.get("extra_mca") or {}).items():
         mca[str(key)] = str(value)
-    out = []
-    for key, value in mca.items():
-        out += ["--mca", key, value]
-    return out
+    return mca
 
 
 def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path | str, args: list[str],
@@ -181,7 +179,8 @@ def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path | str
     if oversubscribed:
         argv.append("--oversubscribe")
     argv += ["--bind-to", "none" if binding == "host-cpu" else binding]
-    argv += mca_args(settings, launch, btl_shm, cluster, oversubscribed)
+    for key, value in mca_params(settings, launch, btl_shm, cluster, oversubscribed).items():
+        argv += ["--mca", key, value]
     argv += [str(program), *args]
     if cluster is not None:
         argv = cluster.wrap(argv, host=0)
@@ -196,8 +195,8 @@ def srun_argv(settings: Mapping[str, Any], launch: Launch, program: str, args: l
     parameters passed as OMPI_MCA_* variables, since srun has no --mca."""
     cpus = cpus if cpus is not None else usable_cpus()
     oversubscribed = launch.ranks > cpus
-    mca = mca_args(settings, launch, btl_shm, None, oversubscribed)
-    env = {f"OMPI_MCA_{mca[i + 1]}": mca[i + 2] for i in range(0, len(mca), 3)}
+    env = {f"OMPI_MCA_{key}": value
+           for key, value in mca_params(settings, launch, btl_shm, None, oversubscribed).items()}
     # Binding is left to the cluster's TaskPlugin (task/affinity binds;
     # task/none cannot, and srun refuses --cpu-bind there).
     argv = ["srun", "--overlap", f"--mpi={settings.get('srun_mpi', 'pmix')}", "-n", str(launch.ranks),
