@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from .nodecompare import NATIVE_KINDS, VIRTUAL_KINDS
+from .nodecompare import NATIVE_KINDS, VIRTUAL_KINDS, mpi_ratios
 from .sources import QUOTED, verdict
 
 
@@ -131,15 +131,16 @@ def u4(summary) -> str:  # type: ignore[no-untyped-def]
     return f"requests/s ratios at c={c}, {b} B: " + "; ".join(parts)
 
 
-def _native_and_virtual(summary):  # type: ignore[no-untyped-def]
-    """Summaries of the first bare-metal node and the first VM node, or None."""
+def _native_virtual_ratios(summary):  # type: ignore[no-untyped-def]
+    """Native/VM MPI time ratios (first bare-metal node over first VM node),
+    or None when the nodes are not of both kinds."""
     kinds = set(summary["kind"])
     native = next((k for k in NATIVE_KINDS if k in kinds), None)
     virtual = next((k for k in VIRTUAL_KINDS if k in kinds), None)
     if native is None or virtual is None:
         return None
-    first = {k: sorted(summary.loc[summary["kind"] == k, "node"].unique())[0] for k in (native, virtual)}
-    return summary[summary["node"] == first[native]], summary[summary["node"] == first[virtual]]
+    first = [sorted(summary.loc[summary["kind"] == k, "node"].unique())[0] for k in (native, virtual)]
+    return mpi_ratios(summary, *first)
 
 
 def _one_kind(summary, transport_note: str) -> str:  # type: ignore[no-untyped-def]
@@ -150,41 +151,31 @@ def _one_kind(summary, transport_note: str) -> str:  # type: ignore[no-untyped-d
 
 def m1(summary, transport_note: str) -> str:  # type: ignore[no-untyped-def]
     """M1: VM ping-pong latency 0.75 of native (native/VM), bandwidth 0.99 (VM/native)."""
-    pair = _native_and_virtual(summary)
-    if pair is None:
+    ratios = _native_virtual_ratios(summary)
+    if ratios is None:
         return _one_kind(summary, transport_note)
-    native, virtual = pair
-    keys = ["transport", "bytes"]
-    pick = ("bench == 'pingpong'")
-    a = native.query(pick).set_index(keys)["median_ns"]
-    b = virtual.query(pick).set_index(keys)["median_ns"]
-    both = a.to_frame("native").join(b.to_frame("vm"), how="inner").reset_index()
-    if both.empty:
+    pp = ratios[ratios["bench"] == "pingpong"]
+    if pp.empty:
         return "not testable: no transport was measured on both node kinds"
-    small = both[both["bytes"] == both["bytes"].min()].iloc[0]
-    large = both[both["bytes"] == both["bytes"].max()].iloc[0]
-    lat = small["native"] / small["vm"]
-    bw = large["native"] / large["vm"]   # VM/native bandwidth = native/VM time
-    return (f"latency {verdict(lat, QUOTED['m1_latency_ratio'].value)} at {int(small['bytes'])} B over "
-            f"{small['transport']}; bandwidth {verdict(bw, QUOTED['m1_bandwidth_ratio'].value)} at "
-            f"{int(large['bytes'])} B")
+    small = pp[pp["bytes"] == pp["bytes"].min()].iloc[0]
+    large = pp[pp["bytes"] == pp["bytes"].max()].iloc[0]
+    # The latency ratio is native/VM time; VM/native bandwidth is native/VM time too.
+    return (f"latency {verdict(small['ratio'], QUOTED['m1_latency_ratio'].value)} at {int(small['bytes'])} B "
+            f"over {small['transport']}; bandwidth {verdict(large['ratio'], QUOTED['m1_bandwidth_ratio'].value)} "
+            f"at {int(large['bytes'])} B")
 
 
 def m2(summary, transport_note: str) -> str:  # type: ignore[no-untyped-def]
     """M2: worst native/VM time ratio per collective (bcast 0.55, allreduce 0.7, alltoall 0.87)."""
-    pair = _native_and_virtual(summary)
-    if pair is None:
+    ratios = _native_virtual_ratios(summary)
+    if ratios is None:
         return _one_kind(summary, transport_note)
-    native, virtual = pair
-    keys = ["transport", "bench", "ranks", "bytes"]
-    both = (native.set_index(keys)["median_ns"].to_frame("native")
-            .join(virtual.set_index(keys)["median_ns"].to_frame("vm"), how="inner").reset_index())
     parts = []
     for bench in ("bcast", "allreduce", "alltoall"):
-        sel = both[both["bench"] == bench]
+        sel = ratios[ratios["bench"] == bench]
         if sel.empty:
             parts.append(f"{bench} not measured on both kinds")
             continue
-        worst = float((sel["native"] / sel["vm"]).min())
+        worst = float(sel["ratio"].min())
         parts.append(f"{bench} worst {verdict(worst, QUOTED[f'm2_{bench}_worst_ratio'].value)}")
     return "; ".join(parts)

@@ -311,7 +311,7 @@ def test_transfer_rate_allows_a_negative_intercept() -> None:
 
 
 def test_m1_m2_verdicts() -> None:
-    base = {"transport": "tcp", "ranks": 2, "low_ns": 0, "high_ns": 0}
+    base = {"transport": "tcp", "ranks": 2, "low_ns": 0, "high_ns": 0, "oversubscribed": False}
     one_kind = pd.DataFrame([{**base, "node": "a", "kind": "vm", "bench": "pingpong", "bytes": 1,
                               "median_ns": 5000}])
     assert claims.m1(one_kind, "see the transports").startswith(
