@@ -110,6 +110,11 @@ class SshRunner:
         return [*self.ssh_argv(), "sh -c " + shlex.quote(prefix + script)]
 
     def _explain(self, stderr: str, returncode: int) -> str:
+        """One line: the node, and why ssh failed."""
+        return f"node {self.node} ({self.target}:{self.port}): {self._cause(stderr, returncode)}"
+
+    @staticmethod
+    def _cause(stderr: str, returncode: int) -> str:
         last = _last_line(stderr, f"ssh exited with status {returncode}")
         low = stderr.lower()
         if "host key verification failed" in low or "no matching host key" in low:
@@ -121,7 +126,7 @@ class SshRunner:
             why = f"unreachable ({last})"
         else:
             why = last
-        return f"node {self.node} ({self.target}:{self.port}): {why}"
+        return why
 
     def shell(self, script: str, timeout: float = 600.0,
               stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
@@ -155,7 +160,7 @@ class SshRunner:
         res = self.shell(f"mkdir -p {wd} && tar xzf - -C {wd}", stdin=_source_tarball())
         if res.returncode != 0:
             raise RunError(f"node {self.node}: copying the sources failed: "
-                           + self._explain(res.stderr, res.returncode).split(": ", 1)[1])
+                           f"{self._cause(res.stderr, res.returncode)}")
         targets = " ".join(shlex.quote(f"build/{p}") for p in programs)
         res = self.shell(f"cd {wd} && make -s -C native {targets}", timeout=900)
         if res.returncode != 0:
