@@ -96,6 +96,11 @@ class LocalRunner:
     def read_file(self, path: str) -> str:
         return Path(path).read_text()
 
+    @staticmethod
+    def write_file(path: str, text: str, mode: int = 0o644) -> None:
+        Path(path).write_text(text)
+        Path(path).chmod(mode)
+
     def scratch(self, name: str) -> str:
         base = getattr(self, "_scratch", None)
         if base is None:

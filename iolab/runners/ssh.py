@@ -88,6 +88,8 @@ class SshRunner:
         self.accept_new = bool(entry.get("accept_new_host_key", False))
         self.setup: list[str] = list(entry.get("setup") or [])
         self.connect_timeout = int(entry.get("connect_timeout", 10))
+        # Relative to the login directory until the session resolves it: an
+        # absolute path is what mpirun on another node needs (iolab/runners/mpigroup.py).
         self.workdir = f".cache/iolab/{source_digest()}-{self.node}"
 
     # -- ssh plumbing ---------------------------------------------------------
@@ -156,6 +158,11 @@ class SshRunner:
             self.shell(f"rm -rf {shlex.quote(self.workdir)}", timeout=120)
 
     def _sync_and_build(self, programs: Sequence[str]) -> None:
+        res = self.shell(f"mkdir -p {shlex.quote(self.workdir)} && cd {shlex.quote(self.workdir)} && pwd")
+        if res.returncode != 0 or not res.stdout.strip().startswith("/"):
+            raise RunError(f"node {self.node}: cannot create {self.workdir}: "
+                           f"{self._cause(res.stderr, res.returncode)}")
+        self.workdir = res.stdout.strip().splitlines()[-1]
         wd = shlex.quote(self.workdir)
         res = self.shell(f"mkdir -p {wd} && tar xzf - -C {wd}", stdin=_source_tarball())
         if res.returncode != 0:
@@ -226,6 +233,12 @@ class SshRunner:
 
     def scratch(self, name: str) -> str:
         return f"{self.workdir}/{name}"
+
+    def write_file(self, path: str, text: str, mode: int = 0o644) -> None:
+        res = self.shell(f"cat > {shlex.quote(path)} && chmod {mode:o} {shlex.quote(path)}",
+                         timeout=120, stdin=text.encode())
+        if res.returncode != 0:
+            raise RunError(f"node {self.node}: cannot write {path}: {self._cause(res.stderr, res.returncode)}")
 
     def facts(self) -> hostfacts.HostFacts:
         try:
