@@ -151,6 +151,37 @@ def _check_nodes(config: Mapping[str, Any]) -> None:
         if unknown:
             raise ConfigError(f"{where}.experiments: {unknown[0]!r} is not an experiment "
                               f"(known: {', '.join(sorted(known_experiments))})")
+        _check_mpi_peers(config, node, where)
         if node["runner"] == "netns":
             raise ConfigError(f"{where}.runner: netns is an MPI transport of a local node "
                               "(experiments.mpi.transports), not a node of its own")
+
+
+def _check_mpi_peers(config: Mapping[str, Any], node: Mapping[str, Any], where: str) -> None:
+    """A node's MPI settings: peers that exist and can be reached, transports it can run."""
+    by_name = {n["name"]: n for n in config["nodes"]}
+    own = node.get("mpi") or {}
+    peers = own.get("peers") or []
+    transports = own.get("transports") or []
+    if peers and node["runner"] not in ("local", "ssh"):
+        raise ConfigError(f"{where}.mpi.peers: mpirun across nodes starts on a local or ssh node, "
+                          f"not a {node['runner']} node")
+    if peers and not (node.get("address") or node.get("host")):
+        raise ConfigError(f"{where}.address: node {node['name']!r} has MPI peers, which reach it "
+                          "by its address; set address")
+    for peer in peers:
+        entry = by_name.get(peer)
+        if entry is None:
+            raise ConfigError(f"{where}.mpi.peers: {peer!r} is not a node in the inventory "
+                              f"(nodes: {', '.join(by_name)})")
+        if peer == node["name"]:
+            raise ConfigError(f"{where}.mpi.peers: a node is not its own peer")
+        if entry["runner"] != "ssh":
+            raise ConfigError(f"{where}.mpi.peers: {peer!r} is a {entry['runner']} node; "
+                              "MPI peers are ssh nodes")
+    if "nodes" in transports and not peers:
+        raise ConfigError(f"{where}.mpi.transports: nodes runs across this node's mpi.peers; set them")
+    netns = sorted({"netns", "netns_tbf"} & set(transports))
+    if netns and node["runner"] == "ssh":
+        raise ConfigError(f"{where}.mpi.transports: {netns[0]} needs the network namespaces of "
+                          "the machine the run starts on; an ssh node cannot run it")

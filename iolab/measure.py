@@ -20,14 +20,15 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 from . import atomic, echo, mpi, paths, provenance, tables, trace
 from .nodes import resolve_node
 from .probes import PROBE_MODES, probe_argv
-from .runners import LocalRunner, RunError, Runner, VmRunner, runner_for
+from .runners import LocalRunner, RunError, Runner, SshRunner, VmRunner, runner_for
+from .runners.mpigroup import Member, MpiNodeGroup
 
 EXPERIMENTS = (*PROBE_MODES, "trace", "echo", "mpi")
 # The native programs each experiment runs (built on the node for remote nodes).
@@ -36,7 +37,8 @@ PROGRAMS = {**{name: ["cost-probe"] for name in PROBE_MODES}, "trace": ["cost-pr
 
 
 def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[str, Any],
-            rep: int, seed: int, output: Path, client_entry: Mapping[str, Any] | None = None) -> Path:
+            rep: int, seed: int, output: Path, client_entry: Mapping[str, Any] | None = None,
+            peer_entries: Sequence[Mapping[str, Any]] = ()) -> Path:
     started = provenance.utc_now()
     for stale in atomic.remove_stale_temporaries(output):
         print(f"iolab: removed {paths.relative(stale)}, left by an interrupted run", file=sys.stderr)
@@ -56,10 +58,19 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
             elif experiment == "mpi":
                 in_slurm_job = node_entry.get("runner") == "slurm" and "SLURM_JOB_ID" in os.environ
                 interface = (node_entry.get("mpi") or {}).get("interface")
-                mpi_settings = {**settings, "tcp_interface": interface} if interface else settings
-                extra = mpi.run_experiment(mpi_settings, seed, tmp, runner=node_runner,
-                                           cpus=facts.cpu_count if facts else None,
-                                           launcher="srun" if in_slurm_job else "mpirun")
+                transports, left_out = mpi.node_transports(node_entry, settings)
+                if left_out:
+                    print(f"iolab: mpi on {node.name}: leaving out {', '.join(left_out)} (they need "
+                          "this machine's network namespaces; nodes[].mpi.transports chooses)",
+                          file=sys.stderr)
+                mpi_settings = {**settings, "transports": transports,
+                                **({"tcp_interface": interface} if interface else {})}
+                with _mpi_group(node_entry, node_runner, facts, peer_entries, transports) as group:
+                    extra = mpi.run_experiment(mpi_settings, seed, tmp, runner=node_runner,
+                                               cpus=facts.cpu_count if facts else None,
+                                               launcher="srun" if in_slurm_job else "mpirun",
+                                               group=group)
+                extra["mpi"]["transports_left_out"] = left_out
                 frame = tables.read_mpi_csv(tmp)
                 if frame.empty:
                     raise RunError(f"mpi on {node.name}: no samples were written")
@@ -128,6 +139,34 @@ def _echo(node_entry: Mapping[str, Any], node: Any, server_runner: Runner,
             f"{ok} of {len(frame)} cells measured", cpus)
 
 
+@contextlib.contextmanager
+def _mpi_group(node_entry: Mapping[str, Any], node_runner: Runner, facts: Any,
+               peer_entries: Sequence[Mapping[str, Any]],
+               transports: Sequence[str]) -> Iterator[MpiNodeGroup | None]:
+    """The node and its MPI peers, each peer's sources built in its own ssh
+    session, the launch files written on this node; None without ``nodes``."""
+    if "nodes" not in transports:
+        yield None
+        return
+    if not peer_entries:
+        raise RunError(f"mpi on {node_entry['name']}: the nodes transport needs mpi.peers "
+                       "(pass them with --peer-nodes)")
+    if not isinstance(node_runner, (LocalRunner, SshRunner)):
+        raise RunError(f"mpi on {node_entry['name']}: mpirun across nodes starts on a local or ssh node")
+    with contextlib.ExitStack() as stack:
+        peers = []
+        for entry in peer_entries:
+            runner = runner_for(entry)
+            if not isinstance(runner, SshRunner):
+                raise RunError(f"mpi on {node_entry['name']}: peer {entry['name']} is not an ssh node")
+            session = stack.enter_context(runner.session(PROGRAMS["mpi"]))
+            peers.append(Member(entry, session, session.facts()))
+        first = Member(node_entry, node_runner, facts if facts is not None else node_runner.facts())
+        group = MpiNodeGroup(first, peers)
+        group.prepare()
+        yield group
+
+
 def _terminate(signum: int, _frame: Any) -> NoReturn:
     # Turn SIGTERM (snakemake cancelling a job) into a normal unwind, so the
     # temporary file is removed and nothing half-written is left behind.
@@ -144,12 +183,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, required=True, help="seed for the randomised run order")
     ap.add_argument("--output", type=Path, required=True, help="raw file to write")
     ap.add_argument("--client-node", help="echo: the node entry the load generator runs on, as JSON")
+    ap.add_argument("--peer-nodes", help="mpi: the node entries of this node's mpi.peers, as a JSON list")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     try:
         measure(args.experiment, json.loads(args.node), json.loads(args.settings),
                 args.rep, args.seed, args.output,
-                json.loads(args.client_node) if args.client_node else None)
+                json.loads(args.client_node) if args.client_node else None,
+                json.loads(args.peer_nodes) if args.peer_nodes else ())
     except (RunError, ValueError) as e:
         print(f"iolab: {e}", file=sys.stderr)
         return 1

@@ -10,6 +10,15 @@ Transports on one machine:
   netns_tbf  as netns with tbf rate shaping on every host's egress: a known
              bandwidth, the ground truth for t_w (ping-pong only)
 
+Across machines:
+  nodes      ranks in blocks over the node and its inventory ``mpi.peers``,
+             mpirun on the node launching the peers over ssh
+             (iolab.runners.mpigroup); TCP between nodes, shared memory
+             within one
+
+A node runs ``experiments.mpi.transports`` unless its ``mpi.transports``
+says otherwise (``node_transports``).
+
 One call measures one repetition and writes ``rep<N>.csv``: a ``transport``
 column followed by mpi-probe's columns, one ``# launch: {json}`` line before
 each launch's rows, and mpi-probe's own ``# meta:`` line. Reference ping-pong
@@ -34,9 +43,11 @@ from typing import Any, TextIO
 
 from .runners import LocalRunner, Runner
 from .runners.local import RunError
+from .runners.mpigroup import MpiNodeGroup
 from .runners.netns import NetnsCluster, require_root_and_iproute2
 
-TRANSPORTS = ("shm", "tcp", "netns", "netns_tbf")
+TRANSPORTS = ("shm", "tcp", "netns", "netns_tbf", "nodes")
+NETNS_TRANSPORTS = ("netns", "netns_tbf")
 BENCHMARKS = ("pingpong", "bcast", "allreduce", "alltoall", "barrier")
 PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]
 COLUMNS = ["transport", *PROBE_COLUMNS]
@@ -66,6 +77,25 @@ def default_sizes(settings: Mapping[str, Any]) -> list[int]:
             out.append(m)
         m *= 2
     return out
+
+
+def node_transports(entry: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(transports this node runs, configured ones it leaves out).
+
+    A node's ``mpi.transports`` is taken as written (the config check
+    refuses what the node cannot do). Otherwise the experiment's list: the
+    netns transports need this machine's namespaces, so an ssh node leaves
+    them out, and a node with ``mpi.peers`` adds ``nodes``."""
+    own = entry.get("mpi") or {}
+    if own.get("transports"):
+        return list(own["transports"]), []
+    configured = list(settings["transports"])
+    remote = entry.get("runner", "local") == "ssh"
+    chosen = [t for t in configured if not (remote and t in NETNS_TRANSPORTS)]
+    left_out = [t for t in configured if t not in chosen]
+    if own.get("peers") and "nodes" not in chosen:
+        chosen.append("nodes")
+    return chosen, left_out
 
 
 def usable_cpus() -> int:
@@ -126,7 +156,8 @@ def probe_args(settings: Mapping[str, Any], launch: Launch, seed: int) -> list[s
 
 
 def mca_params(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
-               cluster: NetnsCluster | None, oversubscribed: bool) -> dict[str, str]:
+               cluster: NetnsCluster | None, oversubscribed: bool,
+               group: MpiNodeGroup | None = None) -> dict[str, str]:
     """The MCA parameters of a launch (mpirun takes them as --mca, srun's
     ranks as OMPI_MCA_* variables)."""
     mca: dict[str, str] = {}
@@ -135,6 +166,16 @@ def mca_params(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
     elif launch.transport == "tcp":
         mca["btl"] = "self,tcp"
         mca["btl_tcp_if_include"] = settings["tcp_interface"]
+    elif launch.transport == "nodes":
+        assert group is not None
+        per_node = max(group.distribution(launch.ranks))
+        mca["btl"] = f"self,{btl_shm},tcp" if per_node > 1 else "self,tcp"
+        if group.interface:
+            mca["btl_tcp_if_include"] = group.interface
+            mca["oob_tcp_if_include"] = group.interface
+        mca["plm_rsh_agent"] = group.agent
+        # Every daemon is started from the first node, where the agent is.
+        mca["plm_rsh_no_tree_spawn"] = "1"
     else:
         assert cluster is not None
         per_host = -(-launch.ranks // cluster.hosts)
@@ -186,6 +227,29 @@ def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path | str
         argv = cluster.wrap(argv, host=0)
     decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
                "binding": binding, "usable_cpus": cpus}
+    return argv, decided
+
+
+def nodes_mpirun_argv(settings: Mapping[str, Any], launch: Launch, args: list[str], btl_shm: str,
+                      group: MpiNodeGroup, remote: bool) -> tuple[list[str], dict[str, Any]]:
+    """mpirun on the group's first node: the inventory's hostfile, the
+    agent that reaches the peers, and one app context per node with that
+    node's own build (iolab.runners.mpigroup)."""
+    mpirun = settings["mpirun"] if remote else shutil.which(settings["mpirun"]) or settings["mpirun"]
+    oversubscribed = group.oversubscribed(launch.ranks)
+    argv = [mpirun]
+    if not remote and os.geteuid() == 0:
+        argv.append("--allow-run-as-root")
+    argv += ["--hostfile", group.hostfile]
+    if oversubscribed:
+        argv.append("--oversubscribe")
+    binding = "none" if oversubscribed else group.bind_to
+    argv += ["--bind-to", binding]
+    for key, value in mca_params(settings, launch, btl_shm, None, oversubscribed, group).items():
+        argv += ["--mca", key, value]
+    argv += group.contexts(launch.ranks, launch.program, args)
+    decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
+               "binding": binding, "usable_cpus": sum(m.slots for m in group.members)}
     return argv, decided
 
 
@@ -257,14 +321,18 @@ def _reference_rows(stdout: str, launch: Launch, expected_series: int) -> list[s
 def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: str,
                workdir: Path, out: TextIO, cluster: NetnsCluster | None = None,
                runner: Runner | None = None, cpus: int | None = None,
-               launcher: str = "mpirun") -> dict[str, Any]:
+               launcher: str = "mpirun", group: MpiNodeGroup | None = None) -> dict[str, Any]:
     runner = runner or LocalRunner()
     remote = not isinstance(runner, LocalRunner)
     program = runner.exe(launch.program)
     if not remote and not Path(program).exists():
         raise RunError(f"{launch.program} not found: build it first (make -C native mpi)")
     args = probe_args(settings, launch, seed)
-    if launcher == "srun" and cluster is None:
+    if launch.transport == "nodes":
+        if group is None:
+            raise RunError("the nodes transport needs the node's mpi.peers")
+        argv, decided = nodes_mpirun_argv(settings, launch, args, btl_shm, group, remote)
+    elif launcher == "srun" and cluster is None:
         argv, decided = srun_argv(settings, launch, program, args, btl_shm, cpus)
     else:
         argv, decided = mpirun_argv(settings, launch, program, args, btl_shm, cluster, cpus, remote)
@@ -278,6 +346,8 @@ def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: 
                               "seconds": round(result.seconds, 3)}
     if cluster is not None:
         record["cluster"] = cluster.describe()
+    if launch.transport == "nodes" and group is not None:
+        record["group"] = group.describe(launch.ranks)
     if launch.program == "mpi-pingpong-ref":
         meta: list[str] = []
         rows = _reference_rows(stdout_path.read_text(), launch, int(settings["reference"]["series"]))
@@ -305,18 +375,22 @@ def _mpi_env() -> dict[str, str]:
 
 def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
                    progress: bool = True, runner: Runner | None = None,
-                   cpus: int | None = None, launcher: str = "mpirun") -> dict[str, Any]:
+                   cpus: int | None = None, launcher: str = "mpirun",
+                   group: MpiNodeGroup | None = None) -> dict[str, Any]:
     """Every launch of one repetition into ``output``; provenance extras back.
     ``runner``: the node mpirun runs on (default: here), ``cpus`` its CPUs;
-    ``launcher``: mpirun, or srun inside a SLURM job (shm and tcp transports)."""
+    ``launcher``: mpirun, or srun inside a SLURM job (shm and tcp transports);
+    ``group``: the node and its peers, for the nodes transport (prepared)."""
     runner = runner or LocalRunner()
     remote = not isinstance(runner, LocalRunner)
     launches = plan(settings, seed)
-    if any(lc.transport.startswith("netns") for lc in launches):
+    if any(lc.transport in NETNS_TRANSPORTS for lc in launches):
         if remote:
             raise RunError(f"node {getattr(runner, 'node', '?')}: the netns transports run on local "
-                           "nodes only; drop netns and netns_tbf from experiments.mpi.transports")
+                           "nodes only; drop netns and netns_tbf from this node's mpi.transports")
         require_root_and_iproute2()
+    if any(lc.transport == "nodes" for lc in launches) and group is None:
+        raise RunError("the nodes transport runs across a node and its mpi.peers; none are set")
     version = (runner.facts().get("mpirun") or "unknown") if remote else mpirun_version(settings["mpirun"])
     btl_shm = shm_btl(version)
     records = []
@@ -334,10 +408,12 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
                                               cluster))
             else:
                 records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out,
-                                          runner=runner, cpus=cpus, launcher=launcher))
+                                          runner=runner, cpus=cpus, launcher=launcher, group=group))
     return {"mpi": {"mpirun": settings["mpirun"] if remote else shutil.which(settings["mpirun"]) or settings["mpirun"],
                     "mpirun_version": version, "mpicc": settings["mpicc"], "shm_btl": btl_shm,
                     "usable_cpus": cpus if cpus is not None else usable_cpus(), "launcher": launcher,
+                    "transports": list(settings["transports"]),
+                    **({"group": group.describe()} if group is not None else {}),
                     "mca_environment": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")},
                     "launches": records}}
 

@@ -101,12 +101,19 @@ EXPERIMENT_PROGRAMS = {name: ["cost-probe"] for name in PROBE_EXPERIMENTS}
 EXPERIMENT_PROGRAMS["echo"] = ["echo-epoll", "echo-uring", "loadgen"]
 EXPERIMENT_PROGRAMS["mpi"] = ["mpi-probe", "mpi-pingpong-ref"]
 EXPERIMENT_EXTRA_SOURCES = {"trace": ["iolab/trace.py"], "echo": ["iolab/echo.py"],
-                            "mpi": ["iolab/mpi.py", "iolab/runners/netns.py"]}
+                            "mpi": ["iolab/mpi.py", "iolab/runners/netns.py", "iolab/runners/mpigroup.py"]}
+
+
+def mpi_peers(node):
+    """The inventory entries of a node's MPI peers (the nodes transport)."""
+    return [NODE_BY_NAME[p] for p in (NODE_BY_NAME[node].get("mpi") or {}).get("peers") or []]
 
 
 def run_key(experiment, node):
     h = hashlib.sha256()
-    h.update(json.dumps([config["experiments"][experiment], NODE_BY_NAME[node]],
+    # The peers' entries count too: other peers are other measurements.
+    peers = mpi_peers(node) if experiment == "mpi" else []
+    h.update(json.dumps([config["experiments"][experiment], NODE_BY_NAME[node], *peers],
                         sort_keys=True).encode())
     sources = set(NATIVE_COMMON + EXPERIMENT_EXTRA_SOURCES.get(experiment, []))
     for program in EXPERIMENT_PROGRAMS[experiment]:
@@ -138,6 +145,12 @@ def client_node_flag(node):
     if not client or client == node:
         return ""
     return f"--client-node {shlex.quote(json.dumps(NODE_BY_NAME[client]))}"
+
+
+def peer_nodes_flag(node):
+    """`--peer-nodes JSON` when the node runs MPI across its mpi.peers, else ""."""
+    peers = mpi_peers(node)
+    return f"--peer-nodes {shlex.quote(json.dumps(peers))}" if peers else ""
 
 
 def measurement_threads(node):

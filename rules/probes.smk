@@ -67,8 +67,9 @@ rule measure_echo:
 
 
 rule measure_mpi:
-    # mpirun launches on this machine: shared memory, TCP, and a cluster of
-    # network namespaces (iolab/runners/netns.py), torn down after each launch.
+    # mpirun launches on the node: shared memory, TCP, a cluster of network
+    # namespaces (iolab/runners/netns.py, torn down after each launch), and
+    # across the node's mpi.peers over ssh (iolab/runners/mpigroup.py).
     output:
         raw=protected("data/raw/{node}/mpi/{key}/rep{rep}.csv"),
         provenance=protected("data/raw/{node}/mpi/{key}/rep{rep}.provenance.json"),
@@ -79,6 +80,7 @@ rule measure_mpi:
         seed=lambda w: run_seed("mpi", w.node, w.rep),
         mpicc=config["experiments"].get("mpi", {}).get("mpicc", "mpicc"),
         programs=" ".join(f"build/{p}" for p in EXPERIMENT_PROGRAMS["mpi"]),
+        peers=lambda w: peer_nodes_flag(w.node),
     threads: lambda wildcards: measurement_threads(wildcards.node)
     resources:
         bench=1,
@@ -91,4 +93,4 @@ rule measure_mpi:
     shell:
         "(python -m iolab.deps check build mpi && make -s -C native MPICC={params.mpicc:q} {params.programs}"
         " && python -m iolab.measure mpi --node {params.node:q} --settings {params.settings:q}"
-        " --rep {wildcards.rep} --seed {params.seed} --output {output.raw}) 2>&1 | tee {log}"
+        " {params.peers} --rep {wildcards.rep} --seed {params.seed} --output {output.raw}) 2>&1 | tee {log}"
