@@ -30,7 +30,7 @@ def iteration_times(table: pd.DataFrame) -> pd.DataFrame:
     """One row per timed iteration, ``time_ns`` as described in the module doc."""
     valid = table[~table["late"]]
     keys = [*GROUP, "rep", "series", "iteration"]
-    carry = ["oversubscribed", "algorithm", "pinned", "sync", "hosts", "rate_mbit"]
+    carry = ["oversubscribed", "algorithm", "pinned", "sync", "hosts", "rate_mbit", "peers"]
     p2p = valid[valid["bench"].isin(["pingpong", REFERENCE_BENCH]) & (valid["rank"] == 0)]
     p2p = p2p.assign(time_ns=p2p["ns"] / 2.0)[[*keys, *carry, "time_ns"]]
     coll = valid[valid["bench"].isin(COLLECTIVES)]
@@ -59,9 +59,23 @@ def summarize(times: pd.DataFrame) -> pd.DataFrame:
             "oversubscribed": bool(g["oversubscribed"].iloc[0]),
             "algorithm": g["algorithm"].iloc[0], "pinned": bool(g["pinned"].iloc[0]),
             "sync": g["sync"].iloc[0], "hosts": int(g["hosts"].iloc[0]),
-            "rate_mbit": g["rate_mbit"].iloc[0],
+            "rate_mbit": g["rate_mbit"].iloc[0], "peers": g["peers"].iloc[0],
         })
     return pd.DataFrame(rows)
+
+
+def report_rows(frame: pd.DataFrame, node: str) -> pd.DataFrame:
+    """The rows a one-node report shows: ``node``'s, plus the ``nodes``
+    transport of the first node (name order) that ran it, if ``node`` did not:
+    launches across nodes start on whichever node has the peers."""
+    mine = frame[frame["node"] == node]
+    if (mine["transport"] == "nodes").any():
+        return mine
+    across = frame[frame["transport"] == "nodes"]
+    if across.empty:
+        return mine
+    first = sorted(across["node"].unique())[0]
+    return pd.concat([mine, across[across["node"] == first]], ignore_index=True)
 
 
 def ratios(summary: pd.DataFrame, numerator: str, denominator: str, by: str = "transport",

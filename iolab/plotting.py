@@ -298,9 +298,9 @@ def echo_batch_figure(summary):  # type: ignore[no-untyped-def]
 # ---- MPI ---------------------------------------------------------------------
 
 TRANSPORT_STYLE = {"shm": ("#1b6ca8", "o"), "tcp": ("#d1495b", "s"), "netns": ("#00798c", "^"),
-                   "netns_tbf": ("#edae49", "D")}
+                   "netns_tbf": ("#edae49", "D"), "nodes": ("#6a4c93", "v")}
 TRANSPORT_LABEL = {"shm": "shared memory", "tcp": "TCP (loopback)", "netns": "TCP across netns (veth)",
-                   "netns_tbf": "netns + tbf"}
+                   "netns_tbf": "netns + tbf", "nodes": "TCP across nodes"}
 
 
 def _transport_style(transport):  # type: ignore[no-untyped-def]

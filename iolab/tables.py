@@ -191,7 +191,8 @@ def read_mpi_csv(path: str | Path) -> pd.DataFrame:
 def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     """Tidy MPI samples: one row per node, repetition, launch, iteration and
     rank, with what each launch decided (oversubscription, binding) and what
-    ran (collective algorithm, synchronisation, tbf rate)."""
+    ran (collective algorithm, synchronisation, tbf rate, and for the nodes
+    transport the peers the ranks spanned besides ``node``)."""
     from .mpi import REFERENCE_BENCH, launch_lookup, read_launches
     frames = []
     for raw in sorted(Path(p) for p in raw_files):
@@ -216,14 +217,19 @@ def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
                 return meta.get("sync", "")
             if what == "hosts":
                 procs = meta.get("processors")
-                return len(set(procs)) if procs else len(rec.get("cluster", {}).get("hosts", [])) or 1
+                if procs:
+                    return len(set(procs))
+                spread = [k for k in (rec.get("group") or {}).get("ranks_per_node", []) if k]
+                return len(rec.get("cluster", {}).get("hosts", [])) or len(spread) or 1
             if what == "rate_mbit":
                 return (rec.get("cluster") or {}).get("rate_mbit")
+            if what == "peers":
+                return ",".join((rec.get("group") or {}).get("nodes", [])[1:])
             return rec[what]
 
         cache: dict[tuple[tuple[str, int, str], str], dict[str, Any]] = {}
         cols: dict[str, list[Any]] = {c: [] for c in ("oversubscribed", "binding", "algorithm", "pinned",
-                                                      "sync", "hosts", "rate_mbit")}
+                                                      "sync", "hosts", "rate_mbit", "peers")}
         for key, bench in zip(keys, frame["bench"], strict=True):
             ck = (key, bench)
             if ck not in cache:

@@ -44,8 +44,9 @@ raw = tables.load("mpi", mpi_table)
 node = models.primary_node(raw)
 times = mpistats.iteration_times(raw)
 summary_all = mpistats.summarize(times)
-summary = summary_all[summary_all["node"] == node]
-transports = [t for t in ("shm", "tcp", "netns", "netns_tbf") if t in set(summary["transport"])]
+# This node's transports, plus MPI across nodes from whichever node ran it.
+summary = mpistats.report_rows(summary_all, node)
+transports = [t for t in ("shm", "tcp", "netns", "netns_tbf", "nodes") if t in set(summary["transport"])]
 print(f"node {node}: {len(raw):,} rank-iteration samples, {len(times):,} iterations, "
       f"{raw['rep'].nunique()} repetitions; transports {', '.join(transports)}")
 summary.groupby(["transport", "bench", "ranks"]).agg(
@@ -93,7 +94,7 @@ pd.DataFrame(hockney_rows)
 # series' mean (so a few slow round trips count alike in both).
 
 # %%
-agreement = mpistats.reference_agreement(times[times["node"] == node])
+agreement = mpistats.reference_agreement(mpistats.report_rows(times, node))
 agreement
 
 # %% [markdown]
@@ -125,7 +126,7 @@ fits.drop(columns="errors")
 # penalty of the slower path).
 
 # %%
-pairs = [(a, b) for a, b in (("shm", "tcp"), ("tcp", "netns"), ("shm", "netns"))
+pairs = [(a, b) for a, b in (("shm", "tcp"), ("tcp", "netns"), ("shm", "netns"), ("tcp", "nodes"))
          if a in transports and b in transports]
 ratio_tables = [mpistats.ratios(summary, a, b) for a, b in pairs]
 fig = plotting.mpi_ratio_figure(ratio_tables)
@@ -180,11 +181,16 @@ out.text("mpi_ranks", ", ".join(str(int(p)) for p in ranks))
 out.text("mpi_oversubscribed_ranks", ", ".join(
     str(int(p)) for p in sorted(summary.loc[summary["oversubscribed"], "ranks"].unique())) or "none")
 out.text("mpi_transports", ", ".join(transports))
+if "nodes" in transports:
+    across = summary[summary["transport"] == "nodes"]
+    out.text("mpi_nodes_first", str(across["node"].iloc[0]))
+    out.text("mpi_nodes_peers", str(across["peers"].iloc[0]).replace(",", ", "))
 out.number("mpi_repeats", int(raw["rep"].nunique()))
 out.number("mpi_series", int(raw["series"].nunique()))
 worst = []
 for tab in ratio_tables:
-    coll = tab[tab["bench"].isin(["bcast", "allreduce", "alltoall"]) & (tab["ranks"] == 2)]
+    coll = tab[tab["bench"].isin(["bcast", "allreduce", "alltoall"]) & (tab["ranks"] == 2)
+               & ~tab["oversubscribed"]]
     for bench, g in coll.groupby("bench"):
         i = g["ratio"].idxmin()
         worst.append(f"{tab['numerator'].iloc[0]}/{tab['denominator'].iloc[0]} {bench} "
