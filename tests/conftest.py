@@ -72,3 +72,17 @@ def native_build() -> Path:
                              text=True, timeout=600)
         assert res.returncode == 0, res.stdout + res.stderr
     return REPO / "native" / "build"
+
+
+def write_sshd_files(d: Path, settings: str) -> Path:
+    """Host and user keys, authorized_keys and an sshd_config (``settings``
+    plus key-only root login) in ``d`` for a test's own sshd; the config's path."""
+    for name in ("host_key", "user_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
+    (d / "sshd_config").write_text(
+        f"{settings}HostKey {d / 'host_key'}\nAuthorizedKeysFile {d / 'authorized_keys'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        "UsePAM no\nStrictModes no\n")
+    Path("/run/sshd").mkdir(exist_ok=True)   # sshd's privilege-separation directory
+    return d / "sshd_config"

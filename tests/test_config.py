@@ -52,6 +52,18 @@ BAD_CONFIGS = [
      "config error at experiments.mpi.ranks: ping-pong runs in the 2-rank launch"),
     ({"experiments": {"mpi": {"algorithms": {"bcast": "telepathy"}}}},
      "config error at experiments.mpi.algorithms.bcast: 'telepathy' is not one of"),
+    ({"nodes": [{"name": "a", "runner": "local", "address": "10.0.0.1", "mpi": {"peers": ["b"]}}]},
+     "config error at nodes[0].mpi.peers: 'b' is not a node in the inventory"),
+    ({"nodes": [{"name": "a", "runner": "local", "address": "10.0.0.1", "mpi": {"peers": ["b"]}},
+                {"name": "b", "runner": "local"}]},
+     "config error at nodes[0].mpi.peers: 'b' is a local node; MPI peers are ssh nodes"),
+    ({"nodes": [{"name": "a", "runner": "local", "mpi": {"peers": ["b"]}},
+                {"name": "b", "runner": "ssh", "host": "b.example.org"}]},
+     "config error at nodes[0].address: node 'a' has MPI peers, which reach it by its address"),
+    ({"nodes": [{"name": "a", "runner": "local", "mpi": {"transports": ["shm", "nodes"]}}]},
+     "config error at nodes[0].mpi.transports: nodes runs across this node's mpi.peers; set them"),
+    ({"nodes": [{"name": "a", "runner": "ssh", "host": "a.example.org", "mpi": {"transports": ["netns"]}}]},
+     "config error at nodes[0].mpi.transports: netns needs the network namespaces of the machine"),
 ]
 
 # Lines snakemake itself prints before the workflow is even parsed.
@@ -77,3 +89,13 @@ def test_profiles_are_valid(workflow: Path) -> None:
     for profile in sorted((workflow / "config" / "profiles").glob("*.yaml")):
         res = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(profile))
         assert res.returncode == 0, f"{profile.name}: {res.stderr[-2000:]}"
+
+
+def test_example_inventory_is_valid_and_plans_mpi_across_nodes(workflow: Path) -> None:
+    res = snakemake(workflow, "-n", "-p", "--cores", "1", "--configfile", "config/nodes.example.yaml")
+    assert res.returncode == 0, res.stderr[-2000:]
+    # metal1 measures MPI with its peer's entry passed along; metal2 measures
+    # nothing of its own.
+    assert "data/raw/metal1/mpi/" in res.stdout and "data/raw/metal2/" not in res.stdout
+    commands = [ln for ln in res.stdout.splitlines() if "iolab.measure mpi" in ln and "data/raw/metal1/mpi/" in ln]
+    assert commands and all("--peer-nodes" in c and '"name": "metal2"' in c for c in commands), commands

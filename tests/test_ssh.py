@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import copy_workflow, snakemake
+from conftest import copy_workflow, snakemake, write_sshd_files
 
 from iolab import tables
 from iolab.runners import RunError, SshRunner
@@ -32,16 +32,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     d = tmp_path_factory.mktemp("sshd")
-    for name in ("host_key", "user_key"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
-    (d / "authorized_keys").write_text((d / "user_key.pub").read_text())
     port = _free_port()
-    (d / "sshd_config").write_text(
-        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
-        "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "UsePAM no\nStrictModes no\nAcceptEnv OMPI_*\n")
-    Path("/run/sshd").mkdir(exist_ok=True)   # sshd's privilege-separation directory
+    write_sshd_files(d, f"Port {port}\nListenAddress 127.0.0.1\nPidFile {d / 'sshd.pid'}\nAcceptEnv OMPI_*\n")
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 20

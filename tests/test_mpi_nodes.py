@@ -1,0 +1,203 @@
+"""MPI across nodes: the hostfile from the inventory, mpirun on the first
+node launching its peers over ssh. The nodes are two real OpenSSH sshd,
+each in a network namespace of its own (own address, port 22, own
+hostname), which the test module starts and stops; each node builds the
+probes itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO, copy_workflow, snakemake, write_sshd_files
+
+from iolab import mpi, mpistats, tables
+from iolab.measure import measure
+from iolab.runners import LocalRunner, RunError, SshRunner
+from iolab.runners.mpigroup import Member, MpiNodeGroup, ssh_config_block
+from iolab.runners.netns import NetnsCluster, _ip
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+needs_services = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None or not os.path.exists(SSHD)
+    or shutil.which("mpirun") is None,
+    reason="needs root, iproute2, openssh-server and Open MPI")
+
+
+# -- without services ------------------------------------------------------------
+
+def _member(name: str, address: str, slots: int | None = None, setup: list[str] | None = None) -> Member:
+    entry = {"name": name, "runner": "ssh", "host": address, "address": address,
+             "setup": setup or [], "mpi": {"ranks_per_node": slots}}
+    return Member(entry, LocalRunner(), None)
+
+
+def test_node_transports_follow_the_runner_and_the_peers() -> None:
+    settings = {"transports": ["shm", "tcp", "netns", "netns_tbf"]}
+    assert mpi.node_transports({"name": "a", "runner": "local"}, settings) == (
+        ["shm", "tcp", "netns", "netns_tbf"], [])
+    # An ssh node cannot host this machine's namespaces; peers add "nodes".
+    ssh = {"name": "b", "runner": "ssh", "host": "b", "mpi": {"peers": ["c"]}}
+    assert mpi.node_transports(ssh, settings) == (["shm", "tcp", "nodes"], ["netns", "netns_tbf"])
+    # A node's own list is taken as written.
+    own = {**ssh, "mpi": {"peers": ["c"], "transports": ["nodes"]}}
+    assert mpi.node_transports(own, settings) == (["nodes"], [])
+
+
+def test_ranks_go_in_blocks_one_context_per_node_with_its_own_build() -> None:
+    group = MpiNodeGroup(_member("a", "10.0.0.1", 2), [_member("b", "10.0.0.2", 2), _member("c", "10.0.0.3", 2)])
+    assert group.distribution(2) == [1, 1, 0]
+    assert group.distribution(4) == [2, 1, 1]
+    assert group.distribution(7) == [3, 2, 2]
+    assert not group.oversubscribed(6) and group.oversubscribed(7)
+    ctx = group.contexts(2, "mpi-probe", ["--bench", "pingpong"])
+    build = str(Path(LocalRunner().exe("mpi-probe")))
+    assert ctx == ["-np", "1", "--host", "10.0.0.1:1", build, "--bench", "pingpong", ":",
+                   "-np", "1", "--host", "10.0.0.2:1", build, "--bench", "pingpong"]
+    assert group.hostfile_text().splitlines()[1:] == [
+        "10.0.0.1 slots=2  # a", "10.0.0.2 slots=2  # b", "10.0.0.3 slots=2  # c"]
+
+
+def test_agent_runs_each_peers_setup_and_refuses_strangers(tmp_path: Path) -> None:
+    group = MpiNodeGroup(_member("a", "10.0.0.1"), [_member("b", "10.0.0.2", setup=["module load openmpi/4.1"])])
+    group._dir = str(tmp_path)
+    agent = tmp_path / "agent"
+    agent.write_text(group.agent_text())
+    agent.chmod(0o700)
+    proc = subprocess.run([str(agent), "10.9.9.9", "true"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 255 and "10.9.9.9 is not a peer of node a" in proc.stderr
+    assert "10.0.0.2) setup='module load openmpi/4.1 && '" in group.agent_text()
+    block = ssh_config_block({"name": "b", "address": "10.0.0.2", "port": 2222, "user": "bench",
+                              "identity_file": "~/.ssh/id", "known_hosts": "~/.ssh/kh"})
+    assert "Host 10.0.0.2\n" in block and "Port 2222" in block and "StrictHostKeyChecking yes" in block
+    assert "IdentityFile ~/.ssh/id" in block and "UserKnownHostsFile ~/.ssh/kh" in block
+
+
+def test_report_rows_bring_in_the_nodes_transport_from_the_node_that_ran_it() -> None:
+    frame = pd.DataFrame({"node": ["local", "local", "metal1", "metal1"],
+                          "transport": ["shm", "tcp", "shm", "nodes"], "x": [1, 2, 3, 4]})
+    rows = mpistats.report_rows(frame, "local")
+    assert list(rows["x"]) == [1, 2, 4]
+    assert list(mpistats.report_rows(frame, "metal1")["x"]) == [3, 4]
+
+
+# -- two sshd in two network namespaces ------------------------------------------
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    d = tmp_path_factory.mktemp("nodes")
+    write_sshd_files(d, "Port 22\nPidFile none\n")
+    with NetnsCluster(2) as cluster:
+        assert cluster.subnet is not None
+        # This machine reaches the namespaces through an address on the bridge.
+        gateway = str(list(cluster.subnet.hosts())[-1])
+        _ip("addr", "add", f"{gateway}/{cluster.subnet.prefixlen}", "dev", cluster.bridge)
+        sshds = [subprocess.Popen(cluster.wrap([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], host=i),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 for i in range(2)]
+        try:
+            pub = (d / "host_key.pub").read_text().split()
+            (d / "known_hosts").write_text("".join(f"{a} {pub[0]} {pub[1]}\n" for a in cluster.addresses))
+            base = {"runner": "ssh", "user": "root", "identity_file": str(d / "user_key"),
+                    "known_hosts": str(d / "known_hosts"), "connect_timeout": 5}
+            # Both namespaces share one machine's CPUs: one rank per "node",
+            # and no binding (each namespace would bind to the same core).
+            first = {**base, "name": "nsa", "host": cluster.addresses[0], "address": cluster.addresses[0],
+                     "mpi": {"peers": ["nsb"], "ranks_per_node": 1, "bind_to": "none",
+                             "interface": str(cluster.subnet)}}
+            peer = {**base, "name": "nsb", "host": cluster.addresses[1], "address": cluster.addresses[1]}
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    for node in (first, peer):
+                        SshRunner(node).check_reachable()
+                    break
+                except RunError:
+                    if time.monotonic() > deadline or any(p.poll() is not None for p in sshds):
+                        raise
+                    time.sleep(0.2)
+            yield {"first": first, "peer": peer, "dir": d, "cluster": cluster}
+        finally:
+            for p in sshds:
+                p.terminate()
+                p.wait(timeout=10)
+
+
+def _settings(**overrides: object) -> dict:
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["mpi"]
+    return {**config, "sizes": [1, 4096, 65536], "warmup": 2, "iterations": 8, "series": 3,
+            "large_iterations": 3, "ranks": [2], "benchmarks": ["pingpong", "allreduce"],
+            "reference": {**config["reference"], "enabled": False}, **overrides}
+
+
+@needs_services
+def test_peer_unreachable_from_the_first_node_is_one_line_and_writes_nothing(two_nodes: dict,
+                                                                            tmp_path: Path) -> None:
+    # This machine reaches the peer (its host), but the address the first
+    # node is told to use leads nowhere: mpirun would hang or fail there, so
+    # the group says so first.
+    cluster = two_nodes["cluster"]
+    nowhere = str(list(cluster.subnet.hosts())[100])
+    peer = {**two_nodes["peer"], "address": nowhere, "connect_timeout": 3}
+    out = tmp_path / "rep1.csv"
+    with pytest.raises(RunError) as e:
+        measure("mpi", two_nodes["first"], _settings(transports=["shm"]), 1, 1, out, peer_entries=[peer])
+    msg = str(e.value)
+    assert "\n" not in msg, msg
+    assert msg.startswith(f"node nsa cannot reach its MPI peer nsb ({nowhere}) over ssh: unreachable"), msg
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_services
+def test_pipeline_runs_mpi_across_two_ssh_nodes(two_nodes: dict, tmp_path: Path) -> None:
+    wd = copy_workflow(tmp_path / "iolab")
+    local = {"name": "local", "runner": "local", "cpus": {"probe": 1, "server": 0, "client": 1},
+             "experiments": ["syscall", "sendrecv", "uring_batch", "nop"]}
+    first = {**two_nodes["first"], "experiments": ["mpi"]}
+    peer = {**two_nodes["peer"], "experiments": []}
+    (wd / "config" / "test-nodes.yaml").write_text(yaml.safe_dump({"nodes": [local, first, peer]}))
+    (wd / "config" / "test-overlay.yaml").write_text(yaml.safe_dump({
+        "repeats": 1,
+        "experiments": {"trace": {"enabled": False}, "echo": {"enabled": False},
+                        "mpi": {"ranks": [2, 4]}}}))
+    res = snakemake(wd, "--cores", "all", "--configfile", "config/profiles/smoke.yaml",
+                    "config/test-nodes.yaml", "config/test-overlay.yaml", timeout=1500)
+    assert res.returncode == 0, res.stderr[-4000:]
+    raw = next((wd / "data" / "raw" / "nsa" / "mpi").glob("*/rep1.csv"))
+    launches = {(r["transport"], r["ranks"], r["program"]): r for r in mpi.read_launches(raw)}
+    # The default transports on an ssh node: no namespaces of this machine, plus nodes.
+    assert {t for t, _, _ in launches} == {"shm", "tcp", "nodes"}
+    across = launches[("nodes", 2, "mpi-probe")]
+    group = across["group"]
+    assert group["nodes"] == ["nsa", "nsb"] and group["ranks_per_node"] == [1, 1]
+    assert group["hostfile"].splitlines()[1:] == [f"{two_nodes['first']['address']} slots=1  # nsa",
+                                                  f"{two_nodes['peer']['address']} slots=1  # nsb"]
+    # Each rank ran on its own node (the namespaces' host names), from that node's build.
+    cluster = two_nodes["cluster"]
+    assert across["probe_meta"]["processors"] == cluster.names
+    assert any(a.endswith("-nsb/native/build/mpi-probe") for a in across["argv"])
+    four = launches[("nodes", 4, "mpi-probe")]
+    assert four["group"]["ranks_per_node"] == [2, 2] and four["oversubscribed"]
+    side = json.loads(raw.with_name("rep1.provenance.json").read_text())
+    assert side["mpi"]["transports"] == ["shm", "tcp", "nodes"]
+    assert side["mpi"]["transports_left_out"] == ["netns", "netns_tbf"]
+    table = tables.load("mpi", wd / "results" / "tables" / "mpi.parquet")
+    nodes_rows = table[table["transport"] == "nodes"]
+    assert set(nodes_rows["peers"]) == {"nsb"} and set(nodes_rows["hosts"]) == {2}
+    numbers = json.loads((wd / "results" / "numbers" / "collectives.json").read_text())
+    assert numbers["mpi_nodes_latency_us"]["value"] > 0 and numbers["mpi_nodes_peers"]["text"] == "nsb"
+    status = json.loads((wd / "results" / "nodes.json").read_text())
+    assert status["nsa"]["mpi_peers"] == ["nsb"] and status["nsb"]["mpi_peer_of"] == ["nsa"]
+    assert (wd / "paper" / "paper.pdf").exists()
+    # Both nodes' scratch directories are gone.
+    for node in (two_nodes["first"], two_nodes["peer"]):
+        runner = SshRunner(node)
+        assert runner.shell(f"ls -d .cache/iolab/*-{node['name']} 2>/dev/null").stdout == ""
