@@ -124,7 +124,7 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
                     if time.monotonic() > deadline or any(p.poll() is not None for p in sshds):
                         raise
                     time.sleep(0.2)
-            yield {"first": first, "peer": peer, "dir": d, "cluster": cluster}
+            yield {"first": first, "peer": peer, "dir": d, "cluster": cluster, "gateway": gateway}
         finally:
             for p in sshds:
                 p.terminate()
@@ -154,6 +154,23 @@ def test_peer_unreachable_from_the_first_node_is_one_line_and_writes_nothing(two
     assert "\n" not in msg, msg
     assert msg.startswith(f"node nsa cannot reach its MPI peer nsb ({nowhere}) over ssh: unreachable"), msg
     assert list(tmp_path.iterdir()) == []
+
+
+@needs_services
+def test_this_machine_launches_across_an_ssh_peer(two_nodes: dict, tmp_path: Path) -> None:
+    # A local first node: mpirun here, the peer reached with the inventory's
+    # ssh settings as this machine uses them.
+    cluster = two_nodes["cluster"]
+    local = {"name": "here", "runner": "local", "address": two_nodes["gateway"],
+             "mpi": {"peers": ["nsb"], "ranks_per_node": 1, "bind_to": "none", "interface": str(cluster.subnet)}}
+    out = tmp_path / "rep1.csv"
+    measure("mpi", local, _settings(transports=["shm"]), 1, 7, out, peer_entries=[two_nodes["peer"]])
+    launches = {(r["transport"], r["ranks"]): r for r in mpi.read_launches(out)}
+    across = launches[("nodes", 2)]
+    assert across["probe_meta"]["processors"] == [os.uname().nodename, cluster.names[1]]
+    assert across["argv"][0].startswith("/") and "--allow-run-as-root" in across["argv"]
+    frame = tables.read_mpi_csv(out)
+    assert (frame.loc[frame["transport"] == "nodes", "ns"] > 0).all()
 
 
 @needs_services
