@@ -27,8 +27,13 @@ from . import paths
 TRACEFS = Path("/sys/kernel/tracing")
 SYSCALLS = ("getppid", "sendto", "recvfrom", "io_uring_enter")
 
+# BEGIN runs once every probe is attached ("Attaching N probes" is printed
+# before attaching): the workload starts only after this line.
+ATTACHED = "iolab: probes attached"
+
 SCRIPT = "\n".join(
-    [f"""tracepoint:syscalls:sys_enter_{sc} /comm == "cost-probe"/ {{ @t_{sc}[tid] = nsecs; }}
+    [f'BEGIN {{ printf("{ATTACHED}\\n"); }}']
+    + [f"""tracepoint:syscalls:sys_enter_{sc} /comm == "cost-probe"/ {{ @t_{sc}[tid] = nsecs; }}
 tracepoint:syscalls:sys_exit_{sc} /@t_{sc}[tid]/ {{
   @ns_{sc} = stats(nsecs - @t_{sc}[tid]); delete(@t_{sc}[tid]);
 }}""" for sc in SYSCALLS]
@@ -98,7 +103,7 @@ def run_workload(name: str, seconds: int, cpu: int | None, seed: int) -> dict[st
         assert bt.stdout is not None
         deadline = time.monotonic() + 60
         line = ""
-        while "Attaching" not in line:
+        while ATTACHED not in line:
             line = bt.stdout.readline()
             if not line or time.monotonic() > deadline:
                 err = bt.stderr.read() if bt.stderr else ""
@@ -113,8 +118,17 @@ def run_workload(name: str, seconds: int, cpu: int | None, seed: int) -> dict[st
                                  check=False)
             if res.returncode != 0:
                 raise RuntimeError(f"traced probe failed: {res.stderr.strip()[-300:]}")
-        bt.send_signal(signal.SIGINT)
-        out, err = bt.communicate(timeout=60)
+        # A SIGINT that arrives while bpftrace is busy can go unanswered
+        # (seen as a 60 s hang once in several suite runs): ask again.
+        for _ in range(6):
+            bt.send_signal(signal.SIGINT)
+            try:
+                out, err = bt.communicate(timeout=10)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        else:
+            raise RuntimeError("bpftrace did not stop within 60 s of SIGINT")
     finally:
         if bt.poll() is None:
             bt.kill()
