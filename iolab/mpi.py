@@ -195,6 +195,24 @@ def mca_params(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
     return mca
 
 
+def _mpirun_path(settings: Mapping[str, Any], remote: bool) -> str:
+    """mpirun as configured: looked up on this PATH here, on the node's PATH there."""
+    return settings["mpirun"] if remote else shutil.which(settings["mpirun"]) or settings["mpirun"]
+
+
+def _mpirun_head(settings: Mapping[str, Any], remote: bool) -> list[str]:
+    # Open MPI refuses root without the flag (remote: by the environment, _mpi_env).
+    return [_mpirun_path(settings, remote), *(["--allow-run-as-root"] if not remote and os.geteuid() == 0 else [])]
+
+
+def _placement_flags(oversubscribed: bool, binding: str, mca: Mapping[str, str]) -> list[str]:
+    flags = ["--oversubscribe"] if oversubscribed else []
+    flags += ["--bind-to", binding]
+    for key, value in mca.items():
+        flags += ["--mca", key, value]
+    return flags
+
+
 def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path | str, args: list[str],
                 btl_shm: str, cluster: NetnsCluster | None, cpus: int | None = None,
                 remote: bool = False) -> tuple[list[str], dict[str, Any]]:
@@ -202,12 +220,8 @@ def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path | str
     ``cpus``: the node's usable CPUs (default: this machine's); ``remote``:
     mpirun is found on the node's PATH and root is allowed by environment."""
     cpus = cpus if cpus is not None else usable_cpus()
-    mpirun = settings["mpirun"] if remote else shutil.which(settings["mpirun"]) or settings["mpirun"]
     oversubscribed = launch.ranks > cpus
-    argv = [mpirun]
-    if not remote and os.geteuid() == 0:
-        argv.append("--allow-run-as-root")
-    argv += ["-np", str(launch.ranks)]
+    argv = [*_mpirun_head(settings, remote), "-np", str(launch.ranks)]
     if cluster is not None:
         per_host = -(-launch.ranks // cluster.hosts)
         argv += ["--hostfile", str(cluster.hostfile(per_host))]
@@ -217,11 +231,8 @@ def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path | str
         binding = "host-cpu"
     else:
         binding = "none" if oversubscribed else "core"
-    if oversubscribed:
-        argv.append("--oversubscribe")
-    argv += ["--bind-to", "none" if binding == "host-cpu" else binding]
-    for key, value in mca_params(settings, launch, btl_shm, cluster, oversubscribed).items():
-        argv += ["--mca", key, value]
+    argv += _placement_flags(oversubscribed, "none" if binding == "host-cpu" else binding,
+                             mca_params(settings, launch, btl_shm, cluster, oversubscribed))
     argv += [str(program), *args]
     if cluster is not None:
         argv = cluster.wrap(argv, host=0)
@@ -235,19 +246,12 @@ def nodes_mpirun_argv(settings: Mapping[str, Any], launch: Launch, args: list[st
     """mpirun on the group's first node: the inventory's hostfile, the
     agent that reaches the peers, and one app context per node with that
     node's own build (iolab.runners.mpigroup)."""
-    mpirun = settings["mpirun"] if remote else shutil.which(settings["mpirun"]) or settings["mpirun"]
     oversubscribed = group.oversubscribed(launch.ranks)
-    argv = [mpirun]
-    if not remote and os.geteuid() == 0:
-        argv.append("--allow-run-as-root")
-    argv += ["--hostfile", group.hostfile]
-    if oversubscribed:
-        argv.append("--oversubscribe")
     binding = "none" if oversubscribed else group.bind_to
-    argv += ["--bind-to", binding]
-    for key, value in mca_params(settings, launch, btl_shm, None, oversubscribed, group).items():
-        argv += ["--mca", key, value]
-    argv += group.contexts(launch.ranks, launch.program, args)
+    argv = [*_mpirun_head(settings, remote), "--hostfile", group.hostfile,
+            *_placement_flags(oversubscribed, binding,
+                              mca_params(settings, launch, btl_shm, None, oversubscribed, group)),
+            *group.contexts(launch.ranks, launch.program, args)]
     decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
                "binding": binding, "usable_cpus": sum(m.slots for m in group.members)}
     return argv, decided
@@ -409,7 +413,7 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
             else:
                 records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out,
                                           runner=runner, cpus=cpus, launcher=launcher, group=group))
-    return {"mpi": {"mpirun": settings["mpirun"] if remote else shutil.which(settings["mpirun"]) or settings["mpirun"],
+    return {"mpi": {"mpirun": _mpirun_path(settings, remote),
                     "mpirun_version": version, "mpicc": settings["mpicc"], "shm_btl": btl_shm,
                     "usable_cpus": cpus if cpus is not None else usable_cpus(), "launcher": launcher,
                     "transports": list(settings["transports"]),

@@ -97,6 +97,15 @@ class LocalRunner:
         return Path(path).read_text()
 
     @staticmethod
+    def shell(script: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+        """Run a shell script here (the ssh runner's ``shell`` on this machine)."""
+        try:
+            return subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                                  timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as e:
+            raise RunError(f"no answer within {timeout:.0f} s from: {script}") from e
+
+    @staticmethod
     def write_file(path: str, text: str, mode: int = 0o644) -> None:
         Path(path).write_text(text)
         Path(path).chmod(mode)

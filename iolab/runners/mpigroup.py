@@ -26,15 +26,13 @@ and a 2-rank launch puts one rank on each of two nodes.
 from __future__ import annotations
 
 import shlex
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from .. import hostfacts
 from .local import LocalRunner, RunError
-from .ssh import SshRunner
+from .ssh import SshRunner, ssh_options
 
 AGENT = """#!/bin/sh
 # plm_rsh_agent of iolab's MPI node group {group}: "AGENT HOST COMMAND..."
@@ -77,19 +75,10 @@ class Member:
 
 
 def ssh_config_block(entry: Mapping[str, Any]) -> str:
-    """The ssh_config lines that reach ``entry`` by its address from another node."""
+    """The ssh_config lines that reach ``entry`` by its address from another
+    node: the options the ssh runner uses, paths left for that node's ssh."""
     address = entry.get("address") or entry.get("host")
-    lines = [f"Host {address}", "  BatchMode yes",
-             f"  ConnectTimeout {int(entry.get('connect_timeout', 10))}",
-             f"  Port {int(entry.get('port') or 22)}",
-             "  StrictHostKeyChecking " + ("accept-new" if entry.get("accept_new_host_key") else "yes")]
-    if entry.get("user"):
-        lines.append(f"  User {entry['user']}")
-    if entry.get("identity_file"):
-        lines += [f"  IdentityFile {entry['identity_file']}", "  IdentitiesOnly yes"]
-    if entry.get("known_hosts"):
-        lines.append(f"  UserKnownHostsFile {entry['known_hosts']}")
-    return "\n".join(lines) + "\n"
+    return f"Host {address}\n" + "".join(f"  {keyword} {value}\n" for keyword, value in ssh_options(entry))
 
 
 class MpiNodeGroup:
@@ -111,12 +100,10 @@ class MpiNodeGroup:
         self._check_versions()
         runner = self.first.runner
         self._dir = runner.scratch("mpi-nodes")
-        if isinstance(runner, SshRunner):
-            res = runner.shell(f"mkdir -p {shlex.quote(self._dir)}", timeout=120)
-            if res.returncode != 0:
-                raise RunError(f"node {self.first.name}: cannot create {self._dir}")
-        else:
-            Path(self._dir).mkdir(parents=True, exist_ok=True)
+        res = runner.shell(f"mkdir -p {shlex.quote(self._dir)}", timeout=120)
+        if res.returncode != 0:
+            raise RunError(f"node {self.first.name}: cannot create {self._dir}: "
+                           f"{SshRunner._cause(res.stderr, res.returncode)}")
         runner.write_file(self.hostfile, self.hostfile_text())
         runner.write_file(self.ssh_config, "".join(ssh_config_block(p.entry) for p in self.peers), 0o600)
         runner.write_file(self.agent, self.agent_text(), 0o700)
@@ -162,17 +149,11 @@ class MpiNodeGroup:
 
     def _check_peer(self, peer: Member) -> None:
         """The first node reaches the peer through the agent, as mpirun will."""
-        argv = [self.agent, peer.address, "true"]
-        runner = self.first.runner
-        if isinstance(runner, SshRunner):
-            res = runner.shell(shlex.join(argv), timeout=runner.connect_timeout + 60)
-            stderr, code = res.stderr, res.returncode
-        else:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-            stderr, code = proc.stderr, proc.returncode
-        if code != 0:
+        res = self.first.runner.shell(shlex.join([self.agent, peer.address, "true"]),
+                                      timeout=int(peer.entry.get("connect_timeout", 10)) + 60)
+        if res.returncode != 0:
             raise RunError(f"node {self.first.name} cannot reach its MPI peer {peer.name} "
-                           f"({peer.address}) over ssh: {SshRunner._cause(stderr, code)}")
+                           f"({peer.address}) over ssh: {SshRunner._cause(res.stderr, res.returncode)}")
 
     # -- launches -------------------------------------------------------------
     def distribution(self, ranks: int) -> list[int]:

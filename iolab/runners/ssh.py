@@ -66,6 +66,27 @@ def _source_tarball() -> bytes:
     return buf.getvalue()
 
 
+def ssh_options(entry: Mapping[str, Any], expand: Callable[[str], str] = str) -> list[tuple[str, str]]:
+    """The ssh options of an inventory node, as (keyword, value): for ``-o``
+    here and for an ssh_config on another node (iolab/runners/mpigroup.py).
+    ``expand`` maps the key and known_hosts paths (``~`` expanded here; left
+    for ssh to expand on another node)."""
+    opts = [("BatchMode", "yes"), ("ConnectTimeout", str(int(entry.get("connect_timeout", 10)))),
+            ("Port", str(int(entry.get("port") or 22)))]
+    if entry.get("user"):
+        opts.append(("User", str(entry["user"])))
+    if entry.get("identity_file"):
+        opts += [("IdentityFile", expand(str(entry["identity_file"]))), ("IdentitiesOnly", "yes")]
+    if entry.get("known_hosts"):
+        opts.append(("UserKnownHostsFile", expand(str(entry["known_hosts"]))))
+    opts.append(("StrictHostKeyChecking", "accept-new" if entry.get("accept_new_host_key") else "yes"))
+    return opts
+
+
+def _expand_here(path: str) -> str:
+    return str(Path(path).expanduser())
+
+
 def _last_line(text: str, default: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1] if lines else default
@@ -77,15 +98,13 @@ class SshRunner:
     name = "ssh"
 
     def __init__(self, entry: Mapping[str, Any]) -> None:
+        self.entry = dict(entry)
         self.node = entry["name"]
         if not entry.get("host"):
             raise RunError(f"node {self.node}: an ssh node needs 'host'")
         self.host = entry["host"]
         self.user = entry.get("user")
         self.port = int(entry.get("port") or 22)
-        self.identity = entry.get("identity_file")
-        self.known_hosts = entry.get("known_hosts")
-        self.accept_new = bool(entry.get("accept_new_host_key", False))
         self.setup: list[str] = list(entry.get("setup") or [])
         self.connect_timeout = int(entry.get("connect_timeout", 10))
         # Relative to the login directory until the session resolves it: an
@@ -98,13 +117,9 @@ class SshRunner:
         return f"{self.user}@{self.host}" if self.user else self.host
 
     def ssh_argv(self) -> list[str]:
-        argv = ["ssh", "-p", str(self.port), "-o", "BatchMode=yes",
-                "-o", f"ConnectTimeout={self.connect_timeout}", "-o", "ServerAliveInterval=15"]
-        if self.identity:
-            argv += ["-i", str(Path(self.identity).expanduser()), "-o", "IdentitiesOnly=yes"]
-        if self.known_hosts:
-            argv += ["-o", f"UserKnownHostsFile={Path(self.known_hosts).expanduser()}"]
-        argv += ["-o", "StrictHostKeyChecking=" + ("accept-new" if self.accept_new else "yes")]
+        argv = ["ssh", "-o", "ServerAliveInterval=15"]
+        for keyword, value in ssh_options(self.entry, _expand_here):
+            argv += ["-o", f"{keyword}={value}"]
         return [*argv, self.target]
 
     def _remote(self, script: str) -> list[str]:
