@@ -249,12 +249,16 @@ def test_leftovers_of_a_killed_run_are_removed(tmp_path: Path) -> None:
 
 
 def test_refuses_without_root_or_iproute2() -> None:
-    code = "from iolab.runners.netns import require_root_and_iproute2 as r\ntry:\n r()\nexcept Exception as e:\n print(e)\n"
+    # The module is imported first, then the process drops to nobody: a clone
+    # under a directory only root can enter (root's home) stays readable.
+    code = ("import os\nfrom iolab.runners.netns import require_root_and_iproute2 as r\n"
+            "if os.environ.get('DROP'):\n os.setuid(65534)\n"
+            "try:\n r()\nexcept Exception as e:\n print(e)\n")
     if IS_ROOT:
         res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                             preexec_fn=lambda: os.setuid(65534))
+                             env=dict(os.environ, DROP="1"))
         assert res.stdout.strip() == ("netns transport needs root (it creates network namespaces); "
-                                      "run as root or drop 'netns' from experiments.mpi.transports")
+                                      "run as root or drop 'netns' from experiments.mpi.transports"), res.stderr
         empty = Path("/nonexistent-path")
         res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                              env=dict(os.environ, PATH=str(empty)))
