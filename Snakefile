@@ -19,6 +19,9 @@ include: "rules/notebooks.smk"
 include: "rules/paper.smk"
 
 
+localrules: all
+
+
 rule all:
     default_target: True
     input:

@@ -1,5 +1,9 @@
 # Notebooks: fits and figures. The jupytext .py file is the source; papermill
 # executes it with the pipeline's tables and writes the executed .ipynb.
+# Analysis runs where snakemake runs, also under a cluster executor: only
+# measurements need the node (and a job slot).
+localrules: notebook_cost_model, notebook_echo, notebook_collectives, notebook_nodes
+
 rule notebook_cost_model:
     input:
         notebook="notebooks/cost_model.py",

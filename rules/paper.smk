@@ -2,6 +2,10 @@
 # the Typst source compiled to paper/paper.pdf.
 
 
+# Analysis runs where snakemake runs, also under a cluster executor: only
+# measurements need the node (and a job slot).
+localrules: paper_numbers, figure_manifest, paper_pdf
+
 rule paper_numbers:
     input:
         numbers=expand("results/numbers/{notebook}.json", notebook=NOTEBOOKS),

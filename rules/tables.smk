@@ -1,6 +1,10 @@
 # Raw files -> tidy Parquet tables, with the list of raw files they came from.
 
 
+# Analysis runs where snakemake runs, also under a cluster executor: only
+# measurements need the node (and a job slot).
+localrules: tidy_table, node_status
+
 rule tidy_table:
     input:
         raw=lambda w: raw_files(w.experiment),

@@ -50,6 +50,22 @@ def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None,
                           env=env or tool_env(), capture_output=True, text=True, timeout=timeout)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full", action="store_true",
+                     help="also run the release tier (tests marked `full`): the long stress "
+                          "matrix over every server preset and build")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The default tier leaves out tests marked ``full``; ``--full`` keeps them."""
+    if config.getoption("--full"):
+        return
+    kept = [i for i in items if i.get_closest_marker("full") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("full")])
+        items[:] = kept
+
+
 @pytest.fixture
 def workflow(tmp_path: Path) -> Path:
     """A fresh copy of the workflow (sources, config, reference data)."""

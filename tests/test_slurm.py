@@ -119,7 +119,10 @@ PartitionName=iolab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     system_conf.unlink()
 
 
-def test_smoke_pipeline_through_the_slurm_profile(slurm: dict, tmp_path: Path) -> None:
+def test_measurements_run_as_slurm_jobs_through_the_profile(slurm: dict, tmp_path: Path) -> None:
+    """Each kind of measurement rule (cost probe, echo sweep, MPI) runs as
+    its own SLURM job pinned to the node; the tables after them are local
+    rules. The analysis downstream is the smoke pipeline's (test_workflow)."""
     wd = copy_workflow(tmp_path / "iolab")
     node = {"name": "cn1", "runner": "slurm", "cpus": {"probe": 1, "server": 0, "client": 1},
             "slurm": {"partition": "iolab", "slurm_extra": f"--nodelist={slurm['host']}",
@@ -128,17 +131,25 @@ def test_smoke_pipeline_through_the_slurm_profile(slurm: dict, tmp_path: Path) -
     (wd / "config" / "test-overlay.yaml").write_text(yaml.safe_dump({
         "experiments": {"mpi": {"transports": ["shm", "tcp"]}}}))
     env = {**tool_env(), "SLURM_CONF": slurm["env"]["SLURM_CONF"]}
-    res = snakemake(wd, "--profile", "profiles/slurm", "--slurm-init-seconds-before-status-checks", "1",
+    targets = [f"results/tables/{e}.parquet" for e in ("syscall", "echo", "mpi")]
+    res = snakemake(wd, *targets, "--profile", "profiles/slurm",
+                    "--slurm-init-seconds-before-status-checks", "1",
                     "--configfile", "config/profiles/smoke.yaml", "config/test-nodes.yaml",
                     "config/test-overlay.yaml", env=env, timeout=2400)
     assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
-    # Every measurement ran as a SLURM job on the pinned node.
+    # Every measurement ran as its own SLURM job on the pinned node.
     sides = [json.loads(p.read_text()) for p in (wd / "data" / "raw" / "cn1").rglob("rep*.provenance.json")]
-    assert len(sides) == 2 * 7 and all(s["slurm_job_id"] for s in sides)
+    assert len(sides) == 2 * 3 and all(s["slurm_job_id"] for s in sides)
     assert len({s["slurm_job_id"] for s in sides}) == len(sides)
+    assert {s["experiment"] for s in sides} == {"syscall", "echo", "mpi"}
     side = json.loads(next((wd / "data" / "raw" / "cn1" / "mpi").glob("*/rep1.provenance.json")).read_text())
     assert side["runner"] == "slurm" and side["mpi"]["launcher"] == "srun"
     assert all(r["argv"][0] == "srun" for r in side["mpi"]["launches"])
     mpi = tables.load("mpi", wd / "results" / "tables" / "mpi.parquet")
     assert set(mpi["transport"]) == {"shm", "tcp"} and set(mpi["ranks"]) == {2, 4}
-    assert (wd / "paper" / "paper.pdf").read_bytes().startswith(b"%PDF")
+    echo = tables.load("echo", wd / "results" / "tables" / "echo.parquet")
+    assert (echo["status"] == "ok").all() and set(echo["node"]) == {"cn1"}
+    # The tables were built here, not submitted: SLURM saw the six measurements only.
+    jobs = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%j"], env=slurm["env"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert len(jobs) == 6, jobs
