@@ -1,19 +1,67 @@
-"""Configuration checks beyond the JSON schema, and one-line error messages.
+"""Loading and checking the configuration, with one-line error messages.
 
-The schema (config/schema.yaml) is applied by snakemake's ``validate()`` in
-rules/common.smk; this module turns its verbose errors into one line that
-names the offending key, and adds the checks a schema cannot express.
+``validate_config`` applies the schema (config/schema.yaml, through
+snakemake's ``validate()``, which also fills in the schema's defaults), turns
+its verbose errors into one line that names the offending key, and adds the
+checks a schema cannot express. rules/common.smk calls it on the merged
+config; ``load`` merges config files the way snakemake's ``--configfile``
+does, for tools and tests that check a config without starting a workflow.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = REPO / "config" / "schema.yaml"
+# What the Snakefile loads before any --configfile overlay.
+BASE_FILES = (REPO / "config" / "config.yaml", REPO / "config" / "nodes.yaml")
 
 
 class ConfigError(ValueError):
     """A configuration problem, with a one-line message for the user."""
+
+
+def merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``overlay`` on top of ``base`` as snakemake merges config files:
+    mappings merge key by key, anything else (lists included) is replaced."""
+    out = copy.deepcopy(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def validate_config(config: dict[str, Any], schema: Path = SCHEMA) -> None:
+    """Schema first (filling in its defaults), then the semantic checks;
+    raises ConfigError with one line naming the key."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    try:
+        validate(config, str(schema))
+    except WorkflowError as e:
+        err = find_validation_error(e)
+        raise ConfigError(describe_validation_error(err) if err is not None
+                          else f"config error: {e}") from None
+    check_semantics(config)
+
+
+def load(*overlays: Path, base: Iterable[Path] = BASE_FILES) -> dict[str, Any]:
+    """The config a run with ``--configfile *overlays`` would see, validated."""
+    config: dict[str, Any] = {}
+    for path in (*base, *overlays):
+        config = merge(config, yaml.safe_load(Path(path).read_text()) or {})
+    validate_config(config)
+    return config
 
 
 def key_path(parts: Iterable[Any]) -> str:

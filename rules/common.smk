@@ -7,15 +7,9 @@ import sys
 import zlib
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 sys.path.insert(0, workflow.basedir)  # iolab/ without an installed package
-from iolab.config import (  # noqa: E402
-    ConfigError,
-    check_semantics,
-    describe_validation_error,
-    find_validation_error,
-)
+from iolab.config import ConfigError, validate_config  # noqa: E402
 
 
 def fail_config(message):
@@ -25,11 +19,7 @@ def fail_config(message):
 
 
 try:
-    validate(config, "../config/schema.yaml")
-    check_semantics(config)
-except WorkflowError as e:
-    err = find_validation_error(e)
-    fail_config(describe_validation_error(err) if err is not None else f"config error: {e}")
+    validate_config(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
 except ConfigError as e:
     fail_config(str(e))
 

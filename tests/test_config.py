@@ -1,4 +1,9 @@
-"""Bad configuration stops the run with one line naming the key."""
+"""Bad configuration stops the run with one line naming the key.
+
+Each bad value is checked in-process against the schema and the semantic
+checks (iolab.config, what rules/common.smk calls); one real snakemake run
+proves the wiring: the workflow stops with that one line.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import snakemake
+
+from iolab import config as iolab_config
 
 # (overlay, text the one-line error must contain)
 BAD_CONFIGS = [
@@ -73,8 +80,32 @@ PREAMBLE = ("Using workflow specific profile", "Config file config/config.yaml i
 
 @pytest.mark.parametrize("overlay,expected", BAD_CONFIGS, ids=[e.split(":")[0][16:] or "top"
                                                                for _, e in BAD_CONFIGS])
-def test_bad_config_gives_one_line(workflow: Path, tmp_path: Path, overlay: dict,
-                                   expected: str) -> None:
+def test_bad_config_gives_one_line(tmp_path: Path, overlay: dict, expected: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(overlay))
+    with pytest.raises(iolab_config.ConfigError) as info:
+        iolab_config.load(bad)
+    message = str(info.value)
+    assert "\n" not in message and expected in message, message
+
+
+def test_the_default_config_and_every_profile_load() -> None:
+    cfg = iolab_config.load()
+    # The schema's defaults are filled in: a key config.yaml leaves out.
+    assert cfg["experiments"]["mpi"]["netns"]["hosts"] >= 2
+    for profile in sorted((iolab_config.REPO / "config" / "profiles").glob("*.yaml")):
+        assert iolab_config.load(profile)["profile"] == profile.stem
+
+
+def test_merge_is_snakemakes_overlay() -> None:
+    base = {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+    assert iolab_config.merge(base, {"a": {"c": [3]}, "e": 2}) == {"a": {"b": 1, "c": [3]}, "d": 1, "e": 2}
+    assert base == {"a": {"b": 1, "c": [1, 2]}, "d": 1}
+
+
+@pytest.mark.parametrize("overlay,expected", [BAD_CONFIGS[0], BAD_CONFIGS[-1]], ids=["schema", "semantics"])
+def test_the_workflow_stops_with_that_one_line(workflow: Path, tmp_path: Path, overlay: dict,
+                                               expected: str) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(overlay))
     res = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(bad))
