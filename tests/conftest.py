@@ -80,6 +80,18 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproces
     return wd, res
 
 
+@pytest.fixture
+def smoke_copy(smoke_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> Path:
+    """A private copy of the finished smoke run (timestamps and snakemake's
+    metadata kept), for tests that re-run, edit or report: they never touch
+    the shared run or each other's logs."""
+    wd, res = smoke_run
+    assert res.returncode == 0, "the shared smoke run failed; see test_smoke_run_end_to_end"
+    dest = tmp_path / "iolab"
+    shutil.copytree(wd, dest, symlinks=True)
+    return dest
+
+
 @pytest.fixture(scope="session")
 def native_build() -> Path:
     """The optimised and the sanitizer builds of the native programs."""

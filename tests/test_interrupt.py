@@ -62,16 +62,26 @@ def assert_only_complete_results(workflow: Path) -> None:
             tables.probe_table([raw])  # parses, has its sidecar
 
 
+def interrupt(proc: subprocess.Popen[bytes], every: float = 5.0, limit: float = 120) -> int:
+    """Ctrl-C, pressed again every ``every`` seconds until the run stops: the
+    terminal sends SIGINT to the whole foreground process group. Snakemake 9's
+    log handler swallows a KeyboardInterrupt raised while it writes a message
+    (snakemake/logging.py), so one press can be lost; a user presses again."""
+    deadline = time.monotonic() + limit
+    while True:
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            return proc.wait(timeout=every)
+        except subprocess.TimeoutExpired:
+            assert time.monotonic() < deadline, "the run ignored Ctrl-C"
+
+
 def test_ctrl_c_leaves_nothing_partial_and_resume_completes(workflow: Path, tmp_path: Path) -> None:
     cfg = long_config(tmp_path)
     proc = start(workflow, cfg)
     wait_for_measurement(workflow)
-    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal sends
-    if proc.wait(timeout=120) == 0:
-        # Snakemake 9's log handler swallows a KeyboardInterrupt raised while
-        # it writes a message (snakemake/logging.py), so a rare Ctrl-C is
-        # lost and the run goes on; success must then mean complete results.
-        assert len(results(workflow)) == 2, "the run reported success with results missing"
+    assert interrupt(proc) != 0, "an interrupted run reported success"
+    assert len(results(workflow)) < 2, "the run was not interrupted"
     assert not list((workflow / "data" / "raw").rglob(".tmp-*"))
     assert_only_complete_results(workflow)
     assert live_processes(proc.pid) == [], "processes left running"
@@ -92,7 +102,10 @@ def test_killed_measurement_is_never_a_result(workflow: Path, tmp_path: Path) ->
     subprocess.run(["pkill", "-KILL", "-s", str(proc.pid), "-f", "iolab.measure"], check=True)
     assert proc.wait(timeout=120) != 0
     assert_only_complete_results(workflow)
-    time.sleep(0.5)
+    # The probe dies with its launcher (PR_SET_PDEATHSIG), asynchronously.
+    deadline = time.monotonic() + 30
+    while live_processes(proc.pid, "cost-probe") and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert live_processes(proc.pid, "cost-probe") == [], "the probe outlived its launcher"
 
     res = snakemake(workflow, "results/tables/syscall.parquet", "--cores", "all",
@@ -100,3 +113,46 @@ def test_killed_measurement_is_never_a_result(workflow: Path, tmp_path: Path) ->
     assert res.returncode == 0, res.stderr[-3000:]
     assert not list((workflow / "data" / "raw").rglob(".tmp-*"))
     assert len(results(workflow)) == 2
+
+
+def repro_env() -> dict[str, str]:
+    """./repro in a copy of the workflow, on this environment (no installs)."""
+    return {**tool_env(), "IOLAB_VENV": str(Path(sys.executable).parent.parent), "IOLAB_SKIP_APT": "1"}
+
+
+def test_repro_all_resumes_after_the_whole_run_is_killed(workflow: Path, tmp_path: Path) -> None:
+    cfg = long_config(tmp_path)
+    argv = ["./repro", "all", "results/tables/syscall.parquet", "--configfile", str(cfg)]
+    proc = subprocess.Popen(argv, cwd=workflow, env=repro_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for_measurement(workflow)
+    # A reboot or the OOM killer: every process of the run dies at once.
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert list((workflow / ".snakemake" / "locks").glob("*.lock")), "the killed run left no lock"
+
+    res = subprocess.run(argv, cwd=workflow, env=repro_env(), capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = [ln for ln in res.stderr.splitlines() if ln.startswith("repro:")]
+    assert said == ["repro: removed the lock of a run that was killed (no snakemake process holds it); "
+                    "incomplete jobs run again"], said
+    assert len(results(workflow)) == 2
+    assert not list((workflow / "data" / "raw").rglob(".tmp-*"))
+    assert_only_complete_results(workflow)
+
+
+def test_repro_never_unlocks_a_live_run(workflow: Path, tmp_path: Path) -> None:
+    cfg = long_config(tmp_path)
+    argv = ["./repro", "all", "results/tables/syscall.parquet", "--configfile", str(cfg)]
+    proc = subprocess.Popen(argv, cwd=workflow, env=repro_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for_measurement(workflow)
+        res = subprocess.run(argv, cwd=workflow, env=repro_env(), capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode != 0
+        assert res.stderr.strip().splitlines()[-1].startswith("repro: a snakemake run (pid "), res.stderr
+        assert proc.poll() is None, "the second command disturbed the live run"
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=120)
