@@ -1,0 +1,35 @@
+"""The README's two commands are what a new user runs and what CI runs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from conftest import REPO
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README's first code block (comments stripped)."""
+    block = re.search(r"```sh\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    assert block, "the README has no sh code block"
+    return [ln.split("#")[0].strip() for ln in block.group(1).splitlines() if ln.split("#")[0].strip()]
+
+
+def test_the_readme_starts_with_the_two_commands() -> None:
+    assert readme_commands() == ["./repro all", "./repro test"]
+
+
+def test_ci_runs_the_readmes_test_command_and_nothing_else() -> None:
+    run = (REPO / ".ci" / "run").read_text()
+    steps = [ln.strip() for ln in run.splitlines()
+             if ln.strip() and not ln.lstrip().startswith("#")
+             and not ln.startswith(("set ", "cd ", "#!"))]
+    assert steps == ["./repro test"], steps
+    assert "./repro test" in readme_commands()
+
+
+def test_repro_help_lists_every_command() -> None:
+    out = subprocess.run([str(REPO / "repro"), "--help"], capture_output=True, text=True, check=True).stdout
+    listed = set(re.findall(r"^  ([a-z]+)\b", out, re.M))
+    handled = set(re.findall(r"^  ([a-z]+)\)$", (REPO / "repro").read_text(), re.M))
+    assert handled and handled <= listed, handled - listed
