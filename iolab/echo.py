@@ -20,16 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .formats import CELL_COLUMNS
 from .runners import LocalRunner, Runner
 from .runners.local import RunError
 
-CELL_COLUMNS = [
-    "order", "server", "preset", "connections", "bytes", "status", "reason",
-    "rps", "requests", "p50_us", "p99_us", "p999_us", "max_us",
-    "client_cpu_ns", "server_cpu_ns", "server_requests", "server_bytes",
-    "waits", "events", "io_uring_enter", "sqes", "cqes", "short_writes", "async_sqes",
-    "nobufs", "iowq_workers", "server_cpu", "client_cpu", "port",
-]
 _LISTENING = re.compile(r"listening on [0-9.]+:(\d+)")
 
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from .formats import MPI_COLUMNS, MPI_PROBE_COLUMNS, REFERENCE_BENCH
 from .runners import LocalRunner, Runner
 from .runners.local import RunError
 from .runners.mpigroup import MpiNodeGroup
@@ -49,9 +50,6 @@ from .runners.netns import NetnsCluster, require_root_and_iproute2
 TRANSPORTS = ("shm", "tcp", "netns", "netns_tbf", "nodes")
 NETNS_TRANSPORTS = ("netns", "netns_tbf")
 BENCHMARKS = ("pingpong", "bcast", "allreduce", "alltoall", "barrier")
-PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]
-COLUMNS = ["transport", *PROBE_COLUMNS]
-REFERENCE_BENCH = "reference_pingpong"
 
 
 @dataclass
@@ -303,7 +301,7 @@ def _read_probe(path: Path) -> tuple[list[str], list[str]]:
             header = line
         elif line:
             rows.append(line)
-    if header != ",".join(PROBE_COLUMNS):
+    if header != ",".join(MPI_PROBE_COLUMNS):
         raise RunError(f"mpi-probe wrote an unexpected header: {header!r}")
     return meta, rows
 
@@ -400,7 +398,7 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
     records = []
     netns = settings["netns"]
     with tempfile.TemporaryDirectory(prefix="iolab-mpi-") as tmp, open(output, "w") as out:
-        out.write(",".join(COLUMNS) + "\n")
+        out.write(",".join(MPI_COLUMNS) + "\n")
         for i, launch in enumerate(launches, 1):
             if progress:
                 print(f"iolab: mpi [{i}/{len(launches)}] {launch.label()}", flush=True)
@@ -420,18 +418,3 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
                     **({"group": group.describe()} if group is not None else {}),
                     "mca_environment": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")},
                     "launches": records}}
-
-
-def read_launches(path: str | Path) -> list[dict[str, Any]]:
-    """The ``# launch:`` records of a raw MPI file, in file order."""
-    out = []
-    with open(path) as f:
-        for line in f:
-            if line.startswith("# launch:"):
-                out.append(json.loads(line.split(":", 1)[1]))
-    return out
-
-
-def launch_lookup(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int, str], Mapping[str, Any]]:
-    """(transport, ranks, program) -> launch record."""
-    return {(r["transport"], int(r["ranks"]), r["program"]): r for r in records}

@@ -23,3 +23,49 @@ def relative(path: str | Path) -> str:
         return p.relative_to(REPO).as_posix()
     except ValueError:
         return p.as_posix()
+
+
+def module_closure(packages: list[str]) -> list[str]:
+    """Repository-relative paths of every iolab module that ``packages``
+    (dotted names) import, directly or not, themselves included: the code an
+    analysis step runs, so editing any of it re-runs the step."""
+    import ast
+
+    root = REPO / "iolab"
+
+    def file_of(module: str) -> Path | None:
+        parts = module.split(".")
+        if parts[0] != "iolab":
+            return None
+        base = REPO.joinpath(*parts)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.exists():
+                return candidate
+        return None
+
+    todo = [f for p in packages if (f := file_of(p)) is not None]
+    todo += [f for p in packages for f in sorted((REPO.joinpath(*p.split("."))).glob("*.py"))]
+    seen: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        # The package a relative import starts from (for __init__.py, itself).
+        package = ".".join(path.relative_to(REPO).with_suffix("").parts).rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")
+                    anchor = anchor[: len(anchor) - node.level + 1]
+                    base = ".".join([*anchor, base]) if base else ".".join(anchor)
+                names = [base, *(f"{base}.{a.name}" for a in node.names)]
+            for name in names:
+                f = file_of(name)
+                if f is not None and f.is_relative_to(root):
+                    todo.append(f)
+    return sorted(p.relative_to(REPO).as_posix() for p in seen)

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from . import atomic, paths
+from .formats import CELL_COLUMNS, MPI_COLUMNS, REFERENCE_BENCH, launch_lookup, read_launches
 from .provenance import sidecar_for
 
 # cost-probe raw format v2: every mode writes these columns.
@@ -76,8 +77,6 @@ def _read_csv(path: str | Path, columns: list[str], complete: list[str]) -> pd.D
 
 def read_echo_csv(path: str | Path) -> pd.DataFrame:
     """An echo sweep's raw CSV (one row per cell)."""
-    from .echo import CELL_COLUMNS
-
     return _read_csv(path, CELL_COLUMNS, ["order", "connections", "bytes", "status"])
 
 
@@ -184,8 +183,7 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
 
 def read_mpi_csv(path: str | Path) -> pd.DataFrame:
     """An MPI repetition's raw CSV: one row per timed iteration and rank."""
-    from .mpi import COLUMNS
-    return _read_csv(path, COLUMNS, COLUMNS)
+    return _read_csv(path, MPI_COLUMNS, MPI_COLUMNS)
 
 
 def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
@@ -193,7 +191,6 @@ def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     rank, with what each launch decided (oversubscription, binding) and what
     ran (collective algorithm, synchronisation, tbf rate, and for the nodes
     transport the peers the ranks spanned besides ``node``)."""
-    from .mpi import REFERENCE_BENCH, launch_lookup, read_launches
     frames = []
     for raw in sorted(Path(p) for p in raw_files):
         frame = read_mpi_csv(raw)

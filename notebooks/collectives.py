@@ -35,8 +35,10 @@ manifest_out = "results/by-hand/figures/collectives.json"
 # %%
 import matplotlib.pyplot as plt
 
-from iolab import claims, models, mpimodels, mpistats, plotting, tables
-from iolab.outputs import Outputs
+from iolab import tables
+from iolab.analysis import claims, models, mpimodels, mpistats
+from iolab.report import plotting
+from iolab.report.outputs import Outputs
 
 plotting.apply_style()
 out = Outputs("collectives", figure_dir, numbers_out, manifest_out, tables=[mpi_table])

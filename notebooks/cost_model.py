@@ -45,8 +45,10 @@ import math
 
 import matplotlib.pyplot as plt
 
-from iolab import claims, costmodel, echostats, models, plotting, tables
-from iolab.outputs import Outputs
+from iolab import tables
+from iolab.analysis import claims, costmodel, echostats, models
+from iolab.report import plotting
+from iolab.report.outputs import Outputs
 
 plotting.apply_style()
 sources = [syscall_table, sendrecv_table, uring_batch_table, nop_table] + \

@@ -36,8 +36,10 @@ manifest_out = "results/by-hand/figures/echo.json"
 # %%
 import matplotlib.pyplot as plt
 
-from iolab import claims, costmodel, echostats, models, plotting, tables
-from iolab.outputs import Outputs
+from iolab import tables
+from iolab.analysis import claims, costmodel, echostats, models
+from iolab.report import plotting
+from iolab.report.outputs import Outputs
 
 plotting.apply_style()
 out = Outputs("echo", figure_dir, numbers_out, manifest_out,

@@ -38,8 +38,10 @@ manifest_out = "results/by-hand/figures/nodes.json"
 # %%
 import matplotlib.pyplot as plt
 
-from iolab import nodecompare, plotting, tables
-from iolab.outputs import Outputs
+from iolab import tables
+from iolab.analysis import nodecompare
+from iolab.report import plotting
+from iolab.report.outputs import Outputs
 
 plotting.apply_style()
 out = Outputs("nodes", figure_dir, numbers_out, manifest_out,

@@ -27,7 +27,7 @@ NODES = [n["name"] for n in config["nodes"]]
 NODE_BY_NAME = {n["name"]: n for n in config["nodes"]}
 # Nodes that cannot run here, with the reason (a vm node without hardware
 # KVM); the rest of the run goes on, and the reason is in results/nodes.json.
-from iolab.vm import skip_reason  # noqa: E402
+from iolab.runners.qemu import skip_reason  # noqa: E402
 
 SKIPPED_NODES = {n["name"]: r for n in config["nodes"] if (r := skip_reason(n))}
 for _name, _reason in SKIPPED_NODES.items():
@@ -52,22 +52,11 @@ EXPERIMENTS = [name for name, section in config["experiments"].items()
                if section.get("enabled", True)
                and any(node_runs(n, name) for n in NODES if n not in SKIPPED_NODES)]
 
-# Python modules the analysis steps run; editing one re-runs the analysis,
-# never a measurement.
-ANALYSIS_CODE = [
-    "iolab/tables.py",
-    "iolab/stats.py",
-    "iolab/plotting.py",
-    "iolab/outputs.py",
-    "iolab/models.py",
-    "iolab/sources.py",
-    "iolab/costmodel.py",
-    "iolab/claims.py",
-    "iolab/echostats.py",
-    "iolab/mpistats.py",
-    "iolab/mpimodels.py",
-    "iolab/nodecompare.py",
-]
+# Python modules the analysis steps run (iolab.analysis, iolab.report and
+# everything they import); editing one re-runs the analysis, never a measurement.
+from iolab.paths import module_closure  # noqa: E402
+
+ANALYSIS_CODE = module_closure(["iolab.analysis", "iolab.report"])
 
 
 wildcard_constraints:

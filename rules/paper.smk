@@ -9,7 +9,7 @@ localrules: paper_numbers, figure_manifest, paper_pdf
 rule paper_numbers:
     input:
         numbers=expand("results/numbers/{notebook}.json", notebook=NOTEBOOKS),
-        quoted="iolab/sources.py",
+        quoted="iolab/analysis/sources.py",
     output:
         "paper/generated/numbers.json",
     log:
@@ -17,7 +17,7 @@ rule paper_numbers:
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.paper numbers {input.numbers} --output {output} 2>&1 | tee {log}"
+        "python -m iolab.report.paper numbers {input.numbers} --output {output} 2>&1 | tee {log}"
 
 
 rule figure_manifest:
@@ -30,7 +30,7 @@ rule figure_manifest:
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.paper manifest {input} --output {output} 2>&1 | tee {log}"
+        "python -m iolab.report.paper manifest {input} --output {output} 2>&1 | tee {log}"
 
 
 rule paper_pdf:
@@ -46,4 +46,4 @@ rule paper_pdf:
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.paper build {input.source} --output {output} 2>&1 | tee {log}"
+        "python -m iolab.report.paper build {input.source} --output {output} 2>&1 | tee {log}"

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from iolab import claims, costmodel
+from iolab.analysis import claims, costmodel
 
 NS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 

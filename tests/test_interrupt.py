@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
+import pytest
 import yaml
-from conftest import snakemake, tool_env
+from conftest import REPO, snakemake, tool_env
 
 from iolab import tables
 
@@ -115,15 +118,37 @@ def test_killed_measurement_is_never_a_result(workflow: Path, tmp_path: Path) ->
     assert len(results(workflow)) == 2
 
 
-def repro_env() -> dict[str, str]:
-    """./repro in a copy of the workflow, on this environment (no installs)."""
-    return {**tool_env(), "IOLAB_VENV": str(Path(sys.executable).parent.parent), "IOLAB_SKIP_APT": "1"}
+def repro_env(workflow: Path) -> dict[str, str]:
+    """./repro in a copy of the workflow, with a venv of its own (so the copy
+    never points this environment at itself) that reuses this environment's
+    packages and carries its lock stamp: ./repro installs nothing."""
+    here = Path(sys.executable).parent.parent
+    stamp = here / ".iolab-lock.sha256"
+    want = hashlib.sha256((REPO / "requirements.lock").read_bytes()
+                          + (REPO / "pyproject.toml").read_bytes()).hexdigest()
+    if not stamp.exists() or stamp.read_text().strip() != want:
+        pytest.fail(f"{here} is older than requirements.lock/pyproject.toml; run ./repro setup")
+    venv = workflow / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = subprocess.run([str(venv / "bin" / "python"), "-c",
+                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    (Path(site) / "reuse-packages.pth").write_text(f"{ours}\n")
+    snakemake_bin = venv / "bin" / "snakemake"
+    snakemake_bin.write_text(f"#!/bin/sh\nexec {venv / 'bin' / 'python'} -m snakemake \"$@\"\n")
+    snakemake_bin.chmod(0o755)
+    (venv / ".iolab-lock.sha256").write_text(want + "\n")
+    env = {**tool_env(), "IOLAB_SKIP_APT": "1"}
+    env["PATH"] = os.pathsep.join([str(venv / "bin"), env["PATH"]])
+    return env
 
 
 def test_repro_all_resumes_after_the_whole_run_is_killed(workflow: Path, tmp_path: Path) -> None:
     cfg = long_config(tmp_path)
     argv = ["./repro", "all", "results/tables/syscall.parquet", "--configfile", str(cfg)]
-    proc = subprocess.Popen(argv, cwd=workflow, env=repro_env(), stdout=subprocess.DEVNULL,
+    env = repro_env(workflow)
+    proc = subprocess.Popen(argv, cwd=workflow, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for_measurement(workflow)
     # A reboot or the OOM killer: every process of the run dies at once.
@@ -131,7 +156,7 @@ def test_repro_all_resumes_after_the_whole_run_is_killed(workflow: Path, tmp_pat
     proc.wait(timeout=60)
     assert list((workflow / ".snakemake" / "locks").glob("*.lock")), "the killed run left no lock"
 
-    res = subprocess.run(argv, cwd=workflow, env=repro_env(), capture_output=True, text=True, timeout=600)
+    res = subprocess.run(argv, cwd=workflow, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     said = [ln for ln in res.stderr.splitlines() if ln.startswith("repro:")]
     assert said == ["repro: removed the lock of a run that was killed (no snakemake process holds it); "
@@ -144,11 +169,12 @@ def test_repro_all_resumes_after_the_whole_run_is_killed(workflow: Path, tmp_pat
 def test_repro_never_unlocks_a_live_run(workflow: Path, tmp_path: Path) -> None:
     cfg = long_config(tmp_path)
     argv = ["./repro", "all", "results/tables/syscall.parquet", "--configfile", str(cfg)]
-    proc = subprocess.Popen(argv, cwd=workflow, env=repro_env(), stdout=subprocess.DEVNULL,
+    env = repro_env(workflow)
+    proc = subprocess.Popen(argv, cwd=workflow, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_for_measurement(workflow)
-        res = subprocess.run(argv, cwd=workflow, env=repro_env(), capture_output=True, text=True,
+        res = subprocess.run(argv, cwd=workflow, env=env, capture_output=True, text=True,
                              timeout=120)
         assert res.returncode != 0
         assert res.stderr.strip().splitlines()[-1].startswith("repro: a snakemake run (pid "), res.stderr

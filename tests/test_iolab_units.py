@@ -10,7 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iolab import atomic, paper, provenance, stats, tables
+from iolab import atomic, provenance, tables
+from iolab.analysis import stats
+from iolab.report import paper
 from iolab.config import ConfigError, check_semantics, key_path
 from iolab.nodes import Node
 
@@ -207,8 +209,8 @@ def test_atomic_files_get_ordinary_permissions(tmp_path: Path) -> None:
 
 
 def test_numbers_with_unbounded_intervals_are_valid_json(tmp_path: Path) -> None:
-    from iolab.outputs import Outputs
-    from iolab.stats import Estimate
+    from iolab.report.outputs import Outputs
+    from iolab.analysis.stats import Estimate
 
     out = Outputs("t", tmp_path, tmp_path / "n.json", tmp_path / "m.json")
     out.number("nstar", 20.5, digits=1, estimate=Estimate(20.5, 18.0, float("inf"), 0))

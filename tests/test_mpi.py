@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from iolab import claims, mpi, mpimodels, mpistats, tables
+from iolab import formats, mpi, tables
+from iolab.analysis import claims, mpimodels, mpistats
 from iolab.runners import netns
 from iolab.runners.local import RunError
 
@@ -87,7 +88,7 @@ def test_every_iteration_on_every_rank(mpi_build: Path, tmp_path: Path, sync: st
             if ln.startswith("# meta:")]
     assert meta[0]["ranks"] == 3 and meta[0]["sync"] == sync and meta[0]["validated"] is True
     frame = pd.read_csv(out, comment="#")
-    assert list(frame.columns) == mpi.PROBE_COLUMNS
+    assert list(frame.columns) == formats.MPI_PROBE_COLUMNS
     for bench, g in frame.groupby("bench"):
         sizes = [0] if bench == "barrier" else [1, 100, 5000]
         ranks = {0, 2} if bench == "pingpong" else {0, 1, 2}   # ping-pong: rank 0 and the last
@@ -154,7 +155,7 @@ def test_raw_file_is_parsed_by_the_loaders(mpi_build: Path, tmp_path: Path) -> N
     assert len(extra["mpi"]["launches"]) == 6
     assert set(table["transport"]) == {"shm", "tcp"}
     assert set(table["bench"]) == {"pingpong", "bcast", "allreduce", "alltoall", "barrier",
-                                   mpi.REFERENCE_BENCH}
+                                   formats.REFERENCE_BENCH}
     p3 = table[table["ranks"] == 3]
     assert p3["oversubscribed"].all() and (p3["binding"] == "none").all()
     assert not table[table["ranks"] == 2]["oversubscribed"].any()

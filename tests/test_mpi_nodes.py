@@ -19,7 +19,8 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake, write_sshd_files
 
-from iolab import mpi, mpistats, tables
+from iolab import formats, mpi, tables
+from iolab.analysis import mpistats
 from iolab.measure import measure
 from iolab.runners import LocalRunner, RunError, SshRunner
 from iolab.runners.mpigroup import Member, MpiNodeGroup, ssh_config_block
@@ -165,7 +166,7 @@ def test_this_machine_launches_across_an_ssh_peer(two_nodes: dict, tmp_path: Pat
              "mpi": {"peers": ["nsb"], "ranks_per_node": 1, "bind_to": "none", "interface": str(cluster.subnet)}}
     out = tmp_path / "rep1.csv"
     measure("mpi", local, _settings(transports=["shm"]), 1, 7, out, peer_entries=[two_nodes["peer"]])
-    launches = {(r["transport"], r["ranks"]): r for r in mpi.read_launches(out)}
+    launches = {(r["transport"], r["ranks"]): r for r in formats.read_launches(out)}
     across = launches[("nodes", 2)]
     assert across["probe_meta"]["processors"] == [os.uname().nodename, cluster.names[1]]
     assert across["argv"][0].startswith("/") and "--allow-run-as-root" in across["argv"]
@@ -189,7 +190,7 @@ def test_pipeline_runs_mpi_across_two_ssh_nodes(two_nodes: dict, tmp_path: Path)
                     "config/test-nodes.yaml", "config/test-overlay.yaml", timeout=1500)
     assert res.returncode == 0, res.stderr[-4000:]
     raw = next((wd / "data" / "raw" / "nsa" / "mpi").glob("*/rep1.csv"))
-    launches = {(r["transport"], r["ranks"], r["program"]): r for r in mpi.read_launches(raw)}
+    launches = {(r["transport"], r["ranks"], r["program"]): r for r in formats.read_launches(raw)}
     # The default transports on an ssh node: no namespaces of this machine, plus nodes.
     assert {t for t, _, _ in launches} == {"shm", "tcp", "nodes"}
     across = launches[("nodes", 2, "mpi-probe")]

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from conftest import REPO, tool_env
 
-from iolab import nodecompare, tables
+from iolab import tables
+from iolab.analysis import nodecompare
 
 MPI_SCALE = 0.8    # bare-metal MPI times are 0.8 of the VM's
 ECHO_SCALE = 1.25  # bare-metal serves 1.25x the requests

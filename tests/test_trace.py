@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from iolab import models, tables, trace
+from iolab import tables, trace
+from iolab.analysis import models
 
 BPFTRACE_OUTPUT = """Attaching 10 probes...
 

@@ -13,7 +13,8 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
 
-from iolab import tables, vm
+from iolab import tables
+from iolab.runners import qemu as vm
 
 CPU_NO_VMX = "processor\t: 0\nflags\t\t: fpu vme sse2 hypervisor avx2\n"
 CPU_VMX = "processor\t: 0\nflags\t\t: fpu vme sse2 vmx avx2\n"

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .. import hostfacts, paths, vm
+from .. import hostfacts, paths
+from . import qemu as vm
 from .local import RunError, RunResult
 
 

@@ -158,7 +158,7 @@ def per_request_figure(inputs, boot, echo=None):  # type: ignore[no-untyped-def]
     server_ns_per_request, label)."""
     import numpy as np
 
-    from . import costmodel
+    from ..analysis import costmodel
 
     n = np.logspace(0, 9, 200, base=2)
     fig, ax = plt.subplots(figsize=(7.0, 3.4))

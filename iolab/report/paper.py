@@ -1,9 +1,9 @@
 """Assemble the paper: merge notebooks' numbers and figure manifests, then
 compile the Typst source to PDF.
 
-    python -m iolab.paper numbers results/numbers/*.json -o paper/generated/numbers.json
-    python -m iolab.paper manifest results/figures/*.json -o paper/figures/manifest.json
-    python -m iolab.paper build paper/paper.typ -o paper/paper.pdf
+    python -m iolab.report.paper numbers results/numbers/*.json -o paper/generated/numbers.json
+    python -m iolab.report.paper manifest results/figures/*.json -o paper/figures/manifest.json
+    python -m iolab.report.paper build paper/paper.typ -o paper/paper.pdf
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import atomic, paths
+from .. import atomic, paths
 
 
 def quoted_numbers() -> dict[str, Any]:
-    """The source articles' figures, labelled as quoted (see iolab.sources)."""
-    from .sources import QUOTED
+    """The source articles' figures, labelled as quoted (see iolab.analysis.sources)."""
+    from ..analysis.sources import QUOTED
 
     return {key: {"value": q.value, "text": f"{q.value:,.0f}".replace(",", "\u2009"),
                   "unit": q.unit, "notebook": None, "quoted_from": q.source,
@@ -32,7 +32,7 @@ def merge_numbers(fragments: list[Path]) -> dict[str, Any]:
     for f in sorted(fragments):
         for key, entry in json.loads(f.read_text()).items():
             if key in merged:
-                first = merged[key]["notebook"] or "iolab/sources.py"
+                first = merged[key]["notebook"] or "iolab/analysis/sources.py"
                 raise ValueError(f"number {key!r} is produced by both {first} "
                                  f"and {entry['notebook']}")
             merged[key] = entry
@@ -66,7 +66,7 @@ def build_pdf(source: Path, output: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.paper", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m iolab.report.paper", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("action", choices=["numbers", "manifest", "build"])
     ap.add_argument("inputs", nargs="+", type=Path)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .mpi import REFERENCE_BENCH
+from ..formats import REFERENCE_BENCH
 from .stats import Estimate, mean_of_smallest, median_ci
 
 GROUP = ["node", "kind", "transport", "bench", "ranks", "bytes"]

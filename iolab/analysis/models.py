@@ -12,7 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from . import costmodel, paths, tables
+from .. import paths, tables
+from . import costmodel
 from .stats import Estimate, median_ci, spread_pct
 
 

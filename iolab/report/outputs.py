@@ -16,10 +16,10 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from . import atomic, paths
-from .provenance import git_state, utc_now
-from .stats import Estimate
-from .tables import sources_path
+from .. import atomic, paths
+from ..analysis.stats import Estimate
+from ..provenance import git_state, utc_now
+from ..tables import sources_path
 
 FIGURE_FORMATS = ("pdf", "png", "svg")
 # Metadata fixed so re-rendering identical data gives identical files.
