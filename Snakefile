@@ -1,6 +1,7 @@
 # iolab workflow. Data flows one way; each arrow is a rule file:
 #   config (common.smk) -> native build (build.smk) -> measurements into
-#   data/raw/<node>/<experiment>/ (probes.smk) -> tidy tables (tables.smk)
+#   data/raw/<node>/<experiment>/ (probes.smk) -> [adaptive precision: more
+#   rounds of what decides undecided verdicts (precision.smk)] -> tidy tables (tables.smk)
 #   -> notebooks: fits and figures (notebooks.smk) -> paper (paper.smk)
 from snakemake.utils import min_version
 
@@ -14,6 +15,7 @@ configfile: "config/nodes.yaml"
 include: "rules/common.smk"
 include: "rules/build.smk"
 include: "rules/probes.smk"
+include: "rules/precision.smk"
 include: "rules/tables.smk"
 include: "rules/notebooks.smk"
 include: "rules/paper.smk"

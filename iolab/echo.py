@@ -44,12 +44,24 @@ class Cell:
 
 
 def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
-    """Every (preset, connections, bytes) of the sweep, in a seeded random order."""
+    """Every (preset, connections, bytes) of the sweep, in a seeded random
+    order that keeps the cells of one (connections, bytes) together: the
+    blocks come in a random order and the presets in a random order within
+    each. Ratios between presets (formed per repetition) then compare cells
+    measured seconds apart. ``settings["cells"]``, when given, restricts the
+    sweep to those [preset, connections, bytes] (an adaptive-precision round)."""
     presets: Mapping[str, Sequence[str]] = settings["presets"]
     chosen = settings.get("only") or list(presets)
-    out = [Cell(name, tuple(presets[name]), c, b) for name in chosen
-           for c in settings["connections"] for b in settings["bytes"]]
-    random.Random(seed).shuffle(out)
+    wanted = {(str(p), int(c), int(b)) for p, c, b in settings["cells"]} if settings.get("cells") else None
+    rng = random.Random(seed)
+    blocks = [(c, b) for c in settings["connections"] for b in settings["bytes"]]
+    rng.shuffle(blocks)
+    out = []
+    for c, b in blocks:
+        block = [Cell(name, tuple(presets[name]), c, b) for name in chosen
+                 if wanted is None or (name, c, b) in wanted]
+        rng.shuffle(block)
+        out.extend(block)
     return out
 
 

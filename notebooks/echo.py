@@ -37,26 +37,24 @@ manifest_out = "results/by-hand/figures/echo.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import claims, costmodel, echostats, models
-from iolab.report import plotting
+from iolab.analysis import echostats, models
+from iolab.report import numbers, plotting
 from iolab.report.outputs import Outputs
 
 plotting.apply_style()
 out = Outputs("echo", figure_dir, numbers_out, manifest_out,
               tables=[echo_table, syscall_table, sendrecv_table, uring_batch_table])
-echo = tables.load("echo", echo_table)
-node = models.primary_node(echo)
-echo = echo[echo["node"] == node]
+all_echo = tables.load("echo", echo_table)
+node = models.primary_node(all_echo)
+echo = models.rows_of(all_echo, node)
 summary = echostats.summarize(echo)
 syscall = tables.load("syscall", syscall_table)
 # The floor comes from the cost probes of the echo node, or of the first
 # node that ran them when the echo node did not (the inventory's choice).
 cost_node = models.cost_node(syscall, node)
-floor = costmodel.derived(costmodel.estimate(costmodel.collect(
-    syscall, tables.load("sendrecv", sendrecv_table),
-    tables.load("uring_batch", uring_batch_table), node=cost_node)))["floor_request"]
-print(f"node {node}: {len(echo)} cells, {int((echo['status'] == 'ok').sum())} measured; "
-      f"floor 2w = {floor:.0f} ns (cost probes of node {cost_node})")
+floor = models.floor_request(syscall, tables.load("sendrecv", sendrecv_table),
+                             tables.load("uring_batch", uring_batch_table), cost_node)
+print(echostats.describe(echo, node, floor, cost_node))
 echostats.unavailable(echo)
 
 # %% [markdown]
@@ -65,7 +63,7 @@ echostats.unavailable(echo)
 # %%
 fig = plotting.echo_rps_figure(summary)
 out.figure(fig, "echo_rps", caption="Echo requests/s against connections for each server "
-           "configuration (median over repetitions; band: min to max).")
+           "configuration (median over repetitions; band: its 95 % interval across repetitions).")
 plt.show()
 fig = plotting.echo_cpu_figure(summary, floor)
 out.figure(fig, "echo_cpu_per_request", caption="Server CPU ns per echoed request (user + "
@@ -78,7 +76,8 @@ plt.show()
 # %%
 fig = plotting.echo_latency_figure(summary)
 out.figure(fig, "echo_latency", caption="Request latency percentiles from the load generator's "
-           "histogram (closed loop), smallest message size.")
+           "histogram, closed loop (a slow response delays the next request, so tails are "
+           "understated), smallest message size.")
 plt.show()
 fig = plotting.echo_batch_figure(summary)
 out.figure(fig, "echo_batch_size", caption="Measured batch size: SQEs per io_uring_enter for each "
@@ -88,37 +87,16 @@ plt.show()
 # %% [markdown]
 # ## The sources' table, with our numbers beside theirs
 # The article's requests/s are quoted (i5-7500, Linux 5.11, 60 s runs); ours
-# are medians of this run's repetitions on this node.
+# are medians of this run's repetitions on this node. The claims' verdicts
+# (paired ratios per repetition) are in the claims notebook.
 
 # %%
-seed = echostats.seed_table(summary)
-seed
+echostats.seed_table(summary)
 
 # %% [markdown]
 # ## Numbers for the paper
 
 # %%
-conns = sorted(summary["connections"].unique())
-size = int(sorted(summary["bytes"].unique())[0])
-for preset in sorted(summary["preset"].unique()):
-    for c in conns:
-        for metric, unit, digits in (("rps", "", 0), ("server_ns_per_request", "ns", 0),
-                                     ("client_ns_per_request", "ns", 0), ("p99_us", "µs", 1),
-                                     ("sqes_per_enter", "", 2)):
-            v = echostats.value(summary, preset, int(c), size, metric)
-            if v == v:
-                out.number(f"echo_{preset}_c{c}_{metric}", v, unit=unit, digits=digits)
-out.number("echo_floor_ns", floor, unit="ns")
-out.number("echo_bytes", size)
-out.text("echo_connections", ", ".join(str(int(c)) for c in conns))
-out.number("echo_repeats", int(echo["rep"].nunique()))
-out.number("echo_cells", int(len(echo)))
-out.number("echo_cells_ok", int((echo["status"] == "ok").sum()))
-bad = echostats.unavailable(echo)
-out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")
-out.text("u1_verdict", claims.u1(summary))
-out.text("u2_verdict", claims.u2(summary))
-out.text("u3_verdict", claims.u3(summary))
-out.text("u4_verdict", claims.u4(summary))
+numbers.echo(out, echo_table=echo, summary=summary, floor=floor)
 out.finish()
-{k: v["text"] for k, v in out.numbers.items() if k.startswith("u")}
+out.texts("echo_default")

@@ -40,12 +40,12 @@ import matplotlib.pyplot as plt
 
 from iolab import tables
 from iolab.analysis import nodecompare
-from iolab.report import plotting
+from iolab.report import numbers, plotting
 from iolab.report.outputs import Outputs
 
 plotting.apply_style()
 out = Outputs("nodes", figure_dir, numbers_out, manifest_out,
-              tables=[t for t in (syscall_table, sendrecv_table, uring_batch_table, echo_table, mpi_table) if t])
+              tables=[syscall_table, sendrecv_table, uring_batch_table, echo_table, mpi_table])
 syscall = tables.load("syscall", syscall_table)
 sendrecv = tables.load("sendrecv", sendrecv_table)
 uring = tables.load("uring_batch", uring_batch_table)
@@ -70,41 +70,27 @@ costs
 # ## Ratios between the two node kinds
 
 # %%
-echo_summary, mpi_summary = nodecompare.summaries(echo, mpi)
-mpi_r = echo_r = None
-if pair is not None:
-    title = f"{pair[0]} ({kinds[pair[0]]}) / {pair[1]} ({kinds[pair[1]]})"
-    if mpi_summary is not None:
-        mpi_r = nodecompare.mpi_ratios(mpi_summary, *pair)
-        fig = plotting.node_mpi_ratio_figure(mpi_r, "MPI time ratio " + title)
-        out.figure(fig, "nodes_mpi_ratio", caption=f"MPI time ratio {title} per message size "
-                   "(below 1: the second node is slower). Hollow: oversubscribed.")
-        plt.show()
-    if echo_summary is not None:
-        echo_r = nodecompare.echo_ratios(echo_summary, *pair)
-        fig = plotting.node_echo_ratio_figure(echo_r, "Echo metric ratio " + title)
-        out.figure(fig, "nodes_echo_ratio", caption=f"Echo ratios {title} per server configuration: "
-                   "req/s as second/first, CPU per request and p99 as first/second (below 1: the "
-                   "second node is worse).")
-        plt.show()
+echo_summary, mpi_per_rep = nodecompare.summaries(echo, mpi)
+mpi_r = nodecompare.mpi_ratios(mpi_per_rep, *pair) if pair and mpi_per_rep is not None else None
+echo_r = nodecompare.echo_ratios(echo_summary, *pair) if pair and echo_summary is not None else None
+title = nodecompare.pair_title(kinds, pair)
+if mpi_r is not None:
+    fig = plotting.node_mpi_ratio_figure(mpi_r, "MPI time ratio " + title)
+    out.figure(fig, "nodes_mpi_ratio", caption=f"MPI time ratio {title} per message size, formed "
+               "within each repetition (below 1: the second node is slower). Hollow: oversubscribed.")
+    plt.show()
+if echo_r is not None:
+    fig = plotting.node_echo_ratio_figure(echo_r, "Echo metric ratio " + title)
+    out.figure(fig, "nodes_echo_ratio", caption=f"Echo ratios {title} per server configuration: "
+               "req/s as second/first, CPU per request and p99 as first/second (below 1: the "
+               "second node is worse).")
+    plt.show()
 mpi_r
 
 # %% [markdown]
 # ## Numbers for the paper
 
 # %%
-out.number("node_kinds", len(set(kinds.values())))
-out.text("node_list", ", ".join(f"{n} ({k})" for n, k in kinds.items()))
-for r in costs.itertuples():
-    out.number(f"node_{r.node}_s_ns", r.s_ns, unit="ns")
-    out.number(f"node_{r.node}_w_mean_ns", r.w_mean_ns, unit="ns")
-if pair is not None:
-    out.text("node_pair", f"{pair[0]} ({kinds[pair[0]]}) and {pair[1]} ({kinds[pair[1]]})")
-    if mpi_r is not None and len(mpi_r):
-        for bench, g in mpi_r[~mpi_r["oversubscribed"]].groupby("bench"):
-            out.number(f"nodes_mpi_{bench}_worst_ratio", g["ratio"].min(), digits=2)
-    if echo_r is not None and len(echo_r):
-        for metric, g in echo_r.groupby("metric"):
-            out.number(f"nodes_echo_{metric}_median_ratio", g["ratio"].median(), digits=2)
+numbers.nodes(out, kinds=kinds, costs=costs, pair=pair, mpi_ratios=mpi_r, echo_ratios=echo_r)
 out.finish()
-{k: v["text"] for k, v in out.numbers.items()}
+out.texts()

@@ -66,6 +66,16 @@ wildcard_constraints:
     experiment="|".join(EXPERIMENTS),
 
 
+def rep_priority(experiment, node, rep):
+    """Scheduling priority of a measurement: every experiment's repetition 1
+    on every node first, then repetition 2, and so on, in a seeded random
+    order within each round. A slow quarter of an hour on the host then hits
+    every configuration alike, and the repetitions spread over the run."""
+    rep = int(rep)
+    shuffle = zlib.crc32(f"{config['seed']}/{rep}/{node}/{experiment}".encode()) % 1000
+    return (10_000 - rep) * 1000 + shuffle
+
+
 def run_seed(experiment, node, rep):
     """A per-run seed derived from the config seed, stable across runs."""
     return (config["seed"] + zlib.crc32(f"{experiment}/{node}/{rep}".encode())) % 2**31
@@ -118,6 +128,66 @@ def raw_files(experiment):
             for rep in REPS]
 
 
+# --- adaptive precision (rules/precision.smk) --------------------------------
+PRECISION = config["precision"]
+# The experiments claims are judged from, and the node they are judged on
+# (iolab.analysis.claims.evaluate: the first in name order).
+CLAIM_EXPERIMENTS = ["syscall", "sendrecv", "uring_batch", "echo", "mpi"]
+CLAIM_NODE = sorted(n for n in NODES if n not in SKIPPED_NODES and node_runs(n, "syscall"))[0]
+
+
+def precision_plan(round_):
+    """The plan written by round ``round_``'s checkpoint (raises snakemake's
+    IncompleteCheckpointException until it exists)."""
+    with open(checkpoints.precision_plan.get(round=round_).output[0]) as f:
+        return json.load(f)
+
+
+def extra_reps(experiment, rounds):
+    """Repetitions of ``experiment`` that rounds 1..``rounds`` add."""
+    reps = []
+    for j in range(rounds):
+        reps += precision_plan(j)["next"].get(experiment, {}).get("reps", [])
+    return reps
+
+
+def raw_files_through(experiment, rounds):
+    """The configured repetitions, plus what rounds 1..``rounds`` added on the claims' node."""
+    extra = [f"data/raw/{CLAIM_NODE}/{experiment}/{run_key(experiment, CLAIM_NODE)}/rep{r}.csv"
+             for r in extra_reps(experiment, rounds)]
+    return raw_files(experiment) + extra
+
+
+def final_round():
+    """The first round whose plan says stop."""
+    k = 0
+    while not precision_plan(k)["stop"]:
+        k += 1
+    return k
+
+
+def table_inputs(experiment):
+    """The raw files a tidy table is built from: with adaptive precision, every round's."""
+    if not PRECISION["enabled"] or experiment not in CLAIM_EXPERIMENTS or not node_runs(CLAIM_NODE, experiment):
+        return raw_files(experiment)
+    return raw_files_through(experiment, final_round())
+
+
+def rep_settings(experiment, rep):
+    """An experiment's settings for one repetition: an extra round's echo
+    repetition measures only the cells its plan lists."""
+    settings = config["experiments"][experiment]
+    rep = int(rep)
+    if not PRECISION["enabled"] or rep <= config["repeats"]:
+        return settings
+    j = 0
+    while True:
+        planned = precision_plan(j)["next"].get(experiment, {})
+        if rep in planned.get("reps", []):
+            return {**settings, "cells": planned["cells"]} if "cells" in planned else settings
+        j += 1
+
+
 def client_node_flag(node):
     """`--client-node JSON` when the echo load generator runs on another node, else ""."""
     client = NODE_BY_NAME[node].get("echo_client")
@@ -143,8 +213,18 @@ def slurm_resource(node, key):
     return (NODE_BY_NAME[node].get("slurm") or {}).get(key, "")
 
 
-# Notebooks and the figures each one writes (stable names, cited by users).
-NOTEBOOKS = (["cost_model"] + (["echo"] if "echo" in EXPERIMENTS else [])
+# Notebooks, the tables each one reads (its `<experiment>_table` parameters),
+# and the figures each one writes (stable names, cited by users).
+NOTEBOOK_TABLES = {
+    "cost_model": ["syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"],
+    "echo": ["echo", "syscall", "sendrecv", "uring_batch"],
+    "collectives": ["mpi"],
+    "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"],
+    "nodes": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"],
+}
+NOTEBOOK_CATEGORY = {"cost_model": "Cost model", "echo": "Echo servers", "collectives": "MPI collectives",
+                     "claims": "Claims re-tested", "nodes": "Nodes compared"}
+NOTEBOOKS = (["cost_model", "claims"] + (["echo"] if "echo" in EXPERIMENTS else [])
              + (["collectives"] if "mpi" in EXPERIMENTS else []))
 # With more than one node, the nodes notebook sets them side by side (and
 # compares node kinds when the inventory turns out to have more than one).
@@ -155,15 +235,22 @@ NOTEBOOK_FIGURES = {
     "cost_model": ["syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"],
     "echo": ["echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"],
     "collectives": ["mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio"],
+    "claims": ["claims_forest"],
     # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds were
     # measured; the manifest lists them then.
     "nodes": ["nodes_costs"],
 }
 
 
-def table_or_empty(experiment):
-    """A notebook parameter: the experiment's table, or "" if it is disabled."""
-    return f"results/tables/{experiment}.parquet" if experiment in EXPERIMENTS else ""
+def notebook_tables(notebook):
+    """The tables a notebook reads that this run measures."""
+    return [f"results/tables/{e}.parquet" for e in NOTEBOOK_TABLES[notebook] if e in EXPERIMENTS]
+
+
+def notebook_table_params(notebook):
+    """papermill -p flags: each table, or "" for an experiment that is disabled."""
+    tables = {e: f"results/tables/{e}.parquet" if e in EXPERIMENTS else "" for e in NOTEBOOK_TABLES[notebook]}
+    return " ".join(f"-p {e}_table {shlex.quote(path)}" for e, path in tables.items())
 
 
 def figure_files(notebook):

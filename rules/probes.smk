@@ -20,9 +20,10 @@ rule measure:
     params:
         key=lambda w: checked_run_key(w, w.experiment),
         node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
-        settings=lambda w: json.dumps(config["experiments"][w.experiment]),
+        settings=lambda w: json.dumps(rep_settings(w.experiment, w.rep)),
         seed=lambda w: run_seed(w.experiment, w.node, w.rep),
     threads: lambda wildcards: measurement_threads(wildcards.node)
+    priority: lambda w: rep_priority(w.experiment, w.node, w.rep)
     resources:
         bench=1,
         slurm_partition=lambda w: slurm_resource(w.node, "partition"),
@@ -46,11 +47,12 @@ rule measure_echo:
     params:
         key=lambda w: checked_run_key(w, "echo"),
         node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
-        settings=json.dumps(config["experiments"]["echo"]),
+        settings=lambda w: json.dumps(rep_settings("echo", w.rep)),
         seed=lambda w: run_seed("echo", w.node, w.rep),
         programs=" ".join(f"build/{p}" for p in EXPERIMENT_PROGRAMS["echo"]),
         client=lambda w: client_node_flag(w.node),
     threads: lambda wildcards: measurement_threads(wildcards.node)
+    priority: lambda w: rep_priority("echo", w.node, w.rep)
     resources:
         bench=1,
         slurm_partition=lambda w: slurm_resource(w.node, "partition"),
@@ -76,12 +78,13 @@ rule measure_mpi:
     params:
         key=lambda w: checked_run_key(w, "mpi"),
         node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
-        settings=json.dumps(config["experiments"].get("mpi", {})),
+        settings=lambda w: json.dumps(rep_settings("mpi", w.rep)),
         seed=lambda w: run_seed("mpi", w.node, w.rep),
         mpicc=config["experiments"].get("mpi", {}).get("mpicc", "mpicc"),
         programs=" ".join(f"build/{p}" for p in EXPERIMENT_PROGRAMS["mpi"]),
         peers=lambda w: peer_nodes_flag(w.node),
     threads: lambda wildcards: measurement_threads(wildcards.node)
+    priority: lambda w: rep_priority("mpi", w.node, w.rep)
     resources:
         bench=1,
         slurm_partition=lambda w: slurm_resource(w.node, "partition"),

@@ -7,7 +7,7 @@ localrules: tidy_table, node_status
 
 rule tidy_table:
     input:
-        raw=lambda w: raw_files(w.experiment),
+        raw=lambda w: table_inputs(w.experiment),
         code="iolab/tables.py",
     output:
         table="results/tables/{experiment}.parquet",

@@ -8,7 +8,10 @@ import math
 import numpy as np
 import pytest
 
+import pandas as pd
+
 from iolab.analysis import claims, costmodel
+from iolab.analysis.verdicts import Outcome, combine
 
 NS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
@@ -38,18 +41,38 @@ def test_model_b_recovers_a_and_b() -> None:
     assert point["s"] == pytest.approx(120, rel=0.01)
 
 
-def test_bootstrap_intervals_cover_the_truth() -> None:
-    # A 95 % interval misses now and then; over many data sets it must cover
-    # the true value most of the time (and not be absurdly wide).
+def repetitions(reps: int = 6, drift: float = 0.1, seed: int = 0) -> dict[int, costmodel.CostInputs]:
+    """Each repetition's inputs: every cost of the repetition scaled by one
+    drift factor (a slower or faster host that launch), plus batch noise."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for rep in range(1, reps + 1):
+        d = rng.lognormal(0, drift)
+        scaled = dict(s=TRUE["s"] * d, **{k: {op: v * d for op, v in TRUE[k].items()} for k in ("w", "a", "b")})
+        out[rep] = costmodel.estimate(synthetic(**scaled, seed=seed * 100 + rep))
+    return out
+
+
+def test_intervals_across_repetitions_cover_the_truth() -> None:
+    # The drift's median is 1, so the truth is TRUE; batches within a
+    # repetition agree far better than repetitions do.
     hits, trials = 0, 0
-    for seed in range(12):
-        boot = costmodel.bootstrap(synthetic(**TRUE, seed=seed), resamples=150, seed=seed)
-        for q, truth in (("b_send", 2000.0), ("a_recv", 330.0)):
-            row = boot.loc[q]
+    for seed in range(30):
+        summary = costmodel.summarize(costmodel.per_rep(repetitions(seed=seed)))
+        for q, truth in (("b_send", 2000.0), ("a_recv", 330.0), ("s", 120.0)):
+            row = summary.loc[q]
             hits += row["low"] <= truth <= row["high"]
             trials += 1
-            assert (row["high"] - row["low"]) / truth < 0.5
-    assert hits / trials >= 0.75
+            assert row["n"] == 6
+    assert hits / trials >= 0.85
+
+
+def test_central_inputs_are_medians_over_repetitions() -> None:
+    reps = repetitions(seed=3)
+    central = costmodel.central_inputs(reps)
+    assert central.s == pytest.approx(np.median([ci.s for ci in reps.values()]))
+    assert central.fits["send"]["B"].params["b"] == pytest.approx(
+        np.median([ci.fits["send"]["B"].params["b"] for ci in reps.values()]))
 
 
 def test_aic_prefers_b_on_linear_data_and_a_on_constant_data() -> None:
@@ -83,29 +106,51 @@ def test_t1_is_the_enter_time_at_n1_minus_s() -> None:
     assert ci.t1["send"] == pytest.approx(TRUE["a"]["send"] + TRUE["b"]["send"], rel=0.01)
 
 
-@pytest.mark.parametrize("mitigations,nstar,expected", [
-    ("on", math.inf, "not reproduced: per SQE"),
-    ("on", 12.0, "reproduced in the model: io_uring wins above n* = 12.0"),
-    ("off", 3.0, "not testable on this node (mitigations off)"),
-])
-def test_c3_verdict(mitigations: str, nstar: float, expected: str) -> None:
-    point = {"nstar_B": nstar, "b_send": 2000, "b_recv": 400, "epoll_request": 1800}
-    assert claims.c3(mitigations, point).startswith(expected)
+def cost_frame(**columns: list[float]) -> pd.DataFrame:
+    return pd.DataFrame(columns)
 
 
-@pytest.mark.parametrize("mitigations,nstar,expected", [
-    ("off", math.inf, "reproduced: here t(1) = 1565 ns > w = 770 ns"),
-    ("off", 4.0, "not reproduced:"),
-    ("on", math.inf, "not testable on this node (mitigations on)"),
+@pytest.mark.parametrize("values,outcome", [
+    ([0.8, 0.85, 0.9, 0.82, 0.88, 0.86], Outcome.REPRODUCED),       # per-SQE cost below epoll's
+    ([1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.NOT_REPRODUCED),
+    ([0.9, 1.05, 0.95, 1.1, 0.97, 1.02], Outcome.UNDECIDED),
 ])
-def test_c2_verdict(mitigations: str, nstar: float, expected: str) -> None:
-    point = {"nstar_B": nstar, "t1_mean": 1565, "w_mean": 770}
-    assert claims.c2(mitigations, point).startswith(expected)
+def test_c3_model_part(values: list[float], outcome: Outcome) -> None:
+    model, throughput = claims.c3(cost_frame(per_sqe_over_epoll=values), "on", None)
+    assert model.outcome is outcome
+    assert throughput.outcome is Outcome.NOT_TESTABLE and "echo experiment did not run" in throughput.reason
+
+
+def test_c3_is_not_testable_with_mitigations_off() -> None:
+    for f in claims.c3(cost_frame(per_sqe_over_epoll=[0.8] * 6), "off", None):
+        assert f.outcome is Outcome.NOT_TESTABLE and "mitigations on" in f.reason
+
+
+@pytest.mark.parametrize("t1_over_w,per_sqe,outcome", [
+    ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.REPRODUCED),
+    ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [0.8, 0.85, 0.9, 0.82, 0.88, 0.86], Outcome.NOT_REPRODUCED),
+    ([0.9, 1.1, 0.95, 1.05, 0.98, 1.03], [1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.UNDECIDED),
+])
+def test_c2_with_mitigations_off(t1_over_w: list[float], per_sqe: list[float], outcome: Outcome) -> None:
+    parts = claims.c2(cost_frame(t1_over_w=t1_over_w, per_sqe_over_epoll=per_sqe), "off")
+    assert combine(parts) is outcome
+
+
+def test_c2_is_not_testable_with_mitigations_on() -> None:
+    parts = claims.c2(cost_frame(t1_over_w=[2.0] * 6, per_sqe_over_epoll=[1.3] * 6), "on")
+    assert all(f.outcome is Outcome.NOT_TESTABLE for f in parts)
+
+
+def test_c1_compares_with_the_value_for_the_mitigation_state() -> None:
+    frame = cost_frame(s=[230.0, 240, 225, 235, 228, 232], w_mean=[1500.0] * 6, t1_mean=[1900.0] * 6)
+    s_on, w, t = claims.c1(frame, "on")
+    s_off, _, _ = claims.c1(frame, "off")
+    assert s_on.outcome is Outcome.NOT_REPRODUCED and s_on.quoted == "700 ns"   # 230 is not 700 +- 25 %
+    assert s_off.outcome is Outcome.REPRODUCED and s_off.quoted == "230 ns"
+    assert w.outcome is Outcome.REPRODUCED and t.outcome is Outcome.REPRODUCED
 
 
 def test_overlay_ratios_compare_servers_with_the_model() -> None:
-    import pandas as pd
-
     ci = costmodel.estimate(synthetic(**TRUE, noise=0.001))
     epoll = costmodel.epoll_request(ci)
     at8 = float(costmodel.uring_request(ci, "B", np.array([8.0]))[0])

@@ -18,6 +18,7 @@ import yaml
 
 from iolab import formats, mpi, tables
 from iolab.analysis import claims, mpimodels, mpistats
+from iolab.analysis.verdicts import Outcome
 from iolab.runners import netns
 from iolab.runners.local import RunError
 
@@ -171,7 +172,9 @@ def test_raw_file_is_parsed_by_the_loaders(mpi_build: Path, tmp_path: Path) -> N
     summary = mpistats.summarize(times)
     row = summary[(summary["bench"] == "pingpong") & (summary["transport"] == "shm")
                   & (summary["bytes"] == 1)].iloc[0]
-    assert row["low_ns"] <= row["median_ns"] <= row["high_ns"] and row["n"] == 15
+    # 3 series x 5 iterations in one repetition: a median, but no interval
+    # across repetitions from one.
+    assert row["iterations"] == 15 and row["reps"] == 1 and row["low_ns"] == -np.inf
     assert np.isfinite(row["mean3_ns"])
     agreement = mpistats.reference_agreement(times)
     assert set(agreement["transport"]) == {"shm", "tcp"} and (agreement["ratio"] > 0).all()
@@ -284,10 +287,16 @@ def test_hockney_recovers_a_piecewise_line() -> None:
     m = 2.0 ** np.arange(0, 21)
     t = np.where(m <= 4096, 500 + 0.5 * m, 3000 + 0.2 * m)
     rng = np.random.default_rng(1)
-    h = mpimodels.fit_hockney(m, t * rng.normal(1, 0.01, m.size))
+    medians = t * rng.normal(1, 0.01, m.size)
+    reps = np.random.default_rng(2)
+    per_rep = pd.DataFrame([{"rep": r, "ranks": 2, "bytes": mm, "time_ns": tt * d * reps.normal(1, 0.01)}
+                            for r, d in enumerate(reps.lognormal(0, 0.1, 6), 1) for mm, tt in zip(m, t)])
+    h = mpimodels.fit_hockney(m, medians, per_rep=per_rep)
     assert h.breakpoint == 4096
     assert abs(h.small.ts_ns / 500 - 1) < 0.05 and abs(h.large.tw_ns_per_byte / 0.2 - 1) < 0.05
+    # The interval comes from each repetition's own fit.
     assert h.large.tw_ci[0] <= h.large.tw_ns_per_byte <= h.large.tw_ci[1]
+    assert h.large.tw_ci[1] / h.large.tw_ci[0] > 1.05
 
 
 def test_collective_fits_recover_known_parameters_and_skip_oversubscribed_points() -> None:
@@ -315,33 +324,50 @@ def test_transfer_rate_allows_a_negative_intercept() -> None:
     assert abs(mb_s - 50) < 1e-6 and intercept < 0
 
 
-def test_m1_m2_verdicts() -> None:
-    base = {"transport": "tcp", "ranks": 2, "low_ns": 0, "high_ns": 0, "oversubscribed": False}
-    one_kind = pd.DataFrame([{**base, "node": "a", "kind": "vm", "bench": "pingpong", "bytes": 1,
-                              "median_ns": 5000}])
-    assert claims.m1(one_kind, "see the transports").startswith(
-        "not testable on these nodes: every node measured is of kind vm")
+def per_rep_rows(node: str, kind: str, bench: str, size: int, times: list[float],
+                 transport: str = "nodes", oversubscribed: bool = False) -> list[dict]:
+    return [{"node": node, "kind": kind, "transport": transport, "bench": bench, "ranks": 2, "bytes": size,
+             "rep": rep, "time_ns": t, "oversubscribed": oversubscribed} for rep, t in enumerate(times, 1)]
+
+
+def test_m1_m2_are_not_testable_with_one_node_kind() -> None:
+    one_kind = pd.DataFrame(per_rep_rows("a", "vm", "pingpong", 1, [5000.0] * 6))
+    for f in [*claims.m1(one_kind), *claims.m2(one_kind)]:
+        assert f.outcome is Outcome.NOT_TESTABLE and "every node measured is of kind vm" in f.reason
+
+
+def test_m1_m2_pair_each_repetition_across_node_kinds() -> None:
+    drift = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2]       # shared by both nodes within a repetition
     rows = []
     for node, kind, scale in (("metal", "bare-metal", 1.0), ("guest", "vm", 1.25)):
-        rows += [{**base, "node": node, "kind": kind, "bench": "pingpong", "bytes": 1, "median_ns": 800 * scale},
-                 {**base, "node": node, "kind": kind, "bench": "pingpong", "bytes": 1 << 20,
-                  "median_ns": 1e6}]
-        rows += [{**base, "node": node, "kind": kind, "bench": b, "bytes": 1024,
-                  "median_ns": 1e4 * (scale if b == "bcast" else 1)} for b in ("bcast", "allreduce", "alltoall")]
-    two = pd.DataFrame(rows)
-    m1 = claims.m1(two, "")
-    assert m1.startswith("latency reproduced (ours/quoted = 1.07)") and "bandwidth reproduced" in m1
-    m2 = claims.m2(two, "")
-    assert "bcast worst not reproduced (ours/quoted = 1.45)" in m2
+        rows += per_rep_rows(node, kind, "pingpong", 1, [800 * scale * d for d in drift])
+        rows += per_rep_rows(node, kind, "pingpong", 1 << 20, [1e6 * d for d in drift])
+        for b in ("bcast", "allreduce", "alltoall"):
+            rows += per_rep_rows(node, kind, b, 1024, [1e4 * (scale if b == "bcast" else 1) * d for d in drift])
+            # An oversubscribed launch that would be the worst ratio: left out.
+            rows += per_rep_rows(node, kind, b, 4096, [1e4 * (3 if kind == "vm" else 1) * d for d in drift],
+                                 oversubscribed=True)
+    per_rep = pd.DataFrame(rows)
+    latency, bandwidth = claims.m1(per_rep)
+    assert latency.estimate.value == pytest.approx(0.8) and latency.outcome is Outcome.REPRODUCED
+    assert bandwidth.estimate.value == pytest.approx(1.0) and bandwidth.outcome is Outcome.REPRODUCED
+    bcast, allreduce, alltoall = claims.m2(per_rep)
+    # 0.8 is 1.45 x the quoted 0.55: outside +-25 % on every repetition.
+    assert bcast.estimate.value == pytest.approx(0.8) and bcast.outcome is Outcome.NOT_REPRODUCED
+    assert allreduce.estimate.value == pytest.approx(1.0) and allreduce.outcome is Outcome.NOT_REPRODUCED
+    assert alltoall.estimate.value == pytest.approx(1.0) and alltoall.outcome is Outcome.REPRODUCED
 
 
-def test_ratios_come_from_summarised_costs() -> None:
-    s = pd.DataFrame([
-        {"transport": t, "bench": "bcast", "ranks": 2, "bytes": 8, "median_ns": v, "low_ns": v * 0.9,
-         "high_ns": v * 1.1, "oversubscribed": False} for t, v in (("shm", 1000.0), ("tcp", 4000.0))])
-    r = mpistats.ratios(s, "shm", "tcp")
-    assert r["ratio"].item() == 0.25
-    assert r["low"].item() == pytest.approx(900 / 4400) and r["high"].item() == pytest.approx(1100 / 3600)
+def test_transport_ratios_are_formed_within_each_repetition() -> None:
+    drift = [1.0, 1.5, 0.7, 1.2, 0.9, 1.1]
+    rows = []
+    for transport, v in (("shm", 1000.0), ("tcp", 4000.0)):
+        rows += [{"transport": transport, "bench": "bcast", "ranks": 2, "bytes": 8, "rep": r,
+                  "time_ns": v * d, "oversubscribed": False} for r, d in enumerate(drift, 1)]
+    r = mpistats.ratios(pd.DataFrame(rows), "shm", "tcp")
+    # The drift cancels within each repetition: every ratio is 0.25.
+    assert r["ratio"].item() == pytest.approx(0.25)
+    assert (r["low"].item(), r["high"].item()) == pytest.approx((0.25, 0.25)) and r["reps"].item() == 6
 
 
 def test_config_errors_are_one_line(tmp_path: Path) -> None:
@@ -361,7 +387,5 @@ def test_timeout_kills_the_launch_and_says_so(mpi_build: Path, tmp_path: Path) -
                  iterations=100000, warmup=0, timeout=2, reference={"enabled": False, "sizes": [1],
                                                                    "iterations": 1, "series": 1,
                                                                    "warmup": 0})
-    start = time.monotonic()
     with pytest.raises(RunError, match=r"shm p=2 bcast did not finish within 2 s"):
         mpi.run_experiment(s, seed=1, output=tmp_path / "rep1.csv", progress=False)
-    assert time.monotonic() - start < 60

@@ -15,6 +15,10 @@ Per echo request there is one recv and one send, so request costs add the
 two operations; at batch size n each enter carries n SQEs.
 Fits are weighted by 1/U(n)^2 (relative errors: U spans three decades) on
 the per-n medians, with non-negativity on every parameter.
+
+Every quantity is estimated within each repetition (``per_rep``), and
+reported as the median over repetitions with its interval (``summarize``;
+iolab.analysis.stats).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
+
+from .stats import across_reps
 
 OPS = ("send", "recv")
 
@@ -175,21 +181,15 @@ def collect(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, 
     return samples
 
 
-def estimate(samples: Samples, rng: np.random.Generator | None = None) -> CostInputs:
-    """Point estimates from medians; with ``rng``, from one bootstrap resample
-    (batches resampled with replacement within each group)."""
-    def med(a: np.ndarray) -> float:
-        if rng is not None:
-            a = a[rng.integers(0, a.size, a.size)]
-        return float(np.median(a))
-
-    s = med(samples.s)
-    w = {op: med(samples.sw[op]) - s for op in OPS}
+def estimate(samples: Samples) -> CostInputs:
+    """Point estimates from the medians of the batches."""
+    s = float(np.median(samples.s))
+    w = {op: float(np.median(samples.sw[op])) - s for op in OPS}
     fits: dict[str, dict[str, Fit]] = {}
     t1: dict[str, float] = {}
     for op in OPS:
         ns = np.array(sorted(samples.enter[op]))
-        u = np.array([med(samples.enter[op][n]) for n in ns])
+        u = np.array([float(np.median(samples.enter[op][n])) for n in ns])
         fits[op] = {"A": fit_model_a(ns, u, s), "B": fit_model_b(ns, u, s)}
         t1[op] = float(u[ns == 1][0] - s) if (ns == 1).any() else math.nan
     return CostInputs(s=s, w=w, fits=fits, t1=t1)
@@ -201,6 +201,12 @@ def derived(ci: CostInputs) -> dict[str, float]:
            "w_mean": (ci.w["send"] + ci.w["recv"]) / 2, "t1_mean": (ci.t1["send"] + ci.t1["recv"]) / 2,
            "floor_request": ci.w["send"] + ci.w["recv"],
            "nstar_A": crossover(ci, "A"), "nstar_B": crossover(ci, "B")}
+    # Ratios that carry over between machines (claims C2/C3): the source's t
+    # at n = 1 against w, and model B's per-SQE cost of a request against
+    # the epoll request (io_uring can win at some n only when it is below 1).
+    out["t1_over_w"] = out["t1_mean"] / out["w_mean"]
+    out["per_sqe_over_epoll"] = (ci.fits["send"]["B"].params["b"] + ci.fits["recv"]["B"].params["b"]) \
+        / out["epoll_request"]
     for op in OPS:
         out[f"w_{op}"] = ci.w[op]
         out[f"t_{op}"] = ci.fits[op]["A"].params["t"]
@@ -212,26 +218,57 @@ def derived(ci: CostInputs) -> dict[str, float]:
     return out
 
 
-def bootstrap(samples: Samples, resamples: int = 1000, seed: int = 0,
-              confidence: float = 0.95) -> pd.DataFrame:
-    """Point estimate and percentile CI of every derived quantity.
-    Rows: quantity; columns: value, low, high."""
-    point = derived(estimate(samples))
-    rng = np.random.default_rng(seed)
-    reps = pd.DataFrame([derived(estimate(samples, rng)) for _ in range(resamples)])
-    alpha = (1 - confidence) / 2
+def reps_of(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, node: str) -> list[int]:
+    """The repetitions in which all three cost probes ran on ``node``."""
+    def of(t: pd.DataFrame) -> set[int]:
+        return set(t.loc[t["node"] == node, "rep"].astype(int))
+    return sorted(of(syscall) & of(sendrecv) & of(uring))
+
+
+def per_rep_inputs(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, *,
+                   node: str) -> dict[int, CostInputs]:
+    """The model's inputs estimated from each repetition alone."""
+    reps = reps_of(syscall, sendrecv, uring, node)
+    if not reps:
+        raise ValueError(f"no repetition of node {node!r} ran syscall, sendrecv and uring_batch")
+    return {rep: estimate(collect(syscall, sendrecv, uring, node=node, rep=rep)) for rep in reps}
+
+
+def per_rep(inputs: Mapping[int, CostInputs]) -> pd.DataFrame:
+    """Every derived quantity, one row per repetition (index: rep)."""
+    return pd.DataFrame([{"rep": rep, **derived(ci)} for rep, ci in sorted(inputs.items())]).set_index("rep")
+
+
+def summarize(per_rep_frame: pd.DataFrame) -> pd.DataFrame:
+    """Median over repetitions of every quantity, with its 95 % interval and
+    the interval a re-run is expected to fall in. Rows: quantity; columns:
+    value, low, high, n, pred_low, pred_high."""
     rows = []
-    for key, value in point.items():
-        col = reps[key].replace([np.inf], np.nan)
-        finite = col.dropna()
-        rows.append({"quantity": key, "value": value,
-                     "low": float(finite.quantile(alpha)) if len(finite) else math.inf,
-                     "high": float(finite.quantile(1 - alpha)) if len(finite) == len(col) else math.inf})
+    for q in per_rep_frame.columns:
+        e = across_reps(per_rep_frame[q].to_numpy(float))
+        rows.append({"quantity": q, "value": e.value, "low": e.low, "high": e.high, "n": e.n,
+                     "pred_low": e.pred_low, "pred_high": e.pred_high})
     return pd.DataFrame(rows).set_index("quantity")
 
 
+def central_inputs(inputs: Mapping[int, CostInputs]) -> CostInputs:
+    """Inputs whose every parameter is the median over repetitions, for
+    drawing the models (the reported numbers come from ``summarize``)."""
+    cis = list(inputs.values())
+
+    def med(values: list[float]) -> float:
+        return float(np.median(values))
+
+    fits = {op: {m: Fit(m, {k: med([c.fits[op][m].params[k] for c in cis]) for k in cis[0].fits[op][m].params},
+                        med([c.fits[op][m].rss for c in cis]), cis[0].fits[op][m].points)
+                 for m in ("A", "B")} for op in OPS}
+    return CostInputs(s=med([c.s for c in cis]), w={op: med([c.w[op] for c in cis]) for op in OPS},
+                      fits=fits, t1={op: med([c.t1[op] for c in cis]) for op in OPS})
+
+
 def preferred_model(point: Mapping[str, float]) -> str:
-    """The model with the lower AIC summed over both operations."""
+    """The model with the lower AIC summed over both operations (``point``:
+    each AIC's median over repetitions)."""
     a = sum(point[f"aic_A_{op}"] for op in OPS)
     b = sum(point[f"aic_B_{op}"] for op in OPS)
     return "B" if b < a else "A"

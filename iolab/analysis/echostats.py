@@ -1,24 +1,68 @@
 """Summaries of the echo experiment: per configuration, connections and
-message size, the median over repetitions (with min and max) of throughput,
-CPU per request, latency percentiles and the batch size each server reached."""
+message size, the median over repetitions (with its 95 % interval) of
+throughput, CPU per request, latency percentiles and the batch size each
+server reached; and paired ratios between configurations, formed within
+each repetition (cells of one repetition run close together in time) and
+then summarised across repetitions."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pandas as pd
 
 from .sources import U1_RPS
+from .stats import median_ci
 
 KEYS = ["node", "preset", "server", "connections", "bytes"]
 METRICS = ["rps", "server_ns_per_request", "client_ns_per_request", "p50_us", "p99_us",
            "p999_us", "sqes_per_enter", "events_per_wait"]
 
 
+def _ci_low(x: pd.Series) -> float:
+    return median_ci(x.dropna())[0] if x.notna().any() else math.nan
+
+
+def _ci_high(x: pd.Series) -> float:
+    return median_ci(x.dropna())[1] if x.notna().any() else math.nan
+
+
 def summarize(echo: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration and cell: each metric's median over repetitions and
+    its 95 % interval (``<metric>_low``/``_high``; infinite with fewer than 6
+    repetitions), and the number of repetitions."""
     ok = echo[echo["status"] == "ok"]
-    agg = ok.groupby(KEYS)[METRICS].agg(["median", "min", "max"])
-    agg.columns = [f"{m}_{s}" if s != "median" else m for m, s in agg.columns]
+    agg = ok.groupby(KEYS)[METRICS].agg(["median", _ci_low, _ci_high])
+    names = {"median": "", "_ci_low": "_low", "_ci_high": "_high"}
+    agg.columns = [f"{m}{names[s]}" for m, s in agg.columns]
     agg["reps"] = ok.groupby(KEYS).size()
     return agg.reset_index()
+
+
+def paired_ratios(echo: pd.DataFrame, numerator: str, denominator: str,
+                  metric: str = "rps") -> pd.DataFrame:
+    """numerator/denominator of ``metric`` per node, repetition and cell
+    (connections, bytes), from the two presets' cells of the same repetition."""
+    ok = echo[echo["status"] == "ok"]
+    cell = ["node", "rep", "connections", "bytes"]
+    a = ok[ok["preset"] == numerator][[*cell, metric]]
+    b = ok[ok["preset"] == denominator][[*cell, metric]]
+    both = a.merge(b, on=cell, suffixes=("_a", "_b"))
+    both["ratio"] = both[f"{metric}_a"] / both[f"{metric}_b"]
+    return both[[*cell, "ratio"]]
+
+
+def ratio_per_rep(ratios: pd.DataFrame, connections: int, bytes_: int) -> np.ndarray:
+    """The per-repetition ratios of one cell."""
+    sel = ratios[(ratios["connections"] == connections) & (ratios["bytes"] == bytes_)]
+    return sel.sort_values("rep")["ratio"].to_numpy(float)
+
+
+def describe(echo: pd.DataFrame, node: str, floor: float, cost_node: str) -> str:
+    """One line on what the echo table holds."""
+    return (f"node {node}: {len(echo)} cells, {int((echo['status'] == 'ok').sum())} measured, "
+            f"{echo['rep'].nunique()} repetitions; floor 2w = {floor:.0f} ns (cost probes of node {cost_node})")
 
 
 def unavailable(echo: pd.DataFrame) -> pd.DataFrame:
@@ -44,6 +88,14 @@ def seed_table(summary: pd.DataFrame) -> pd.DataFrame:
                      "io_uring (ours)": value(summary, "default", c, b),
                      "epoll (ours)": value(summary, "epoll", c, b)})
     return pd.DataFrame(rows)
+
+
+def node_overlay(echo: pd.DataFrame, node: str) -> pd.DataFrame | None:
+    """``model_overlay`` of one node's servers; None where the echo
+    experiment ran on other nodes only."""
+    summary = summarize(echo)
+    overlay = model_overlay(summary[summary["node"] == node])
+    return overlay if len(overlay) else None
 
 
 def model_overlay(summary: pd.DataFrame, min_connections: int = 50) -> pd.DataFrame:

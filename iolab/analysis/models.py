@@ -1,6 +1,7 @@
-"""Summaries the notebooks report: medians with CIs, per-repetition
-estimates, and the smaller derived quantities (ACK cost, UNIX-socket w,
-the kernel-side view). The cost-model fits are in iolab.costmodel."""
+"""Summaries the notebooks report: medians over repetitions with their
+intervals, per-repetition estimates, and the smaller derived quantities (ACK
+cost, UNIX-socket w, the kernel-side view). The cost-model fits are in
+iolab.analysis.costmodel; the statistics in iolab.analysis.stats."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pandas as pd
 
 from .. import paths, tables
 from . import costmodel
-from .stats import Estimate, median_ci, spread_pct
+from .stats import Estimate, across_reps, spread_pct
 
 
 def primary_node(table: pd.DataFrame) -> str:
@@ -28,6 +29,31 @@ def cost_node(cost_table: pd.DataFrame, wanted: str) -> str:
     return wanted if wanted in nodes else primary_node(cost_table)
 
 
+def measured(table: pd.DataFrame, node: str | None = None) -> pd.DataFrame:
+    """The timed rows (warm-up excluded), of ``node`` if given."""
+    rows = table[~table["warmup"]]
+    return rows if node is None else rows[rows["node"] == node]
+
+
+def rows_of(table: pd.DataFrame, node: str) -> pd.DataFrame:
+    """``node``'s rows."""
+    return table[table["node"] == node]
+
+
+def floor_request(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, node: str) -> float:
+    """The kernel-work floor of an echo request, w_send + w_recv: the median
+    over repetitions."""
+    per_rep = costmodel.per_rep(costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node))
+    return float(per_rep["floor_request"].median())
+
+
+def inline_note(uring: pd.DataFrame, node: str) -> str:
+    """How many SQEs did not complete inline (the probe fails above 1 %)."""
+    rows = measured(uring, node)
+    return (f"SQEs not completed inline: {int(rows['not_inline'].sum())} of "
+            f"{int((rows['n'] * rows['calls']).sum())}")
+
+
 def node_context(table: pd.DataFrame, node: str) -> dict[str, str]:
     rows = table[table["node"] == node]
     return {"node_kind": str(rows["kind"].iloc[0]), "mitigations": str(rows["mitigations"].iloc[0]),
@@ -36,35 +62,36 @@ def node_context(table: pd.DataFrame, node: str) -> dict[str, str]:
 
 def median_summary(measured: pd.DataFrame, by: Sequence[str],
                    column: str = "ns_per_call") -> pd.DataFrame:
-    """Median of ``column`` with its 95 % CI for each group of batches. The
+    """Per group: the median of each repetition's batches, then the median
+    over repetitions with its 95 % interval (iolab.analysis.stats). The
     Estimate object stays in ``estimate`` for the numbers file."""
+    per_rep = measured.groupby([*by, "rep"], sort=True)[column].agg(["median", "size"]).reset_index()
     rows = []
-    for key, group in measured.groupby(list(by), sort=True):
-        est = median_ci(group[column].to_numpy())
+    for key, group in per_rep.groupby(list(by), sort=True):
+        est = across_reps(group["median"].to_numpy())
         rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))),
                      "median_ns": est.value, "ci_low_ns": est.low, "ci_high_ns": est.high,
-                     "batches": est.n, "estimate": est})
+                     "reps": est.n, "batches": int(group["size"].sum()), "estimate": est})
     return pd.DataFrame(rows)
 
 
-def as_estimate(boot: pd.DataFrame, quantity: str) -> Estimate:
-    r = boot.loc[quantity]
-    return Estimate(float(r["value"]), float(r["low"]), float(r["high"]), 0)
+def as_estimate(summary: pd.DataFrame, quantity: str) -> Estimate:
+    """A row of costmodel.summarize as an Estimate."""
+    r = summary.loc[quantity]
+    return Estimate(float(r["value"]), float(r["low"]), float(r["high"]), int(r["n"]),
+                    float(r["pred_low"]), float(r["pred_high"]))
 
 
 def per_rep_estimates(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame,
                       node: str) -> pd.DataFrame:
     """s, w (TCP and UNIX), a and b estimated from each repetition alone."""
     rows = []
-    reps = sorted(set(syscall["rep"]) & set(sendrecv["rep"]) & set(uring["rep"]))
-    for rep in reps:
-        ci = costmodel.estimate(costmodel.collect(syscall, sendrecv, uring, node=node, rep=rep))
+    for rep, ci in costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node).items():
         row = {"rep": rep, "s": ci.s, "w_tcp": (ci.w["send"] + ci.w["recv"]) / 2}
         for op in costmodel.OPS:
             row[f"a_{op}"] = ci.fits[op]["B"].params["a"]
             row[f"b_{op}"] = ci.fits[op]["B"].params["b"]
-        sr = sendrecv[sendrecv["rep"] == rep]
-        unix = unix_w(sr, node, ci.s)
+        unix = unix_w(sendrecv[sendrecv["rep"] == rep], node, ci.s)
         if unix:
             row["w_unix"] = (unix["w_unix_send_ns"] + unix["w_unix_recv_ns"]) / 2
         rows.append(row)

@@ -1,8 +1,9 @@
 """Latency models for MPI: Hockney for ping-pong, and the collective formulas.
 
 Every fit is a non-negative least-squares fit of summarised medians,
-weighted by 1/T so that 1 B and 1 MiB points count alike (relative error),
-with a bootstrap CI from resampling the points.
+weighted by 1/T so that 1 B and 1 MiB points count alike (relative error).
+Parameter intervals come from the same fit made to each repetition alone
+(its own medians), summarised across repetitions (iolab.analysis.stats).
 
 - Hockney, piecewise: T(m) = t_s + t_w*m separately below and above a
   breakpoint (eager vs rendezvous protocol), the breakpoint chosen among the
@@ -16,12 +17,14 @@ with a bootstrap CI from resampling the points.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
+
+from .stats import across_reps
 
 # (p, m) -> (coefficient of the per-message term, coefficient of the per-byte term)
 Terms = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -81,31 +84,33 @@ def _fit(cs: np.ndarray, cw: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, flo
     return x, float(resid @ resid)
 
 
-def _bootstrap(cs: np.ndarray, cw: np.ndarray, y: np.ndarray, resamples: int = 400,
-               seed: int = 0) -> tuple[tuple[float, float], tuple[float, float]]:
-    rng = np.random.default_rng(seed)
-    n = len(y)
-    if n < 3:
-        return (float("nan"),) * 2, (float("nan"),) * 2  # type: ignore[return-value]
-    draws = []
-    for _ in range(resamples):
-        i = rng.integers(0, n, n)
-        if len(np.unique(cw[i])) < 2:
+def _rep_intervals(terms: Terms, per_rep: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+                   ) -> tuple[tuple[float, float], tuple[float, float]]:
+    """(t_s CI, t_w CI): the fit made to each repetition's points alone,
+    summarised across repetitions."""
+    fits = []
+    for p, m, y in per_rep:
+        if len(np.unique(m)) < 2:
             continue
-        draws.append(_fit(cs[i], cw[i], y[i])[0])
-    if not draws:
+        cs, cw = (np.broadcast_to(np.asarray(c, dtype=float), y.shape).copy() for c in terms(p, m))
+        fits.append(_fit(cs, cw, y)[0])
+    if not fits:
         return (float("nan"),) * 2, (float("nan"),) * 2  # type: ignore[return-value]
-    d = np.array(draws)
-    lo, hi = np.percentile(d, [2.5, 97.5], axis=0)
-    return (float(lo[0]), float(hi[0])), (float(lo[1]), float(hi[1]))
+    d = np.array(fits)
+    ts, tw = across_reps(d[:, 0]), across_reps(d[:, 1])
+    return (ts.low, ts.high), (tw.low, tw.high)
 
 
-def fit_terms(formula: str, terms: Terms, p: np.ndarray, m: np.ndarray, y: np.ndarray) -> LinearFit:
+def fit_terms(formula: str, terms: Terms, p: np.ndarray, m: np.ndarray, y: np.ndarray,
+              per_rep: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None) -> LinearFit:
+    """Fit to the points (p, m, y); ``per_rep``: each repetition's own points,
+    for the parameters' intervals."""
     p, m, y = (np.asarray(a, dtype=float) for a in (p, m, y))
     cs, cw = (np.broadcast_to(np.asarray(c, dtype=float), y.shape).copy() for c in terms(p, m))
     x, rss = _fit(cs, cw, y)
-    ts_ci, tw_ci = _bootstrap(cs, cw, y)
-    return LinearFit(formula, float(x[0]), float(x[1]), len(y), ts_ci, tw_ci, {"weighted_rss": rss})
+    ts_ci, tw_ci = _rep_intervals(terms, per_rep) if per_rep else ((float("nan"),) * 2, (float("nan"),) * 2)
+    return LinearFit(formula, float(x[0]), float(x[1]), len(y), ts_ci, tw_ci,  # type: ignore[arg-type]
+                     {"weighted_rss": rss})
 
 
 def predict(fit: LinearFit, terms: Terms, p: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -131,8 +136,25 @@ class Hockney:
         return np.where(m <= self.breakpoint, lo, predict(self.large, HOCKNEY, np.ones_like(m), m))
 
 
-def fit_hockney(m: np.ndarray, t_ns: np.ndarray, min_points: int = 3) -> Hockney:
-    """Piecewise Hockney fit of one-way latency medians over sizes ``m``."""
+def _rep_points(per_rep: pd.DataFrame | None, select: np.ndarray | None = None
+                ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+    """Each repetition's (p, m, time) from a ``mpistats.rep_medians`` slice,
+    restricted to the sizes in ``select``."""
+    if per_rep is None or per_rep.empty:
+        return None
+    out = []
+    for _, g in per_rep.groupby("rep"):
+        if select is not None:
+            g = g[g["bytes"].isin(select)]
+        out.append((g["ranks"].to_numpy(float), g["bytes"].to_numpy(float), g["time_ns"].to_numpy(float)))
+    return out
+
+
+def fit_hockney(m: np.ndarray, t_ns: np.ndarray, min_points: int = 3,
+                per_rep: pd.DataFrame | None = None) -> Hockney:
+    """Piecewise Hockney fit of one-way latency medians over sizes ``m``;
+    ``per_rep``: the same ping-pong's ``mpistats.rep_medians`` rows, for the
+    intervals (each repetition fitted on the same ranges)."""
     order = np.argsort(m)
     m, t = np.asarray(m, dtype=float)[order], np.asarray(t_ns, dtype=float)[order]
     ones = np.ones_like(m)
@@ -142,16 +164,44 @@ def fit_hockney(m: np.ndarray, t_ns: np.ndarray, min_points: int = 3) -> Hockney
         if best is None or rss < best[0]:
             best = (rss, k)
     if best is None:  # too few sizes to split: one line
-        return Hockney(fit_terms("t_s + t_w m", HOCKNEY, ones, m, t), None, float(m[-1]))
+        return Hockney(fit_terms("t_s + t_w m", HOCKNEY, ones, m, t, _rep_points(per_rep)), None, float(m[-1]))
     k = best[1]
-    small = fit_terms("t_s + t_w m (eager)", HOCKNEY, ones[:k], m[:k], t[:k])
-    large = fit_terms("t_s + t_w m (rendezvous)", HOCKNEY, ones[k:], m[k:], t[k:])
+    small = fit_terms("t_s + t_w m (eager)", HOCKNEY, ones[:k], m[:k], t[:k], _rep_points(per_rep, m[:k]))
+    large = fit_terms("t_s + t_w m (rendezvous)", HOCKNEY, ones[k:], m[k:], t[k:], _rep_points(per_rep, m[k:]))
     return Hockney(small, large, float(m[k - 1]))
 
 
-def collective_fits(summary: pd.DataFrame) -> pd.DataFrame:
+def hockney_fits(summary: pd.DataFrame, per_rep: pd.DataFrame | None = None) -> dict[str, Hockney]:
+    """Per transport with two or more ping-pong sizes, the piecewise Hockney
+    fit. The tbf-shaped link gets ``transfer_rate`` instead: its burst makes
+    the intercept negative, which Hockney's t_s >= 0 cannot express."""
+    out = {}
+    for transport in sorted(set(summary["transport"]) - {"netns_tbf"}):
+        pp = summary[(summary["bench"] == "pingpong") & (summary["transport"] == transport)]
+        if len(pp) >= 2:
+            reps = None if per_rep is None else per_rep[(per_rep["bench"] == "pingpong")
+                                                          & (per_rep["transport"] == transport)]
+            out[transport] = fit_hockney(pp["bytes"].to_numpy(), pp["median_ns"].to_numpy(), per_rep=reps)
+    return out
+
+
+def hockney_table(fits: dict[str, Hockney]) -> pd.DataFrame:
+    """One row per transport and range: t_s, t_w, bandwidth and t_w's interval."""
+    rows = []
+    for transport, h in fits.items():
+        for part, fit in (("small", h.small), ("large", h.large)):
+            if fit is not None:
+                rows.append({"transport": transport, "range": part, "breakpoint_bytes": h.breakpoint,
+                             "t_s_us": fit.ts_ns / 1e3, "t_w_ns_per_byte": fit.tw_ns_per_byte,
+                             "bandwidth_MB_s": fit.bandwidth_mb_s, "tw_ci": fit.tw_ci})
+    return pd.DataFrame(rows)
+
+
+def collective_fits(summary: pd.DataFrame, per_rep: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per (node, transport, bench): the paper's formula and, where the
-    algorithm was pinned and has a known formula, the algorithm's.
+    algorithm was pinned and has a known formula, the algorithm's; fitted to
+    ``summary``'s medians, with intervals from each repetition's own fit
+    (``per_rep``: ``mpistats.rep_medians``).
 
     Oversubscribed points (more ranks than CPUs) time the scheduler as much
     as the network, so fits use them only when nothing else was measured
@@ -169,8 +219,13 @@ def collective_fits(summary: pd.DataFrame) -> pd.DataFrame:
         algorithm = algorithms.pop() if pinned else "not pinned"
         if pinned and (bench, algorithm) in ALGORITHM_FORMULAS:
             candidates.append(("algorithm", *ALGORITHM_FORMULAS[(bench, algorithm)]))
+        reps = None
+        if per_rep is not None:
+            mine = per_rep[(per_rep["node"] == node) & (per_rep["transport"] == transport)
+                           & (per_rep["bench"] == bench) & per_rep["ranks"].isin(set(p.tolist()))]
+            reps = _rep_points(mine)
         for model, formula, terms in candidates:
-            fit = fit_terms(formula, terms, p, m, y)
+            fit = fit_terms(formula, terms, p, m, y, reps)
             pred = predict(fit, terms, p, m)
             err = (pred - y) / y
             rows.append({"node": node, "transport": transport, "bench": bench, "model": model,
@@ -190,11 +245,6 @@ def prediction_errors(fits: pd.DataFrame) -> pd.DataFrame:
              "ranks": int(p), "bytes": int(m), "error": e}
             for r in fits.itertuples() for p, m, e in r.errors]
     return pd.DataFrame(rows)
-
-
-def algorithm_note(fits: pd.DataFrame) -> Mapping[str, str]:
-    """bench -> the algorithm that ran, as recorded by the probe."""
-    return {b: str(g["algorithm"].iloc[0]) for b, g in fits.groupby("bench")}
 
 
 def transfer_rate(m: np.ndarray, t_ns: np.ndarray) -> tuple[float, float]:

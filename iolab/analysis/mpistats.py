@@ -5,22 +5,23 @@
   half rank 0's round trip (one-way latency); the reference ping-pong's rows
   already hold the loop's mean round trip, also halved. Iterations that
   started late under window synchronisation are dropped.
+- ``rep_medians``: per repetition (one launch per transport and rank count),
+  the median over its iterations of every series.
 - ``summarize``: per node, transport, benchmark, ranks and size, the median
-  with its nonparametric 95 % CI over every iteration of every series and
-  repetition, and the seed's estimator (mean of the 3 smallest series means).
-- ``ratios``: A/B per size between two transports (or node kinds), from the
-  summarised medians, never by averaging per-iteration ratios.
+  of the per-repetition medians with its 95 % interval across repetitions
+  (iolab.analysis.stats), and the seed's estimator (mean of the 3 smallest
+  series means).
+- ``ratios``: A/B per size between two transports (or nodes), formed within
+  each repetition from its medians and summarised across repetitions, never
+  by averaging per-iteration ratios.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import numpy as np
 import pandas as pd
 
 from ..formats import REFERENCE_BENCH
-from .stats import Estimate, mean_of_smallest, median_ci
+from .stats import Estimate, across_reps, mean_of_smallest
 
 GROUP = ["node", "kind", "transport", "bench", "ranks", "bytes"]
 COLLECTIVES = ("bcast", "allreduce", "alltoall", "barrier")
@@ -45,23 +46,74 @@ def iteration_times(table: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([p2p, agg], ignore_index=True)
 
 
+CARRY = ["oversubscribed", "algorithm", "pinned", "sync", "hosts", "rate_mbit", "peers"]
+
+
+def rep_medians(times: pd.DataFrame) -> pd.DataFrame:
+    """One row per (node, ..., bytes, rep): the median time of that
+    repetition's iterations (``time_ns``), how many there were, and what its
+    launch decided."""
+    agg = times.groupby([*GROUP, "rep"], sort=True).agg(
+        time_ns=("time_ns", "median"), iterations=("time_ns", "size"),
+        **{c: (c, "first") for c in CARRY})
+    return agg.reset_index()
+
+
 def summarize(times: pd.DataFrame) -> pd.DataFrame:
-    """Median + 95 % CI and the seed's estimator per (node, transport, bench, p, m)."""
+    """Median over repetitions + 95 % interval, and the seed's estimator, per
+    (node, transport, bench, p, m)."""
+    per_rep = rep_medians(times)
+    series_means = times.groupby([*GROUP, "rep", "series"], sort=True)["time_ns"].mean()
     rows = []
-    for key, g in times.groupby(GROUP, sort=True):
-        est = median_ci(g["time_ns"].to_numpy())
-        series_means = g.groupby(["rep", "series"])["time_ns"].mean().to_numpy()
+    for key, g in per_rep.groupby(GROUP, sort=True):
+        est = across_reps(g["time_ns"].to_numpy())
+        means = series_means.loc[key].to_numpy()
         rows.append({
             **dict(zip(GROUP, key, strict=True)),
-            "median_ns": est.value, "low_ns": est.low, "high_ns": est.high, "n": est.n,
-            "mean3_ns": mean_of_smallest(series_means, 3) if len(series_means) >= 3 else float("nan"),
-            "series": len(series_means),
+            "median_ns": est.value, "low_ns": est.low, "high_ns": est.high, "reps": est.n,
+            "pred_low_ns": est.pred_low, "pred_high_ns": est.pred_high,
+            "iterations": int(g["iterations"].sum()),
+            "mean3_ns": mean_of_smallest(means, 3) if len(means) >= 3 else float("nan"),
+            "series": len(means),
             "oversubscribed": bool(g["oversubscribed"].iloc[0]),
             "algorithm": g["algorithm"].iloc[0], "pinned": bool(g["pinned"].iloc[0]),
             "sync": g["sync"].iloc[0], "hosts": int(g["hosts"].iloc[0]),
             "rate_mbit": g["rate_mbit"].iloc[0], "peers": g["peers"].iloc[0],
         })
     return pd.DataFrame(rows)
+
+
+TRANSPORT_ORDER = ("shm", "tcp", "netns", "netns_tbf", "nodes")
+# (faster, slower) transport pairs the ratio figure compares.
+TRANSPORT_PAIRS = (("shm", "tcp"), ("tcp", "netns"), ("shm", "netns"), ("tcp", "nodes"))
+
+
+def transports(summary: pd.DataFrame) -> list[str]:
+    """The transports measured, in the paper's order."""
+    return [t for t in TRANSPORT_ORDER if t in set(summary["transport"])]
+
+
+def describe(raw: pd.DataFrame, times: pd.DataFrame, node: str, transports: list[str]) -> str:
+    return (f"node {node}: {len(raw):,} rank-iteration samples, {len(times):,} iterations, "
+            f"{raw['rep'].nunique()} repetitions; transports {', '.join(transports)}")
+
+
+def overview(summary: pd.DataFrame) -> pd.DataFrame:
+    """What was measured, per transport, benchmark and rank count."""
+    return summary.groupby(["transport", "bench", "ranks"]).agg(
+        sizes=("bytes", "nunique"), iterations=("iterations", "sum"), reps=("reps", "max"),
+        algorithm=("algorithm", "first"), oversubscribed=("oversubscribed", "first"))
+
+
+def tbf_rate(summary: pd.DataFrame) -> float | None:
+    """The rate imposed on the tbf-shaped cluster (Mbit/s), if it ran."""
+    rate = summary.loc[summary["transport"] == "netns_tbf", "rate_mbit"].dropna()
+    return float(rate.iloc[0]) if len(rate) else None
+
+
+def transport_ratios(per_rep: pd.DataFrame, measured: list[str]) -> list[pd.DataFrame]:
+    """``ratios`` for every transport pair both sides of which were measured."""
+    return [ratios(per_rep, a, b) for a, b in TRANSPORT_PAIRS if a in measured and b in measured]
 
 
 def report_rows(frame: pd.DataFrame, node: str) -> pd.DataFrame:
@@ -78,23 +130,24 @@ def report_rows(frame: pd.DataFrame, node: str) -> pd.DataFrame:
     return pd.concat([mine, across[across["node"] == first]], ignore_index=True)
 
 
-def ratios(summary: pd.DataFrame, numerator: str, denominator: str, by: str = "transport",
-           estimator: str = "median_ns") -> pd.DataFrame:
-    """numerator/denominator per (bench, ranks, bytes) where both were measured.
-
-    ``low``/``high`` combine the two medians' CIs conservatively (lowest over
-    highest, highest over lowest); with the seed's estimator there is no CI.
-    """
+def ratios(per_rep: pd.DataFrame, numerator: str, denominator: str, by: str = "transport") -> pd.DataFrame:
+    """numerator/denominator per (bench, ranks, bytes) where both were
+    measured: each repetition's ratio of its two medians (the launches of one
+    repetition run minutes apart at most), then the median of those ratios
+    with its 95 % interval across repetitions (``per_rep``: ``rep_medians``)."""
     keys = ["bench", "ranks", "bytes"]
-    a = summary[summary[by] == numerator]
-    b = summary[summary[by] == denominator]
-    both = a.merge(b, on=keys, suffixes=("_a", "_b"), how="inner").set_index(keys)
-    out = pd.DataFrame({
-        "ratio": both[f"{estimator}_a"] / both[f"{estimator}_b"],
-        "low": both["low_ns_a"] / both["high_ns_b"],
-        "high": both["high_ns_a"] / both["low_ns_b"],
-        "oversubscribed": both["oversubscribed_a"] | both["oversubscribed_b"],
-    }).reset_index()
+    a = per_rep[per_rep[by] == numerator]
+    b = per_rep[per_rep[by] == denominator]
+    both = a.merge(b, on=[*keys, "rep"], suffixes=("_a", "_b"), how="inner")
+    both["ratio"] = both["time_ns_a"] / both["time_ns_b"]
+    both["oversubscribed"] = both["oversubscribed_a"] | both["oversubscribed_b"]
+    rows = []
+    for key, g in both.groupby(keys, sort=True):
+        est = across_reps(g["ratio"].to_numpy())
+        rows.append({**dict(zip(keys, key, strict=True)), "ratio": est.value, "low": est.low,
+                     "high": est.high, "reps": est.n, "oversubscribed": bool(g["oversubscribed"].any()),
+                     "per_rep": g.sort_values("rep")["ratio"].tolist()})
+    out = pd.DataFrame(rows, columns=[*keys, "ratio", "low", "high", "reps", "oversubscribed", "per_rep"])
     out["numerator"], out["denominator"] = numerator, denominator
     return out
 
@@ -122,22 +175,10 @@ def reference_agreement(times: pd.DataFrame) -> pd.DataFrame:
     return both
 
 
-def worst_ratio(r: pd.DataFrame, benches: Sequence[str] | None = None) -> pd.Series:
-    """The smallest ratio (largest penalty of the denominator) per benchmark."""
-    sel = r if benches is None else r[r["bench"].isin(benches)]
-    idx = sel.groupby("bench")["ratio"].idxmin()
-    return sel.loc[idx].set_index("bench")["ratio"] if len(idx) else pd.Series(dtype=float)
-
-
-def geometric_mean(values: Sequence[float] | np.ndarray) -> float:
-    v = np.asarray(values, dtype=float)
-    v = v[np.isfinite(v) & (v > 0)]
-    return float(np.exp(np.mean(np.log(v)))) if v.size else float("nan")
-
-
 def estimate_us(row: pd.Series) -> Estimate:
     """A summary row's median and CI in microseconds."""
-    return Estimate(row["median_ns"] / 1e3, row["low_ns"] / 1e3, row["high_ns"] / 1e3, int(row["n"]))
+    return Estimate(row["median_ns"], row["low_ns"], row["high_ns"], int(row["reps"]),
+                    row["pred_low_ns"], row["pred_high_ns"]).scaled(1e-3)
 
 
 def pingpong_row(summary: pd.DataFrame, transport: str, size: int) -> pd.Series | None:

@@ -1,7 +1,9 @@
 """Comparing nodes and node kinds (bare metal against VMs, as HPC HUB did).
 
-Every ratio is computed from summarised costs (medians per configuration),
-never by averaging per-sample ratios. Time ratios are native/virtual, so a
+MPI ratios are formed within each repetition (repetition r of both nodes
+runs in the same round of the interleaved schedule) and summarised across
+repetitions; echo ratios are of the medians over repetitions. Never by
+averaging per-sample ratios. Time ratios are native/virtual, so a
 value below 1 is the VM's penalty, as in the HPC HUB figures; throughput
 ratios are virtual/native for the same reading.
 """
@@ -43,11 +45,16 @@ def pick_pair(kinds: dict[str, str], kind_a: str | None = None,
     return node_a, node_b
 
 
+def pair_title(kinds: dict[str, str], pair: tuple[str, str] | None) -> str:
+    """"a (bare-metal) / b (vm)" for figure titles; "" without a pair."""
+    return f"{pair[0]} ({kinds[pair[0]]}) / {pair[1]} ({kinds[pair[1]]})" if pair else ""
+
+
 def costs_per_node(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame) -> pd.DataFrame:
     """s and w (send, recv, mean) per node, estimated as the cost model does."""
     rows = []
     for node in sorted(set(syscall["node"]) & set(sendrecv["node"]) & set(uring["node"])):
-        ci = costmodel.estimate(costmodel.collect(syscall, sendrecv, uring, node=node))
+        ci = costmodel.central_inputs(costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node))
         kind = str(syscall.loc[syscall["node"] == node, "kind"].iloc[0])
         mit = str(syscall.loc[syscall["node"] == node, "mitigations"].iloc[0])
         rows.append({"node": node, "kind": kind, "mitigations": mit, "s_ns": ci.s,
@@ -56,19 +63,18 @@ def costs_per_node(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.Data
     return pd.DataFrame(rows)
 
 
-def mpi_ratios(mpi_summary: pd.DataFrame, node_a: str, node_b: str) -> pd.DataFrame:
-    """Time ratio A/B per (transport, bench, ranks, bytes) measured on both."""
-    keys = ["transport", "bench", "ranks", "bytes"]
-    a = mpi_summary[mpi_summary["node"] == node_a]
-    b = mpi_summary[mpi_summary["node"] == node_b]
-    both = a.merge(b, on=keys, suffixes=("_a", "_b"))
-    out = both[keys].copy()
-    out["ratio"] = both["median_ns_a"] / both["median_ns_b"]
-    out["low"] = both["low_ns_a"] / both["high_ns_b"]
-    out["high"] = both["high_ns_a"] / both["low_ns_b"]
-    out["oversubscribed"] = both["oversubscribed_a"] | both["oversubscribed_b"]
-    out["numerator"], out["denominator"] = node_a, node_b
-    return out
+def mpi_ratios(mpi_per_rep: pd.DataFrame, node_a: str, node_b: str) -> pd.DataFrame:
+    """Time ratio A/B per (transport, bench, ranks, bytes) measured on both,
+    paired by repetition (``mpi_per_rep``: ``mpistats.rep_medians``)."""
+    frames = []
+    for transport in sorted(set(mpi_per_rep["transport"])):
+        sel = mpi_per_rep[mpi_per_rep["transport"] == transport]
+        r = mpistats.ratios(sel, node_a, node_b, by="node")
+        if len(r):
+            frames.append(r.assign(transport=transport))
+    cols = ["transport", "bench", "ranks", "bytes", "ratio", "low", "high", "reps", "oversubscribed",
+            "per_rep", "numerator", "denominator"]
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
 ECHO_METRICS = {  # metric -> True when larger is better (ratio taken B/A, not A/B)
@@ -96,7 +102,8 @@ def echo_ratios(echo_summary: pd.DataFrame, node_a: str, node_b: str,
 
 def summaries(echo: pd.DataFrame | None, mpi: pd.DataFrame | None) -> tuple[pd.DataFrame | None,
                                                                               pd.DataFrame | None]:
-    """The per-configuration summaries the ratios are computed from."""
+    """What the ratios are computed from: the echo summary (medians over
+    repetitions per configuration) and the MPI per-repetition medians."""
     echo_s = echostats.summarize(echo) if echo is not None and len(echo) else None
-    mpi_s = mpistats.summarize(mpistats.iteration_times(mpi)) if mpi is not None and len(mpi) else None
-    return echo_s, mpi_s
+    mpi_r = mpistats.rep_medians(mpistats.iteration_times(mpi)) if mpi is not None and len(mpi) else None
+    return echo_s, mpi_r

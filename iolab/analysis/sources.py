@@ -11,53 +11,56 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Quoted:
-    value: float
+    """A figure as the source prints it: ``text`` keeps its significant digits."""
+
+    text: str
     unit: str
     source: str
     setup: str
+
+    @property
+    def value(self) -> float:
+        return float(self.text.replace(" ", ""))
+
+    @property
+    def number(self) -> str:
+        """The printed figure, thousands separated by thin spaces."""
+        whole, _, frac = self.text.replace(" ", "").partition(".")
+        return f"{int(whole):,}".replace(",", "\u2009") + (f".{frac}" if frac else "")
+
+    @property
+    def display(self) -> str:
+        """``number`` with its unit."""
+        return self.number + (f" {self.unit}" if self.unit else "")
 
 
 OPENANOLIS = "OpenAnolis io_uring vs epoll cost study (seed 003)"
 HPCHUB = "HPC HUB virtual cluster study (seed 004)"
 
 QUOTED: dict[str, Quoted] = {
-    "c1_s_mitigations_on_ns": Quoted(700, "ns", OPENANOLIS,
+    "c1_s_mitigations_on_ns": Quoted("700", "ns", OPENANOLIS,
                                      "s with CPU mitigations on; Xeon E5-2682 v4, bpftrace kprobes"),
-    "c1_s_mitigations_off_ns": Quoted(230, "ns", OPENANOLIS,
+    "c1_s_mitigations_off_ns": Quoted("230", "ns", OPENANOLIS,
                                       "s with CPU mitigations off; Xeon E5-2682 v4"),
-    "c1_w_ns": Quoted(1500, "ns", OPENANOLIS, "w, kernel work of one send/recv, 16 B"),
-    "c1_t1_ns": Quoted(1900, "ns", OPENANOLIS, "t at n = 1 (io_submit_sqes)"),
+    "c1_w_ns": Quoted("1500", "ns", OPENANOLIS, "w, kernel work of one send/recv, 16 B"),
+    "c1_t1_ns": Quoted("1900", "ns", OPENANOLIS, "t at n = 1 (io_submit_sqes)"),
 
-    "m1_latency_native_us": Quoted(0.83, "µs", HPCHUB, "ib_send_lat small-message latency, bare metal, "
+    "m1_latency_native_us": Quoted("0.83", "µs", HPCHUB, "ib_send_lat small-message latency, bare metal, "
                                    "ConnectX-3 FDR InfiniBand"),
-    "m1_latency_vm_us": Quoted(1.10, "µs", HPCHUB, "ib_send_lat latency between KVM guests with SR-IOV VFs"),
-    "m1_latency_ratio": Quoted(0.75, "", HPCHUB, "native/VM ib_send_lat latency"),
-    "m1_bandwidth_ratio": Quoted(0.99, "", HPCHUB, "VM/native ib_send_bw bandwidth (6053.6 vs 6116.4 MB/s)"),
-    "m2_bcast_worst_ratio": Quoted(0.55, "", HPCHUB, "native/VM bcast time, worst (16-32 KB), "
+    "m1_latency_vm_us": Quoted("1.10", "µs", HPCHUB, "ib_send_lat latency between KVM guests with SR-IOV VFs"),
+    "m1_latency_ratio": Quoted("0.75", "", HPCHUB, "native/VM ib_send_lat latency"),
+    "m1_bandwidth_ratio": Quoted("0.99", "", HPCHUB, "VM/native ib_send_bw bandwidth (6053.6 vs 6116.4 MB/s)"),
+    "m2_bcast_worst_ratio": Quoted("0.55", "", HPCHUB, "native/VM bcast time, worst (16-32 KB), "
                                    "2 nodes x 20 ranks, OpenMPI 1.10, OSU 5.3.1"),
-    "m2_allreduce_worst_ratio": Quoted(0.70, "", HPCHUB, "native/VM allreduce time, worst"),
-    "m2_alltoall_worst_ratio": Quoted(0.87, "", HPCHUB, "native/VM alltoall time, worst"),
-    "m2_mean_penalty": Quoted(0.20, "", HPCHUB, "average VM time penalty over collectives"),
+    "m2_allreduce_worst_ratio": Quoted("0.7", "", HPCHUB, "native/VM allreduce time, worst"),
+    "m2_alltoall_worst_ratio": Quoted("0.87", "", HPCHUB, "native/VM alltoall time, worst"),
+    "m2_mean_penalty": Quoted("0.20", "", HPCHUB, "average VM time penalty over collectives"),
 
-    "u1_uring_c50_128": Quoted(249297, "", "Habr io_uring part 1 (seed 002)",
+    "u1_uring_c50_128": Quoted("249297", "", "Habr io_uring part 1 (seed 002)",
                                "io_uring echo req/s, c = 50, 128 B, i5-7500, Linux 5.11"),
-    "u1_epoll_c50_128": Quoted(223135, "", "Habr io_uring part 1 (seed 002)",
+    "u1_epoll_c50_128": Quoted("223135", "", "Habr io_uring part 1 (seed 002)",
                                "epoll echo req/s, c = 50, 128 B, i5-7500, Linux 5.11"),
 }
-
-# A measurement "reproduces" a quoted value when it lies within this relative
-# distance of it. Hardware differs from the sources', so this is deliberately
-# loose; the paper always shows both values.
-REPRODUCED_WITHIN = 0.25
-
-
-def verdict(ours: float, quoted: float) -> str:
-    """``reproduced`` / ``not reproduced`` with the ratio, for the claims table."""
-    ratio = ours / quoted
-    inside = abs(ratio - 1) <= REPRODUCED_WITHIN
-    word = "reproduced" if inside else "not reproduced"
-    return f"{word} (ours/quoted = {ratio:.2f})"
-
 
 # Requests/s from the Habr io_uring series, as printed (rust_echo_bench, 60 s,
 # i5-7500, Linux 5.11). Keys: (connections, bytes).

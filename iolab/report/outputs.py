@@ -17,7 +17,8 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from .. import atomic, paths
-from ..analysis.stats import Estimate
+from ..analysis.stats import MIN_REPS_FOR_CI, Estimate
+from ..analysis.verdicts import Finding, interval_text
 from ..provenance import git_state, utc_now
 from ..tables import sources_path
 
@@ -41,6 +42,7 @@ class Outputs:
     numbers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.tables = [t for t in self.tables if t]   # "": an experiment that did not run
         self.figure_dir = paths.resolve(self.figure_dir)
         self.numbers_path = paths.resolve(self.numbers_path)
         self.manifest_path = paths.resolve(self.manifest_path)
@@ -69,20 +71,46 @@ class Outputs:
                                  "notebook": self.notebook, "note": note}
         if estimate is not None:
             def bound(x: float) -> str:
-                return f"{x:,.{digits}f}".replace(",", "\u2009") if math.isfinite(x) else "∞"
+                if math.isfinite(x):
+                    return f"{x:,.{digits}f}".replace(",", "\u2009")
+                return "∞" if x > 0 else "−∞"
 
-            # JSON has no infinity: an unbounded interval end is null, shown as ∞.
-            entry["ci95"] = [x if math.isfinite(x) else None for x in (estimate.low, estimate.high)]
+            def finite(x: float) -> float | None:
+                # JSON has no infinity: an unbounded interval end is null, shown as ∞.
+                return x if math.isfinite(x) else None
+
+            entry["ci95"] = [finite(estimate.low), finite(estimate.high)]
+            entry["pi95"] = [finite(estimate.pred_low), finite(estimate.pred_high)]
             entry["n"] = estimate.n
-            entry["ci_text"] = f"{bound(estimate.low)}–{bound(estimate.high)}"
+            # Below MIN_REPS_FOR_CI repetitions there is no interval at all; an
+            # end can still be infinite (a crossover some repetition never reaches).
+            entry["ci_bounded"] = estimate.n >= MIN_REPS_FOR_CI
+            entry["ci_text"] = (f"{bound(estimate.low)}–{bound(estimate.high)}" if entry["ci_bounded"]
+                                else f"none from {estimate.n} repetitions; it needs {MIN_REPS_FOR_CI}")
         self.numbers[key] = entry
         return text
+
+    def findings(self, key: str, findings: list[Finding]) -> None:
+        """The claims' findings, one dict each, for the paper's claims table."""
+        rows = []
+        for f in findings:
+            est = f.estimate
+            rows.append({"claim": f.claim, "part": f.part, "outcome": f.outcome.value,
+                         "rule": f.rule.text() if f.rule else "", "quoted": f.quoted,
+                         "value": interval_text(est) if est else "", "reason": f.reason,
+                         "reps": est.n if est else 0, "needed": f.needed, "summary": f.summary()})
+        self.numbers[key] = {"value": rows, "text": f"{len(rows)} findings", "unit": "",
+                             "notebook": self.notebook, "note": ""}
 
     def text(self, key: str, value: str, note: str = "") -> str:
         """Record a piece of generated text (a verdict, a setting) for the paper."""
         self.numbers[key] = {"value": value, "text": value, "unit": "",
                              "notebook": self.notebook, "note": note}
         return value
+
+    def texts(self, prefix: str = "") -> dict[str, str]:
+        """Every recorded number and text as the paper shows it (for the notebook)."""
+        return {k: v["text"] for k, v in self.numbers.items() if k.startswith(prefix)}
 
     def finish(self) -> None:
         raw: list[dict[str, Any]] = []

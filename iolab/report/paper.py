@@ -21,7 +21,7 @@ def quoted_numbers() -> dict[str, Any]:
     """The source articles' figures, labelled as quoted (see iolab.analysis.sources)."""
     from ..analysis.sources import QUOTED
 
-    return {key: {"value": q.value, "text": f"{q.value:,.0f}".replace(",", "\u2009"),
+    return {key: {"value": q.value, "text": q.number,
                   "unit": q.unit, "notebook": None, "quoted_from": q.source,
                   "note": f"quoted: {q.setup}"}
             for key, q in QUOTED.items()}

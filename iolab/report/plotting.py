@@ -7,6 +7,7 @@ import matplotlib
 matplotlib.use("Agg")  # headless under papermill and in CI
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 PALETTE = ["#1b6ca8", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d6a9f", "#2e4057"]
 
@@ -32,11 +33,11 @@ def apply_style() -> None:
     })
 
 
-def syscall_cost_figure(measured, per_rep):  # type: ignore[no-untyped-def]
+def syscall_cost_figure(measured, overall):  # type: ignore[no-untyped-def]
     """Left: ns/call of every measured batch, by variant and repetition, with
-    per-repetition medians and CIs. Right: ns/call against run order, to show
-    drift and that warm-up was enough."""
-    import numpy as np
+    each repetition's median (tick) and the median over repetitions with its
+    95 % interval across repetitions (black bar; none below 6 repetitions).
+    Right: ns/call against run order, to show drift and that warm-up was enough."""
 
     fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(7.2, 3.2), gridspec_kw={"width_ratios": [1.1, 1]})
     variants = sorted(measured["variant"].unique())
@@ -49,12 +50,19 @@ def syscall_cost_figure(measured, per_rep):  # type: ignore[no-untyped-def]
             x0 = vi + (ri - (len(reps) - 1) / 2) * width
             ax.scatter(x0 + rng.uniform(-width / 3, width / 3, len(rows)), rows["ns_per_call"],
                        s=3, alpha=0.25, color=PALETTE[vi % len(PALETTE)], linewidths=0)
-            s = per_rep[(per_rep["variant"] == variant) & (per_rep["rep"] == rep)]
-            if not s.empty:
-                r = s.iloc[0]
-                ax.errorbar([x0], [r["median_ns"]],
-                            yerr=[[r["median_ns"] - r["ci_low_ns"]], [r["ci_high_ns"] - r["median_ns"]]],
-                            fmt="_", color="black", markersize=10, capsize=2, lw=1)
+            if len(rows):
+                ax.plot([x0 - width / 3, x0 + width / 3], [rows["ns_per_call"].median()] * 2,
+                        color="black", lw=0.8)
+        s = overall[overall["variant"] == variant]
+        if not s.empty:
+            r = s.iloc[0]
+            x1 = vi + 0.45
+            if np.isfinite(r["ci_low_ns"]) and np.isfinite(r["ci_high_ns"]):
+                ax.errorbar([x1], [r["median_ns"]], yerr=[[r["median_ns"] - r["ci_low_ns"]],
+                                                          [r["ci_high_ns"] - r["median_ns"]]],
+                            fmt="o", color="black", markersize=3, capsize=3, lw=1.2)
+            else:
+                ax.plot([x1], [r["median_ns"]], "o", color="black", markersize=3)
     ax.set_xticks(range(len(variants)), variants)
     ax.set_ylabel("ns per call")
     ax.set_title(f"per batch, {len(reps)} repetitions")
@@ -107,7 +115,6 @@ def uring_batch_figure(uring, nop, inputs):  # type: ignore[no-untyped-def]
     """Left: ns per io_uring_enter against n (log-log) per operation and ring
     preset, with models (A) and (B) fitted to the default ring. Right: ns per
     SQE, with NOPs for io_uring's own share."""
-    import numpy as np
 
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(7.2, 3.3))
     presets = sorted(set(uring["pattern"]))
@@ -151,29 +158,30 @@ def uring_batch_figure(uring, nop, inputs):  # type: ignore[no-untyped-def]
     return fig
 
 
-def per_request_figure(inputs, boot, echo=None):  # type: ignore[no-untyped-def]
+def per_request_figure(inputs, summary, echo=None):  # type: ignore[no-untyped-def]
     """Predicted CPU ns per echo request (one recv + one send) against the
-    batch size n: epoll flat, io_uring under models (A) and (B), the 2w floor,
-    and crossovers; measured echo servers overlaid when given (columns n,
-    server_ns_per_request, label)."""
-    import numpy as np
-
+    batch size n: epoll flat (band: its 95 % interval across repetitions),
+    io_uring under models (A) and (B) drawn with each parameter's median over
+    repetitions, the 2w floor, and the crossovers n* (medians over
+    repetitions, from ``summary``); measured echo servers overlaid when given
+    (columns n, server_ns_per_request, label)."""
     from ..analysis import costmodel
 
     n = np.logspace(0, 9, 200, base=2)
     fig, ax = plt.subplots(figsize=(7.0, 3.4))
-    epoll = costmodel.epoll_request(inputs)
-    lo, hi = boot.loc["epoll_request", "low"], boot.loc["epoll_request", "high"]
+    epoll = summary.loc["epoll_request", "value"]
+    lo, hi = summary.loc["epoll_request", "low"], summary.loc["epoll_request", "high"]
     ax.axhline(epoll, color=PALETTE[0], lw=1.5, label=f"epoll: 2s + w_send + w_recv = {epoll:.0f} ns")
-    ax.axhspan(lo, hi, color=PALETTE[0], alpha=0.15, lw=0)
+    if np.isfinite(lo) and np.isfinite(hi):
+        ax.axhspan(lo, hi, color=PALETTE[0], alpha=0.15, lw=0)
     ax.plot(n, costmodel.uring_request(inputs, "A", n), "--", color=PALETTE[1],
             label="io_uring, model A: Σ (t + s)/n")
     ax.plot(n, costmodel.uring_request(inputs, "B", n), "-", color=PALETTE[2],
             label="io_uring, model B: Σ (s + a)/n + b")
-    floor = inputs.w["send"] + inputs.w["recv"]
+    floor = summary.loc["floor_request", "value"]
     ax.axhline(floor, color="black", lw=0.8, ls=":", label=f"floor 2w = {floor:.0f} ns (kernel work only)")
     for model, color in (("A", PALETTE[1]), ("B", PALETTE[2])):
-        ns = costmodel.crossover(inputs, model)
+        ns = summary.loc[f"nstar_{model}", "value"]
         if np.isfinite(ns) and ns <= n.max():
             ax.axvline(ns, color=color, lw=0.7, alpha=0.7)
             ax.annotate(f"n*={ns:.1f}", (ns, epoll), textcoords="offset points", xytext=(3, 6),
@@ -216,8 +224,8 @@ def _per_bytes_panels(summary, metric, ylabel, title, logy=False, extra=None):  
             if g.empty or g[metric].isna().all():
                 continue
             ax.plot(g["connections"], g[metric], label=preset, **_preset_style(preset, i))
-            if f"{metric}_min" in g:
-                ax.fill_between(g["connections"], g[f"{metric}_min"], g[f"{metric}_max"],
+            if f"{metric}_low" in g and np.isfinite(g[[f"{metric}_low", f"{metric}_high"]]).all().all():
+                ax.fill_between(g["connections"], g[f"{metric}_low"], g[f"{metric}_high"],
                                 alpha=0.12, color=_preset_style(preset, i)["color"], lw=0)
         if extra:
             extra(ax, size)
@@ -234,7 +242,7 @@ def _per_bytes_panels(summary, metric, ylabel, title, logy=False, extra=None):  
 
 def echo_rps_figure(summary):  # type: ignore[no-untyped-def]
     """Requests/s against connections per server configuration (median over
-    repetitions, band = min..max)."""
+    repetitions, band: its 95 % interval where 6 or more were measured)."""
     return _per_bytes_panels(summary, "rps", "requests/s", "throughput")
 
 
@@ -308,9 +316,12 @@ def _transport_style(transport):  # type: ignore[no-untyped-def]
 
 
 def _points(ax, g, x, y, color, marker, label):  # type: ignore[no-untyped-def]
-    """Median points with CI bars; oversubscribed points hollow."""
+    """Median points with 95 % interval bars (none where the interval is
+    unbounded: fewer than 6 repetitions); oversubscribed points hollow."""
     for over, part in g.groupby("oversubscribed"):
-        ax.errorbar(part[x], part[y], yerr=[part[y] - part["low_us"], part["high_us"] - part[y]],
+        below = (part[y] - part["low_us"]).where(np.isfinite(part["low_us"]), 0.0)
+        above = (part["high_us"] - part[y]).where(np.isfinite(part["high_us"]), 0.0)
+        ax.errorbar(part[x], part[y], yerr=[below, above],
                     fmt=marker, ms=3.5, color=color, capsize=1.5, lw=0.8,
                     mfc="none" if over else color,
                     label=(label + (" (oversubscribed)" if over else "")) if label else None)
@@ -319,7 +330,6 @@ def _points(ax, g, x, y, color, marker, label):  # type: ignore[no-untyped-def]
 def mpi_pingpong_figure(summary, hockney, rate_mbit=None):  # type: ignore[no-untyped-def]
     """One-way latency and bandwidth against size per transport, with the
     piecewise Hockney fits; the tbf rate as a horizontal line."""
-    import numpy as np
     fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(7.2, 3.3))
     pp = summary[summary["bench"] == "pingpong"].copy()
     for c in ("median_ns", "low_ns", "high_ns"):
@@ -354,7 +364,6 @@ def mpi_collectives_figure(summary, curves):  # type: ignore[no-untyped-def]
     """Collective time against size per benchmark, a line per (transport, p),
     with the fitted paper formula (dashed) and algorithm formula (dotted).
     ``curves``: (transport, bench, model) -> callable(p, m) in ns."""
-    import numpy as np
     benches = [b for b in ("bcast", "allreduce", "alltoall") if b in set(summary["bench"])]
     fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(7.2, 3.2), sharey=True, squeeze=False)
     coll = summary[summary["bench"].isin(benches)].copy()
@@ -440,7 +449,6 @@ def mpi_ratio_figure(ratio_tables):  # type: ignore[no-untyped-def]
 
 def node_costs_figure(costs):  # type: ignore[no-untyped-def]
     """s and w per node, coloured by kind."""
-    import numpy as np
     fig, ax = plt.subplots(figsize=(7.0, 3.0))
     metrics = [("s_ns", "s (null syscall)"), ("w_send_ns", "w send"), ("w_recv_ns", "w recv")]
     x = np.arange(len(metrics))
@@ -493,5 +501,41 @@ def node_echo_ratio_figure(ratios, title):  # type: ignore[no-untyped-def]
         ax.set_title(metric, fontsize=8)
     axes[0][0].legend(fontsize=6.5)
     fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+OUTCOME_COLORS = {"reproduced": "#2e7d32", "not reproduced": "#c62828",
+                  "undecided at this precision": "#ef8f00"}
+
+
+def claims_forest_figure(findings):  # type: ignore[no-untyped-def]
+    """Every testable finding's value and 95 % interval, divided by the
+    claim's bound so that every threshold sits at 1 (shaded: an equivalence
+    or agreement margin); colour: the verdict. Arrows: an interval that is
+    unbounded on that side (fewer than 6 repetitions)."""
+    rows = [f for f in findings if f.estimate is not None and f.rule is not None]
+    fig, ax = plt.subplots(figsize=(7.2, 0.28 * max(len(rows), 4) + 1.0))
+    lo_lim, hi_lim = 0.25, 4.0
+    for i, f in enumerate(reversed(rows)):
+        b = f.rule.bound
+        v, lo, hi = f.estimate.value / b, f.estimate.low / b, f.estimate.high / b
+        color = OUTCOME_COLORS[f.outcome.value]
+        if f.rule.kind == "within":
+            ax.fill_between([1 - f.rule.margin, 1 + f.rule.margin], i - 0.4, i + 0.4, color="grey",
+                            alpha=0.15, lw=0)
+        left, right = max(lo, lo_lim), min(hi, hi_lim)
+        ax.plot([left, right], [i, i], color=color, lw=1.6)
+        for end, limit, marker in ((lo, lo_lim, "<"), (hi, hi_lim, ">")):
+            if not np.isfinite(end) or (end < limit if marker == "<" else end > limit):
+                ax.plot([limit], [i], marker=marker, color=color, ms=4)
+        ax.plot([min(max(v, lo_lim), hi_lim)], [i], "o", color=color, ms=4)
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlim(lo_lim * 0.9, hi_lim * 1.1)
+    ax.set_yticks(range(len(rows)), [f"{f.claim}: {f.part}" for f in reversed(rows)], fontsize=6)
+    ax.set_xlabel("our value / the claim's bound (1: the threshold; log scale)")
+    handles = [plt.Line2D([], [], color=c, lw=2, label=k) for k, c in OUTCOME_COLORS.items()]
+    ax.legend(handles=handles, fontsize=6, loc="lower right")
     fig.tight_layout()
     return fig

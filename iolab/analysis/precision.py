@@ -1,0 +1,192 @@
+"""Adaptive precision: add repetitions of only what decides the undecided
+verdicts, until every verdict is decided or the time budget is spent.
+
+The workflow runs the configured repetitions (round 0), then asks ``plan``,
+through a Snakemake checkpoint (rules/precision.smk), what the next round
+should measure. A round adds ``reps_per_round`` repetitions of the
+experiments (and, for the echo sweep, only the cells) that feed a finding
+that is not yet settled: undecided, or decided with an interval wider than
+the target relative half-width. The plan stops when nothing is unsettled,
+when the next round would overrun the budget, or after ``max_rounds``.
+Raw data already measured is never discarded: every round only adds files.
+
+    python -m iolab.analysis.precision plan --round K --settings JSON --output round<K>.json RAW...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import atomic, tables
+from ..provenance import sidecar_for
+from .claims import evaluate
+from .verdicts import Finding, Outcome
+
+CLAIM_EXPERIMENTS = ("syscall", "sendrecv", "uring_batch", "echo", "mpi")
+
+
+@dataclass
+class Plan:
+    round: int
+    stop: bool
+    reason: str
+    unsettled: list[str] = field(default_factory=list)
+    # experiment -> {"reps": [...], "cells": [[preset, c, b], ...] (echo only)}
+    next: dict[str, dict[str, Any]] = field(default_factory=dict)
+    spent_seconds: float = 0.0
+    next_seconds: float = 0.0
+    budget_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"round": self.round, "stop": self.stop, "reason": self.reason, "unsettled": self.unsettled,
+                "next": self.next, "spent_seconds": round(self.spent_seconds, 1),
+                "next_seconds": round(self.next_seconds, 1), "budget_seconds": self.budget_seconds}
+
+    def progress(self) -> str:
+        """One line for the terminal."""
+        head = f"iolab: precision round {self.round}: "
+        spent = f"{self.spent_seconds / 60:.1f} of {self.budget_seconds / 60:.0f} min of extra measuring spent"
+        if self.stop:
+            still = f"; still undecided: {', '.join(self.unsettled)}" if self.unsettled else ""
+            return head + f"stopping ({self.reason}); {spent}{still}"
+        what = ", ".join(f"{e} ({len(v['cells'])} cells)" if "cells" in v else e for e, v in self.next.items())
+        return (head + f"{len(self.unsettled)} unsettled ({', '.join(self.unsettled)}); next round adds "
+                f"{len(next(iter(self.next.values()))['reps'])} repetitions of {what}, about "
+                f"{self.next_seconds / 60:.1f} min; {spent}")
+
+
+def settled(f: Finding, target: float | None) -> bool:
+    """Decided, and (with a target) its interval narrow enough."""
+    if f.outcome in (Outcome.NOT_TESTABLE,):
+        return True
+    if f.outcome is Outcome.UNDECIDED:
+        return False
+    return target is None or f.estimate is None or f.estimate.rel_halfwidth <= target
+
+
+def wanted(findings: Sequence[Finding], target: float | None) -> dict[str, list[list[Any]]]:
+    """experiment -> cells to repeat ([] = the whole experiment), over every
+    unsettled finding."""
+    out: dict[str, list[list[Any]]] = defaultdict(list)
+    for f in findings:
+        if settled(f, target):
+            continue
+        for experiment, cells in f.decides.items():
+            for cell in cells:
+                if cell not in out[experiment]:
+                    out[experiment].append(cell)
+            out.setdefault(experiment, [])
+    return dict(out)
+
+
+def _label(f: Finding) -> str:
+    return f"{f.claim} {f.part}"
+
+
+def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int, precision: Mapping[str, Any],
+               spent_seconds: float, seconds_per_rep: Mapping[str, float],
+               seconds_per_cell: float | None) -> Plan:
+    """Decide what round ``round_ + 1`` measures, if anything.
+
+    ``seconds_per_rep``: measured seconds of one repetition per experiment;
+    ``seconds_per_cell``: of one echo cell (for partial echo repetitions)."""
+    target = precision.get("target_rel_halfwidth")
+    per_round = int(precision["reps_per_round"])
+    budget = float(precision["budget_minutes"]) * 60
+    unsettled = [_label(f) for f in findings if not settled(f, target)]
+    plan = Plan(round_, True, "", unsettled, spent_seconds=spent_seconds, budget_seconds=budget)
+    if not unsettled:
+        plan.reason = "every verdict is decided" + (f" within ±{target:.0%}" if target else "")
+        return plan
+    if round_ >= int(precision["max_rounds"]):
+        plan.reason = f"max_rounds ({precision['max_rounds']}) reached"
+        return plan
+    todo = wanted(findings, target)
+    first = repeats + round_ * per_round + 1
+    reps = list(range(first, first + per_round))
+    cost = 0.0
+    nxt: dict[str, dict[str, Any]] = {}
+    for experiment, cells in sorted(todo.items()):
+        if experiment == "echo" and cells and seconds_per_cell is not None:
+            nxt[experiment] = {"reps": reps, "cells": cells}
+            cost += seconds_per_cell * len(cells) * per_round
+        else:
+            nxt[experiment] = {"reps": reps}
+            cost += seconds_per_rep.get(experiment, 0.0) * per_round
+    plan.next_seconds = cost
+    if spent_seconds + cost > budget:
+        plan.reason = (f"the next round (about {cost / 60:.1f} min) would overrun the budget of "
+                       f"{budget / 60:.0f} min")
+        return plan
+    plan.stop, plan.reason, plan.next = False, "unsettled findings remain", nxt
+    return plan
+
+
+def _timings(raw_files: Sequence[Path], repeats: int) -> tuple[float, dict[str, float], float | None]:
+    """Seconds already spent on extra rounds, mean seconds per repetition by
+    experiment, and mean seconds per echo cell."""
+    spent, per_rep, cell_seconds, cells = 0.0, defaultdict(list), 0.0, 0
+    for raw in raw_files:
+        side = json.loads(Path(sidecar_for(raw)).read_text())
+        seconds = float(side.get("run_seconds", 0.0))
+        rep = int(side["settings"]["rep"])
+        experiment = side["experiment"]
+        if rep > repeats:
+            spent += seconds
+        else:
+            per_rep[experiment].append(seconds)
+        if experiment == "echo":
+            n = len(tables.read_echo_csv(raw))
+            cell_seconds, cells = cell_seconds + seconds, cells + n
+    means = {e: sum(v) / len(v) for e, v in per_rep.items() if v}
+    return spent, means, (cell_seconds / cells if cells else None)
+
+
+def plan_from_raw(raw_files: Sequence[Path], *, round_: int, repeats: int,
+                  precision: Mapping[str, Any]) -> Plan:
+    by_experiment: dict[str, list[Path]] = defaultdict(list)
+    for raw in raw_files:
+        by_experiment[Path(raw).parent.parent.name].append(Path(raw))
+    loaded = {e: tables.performance_rows(tables.TABLES[e](files)) for e, files in by_experiment.items()
+              if e in CLAIM_EXPERIMENTS}
+    missing = [e for e in ("syscall", "sendrecv", "uring_batch") if e not in loaded]
+    if missing:
+        raise ValueError(f"precision planning needs the cost probes' raw files; missing: {', '.join(missing)}")
+    findings = evaluate(loaded["syscall"], loaded["sendrecv"], loaded["uring_batch"],
+                        loaded.get("echo"), loaded.get("mpi"))
+    spent, per_rep, per_cell = _timings(raw_files, repeats)
+    return plan_round(findings, round_=round_, repeats=repeats, precision=precision, spent_seconds=spent,
+                      seconds_per_rep=per_rep, seconds_per_cell=per_cell)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m iolab.analysis.precision", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("action", choices=["plan"])
+    ap.add_argument("--round", type=int, required=True)
+    ap.add_argument("--repeats", type=int, required=True, help="repetitions of round 0")
+    ap.add_argument("--precision", required=True, help="the config's precision block, as JSON")
+    ap.add_argument("--output", type=Path, required=True)
+    ap.add_argument("raw", nargs="+", type=Path)
+    args = ap.parse_args(argv)
+    try:
+        plan = plan_from_raw(args.raw, round_=args.round, repeats=args.repeats,
+                             precision=json.loads(args.precision))
+    except (ValueError, tables.RawFormatError) as e:
+        print(f"iolab: {e}", file=sys.stderr)
+        return 1
+    print(plan.progress(), file=sys.stderr)
+    atomic.write_json(args.output, plan.to_json())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,221 @@
+"""The numbers each notebook hands to the paper: one function per notebook,
+so that notebooks only load tables, call iolab and plot, and every number's
+derivation is tested code (tests/test_report_numbers.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..analysis import costmodel, echostats, models, mpimodels, mpistats
+from ..analysis.stats import ESTIMATOR, Estimate
+from ..analysis.verdicts import RULE_TEXT, Finding, Outcome, combine
+from .outputs import Outputs
+
+COST_QUANTITIES = ("w_send", "w_recv", "w_mean", "t1_send", "t1_recv", "t1_mean", "a_send", "b_send",
+                   "a_recv", "b_recv", "epoll_request", "floor_request", "t1_over_w", "per_sqe_over_epoll")
+
+
+def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.DataFrame,
+               overall: pd.DataFrame, summary: pd.DataFrame, per_rep_point: pd.DataFrame,
+               inputs: costmodel.CostInputs, uring_batch_source: str | Path,
+               kernel_view: Mapping[str, Any] | None, overlay: pd.DataFrame | None) -> None:
+    """The cost-model section: s, w, t(n), the fits, crossovers, spreads and
+    the kernel-side view (``summary``: costmodel.summarize)."""
+    for variant in ("getppid", "enosys"):
+        row = overall[(overall["node"] == node) & (overall["variant"] == variant)]
+        if len(row):
+            out.number(f"s_{variant}_ns", row["median_ns"].iloc[0], unit="ns", digits=1,
+                       estimate=row["estimate"].iloc[0])
+    for key, value in models.node_context(syscall, node).items():
+        out.text(f"s_{key}", str(value))
+    mine = syscall[syscall["node"] == node]
+    out.number("s_repeats", mine["rep"].nunique())
+    out.number("s_batches", int((~mine["warmup"]).sum()))
+    for q in COST_QUANTITIES:
+        digits = 2 if q in ("t1_over_w", "per_sqe_over_epoll") else 0
+        out.number(f"{q}_ns" if digits == 0 else q, summary.loc[q, "value"], unit="ns" if digits == 0 else "",
+                   digits=digits, estimate=models.as_estimate(summary, q))
+    for q in ("nstar_A", "nstar_B"):
+        if math.isinf(summary.loc[q, "value"]):
+            out.text(q, "never")
+        else:
+            out.number(q, summary.loc[q, "value"], digits=1, estimate=models.as_estimate(summary, q))
+    point = summary["value"].to_dict()
+    out.text("preferred_model", costmodel.preferred_model(point))
+    out.number("aic_gap", sum(point[f"aic_A_{op}"] - point[f"aic_B_{op}"] for op in costmodel.OPS), digits=1)
+    for name, value in models.unix_w(sendrecv, node, summary.loc["s", "value"]).items():
+        out.number(name, value, unit="ns")
+    out.number("ack_cost_ns", models.ack_cost(sendrecv, node), unit="ns")
+    out.text("sendrecv_bytes", ", ".join(str(b) for b in sorted(sendrecv.loc[sendrecv["node"] == node, "bytes"].unique())))
+    for name, value in models.spreads(per_rep_point).items():
+        out.number(f"spread_{name}_pct", value, unit="%", digits=1)
+    out.text("unavailable_presets", models.unavailable_text(uring_batch_source))
+    for name, value in (kernel_view or {}).items():
+        if isinstance(value, str):
+            out.text(name, value)
+        else:
+            out.number(name, value, unit="ns")
+    if overlay is not None:
+        for name, value in costmodel.overlay_ratios(inputs, overlay).items():
+            out.number(name, value, digits=1)
+
+
+ECHO_METRICS = (("rps", "", 0), ("server_ns_per_request", "ns", 0), ("client_ns_per_request", "ns", 0),
+                ("p99_us", "µs", 1), ("sqes_per_enter", "", 2))
+
+
+def _echo_estimate(summary: pd.DataFrame, preset: str, c: int, size: int, metric: str) -> Estimate | None:
+    row = summary[(summary["preset"] == preset) & (summary["connections"] == c) & (summary["bytes"] == size)]
+    if not len(row) or f"{metric}_low" not in row:
+        return None
+    r = row.iloc[0]
+    return Estimate(float(r[metric]), float(r[f"{metric}_low"]), float(r[f"{metric}_high"]), int(r["reps"]))
+
+
+def echo(out: Outputs, *, echo_table: pd.DataFrame, summary: pd.DataFrame, floor: float) -> None:
+    """The echo section: every configuration's medians at the smallest size,
+    the floor, and what could not run."""
+    conns = sorted(summary["connections"].unique())
+    size = int(sorted(summary["bytes"].unique())[0])
+    for preset in sorted(summary["preset"].unique()):
+        for c in conns:
+            for metric, unit, digits in ECHO_METRICS:
+                v = echostats.value(summary, preset, int(c), size, metric)
+                if v == v:
+                    out.number(f"echo_{preset}_c{c}_{metric}", v, unit=unit, digits=digits,
+                               estimate=_echo_estimate(summary, preset, int(c), size, metric))
+    out.number("echo_floor_ns", floor, unit="ns")
+    out.number("echo_bytes", size)
+    out.text("echo_connections", ", ".join(str(int(c)) for c in conns))
+    out.number("echo_repeats", int(echo_table["rep"].nunique()))
+    out.number("echo_cells", int(len(echo_table)))
+    out.number("echo_cells_ok", int((echo_table["status"] == "ok").sum()))
+    bad = echostats.unavailable(echo_table)
+    out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")
+
+
+def collectives(out: Outputs, *, raw: pd.DataFrame, summary: pd.DataFrame, transports: Sequence[str],
+                hockney: Mapping[str, mpimodels.Hockney], rate_mbit: float | None,
+                agreement: pd.DataFrame, fits: pd.DataFrame, ratio_tables: Sequence[pd.DataFrame]) -> None:
+    """The MPI section: latency at the smallest and bandwidth at the largest
+    size every unshaped transport measured, the fits, the tbf check, the
+    probe/reference agreement and the transport comparison."""
+    unshaped = summary[(summary["bench"] == "pingpong") & (summary["transport"] != "netns_tbf")]
+    sizes = sorted(set.intersection(*(set(g["bytes"]) for _, g in unshaped.groupby("transport"))))
+    for transport in transports:
+        small = mpistats.pingpong_row(summary, transport, sizes[0]) if transport != "netns_tbf" else None
+        if small is not None:
+            out.number(f"mpi_{transport}_latency_us", small["median_ns"] / 1e3, unit="µs", digits=2,
+                       estimate=mpistats.estimate_us(small))
+            out.number(f"mpi_{transport}_latency_mean3_us", small["mean3_ns"] / 1e3, unit="µs", digits=2)
+        large = mpistats.pingpong_row(summary, transport, sizes[-1])
+        if large is not None:
+            out.number(f"mpi_{transport}_bandwidth_mb_s", large["bytes"] / large["median_ns"] * 1e3,
+                       unit="MB/s", digits=0)
+        if transport in hockney:
+            h = hockney[transport]
+            out.number(f"mpi_{transport}_hockney_ts_us", h.small.ts_ns / 1e3, unit="µs", digits=2)
+            big = h.large or h.small
+            out.number(f"mpi_{transport}_hockney_bw_mb_s", big.bandwidth_mb_s, unit="MB/s", digits=0)
+            out.number(f"mpi_{transport}_hockney_breakpoint", h.breakpoint, unit="B")
+    out.number("mpi_latency_bytes", int(sizes[0]), unit="B")
+    out.number("mpi_bandwidth_bytes", int(sizes[-1]), unit="B")
+    if rate_mbit and "netns_tbf" in transports:
+        shaped = summary[(summary["bench"] == "pingpong") & (summary["transport"] == "netns_tbf")]
+        fitted = mpimodels.transfer_rate(shaped["bytes"], shaped["median_ns"])[0] * 8   # Mbit/s
+        out.number("mpi_tbf_rate_mbit", rate_mbit, unit="Mbit/s")
+        out.number("mpi_tbf_fitted_mbit", fitted, unit="Mbit/s")
+        out.number("mpi_tbf_fitted_ratio", fitted / rate_mbit, digits=3)
+    for r in agreement.itertuples():
+        if r.bytes == agreement["bytes"].min():
+            out.number(f"mpi_{r.transport}_reference_latency_us", r.reference_ns / 1e3, unit="µs", digits=2)
+            out.number(f"mpi_{r.transport}_probe_over_reference", r.ratio, digits=3)
+    for r in fits.itertuples():
+        key = f"mpi_fit_{r.transport}_{r.bench}_{r.model}"
+        out.number(f"{key}_ts_us", r.ts_ns / 1e3, unit="µs", digits=2)
+        out.number(f"{key}_tw_ns_per_byte", r.tw_ns_per_byte, unit="ns/B", digits=3)
+        out.number(f"{key}_median_abs_error_pct", 100 * r.median_abs_error, unit="%", digits=0)
+        out.text(f"mpi_algorithm_{r.bench}", r.algorithm)
+    ranks = sorted(summary["ranks"].unique())
+    out.text("mpi_ranks", ", ".join(str(int(p)) for p in ranks))
+    out.text("mpi_oversubscribed_ranks", ", ".join(
+        str(int(p)) for p in sorted(summary.loc[summary["oversubscribed"], "ranks"].unique())) or "none")
+    out.text("mpi_transports", ", ".join(transports))
+    if "nodes" in transports:
+        across = summary[summary["transport"] == "nodes"]
+        out.text("mpi_nodes_first", str(across["node"].iloc[0]))
+        out.text("mpi_nodes_peers", str(across["peers"].iloc[0]).replace(",", ", "))
+    out.number("mpi_repeats", int(raw["rep"].nunique()))
+    out.number("mpi_series", int(raw["series"].nunique()))
+    out.text("mpi_transport_comparison", transport_comparison(ratio_tables))
+
+
+def transport_comparison(ratio_tables: Sequence[pd.DataFrame]) -> str:
+    """The worst faster/slower time ratio per collective at p = 2, per
+    transport pair (what the paper shows in place of M1/M2 on one node kind)."""
+    worst = []
+    for tab in ratio_tables:
+        coll = tab[tab["bench"].isin(["bcast", "allreduce", "alltoall"]) & (tab["ranks"] == 2)
+                   & ~tab["oversubscribed"]]
+        for bench, g in coll.groupby("bench"):
+            i = g["ratio"].idxmin()
+            worst.append(f"{tab['numerator'].iloc[0]}/{tab['denominator'].iloc[0]} {bench} "
+                         f"{g.loc[i, 'ratio']:.2f} at {int(g.loc[i, 'bytes'])} B")
+    return "; ".join(worst) if worst else "no transport comparison was measured"
+
+
+CLAIM_IDS = ("C1", "C2", "C3", "U1", "U2", "U3", "U4", "M1", "M2")
+
+
+def claim_verdicts(findings: Sequence[Finding]) -> dict[str, str]:
+    """Per claim id: the combined outcome and how many parts decided it."""
+    out = {}
+    for claim in CLAIM_IDS:
+        parts = [f for f in findings if f.claim.split(" ")[0] == claim]
+        if not parts:
+            continue
+        outcome = combine(parts)
+        if outcome is Outcome.NOT_TESTABLE:
+            out[claim] = f"{outcome.value}: {parts[0].reason}"
+            continue
+        testable = [f for f in parts if f.outcome is not Outcome.NOT_TESTABLE]
+        decided = sum(f.outcome in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED) for f in testable)
+        out[claim] = f"{outcome.value} ({decided} of {len(testable)} parts decided)"
+    return out
+
+
+def claims_numbers(out: Outputs, findings: Sequence[Finding]) -> None:
+    """The claims table: every finding, and one line per claim."""
+    out.findings("findings", list(findings))
+    out.text("method_estimator", ESTIMATOR)
+    out.text("method_rule", RULE_TEXT)
+    for claim, text in claim_verdicts(findings).items():
+        out.text(f"{claim.lower()}_verdict", text)
+    counts = {o: sum(f.outcome is o for f in findings) for o in Outcome}
+    for o, n in counts.items():
+        out.number(f"findings_{o.name.lower()}", n)
+
+
+def nodes(out: Outputs, *, kinds: Mapping[str, str], costs: pd.DataFrame, pair: tuple[str, str] | None,
+          mpi_ratios: pd.DataFrame | None, echo_ratios: pd.DataFrame | None) -> None:
+    """The node-comparison section."""
+    out.number("node_kinds", len(set(kinds.values())))
+    out.text("node_list", ", ".join(f"{n} ({k})" for n, k in kinds.items()))
+    for r in costs.itertuples():
+        out.number(f"node_{r.node}_s_ns", r.s_ns, unit="ns")
+        out.number(f"node_{r.node}_w_mean_ns", r.w_mean_ns, unit="ns")
+    if pair is None:
+        return
+    out.text("node_pair", f"{pair[0]} ({kinds[pair[0]]}) and {pair[1]} ({kinds[pair[1]]})")
+    if mpi_ratios is not None and len(mpi_ratios):
+        for bench, g in mpi_ratios[~mpi_ratios["oversubscribed"]].groupby("bench"):
+            out.number(f"nodes_mpi_{bench}_worst_ratio", g["ratio"].min(), digits=2)
+    if echo_ratios is not None and len(echo_ratios):
+        for metric, g in echo_ratios.groupby("metric"):
+            out.number(f"nodes_echo_{metric}_median_ratio", g["ratio"].median(), digits=2)

@@ -1,0 +1,111 @@
+"""Do independent runs agree? Compare the numbers files of two or more runs.
+
+    python -m iolab.report.reruns RUN1/paper/generated/numbers.json RUN2/... [RUN3/...]
+
+Prints, as Markdown:
+- every claim part's verdict in each run, flagging a part that is
+  "reproduced" in one run and "not reproduced" in another (a flip; an
+  "undecided" is never a flip);
+- calibration: for every number with a prediction interval in the first
+  run, whether each later run's value falls inside it, and the fraction;
+- the same for the confidence intervals (which describe the median of the
+  repetitions' distribution, not a re-run's value, and are expected to hold
+  it less often).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Numbers = Mapping[str, Mapping[str, Any]]
+DECIDED = ("reproduced", "not reproduced")
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())
+
+
+def verdicts(numbers: Numbers) -> dict[str, str]:
+    """``claim: part`` -> outcome, from a numbers file's findings."""
+    return {f"{f['claim']}: {f['part']}": f["outcome"] for f in numbers.get("findings", {}).get("value", [])}
+
+
+def flips(runs: Sequence[Numbers]) -> list[str]:
+    """Parts reproduced in one run and not reproduced in another."""
+    table = [verdicts(r) for r in runs]
+    parts = sorted(set().union(*table))
+    return [p for p in parts if {"reproduced", "not reproduced"} <= {t.get(p) for t in table}]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    checked: int
+    inside: int
+    misses: tuple[str, ...]
+
+    @property
+    def fraction(self) -> float:
+        return self.inside / self.checked if self.checked else float("nan")
+
+
+def calibration(first: Numbers, later: Numbers, interval: str = "pi95") -> Calibration:
+    """How many of ``first``'s numbers with a bounded ``interval`` hold
+    ``later``'s value for the same key."""
+    checked, inside, misses = 0, 0, []
+    for key, entry in sorted(first.items()):
+        bounds = entry.get(interval)
+        other = later.get(key)
+        if not bounds or None in bounds or other is None or not isinstance(other.get("value"), (int, float)):
+            continue
+        checked += 1
+        if bounds[0] <= other["value"] <= bounds[1]:
+            inside += 1
+        else:
+            misses.append(f"{key}: {other['value']:.4g} outside [{bounds[0]:.4g}, {bounds[1]:.4g}]")
+    return Calibration(checked, inside, tuple(misses))
+
+
+def report(runs: Sequence[Numbers], names: Sequence[str]) -> str:
+    lines = ["## Verdicts", "", "| part | " + " | ".join(names) + " |",
+             "|---|" + "---|" * len(names)]
+    table = [verdicts(r) for r in runs]
+    flipped = set(flips(runs))
+    for part in sorted(set().union(*table)):
+        mark = " **(flip)**" if part in flipped else ""
+        lines.append(f"| {part}{mark} | " + " | ".join(t.get(part, "") for t in table) + " |")
+    lines += ["", f"Flips (reproduced in one run, not reproduced in another): {len(flipped)}", ""]
+    for interval, title in (("pi95", "prediction intervals"), ("ci95", "confidence intervals")):
+        lines += [f"## Calibration: {title} of {names[0]}", ""]
+        for name, later in zip(names[1:], runs[1:], strict=True):
+            c = calibration(runs[0], later, interval)
+            lines.append(f"- {name}: {c.inside} of {c.checked} values inside ({c.fraction:.0%})")
+            lines += [f"  - {m}" for m in c.misses]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m iolab.report.reruns", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("numbers", nargs="+", type=Path, help="paper/generated/numbers.json of each run")
+    args = ap.parse_args(argv)
+    if len(args.numbers) < 2:
+        print("iolab: give the numbers files of at least two runs", file=sys.stderr)
+        return 2
+    try:
+        runs = [load(p) for p in args.numbers]
+    except (OSError, json.JSONDecodeError) as e:
+        print(f"iolab: {e}", file=sys.stderr)
+        return 1
+    print(report(runs, [f"run {i + 1}" for i in range(len(runs))]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""The statistics every interval comes from (iolab.analysis.stats), checked
+on synthetic data whose truth is known: repetitions that differ far more
+than the batches within them, as on the shared machines this runs on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from iolab.analysis import stats
+
+DATASETS = 200
+
+
+def repetitions(rng: np.random.Generator, reps: int = 6, batches: int = 100, between: float = 0.15,
+                within: float = 0.01, center: float = 1.0) -> list[np.ndarray]:
+    """Each repetition's batches: a repetition effect (lognormal, ``between``)
+    times small batch noise (``within``). The median of a repetition's
+    estimate is ``center`` by symmetry in log space."""
+    return [d * rng.lognormal(0, within, batches) for d in center * rng.lognormal(0, between, reps)]
+
+
+def test_median_ci_is_the_order_statistic_interval() -> None:
+    # n = 100: ranks 40 and 61 (1-based), the binomial table's 95 % interval.
+    assert stats.median_ci(np.arange(1, 101)) == (40.0, 61.0)
+    # n = 6: the extremes, which cover the median with probability 1 - 2/64.
+    assert stats.median_ci([3, 1, 2, 6, 5, 4]) == (1.0, 6.0)
+
+
+def test_too_few_repetitions_give_an_unbounded_interval() -> None:
+    est = stats.across_reps([1.0, 1.1, 0.9])
+    assert est.value == 1.0 and (est.low, est.high) == (-math.inf, math.inf) and est.n == 3
+    assert not est.bounded and est.rel_halfwidth == math.inf
+
+
+def test_infinite_per_rep_values_stay_ordered() -> None:
+    # A crossover that never happens in one repetition is +inf, not a gap.
+    est = stats.across_reps([4.0, 5.0, math.inf, 6.0, 5.5, 4.5])
+    assert est.value == 5.25 and est.low == 4.0 and est.high == math.inf
+
+
+def test_interval_across_repetitions_covers_the_truth() -> None:
+    rng = np.random.default_rng(11)
+    hits = 0
+    for _ in range(DATASETS):
+        est = stats.across_reps([np.median(b) for b in repetitions(rng)])
+        hits += est.low <= 1.0 <= est.high
+    assert 0.90 <= hits / DATASETS <= 0.99
+
+
+def test_pooling_batches_of_all_repetitions_does_not() -> None:
+    # The old estimator: one order-statistic interval over every batch of
+    # every repetition, as if they were independent. Far too narrow.
+    rng = np.random.default_rng(11)
+    hits = 0
+    for _ in range(DATASETS):
+        ci = sps.quantile_test(np.concatenate(repetitions(rng)), p=0.5).confidence_interval(0.95)
+        hits += ci.low <= 1.0 <= ci.high
+    assert hits / DATASETS < 0.6
+
+
+def test_paired_ratio_interval_covers_the_truth() -> None:
+    # Both configurations share each repetition's drift; the ratio within a
+    # repetition cancels it.
+    rng = np.random.default_rng(12)
+    hits = 0
+    for _ in range(DATASETS):
+        drift = rng.lognormal(0, 0.2, 6)
+        a = [2.0 * d * np.median(rng.lognormal(0, 0.03, 100)) for d in drift]
+        b = [d * np.median(rng.lognormal(0, 0.03, 100)) for d in drift]
+        est = stats.across_reps(np.divide(a, b))
+        hits += est.low <= 2.0 <= est.high
+    assert 0.90 <= hits / DATASETS <= 0.99
+
+
+def test_prediction_interval_holds_the_next_runs_estimate() -> None:
+    rng = np.random.default_rng(13)
+    hits = 0
+    for _ in range(DATASETS):
+        first = stats.across_reps([np.median(b) for b in repetitions(rng)])
+        second = np.median([np.median(b) for b in repetitions(rng)])
+        hits += first.pred_low <= second <= first.pred_high
+    assert hits / DATASETS >= 0.90
+
+
+def test_expected_ci_narrows_with_more_repetitions() -> None:
+    per_rep = np.random.default_rng(3).normal(100, 10, 6)
+    widths = [np.subtract(*stats.expected_ci(per_rep, n)[::-1]) for n in (6, 20, 100)]
+    assert widths[0] > widths[1] > widths[2] > 0
+    assert stats.expected_ci(per_rep, 5) == (-math.inf, math.inf)
+
+
+def test_mean_of_smallest_is_the_seed_estimator() -> None:
+    assert stats.mean_of_smallest([5, 1, 9, 2, 3, 8]) == 2.0
+    assert stats.mean_of_smallest([4, 2]) == 3.0
+
+
+def test_scaled_estimate_keeps_every_bound() -> None:
+    est = stats.Estimate(1000.0, 900.0, 1100.0, 6, 800.0, 1200.0).scaled(1e-3)
+    assert (est.value, est.low, est.high, est.n, est.pred_low, est.pred_high) == pytest.approx(
+        (1.0, 0.9, 1.1, 6, 0.8, 1.2))

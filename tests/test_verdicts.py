@@ -1,0 +1,94 @@
+"""The verdict rule (iolab.analysis.verdicts): each outcome, the equivalence
+margin, combining parts, and the repetitions an undecided part needs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iolab.analysis.stats import Estimate
+from iolab.analysis.verdicts import (
+    Finding,
+    Outcome,
+    Rule,
+    combine,
+    finding,
+    interval_text,
+    not_testable,
+    reps_needed,
+)
+
+R, N, U = Outcome.REPRODUCED, Outcome.NOT_REPRODUCED, Outcome.UNDECIDED
+
+
+@pytest.mark.parametrize("rule,low,high,expected", [
+    (Rule("above", 1.0), 1.02, 1.3, R),     # the whole interval at or above
+    (Rule("above", 1.0), 0.7, 0.98, N),     # the whole interval below
+    (Rule("above", 1.0), 0.95, 1.05, U),    # straddles the bound
+    (Rule("below", 1.0), 0.8, 0.99, R),
+    (Rule("below", 1.0), 1.01, 1.2, N),
+    (Rule("below", 1.0), 0.99, 1.01, U),
+    (Rule("above", 1.0), 1.0, 1.2, R),      # "at least": the bound itself satisfies it
+])
+def test_one_sided_rules(rule: Rule, low: float, high: float, expected: Outcome) -> None:
+    assert rule.judge(low, high) is expected
+
+
+@pytest.mark.parametrize("low,high,expected", [
+    (0.97, 1.04, R),     # wholly inside +-5 %: no visible difference
+    (1.06, 1.20, N),     # wholly above the margin
+    (0.80, 0.94, N),     # wholly below it
+    (0.97, 1.08, U),     # partly outside: not equivalent at this precision, nor different
+    (0.90, 1.10, U),     # wider than the margin on both sides
+])
+def test_equivalence_margin_is_two_one_sided(low: float, high: float, expected: Outcome) -> None:
+    assert Rule("within", 1.0, 0.05).judge(low, high) is expected
+
+
+def test_unbounded_interval_is_undecided_whatever_the_value() -> None:
+    f = finding("U1", "ratio", [2.0, 2.1, 1.9], Rule("above", 1.0))
+    assert f.outcome is U and "no interval: 3 repetitions, 6 needed" in f.summary()
+
+
+def test_finding_from_per_rep_values_judges_the_interval() -> None:
+    f = finding("U3", "sqpoll/default", [0.8, 0.82, 0.85, 0.79, 0.81, 0.84], Rule("below", 1.0))
+    assert f.outcome is R and f.estimate is not None and f.estimate.high == 0.85
+    assert f.needed is None
+    assert f.summary().startswith("reproduced: sqpoll/default = 0.815 [0.790, 0.850], claim ≤ 1")
+
+
+def test_undecided_part_says_how_many_repetitions_would_decide_it() -> None:
+    rng = np.random.default_rng(5)
+    per_rep = rng.normal(1.04, 0.05, 6)          # a real 4 % gain, noisy repetitions
+    f = finding("U1", "ratio", per_rep, Rule("above", 1.0))
+    assert f.outcome is U
+    assert f.needed is not None and 6 < f.needed < 200
+    # On the bound itself no count decides it.
+    assert reps_needed([0.9, 1.1, 0.95, 1.05, 0.98, 1.02], Rule("above", 1.0)) is None
+
+
+def test_not_testable_is_never_not_reproduced() -> None:
+    f = not_testable("U2", "rings", "needs at least 4 CPUs (this node has 2)")
+    assert f.outcome is Outcome.NOT_TESTABLE
+    assert f.summary() == "not testable here: needs at least 4 CPUs (this node has 2)"
+
+
+def _f(outcome: Outcome) -> Finding:
+    bounds = {R: (1.1, 1.2), N: (0.8, 0.9), U: (0.9, 1.1)}
+    if outcome is Outcome.NOT_TESTABLE:
+        return not_testable("X", "p", "why")
+    lo, hi = bounds[outcome]
+    return Finding("X", "p", Rule("above", 1.0), Estimate((lo + hi) / 2, lo, hi, 6))
+
+
+@pytest.mark.parametrize("parts,expected", [
+    ([R, R], R), ([R, N], N), ([R, U], U), ([U, N], N), ([R, Outcome.NOT_TESTABLE], R),
+    ([Outcome.NOT_TESTABLE], Outcome.NOT_TESTABLE),
+])
+def test_combining_parts(parts: list[Outcome], expected: Outcome) -> None:
+    assert combine([_f(p) for p in parts]) is expected
+
+
+def test_interval_text_uses_significant_figures() -> None:
+    assert interval_text(Estimate(1234.6, 1200.0, 1300.0, 6)) == "1\u2009235 [1\u2009200, 1\u2009300]"
+    assert interval_text(Estimate(0.8149, 0.79, 0.85, 6)) == "0.815 [0.790, 0.850]"
