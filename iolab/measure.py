@@ -25,15 +25,18 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import atomic, echo, mpi, paths, provenance, tables, trace
+from .experiments import REGISTRY
 from .nodes import resolve_node
-from .probes import PROBE_MODES, probe_argv
-from .runners import LocalRunner, RunError, Runner, SshRunner, VmRunner, runner_for
+from .probes import probe_argv
+from .runners import Capability, RunError, Runner, runner_for
 from .runners.mpigroup import Member, MpiNodeGroup
 
-EXPERIMENTS = (*PROBE_MODES, "trace", "echo", "mpi")
-# The native programs each experiment runs (built on the node for remote nodes).
-PROGRAMS = {**{name: ["cost-probe"] for name in PROBE_MODES}, "trace": ["cost-probe"],
-            "echo": ["echo-epoll", "echo-uring", "loadgen"], "mpi": ["mpi-probe", "mpi-pingpong-ref"]}
+EXPERIMENTS = tuple(REGISTRY)
+
+
+def programs(experiment: str) -> list[str]:
+    """The native programs an experiment runs (built on the node for remote nodes)."""
+    return list(REGISTRY[experiment].programs)
 
 
 def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[str, Any],
@@ -43,9 +46,8 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
     for stale in atomic.remove_stale_temporaries(output):
         print(f"iolab: removed {paths.relative(stale)}, left by an interrupted run", file=sys.stderr)
     runner = runner_for(node_entry)
-    remote = not isinstance(runner, LocalRunner)
-    programs = PROGRAMS[experiment]
-    with runner.session(programs) as node_runner:
+    remote = Capability.THIS_MACHINE not in runner.capabilities
+    with runner.session(programs(experiment)) as node_runner:
         facts = node_runner.facts() if remote else None
         node = resolve_node(node_entry, facts.kind() if facts else None)
         cpu = node.cpus.get("probe")
@@ -104,10 +106,8 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
                 node, experiment, {**settings, "rep": rep, "seed": seed}, command=argv,
                 placement=placement, started=started, facts=facts,
                 extra={"run_seconds": round(seconds, 3), "runner": node_entry.get("runner", "local"),
-                       "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
-                       "accel": node_runner.describe()["accel"] if isinstance(node_runner, VmRunner) else None,
-                       **({"vm": node_runner.describe()} if isinstance(node_runner, VmRunner) else {}),
-                       **extra},
+                       "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "accel": None,
+                       **node_runner.provenance(), **extra},
             )
             atomic.write_json(provenance.sidecar_for(output), side)
     print(f"iolab: wrote {paths.relative(output)} ({summary}, {seconds:.1f} s)", file=sys.stderr)
@@ -125,7 +125,7 @@ def _echo(node_entry: Mapping[str, Any], node: Any, server_runner: Runner,
         client_cm: Any = contextlib.nullcontext(server_runner)
         bind = address = "127.0.0.1"
     else:
-        client_cm = runner_for(client_entry).session(PROGRAMS["echo"])
+        client_cm = runner_for(client_entry).session(programs("echo"))
         bind = "0.0.0.0"
         address = node_entry.get("address") or node_entry.get("host") or "127.0.0.1"
         cpus["client"] = (client_entry.get("cpus") or {}).get("client")
@@ -151,15 +151,15 @@ def _mpi_group(node_entry: Mapping[str, Any], node_runner: Runner, facts: Any,
     if not peer_entries:
         raise RunError(f"mpi on {node_entry['name']}: the nodes transport needs mpi.peers "
                        "(pass them with --peer-nodes)")
-    if not isinstance(node_runner, (LocalRunner, SshRunner)):
+    if Capability.MPI_ACROSS_PEERS not in node_runner.capabilities:
         raise RunError(f"mpi on {node_entry['name']}: mpirun across nodes starts on a local or ssh node")
     with contextlib.ExitStack() as stack:
         peers = []
         for entry in peer_entries:
             runner = runner_for(entry)
-            if not isinstance(runner, SshRunner):
+            if Capability.MPI_PEER not in runner.capabilities:
                 raise RunError(f"mpi on {node_entry['name']}: peer {entry['name']} is not an ssh node")
-            session = stack.enter_context(runner.session(PROGRAMS["mpi"]))
+            session = stack.enter_context(runner.session(programs("mpi")))
             peers.append(Member(entry, session, session.facts()))
         first = Member(node_entry, node_runner, facts if facts is not None else node_runner.facts())
         group = MpiNodeGroup(first, peers)

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from .formats import MPI_COLUMNS, MPI_PROBE_COLUMNS, REFERENCE_BENCH
-from .runners import LocalRunner, Runner
+from .runners import Capability, LocalRunner, Runner
 from .runners.local import RunError
 from .runners.mpigroup import MpiNodeGroup
 from .runners.netns import NetnsCluster, require_root_and_iproute2
@@ -325,7 +325,7 @@ def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: 
                runner: Runner | None = None, cpus: int | None = None,
                launcher: str = "mpirun", group: MpiNodeGroup | None = None) -> dict[str, Any]:
     runner = runner or LocalRunner()
-    remote = not isinstance(runner, LocalRunner)
+    remote = Capability.THIS_MACHINE not in runner.capabilities
     program = runner.exe(launch.program)
     if not remote and not Path(program).exists():
         raise RunError(f"{launch.program} not found: build it first (make -C native mpi)")
@@ -367,12 +367,11 @@ def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: 
 
 
 def _mpi_env() -> dict[str, str]:
-    env = dict(os.environ)
+    """Variables a launch adds to the node's environment."""
     if os.geteuid() == 0:
         # Open MPI refuses root without these (plus --allow-run-as-root for mpirun).
-        env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
-        env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-    return env
+        return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+    return {}
 
 
 def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
@@ -384,7 +383,7 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
     ``launcher``: mpirun, or srun inside a SLURM job (shm and tcp transports);
     ``group``: the node and its peers, for the nodes transport (prepared)."""
     runner = runner or LocalRunner()
-    remote = not isinstance(runner, LocalRunner)
+    remote = Capability.THIS_MACHINE not in runner.capabilities
     launches = plan(settings, seed)
     if any(lc.transport in NETNS_TRANSPORTS for lc in launches):
         if remote:

@@ -1,31 +1,10 @@
-# Native programs, built into native/build/ by native/Makefile.
-NATIVE_COMMON = [
-    "native/Makefile",
-    "native/configure.sh",
-    "native/common/timing.c",
-    "native/common/timing.h",
-    "native/common/cli.c",
-    "native/common/cli.h",
-]
-NATIVE_COMMON += ["native/common/lists.c", "native/common/lists.h",
-                  "native/common/sockpair.c", "native/common/sockpair.h"]
-ECHO_COMMON = ["native/echo/server.c", "native/echo/server.h"]
-NATIVE_PROGRAMS = {
-    "cost-probe": ["native/probes/cost_probe.c", "native/probes/probe.c", "native/probes/probe.h",
-                   "native/probes/syscall_mode.c", "native/probes/sendrecv_mode.c",
-                   "native/probes/uring_mode.c"],
-    "echo-epoll": ["native/echo/echo_epoll.c", *ECHO_COMMON],
-    "echo-uring": ["native/echo/echo_uring.c", *ECHO_COMMON],
-    "loadgen": ["native/echo/loadgen.c", *ECHO_COMMON],
-    "mpi-probe": ["native/mpi/mpi_probe.c"],
-    "mpi-pingpong-ref": ["native/mpi/pingpong_ref.c"],
-}
-MPI_PROGRAMS = ["mpi-probe", "mpi-pingpong-ref"]
+# Native programs, built into native/build/ by native/Makefile; which files
+# make each program is native/programs.mk (NATIVE_PROGRAMS, rules/common.smk).
 
 
 rule build_native:
     input:
-        lambda w: NATIVE_COMMON + NATIVE_PROGRAMS[w.program],
+        lambda w: BUILD_FILES + NATIVE_PROGRAMS[w.program],
     output:
         "native/build/{program}",
     wildcard_constraints:

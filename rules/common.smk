@@ -33,17 +33,18 @@ SKIPPED_NODES = {n["name"]: r for n in config["nodes"] if (r := skip_reason(n))}
 for _name, _reason in SKIPPED_NODES.items():
     print(f"iolab: skipping node {_name}: {_reason}", file=sys.stderr)
 REPS = list(range(1, config["repeats"] + 1))
-# Experiments a runner cannot host: bpftrace needs this kernel.
-RUNNER_EXPERIMENTS_EXCLUDED = {"ssh": {"trace"}, "vm": {"trace", "echo", "mpi"}}
+from iolab.runners import can_host, capabilities_of  # noqa: E402
 
 
 def node_runs(node, experiment):
-    """Whether ``experiment`` runs on ``node`` (its `experiments` list, and what its runner can do)."""
+    """Whether ``experiment`` runs on ``node``: its `experiments` list, and
+    whether its runner has what the experiment needs (iolab/runners/base.py:
+    bpftrace needs this machine's kernel; echo servers; MPI)."""
     entry = NODE_BY_NAME[node]
     chosen = entry.get("experiments")
     if chosen is not None and experiment not in chosen:
         return False
-    return experiment not in RUNNER_EXPERIMENTS_EXCLUDED.get(entry["runner"], set())
+    return can_host(capabilities_of(entry["runner"]), experiment)
 
 
 # Experiments that run: those enabled (cost probes always are) that some
@@ -81,16 +82,17 @@ def run_seed(experiment, node, rep):
     return (config["seed"] + zlib.crc32(f"{experiment}/{node}/{rep}".encode())) % 2**31
 
 
-# Each experiment's program, and any other code that decides what it measures.
-# The run key digests these with the settings, so new settings or new probe
-# code measure into a new directory and raw data already measured is never
-# overwritten.
-PROBE_EXPERIMENTS = ["syscall", "sendrecv", "uring_batch", "nop", "trace"]
-EXPERIMENT_PROGRAMS = {name: ["cost-probe"] for name in PROBE_EXPERIMENTS}
-EXPERIMENT_PROGRAMS["echo"] = ["echo-epoll", "echo-uring", "loadgen"]
-EXPERIMENT_PROGRAMS["mpi"] = ["mpi-probe", "mpi-pingpong-ref"]
-EXPERIMENT_EXTRA_SOURCES = {"trace": ["iolab/trace.py"], "echo": ["iolab/echo.py"],
-                            "mpi": ["iolab/mpi.py", "iolab/runners/netns.py", "iolab/runners/mpigroup.py"]}
+# Which files make each native program: native/programs.mk, the table the
+# Makefile includes too.
+from iolab.native import BUILD_FILES, MPI_PROGRAMS, program_sources  # noqa: E402
+
+NATIVE_PROGRAMS = program_sources()
+
+# Each experiment's programs, and any other code that decides what it
+# measures (iolab/experiments.py). The run key digests these with the
+# settings, so new settings or new probe code measure into a new directory
+# and raw data already measured is never overwritten.
+from iolab.experiments import REGISTRY  # noqa: E402
 
 
 def mpi_peers(node):
@@ -104,8 +106,8 @@ def run_key(experiment, node):
     peers = mpi_peers(node) if experiment == "mpi" else []
     h.update(json.dumps([config["experiments"][experiment], NODE_BY_NAME[node], *peers],
                         sort_keys=True).encode())
-    sources = set(NATIVE_COMMON + EXPERIMENT_EXTRA_SOURCES.get(experiment, []))
-    for program in EXPERIMENT_PROGRAMS[experiment]:
+    sources = set(BUILD_FILES) | set(REGISTRY[experiment].code)
+    for program in REGISTRY[experiment].programs:
         sources.update(NATIVE_PROGRAMS[program])
     for src in sorted(sources):
         h.update(src.encode())
@@ -186,6 +188,16 @@ def rep_settings(experiment, rep):
         if rep in planned.get("reps", []):
             return {**settings, "cells": planned["cells"]} if "cells" in planned else settings
         j += 1
+
+
+def other_nodes_flag(experiment, node):
+    """The other nodes a measurement involves: the echo load generator's node,
+    or the node's MPI peers."""
+    if experiment == "echo":
+        return client_node_flag(node)
+    if experiment == "mpi":
+        return peer_nodes_flag(node)
+    return ""
 
 
 def client_node_flag(node):

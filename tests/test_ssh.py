@@ -143,7 +143,8 @@ def test_unreachable_node_fails_its_jobs_and_keeps_the_rest(sshd: dict, tmp_path
              "experiments": ["syscall", "sendrecv", "uring_batch", "nop"]}
     (wd / "config" / "test-nodes.yaml").write_text(yaml.safe_dump({"nodes": [local, gone]}))
     res = snakemake(wd, "--cores", "all", "--keep-going", "--configfile", "config/profiles/smoke.yaml",
-                    "config/test-nodes.yaml", "--until", "measure",
+                    "config/test-nodes.yaml", "--until", "measure_syscall", "measure_sendrecv",
+                    "measure_uring_batch", "measure_nop",
                     timeout=600)
     text = res.stdout + res.stderr
     assert res.returncode != 0

@@ -45,7 +45,7 @@ def test_dry_run_with_default_config(workflow: Path) -> None:
     res = snakemake(workflow, "-n", "--cores", "all")
     assert res.returncode == 0, res.stderr
     rules = planned_rules(res.stdout + res.stderr)
-    assert {"measure", "measure_echo", "tidy_table", "notebook_cost_model", "notebook_echo",
+    assert {"measure_syscall", "measure_echo", "measure_mpi", "tidy_table", "notebook_cost_model", "notebook_echo",
             "paper_pdf", "all"} <= rules
 
 
@@ -181,7 +181,8 @@ def test_changed_settings_measure_into_a_new_directory(smoke_copy: Path) -> None
     assert res.returncode == 0, res.stderr
     # Adding a repetition measures one more file per experiment; existing ones stay.
     jobs = planned_jobs(res.stdout + res.stderr)
-    assert jobs["measure"] == 5 and jobs["measure_echo"] == 1 and jobs["measure_mpi"] == 1
+    assert all(jobs[f"measure_{e}"] == 1 for e in ("syscall", "sendrecv", "uring_batch", "nop", "trace",
+                                                     "echo", "mpi"))
     after = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
     assert before == after
     for p in before:

@@ -2,10 +2,10 @@
 
 ``local`` (and ``slurm``, whose jobs the executor already placed on the
 node) runs here; ``ssh`` copies the sources to a remote node, builds and
-runs there; ``vm`` boots a QEMU guest per command. The MPI experiment's ``netns`` transports use the namespace
-cluster in ``netns.py``. Each runner has the same interface: ``session``,
-``run``, ``popen``/``terminate`` (servers), ``exe``, ``scratch``,
-``read_file`` and ``facts``.
+runs there; ``vm`` boots a QEMU guest per command. The MPI experiment's
+``netns`` transports use the namespace cluster in ``netns.py``. Every runner
+implements the ``Runner`` protocol (``base.py``) and declares its
+capabilities; callers ask for those, never for a runner class.
 """
 
 from __future__ import annotations
@@ -13,13 +13,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .base import EXPERIMENT_NEEDS, Capability, Runner, can_host
 from .local import LocalRunner, RunError
 from .ssh import SshRunner
 from .vm import VmRunner
 
-Runner = LocalRunner | SshRunner | VmRunner
+__all__ = ["EXPERIMENT_NEEDS", "Capability", "LocalRunner", "RunError", "Runner", "SshRunner", "VmRunner",
+           "can_host", "capabilities_of", "runner_for"]
 
-__all__ = ["LocalRunner", "RunError", "Runner", "SshRunner", "VmRunner", "runner_for"]
+# runner name in the inventory -> the class whose capabilities it has (a
+# slurm node's jobs already run on the node, as local ones).
+_CLASSES = {"local": LocalRunner, "slurm": LocalRunner, "ssh": SshRunner, "vm": VmRunner}
+
+
+def capabilities_of(runner: str) -> frozenset[Capability]:
+    """What a runner named in the inventory can do (for planning, before any node is reached)."""
+    cls = _CLASSES.get(runner)
+    return cls.capabilities if cls is not None else frozenset()
 
 
 def runner_for(entry: Mapping[str, Any]) -> Runner:

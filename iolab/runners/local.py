@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import signal
 import subprocess
@@ -12,8 +13,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import hostfacts, paths
+from .base import Capability
 
 
 PR_SET_PDEATHSIG = 1
@@ -39,7 +42,12 @@ class RunResult:
 
 
 class LocalRunner:
+    """This machine (and a SLURM job's node, where the executor already placed
+    the job)."""
+
     name = "local"
+    capabilities = frozenset({Capability.THIS_MACHINE, Capability.SERVERS, Capability.MPI,
+                              Capability.MPI_ACROSS_PEERS, Capability.KERNEL_TRACING})
 
     def run(self, argv: list[str], stdout_path: Path, timeout: float = 3600.0,
             error_line: Callable[[str], str] | None = None, env: Mapping[str, str] | None = None,
@@ -50,6 +58,7 @@ class LocalRunner:
         last stderr line, so a user sees why (a refused flag, a missing kernel
         feature); ``error_line`` picks the line for launchers such as mpirun
         whose last lines are banners. ``name`` labels the command in errors.
+        ``env``: variables added to the environment for this command.
         """
         label = name or Path(argv[0]).name
         if not Path(argv[0]).exists() and shutil.which(argv[0]) is None:
@@ -58,7 +67,7 @@ class LocalRunner:
         with open(stdout_path, "w") as out:
             try:
                 proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True,
-                                      timeout=timeout, check=False, env=None if env is None else dict(env),
+                                      timeout=timeout, check=False, env=None if env is None else {**os.environ, **env},
                                       preexec_fn=_die_with_parent)
             except subprocess.TimeoutExpired as e:
                 raise RunError(f"{label} did not finish within {timeout:.0f} s") from e
@@ -89,8 +98,7 @@ class LocalRunner:
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 preexec_fn=_die_with_parent)
 
-    @staticmethod
-    def terminate(proc: subprocess.Popen[str]) -> None:
+    def terminate(self, proc: subprocess.Popen[str]) -> None:
         proc.send_signal(signal.SIGTERM)
 
     def read_file(self, path: str) -> str:
@@ -121,3 +129,6 @@ class LocalRunner:
 
     def facts(self) -> hostfacts.HostFacts:
         return hostfacts.gather()
+
+    def provenance(self) -> dict[str, Any]:
+        return {}

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import hostfacts
-from .local import LocalRunner, RunError
-from .ssh import SshRunner, ssh_options
+from .base import Runner
+from .local import RunError
+from .ssh import ssh_failure, ssh_options
 
 AGENT = """#!/bin/sh
 # plm_rsh_agent of iolab's MPI node group {group}: "AGENT HOST COMMAND..."
@@ -51,7 +52,7 @@ class Member:
     """One node of the group, with its own runner (its build) and facts."""
 
     entry: Mapping[str, Any]
-    runner: LocalRunner | SshRunner
+    runner: Runner
     facts: hostfacts.HostFacts | None
 
     @property
@@ -103,7 +104,7 @@ class MpiNodeGroup:
         res = runner.shell(f"mkdir -p {shlex.quote(self._dir)}", timeout=120)
         if res.returncode != 0:
             raise RunError(f"node {self.first.name}: cannot create {self._dir}: "
-                           f"{SshRunner._cause(res.stderr, res.returncode)}")
+                           f"{ssh_failure(res.stderr, res.returncode)}")
         runner.write_file(self.hostfile, self.hostfile_text())
         runner.write_file(self.ssh_config, "".join(ssh_config_block(p.entry) for p in self.peers), 0o600)
         runner.write_file(self.agent, self.agent_text(), 0o700)
@@ -153,7 +154,7 @@ class MpiNodeGroup:
                                       timeout=int(peer.entry.get("connect_timeout", 10)) + 60)
         if res.returncode != 0:
             raise RunError(f"node {self.first.name} cannot reach its MPI peer {peer.name} "
-                           f"({peer.address}) over ssh: {SshRunner._cause(res.stderr, res.returncode)}")
+                           f"({peer.address}) over ssh: {ssh_failure(res.stderr, res.returncode)}")
 
     # -- launches -------------------------------------------------------------
     def distribution(self, ranks: int) -> list[int]:

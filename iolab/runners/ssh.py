@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import hostfacts, paths
+from .base import Capability
 from .local import RunError, RunResult, _die_with_parent
 
 # Files a node needs to build the native programs.
@@ -92,10 +93,26 @@ def _last_line(text: str, default: str) -> str:
     return lines[-1] if lines else default
 
 
+def ssh_failure(stderr: str, returncode: int) -> str:
+    """Why an ssh command failed, in words a user can act on."""
+    last = _last_line(stderr, f"ssh exited with status {returncode}")
+    low = stderr.lower()
+    if "host key verification failed" in low or "no matching host key" in low:
+        return ("its host key is not in known_hosts; add it (ssh-keyscan -p PORT HOST >> "
+                "known_hosts) or set accept_new_host_key: true for this node")
+    if "permission denied" in low:
+        return f"authentication refused ({last})"
+    if returncode == 255 and ("connect" in low or "resolve" in low or "timed out" in low):
+        return f"unreachable ({last})"
+    return last
+
+
 class SshRunner:
     """One ssh node from the inventory (see config/schema.yaml, nodes[])."""
 
     name = "ssh"
+    capabilities = frozenset({Capability.SERVERS, Capability.MPI, Capability.MPI_ACROSS_PEERS,
+                              Capability.MPI_PEER})
 
     def __init__(self, entry: Mapping[str, Any]) -> None:
         self.entry = dict(entry)
@@ -128,22 +145,7 @@ class SshRunner:
 
     def _explain(self, stderr: str, returncode: int) -> str:
         """One line: the node, and why ssh failed."""
-        return f"node {self.node} ({self.target}:{self.port}): {self._cause(stderr, returncode)}"
-
-    @staticmethod
-    def _cause(stderr: str, returncode: int) -> str:
-        last = _last_line(stderr, f"ssh exited with status {returncode}")
-        low = stderr.lower()
-        if "host key verification failed" in low or "no matching host key" in low:
-            why = ("its host key is not in known_hosts; add it (ssh-keyscan -p PORT HOST >> "
-                   "known_hosts) or set accept_new_host_key: true for this node")
-        elif "permission denied" in low:
-            why = f"authentication refused ({last})"
-        elif returncode == 255 and ("connect" in low or "resolve" in low or "timed out" in low):
-            why = f"unreachable ({last})"
-        else:
-            why = last
-        return why
+        return f"node {self.node} ({self.target}:{self.port}): {ssh_failure(stderr, returncode)}"
 
     def shell(self, script: str, timeout: float = 600.0,
               stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
@@ -176,13 +178,13 @@ class SshRunner:
         res = self.shell(f"mkdir -p {shlex.quote(self.workdir)} && cd {shlex.quote(self.workdir)} && pwd")
         if res.returncode != 0 or not res.stdout.strip().startswith("/"):
             raise RunError(f"node {self.node}: cannot create {self.workdir}: "
-                           f"{self._cause(res.stderr, res.returncode)}")
+                           f"{ssh_failure(res.stderr, res.returncode)}")
         self.workdir = res.stdout.strip().splitlines()[-1]
         wd = shlex.quote(self.workdir)
         res = self.shell(f"mkdir -p {wd} && tar xzf - -C {wd}", stdin=_source_tarball())
         if res.returncode != 0:
             raise RunError(f"node {self.node}: copying the sources failed: "
-                           f"{self._cause(res.stderr, res.returncode)}")
+                           f"{ssh_failure(res.stderr, res.returncode)}")
         targets = " ".join(shlex.quote(f"build/{p}") for p in programs)
         res = self.shell(f"cd {wd} && make -s -C native {targets}", timeout=900)
         if res.returncode != 0:
@@ -204,8 +206,8 @@ class SshRunner:
             name: str | None = None) -> RunResult:
         label = name or Path(argv[0]).name
         remote = self._translate(argv)
-        exports = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items()
-                          if k.startswith(("OMPI_", "IOLAB_")))
+        # env: variables added to the node's own environment for this command.
+        exports = "".join(f"{k}={shlex.quote(v)} " for k, v in (env or {}).items())
         script = f"exec env {exports}{shlex.join(remote)}"
         start = time.monotonic()
         with open(stdout_path, "w") as out:
@@ -232,8 +234,7 @@ class SshRunner:
         return subprocess.Popen(self._remote(script), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
 
-    @staticmethod
-    def terminate(proc: subprocess.Popen[str]) -> None:
+    def terminate(self, proc: subprocess.Popen[str]) -> None:
         if proc.stdin is not None and not proc.stdin.closed:
             proc.stdin.close()
             proc.stdin = None  # communicate() must not flush a closed pipe
@@ -253,10 +254,13 @@ class SshRunner:
         res = self.shell(f"cat > {shlex.quote(path)} && chmod {mode:o} {shlex.quote(path)}",
                          timeout=120, stdin=text.encode())
         if res.returncode != 0:
-            raise RunError(f"node {self.node}: cannot write {path}: {self._cause(res.stderr, res.returncode)}")
+            raise RunError(f"node {self.node}: cannot write {path}: {ssh_failure(res.stderr, res.returncode)}")
 
     def facts(self) -> hostfacts.HostFacts:
         try:
             return hostfacts.gather(lambda script: self.shell(script, timeout=120))
         except RuntimeError as e:
             raise RunError(f"node {self.node}: {e}") from e
+
+    def provenance(self) -> dict[str, Any]:
+        return {"ssh": {"host": self.host, "port": self.port, "user": self.user}}

@@ -1,6 +1,8 @@
 """The vm runner: each command boots a QEMU guest that runs it once
-(iolab.vm). Same interface as the other runners; echo and MPI need a network
-between guest and host and are not offered on vm nodes."""
+(iolab.runners.qemu). The same protocol as every runner (iolab.runners.base);
+it declares no capability beyond running a command to completion: echo and
+MPI need a network between guest and host, and a guest keeps no files from
+one command to the next, so the methods that need those raise one line."""
 
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ from typing import Any
 
 from .. import hostfacts, paths
 from . import qemu as vm
+from .base import Capability
 from .local import RunError, RunResult
 
 
 class VmRunner:
     name = "vm"
+    capabilities: frozenset[Capability] = frozenset()
 
     def __init__(self, entry: Mapping[str, Any]) -> None:
         self.node = entry["name"]
@@ -55,6 +59,8 @@ class VmRunner:
             name: str | None = None) -> RunResult:
         local = str(paths.NATIVE_BUILD) + "/"
         guest_argv = [self.exe(a[len(local):]) if a.startswith(local) else a for a in argv]
+        if env:   # variables added to the guest's environment for this command
+            guest_argv = ["/bin/busybox", "env", *(f"{k}={v}" for k, v in env.items()), *guest_argv]
         start = time.monotonic()
         res = self._guest(guest_argv, timeout)
         Path(stdout_path).write_text(res.stdout)
@@ -73,6 +79,28 @@ class VmRunner:
         return {"accel": self.accel, "kernel": self.kernel, "cmdline": self.cmdline,
                 "memory_mb": self.memory_mb, "cpus": self.cpus,
                 "performance": self.accel != "tcg"}
+
+    def provenance(self) -> dict[str, Any]:
+        # "accel": tcg rows are functional tests, kept out of performance tables.
+        return {"accel": self.accel, "vm": self.describe()}
+
+    def _cannot(self, what: str) -> RunError:
+        return RunError(f"node {self.node}: a vm node cannot {what} (each command boots its own guest)")
+
+    def popen(self, argv: list[str]) -> subprocess.Popen[str]:
+        raise self._cannot("host a long-running server")
+
+    def terminate(self, proc: subprocess.Popen[str]) -> None:
+        raise self._cannot("host a long-running server")
+
+    def read_file(self, path: str) -> str:
+        raise self._cannot("keep files between commands")
+
+    def write_file(self, path: str, text: str, mode: int = 0o644) -> None:
+        raise self._cannot("keep files between commands")
+
+    def scratch(self, name: str) -> str:
+        raise self._cannot("keep files between commands")
 
     def shell(self, script: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
         res = self._guest(["/bin/busybox", "sh", "-c", script], timeout)

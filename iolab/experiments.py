@@ -1,0 +1,49 @@
+"""The experiments, in one registry: what each runs, which code decides what
+it measures, what one repetition writes, where its tidy table and figures
+come from. The workflow (rules/common.smk, rules/probes.smk), the
+measurement entry point (iolab.measure) and the loaders read it; adding an
+experiment means an entry here, its run code, a loader and a notebook.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    # Native programs it runs (built on the node); see native/programs.mk.
+    programs: tuple[str, ...]
+    # Python modules whose code decides what it measures: digested into the
+    # run key with the programs' sources, so new code measures into a new
+    # directory.
+    code: tuple[str, ...] = ()
+    # Files one repetition writes besides rep<N>.csv and its sidecar.
+    extra_outputs: tuple[str, ...] = ()
+    # The raw file's format and version (the loaders check the header line
+    # where the format has one; bump it with a reader kept for the old one).
+    raw_format: str = ""
+    # Notebooks that present it.
+    notebooks: tuple[str, ...] = ()
+
+
+COST_PROBE = ("cost-probe",)
+REGISTRY: dict[str, Experiment] = {e.name: e for e in (
+    Experiment("syscall", COST_PROBE, ("iolab/probes.py",), raw_format="cost-probe syscall v2",
+               notebooks=("cost_model", "claims")),
+    Experiment("sendrecv", COST_PROBE, ("iolab/probes.py",), raw_format="cost-probe sendrecv v2",
+               notebooks=("cost_model", "claims")),
+    Experiment("uring_batch", COST_PROBE, ("iolab/probes.py",), raw_format="cost-probe uring-batch v2",
+               notebooks=("cost_model", "claims")),
+    Experiment("nop", COST_PROBE, ("iolab/probes.py",), raw_format="cost-probe nop v2",
+               notebooks=("cost_model",)),
+    Experiment("trace", COST_PROBE, ("iolab/trace.py",), raw_format="bpftrace maps v1",
+               notebooks=("cost_model",)),
+    Experiment("echo", ("echo-epoll", "echo-uring", "loadgen"), ("iolab/echo.py",),
+               extra_outputs=("histograms.csv",), raw_format="echo cells v1",
+               notebooks=("echo", "cost_model", "claims")),
+    Experiment("mpi", ("mpi-probe", "mpi-pingpong-ref"),
+               ("iolab/mpi.py", "iolab/runners/netns.py", "iolab/runners/mpigroup.py"),
+               raw_format="mpi iterations v1", notebooks=("collectives", "claims")),
+)}

@@ -1,0 +1,35 @@
+"""The native programs and the files each is built from: native/programs.mk,
+the one table the Makefile includes too."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+from . import paths
+
+PROGRAMS_MK = paths.REPO / "native" / "programs.mk"
+# Files every build depends on besides a program's own sources.
+BUILD_FILES = ["native/Makefile", "native/configure.sh", "native/programs.mk"]
+MPI_PROGRAMS = ("mpi-probe", "mpi-pingpong-ref")
+_ASSIGN = re.compile(r"^([A-Za-z0-9_-]+)\s*:=\s*(.*)$")
+_REF = re.compile(r"\$\(([A-Za-z0-9_-]+)\)")
+
+
+@cache
+def program_sources() -> dict[str, list[str]]:
+    """program -> its repository-relative source files (C and headers)."""
+    text = PROGRAMS_MK.read_text().replace("\\\n", " ")
+    variables: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        m = _ASSIGN.match(line.strip())
+        if not m:
+            continue
+        words: list[str] = []
+        for word in m.group(2).split():
+            ref = _REF.fullmatch(word)
+            words += variables[ref.group(1)] if ref else [word]
+        variables[m.group(1)] = words
+    # Programs are the lower-case names; COMMON_SRCS and the like are parts.
+    return {name[: -len("_SRCS")]: [f"native/{w}" for w in words]
+            for name, words in variables.items() if name.endswith("_SRCS") and not name.isupper()}

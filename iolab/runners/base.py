@@ -1,0 +1,86 @@
+"""What every runner is: one typed protocol, and the capabilities a runner
+declares. Callers ask for a capability, never for a runner class."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from enum import Enum
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from .. import hostfacts
+
+
+class Capability(str, Enum):
+    # Commands run on the machine snakemake runs on: its files, its kernel.
+    THIS_MACHINE = "this machine"
+    # Long-running processes next to the measurement (the echo server and
+    # its load generator): popen, terminate, read_file, write_file, scratch.
+    SERVERS = "servers"
+    # mpirun on the node.
+    MPI = "mpi"
+    # Start mpirun across ssh peers (the nodes transport).
+    MPI_ACROSS_PEERS = "mpi across peers"
+    # Be such a peer.
+    MPI_PEER = "mpi peer"
+    # bpftrace on the kernel of the machine snakemake runs on.
+    KERNEL_TRACING = "kernel tracing"
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """How commands reach one node. Every method exists on every runner; a
+    runner without a capability raises RunError with one line from the
+    methods that need it."""
+
+    name: str
+    capabilities: frozenset[Capability]
+
+    def session(self, programs: Sequence[str]) -> AbstractContextManager[Runner]:
+        """Make ``programs`` runnable on the node (build them there), for the
+        duration of the block; clean up after."""
+
+    def run(self, argv: list[str], stdout_path: Path, timeout: float = 3600.0,
+            error_line: Callable[[str], str] | None = None, env: Mapping[str, str] | None = None,
+            name: str | None = None) -> Any:
+        """Run to completion with standard output in ``stdout_path`` (here);
+        RunError with one line on failure."""
+
+    def exe(self, program: str) -> str:
+        """The path of a native program on the node."""
+
+    def popen(self, argv: list[str]) -> subprocess.Popen[str]:
+        """Start a long-running process (SERVERS)."""
+
+    def terminate(self, proc: subprocess.Popen[str]) -> None:
+        """Ask a process from ``popen`` to stop (SIGTERM on the node)."""
+
+    def read_file(self, path: str) -> str: ...
+
+    def write_file(self, path: str, text: str, mode: int = 0o644) -> None: ...
+
+    def scratch(self, name: str) -> str:
+        """A path on the node, inside the session's private directory."""
+
+    def shell(self, script: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
+        """Run a shell script on the node."""
+
+    def facts(self) -> hostfacts.HostFacts:
+        """The node's own view of itself (kernel, CPU, mitigations, kind...)."""
+
+    def provenance(self) -> dict[str, Any]:
+        """What a raw file's sidecar records about how the node was reached."""
+
+
+# What each experiment needs from the runner of the node it runs on.
+EXPERIMENT_NEEDS: dict[str, frozenset[Capability]] = {
+    "trace": frozenset({Capability.KERNEL_TRACING}),
+    "echo": frozenset({Capability.SERVERS}),
+    "mpi": frozenset({Capability.MPI}),
+}
+
+
+def can_host(capabilities: frozenset[Capability], experiment: str) -> bool:
+    return EXPERIMENT_NEEDS.get(experiment, frozenset()) <= capabilities

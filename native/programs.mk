@@ -1,0 +1,15 @@
+# The one table of which files make each native program. The Makefile
+# includes it; rules/build.smk and the measurement run keys
+# (rules/common.smk) read it through iolab/native.py. Headers are listed so
+# that editing one rebuilds, and re-measures into a new run key.
+COMMON_SRCS := common/timing.c common/timing.h common/cli.c common/cli.h common/lists.c \
+	common/lists.h common/sockpair.c common/sockpair.h
+ECHO_SRCS := echo/server.c echo/server.h
+cost-probe_SRCS := probes/cost_probe.c probes/probe.c probes/probe.h probes/syscall_mode.c \
+	probes/sendrecv_mode.c probes/uring_mode.c $(COMMON_SRCS)
+echo-epoll_SRCS := echo/echo_epoll.c $(ECHO_SRCS) $(COMMON_SRCS)
+echo-uring_SRCS := echo/echo_uring.c $(ECHO_SRCS) $(COMMON_SRCS)
+loadgen_SRCS := echo/loadgen.c $(ECHO_SRCS) $(COMMON_SRCS)
+mpi-probe_SRCS := mpi/mpi_probe.c common/timing.c common/timing.h common/cli.c common/cli.h \
+	common/lists.c common/lists.h
+mpi-pingpong-ref_SRCS := mpi/pingpong_ref.c common/cli.c common/cli.h common/lists.c common/lists.h
