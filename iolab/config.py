@@ -130,6 +130,30 @@ MODEL_LEVELS = [
 ]
 
 
+def server_flags() -> dict[str, set[str]]:
+    """program -> the long options its getopt table declares (the C source
+    is the one list; echo-uring --help documents the same ones)."""
+    import re
+
+    out = {}
+    for program, source in (("echo-uring", "echo_uring.c"), ("echo-epoll", "echo_epoll.c")):
+        text = (REPO / "native" / "echo" / source).read_text()
+        out[program] = {f"--{name}" for name in re.findall(r'\{ "([a-z-]+)", (?:required|no)_argument', text)}
+    return out
+
+
+def _check_presets(echo: Mapping[str, Any]) -> None:
+    """A flag the server does not have is a config error before anything is
+    measured, never a configuration recorded as "unavailable"."""
+    flags = server_flags()
+    for name, argv in (echo.get("presets") or {}).items():
+        program = "echo-epoll" if name == "epoll" else "echo-uring"
+        for i, token in enumerate(argv):
+            if token.startswith("--") and token not in flags[program]:
+                raise ConfigError(f"config error at experiments.echo.presets.{name}[{i}]: {token!r} is not "
+                                  f"a flag of {program} (native/build/{program} --help lists them)")
+
+
 def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> None:
     """Checks the schema cannot express. Raises ConfigError on the first one."""
     names = [n["name"] for n in config["nodes"]]
@@ -153,6 +177,7 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
             raise ConfigError(f"config error at experiments.{section}.{key}: must include "
                               f"{level!r}, {why}")
     echo = experiments.get("echo", {})
+    _check_presets(echo)
     unknown = sorted(set(echo.get("only") or []) - set(echo.get("presets", {})))
     if unknown:
         raise ConfigError(f"config error at experiments.echo.only: {unknown[0]!r} is not a preset "

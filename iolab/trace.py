@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import select
 import signal
 import subprocess
 import time
@@ -59,6 +60,9 @@ class Availability:
     reason: str
 
 
+ATTACH_TIMEOUT = 60   # seconds bpftrace may take to attach every probe
+
+
 def availability() -> Availability:
     """Whether tracing can run here, mounting tracefs if that is all it takes."""
     if shutil.which("bpftrace") is None:
@@ -101,13 +105,19 @@ def run_workload(name: str, seconds: int, cpu: int | None, seed: int) -> dict[st
                           stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert bt.stdout is not None
-        deadline = time.monotonic() + 60
+        # A hard deadline: readline alone would wait forever on a bpftrace
+        # that hangs without printing.
+        deadline = time.monotonic() + ATTACH_TIMEOUT
         line = ""
         while ATTACHED not in line:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([bt.stdout], [], [], left)[0]:
+                raise RuntimeError(f"bpftrace did not attach its probes within {ATTACH_TIMEOUT} s")
             line = bt.stdout.readline()
-            if not line or time.monotonic() > deadline:
+            if not line:
+                bt.wait()
                 err = bt.stderr.read() if bt.stderr else ""
-                raise RuntimeError(f"bpftrace did not attach: {err.strip()[:300]}")
+                raise RuntimeError(f"bpftrace exited before attaching: {err.strip()[:300]}")
         argv = [str(paths.NATIVE_BUILD / "cost-probe"), *WORKLOADS[name], "--seed", str(seed)]
         if cpu is not None:
             argv += ["--cpu", str(cpu)]

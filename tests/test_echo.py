@@ -29,8 +29,22 @@ from iolab.runners import LocalRunner
 
 BUILD = REPO / "native" / "build"
 PRESETS = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["echo"]["presets"]
-# Every sweep preset, plus flags no preset uses, so each is proven correct.
-EXTRA_SERVERS = {"send_zc": ["--send-zc"]}
+# Every sweep preset, plus every flag no preset uses, so each is proven
+# correct (--drain has its own test: it stalls by design).
+EXTRA_SERVERS = {
+    "send_zc": ["--send-zc"],
+    "hardlink": ["--link-timeout", "1000", "--hardlink"],
+    "r_disabled": ["--r-disabled"],
+    "register_ring_fd": ["--register-ring-fd"],
+    # A tiny SQ: every burst goes through make_room; a clamped, larger CQ.
+    "small_sq": ["--entries", "8", "--clamp", "--cq-size", "4096"],
+    # So few buffers that receives find none (ENOBUFS) and wait to be re-armed.
+    "few_buffers": ["--multishot-recv", "--buf-ring", "--buf-size", "512", "--buf-count", "16"],
+    # Two rings, each accepting on its own SO_REUSEPORT listener.
+    "reuseport_rings": ["--rings", "2"],
+    "sqpoll_idle": ["--sqpoll", "--sq-thread-idle", "10"],
+    "multishot_accept": ["--multishot-accept"],
+}
 SERVERS = [(name, "echo-epoll" if name == "epoll" else "echo-uring", list(flags))
            for name, flags in {**PRESETS, **EXTRA_SERVERS}.items()]
 BUILDS = ["opt", "san"]
@@ -42,12 +56,16 @@ SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:exitcode=23:abort_on_error=0",
 # these by default. The other presets differ in ring flags the stress tests
 # exercise no differently; they get the correctness tests by default and the
 # stress tests in the release tier (--full).
-STRUCTURAL = {"epoll", "default", "multishot", "sqpoll", "rings_granule", "fixed_files", "send_zc"}
+STRUCTURAL = {"epoll", "default", "multishot", "sqpoll", "rings_granule", "fixed_files", "send_zc",
+              "few_buffers"}
+
+
+TSAN_ENV = {"TSAN_OPTIONS": "halt_on_error=1:exitcode=66:second_deadlock_stack=1"}
 
 
 class Server:
-    def __init__(self, exe: Path, flags: list[str], san: bool) -> None:
-        env = dict(os.environ, **(SAN_ENV if san else {}))
+    def __init__(self, exe: Path, flags: list[str], san: bool, env_extra: dict | None = None) -> None:
+        env = dict(os.environ, **(SAN_ENV if san else {}), **(env_extra or {}))
         self.proc = subprocess.Popen([str(exe), "--port", "0", *flags], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, env=env)
         assert self.proc.stderr is not None
@@ -232,6 +250,84 @@ def test_thousand_connect_disconnect_cycles(stress_server: Server) -> None:
             assert s.recv(100)
         s.close()
     exchange(stress_server.port, [b"alive after 1000 cycles"] * 4, random.Random(3))
+
+
+# --- flags with their own behaviour, and thread safety ----------------------------------
+
+def test_drain_stalls_by_design_and_proves_why(native_build: Path) -> None:
+    # IOSQE_IO_DRAIN orders every SQE after all earlier ones. The echo's send
+    # waits for the accept armed before it, which completes only when the
+    # next client connects: the echo comes back exactly then, intact.
+    srv = Server(native_build / "echo-uring", ["--drain"], False)
+    try:
+        first = connect(srv.port)
+        first.sendall(b"x" * 64)
+        first.settimeout(2)
+        with pytest.raises(TimeoutError):
+            first.recv(64)
+        second = connect(srv.port)            # completes the pending accept
+        first.settimeout(30)
+        got = b""
+        while len(got) < 64:
+            got += first.recv(64 - len(got))
+        assert got == b"x" * 64
+        first.close()
+        second.close()
+    finally:
+        assert srv.stop()["accepted"] >= 2
+
+
+@pytest.fixture(scope="module")
+def tsan_build() -> Path:
+    res = subprocess.run(["make", "-C", str(REPO / "native"), "TSAN=1", "build/tsan/echo-uring"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return REPO / "native" / "build" / "tsan" / "echo-uring"
+
+
+@pytest.mark.parametrize("flags", [["--rings", "2", "--granule", "2", "--attach-wq"], ["--rings", "3"],
+                                   ["--rings", "2", "--granule", "1", "--multishot-recv", "--buf-ring",
+                                    "--buf-count", "16", "--buf-size", "512"]],
+                         ids=["granule", "reuseport", "few-buffers"])
+def test_several_rings_under_threadsanitizer(tsan_build: Path, flags: list[str]) -> None:
+    srv = Server(tsan_build, flags, False, TSAN_ENV)
+    rng = random.Random(5)
+    # Connections opened and closed on every ring, so descriptors are reused
+    # across rings while completions for their old owners are in flight.
+    for _ in range(3):
+        exchange(srv.port, [rng.randbytes(rng.randint(1, 40000)) for _ in range(40)], rng)
+        for i in range(200):
+            s = connect(srv.port)
+            if i % 2:
+                s.sendall(b"z" * 100)
+            s.close()
+    counters = srv.stop()   # exit 0: no ThreadSanitizer report (it would exit 66)
+    assert counters["accepted"] >= 3 * 240
+
+
+def test_stop_signal_reaches_a_server_with_several_rings(native_build: Path) -> None:
+    # SIGTERM sent to the process must stop it whichever thread the kernel
+    # picks: ring threads block it, so the main thread takes it.
+    for _ in range(5):
+        srv = Server(native_build / "echo-uring", ["--rings", "4"], False)
+        exchange(srv.port, [b"a" * 1000] * 8, random.Random(6))
+        assert srv.stop()["accepted"] == 8
+
+
+@pytest.mark.parametrize("sqpoll", [False, True], ids=["default", "sqpoll"])
+def test_enters_are_counted_as_liburing_makes_them(native_build: Path, sqpoll: bool) -> None:
+    # Every wait enters the kernel; a submit that makes room in a full SQ
+    # enters too, except under SQPOLL while the submission thread is awake.
+    # Counting every submit as an enter would understate SQEs per enter.
+    flags = ["--entries", "8", *(["--sqpoll"] if sqpoll else [])]
+    srv = Server(native_build / "echo-uring", flags, False)
+    exchange(srv.port, [os.urandom(100000) for _ in range(16)], random.Random(7))
+    c = srv.stop()
+    assert c["submits"] > 0, "the 8-entry SQ never filled: the test exercises nothing"
+    if sqpoll:
+        assert c["waits"] <= c["io_uring_enter"] <= c["waits"] + c["submits"]
+    else:
+        assert c["io_uring_enter"] == c["waits"] + c["submits"]
 
 
 # --- the load generator --------------------------------------------------------------

@@ -55,3 +55,18 @@ def test_traced_workload_counts_sqes_per_enter() -> None:
     assert enters > 0
     assert maps["submit_req"]["count"] / enters == pytest.approx(16, rel=0.01)
     assert maps["ns_io_uring_enter"]["avg_ns"] > 0
+
+
+def test_a_bpftrace_that_never_attaches_fails_within_the_deadline(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fault injection: a bpftrace that hangs without printing (the failure
+    # mode a plain readline would wait on forever). The deadline must fire,
+    # with one line, and nothing may be left running.
+    fake = tmp_path / "bpftrace"
+    fake.write_text("#!/bin/sh\nexec sleep 6007\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(trace, "ATTACH_TIMEOUT", 1)
+    with pytest.raises(RuntimeError, match=r"^bpftrace did not attach its probes within 1 s$"):
+        trace.run_workload("getppid", seconds=1, cpu=None, seed=1)
+    assert subprocess.run(["pgrep", "-f", "sleep 6007"], capture_output=True).returncode == 1

@@ -12,7 +12,13 @@
  * --rings N runs one ring per thread. Without --granule each ring accepts on
  * its own SO_REUSEPORT listener; with --granule G ring 0 accepts and routes
  * each connection to ring (fd / G) % N with IORING_OP_MSG_RING, as the
- * sources' reactor does.
+ * sources' reactor does. Each ring has its own fd-indexed connection table,
+ * touched by its thread only: a descriptor closed on one ring and reused by
+ * the kernel for a connection of another never shares state between threads.
+ * SIGTERM/SIGINT are blocked in every thread and read from a signalfd by
+ * ring 0's thread, at most every STOP_CHECK_MS while it waits; it then wakes
+ * the other rings with IORING_OP_MSG_RING. No signal handler interrupts a
+ * wait (nor is needed: a sanitizer that defers handlers cannot stall it).
  *
  * SIGTERM/SIGINT: exit 0 with one JSON line of counters. A flag combination
  * we or the kernel refuse exits 2 with a one-line reason; a port in use 3.
@@ -27,18 +33,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "../common/cli.h"
+#include "../common/timing.h"
 #include "config.h"
 #include "server.h"
 
 #define PROG "echo-uring"
 #define MAX_QUEUED_CHUNKS 8   /* per connection, before backpressure */
+#define STOP_CHECK_MS 100     /* how often ring 0 looks for SIGTERM/SIGINT */
 
-enum op { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_TIMEOUT, OP_PROVIDE, OP_HANDOFF, OP_CANCEL, OP_MSG };
+enum op { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_TIMEOUT, OP_PROVIDE, OP_HANDOFF, OP_CANCEL, OP_MSG, OP_STOP };
 
 struct options {
 	const char *bind;
@@ -55,12 +65,15 @@ struct options {
 struct chunk {
 	char *data;
 	unsigned len, off;
-	int bid;             /* provided-buffer id, or -1 for the connection's own buffer */
+	int bid;             /* provided-buffer id, OWN_BUFFER or COPIED */
 	struct chunk *next;
 };
 
+#define OWN_BUFFER (-1)  /* the connection's own receive buffer */
+#define COPIED     (-2)  /* a heap copy, freed with the chunk */
+
 struct uconn {
-	int open, closing, recv_armed, recv_cancelling, send_inflight, zc_wait;
+	int open, closing, recv_armed, recv_cancelling, send_inflight, zc_wait, send_failed;
 	uint32_t gen;
 	int ring;            /* owning ring */
 	char *buf;           /* own receive buffer (no provided buffers) */
@@ -70,6 +83,7 @@ struct uconn {
 
 struct uring_ctx {
 	int idx;
+	struct uconn *conns; /* this ring's connections, fd-indexed, sized from RLIMIT_NOFILE */
 	int *starved;        /* connections whose receive found no buffer */
 	size_t nstarved;
 	pthread_t thread;
@@ -77,6 +91,7 @@ struct uring_ctx {
 	int listen_fd;       /* -1 when ring 0 routes connections here */
 	struct io_uring_buf_ring *br;
 	char *bufs;
+	unsigned bufs_held;  /* provided buffers this program holds (CQE seen, not returned) */
 	struct echo_counters c;
 };
 
@@ -84,9 +99,10 @@ static struct options o = {
 	.bind = "127.0.0.1", .port = -1, .entries = 1024, .sq_thread_idle = -1, .sq_aff = -1,
 	.rings = 1, .buf_size = 4096, .buf_count = 4096,
 };
-static struct uconn *conns;       /* fd-indexed, sized from RLIMIT_NOFILE */
-static size_t nconns;
+static size_t nconns;             /* every connection table's size */
 static struct uring_ctx *rings;
+static int stop_fd = -1;          /* signalfd for SIGTERM/SIGINT, read by ring 0 */
+static atomic_int stopping;       /* set by ring 0 once a stop signal arrived */
 /* The kernel copies the timeout at submission; one value serves every SQE. */
 static struct __kernel_timespec link_ts;
 
@@ -107,16 +123,30 @@ static void die(const char *what, int err)
 	exit(1);
 }
 
+/* Whether io_uring_submit enters the kernel for what is queued (liburing's
+ * rule): always without SQPOLL; with it, only to wake a sleeping
+ * submission thread. Counted, so SQEs per enter stay honest under SQPOLL. */
+static int submit_enters(struct uring_ctx *r)
+{
+	if (!io_uring_sq_ready(&r->ring))
+		return 0;
+	if (!o.sqpoll)
+		return 1;
+	return (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP) != 0;
+}
+
 /* Submit what is queued so the SQ has room for n more entries. With SQPOLL
  * the kernel thread consumes the SQ asynchronously, so wait for it. */
 static void make_room(struct uring_ctx *r, unsigned n)
 {
 	while (io_uring_sq_space_left(&r->ring) < n) {
+		int enters = submit_enters(r);
 		int ret = io_uring_submit(&r->ring);
 
 		if (ret < 0)
 			die("io_uring_submit", -ret);
-		r->c.waits++;
+		r->c.enters += (uint64_t)enters;
+		r->c.submits++;
 		r->c.sqes += (uint64_t)ret;
 		if (io_uring_sq_space_left(&r->ring) >= n)
 			break;
@@ -165,6 +195,7 @@ static void arm_recv(struct uring_ctx *r, int fd);
 
 static void buf_return(struct uring_ctx *r, int bid)
 {
+	r->bufs_held--;
 	if (o.buf_ring) {
 		io_uring_buf_ring_add(r->br, buf_addr(r, bid), o.buf_size, (unsigned short)bid,
 				      io_uring_buf_ring_mask(o.buf_count), 0);
@@ -179,7 +210,7 @@ static void buf_return(struct uring_ctx *r, int bid)
 	while (r->nstarved) {
 		int fd = r->starved[--r->nstarved];
 
-		if (conns[fd].open && !conns[fd].closing && !conns[fd].recv_armed) {
+		if (r->conns[fd].open && !r->conns[fd].closing && !r->conns[fd].recv_armed) {
 			arm_recv(r, fd);
 			break;
 		}
@@ -236,7 +267,7 @@ static void arm_accept(struct uring_ctx *r)
 
 static void arm_recv(struct uring_ctx *r, int fd)
 {
-	struct uconn *c = &conns[fd];
+	struct uconn *c = &r->conns[fd];
 	struct io_uring_sqe *sqe;
 
 	/* A receive and its link timeout must go in the same submission. */
@@ -264,6 +295,16 @@ static void arm_recv(struct uring_ctx *r, int fd)
 	}
 }
 
+/* Release a chunk's data: a provided buffer goes back to the ring. */
+static void chunk_free(struct uring_ctx *r, struct chunk *ch)
+{
+	if (ch->bid >= 0)
+		buf_return(r, ch->bid);
+	else if (ch->bid == COPIED)
+		free(ch->data);
+	free(ch);
+}
+
 /* Drop every chunk still queued on a connection, giving provided buffers back. */
 static void drop_queue(struct uring_ctx *r, struct uconn *c)
 {
@@ -271,18 +312,27 @@ static void drop_queue(struct uring_ctx *r, struct uconn *c)
 		struct chunk *ch = c->head;
 
 		c->head = ch->next;
-		if (ch->bid >= 0)
-			buf_return(r, ch->bid);
-		free(ch);
+		chunk_free(r, ch);
 	}
 	c->tail = NULL;
 	c->queued = 0;
 }
 
+/* Forget a connection that waits for a buffer: its fd may be reused. */
+static void unstarve(struct uring_ctx *r, int fd)
+{
+	for (size_t i = 0; i < r->nstarved; i++)
+		if (r->starved[i] == fd) {
+			r->starved[i] = r->starved[--r->nstarved];
+			return;
+		}
+}
+
 static void conn_close(struct uring_ctx *r, int fd)
 {
-	struct uconn *c = &conns[fd];
+	struct uconn *c = &r->conns[fd];
 
+	unstarve(r, fd);
 	drop_queue(r, c);
 	if (o.fixed_files) {
 		int minus_one = -1;
@@ -305,9 +355,9 @@ static void conn_open(struct uring_ctx *r, int fd)
 		close(fd);
 		return;
 	}
-	c = &conns[fd];
+	c = &r->conns[fd];
 	c->open = 1;
-	c->closing = c->recv_armed = c->recv_cancelling = c->send_inflight = c->zc_wait = 0;
+	c->closing = c->recv_armed = c->recv_cancelling = c->send_inflight = c->zc_wait = c->send_failed = 0;
 	c->ring = r->idx;
 	c->head = c->tail = NULL;
 	c->queued = 0;
@@ -336,7 +386,7 @@ static void conn_open(struct uring_ctx *r, int fd)
 
 static void send_head(struct uring_ctx *r, int fd)
 {
-	struct uconn *c = &conns[fd];
+	struct uconn *c = &r->conns[fd];
 	struct chunk *ch = c->head;
 	struct io_uring_sqe *sqe = sqe_get(r);
 
@@ -353,7 +403,7 @@ static void send_head(struct uring_ctx *r, int fd)
  * finished chunk, send the next, re-arm the receive, or close. */
 static void after_send(struct uring_ctx *r, int fd)
 {
-	struct uconn *c = &conns[fd];
+	struct uconn *c = &r->conns[fd];
 	struct chunk *ch = c->head;
 
 	if (ch && ch->off == ch->len) {
@@ -361,9 +411,7 @@ static void after_send(struct uring_ctx *r, int fd)
 		if (!c->head)
 			c->tail = NULL;
 		c->queued--;
-		if (ch->bid >= 0)
-			buf_return(r, ch->bid);
-		free(ch);
+		chunk_free(r, ch);
 	}
 	if (c->head) {
 		send_head(r, fd);
@@ -380,7 +428,7 @@ static void after_send(struct uring_ctx *r, int fd)
 
 static void queue_chunk(struct uring_ctx *r, int fd, char *data, unsigned len, int bid)
 {
-	struct uconn *c = &conns[fd];
+	struct uconn *c = &r->conns[fd];
 	struct chunk *ch = malloc(sizeof(*ch));
 
 	if (!ch)
@@ -400,20 +448,22 @@ static void cancel_recv(struct uring_ctx *r, int fd)
 {
 	struct io_uring_sqe *sqe = sqe_get(r);
 
-	io_uring_prep_cancel64(sqe, ud(OP_RECV, conns[fd].gen, fd), 0);
+	io_uring_prep_cancel64(sqe, ud(OP_RECV, r->conns[fd].gen, fd), 0);
 	io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, 0, 0));
-	conns[fd].recv_cancelling = 1;
+	r->conns[fd].recv_cancelling = 1;
 }
 
 /* --- completions ------------------------------------------------------------------- */
 
 static void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 {
-	struct uconn *c = &conns[fd];
+	struct uconn *c = &r->conns[fd];
 	int has_buf = cqe->flags & IORING_CQE_F_BUFFER;
 	int bid = has_buf ? (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT) : -1;
 	int more = cqe->flags & IORING_CQE_F_MORE;
 
+	if (has_buf)
+		r->bufs_held++;
 	if (stale) {
 		if (has_buf)
 			buf_return(r, bid);
@@ -425,7 +475,22 @@ static void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int s
 	}
 	if (cqe->res > 0) {
 		r->c.requests++;
-		queue_chunk(r, fd, has_buf ? buf_addr(r, bid) : c->buf, (unsigned)cqe->res, bid);
+		if (has_buf && c->queued >= MAX_QUEUED_CHUNKS / 2) {
+			/* This connection's echo is backing up (a slow reader): keep
+			 * its data in memory of its own and give the shared buffer
+			 * back at once, so it cannot hold the buffers the other
+			 * connections receive into. */
+			char *copy = malloc((size_t)cqe->res);
+
+			if (!copy)
+				die("copying a received chunk", ENOMEM);
+			memcpy(copy, buf_addr(r, bid), (size_t)cqe->res);
+			buf_return(r, bid);
+			queue_chunk(r, fd, copy, (unsigned)cqe->res, COPIED);
+		} else {
+			queue_chunk(r, fd, has_buf ? buf_addr(r, bid) : c->buf, (unsigned)cqe->res,
+				    has_buf ? bid : OWN_BUFFER);
+		}
 		/* Backpressure: stop a multishot receive while this connection's
 		 * queue is full; after_send re-arms it. */
 		if (more && c->queued >= MAX_QUEUED_CHUNKS && !c->recv_cancelling)
@@ -438,7 +503,13 @@ static void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int s
 		/* Every provided buffer is in use; re-armed when one returns
 		 * (buf_return), or when this connection's queue drains. */
 		r->c.nobufs++;
-		if (!c->head && !c->recv_armed && r->nstarved < nconns)
+		if (c->head || c->recv_armed)
+			return;
+		/* Buffers may have come back between the kernel's failure and
+		 * this completion; then no later return would wake this one. */
+		if (r->bufs_held < o.buf_count)
+			arm_recv(r, fd);
+		else if (r->nstarved < nconns)
 			r->starved[r->nstarved++] = fd;
 		return;
 	}
@@ -461,9 +532,22 @@ static void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int s
 		conn_close(r, fd);
 }
 
+/* A send failed (the peer is gone) and the kernel holds none of its
+ * buffers any more: drop what the peer will never read, then close. */
+static void end_failed_send(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+
+	drop_queue(r, c);
+	if (!c->recv_armed)
+		conn_close(r, fd);
+	else if (!c->recv_cancelling)
+		cancel_recv(r, fd);
+}
+
 static void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 {
-	struct uconn *c = &conns[fd];
+	struct uconn *c = &r->conns[fd];
 	struct chunk *ch = c->head;
 
 	if (stale)
@@ -472,18 +556,23 @@ static void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int s
 		/* Zero-copy: the kernel no longer needs the buffer. */
 		r->c.zc_notifs++;
 		c->zc_wait = 0;
-		after_send(r, fd);
+		if (c->send_failed)
+			end_failed_send(r, fd);
+		else
+			after_send(r, fd);
 		return;
 	}
 	c->send_inflight = 0;
 	if (cqe->res < 0) {
 		c->closing = 1;
-		c->zc_wait = 0;
-		drop_queue(r, c);   /* the peer is gone: drop what it will never read */
-		if (!c->recv_armed)
-			conn_close(r, fd);
-		else if (!c->recv_cancelling)
-			cancel_recv(r, fd);
+		c->send_failed = 1;
+		/* A zero-copy send that failed may still hold the buffer: its
+		 * notification follows (F_MORE). Nothing is freed before it. */
+		if (cqe->flags & IORING_CQE_F_MORE) {
+			c->zc_wait = 1;
+			return;
+		}
+		end_failed_send(r, fd);
 		return;
 	}
 	r->c.bytes += (uint64_t)cqe->res;
@@ -518,7 +607,7 @@ static void handle(struct uring_ctx *r, struct io_uring_cqe *cqe)
 {
 	__u64 u = io_uring_cqe_get_data64(cqe);
 	int fd = ud_fd(u);
-	int stale = fd >= 0 && (size_t)fd < nconns && (conns[fd].gen & 0xffffff) != ud_gen(u);
+	int stale = fd >= 0 && (size_t)fd < nconns && (r->conns[fd].gen & 0xffffff) != ud_gen(u);
 
 	switch (ud_op(u)) {
 	case OP_ACCEPT:
@@ -526,7 +615,7 @@ static void handle(struct uring_ctx *r, struct io_uring_cqe *cqe)
 			route_or_open(r, cqe->res);
 		else if (cqe->res != -EINTR && cqe->res != -ECONNABORTED && cqe->res != -EAGAIN)
 			fprintf(stderr, PROG ": accept: %s\n", strerror(-cqe->res));
-		if (!(cqe->flags & IORING_CQE_F_MORE) && !echo_stop)
+		if (!(cqe->flags & IORING_CQE_F_MORE) && !atomic_load(&stopping))
 			arm_accept(r);
 		break;
 	case OP_RECV:
@@ -553,6 +642,7 @@ static void handle(struct uring_ctx *r, struct io_uring_cqe *cqe)
 			die("IORING_OP_PROVIDE_BUFFERS", -cqe->res);
 		break;
 	case OP_CANCEL:
+	case OP_STOP:   /* only wakes the ring; its loop sees `stopping` */
 		break;
 	}
 }
@@ -700,18 +790,58 @@ static int iowq_workers(void)
 	return n;
 }
 
+/* Ring 0: has a stop signal arrived? Then wake every other ring. */
+static int check_stop(void)
+{
+	struct signalfd_siginfo si;
+	ssize_t n = read(stop_fd, &si, sizeof(si));
+
+	if (n < 0 && errno != EAGAIN && errno != EINTR)
+		die("reading the stop signalfd", errno);
+	if (n <= 0)
+		return 0;
+	atomic_store(&stopping, 1);
+	for (int i = 1; i < o.rings; i++) {
+		struct io_uring_sqe *sqe = sqe_get(&rings[0]);
+
+		io_uring_prep_msg_ring(sqe, rings[i].ring.ring_fd, 0, ud(OP_STOP, 0, 0), 0);
+		io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, 0, 0));
+	}
+	if (o.rings > 1 && io_uring_submit(&rings[0].ring) < 0)
+		die("waking the other rings", EIO);
+	return 1;
+}
+
 static void *run_ring(void *arg)
 {
 	struct uring_ctx *r = arg;
+	struct __kernel_timespec check_every = { .tv_sec = 0, .tv_nsec = STOP_CHECK_MS * 1000000L };
+	uint64_t next_check = now_ns() + STOP_CHECK_MS * 1000000ull;
 
 	if (r->listen_fd >= 0)
 		arm_accept(r);
-	while (!echo_stop) {
+	while (!atomic_load(&stopping)) {
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
-		int ret = io_uring_submit_and_wait(&r->ring, 1);
+		int ret;
 
+		if (r->idx == 0) {
+			/* Ring 0 waits at most STOP_CHECK_MS, and reads the signalfd
+			 * at most that often: one read() per interval under load. */
+			struct io_uring_cqe *first;
+
+			ret = io_uring_submit_and_wait_timeout(&r->ring, &first, 1, &check_every, NULL);
+			if (now_ns() >= next_check) {
+				next_check = now_ns() + STOP_CHECK_MS * 1000000ull;
+				if (check_stop())
+					break;
+			}
+		} else {
+			ret = io_uring_submit_and_wait(&r->ring, 1);
+		}
+		/* Waiting for a completion always enters the kernel (liburing). */
 		r->c.waits++;
+		r->c.enters++;
 		if (ret < 0) {
 			if (ret == -EINTR || ret == -EAGAIN || ret == -EBUSY || ret == -ETIME)
 				continue;
@@ -763,10 +893,10 @@ static void usage(FILE *f)
 		"  --link-timeout MS    IOSQE_IO_LINK + IORING_OP_LINK_TIMEOUT on each receive;\n"
 		"                       an idle connection's receive is re-armed when it fires\n"
 		"  --hardlink           use IOSQE_IO_HARDLINK for that link\n"
-		"  --drain              IOSQE_IO_DRAIN on receives and sends. With more than one\n"
-		"                       connection this stalls by design: every SQE waits for\n"
-		"                       all earlier ones, including receives still waiting\n"
-		"                       for their client\n"
+		"  --drain              IOSQE_IO_DRAIN on receives and sends. This stalls by\n"
+		"                       design: every SQE waits for all earlier ones, including\n"
+		"                       the pending accept and other connections' receives,\n"
+		"                       so an echo goes out only once those complete\n"
 		"Operations:\n"
 		"  --multishot-accept   one multishot accept\n"
 		"  --multishot-recv     multishot receive (needs --buf-ring or --buf-select)\n"
@@ -847,22 +977,37 @@ int main(int argc, char **argv)
 	check_combinations();
 	link_ts.tv_sec = o.link_timeout_ms / 1000;
 	link_ts.tv_nsec = (long long)(o.link_timeout_ms % 1000) * 1000000;
-	install_stop_handlers();
-	nconns = raise_nofile(PROG);
-	conns = calloc(nconns, sizeof(*conns));
-	rings = calloc((size_t)o.rings, sizeof(*rings));
-	if (!conns || !rings) {
-		fprintf(stderr, PROG ": out of memory for %zu connections\n", nconns);
-		return 1;
+	install_stop_handlers();   /* SIGPIPE ignored; SIGTERM/SIGINT are blocked below */
+	{
+		/* Block the stop signals before any thread starts (threads inherit
+		 * the mask); ring 0 reads them from a signalfd. */
+		sigset_t stop;
+		int err;
+
+		sigemptyset(&stop);
+		sigaddset(&stop, SIGTERM);
+		sigaddset(&stop, SIGINT);
+		if ((err = pthread_sigmask(SIG_BLOCK, &stop, NULL)) != 0)
+			die("pthread_sigmask", err);
+		stop_fd = signalfd(-1, &stop, SFD_NONBLOCK | SFD_CLOEXEC);
+		if (stop_fd < 0)
+			die("signalfd", errno);
 	}
+	nconns = raise_nofile(PROG);
+	rings = calloc((size_t)o.rings, sizeof(*rings));
+	if (!rings)
+		die("allocating the rings", ENOMEM);
 	for (int i = 0; i < o.rings; i++) {
 		struct uring_ctx *r = &rings[i];
 
 		r->idx = i;
 		r->listen_fd = -1;
+		r->conns = calloc(nconns, sizeof(*r->conns));
 		r->starved = calloc(nconns, sizeof(*r->starved));
-		if (!r->starved)
-			die("allocating the buffer wait list", ENOMEM);
+		if (!r->conns || !r->starved) {
+			fprintf(stderr, PROG ": out of memory for %zu connections per ring\n", nconns);
+			return 1;
+		}
 		if (i == 0 || o.granule == 0) {
 			r->listen_fd = listen_tcp(PROG, o.bind, o.port, o.rings > 1, 0);
 			if (o.port == 0) {
@@ -877,28 +1022,36 @@ int main(int argc, char **argv)
 		setup_ring(r);
 	}
 	fprintf(stderr, PROG ": listening on %s:%d\n", o.bind, o.port);
-	for (int i = 1; i < o.rings; i++)
-		if (pthread_create(&rings[i].thread, NULL, run_ring, &rings[i]) != 0)
-			die("pthread_create", EAGAIN);
+	for (int i = 1; i < o.rings; i++) {
+		int err = pthread_create(&rings[i].thread, NULL, run_ring, &rings[i]);
+
+		if (err != 0)
+			die("pthread_create", err);
+	}
 	run_ring(&rings[0]);
 	for (int i = 1; i < o.rings; i++)
-		pthread_kill(rings[i].thread, SIGUSR1);
-	for (int i = 1; i < o.rings; i++)
 		pthread_join(rings[i].thread, NULL);
+	close(stop_fd);
 	iowq = iowq_workers();
 	for (int i = 0; i < o.rings; i++)
 		counters_add(&total, &rings[i].c);
-	for (size_t fd = 0; fd < nconns; fd++) {
-		if (!conns[fd].open)
-			continue;
-		while (conns[fd].head) {
-			struct chunk *ch = conns[fd].head;
+	for (int i = 0; i < o.rings; i++) {
+		struct uconn *conns = rings[i].conns;
 
-			conns[fd].head = ch->next;
-			free(ch);
+		for (size_t fd = 0; fd < nconns; fd++) {
+			if (!conns[fd].open)
+				continue;
+			while (conns[fd].head) {
+				struct chunk *ch = conns[fd].head;
+
+				conns[fd].head = ch->next;
+				if (ch->bid == COPIED)
+					free(ch->data);
+				free(ch);
+			}
+			free(conns[fd].buf);
+			close((int)fd);
 		}
-		free(conns[fd].buf);
-		close((int)fd);
 	}
 	for (int i = 0; i < o.rings; i++) {
 		io_uring_queue_exit(&rings[i].ring);
@@ -907,6 +1060,7 @@ int main(int argc, char **argv)
 		free(rings[i].bufs);
 		free(rings[i].br);
 		free(rings[i].starved);
+		free(rings[i].conns);
 	}
 	snprintf(config, sizeof(config),
 		 "{\"bind\": \"%s\", \"port\": %d, \"entries\": %u, \"cq_size\": %u, \"clamp\": %d, "
@@ -923,7 +1077,6 @@ int main(int argc, char **argv)
 		 o.buf_count, o.fixed_files, o.link_timeout_ms, o.hardlink, o.drain, o.multishot_accept,
 		 o.multishot_recv, o.send_zc, o.rings, o.granule, iowq, IOLAB_LIBURING_VERSION);
 	print_final(stdout, "uring", &total, config);
-	free(conns);
 	free(rings);
 	return 0;
 }

@@ -21,6 +21,8 @@ void counters_add(struct echo_counters *into, const struct echo_counters *c)
 	into->accepted += c->accepted;
 	into->closed += c->closed;
 	into->waits += c->waits;
+	into->enters += c->enters;
+	into->submits += c->submits;
 	into->events += c->events;
 	into->sqes += c->sqes;
 	into->short_writes += c->short_writes;
@@ -131,14 +133,15 @@ void print_final(FILE *out, const char *server, const struct echo_counters *c,
 		memset(&ru, 0, sizeof(ru));
 	fprintf(out,
 		"{\"server\": \"%s\", \"requests\": %llu, \"bytes\": %llu, \"accepted\": %llu, "
-		"\"closed\": %llu, \"waits\": %llu, \"events\": %llu, \"io_uring_enter\": %llu, "
+		"\"closed\": %llu, \"waits\": %llu, \"events\": %llu, \"io_uring_enter\": %llu, \"submits\": %llu, "
 		"\"sqes\": %llu, \"cqes\": %llu, \"short_writes\": %llu, \"async_sqes\": %llu, "
 		"\"link_timeouts\": %llu, \"nobufs\": %llu, \"zc_notifs\": %llu, "
 		"\"user_cpu_ns\": %llu, \"sys_cpu_ns\": %llu, \"config\": %s}\n",
 		server, (unsigned long long)c->requests, (unsigned long long)c->bytes,
 		(unsigned long long)c->accepted, (unsigned long long)c->closed,
 		(unsigned long long)c->waits, (unsigned long long)c->events,
-		(unsigned long long)(uring ? c->waits : 0), (unsigned long long)c->sqes,
+		(unsigned long long)(uring ? c->enters : 0), (unsigned long long)c->submits,
+		(unsigned long long)c->sqes,
 		(unsigned long long)(uring ? c->events : 0), (unsigned long long)c->short_writes,
 		(unsigned long long)c->async_sqes, (unsigned long long)c->timeouts,
 		(unsigned long long)c->nobufs, (unsigned long long)c->zc_notifs,

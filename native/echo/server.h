@@ -16,7 +16,9 @@ struct echo_counters {
 	uint64_t bytes;        /* bytes echoed back */
 	uint64_t accepted;     /* connections accepted */
 	uint64_t closed;       /* connections closed */
-	uint64_t waits;        /* epoll_wait calls / io_uring_enter calls */
+	uint64_t waits;        /* epoll_wait calls / io_uring_submit_and_wait calls */
+	uint64_t enters;       /* io_uring_enter system calls (io_uring only) */
+	uint64_t submits;      /* io_uring_submit calls to make room in the SQ (io_uring only) */
 	uint64_t events;       /* events returned by epoll_wait / CQEs reaped */
 	uint64_t sqes;         /* SQEs submitted (io_uring) */
 	uint64_t short_writes; /* sends that wrote less than asked */
