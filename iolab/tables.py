@@ -114,6 +114,8 @@ def _context(raw: Path) -> dict[str, Any]:
         "kind": side["node"]["kind"],
         "mitigations": side["mitigations"]["state"],
         "kernel": side["host"]["kernel"],
+        # The CPUs the node has: claims that need more are "not testable here".
+        "cpus": int((side.get("cpu") or {}).get("count") or 0),
         "rep": int(side["settings"]["rep"]),
         # "tcg": an emulated guest, for functional tests only (see load()).
         "accel": side.get("accel") or "",
@@ -261,13 +263,30 @@ def raw_files_under(root: str | Path, experiment: str) -> list[Path]:
 
 
 
-def load(experiment: str, source: str | Path, include_emulated: bool = False) -> pd.DataFrame:
-    """The tidy table for ``experiment`` from a Parquet file or a raw-data root
-    such as ``data/reference`` (how notebooks open without measuring).
-    Rows measured in an emulated (TCG) guest are labelled accel=tcg in the
-    table and left out here unless ``include_emulated``: they are for
-    functional tests, never for performance figures."""
-    src = paths.resolve(source)
+# What a notebook opened by hand reads: the pipeline's latest tidy table when
+# there is one, else the small raw dataset shipped with the repository.
+AUTO = "auto"
+REFERENCE = "data/reference"
+
+
+def resolve(experiment: str, source: str | Path) -> Path:
+    """``source`` as a path; ``"auto"`` is results/tables/<experiment>.parquet
+    when the pipeline has built it, and the shipped reference data otherwise."""
+    if str(source) != AUTO:
+        return paths.resolve(source)
+    table = paths.resolve(f"results/tables/{experiment}.parquet")
+    return table if table.exists() else paths.resolve(REFERENCE)
+
+
+def load(experiment: str, source: str | Path, include_emulated: bool = False,
+         reps: Sequence[int] | None = None) -> pd.DataFrame:
+    """The tidy table for ``experiment`` from a Parquet file, a raw-data root
+    such as ``data/reference`` (how notebooks open without measuring), or
+    ``"auto"`` (``resolve``). ``reps``: only these repetitions (empty or
+    None: all). Rows measured in an emulated (TCG) guest are labelled
+    accel=tcg in the table and left out here unless ``include_emulated``:
+    they are for functional tests, never for performance figures."""
+    src = resolve(experiment, source)
     if src.suffix == ".parquet":
         table = pd.read_parquet(src)
     else:
@@ -275,7 +294,38 @@ def load(experiment: str, source: str | Path, include_emulated: bool = False) ->
         if not files:
             raise RawFormatError(f"no {experiment} raw files under {src}")
         table = TABLES[experiment](files)
+    if reps:
+        table = table[table["rep"].isin(list(reps))].reset_index(drop=True)
+        if table.empty:
+            raise RawFormatError(f"{experiment}: no repetition {sorted(reps)} in {paths.relative(src)}")
     return table if include_emulated else performance_rows(table)
+
+
+def describe_all(sources: dict[str, str]) -> str:
+    """``describe`` for every table a notebook reads (skipping "": not run)."""
+    return "\n".join(describe(e, src) for e, src in sources.items() if src)
+
+
+def describe(experiment: str, source: str | Path) -> str:
+    """One line saying which data a table holds: where it comes from, the
+    nodes, when it was measured and at which commit (from the sidecars)."""
+    src = resolve(experiment, source)
+    if src.suffix == ".parquet":
+        raws = table_raw_files(src)
+        origin = "the pipeline's latest run" if str(source) == AUTO else "a pipeline table"
+    else:
+        raws = raw_files_under(src, experiment)
+        origin = "the reference data shipped with iolab" if src == paths.resolve(REFERENCE) else "raw files"
+    sides = [load_sidecar(r) for r in raws if Path(sidecar_for(r)).exists()]
+    if not sides:
+        return f"{experiment}: {paths.relative(src)} ({origin})"
+    nodes = sorted({s["node"]["name"] for s in sides})
+    started = sorted(s["started"] for s in sides)
+    commits = sorted({(s["git"].get("commit") or "none")[:7] + (" (dirty)" if s["git"].get("dirty") else "")
+                      for s in sides})
+    return (f"{experiment}: {paths.relative(src)} ({origin}); node {', '.join(nodes)}; measured "
+            f"{started[0][:16]} to {started[-1][:16]} UTC; commit {', '.join(commits)}; "
+            f"{len({int(s['settings']['rep']) for s in sides})} repetitions")
 
 
 def performance_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -283,6 +333,22 @@ def performance_rows(table: pd.DataFrame) -> pd.DataFrame:
     if "accel" not in table.columns:
         return table
     return table[table["accel"] != "tcg"].reset_index(drop=True)
+
+
+def table_raw_files(table: str | Path) -> list[Path]:
+    """The raw files a Parquet table was built from (its .sources.json),
+    resolved against the checkout the table lives in (<root>/results/tables/),
+    which need not be this one. A table written by other means has no
+    sources list: then there is nothing to trace, and the list is empty."""
+    table = Path(table)
+    root = table.resolve().parent.parent.parent
+    return [p if (p := Path(r["raw"])).is_absolute() else root / p for r in table_sources(table)]
+
+
+def table_sources(table: str | Path) -> list[dict[str, Any]]:
+    """The entries of a table's .sources.json ([] when it has none)."""
+    listing = sources_path(table)
+    return json.loads(listing.read_text())["raw"] if listing.exists() else []
 
 
 def sources_path(table: str | Path) -> Path:

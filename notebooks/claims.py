@@ -26,11 +26,13 @@
 # "No visible difference" claims use a ±5 % equivalence margin.
 
 # %% tags=["parameters"]
-syscall_table = "data/reference"   # each: a Parquet table, or a raw-data root
-sendrecv_table = "data/reference"
-uring_batch_table = "data/reference"
-echo_table = "data/reference"      # "" when the echo experiment is disabled
-mpi_table = "data/reference"       # "" when the MPI experiment is disabled
+syscall_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
+sendrecv_table = "auto"
+uring_batch_table = "auto"
+echo_table = "auto"  # "" when the echo experiment is disabled
+mpi_table = "auto"  # "" when the mpi experiment is disabled
+node = ""                 # "": the first node in name order
+reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/claims.json"
 manifest_out = "results/by-hand/figures/claims.json"
@@ -39,17 +41,21 @@ manifest_out = "results/by-hand/figures/claims.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import claims, verdicts
+from iolab.analysis import claims, models, verdicts
 from iolab.report import numbers, plotting
 from iolab.report.outputs import Outputs
 
 plotting.apply_style()
-out = Outputs("claims", figure_dir, numbers_out, manifest_out,
-              tables=[syscall_table, sendrecv_table, uring_batch_table, echo_table, mpi_table])
-findings = claims.evaluate(tables.load("syscall", syscall_table), tables.load("sendrecv", sendrecv_table),
-                           tables.load("uring_batch", uring_batch_table),
-                           tables.load("echo", echo_table) if echo_table else None,
-                           tables.load("mpi", mpi_table) if mpi_table else None)
+sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
+           "echo": echo_table, "mpi": mpi_table}
+out = Outputs("claims", figure_dir, numbers_out, manifest_out, tables=sources)
+print(tables.describe_all(sources))
+syscall = tables.load("syscall", syscall_table, reps=reps)
+findings = claims.evaluate(syscall, tables.load("sendrecv", sendrecv_table, reps=reps),
+                           tables.load("uring_batch", uring_batch_table, reps=reps),
+                           tables.load("echo", echo_table, reps=reps) if echo_table else None,
+                           tables.load("mpi", mpi_table, reps=reps) if mpi_table else None,
+                           node=models.choose_node(syscall, node))
 print(verdicts.RULE_TEXT)
 verdicts.table(findings)
 
@@ -58,10 +64,7 @@ verdicts.table(findings)
 
 # %%
 fig = plotting.claims_forest_figure(findings)
-out.figure(fig, "claims_forest", caption="Every testable claim part: our value and its 95 % interval "
-           "across repetitions, divided by the claim's bound (1: the threshold; grey: an equivalence "
-           "or agreement margin), coloured by verdict. Arrows: the interval continues beyond the axis "
-           "or is unbounded (fewer than 6 repetitions).")
+out.figure(fig, "claims_forest")
 plt.show()
 
 # %% [markdown]

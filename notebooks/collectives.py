@@ -28,7 +28,10 @@
 # `mpi_yield_when_idle` on) are drawn hollow.
 
 # %% tags=["parameters"]
-mpi_table = "data/reference"       # a Parquet table, or a raw-data root
+mpi_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
+node = ""                 # "": the first node in name order
+reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
+transports = []           # e.g. ["shm", "tcp"]; []: every transport
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/collectives.json"
 manifest_out = "results/by-hand/figures/collectives.json"
@@ -42,15 +45,16 @@ from iolab.report import numbers, plotting
 from iolab.report.outputs import Outputs
 
 plotting.apply_style()
-out = Outputs("collectives", figure_dir, numbers_out, manifest_out, tables=[mpi_table])
-raw = tables.load("mpi", mpi_table)
-node = models.primary_node(raw)
+out = Outputs("collectives", figure_dir, numbers_out, manifest_out, tables={"mpi": mpi_table})
+print(tables.describe("mpi", mpi_table))
+raw = mpistats.select(tables.load("mpi", mpi_table, reps=reps), transports)
+node = models.choose_node(raw, node)
 times = mpistats.iteration_times(raw)
 # This node's transports, plus MPI across nodes from whichever node ran it.
 summary = mpistats.report_rows(mpistats.summarize(times), node)
 per_rep = mpistats.report_rows(mpistats.rep_medians(times), node)
-transports = mpistats.transports(summary)
-print(mpistats.describe(raw, times, node, transports))
+measured = mpistats.transports(summary)
+print(mpistats.describe(raw, times, node, measured))
 mpistats.overview(summary)
 
 # %% [markdown]
@@ -64,9 +68,7 @@ mpistats.overview(summary)
 hockney = mpimodels.hockney_fits(summary, per_rep)
 rate_mbit = mpistats.tbf_rate(summary)
 fig = plotting.mpi_pingpong_figure(summary, hockney, rate_mbit)
-out.figure(fig, "mpi_pingpong", caption="MPI ping-pong one-way latency (median over repetitions, "
-           "95 % interval across them) and bandwidth per transport, with piecewise Hockney fits; "
-           "dashed: the tbf rate imposed on the shaped namespace cluster.")
+out.figure(fig, "mpi_pingpong")
 plt.show()
 mpimodels.hockney_table(hockney)
 
@@ -91,13 +93,10 @@ agreement
 # %%
 fits = mpimodels.collective_fits(summary, per_rep)
 fig = plotting.mpi_collectives_figure(summary, mpimodels.fit_curves(fits))
-out.figure(fig, "mpi_collectives", caption="Collective time (max over ranks; median over repetitions, "
-           "95 % interval) per transport and rank count; dashed: the paper's formula fitted, dotted: "
-           "the pinned algorithm's formula. Hollow: oversubscribed.")
+out.figure(fig, "mpi_collectives")
 plt.show()
 fig = plotting.mpi_prediction_error_figure(mpimodels.prediction_errors(fits))
-out.figure(fig, "mpi_prediction_error", caption="Relative prediction error per message size of "
-           "the fitted collective models (dashed: paper's formula; dotted: the algorithm's).")
+out.figure(fig, "mpi_prediction_error")
 plt.show()
 fits.drop(columns="errors")
 
@@ -108,18 +107,16 @@ fits.drop(columns="errors")
 # penalty of the slower path), each formed within a repetition.
 
 # %%
-ratio_tables = mpistats.transport_ratios(per_rep, transports)
+ratio_tables = mpistats.transport_ratios(per_rep, measured)
 fig = plotting.mpi_ratio_figure(ratio_tables)
-out.figure(fig, "mpi_transport_ratio", caption="Time ratio between transports per message size "
-           "(median over repetitions of each repetition's ratio); 1 = no difference. Hollow: "
-           "oversubscribed.")
+out.figure(fig, "mpi_transport_ratio")
 plt.show()
 
 # %% [markdown]
 # ## Numbers for the paper
 
 # %%
-numbers.collectives(out, raw=raw, summary=summary, transports=transports, hockney=hockney,
+numbers.collectives(out, raw=raw, summary=summary, transports=measured, hockney=hockney,
                     rate_mbit=rate_mbit, agreement=agreement, fits=fits, ratio_tables=ratio_tables)
 out.finish()
 out.texts("mpi_tbf")

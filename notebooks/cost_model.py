@@ -30,12 +30,14 @@
 # in the claims notebook.
 
 # %% tags=["parameters"]
-syscall_table = "data/reference"   # each: a Parquet table, or a raw-data root
-sendrecv_table = "data/reference"
-uring_batch_table = "data/reference"
-nop_table = "data/reference"
-trace_table = "data/reference"     # "" when the trace experiment is disabled
-echo_table = "data/reference"      # "" when the echo experiment is disabled
+syscall_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
+sendrecv_table = "auto"
+uring_batch_table = "auto"
+nop_table = "auto"
+trace_table = "auto"  # "" when the trace experiment is disabled
+echo_table = "auto"  # "" when the echo experiment is disabled
+node = ""                 # "": the first node in name order
+reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/cost_model.json"
 manifest_out = "results/by-hand/figures/cost_model.json"
@@ -50,13 +52,15 @@ from iolab.report import numbers, plotting
 from iolab.report.outputs import Outputs
 
 plotting.apply_style()
-out = Outputs("cost_model", figure_dir, numbers_out, manifest_out,
-              tables=[syscall_table, sendrecv_table, uring_batch_table, nop_table, trace_table, echo_table])
-syscall = tables.load("syscall", syscall_table)
-sendrecv = tables.load("sendrecv", sendrecv_table)
-uring = tables.load("uring_batch", uring_batch_table)
-nop = tables.load("nop", nop_table)
-node = models.primary_node(syscall)
+sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
+           "nop": nop_table, "trace": trace_table, "echo": echo_table}
+out = Outputs("cost_model", figure_dir, numbers_out, manifest_out, tables=sources)
+print(tables.describe_all(sources))
+syscall = tables.load("syscall", syscall_table, reps=reps)
+sendrecv = tables.load("sendrecv", sendrecv_table, reps=reps)
+uring = tables.load("uring_batch", uring_batch_table, reps=reps)
+nop = tables.load("nop", nop_table, reps=reps)
+node = models.choose_node(syscall, node)
 print(f"node {node}: {models.node_context(syscall, node)}; every interval: {ESTIMATOR}")
 
 # %% [markdown]
@@ -68,10 +72,7 @@ print(f"node {node}: {models.node_context(syscall, node)}; every interval: {ESTI
 measured = models.measured(syscall, node)
 overall = models.median_summary(models.measured(syscall), by=["node", "variant"])
 fig = plotting.syscall_cost_figure(measured, models.rows_of(overall, node))
-out.figure(fig, "syscall_cost",
-           caption="Null-syscall cost s: ns per call in each timed batch, by variant and "
-                   "repetition (ticks: each repetition's median); black: the median over "
-                   "repetitions with its 95 % interval across repetitions.")
+out.figure(fig, "syscall_cost")
 plt.show()
 overall
 
@@ -84,9 +85,7 @@ overall
 # %%
 sr = models.measured(sendrecv, node)
 fig = plotting.sendrecv_figure(sr)
-out.figure(fig, "sendrecv_cost",
-           caption="send(2) and recv(2): median ns per call (s + w) against message size, by "
-                   "transport, pattern and TCP ACK regime; bands are interquartile ranges.")
+out.figure(fig, "sendrecv_cost")
 plt.show()
 models.median_summary(sr, by=["transport", "variant", "pattern", "ack", "bytes"])
 
@@ -102,10 +101,7 @@ per_rep = costmodel.per_rep(per_rep_inputs)
 summary = costmodel.summarize(per_rep)
 inputs = costmodel.central_inputs(per_rep_inputs)
 fig = plotting.uring_batch_figure(models.measured(uring, node), models.measured(nop, node), inputs)
-out.figure(fig, "uring_batch_time",
-           caption="io_uring_enter with n SEND or RECV SQEs (16 B, TCP): ns per call and per SQE, "
-                   "by ring preset; models A and B fitted to the default ring. NOPs show "
-                   "io_uring's own per-SQE share.")
+out.figure(fig, "uring_batch_time")
 plt.show()
 print(models.inline_note(uring, node))
 summary
@@ -119,12 +115,9 @@ summary
 # extended by its event wait, amortised over the events each wait returned.
 
 # %%
-overlay = echostats.node_overlay(tables.load("echo", echo_table), node) if echo_table else None
+overlay = echostats.node_overlay(tables.load("echo", echo_table, reps=reps), node) if echo_table else None
 fig = plotting.per_request_figure(inputs, summary, overlay)
-out.figure(fig, "cost_model_per_request",
-           caption="Predicted CPU ns per echo request against batch size: epoll (flat, 95 % interval "
-                   "band), io_uring under models A and B, and the 2w floor; n* marks crossovers (medians "
-                   "over repetitions). Points: measured echo servers at the batch size they reached.")
+out.figure(fig, "cost_model_per_request")
 plt.show()
 overlay
 
@@ -139,7 +132,7 @@ per_rep_point
 # ## Kernel-side view (bpftrace tracepoints)
 
 # %%
-kernel_view = models.kernel_view(tables.load("trace", trace_table), node) if trace_table else None
+kernel_view = models.kernel_view(tables.load("trace", trace_table, reps=reps), node) if trace_table else None
 kernel_view
 
 # %% [markdown]

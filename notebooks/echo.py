@@ -25,10 +25,13 @@
 # CPU per request, to show it is not the bottleneck.
 
 # %% tags=["parameters"]
-echo_table = "data/reference"      # each: a Parquet table, or a raw-data root
-syscall_table = "data/reference"
-sendrecv_table = "data/reference"
-uring_batch_table = "data/reference"
+echo_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
+syscall_table = "auto"
+sendrecv_table = "auto"
+uring_batch_table = "auto"
+node = ""                 # "": the first node in name order
+reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
+presets = []              # e.g. ["epoll", "default"]; []: every preset
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/echo.json"
 manifest_out = "results/by-hand/figures/echo.json"
@@ -42,18 +45,20 @@ from iolab.report import numbers, plotting
 from iolab.report.outputs import Outputs
 
 plotting.apply_style()
-out = Outputs("echo", figure_dir, numbers_out, manifest_out,
-              tables=[echo_table, syscall_table, sendrecv_table, uring_batch_table])
-all_echo = tables.load("echo", echo_table)
-node = models.primary_node(all_echo)
-echo = models.rows_of(all_echo, node)
+sources = {"echo": echo_table, "syscall": syscall_table, "sendrecv": sendrecv_table,
+           "uring_batch": uring_batch_table}
+out = Outputs("echo", figure_dir, numbers_out, manifest_out, tables=sources)
+print(tables.describe_all(sources))
+all_echo = tables.load("echo", echo_table, reps=reps)
+node = models.choose_node(all_echo, node)
+echo = echostats.select(all_echo, node, presets)
 summary = echostats.summarize(echo)
-syscall = tables.load("syscall", syscall_table)
+syscall = tables.load("syscall", syscall_table, reps=reps)
 # The floor comes from the cost probes of the echo node, or of the first
 # node that ran them when the echo node did not (the inventory's choice).
 cost_node = models.cost_node(syscall, node)
-floor = models.floor_request(syscall, tables.load("sendrecv", sendrecv_table),
-                             tables.load("uring_batch", uring_batch_table), cost_node)
+floor = models.floor_request(syscall, tables.load("sendrecv", sendrecv_table, reps=reps),
+                             tables.load("uring_batch", uring_batch_table, reps=reps), cost_node)
 print(echostats.describe(echo, node, floor, cost_node))
 echostats.unavailable(echo)
 
@@ -62,12 +67,10 @@ echostats.unavailable(echo)
 
 # %%
 fig = plotting.echo_rps_figure(summary)
-out.figure(fig, "echo_rps", caption="Echo requests/s against connections for each server "
-           "configuration (median over repetitions; band: its 95 % interval across repetitions).")
+out.figure(fig, "echo_rps")
 plt.show()
 fig = plotting.echo_cpu_figure(summary, floor)
-out.figure(fig, "echo_cpu_per_request", caption="Server CPU ns per echoed request (user + "
-           "system), the floor 2w from the cost probes, and the load generator's own CPU per request.")
+out.figure(fig, "echo_cpu_per_request")
 plt.show()
 
 # %% [markdown]
@@ -75,13 +78,10 @@ plt.show()
 
 # %%
 fig = plotting.echo_latency_figure(summary)
-out.figure(fig, "echo_latency", caption="Request latency percentiles from the load generator's "
-           "histogram, closed loop (a slow response delays the next request, so tails are "
-           "understated), smallest message size.")
+out.figure(fig, "echo_latency")
 plt.show()
 fig = plotting.echo_batch_figure(summary)
-out.figure(fig, "echo_batch_size", caption="Measured batch size: SQEs per io_uring_enter for each "
-           "io_uring configuration, events per epoll_wait for epoll.")
+out.figure(fig, "echo_batch_size")
 plt.show()
 
 # %% [markdown]

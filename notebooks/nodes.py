@@ -24,13 +24,14 @@
 # virtual/native. With one node kind only the per-node table is shown.
 
 # %% tags=["parameters"]
-syscall_table = "data/reference"   # each: a Parquet table, a raw-data root, or "" (not run)
-sendrecv_table = "data/reference"
-uring_batch_table = "data/reference"
-echo_table = "data/reference"
-mpi_table = "data/reference"
-kind_a = ""                        # "" : bare-metal if present
-kind_b = ""                        # "" : vm if present
+syscall_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
+sendrecv_table = "auto"
+uring_batch_table = "auto"
+echo_table = "auto"  # "" when the echo experiment is disabled
+mpi_table = "auto"  # "" when the mpi experiment is disabled
+reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
+kind_a = ""               # "": bare-metal if present
+kind_b = ""               # "": vm if present
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/nodes.json"
 manifest_out = "results/by-hand/figures/nodes.json"
@@ -44,13 +45,15 @@ from iolab.report import numbers, plotting
 from iolab.report.outputs import Outputs
 
 plotting.apply_style()
-out = Outputs("nodes", figure_dir, numbers_out, manifest_out,
-              tables=[syscall_table, sendrecv_table, uring_batch_table, echo_table, mpi_table])
-syscall = tables.load("syscall", syscall_table)
-sendrecv = tables.load("sendrecv", sendrecv_table)
-uring = tables.load("uring_batch", uring_batch_table)
-echo = tables.load("echo", echo_table) if echo_table else None
-mpi = tables.load("mpi", mpi_table) if mpi_table else None
+sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
+           "echo": echo_table, "mpi": mpi_table}
+out = Outputs("nodes", figure_dir, numbers_out, manifest_out, tables=sources)
+print(tables.describe_all(sources))
+syscall = tables.load("syscall", syscall_table, reps=reps)
+sendrecv = tables.load("sendrecv", sendrecv_table, reps=reps)
+uring = tables.load("uring_batch", uring_batch_table, reps=reps)
+echo = tables.load("echo", echo_table, reps=reps) if echo_table else None
+mpi = tables.load("mpi", mpi_table, reps=reps) if mpi_table else None
 kinds = nodecompare.node_kinds(syscall, echo, mpi)
 pair = nodecompare.pick_pair(kinds, kind_a or None, kind_b or None)
 print(f"nodes: {kinds}; compared: {pair or 'nothing (one node kind)'}")
@@ -61,8 +64,7 @@ print(f"nodes: {kinds}; compared: {pair or 'nothing (one node kind)'}")
 # %%
 costs = nodecompare.costs_per_node(syscall, sendrecv, uring)
 fig = plotting.node_costs_figure(costs)
-out.figure(fig, "nodes_costs", caption="Null-syscall cost s and the kernel work w of a 16 B send and "
-           "recv per node (medians), with each node's kind and mitigation state.")
+out.figure(fig, "nodes_costs")
 plt.show()
 costs
 

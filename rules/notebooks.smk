@@ -15,15 +15,17 @@ for _notebook in NOTEBOOKS:
             notebook=f"notebooks/{_notebook}.py",
             tables=notebook_tables(_notebook),
             code=ANALYSIS_CODE,
+            captions=expand("report/captions/{figure}.rst", figure=NOTEBOOK_FIGURES[_notebook]),
         output:
             executed=f"results/notebooks/{_notebook}.ipynb",
             numbers=f"results/numbers/{_notebook}.json",
             manifest=f"results/figures/{_notebook}.json",
             figures=figure_files(_notebook),
-            report_figures=report(
-                expand("paper/figures/{figure}.png", figure=NOTEBOOK_FIGURES[_notebook]),
-                category=NOTEBOOK_CATEGORY[_notebook],
-            ),
+            # One report entry per figure, its caption from report/captions/
+            # (the notebook writes the same text into the manifest).
+            **{f"png_{figure}": report(f"paper/figures/{figure}.png", caption=f"../report/captions/{figure}.rst",
+                                       category=NOTEBOOK_CATEGORY[_notebook])
+               for figure in NOTEBOOK_FIGURES[_notebook]},
         params:
             tables=notebook_table_params(_notebook),
         log:

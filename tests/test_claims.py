@@ -82,3 +82,17 @@ def test_c3_throughput_part_needs_1000_connections() -> None:
     assert throughput.outcome is Outcome.NOT_TESTABLE and "c = 1000 was not measured (largest: 500" in throughput.reason
     _, throughput = claims.c3(cost, "on", echo_table({"multishot": 112.0, "epoll": 100.0}, [(1000, 128)]))
     assert throughput.outcome is Outcome.REPRODUCED and throughput.estimate.value == pytest.approx(1.12)
+
+
+def test_claims_that_need_more_cpus_than_the_node_has_are_not_testable() -> None:
+    rates = {"default": 100.0, "epoll": 100.0, "rings_granule": 90.0, "sqpoll": 100.0, "sqpoll_sq_aff": 90.0,
+             "async": 125.0, "buf_select": 100.0, "fixed_files": 100.0}
+    two = echo_table(rates, [(50, 128), (500, 128)]).assign(cpus=2)
+    (u2,) = claims.u2(two)
+    assert u2.outcome is Outcome.NOT_TESTABLE and u2.reason.startswith("needs at least 4 CPUs")
+    sq_aff, async_, buf_select, fixed = claims.u4(two)
+    assert sq_aff.outcome is async_.outcome is Outcome.NOT_TESTABLE
+    assert "needs a CPU besides the server's and the load generator's (this node has 2)" in sq_aff.reason
+    assert buf_select.outcome is Outcome.REPRODUCED and fixed.outcome is Outcome.REPRODUCED
+    # Enough CPUs: tested.
+    assert claims.u2(two.assign(cpus=8))[0].outcome is not Outcome.NOT_TESTABLE

@@ -108,19 +108,45 @@ def expected_u3_c50_ratio() -> float:
     return float(np.median(ratios))
 
 
+NOTEBOOK_TABLES = {"cost_model": ["syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"],
+                   "echo": ["echo", "syscall", "sendrecv", "uring_batch"], "collectives": ["mpi"],
+                   "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"],
+                   "nodes": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"]}
+
+
+def papermill(cwd: Path, notebook: str, out: Path, *params: str) -> subprocess.CompletedProcess[str]:
+    """Run a notebook of the checkout ``cwd/..`` by hand, with that checkout's iolab."""
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**tool_env(), "PYTHONPATH": str(cwd.parent)}
+    return subprocess.run(
+        [sys.executable, "-m", "papermill", "--no-progress-bar", f"{notebook}.ipynb", str(out / "executed.ipynb"),
+         "-p", "figure_dir", str(out / "figures"), "-p", "numbers_out", str(out / "numbers.json"),
+         "-p", "manifest_out", str(out / "manifest.json"), *params],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
 def run_by_hand(tmp_path: Path, notebook: str) -> dict:
+    """The notebook run by hand on the shipped reference data (named
+    explicitly: "auto" would prefer a pipeline run's tables if this checkout
+    has one)."""
     out = tmp_path / "out"
-    res = subprocess.run(
-        [sys.executable, "-m", "papermill", "--no-progress-bar", f"{notebook}.ipynb",
-         str(tmp_path / "executed.ipynb"), "-p", "figure_dir", str(out / "figures"),
-         "-p", "numbers_out", str(out / "numbers.json"),
-         "-p", "manifest_out", str(out / "manifest.json")],
-        cwd=REPO / "notebooks", env=tool_env(), capture_output=True, text=True, timeout=300)
+    tables = [a for e in NOTEBOOK_TABLES[notebook] for a in ("-p", f"{e}_table", "data/reference")]
+    res = papermill(REPO / "notebooks", notebook, out, *tables)
     assert res.returncode == 0, res.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["figures"] and all((out / "figures" / f"{name}.svg").exists()
                                        for name in manifest["figures"])
+    # By hand on raw files, the manifest still lists every raw file it read.
+    assert manifest["raw"] and all(r["raw"].startswith("data/reference/") for r in manifest["raw"])
     return json.loads((out / "numbers.json").read_text())
+
+
+def first_output(executed: Path) -> str:
+    """What the first cell after the parameters (papermill's injected ones
+    included) printed."""
+    cells = [c for c in json.loads(executed.read_text())["cells"] if c["cell_type"] == "code"
+             and not {"parameters", "injected-parameters"} & set(c["metadata"].get("tags", []))]
+    return "".join("".join(o.get("text", "")) for o in cells[0]["outputs"] if o.get("name") == "stdout")
 
 
 def test_cost_model_by_hand_matches_an_independent_computation(tmp_path: Path) -> None:
@@ -160,3 +186,42 @@ def test_claims_by_hand_pair_ratios_within_each_repetition(tmp_path: Path) -> No
 def test_nodes_by_hand_runs_on_one_node_kind(tmp_path: Path) -> None:
     numbers = run_by_hand(tmp_path, "nodes")
     assert numbers["node_kinds"]["value"] == 1 and "node_pair" not in numbers
+
+
+def test_opened_by_hand_a_notebook_shows_the_pipelines_latest_tables(smoke_copy: Path, tmp_path: Path) -> None:
+    # "auto": the pipeline's tables exist in this checkout, so they are used,
+    # and the first output says which data it is (node, dates, commit).
+    res = papermill(smoke_copy / "notebooks", "claims", tmp_path)
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = first_output(tmp_path / "executed.ipynb")
+    assert "syscall: results/tables/syscall.parquet (the pipeline's latest run); node local; measured 20" in said
+    assert "2 repetitions" in said and "commit " in said
+    # Nothing written by hand touches the pipeline's outputs.
+    assert json.loads((tmp_path / "numbers.json").read_text())["u1_verdict"]
+
+
+def test_without_a_pipeline_run_auto_means_the_reference_data(tmp_path: Path) -> None:
+    res = papermill(REPO / "notebooks", "collectives", tmp_path, "-p", "node", "local", "-y", "reps: [1]")
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = first_output(tmp_path / "executed.ipynb")
+    expected = "results/tables/mpi.parquet" if (REPO / "results" / "tables" / "mpi.parquet").exists() else (
+        "mpi: data/reference (the reference data shipped with iolab)")
+    assert expected in said
+    assert json.loads((tmp_path / "numbers.json").read_text())["mpi_repeats"]["value"] == 1
+
+
+def test_a_parameter_naming_a_node_that_is_not_there_is_one_line(tmp_path: Path) -> None:
+    res = papermill(REPO / "notebooks", "cost_model", tmp_path, "-p", "node", "atlantis",
+                    *[a for e in NOTEBOOK_TABLES["cost_model"] for a in ("-p", f"{e}_table", "data/reference")])
+    assert res.returncode != 0
+    assert "node 'atlantis' is not in this table (nodes: local); set the notebook's node parameter" in res.stderr
+
+
+def test_every_figure_has_one_caption_file_and_every_caption_a_figure() -> None:
+    import re as _re
+
+    named = set()
+    for source in NOTEBOOKS:
+        named |= set(_re.findall(r'out\.figure\(fig, "([a-z_]+)"', source.read_text()))
+    captions = {p.stem for p in (REPO / "report" / "captions").glob("*.rst")}
+    assert named and named == captions

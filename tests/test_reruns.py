@@ -46,3 +46,12 @@ def test_command_line_report(tmp_path: Path) -> None:
     assert "- run 2: 1 of 1 values inside (100%)" in res.stdout
     one = subprocess.run([sys.executable, "-m", "iolab.report.reruns", paths[0]], capture_output=True, text=True)
     assert one.returncode == 2 and one.stderr.strip() == "iolab: give the numbers files of at least two runs"
+
+
+def test_claim_parts_are_calibrated_too() -> None:
+    def with_finding(value: float, pred: list[float]) -> dict:
+        return {"findings": {"value": [{"claim": "U3", "part": "c=1", "outcome": "not reproduced",
+                                        "estimate": {"value": value, "low": value, "high": value,
+                                                     "pred_low": pred[0], "pred_high": pred[1]}}]}}
+    c = reruns.calibration(with_finding(1.7, [1.5, 1.9]), with_finding(2.0, [0, 1]))
+    assert (c.checked, c.inside) == (1, 0) and c.misses == ("U3: c=1: 2 outside [1.5, 1.9]",)

@@ -13,31 +13,34 @@ import numpy as np
 import pandas as pd
 
 from .sources import U1_RPS
-from .stats import median_ci
+from .stats import across_reps
 
 KEYS = ["node", "preset", "server", "connections", "bytes"]
 METRICS = ["rps", "server_ns_per_request", "client_ns_per_request", "p50_us", "p99_us",
            "p999_us", "sqes_per_enter", "events_per_wait"]
 
 
-def _ci_low(x: pd.Series) -> float:
-    return median_ci(x.dropna())[0] if x.notna().any() else math.nan
-
-
-def _ci_high(x: pd.Series) -> float:
-    return median_ci(x.dropna())[1] if x.notna().any() else math.nan
-
-
 def summarize(echo: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration and cell: each metric's median over repetitions and
-    its 95 % interval (``<metric>_low``/``_high``; infinite with fewer than 6
-    repetitions), and the number of repetitions."""
+    """Per configuration and cell: each metric's median over repetitions, its
+    95 % interval (``<metric>_low``/``_high``; infinite with fewer than 6
+    repetitions) and the interval a re-run is expected in (``_pred_low``/
+    ``_pred_high``), and the number of repetitions."""
     ok = echo[echo["status"] == "ok"]
-    agg = ok.groupby(KEYS)[METRICS].agg(["median", _ci_low, _ci_high])
-    names = {"median": "", "_ci_low": "_low", "_ci_high": "_high"}
-    agg.columns = [f"{m}{names[s]}" for m, s in agg.columns]
-    agg["reps"] = ok.groupby(KEYS).size()
-    return agg.reset_index()
+    rows = []
+    for key, g in ok.groupby(KEYS, sort=True):
+        row: dict[str, object] = dict(zip(KEYS, key, strict=True))
+        for m in METRICS:
+            values = g[m].dropna().to_numpy(float)
+            if values.size == 0:
+                row.update({m: math.nan, f"{m}_low": math.nan, f"{m}_high": math.nan,
+                            f"{m}_pred_low": math.nan, f"{m}_pred_high": math.nan})
+                continue
+            e = across_reps(values)
+            row.update({m: e.value, f"{m}_low": e.low, f"{m}_high": e.high,
+                        f"{m}_pred_low": e.pred_low, f"{m}_pred_high": e.pred_high})
+        row["reps"] = len(g)
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def paired_ratios(echo: pd.DataFrame, numerator: str, denominator: str,
@@ -57,6 +60,18 @@ def ratio_per_rep(ratios: pd.DataFrame, connections: int, bytes_: int) -> np.nda
     """The per-repetition ratios of one cell."""
     sel = ratios[(ratios["connections"] == connections) & (ratios["bytes"] == bytes_)]
     return sel.sort_values("rep")["ratio"].to_numpy(float)
+
+
+def select(echo: pd.DataFrame, node: str, presets: list[str] | None = None) -> pd.DataFrame:
+    """``node``'s cells, of ``presets`` only when given (a notebook parameter)."""
+    rows = echo[echo["node"] == node]
+    if presets:
+        unknown = sorted(set(presets) - set(rows["preset"]))
+        if unknown:
+            raise ValueError(f"preset {unknown[0]!r} was not measured on {node} "
+                             f"(measured: {', '.join(sorted(set(rows['preset'])))})")
+        rows = rows[rows["preset"].isin(presets)]
+    return rows
 
 
 def describe(echo: pd.DataFrame, node: str, floor: float, cost_node: str) -> str:

@@ -23,6 +23,18 @@ def primary_node(table: pd.DataFrame) -> str:
     return str(sorted(table["node"].unique())[0])
 
 
+def choose_node(table: pd.DataFrame, wanted: str = "") -> str:
+    """``wanted`` (a notebook's ``node`` parameter), or the first node in name
+    order when it is ""; a node the table does not have is a one-line error."""
+    nodes = sorted(str(n) for n in table["node"].unique())
+    if not wanted:
+        return nodes[0]
+    if wanted not in nodes:
+        raise ValueError(f"node {wanted!r} is not in this table (nodes: {', '.join(nodes)}); "
+                         "set the notebook's node parameter to one of them")
+    return wanted
+
+
 def cost_node(cost_table: pd.DataFrame, wanted: str) -> str:
     """``wanted`` if the cost probes ran there, else the first node they ran on."""
     nodes = set(cost_table["node"])
@@ -131,8 +143,7 @@ def unavailable_text(source: str | Path) -> str:
     """'preset: reason' for every ring preset the probe could not measure."""
     src = paths.resolve(source)
     if src.suffix == ".parquet":
-        raws = [paths.resolve(r["raw"]) for r in
-                json.loads(tables.sources_path(src).read_text())["raw"]]
+        raws = tables.table_raw_files(src)
     else:
         raws = tables.raw_files_under(src, "uring_batch")
     found = tables.unavailable_configurations(raws).drop_duplicates(["preset", "reason"])

@@ -93,6 +93,17 @@ def transports(summary: pd.DataFrame) -> list[str]:
     return [t for t in TRANSPORT_ORDER if t in set(summary["transport"])]
 
 
+def select(raw: pd.DataFrame, transports: list[str] | None = None) -> pd.DataFrame:
+    """The rows of ``transports`` only, when given (a notebook parameter)."""
+    if not transports:
+        return raw
+    unknown = sorted(set(transports) - set(raw["transport"]))
+    if unknown:
+        raise ValueError(f"transport {unknown[0]!r} was not measured "
+                         f"(measured: {', '.join(sorted(set(raw['transport'])))})")
+    return raw[raw["transport"].isin(transports)]
+
+
 def describe(raw: pd.DataFrame, times: pd.DataFrame, node: str, transports: list[str]) -> str:
     return (f"node {node}: {len(raw):,} rank-iteration samples, {len(times):,} iterations, "
             f"{raw['rep'].nunique()} repetitions; transports {', '.join(transports)}")

@@ -83,3 +83,28 @@ U2_RPS: dict[str, list[float]] = {
     "go-uring reactor": [34202, 33159, 147362, 139313, 158483, 154194],
     "go-uring reactor, SQ_POLL": [24406, 22847, 134863, 130668, 127896, 122601],
 }
+
+
+def _cell(label: str) -> tuple[int, int]:
+    c, b = label.replace("c=", "").replace(" B", "").replace(" (2nd)", "").split()
+    return int(c), int(b)
+
+
+def quoted_ratio(claim: str, connections: int, bytes_: int) -> str:
+    """The source's own ratio in a cell we also measured, as printed from its
+    tables ("" where the source has no such cell): U1 io_uring/epoll (part 1),
+    U2 reactor/net (part 3), U3 SQ_POLL reactor/reactor (part 3)."""
+    if claim == "U1":
+        u, e = U1_RPS["io_uring"].get((connections, bytes_)), U1_RPS["epoll"].get((connections, bytes_))
+        if u is None or e is None:
+            return ""
+        return f"{u / e:.2f} ({u:,.0f}/{e:,.0f})".replace(",", "\u2009")
+    rows = {"U2": ("go-uring reactor", "net/http (epoll netpoller)"),
+            "U3": ("go-uring reactor, SQ_POLL", "go-uring reactor")}.get(claim)
+    if rows is None:
+        return ""
+    for i, label in enumerate(U2_COLUMNS):
+        if _cell(label) == (connections, bytes_):
+            num, den = U2_RPS[rows[0]][i], U2_RPS[rows[1]][i]
+            return f"{num / den:.2f} ({num:,.0f}/{den:,.0f})".replace(",", "\u2009")
+    return ""

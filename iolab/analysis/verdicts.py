@@ -86,7 +86,8 @@ def reps_needed(per_rep: Sequence[float] | np.ndarray, rule: Rule) -> int | None
     a = a[~np.isnan(a)]
     if a.size < 2:
         return None
-    for n in range(max(MIN_REPS_FOR_CI, a.size), MAX_REPS + 1):
+    # More than are at hand: the interval of those at hand did not decide it.
+    for n in range(max(MIN_REPS_FOR_CI, a.size + 1), MAX_REPS + 1):
         if rule.judge(*expected_ci(a, n)) is not Outcome.UNDECIDED:
             return n
     return None

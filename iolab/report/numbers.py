@@ -75,7 +75,8 @@ def _echo_estimate(summary: pd.DataFrame, preset: str, c: int, size: int, metric
     if not len(row) or f"{metric}_low" not in row:
         return None
     r = row.iloc[0]
-    return Estimate(float(r[metric]), float(r[f"{metric}_low"]), float(r[f"{metric}_high"]), int(r["reps"]))
+    return Estimate(float(r[metric]), float(r[f"{metric}_low"]), float(r[f"{metric}_high"]), int(r["reps"]),
+                    float(r[f"{metric}_pred_low"]), float(r[f"{metric}_pred_high"]))
 
 
 def echo(out: Outputs, *, echo_table: pd.DataFrame, summary: pd.DataFrame, floor: float) -> None:

@@ -8,7 +8,6 @@ A notebook creates one ``Outputs``, registers figures and numbers, and calls
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +18,8 @@ from matplotlib.figure import Figure
 from .. import atomic, paths
 from ..analysis.stats import MIN_REPS_FOR_CI, Estimate
 from ..analysis.verdicts import Finding, interval_text
-from ..provenance import git_state, utc_now
-from ..tables import sources_path
+from ..provenance import git_state, sidecar_for, utc_now
+from ..tables import raw_files_under, resolve, sha256, table_sources
 
 FIGURE_FORMATS = ("pdf", "png", "svg")
 # Metadata fixed so re-rendering identical data gives identical files.
@@ -31,24 +30,41 @@ _FIG_METADATA = {
 }
 
 
+CAPTIONS = paths.REPO / "report" / "captions"
+
+
+def figure_caption(name: str) -> str:
+    """A figure's caption, from its reStructuredText file (one home for both
+    the manifest and the Snakemake report), as plain text."""
+    path = CAPTIONS / f"{name}.rst"
+    if not path.exists():
+        raise ValueError(f"figure {name!r} has no caption: write {paths.relative(path)}")
+    return " ".join(path.read_text().split()).replace("\\*", "*")
+
+
 @dataclass
 class Outputs:
     notebook: str
     figure_dir: Path
     numbers_path: Path
     manifest_path: Path
-    tables: list[str] = field(default_factory=list)
+    # experiment -> its table's source as the notebook was given it: a Parquet
+    # table, a raw-data root, "auto" (iolab.tables.resolve) or "" (not run).
+    tables: dict[str, str] = field(default_factory=dict)
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
     numbers: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.tables = [t for t in self.tables if t]   # "": an experiment that did not run
+        self.sources = {e: resolve(e, t) for e, t in self.tables.items() if t}
         self.figure_dir = paths.resolve(self.figure_dir)
         self.numbers_path = paths.resolve(self.numbers_path)
         self.manifest_path = paths.resolve(self.manifest_path)
 
-    def figure(self, fig: Figure, name: str, caption: str) -> list[Path]:
-        """Save ``fig`` as <name>.pdf/.png/.svg and record it for the manifest."""
+    def figure(self, fig: Figure, name: str, caption: str | None = None) -> list[Path]:
+        """Save ``fig`` as <name>.pdf/.png/.svg and record it for the manifest.
+        The caption is report/captions/<name>.rst (what the Snakemake report
+        shows too) unless one is given (a caption that names the data)."""
+        caption = caption if caption is not None else figure_caption(name)
         written = []
         for ext in FIGURE_FORMATS:
             dest = self.figure_dir / f"{name}.{ext}"
@@ -98,7 +114,11 @@ class Outputs:
             rows.append({"claim": f.claim, "part": f.part, "outcome": f.outcome.value,
                          "rule": f.rule.text() if f.rule else "", "quoted": f.quoted,
                          "value": interval_text(est) if est else "", "reason": f.reason,
-                         "reps": est.n if est else 0, "needed": f.needed, "summary": f.summary()})
+                         "reps": est.n if est else 0, "needed": f.needed, "summary": f.summary(),
+                         "estimate": None if est is None else {
+                             k: (x if math.isfinite(x) else None) for k, x in (
+                                 ("value", est.value), ("low", est.low), ("high", est.high),
+                                 ("pred_low", est.pred_low), ("pred_high", est.pred_high))}})
         self.numbers[key] = {"value": rows, "text": f"{len(rows)} findings", "unit": "",
                              "notebook": self.notebook, "note": ""}
 
@@ -114,15 +134,19 @@ class Outputs:
 
     def finish(self) -> None:
         raw: list[dict[str, Any]] = []
-        for table in self.tables:
-            src = sources_path(paths.resolve(table))
-            if src.exists():
-                raw.extend(json.loads(src.read_text())["raw"])
+        for experiment, src in self.sources.items():
+            if src.suffix == ".parquet":
+                raw.extend(table_sources(src) or [{"table": paths.relative(src), "sha256": sha256(src),
+                                                   "provenance": "none: table has no .sources.json"}])
+            else:   # a raw-data root, such as the shipped reference data
+                raw.extend({"raw": paths.relative(f), "sha256": sha256(f),
+                            "provenance": paths.relative(sidecar_for(f))}
+                           for f in raw_files_under(src, experiment))
         fragment = {
             "notebook": f"notebooks/{self.notebook}.py",
             "executed": utc_now(),
             "git": git_state(),
-            "tables": [paths.relative(paths.resolve(t)) for t in self.tables],
+            "tables": sorted({paths.relative(t) for t in self.sources.values()}),
             "raw": raw,
             "figures": self.figures,
         }

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+# No backend is forced: in Jupyter (and under papermill) the inline backend
+# shows each figure in its cell; elsewhere matplotlib falls back to a
+# headless one when there is no display.
 import matplotlib
-
-matplotlib.use("Agg")  # headless under papermill and in CI
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 PALETTE = ["#1b6ca8", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d6a9f", "#2e4057"]
 
@@ -533,9 +533,14 @@ def claims_forest_figure(findings):  # type: ignore[no-untyped-def]
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlim(lo_lim * 0.9, hi_lim * 1.1)
+    ticks = [0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0]
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([f"{t:g}" for t in ticks]))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.set_ylim(-0.7, len(rows) - 0.3)
     ax.set_yticks(range(len(rows)), [f"{f.claim}: {f.part}" for f in reversed(rows)], fontsize=6)
     ax.set_xlabel("our value / the claim's bound (1: the threshold; log scale)")
     handles = [plt.Line2D([], [], color=c, lw=2, label=k) for k, c in OUTCOME_COLORS.items()]
-    ax.legend(handles=handles, fontsize=6, loc="lower right")
+    ax.legend(handles=handles, fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3, frameon=False)
     fig.tight_layout()
     return fig

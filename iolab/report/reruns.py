@@ -54,20 +54,36 @@ class Calibration:
         return self.inside / self.checked if self.checked else float("nan")
 
 
+def _intervals(numbers: Numbers, interval: str) -> dict[str, tuple[float | None, list | None]]:
+    """key -> (value, [low, high]) for every number, and for every claim
+    part's estimate (keyed ``claim: part``)."""
+    out: dict[str, tuple[float | None, list | None]] = {}
+    for key, entry in numbers.items():
+        if isinstance(entry.get("value"), (int, float)) and not isinstance(entry.get("value"), bool):
+            out[key] = (entry["value"], entry.get(interval))
+    ends = {"pi95": ("pred_low", "pred_high"), "ci95": ("low", "high")}[interval]
+    for f in numbers.get("findings", {}).get("value", []):
+        est = f.get("estimate")
+        if est:
+            out[f"{f['claim']}: {f['part']}"] = (est["value"], [est[ends[0]], est[ends[1]]])
+    return out
+
+
 def calibration(first: Numbers, later: Numbers, interval: str = "pi95") -> Calibration:
-    """How many of ``first``'s numbers with a bounded ``interval`` hold
+    """How many of ``first``'s values with a bounded ``interval`` hold
     ``later``'s value for the same key."""
     checked, inside, misses = 0, 0, []
-    for key, entry in sorted(first.items()):
-        bounds = entry.get(interval)
-        other = later.get(key)
-        if not bounds or None in bounds or other is None or not isinstance(other.get("value"), (int, float)):
+    ours, theirs = _intervals(first, interval), _intervals(later, interval)
+    for key, (_, bounds) in sorted(ours.items()):
+        value = theirs.get(key, (None, None))[0]
+        if not bounds or None in bounds or value is None:
             continue
         checked += 1
-        if bounds[0] <= other["value"] <= bounds[1]:
+        slack = 1e-9 * max(abs(bounds[0]), abs(bounds[1]), 1.0)   # rounding, not a tolerance
+        if bounds[0] - slack <= value <= bounds[1] + slack:
             inside += 1
         else:
-            misses.append(f"{key}: {other['value']:.4g} outside [{bounds[0]:.4g}, {bounds[1]:.4g}]")
+            misses.append(f"{key}: {value:.4g} outside [{bounds[0]:.4g}, {bounds[1]:.4g}]")
     return Calibration(checked, inside, tuple(misses))
 
 
