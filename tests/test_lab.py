@@ -1,0 +1,204 @@
+"""Exploring in Jupyter, in a real browser: `./repro lab` starts JupyterLab on
+loopback with a token; Debian's Chromium, driven headless through Selenium
+and Debian's chromedriver, opens every notebook, runs all its cells and
+finds no error and an image in every figure cell; a paired .py file opens
+as a notebook through jupytext; the Snakemake HTML report shows every
+figure. The test starts the server itself and stops it, leaving nothing
+running."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import copy_workflow, snakemake, tool_env
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+                                reason="Debian's chromium and chromium-driver are not installed")
+NOTEBOOKS = ["cost_model", "echo", "collectives", "claims", "nodes"]
+WAIT = 240   # seconds a notebook may take to run all its cells in the browser
+
+
+def repro_env(workflow: Path) -> dict[str, str]:
+    """./repro in a workflow copy, reusing this environment (tests/test_interrupt.py)."""
+    from test_interrupt import repro_env as env
+
+    return env(workflow)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """`./repro lab` in a copy of the workflow; yields its URL and token."""
+    wd = copy_workflow(tmp_path_factory.mktemp("lab") / "iolab")
+    env = repro_env(wd)
+    started = time.monotonic()
+    proc = subprocess.Popen(["./repro", "lab"], cwd=wd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stderr is not None
+    url = ""
+    for line in proc.stderr:
+        m = re.match(r"repro: JupyterLab on (http://127\.0\.0\.1:(\d+)/lab\?token=(\S+))", line)
+        if m:
+            url, port, token = m.group(1), int(m.group(2)), m.group(3)
+            break
+    assert url, "./repro lab printed no URL"
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        assert proc.poll() is None and time.monotonic() < deadline, "JupyterLab did not come up"
+        time.sleep(0.2)
+    info = {"dir": wd, "base": base, "token": token, "url": url, "proc": proc,
+            "ready_seconds": time.monotonic() - started}
+    try:
+        yield info
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)     # jupyter asks to confirm a single Ctrl-C
+        time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        assert left == [], f"processes left running: {left}"
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1600,1200", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        opts.add_argument(arg)
+    os.environ["SE_OFFLINE"] = "true"    # never let Selenium Manager try to download a driver
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def wait_for(driver, condition, timeout: float = WAIT, what: str = ""):  # type: ignore[no-untyped-def]
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    # JupyterLab re-renders lists while they settle: a stale element means "look again".
+    return WebDriverWait(driver, timeout, poll_frequency=0.5,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(condition, message=what)
+
+
+def run_all(driver, lab: dict, path: str) -> dict:  # type: ignore[no-untyped-def]
+    """Open ``path`` (a notebook), run all cells; returns what the page showed."""
+    driver.get(f"{lab['base']}/lab/tree/{path}?token={lab['token']}&reset")
+    return run_open_notebook(driver, path)
+
+
+def run_open_notebook(driver, path: str) -> dict:  # type: ignore[no-untyped-def]
+    """Run all cells of the notebook the page shows; what each code cell showed."""
+    from selenium.webdriver.common.by import By
+
+    panel = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel:not(.lm-mod-hidden)"),
+                     120, f"{path} did not open as a notebook")[0]
+    # The kernel must be idle before running.
+    wait_for(driver, lambda d: "(ipykernel) | Idle" in d.find_element(By.ID, "jp-main-statusbar").text,
+             120, "kernel did not start")
+    menu = [m for m in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel") if m.text == "Run"][0]
+    menu.click()
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR,
+                                               "li.lm-Menu-item[data-command='runmenu:run-all']"),
+             10, "no Run All Cells item")[0].click()
+
+    def done(d) -> bool:  # type: ignore[no-untyped-def]
+        prompts = [p.text.strip() for p in panel.find_elements(By.CSS_SELECTOR, ".jp-CodeCell .jp-InputPrompt")]
+        return bool(prompts) and all(re.fullmatch(r"\[\d+\]:", p) for p in prompts)
+
+    wait_for(driver, done, WAIT, f"{path}: cells did not all run")
+    cells = panel.find_elements(By.CSS_SELECTOR, ".jp-CodeCell")
+    shown = []
+    for cell in cells:
+        source = cell.find_element(By.CSS_SELECTOR, ".jp-InputArea-editor").text
+        errors = [o.text for o in cell.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output")
+                  if "Traceback" in o.text or re.search(r"^\w+Error\b", o.text, re.M)]
+        images = cell.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output img")
+        # A figure cell: one that shows a figure unconditionally (a figure
+        # drawn only when the data has two node kinds is inside an `if`).
+        shown.append({"figure": re.search(r"^plt\.show\(\)", source, re.M) is not None, "errors": errors,
+                      "images": len(images)})
+    return {"cells": shown}
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_notebook_runs_in_the_browser(lab: dict, browser: object, notebook: str) -> None:
+    result = run_all(browser, lab, f"notebooks/{notebook}.ipynb")
+    assert all(not c["errors"] for c in result["cells"]), [c["errors"] for c in result["cells"] if c["errors"]]
+    figures = [c for c in result["cells"] if c["figure"]]
+    assert figures and all(c["images"] >= 1 for c in figures), result
+
+
+def test_a_paired_py_file_opens_as_a_notebook_through_jupytext(lab: dict, browser: object) -> None:
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    driver.get(f"{lab['base']}/lab/tree/notebooks?token={lab['token']}&reset")   # type: ignore[attr-defined]
+    item = wait_for(driver, lambda d: [i for i in d.find_elements(By.CSS_SELECTOR, ".jp-DirListing-item")
+                                       if i.text.strip().startswith("claims.py")], 60, "no claims.py listed")[0]
+    ActionChains(driver).context_click(item).perform()
+    open_with = wait_for(driver, lambda d: [m for m in d.find_elements(By.CSS_SELECTOR, "li.lm-Menu-item")
+                                            if m.text.strip() == "Open With"], 10, "no Open With")[0]
+    ActionChains(driver).move_to_element(open_with).perform()
+    wait_for(driver, lambda d: [m for m in d.find_elements(By.CSS_SELECTOR, "li.lm-Menu-item")
+                                if "Jupytext Notebook" in m.text], 10, "jupytext offers no notebook view")[0].click()
+    result = run_open_notebook(driver, "notebooks/claims.py")
+    assert all(not c["errors"] for c in result["cells"])
+    assert any(c["figure"] and c["images"] for c in result["cells"])
+
+
+def test_the_html_report_shows_every_figure(browser: object, smoke_copy: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    wd = smoke_copy
+    res = snakemake(wd, "--report", "report.html", "--configfile", "config/profiles/smoke.yaml")
+    assert res.returncode == 0, res.stderr[-3000:]
+    figures = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())["figures"]
+    browser.get((wd / "report.html").as_uri())   # type: ignore[attr-defined]
+    text = wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "body").text, 60, "report did not render")
+    for category in ("Cost model", "Claims re-tested", "Echo servers", "MPI collectives"):
+        assert category in text, category
+    page = browser.page_source   # type: ignore[attr-defined]
+    missing = [name for name in figures if f"{name}.png" not in page]
+    assert missing == []
+    # Each figure carries its caption (report/captions/<figure>.rst).
+    assert "Null-syscall cost s: ns per call in each timed batch" in page
+
+
+def test_lab_refuses_to_drop_its_token_or_leave_loopback(tmp_path: Path) -> None:
+    wd = copy_workflow(tmp_path / "iolab")
+    for bad in ("--IdentityProvider.token=", "--ip=0.0.0.0"):
+        res = subprocess.run(["./repro", "lab", bad], cwd=wd, env=repro_env(wd), capture_output=True,
+                             text=True, timeout=60)
+        assert res.returncode != 0
+        assert res.stderr.strip().splitlines()[-1].startswith("repro: repro lab sets the address (127.0.0.1) "
+                                                                "and a fresh token itself")
+    assert shutil.which("jupyter", path=tool_env()["PATH"]) is not None
