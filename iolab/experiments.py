@@ -1,6 +1,6 @@
 """The experiments, in one registry: what each runs, which code decides what
 it measures, what one repetition writes, where its tidy table and figures
-come from. The workflow (rules/common.smk, rules/probes.smk), the
+come from, and what it needs from the runner of the node it runs on. The workflow (rules/common.smk, rules/probes.smk), the
 measurement entry point (iolab.measure) and the loaders read it; adding an
 experiment means an entry here, its run code, a loader and a notebook.
 """
@@ -8,6 +8,8 @@ experiment means an entry here, its run code, a loader and a notebook.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from .runners.base import Capability
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,8 @@ class Experiment:
     raw_format: str = ""
     # Notebooks that present it.
     notebooks: tuple[str, ...] = ()
+    # What the runner of a node must be able to do for it to run there.
+    needs: frozenset[Capability] = frozenset()
 
 
 COST_PROBE = ("cost-probe",)
@@ -39,11 +43,18 @@ REGISTRY: dict[str, Experiment] = {e.name: e for e in (
     Experiment("nop", COST_PROBE, ("iolab/probes.py",), raw_format="cost-probe nop v2",
                notebooks=("cost_model",)),
     Experiment("trace", COST_PROBE, ("iolab/trace.py",), raw_format="bpftrace maps v1",
-               notebooks=("cost_model",)),
+               notebooks=("cost_model",), needs=frozenset({Capability.KERNEL_TRACING})),
     Experiment("echo", ("echo-epoll", "echo-uring", "loadgen"), ("iolab/echo.py",),
                extra_outputs=("histograms.csv",), raw_format="echo cells v1",
-               notebooks=("echo", "cost_model", "claims")),
+               notebooks=("echo", "cost_model", "claims"),
+               needs=frozenset({Capability.SERVERS})),
     Experiment("mpi", ("mpi-probe", "mpi-pingpong-ref"),
                ("iolab/mpi.py", "iolab/runners/netns.py", "iolab/runners/mpigroup.py"),
-               raw_format="mpi iterations v1", notebooks=("collectives", "claims")),
+               raw_format="mpi iterations v1", notebooks=("collectives", "claims"),
+               needs=frozenset({Capability.MPI})),
 )}
+
+
+def can_host(capabilities: frozenset[Capability], experiment: str) -> bool:
+    """Whether a runner with ``capabilities`` can run ``experiment``."""
+    return REGISTRY[experiment].needs <= capabilities

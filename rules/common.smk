@@ -33,12 +33,13 @@ SKIPPED_NODES = {n["name"]: r for n in config["nodes"] if (r := skip_reason(n))}
 for _name, _reason in SKIPPED_NODES.items():
     print(f"iolab: skipping node {_name}: {_reason}", file=sys.stderr)
 REPS = list(range(1, config["repeats"] + 1))
-from iolab.runners import can_host, capabilities_of  # noqa: E402
+from iolab.experiments import can_host  # noqa: E402
+from iolab.runners import capabilities_of  # noqa: E402
 
 
 def node_runs(node, experiment):
     """Whether ``experiment`` runs on ``node``: its `experiments` list, and
-    whether its runner has what the experiment needs (iolab/runners/base.py:
+    whether its runner has what the experiment needs (iolab/experiments.py:
     bpftrace needs this machine's kernel; echo servers; MPI)."""
     entry = NODE_BY_NAME[node]
     chosen = entry.get("experiments")

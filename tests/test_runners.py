@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from iolab.runners import (Capability, LocalRunner, RunError, Runner, SshRunner, VmRunner, can_host,
-                           capabilities_of, runner_for)
+from iolab.experiments import REGISTRY, can_host
+from iolab.runners import (Capability, LocalRunner, RunError, Runner, SshRunner, VmRunner, capabilities_of,
+                           runner_for)
 
 RUNNER_CLASSES = ("LocalRunner", "SshRunner", "VmRunner")
 
@@ -41,6 +42,15 @@ def test_experiments_go_where_the_runner_has_what_they_need() -> None:
     assert [e for e in ("syscall", "echo", "mpi", "trace") if can_host(capabilities_of("vm"), e)] == ["syscall"]
     assert Capability.MPI_PEER in capabilities_of("ssh") and Capability.MPI_PEER not in capabilities_of("local")
     assert isinstance(runner_for({"name": "cn1", "runner": "slurm"}), LocalRunner)
+
+
+def test_what_an_experiment_needs_lives_in_the_registry_not_in_the_runners() -> None:
+    # The runners package names capabilities only; it never names an experiment.
+    for source in sorted((REPO / "iolab" / "runners").glob("*.py")):
+        text = source.read_text()
+        assert "EXPERIMENT_NEEDS" not in text and "def can_host" not in text, source.name
+    assert REGISTRY["trace"].needs == frozenset({Capability.KERNEL_TRACING})
+    assert REGISTRY["syscall"].needs == frozenset()
 
 
 def test_no_caller_branches_on_a_runner_class() -> None:

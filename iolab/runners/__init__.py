@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .base import EXPERIMENT_NEEDS, Capability, Runner, can_host
+from .base import Capability, Runner
 from .local import LocalRunner, RunError
 from .ssh import SshRunner
 from .vm import VmRunner
 
-__all__ = ["EXPERIMENT_NEEDS", "Capability", "LocalRunner", "RunError", "Runner", "SshRunner", "VmRunner",
-           "can_host", "capabilities_of", "runner_for"]
+__all__ = ["Capability", "LocalRunner", "RunError", "Runner", "SshRunner", "VmRunner",
+           "capabilities_of", "runner_for"]
 
 # runner name in the inventory -> the class whose capabilities it has (a
 # slurm node's jobs already run on the node, as local ones).

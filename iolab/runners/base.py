@@ -73,14 +73,3 @@ class Runner(Protocol):
     def provenance(self) -> dict[str, Any]:
         """What a raw file's sidecar records about how the node was reached."""
 
-
-# What each experiment needs from the runner of the node it runs on.
-EXPERIMENT_NEEDS: dict[str, frozenset[Capability]] = {
-    "trace": frozenset({Capability.KERNEL_TRACING}),
-    "echo": frozenset({Capability.SERVERS}),
-    "mpi": frozenset({Capability.MPI}),
-}
-
-
-def can_host(capabilities: frozenset[Capability], experiment: str) -> bool:
-    return EXPERIMENT_NEEDS.get(experiment, frozenset()) <= capabilities
