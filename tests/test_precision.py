@@ -61,6 +61,22 @@ def test_stops_at_the_budget() -> None:
     assert "still undecided: U3 c=500 128 B" in p.progress()
 
 
+def test_an_experiment_too_dear_for_the_budget_does_not_hold_back_cheaper_ones() -> None:
+    mpi = finding("M1", "latency", UNDECIDED, Rule("below", 1.0), decides={"mpi": []})
+    echo = echo_finding(UNDECIDED, 500)
+    p = plan_round([mpi, echo], round_=0, repeats=6, precision={**PRECISION, "budget_minutes": 5},
+                   spent_seconds=0.0, seconds_per_rep={"mpi": 500.0}, seconds_per_cell=2.0)
+    # 3 MPI repetitions (1500 s) cannot fit in 300 s; the echo cells (12 s) can.
+    assert not p.stop and p.next == {"echo": {"reps": [7, 8, 9], "cells": [["sqpoll", 500, 128],
+                                                                           ["default", 500, 128]]}}
+    assert p.deferred == ["mpi"] and p.next_seconds == pytest.approx(12.0)
+    assert p.progress().endswith("mpi left out (its repetitions would overrun the budget)")
+    # Once only the dear experiment is wanted, the loop stops.
+    q = plan_round([mpi], round_=1, repeats=6, precision={**PRECISION, "budget_minutes": 5},
+                   spent_seconds=12.0, seconds_per_rep={"mpi": 500.0}, seconds_per_cell=2.0)
+    assert q.stop and "would overrun the budget of 5 min" in q.reason and q.next == {}
+
+
 def test_stops_after_max_rounds() -> None:
     p = plan([echo_finding(UNDECIDED, 500)], round_=4)
     assert p.stop and p.reason == "max_rounds (4) reached"

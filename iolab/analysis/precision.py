@@ -7,7 +7,9 @@ should measure. A round adds ``reps_per_round`` repetitions of the
 experiments (and, for the echo sweep, only the cells) that feed a finding
 that is not yet settled: undecided, or decided with an interval wider than
 the target relative half-width. The plan stops when nothing is unsettled,
-when the next round would overrun the budget, or after ``max_rounds``.
+when nothing it wants fits in the rest of the budget, or after
+``max_rounds``; an experiment too expensive for the rest of the budget is
+left out of a round while cheaper ones still fit.
 Raw data already measured is never discarded: every round only adds files.
 
     python -m iolab.analysis.precision plan --round K --settings JSON --output round<K>.json RAW...
@@ -40,13 +42,15 @@ class Plan:
     unsettled: list[str] = field(default_factory=list)
     # experiment -> {"reps": [...], "cells": [[preset, c, b], ...] (echo only)}
     next: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Experiments an unsettled finding wants that the rest of the budget cannot pay for.
+    deferred: list[str] = field(default_factory=list)
     spent_seconds: float = 0.0
     next_seconds: float = 0.0
     budget_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {"round": self.round, "stop": self.stop, "reason": self.reason, "unsettled": self.unsettled,
-                "next": self.next, "spent_seconds": round(self.spent_seconds, 1),
+                "next": self.next, "deferred": self.deferred, "spent_seconds": round(self.spent_seconds, 1),
                 "next_seconds": round(self.next_seconds, 1), "budget_seconds": self.budget_seconds}
 
     def progress(self) -> str:
@@ -57,9 +61,11 @@ class Plan:
             still = f"; still undecided: {', '.join(self.unsettled)}" if self.unsettled else ""
             return head + f"stopping ({self.reason}); {spent}{still}"
         what = ", ".join(f"{e} ({len(v['cells'])} cells)" if "cells" in v else e for e, v in self.next.items())
+        left = (f"; {', '.join(self.deferred)} left out (its repetitions would overrun the budget)"
+                if self.deferred else "")
         return (head + f"{len(self.unsettled)} unsettled ({', '.join(self.unsettled)}); next round adds "
                 f"{len(next(iter(self.next.values()))['reps'])} repetitions of {what}, about "
-                f"{self.next_seconds / 60:.1f} min; {spent}")
+                f"{self.next_seconds / 60:.1f} min; {spent}{left}")
 
 
 def settled(f: Finding, target: float | None) -> bool:
@@ -111,20 +117,31 @@ def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int, precis
     todo = wanted(findings, target)
     first = repeats + round_ * per_round + 1
     reps = list(range(first, first + per_round))
-    cost = 0.0
-    nxt: dict[str, dict[str, Any]] = {}
+    # What each experiment's share of the round costs; the cheapest go first,
+    # so one expensive experiment (MPI, minutes a repetition) that no longer
+    # fits the budget does not keep the cheap echo cells and cost probes from
+    # being decided.
+    costed: list[tuple[float, str, dict[str, Any]]] = []
     for experiment, cells in sorted(todo.items()):
         if experiment == "echo" and cells and seconds_per_cell is not None:
-            nxt[experiment] = {"reps": reps, "cells": cells}
-            cost += seconds_per_cell * len(cells) * per_round
+            costed.append((seconds_per_cell * len(cells) * per_round, experiment, {"reps": reps, "cells": cells}))
         else:
-            nxt[experiment] = {"reps": reps}
-            cost += seconds_per_rep.get(experiment, 0.0) * per_round
-    plan.next_seconds = cost
-    if spent_seconds + cost > budget:
-        plan.reason = (f"the next round (about {cost / 60:.1f} min) would overrun the budget of "
+            costed.append((seconds_per_rep.get(experiment, 0.0) * per_round, experiment, {"reps": reps}))
+    cost = 0.0
+    nxt: dict[str, dict[str, Any]] = {}
+    for seconds, experiment, what in sorted(costed, key=lambda t: (t[0], t[1])):
+        if spent_seconds + cost + seconds > budget:
+            plan.deferred.append(experiment)
+            continue
+        nxt[experiment] = what
+        cost += seconds
+    if not nxt:
+        whole = sum(t[0] for t in costed)
+        plan.next_seconds = whole
+        plan.reason = (f"the next round (about {whole / 60:.1f} min) would overrun the budget of "
                        f"{budget / 60:.0f} min")
         return plan
+    plan.next_seconds = cost
     plan.stop, plan.reason, plan.next = False, "unsettled findings remain", nxt
     return plan
 
