@@ -18,7 +18,8 @@ from iolab.analysis.verdicts import Rule, finding, not_testable
 PRECISION = {"enabled": True, "budget_minutes": 10, "reps_per_round": 3, "max_rounds": 4,
              "target_rel_halfwidth": None}
 DECIDED = [0.8, 0.82, 0.85, 0.79, 0.81, 0.84]     # all below 1: "sqpoll slower" reproduced
-UNDECIDED = [0.9, 1.05, 0.95, 1.1, 0.97, 1.02]    # straddles 1
+UNDECIDED = [0.9, 1.05, 0.95, 1.1, 0.97, 1.02]    # straddles 1, centred on it: more repetitions will not decide it
+WITHIN_REACH = [0.9, 1.02, 0.93, 1.0, 0.92, 0.99]  # straddles 1, about 9 repetitions would decide it
 
 
 def echo_finding(values: list[float], c: int) -> object:
@@ -43,7 +44,7 @@ def test_repeats_only_the_cells_of_undecided_findings() -> None:
     assert p.next == {"echo": {"reps": [7, 8, 9], "cells": [["sqpoll", 500, 128], ["default", 500, 128]]}}
     assert p.next_seconds == pytest.approx(2.0 * 2 * 3)
     # Round 1 numbers its repetitions after round 0's.
-    assert plan([echo_finding(UNDECIDED, 500)], round_=1).next["echo"]["reps"] == [10, 11, 12]
+    assert plan([echo_finding(WITHIN_REACH, 500)], round_=1).next["echo"]["reps"] == [10, 11, 12]
 
 
 def test_whole_experiments_for_cost_model_findings() -> None:
@@ -62,7 +63,7 @@ def test_stops_at_the_budget() -> None:
 
 
 def test_an_experiment_too_dear_for_the_budget_does_not_hold_back_cheaper_ones() -> None:
-    mpi = finding("M1", "latency", UNDECIDED, Rule("below", 1.0), decides={"mpi": []})
+    mpi = finding("M1", "latency", WITHIN_REACH, Rule("below", 1.0), decides={"mpi": []})
     echo = echo_finding(UNDECIDED, 500)
     p = plan_round([mpi, echo], round_=0, repeats=6, precision={**PRECISION, "budget_minutes": 5},
                    spent_seconds=0.0, seconds_per_rep={"mpi": 500.0}, seconds_per_cell=2.0)
@@ -75,6 +76,20 @@ def test_an_experiment_too_dear_for_the_budget_does_not_hold_back_cheaper_ones()
     q = plan_round([mpi], round_=1, repeats=6, precision={**PRECISION, "budget_minutes": 5},
                    spent_seconds=12.0, seconds_per_rep={"mpi": 500.0}, seconds_per_cell=2.0)
     assert q.stop and "would overrun the budget of 5 min" in q.reason and q.next == {}
+
+
+def test_stops_when_what_is_undecided_cannot_be_decided_in_the_rounds_left() -> None:
+    on_the_margin = finding("U4", "c=1000 128 B, fixed files", [0.95, 0.90, 1.0, 0.93, 0.97, 0.96, 0.94, 0.99, 0.92],
+                            Rule("within", 1.0, 0.05), decides={"echo": [["fixed_files", 1000, 128]]})
+    assert on_the_margin.outcome.value == "undecided at this precision"
+    # Round 0 always measures more; from round 1 on, an estimate on the bound stops the loop.
+    assert not plan([on_the_margin], round_=0).stop
+    p = plan([on_the_margin], round_=1)
+    assert p.stop and p.reason.startswith("the undecided verdicts need more repetitions than the remaining rounds")
+    assert p.unsettled == ["U4 c=1000 128 B, fixed files"] and p.next == {}
+    # One that can still be decided keeps the loop going, without the hopeless one's cells.
+    p = plan([on_the_margin, echo_finding(WITHIN_REACH, 500)], round_=1)
+    assert not p.stop and p.next["echo"]["cells"] == [["sqpoll", 500, 128], ["default", 500, 128]]
 
 
 def test_stops_after_max_rounds() -> None:

@@ -7,6 +7,8 @@ should measure. A round adds ``reps_per_round`` repetitions of the
 experiments (and, for the echo sweep, only the cells) that feed a finding
 that is not yet settled: undecided, or decided with an interval wider than
 the target relative half-width. The plan stops when nothing is unsettled,
+when what is unsettled needs more repetitions than the remaining rounds can
+add (judged from round 1 on, so one extra round has been measured),
 when nothing it wants fits in the rest of the budget, or after
 ``max_rounds``; an experiment too expensive for the rest of the budget is
 left out of a round while cheaper ones still fit.
@@ -29,6 +31,7 @@ from typing import Any
 from .. import atomic, tables
 from ..provenance import sidecar_for
 from .claims import evaluate
+from .stats import MIN_REPS_FOR_CI
 from .verdicts import Finding, Outcome
 
 CLAIM_EXPERIMENTS = ("syscall", "sendrecv", "uring_batch", "echo", "mpi")
@@ -77,6 +80,19 @@ def settled(f: Finding, target: float | None) -> bool:
     return target is None or f.estimate is None or f.estimate.rel_halfwidth <= target
 
 
+def out_of_reach(f: Finding, round_: int, precision: Mapping[str, Any]) -> bool:
+    """Undecided, and, judged after at least one extra round, needing more
+    repetitions than the remaining rounds can add (or more than
+    verdicts.MAX_REPS: its estimate sits on the claim's bound); without an
+    interval yet (too few repetitions) it is never judged so. Repeating it
+    would spend rounds without deciding it."""
+    if round_ < 1 or f.outcome is not Outcome.UNDECIDED or len(f.per_rep) < MIN_REPS_FOR_CI:
+        return False
+    reachable = len(f.per_rep) + (int(precision["max_rounds"]) - round_) * int(precision["reps_per_round"])
+    n = f.needed
+    return n is None or n > reachable
+
+
 def wanted(findings: Sequence[Finding], target: float | None) -> dict[str, list[list[Any]]]:
     """experiment -> cells to repeat ([] = the whole experiment), over every
     unsettled finding."""
@@ -114,7 +130,12 @@ def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int, precis
     if round_ >= int(precision["max_rounds"]):
         plan.reason = f"max_rounds ({precision['max_rounds']}) reached"
         return plan
-    todo = wanted(findings, target)
+    hopeless = [f for f in findings if not settled(f, target) and out_of_reach(f, round_, precision)]
+    if len(hopeless) == len(unsettled):
+        plan.reason = ("the undecided verdicts need more repetitions than the remaining rounds can add "
+                       "(the claims table gives each one's estimate)")
+        return plan
+    todo = wanted([f for f in findings if not any(f is h for h in hopeless)], target)
     first = repeats + round_ * per_round + 1
     reps = list(range(first, first + per_round))
     # What each experiment's share of the round costs; the cheapest go first,
