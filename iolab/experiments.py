@@ -1,8 +1,9 @@
 """The experiments, in one registry: what each runs, which code decides what
 it measures, what one repetition writes, where its tidy table and figures
-come from, and what it needs from the runner of the node it runs on. The workflow (rules/common.smk, rules/probes.smk), the
-measurement entry point (iolab.measure) and the loaders read it; adding an
-experiment means an entry here, its run code, a loader and a notebook.
+come from, and what it needs from the runner of the node it runs on. The
+workflow (rules/common.smk, rules/probes.smk), the measurement entry point
+(iolab.measure) and the loaders read it; adding an experiment means an entry
+here, its run code, a loader and a notebook.
 """
 
 from __future__ import annotations

@@ -130,12 +130,12 @@ def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int, precis
     if round_ >= int(precision["max_rounds"]):
         plan.reason = f"max_rounds ({precision['max_rounds']}) reached"
         return plan
-    hopeless = [f for f in findings if not settled(f, target) and out_of_reach(f, round_, precision)]
-    if len(hopeless) == len(unsettled):
+    within_reach = [f for f in findings if not out_of_reach(f, round_, precision)]
+    if all(settled(f, target) for f in within_reach):
         plan.reason = ("the undecided verdicts need more repetitions than the remaining rounds can add "
                        "(the claims table gives each one's estimate)")
         return plan
-    todo = wanted([f for f in findings if not any(f is h for h in hopeless)], target)
+    todo = wanted(within_reach, target)
     first = repeats + round_ * per_round + 1
     reps = list(range(first, first + per_round))
     # What each experiment's share of the round costs; the cheapest go first,
