@@ -22,6 +22,7 @@ CELL_COLUMNS = [
 MPI_PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]
 MPI_COLUMNS = ["transport", *MPI_PROBE_COLUMNS]
 REFERENCE_BENCH = "reference_pingpong"
+OSU_PREFIX = "osu_"
 
 
 def read_launches(path: str | Path) -> list[dict[str, Any]]:
@@ -34,6 +35,13 @@ def read_launches(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-def launch_lookup(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int, str], Mapping[str, Any]]:
-    """(transport, ranks, program) -> launch record."""
-    return {(r["transport"], int(r["ranks"]), r["program"]): r for r in records}
+def launch_lookup(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int, str, str], Mapping[str, Any]]:
+    """(transport, ranks, program, method) -> launch record (records from
+    before methods existed are the probe's own)."""
+    return {(r["transport"], int(r["ranks"]), r["program"], r.get("method", "probe")): r for r in records}
+
+
+def bench_method(bench: str) -> str:
+    """How a raw MPI row was timed: mpi-probe --method osu names its rows
+    after the OSU program (osu_bcast, ...)."""
+    return "osu" if bench.startswith(OSU_PREFIX) else "probe"

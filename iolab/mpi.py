@@ -59,10 +59,12 @@ class Launch:
     program: str                       # "mpi-probe" or "mpi-pingpong-ref"
     benches: list[str] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
+    method: str = "probe"              # mpi-probe --method: probe or osu
 
     def label(self) -> str:
         what = ",".join(self.benches) if self.program == "mpi-probe" else "reference ping-pong"
-        return f"{self.transport} p={self.ranks} {what}"
+        how = " (OSU method)" if self.method == "osu" else ""
+        return f"{self.transport} p={self.ranks} {what}{how}"
 
 
 def default_sizes(settings: Mapping[str, Any]) -> list[int]:
@@ -117,8 +119,8 @@ def plan(settings: Mapping[str, Any], seed: int) -> list[Launch]:
             continue
         for p in ranks:
             chosen = [b for b in benches if b != "pingpong" or p == 2]
-            if chosen:
-                launches.append(Launch(transport, p, "mpi-probe", chosen, sizes))
+            for method in settings.get("methods", ["probe"]) if chosen else []:
+                launches.append(Launch(transport, p, "mpi-probe", chosen, sizes, method))
         if settings["reference"]["enabled"] and 2 in ranks:
             launches.append(Launch(transport, 2, "mpi-pingpong-ref", ["pingpong"],
                                    sorted(settings["reference"]["sizes"])))
@@ -146,6 +148,14 @@ def probe_args(settings: Mapping[str, Any], launch: Launch, seed: int) -> list[s
         ref = settings["reference"]
         return ["--sizes", ",".join(map(str, launch.sizes)), "--iterations", str(ref["iterations"]),
                 "--warmup", str(ref["warmup"]), "--series", str(ref["series"])]
+    if launch.method == "osu":
+        # OSU's own skip and iteration counts, unless osu_iterations overrides
+        # them as OSU's -i does; OSU synchronises with barriers only.
+        counts = (["--iterations", str(settings["osu_iterations"])]
+                  if settings.get("osu_iterations") else [])
+        return ["--method", "osu", "--bench", ",".join(launch.benches),
+                "--sizes", ",".join(map(str, launch.sizes)), *counts,
+                "--series", str(settings["series"]), "--seed", str(seed)]
     return ["--bench", ",".join(launch.benches), "--sizes", ",".join(map(str, launch.sizes)),
             "--warmup", str(settings["warmup"]), "--iterations", str(settings["iterations"]),
             "--series", str(settings["series"]), "--large-bytes", str(settings["large_bytes"]),
@@ -343,7 +353,7 @@ def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: 
                         error_line=mpi_error_line, env={**_mpi_env(), **decided.get("environment", {})},
                         name=launch.label())
     record: dict[str, Any] = {"transport": launch.transport, "ranks": launch.ranks,
-                              "program": launch.program, "benches": launch.benches,
+                              "program": launch.program, "method": launch.method, "benches": launch.benches,
                               "sizes": launch.sizes, "argv": result.argv, **decided,
                               "seconds": round(result.seconds, 3)}
     if cluster is not None:

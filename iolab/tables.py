@@ -21,7 +21,8 @@ from typing import Any
 import pandas as pd
 
 from . import atomic, paths
-from .formats import CELL_COLUMNS, MPI_COLUMNS, REFERENCE_BENCH, launch_lookup, read_launches
+from .formats import (CELL_COLUMNS, MPI_COLUMNS, OSU_PREFIX, REFERENCE_BENCH, bench_method, launch_lookup,
+                      read_launches)
 from .provenance import sidecar_for
 
 # cost-probe raw format v2: every mode writes these columns.
@@ -198,20 +199,22 @@ def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
         frame = read_mpi_csv(raw)
         launches = launch_lookup(read_launches(raw))
         program = frame["bench"].map(lambda b: "mpi-pingpong-ref" if b == REFERENCE_BENCH else "mpi-probe")
-        keys = list(zip(frame["transport"], frame["ranks"].astype(int), program, strict=True))
+        method = frame["bench"].map(bench_method)
+        keys = list(zip(frame["transport"], frame["ranks"].astype(int), program, method, strict=True))
         missing = {k for k in set(keys) if k not in launches}
         if missing:
             raise RawFormatError(f"{raw}: rows without a '# launch:' record: {sorted(missing)}")
 
-        def from_launch(key: tuple[str, int, str], bench: str, what: str) -> Any:
+        def from_launch(key: tuple[str, int, str, str], bench: str, what: str) -> Any:
             rec = launches[key]
             meta = rec.get("probe_meta", {})
+            operation = bench.removeprefix(OSU_PREFIX)
             if what == "algorithm":
-                return meta.get("algorithms", {}).get(bench, {}).get("algorithm", "")
+                return meta.get("algorithms", {}).get(operation, {}).get("algorithm", "")
             if what == "pinned":
-                return bool(meta.get("algorithms", {}).get(bench, {}).get("pinned", False))
+                return bool(meta.get("algorithms", {}).get(operation, {}).get("pinned", False))
             if what == "sync":
-                if bench in ("pingpong", REFERENCE_BENCH):
+                if bench in ("pingpong", "osu_latency", REFERENCE_BENCH):
                     return "self"
                 return meta.get("sync", "")
             if what == "hosts":
@@ -226,7 +229,7 @@ def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
                 return ",".join((rec.get("group") or {}).get("nodes", [])[1:])
             return rec[what]
 
-        cache: dict[tuple[tuple[str, int, str], str], dict[str, Any]] = {}
+        cache: dict[tuple[tuple[str, int, str, str], str], dict[str, Any]] = {}
         cols: dict[str, list[Any]] = {c: [] for c in ("oversubscribed", "binding", "algorithm", "pinned",
                                                       "sync", "hosts", "rate_mbit", "peers")}
         for key, bench in zip(keys, frame["bench"], strict=True):

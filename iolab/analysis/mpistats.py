@@ -14,17 +14,34 @@
 - ``ratios``: A/B per size between two transports (or nodes), formed within
   each repetition from its medians and summarised across repetitions, never
   by averaging per-iteration ratios.
+- ``osu_values``: what an OSU program prints for each series (each rank's
+  mean time, then the average, minimum and maximum over ranks; osu_latency:
+  half rank 0's mean round trip), for rows of either timing method;
+  ``method_ratios`` compares the two methods on that statistic, size by size.
+
+Rows timed with ``mpi-probe --method osu`` are named after the OSU program
+(``osu_bcast``); ``operation`` strips the prefix.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from ..formats import REFERENCE_BENCH
+import numpy as np
+
+from ..formats import OSU_PREFIX, REFERENCE_BENCH
 from .stats import Estimate, across_reps, mean_of_smallest
 
 GROUP = ["node", "kind", "transport", "bench", "ranks", "bytes"]
 COLLECTIVES = ("bcast", "allreduce", "alltoall", "barrier")
+OSU_COLLECTIVES = tuple(OSU_PREFIX + c for c in COLLECTIVES)
+OSU_LATENCY = "osu_latency"
+POINT_TO_POINT = ("pingpong", REFERENCE_BENCH, OSU_LATENCY)
+
+
+def operation(bench: str) -> str:
+    """The MPI operation a row times, whichever method timed it."""
+    return "pingpong" if bench == OSU_LATENCY else bench.removeprefix(OSU_PREFIX)
 
 
 def iteration_times(table: pd.DataFrame) -> pd.DataFrame:
@@ -32,9 +49,9 @@ def iteration_times(table: pd.DataFrame) -> pd.DataFrame:
     valid = table[~table["late"]]
     keys = [*GROUP, "rep", "series", "iteration"]
     carry = ["oversubscribed", "algorithm", "pinned", "sync", "hosts", "rate_mbit", "peers"]
-    p2p = valid[valid["bench"].isin(["pingpong", REFERENCE_BENCH]) & (valid["rank"] == 0)]
+    p2p = valid[valid["bench"].isin(POINT_TO_POINT) & (valid["rank"] == 0)]
     p2p = p2p.assign(time_ns=p2p["ns"] / 2.0)[[*keys, *carry, "time_ns"]]
-    coll = valid[valid["bench"].isin(COLLECTIVES)]
+    coll = valid[valid["bench"].isin(COLLECTIVES + OSU_COLLECTIVES)]
     if coll.empty:
         return p2p.reset_index(drop=True)
     agg = coll.groupby(keys, sort=False).agg(time_ns=("ns", "max"), ranks_seen=("rank", "nunique"),
@@ -197,3 +214,100 @@ def pingpong_row(summary: pd.DataFrame, transport: str, size: int) -> pd.Series 
     row = summary[(summary["bench"] == "pingpong") & (summary["transport"] == transport)
                   & (summary["bytes"] == size)]
     return row.iloc[0] if len(row) else None
+
+
+# --- OSU's statistic ----------------------------------------------------------------
+
+OSU_KEYS = ["node", "kind", "transport", "bench", "ranks", "bytes", "rep", "series"]
+
+
+def osu_values(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per series (an OSU program's run at one size): ``avg_us``,
+    ``min_us`` and ``max_us`` over ranks of each rank's mean time, as
+    osu_bcast and its siblings print them; for ping-pong (osu_latency, or
+    our pingpong rows) half of rank 0's mean round trip in all three, as
+    osu_latency prints one number. Works on rows of either method, so the
+    methods can be compared on the same statistic."""
+    valid = table[~table["late"]]
+    p2p = valid[valid["bench"].isin(("pingpong", OSU_LATENCY)) & (valid["rank"] == 0)]
+    coll = valid[valid["bench"].isin(COLLECTIVES + OSU_COLLECTIVES)]
+    frames = []
+    if len(p2p):
+        one_way = p2p.groupby(OSU_KEYS, sort=True)["ns"].mean() / 2000.0
+        frames.append(pd.DataFrame({"avg_us": one_way, "min_us": one_way, "max_us": one_way}))
+    if len(coll):
+        per_rank = coll.groupby([*OSU_KEYS, "rank"], sort=True)["ns"].mean() / 1000.0
+        over_ranks = per_rank.groupby(level=OSU_KEYS, sort=True)
+        frames.append(pd.DataFrame({"avg_us": over_ranks.mean(), "min_us": over_ranks.min(),
+                                    "max_us": over_ranks.max()}))
+    cols = [*OSU_KEYS, "avg_us", "min_us", "max_us"]
+    if not frames:
+        return pd.DataFrame(columns=[*cols, "method", "operation"])
+    out = pd.concat(frames).reset_index()[cols]
+    return out.assign(method=np.where(out["bench"].str.startswith(OSU_PREFIX), "osu", "probe"),
+                      operation=out["bench"].map(operation))
+
+
+def method_ratios(values: pd.DataFrame) -> pd.DataFrame:
+    """Per (node, transport, operation, ranks, bytes) measured by both
+    methods: our method's OSU average over OSU's, formed within each
+    repetition from the medians over its series, summarised across
+    repetitions (median and 95 % interval)."""
+    keys = ["node", "transport", "operation", "ranks", "bytes"]
+    per_rep = values.groupby([*keys, "method", "rep"], sort=True)["avg_us"].median().unstack("method")
+    cols = [*keys, "ratio", "low", "high", "reps", "probe_us", "osu_us"]
+    if "probe" not in per_rep or "osu" not in per_rep:
+        return pd.DataFrame(columns=cols)
+    both = per_rep.dropna(subset=["probe", "osu"]).reset_index()
+    rows = []
+    for key, g in both.groupby(keys, sort=True):
+        est = across_reps((g["probe"] / g["osu"]).to_numpy())
+        rows.append({**dict(zip(keys, key, strict=True)), "ratio": est.value, "low": est.low,
+                     "high": est.high, "reps": est.n, "probe_us": float(g["probe"].median()),
+                     "osu_us": float(g["osu"].median())})
+    return pd.DataFrame(rows, columns=cols)
+
+
+# --- the HPC HUB seed's view (claims M1, M2) ------------------------------------------
+
+SEED_KEYS = ["node", "kind", "transport", "bench", "ranks", "bytes"]
+
+
+def seed_view(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """What the seed compared, per series: OSU's statistic (``osu_values``'
+    average) where a launch was timed with the OSU method, as the seed's OSU
+    5.3.1 runs were; otherwise our series mean of the per-iteration maximum
+    over ranks. ``bench`` is the operation; ``method`` says which applied.
+
+    Returns (per repetition: the median over its series, with the launch's
+    oversubscription, pinning and host count; per cell: the seed's estimator,
+    the mean of the 3 smallest series values pooled over repetitions)."""
+    carry_cols = ["oversubscribed", "pinned", "hosts"]
+    osu = table[table["bench"].str.startswith(OSU_PREFIX)]
+    ours = table[~table["bench"].str.startswith(OSU_PREFIX)]
+    frames = []
+    if len(osu):
+        v = osu_values(osu)
+        v = v.assign(time_ns=v["avg_us"] * 1000.0, bench=v["operation"])[[*SEED_KEYS, "rep", "series",
+                                                                           "time_ns", "method"]]
+        frames.append(v)
+    if len(ours):
+        t = iteration_times(ours)
+        t = t[t["bench"].isin(("pingpong", *COLLECTIVES))]
+        s = t.groupby([*SEED_KEYS, "rep", "series"], sort=True)["time_ns"].mean().reset_index()
+        frames.append(s.assign(method="probe"))
+    cols = [*SEED_KEYS, "rep", "time_ns", "method", *carry_cols]
+    if not frames:
+        return pd.DataFrame(columns=cols), pd.DataFrame(columns=[*SEED_KEYS, "method", "mean3_ns"])
+    series = pd.concat(frames, ignore_index=True)
+    # One method per cell: OSU's where it was measured.
+    has_osu = series[series["method"] == "osu"][SEED_KEYS].drop_duplicates().assign(_osu=True)
+    series = series.merge(has_osu, on=SEED_KEYS, how="left")
+    series = series[(series["method"] == "osu") | series["_osu"].isna()].drop(columns="_osu")
+    launch = table.assign(bench=table["bench"].map(operation)).groupby(
+        ["node", "transport", "bench", "ranks"], sort=True)[carry_cols].first().reset_index()
+    per_rep = (series.groupby([*SEED_KEYS, "rep", "method"], sort=True)["time_ns"].median().reset_index()
+               .merge(launch, on=["node", "transport", "bench", "ranks"], how="left"))
+    mean3 = series.groupby([*SEED_KEYS, "method"], sort=True)["time_ns"].apply(
+        lambda x: mean_of_smallest(x.to_numpy(), 3) if len(x) >= 3 else float("nan")).rename("mean3_ns")
+    return per_rep[cols], mean3.reset_index()

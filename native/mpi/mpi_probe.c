@@ -15,6 +15,16 @@
  *            a rank that reaches the start late marks the iteration late=1.
  * Ping-pong ignores both: the peer posts its receive and sends a zero-byte
  * "ready", then rank 0 times from its send to the echo's arrival.
+ *
+ * --method osu times as the OSU micro-benchmarks (5.3) do, for comparisons
+ * with studies that used them: buffers are filled and checked once, in an
+ * untimed pass before the series and again after it, and the timed loop
+ * reuses them unchanged; collectives run skip + iterations times with a
+ * barrier after each, ping-pong runs osu_latency's back-to-back loop; OSU's
+ * skip and iteration counts by size; allreduce sums floats. Rows are named
+ * after the OSU program (osu_bcast, ...) and still hold every iteration on
+ * every rank, so OSU's statistic (each rank's mean, then the average,
+ * minimum and maximum over ranks) is derived later, as is ours.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -41,8 +51,22 @@ static const char *const bench_names[B_COUNT] = {"pingpong", "bcast", "allreduce
 static const char *const bench_cvar[B_COUNT] = {NULL, "coll_tuned_bcast_algorithm",
 	"coll_tuned_allreduce_algorithm", "coll_tuned_alltoall_algorithm", "coll_tuned_barrier_algorithm"};
 
+/* Under --method osu, rows carry the name of the OSU program reproduced. */
+static const char *const osu_names[B_COUNT] = {"osu_latency", "osu_bcast", "osu_allreduce", "osu_alltoall",
+	"osu_barrier"};
+
 enum sync_mode { SYNC_BARRIER, SYNC_WINDOW };
 static const char *const sync_names[] = {"barrier", "window"};
+
+enum method { METHOD_PROBE, METHOD_OSU };
+static const char *const method_names[] = {"probe", "osu"};
+
+/* OSU 5.3's counts: osu_coll.h (SKIP, SKIP_LARGE, 1000/100 iterations) and
+ * osu_pt2pt.h (LAT_SKIP_*, LAT_LOOP_*); "large" is above 8192, counted in
+ * elements (floats for allreduce). */
+#define OSU_LARGE 8192
+static const long long osu_coll_counts[4] = {200, 1000, 10, 100}; /* skip, iters; large */
+static const long long osu_lat_counts[4] = {100, 10000, 10, 1000};
 
 struct options {
 	unsigned benches;
@@ -53,6 +77,11 @@ struct options {
 	long long window_us; /* 0: derived from the warm-up */
 	long long seed;
 	long long inject_rank; /* -1: off */
+	long long delay_rank;  /* -1: off */
+	long long delay_us;
+	enum method method;
+	/* Which counts were given on the command line (they override OSU's). */
+	int set_warmup, set_iterations, set_large_iterations;
 	const char *output;
 };
 
@@ -64,6 +93,8 @@ struct cell {
 
 static int rank, nranks;
 static int lie; /* this rank was told to perturb its input (--inject-error) */
+static int osu; /* --method osu: allreduce sums floats, as osu_allreduce does */
+static uint64_t delay_ns; /* --delay-us on this rank; 0 elsewhere */
 
 static void usage(FILE *f)
 {
@@ -88,8 +119,19 @@ static void usage(FILE *f)
 		"                       ping-pong is self-synchronised under either\n"
 		"  --window-us US       window length; 0 (default) derives it from the warm-up\n"
 		"  --seed S             shuffles the order of cells (default 1)\n"
+		"  --method M           probe (default): the timing described above;\n"
+		"                       osu: OSU micro-benchmarks 5.3's method (buffers checked\n"
+		"                       in untimed passes, barrier after each iteration,\n"
+		"                       osu_latency's loop, OSU's counts: collectives skip\n"
+		"                       200/10 and time 1000/100 iterations, ping-pong skips\n"
+		"                       100/10 and times 10000/1000, large above 8192\n"
+		"                       elements; --warmup/--iterations override both sizes);\n"
+		"                       allreduce sums floats, so sizes not a multiple of 4 B\n"
+		"                       are left out, as OSU does; rows are named osu_<bench>\n"
 		"  --inject-error RANK  testing: RANK perturbs its input, so validation must fail\n"
 		"                       (bcast: only the root has input; ping-pong: either end)\n"
+		"  --delay-rank RANK    testing: RANK spins --delay-us inside every timed\n"
+		"  --delay-us US        collective iteration, before the collective (default 0)\n"
 		"  --output FILE        CSV written by rank 0 (default: stdout)\n"
 		"  --help               this text\n"
 		"\n"
@@ -112,6 +154,16 @@ static int launcher_rank(void)
 	return 0;
 }
 
+/* The index of `value` among a flag's two names, or one line and exit 2. */
+static int parse_either(const char *value, const char *flag, const char *const names[2])
+{
+	for (int i = 0; i < 2; i++)
+		if (!strcmp(value, names[i]))
+			return i;
+	fprintf(stderr, "%s: %s: '%s' is not %s or %s\n", prog, flag, value, names[0], names[1]);
+	exit(2);
+}
+
 static struct options parse(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -121,12 +173,14 @@ static struct options parse(int argc, char **argv)
 		{"large-iterations", required_argument, 0, 'I'}, {"sync", required_argument, 0, 'y'},
 		{"window-us", required_argument, 0, 'W'}, {"seed", required_argument, 0, 'S'},
 		{"inject-error", required_argument, 0, 'E'}, {"output", required_argument, 0, 'o'},
+		{"method", required_argument, 0, 'M'}, {"delay-rank", required_argument, 0, 'D'},
+		{"delay-us", required_argument, 0, 'U'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
 	struct options o = {
 		.benches = (1u << B_COUNT) - 1, .warmup = 10, .iterations = 100, .series = 10,
 		.large_bytes = 65536, .large_iterations = 20, .sync = SYNC_BARRIER, .seed = 1,
-		.inject_rank = -1,
+		.inject_rank = -1, .delay_rank = -1, .method = METHOD_PROBE,
 	};
 	int saved = -1, c;
 
@@ -139,21 +193,21 @@ static struct options parse(int argc, char **argv)
 		switch (c) {
 		case 'b': o.benches = parse_name_set(prog, "--bench", optarg, bench_names, B_COUNT); break;
 		case 's': free(o.sizes.v); o.sizes = parse_int_list(prog, "--sizes", optarg, 1, 1LL << 30); break;
-		case 'w': o.warmup = parse_int_flag(prog, "--warmup", optarg, 0, 100000000); break;
-		case 'i': o.iterations = parse_int_flag(prog, "--iterations", optarg, 1, 100000000); break;
+		case 'w': o.warmup = parse_int_flag(prog, "--warmup", optarg, 0, 100000000); o.set_warmup = 1; break;
+		case 'i':
+			o.iterations = parse_int_flag(prog, "--iterations", optarg, 1, 100000000);
+			o.set_iterations = 1;
+			break;
 		case 'n': o.series = parse_int_flag(prog, "--series", optarg, 1, 100000); break;
 		case 'L': o.large_bytes = parse_int_flag(prog, "--large-bytes", optarg, 0, 1LL << 30); break;
-		case 'I': o.large_iterations = parse_int_flag(prog, "--large-iterations", optarg, 1, 100000000); break;
-		case 'y':
-			if (!strcmp(optarg, "barrier"))
-				o.sync = SYNC_BARRIER;
-			else if (!strcmp(optarg, "window"))
-				o.sync = SYNC_WINDOW;
-			else {
-				fprintf(stderr, "%s: --sync: '%s' is not barrier or window\n", prog, optarg);
-				exit(2);
-			}
+		case 'I':
+			o.large_iterations = parse_int_flag(prog, "--large-iterations", optarg, 1, 100000000);
+			o.set_large_iterations = 1;
 			break;
+		case 'M': o.method = (enum method)parse_either(optarg, "--method", method_names); break;
+		case 'D': o.delay_rank = parse_int_flag(prog, "--delay-rank", optarg, 0, 1 << 24); break;
+		case 'U': o.delay_us = parse_int_flag(prog, "--delay-us", optarg, 0, 10000000); break;
+		case 'y': o.sync = (enum sync_mode)parse_either(optarg, "--sync", sync_names); break;
 		case 'W': o.window_us = parse_int_flag(prog, "--window-us", optarg, 0, 100000000); break;
 		case 'S': o.seed = parse_int_flag(prog, "--seed", optarg, 0, INT64_MAX); break;
 		case 'E': o.inject_rank = parse_int_flag(prog, "--inject-error", optarg, 0, 1 << 24); break;
@@ -229,11 +283,20 @@ static void fill(int bench, struct buffers *b, long long iter)
 			b->send[m / 2] ^= 0x40; /* the root sends a corrupted copy */
 		break;
 	case B_ALLREDUCE:
-		for (size_t i = 0; i < m; i++)
-			b->send[i] = pattern(iter, rank, 0, i);
+		if (osu) {
+			/* Small whole numbers: their float sum is exact. */
+			float *f = (float *)b->send;
+			for (size_t i = 0; i < m / sizeof(float); i++)
+				f[i] = (float)pattern(iter, rank, 0, i);
+			if (lie)
+				f[m / sizeof(float) / 2] += 1.0f;
+		} else {
+			for (size_t i = 0; i < m; i++)
+				b->send[i] = pattern(iter, rank, 0, i);
+			if (lie)
+				b->send[m / 2] ^= 0x40;
+		}
 		memset(b->recv, 0xa5, m);
-		if (lie)
-			b->send[m / 2] ^= 0x40;
 		break;
 	case B_ALLTOALL:
 		for (int d = 0; d < nranks; d++)
@@ -281,6 +344,21 @@ static void validate(int bench, const struct buffers *b, int series, long long i
 		return;
 	}
 	case B_ALLREDUCE:
+		if (osu) {
+			const float *f = (const float *)b->recv;
+			for (size_t i = 0; i < m / sizeof(float); i++) {
+				float want = 0;
+				for (int r = 0; r < nranks; r++)
+					want += (float)pattern(iter, r, 0, i);
+				if (f[i] != want) {
+					fprintf(stderr, "%s: validation failed: allreduce %zu B, series %d iteration %lld: rank %d has %g in element %zu, expected %g\n",
+						prog, m, series, iter, rank, (double)f[i], i, (double)want);
+					fflush(stderr);
+					MPI_Abort(MPI_COMM_WORLD, 3);
+				}
+			}
+			return;
+		}
 		for (size_t i = 0; i < m; i++) {
 			uint8_t want = 0;
 			for (int r = 0; r < nranks; r++)
@@ -344,6 +422,11 @@ static void run_once(int bench, struct buffers *b)
 		check_mpi(MPI_Bcast(rank == 0 ? b->send : b->recv, m, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast");
 		return;
 	case B_ALLREDUCE:
+		if (osu) {
+			check_mpi(MPI_Allreduce(b->send, b->recv, m / (int)sizeof(float), MPI_FLOAT, MPI_SUM,
+						MPI_COMM_WORLD), "MPI_Allreduce");
+			return;
+		}
 		/* Bytewise XOR: exact at every size from 1 B. MPI_SUM on bytes is
 		 * not: Open MPI 4.1's op/avx saturates integer sums that overflow
 		 * (open-mpi/ompi#8045, "wontfix"), which this probe's validation
@@ -359,6 +442,16 @@ static void run_once(int bench, struct buffers *b)
 	default:
 		return;
 	}
+}
+
+/* Busy-waits `ns` (--delay-us): a known delay inside the timed region. */
+static void spin(uint64_t ns)
+{
+	if (!ns)
+		return;
+	uint64_t until = now_ns() + ns;
+	while (now_ns() < until)
+		;
 }
 
 /* ---- window synchronisation ------------------------------------------- */
@@ -495,8 +588,19 @@ static void write_meta(FILE *f, const struct options *o, char (*procs)[MPI_MAX_P
 		"\"pingpong_ns\": \"round trip on rank 0, timed after the peer's ready message (no barrier or window); the peer's own time from posting its receive to sending the echo\", ",
 		sync_names[o->sync], o->warmup, o->iterations, o->series, o->large_bytes,
 		o->large_iterations, o->seed);
-	fprintf(f, "\"validated\": true, \"inject_error_rank\": %lld, \"coll_tuned_use_dynamic_rules\": ",
-		o->inject_rank);
+	fprintf(f, "\"method\": \"%s\", ", method_names[o->method]);
+	if (o->method == METHOD_OSU)
+		fprintf(f, "\"osu\": {\"modelled_on\": \"OSU micro-benchmarks 5.3\", \"large_above_elements\": %d, "
+			"\"collective\": {\"skip\": %lld, \"iterations\": %lld, \"skip_large\": %lld, \"iterations_large\": %lld}, "
+			"\"latency\": {\"skip\": %lld, \"iterations\": %lld, \"skip_large\": %lld, \"iterations_large\": %lld}, "
+			"\"counts_from_command_line\": %s, \"allreduce_op\": \"MPI_SUM on MPI_FLOAT\", "
+			"\"ns\": \"osu_latency rows: one round trip (back to back); collective rows: the operation, barrier after\"}, ",
+			OSU_LARGE, osu_coll_counts[0], osu_coll_counts[1], osu_coll_counts[2], osu_coll_counts[3],
+			osu_lat_counts[0], osu_lat_counts[1], osu_lat_counts[2], osu_lat_counts[3],
+			o->set_warmup || o->set_iterations || o->set_large_iterations ? "true" : "false");
+	fprintf(f, "\"validated\": true, \"inject_error_rank\": %lld, \"delay_rank\": %lld, \"delay_us\": %lld, "
+		"\"coll_tuned_use_dynamic_rules\": ",
+		o->inject_rank, o->delay_rank, o->delay_us);
 	if (have_dynamic)
 		fprintf(f, "%d", dynamic);
 	else
@@ -522,6 +626,90 @@ static void write_meta(FILE *f, const struct options *o, char (*procs)[MPI_MAX_P
 	MPI_T_finalize();
 }
 
+static long long tick; /* distinct pattern per iteration, warm-up included */
+
+/* ---- --method osu ------------------------------------------------------- */
+
+/* Warm-up and timed iterations of one cell. Under --method osu, OSU's counts
+ * unless the command line set them (-x/-i in OSU set both sizes alike). */
+static void cell_counts(const struct options *o, const struct cell *c, long long *warmup, long long *iters)
+{
+	if (o->method != METHOD_OSU) {
+		*warmup = o->warmup;
+		*iters = c->bytes > o->large_bytes ? o->large_iterations : o->iterations;
+		return;
+	}
+	const long long *k = c->bench == B_PINGPONG ? osu_lat_counts : osu_coll_counts;
+	long long elements = c->bench == B_ALLREDUCE ? c->bytes / (long long)sizeof(float) : c->bytes;
+	int large = elements > OSU_LARGE;
+	*warmup = o->set_warmup ? o->warmup : k[large ? 2 : 0];
+	if (large && o->set_large_iterations)
+		*iters = o->large_iterations;
+	else
+		*iters = o->set_iterations ? o->iterations : k[large ? 3 : 1];
+}
+
+/* One untimed, checked operation: a warm-up iteration of ours, and under
+ * --method osu the check OSU never makes, so a wrong result still stops the
+ * run. */
+static void checked_pass(const struct cell *c, struct buffers *b, long long it)
+{
+	fill(c->bench, b, it);
+	if (c->bench == B_PINGPONG)
+		pingpong_round(b);
+	else {
+		check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+		run_once(c->bench, b);
+	}
+	validate(c->bench, b, c->series, it);
+}
+
+/* One series as an OSU program times one message size. The buffers of the
+ * checked pass are reused as they are; the same check after the loop shows
+ * the timed operations delivered the same result. */
+static void run_series_osu(const struct cell *c, struct buffers *b, long long warmup, long long iters,
+			   int64_t *times, int64_t *late)
+{
+	int peer = nranks - 1, m = (int)c->bytes;
+	long long it = tick++;
+
+	b->bytes = (size_t)c->bytes;
+	checked_pass(c, b, it);
+	memset(late, 0, (size_t)iters * sizeof(*late));
+	check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+	if (c->bench == B_PINGPONG) {
+		/* osu_latency: back-to-back round trips; one clock reading per
+		 * iteration, so the times add up to OSU's loop time. */
+		uint64_t prev = now_ns();
+		for (long long i = 0; i < warmup + iters; i++) {
+			if (rank == 0) {
+				check_mpi(MPI_Send(b->send, m, MPI_BYTE, peer, 1, MPI_COMM_WORLD), "MPI_Send");
+				check_mpi(MPI_Recv(b->recv, m, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+					  "MPI_Recv");
+			} else if (rank == peer) {
+				check_mpi(MPI_Recv(b->recv, m, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+					  "MPI_Recv");
+				check_mpi(MPI_Send(b->recv, m, MPI_BYTE, 0, 1, MPI_COMM_WORLD), "MPI_Send");
+			}
+			uint64_t t = now_ns();
+			if (i >= warmup)
+				times[i - warmup] = rank == 0 || rank == peer ? (int64_t)(t - prev) : 0;
+			prev = t;
+		}
+	} else {
+		for (long long i = 0; i < warmup + iters; i++) {
+			uint64_t t0 = now_ns();
+			spin(delay_ns);
+			run_once(c->bench, b);
+			uint64_t t1 = now_ns();
+			if (i >= warmup)
+				times[i - warmup] = (int64_t)(t1 - t0);
+			check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+		}
+	}
+	validate(c->bench, b, c->series, it);
+}
+
 /* ---- the run ------------------------------------------------------------ */
 
 static uint64_t rng_state;
@@ -543,9 +731,12 @@ static struct cell *make_cells(const struct options *o, size_t *count)
 		if (!(o->benches & (1u << b)))
 			continue;
 		size_t nsizes = b == B_BARRIER ? 1 : o->sizes.n;
-		for (size_t s = 0; s < nsizes; s++)
+		for (size_t s = 0; s < nsizes; s++) {
+			if (o->method == METHOD_OSU && b == B_ALLREDUCE && o->sizes.v[s] % (long long)sizeof(float))
+				continue; /* osu_allreduce sends whole floats */
 			for (int k = 0; k < o->series; k++)
 				cells[n++] = (struct cell){b, b == B_BARRIER ? 0 : o->sizes.v[s], k};
+		}
 	}
 	rng_state = (uint64_t)o->seed;
 	for (size_t i = n; i > 1; i--) {
@@ -558,7 +749,6 @@ static struct cell *make_cells(const struct options *o, size_t *count)
 	return cells;
 }
 
-static long long tick; /* distinct pattern per iteration, warm-up included */
 
 /* One series: warm-up, then timed iterations; times[i] and late[i] per rank.
  * Returns the window used (0 under barrier synchronisation). */
@@ -570,16 +760,8 @@ static uint64_t run_series(const struct options *o, const struct cell *c, struct
 
 	b->bytes = (size_t)c->bytes;
 	for (long long w = 0; w < o->warmup; w++) {
-		long long it = tick++;
 		uint64_t t0 = now_ns();
-		fill(c->bench, b, it);
-		if (c->bench == B_PINGPONG)
-			pingpong_round(b);
-		else {
-			check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-			run_once(c->bench, b);
-		}
-		validate(c->bench, b, c->series, it);
+		checked_pass(c, b, tick++);
 		uint64_t cycle = now_ns() - t0;
 		if (cycle > slowest_cycle)
 			slowest_cycle = cycle;
@@ -619,6 +801,7 @@ static uint64_t run_series(const struct options *o, const struct cell *c, struct
 			late[i] = 0;
 			t0 = now_ns();
 		}
+		spin(delay_ns);
 		run_once(c->bench, b);
 		t1 = now_ns();
 		times[i] = (int64_t)(t1 - t0);
@@ -645,9 +828,17 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 	lie = o.inject_rank == rank;
+	osu = o.method == METHOD_OSU;
+	delay_ns = o.delay_rank == rank ? (uint64_t)o.delay_us * 1000 : 0;
 	if (o.inject_rank >= nranks) {
 		if (rank == 0)
 			fprintf(stderr, "%s: --inject-error %lld: there are only %d ranks\n", prog, o.inject_rank, nranks);
+		MPI_Finalize();
+		return 2;
+	}
+	if (o.delay_rank >= nranks) {
+		if (rank == 0)
+			fprintf(stderr, "%s: --delay-rank %lld: there are only %d ranks\n", prog, o.delay_rank, nranks);
 		MPI_Finalize();
 		return 2;
 	}
@@ -692,7 +883,13 @@ int main(int argc, char **argv)
 	}
 
 	struct cell *cells = make_cells(&o, &ncells);
-	long long max_iters = o.iterations > o.large_iterations ? o.iterations : o.large_iterations;
+	long long max_iters = 1;
+	for (size_t ci = 0; ci < ncells; ci++) {
+		long long warmup, iters;
+		cell_counts(&o, &cells[ci], &warmup, &iters);
+		if (iters > max_iters)
+			max_iters = iters;
+	}
 	b.send = xmalloc(max_bytes * (size_t)nranks);
 	b.recv = xmalloc(max_bytes * (size_t)nranks);
 	int64_t *mine = xmalloc(2 * (size_t)max_iters * sizeof(int64_t));
@@ -700,8 +897,13 @@ int main(int argc, char **argv)
 
 	for (size_t ci = 0; ci < ncells; ci++) {
 		const struct cell *c = &cells[ci];
-		long long iters = c->bytes > o.large_bytes ? o.large_iterations : o.iterations;
-		uint64_t window = run_series(&o, c, &b, iters, mine, mine + iters);
+		long long warmup, iters;
+		uint64_t window = 0;
+		cell_counts(&o, c, &warmup, &iters);
+		if (o.method == METHOD_OSU)
+			run_series_osu(c, &b, warmup, iters, mine, mine + iters);
+		else
+			window = run_series(&o, c, &b, iters, mine, mine + iters);
 		check_mpi(MPI_Gather(mine, (int)(2 * iters), MPI_INT64_T, all, (int)(2 * iters), MPI_INT64_T, 0,
 				     MPI_COMM_WORLD), "MPI_Gather");
 		if (rank != 0)
@@ -711,7 +913,8 @@ int main(int argc, char **argv)
 				continue; /* idle during ping-pong */
 			const int64_t *t = all + (size_t)r * 2 * (size_t)iters;
 			for (long long i = 0; i < iters; i++)
-				fprintf(out, "%s,%lld,%d,%d,%lld,%d,%lld,%lld,%llu\n", bench_names[c->bench], c->bytes,
+				fprintf(out, "%s,%lld,%d,%d,%lld,%d,%lld,%lld,%llu\n",
+					(o.method == METHOD_OSU ? osu_names : bench_names)[c->bench], c->bytes,
 					nranks, c->series, i, r, (long long)t[i], (long long)t[iters + i],
 					(unsigned long long)window);
 		}
