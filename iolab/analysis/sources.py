@@ -54,6 +54,11 @@ QUOTED: dict[str, Quoted] = {
                                    "2 nodes x 20 ranks, OpenMPI 1.10, OSU 5.3.1"),
     "m2_allreduce_worst_ratio": Quoted("0.7", "", HPCHUB, "native/VM allreduce time, worst"),
     "m2_alltoall_worst_ratio": Quoted("0.87", "", HPCHUB, "native/VM alltoall time, worst"),
+    "m2_bcast_mostly": Quoted("0.8", "", HPCHUB, "native/VM bcast time ratio at most sizes (\u2265 0.8 mostly)"),
+    "m2_allreduce_mostly": Quoted("0.8", "", HPCHUB, "native/VM allreduce time ratio at most sizes "
+                                  "(\u2265 0.8 mostly)"),
+    "m2_alltoall_mostly": Quoted("0.88", "", HPCHUB, "native/VM alltoall time ratio at most sizes "
+                                 "(\u2265 0.88 mostly)"),
     "m2_mean_penalty": Quoted("0.20", "", HPCHUB, "average VM time penalty over collectives"),
 
     "u1_uring_c50_128": Quoted("249297", "", "Habr io_uring part 1 (seed 002)",
