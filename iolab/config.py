@@ -225,14 +225,37 @@ def _check_nodes(config: Mapping[str, Any]) -> None:
             raise ConfigError(f"{where}.experiments: {unknown[0]!r} is not an experiment "
                               f"(known: {', '.join(sorted(known_experiments))})")
         _check_mpi_peers(config, node, where)
+        _check_ib_peer(config, node, where)
         if node["runner"] == "netns":
             raise ConfigError(f"{where}.runner: netns is an MPI transport of a local node "
                               "(experiments.mpi.transports), not a node of its own")
 
 
+def _peer_entry(config: Mapping[str, Any], node: Mapping[str, Any], peer: str, key: str) -> Mapping[str, Any]:
+    """The inventory entry ``key`` (e.g. "nodes[0].ib.peer") names: another node."""
+    by_name = {n["name"]: n for n in config["nodes"]}
+    entry = by_name.get(peer)
+    if entry is None:
+        raise ConfigError(f"{key}: {peer!r} is not a node in the inventory (nodes: {', '.join(by_name)})")
+    if peer == node["name"]:
+        raise ConfigError(f"{key}: a node is not its own peer")
+    return entry
+
+
+def _check_ib_peer(config: Mapping[str, Any], node: Mapping[str, Any], where: str) -> None:
+    """The ib experiment's server end: an ssh node of the inventory with an address."""
+    peer = (node.get("ib") or {}).get("peer")
+    if peer is None:
+        return
+    entry = _peer_entry(config, node, peer, f"{where}.ib.peer")
+    if entry["runner"] != "ssh" or node["runner"] not in ("local", "ssh"):
+        raise ConfigError(f"{where}.ib.peer: perftest runs between a local or ssh node and an ssh peer")
+    if not (entry.get("address") or entry.get("host")):
+        raise ConfigError(f"{where}.ib.peer: the client reaches {peer!r} by its address; set its address")
+
+
 def _check_mpi_peers(config: Mapping[str, Any], node: Mapping[str, Any], where: str) -> None:
     """A node's MPI settings: peers that exist and can be reached, transports it can run."""
-    by_name = {n["name"]: n for n in config["nodes"]}
     own = node.get("mpi") or {}
     peers = own.get("peers") or []
     transports = own.get("transports") or []
@@ -243,12 +266,7 @@ def _check_mpi_peers(config: Mapping[str, Any], node: Mapping[str, Any], where: 
         raise ConfigError(f"{where}.address: node {node['name']!r} has MPI peers, which reach it "
                           "by its address; set address")
     for peer in peers:
-        entry = by_name.get(peer)
-        if entry is None:
-            raise ConfigError(f"{where}.mpi.peers: {peer!r} is not a node in the inventory "
-                              f"(nodes: {', '.join(by_name)})")
-        if peer == node["name"]:
-            raise ConfigError(f"{where}.mpi.peers: a node is not its own peer")
+        entry = _peer_entry(config, node, peer, f"{where}.mpi.peers")
         if entry["runner"] != "ssh":
             raise ConfigError(f"{where}.mpi.peers: {peer!r} is a {entry['runner']} node; "
                               "MPI peers are ssh nodes")

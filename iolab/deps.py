@@ -76,6 +76,10 @@ GROUPS: dict[str, list[Dependency]] = {
     "trace": [
         Dependency("'bpftrace'", "bpftrace", "bpftrace", _exe("bpftrace")),
     ],
+    "ib": [
+        Dependency("perftest's 'ib_send_lat' and 'ib_send_bw'", "perftest", "not packaged: build linux-rdma/perftest",
+                   lambda: _exe("ib_send_lat")() and _exe("ib_send_bw")()),
+    ],
     "ssh": [
         Dependency("'ssh'", "openssh-client", "openssh", _exe("ssh")),
     ],

@@ -31,6 +31,9 @@ class Experiment:
     notebooks: tuple[str, ...] = ()
     # What the runner of a node must be able to do for it to run there.
     needs: frozenset[Capability] = frozenset()
+    # The inventory setting a node must have for it to run there (e.g. the
+    # ib experiment's "ib.peer"); "" when every node may run it.
+    needs_setting: str = ""
 
 
 COST_PROBE = ("cost-probe",)
@@ -53,9 +56,22 @@ REGISTRY: dict[str, Experiment] = {e.name: e for e in (
                ("iolab/mpi.py", "iolab/runners/netns.py", "iolab/runners/mpigroup.py"),
                raw_format="mpi iterations v1", notebooks=("collectives", "claims"),
                needs=frozenset({Capability.MPI})),
+    # perftest comes from the node's packages, not from native/.
+    Experiment("ib", (), ("iolab/perftest.py",), extra_outputs=("perftest.txt",),
+               raw_format="perftest v1", notebooks=("claims",),
+               needs=frozenset({Capability.SERVERS}), needs_setting="ib.peer"),
 )}
 
 
 def can_host(capabilities: frozenset[Capability], experiment: str) -> bool:
     """Whether a runner with ``capabilities`` can run ``experiment``."""
     return REGISTRY[experiment].needs <= capabilities
+
+
+def has_setting(entry: dict, experiment: str) -> bool:
+    """Whether a node's inventory entry sets what ``experiment`` needs."""
+    dotted = REGISTRY[experiment].needs_setting
+    value: object = entry
+    for part in dotted.split(".") if dotted else []:
+        value = value.get(part) if isinstance(value, dict) else None
+    return bool(value)

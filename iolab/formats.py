@@ -22,6 +22,9 @@ CELL_COLUMNS = [
 MPI_PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]
 MPI_COLUMNS = ["transport", *MPI_PROBE_COLUMNS]
 REFERENCE_BENCH = "reference_pingpong"
+# The ib experiment's raw CSV (iolab.perftest): one row per program, size and metric.
+IB_RAW_HEADER = "# iolab-raw: perftest v1"
+IB_COLUMNS = ["program", "bytes", "iterations", "metric", "value"]
 OSU_PREFIX = "osu_"
 
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import atomic, echo, mpi, paths, provenance, tables, trace
+from . import atomic, echo, mpi, paths, perftest, provenance, tables, trace
 from .experiments import REGISTRY
 from .nodes import resolve_node
 from .probes import probe_argv
@@ -80,6 +80,9 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
                 summary = f"{len(extra['mpi']['launches'])} launches, {len(frame)} samples"
                 placement = {"launches": [{k: r[k] for k in ("transport", "ranks", "binding", "oversubscribed")}
                                           for r in extra["mpi"]["launches"]]}
+            elif experiment == "ib":
+                extra, argv, summary, placement = _ib(node_entry, node.name, node_runner, peer_entries,
+                                                      settings, tmp, output)
             elif experiment == "trace":
                 if remote:
                     raise RunError(f"trace on {node.name}: bpftrace runs on local nodes only")
@@ -139,6 +142,24 @@ def _echo(node_entry: Mapping[str, Any], node: Any, server_runner: Runner,
             f"{ok} of {len(frame)} cells measured", cpus)
 
 
+def _ib(node_entry: Mapping[str, Any], node: str, node_runner: Runner,
+        peer_entries: Sequence[Mapping[str, Any]], settings: Mapping[str, Any], tmp: Path,
+        output: Path) -> tuple[dict[str, Any], list[str], str, dict[str, Any]]:
+    """perftest with the client on this node and the server on its ib.peer."""
+    if len(peer_entries) != 1:
+        raise RunError(f"ib on {node}: the server end runs on the node's ib.peer (pass it with --peer-nodes)")
+    peer = peer_entries[0]
+    address = peer.get("address") or peer.get("host")
+    with runner_for(peer).session(()) as peer_runner, \
+            atomic.atomic_path(output.with_name(output.stem + ".perftest.txt")) as transcript:
+        extra = perftest.run_experiment(settings, node, node_runner, peer["name"], peer_runner, str(address),
+                                        tmp, transcript)
+    frame = tables.read_ib_csv(tmp)
+    summary = (f"skipped: {extra['ib']['reason']}" if not extra["ib"]["available"]
+               else f"{frame['bytes'].nunique()} sizes, {len(frame)} values")
+    return extra, ["ib_send_lat/ib_send_bw -a", f"(server on {peer['name']})"], summary, {"peer": peer["name"]}
+
+
 @contextlib.contextmanager
 def _mpi_group(node_entry: Mapping[str, Any], node_runner: Runner, facts: Any,
                peer_entries: Sequence[Mapping[str, Any]],
@@ -183,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, required=True, help="seed for the randomised run order")
     ap.add_argument("--output", type=Path, required=True, help="raw file to write")
     ap.add_argument("--client-node", help="echo: the node entry the load generator runs on, as JSON")
-    ap.add_argument("--peer-nodes", help="mpi: the node entries of this node's mpi.peers, as a JSON list")
+    ap.add_argument("--peer-nodes", help="mpi: the node entries of this node's mpi.peers; ib: its ib.peer "
+                                         "(a JSON list)")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     try:

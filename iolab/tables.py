@@ -14,15 +14,15 @@ import hashlib
 import json
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from . import atomic, paths
-from .formats import (CELL_COLUMNS, MPI_COLUMNS, OSU_PREFIX, REFERENCE_BENCH, bench_method, launch_lookup,
-                      read_launches)
+from .formats import (CELL_COLUMNS, IB_COLUMNS, MPI_COLUMNS, OSU_PREFIX, REFERENCE_BENCH, bench_method,
+                      launch_lookup, read_launches)
 from .provenance import sidecar_for
 
 # cost-probe raw format v2: every mode writes these columns.
@@ -84,6 +84,34 @@ def read_echo_csv(path: str | Path) -> pd.DataFrame:
 def read_raw_csv(path: str | Path) -> pd.DataFrame:
     """A cost-probe raw CSV as a frame; raises RawFormatError if malformed."""
     return _read_csv(path, PROBE_COLUMNS, ["seq", "calls", "ns", "not_inline"])
+
+
+def read_ib_csv(path: str | Path) -> pd.DataFrame:
+    """A perftest raw CSV (possibly empty, when no RDMA device was found)."""
+    return _read_csv(path, IB_COLUMNS, IB_COLUMNS)
+
+
+def ib_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy perftest results: one row per node, repetition, program, size and
+    metric (``value``); none where the experiment was skipped (``skipped``
+    then holds the reason, on one row without values)."""
+    return _skippable_table(raw_files, read_ib_csv, IB_COLUMNS)
+
+
+def _skippable_table(raw_files: Iterable[str | Path], read: Callable[[Path], pd.DataFrame],
+                     columns: Sequence[str]) -> pd.DataFrame:
+    """The raw files' rows with their context; a file of a skipped run gives
+    one row without values and the reason in ``skipped``."""
+    frames = []
+    for raw in sorted(Path(p) for p in raw_files):
+        frame = read(raw)
+        skipped = read_metadata(raw).get("skipped", "")
+        if frame.empty:
+            frame = pd.DataFrame([{c: None for c in columns}])
+        frames.append(frame.assign(**_context(raw), skipped=skipped))
+    if not frames:
+        raise RawFormatError("no raw files given")
+    return pd.concat(frames, ignore_index=True)
 
 
 def read_trace_csv(path: str | Path) -> pd.DataFrame:
@@ -149,16 +177,7 @@ def probe_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
 def trace_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     """Tidy bpftrace results: one row per node, repetition, workload and map.
     Empty (with the skip reason in ``skipped``) where tracing was unavailable."""
-    frames = []
-    for raw in sorted(Path(p) for p in raw_files):
-        frame = read_trace_csv(raw)
-        skipped = read_metadata(raw).get("skipped", "")
-        if frame.empty:
-            frame = pd.DataFrame([{c: None for c in TRACE_COLUMNS}])
-        frames.append(frame.assign(**_context(raw), skipped=skipped))
-    if not frames:
-        raise RawFormatError("no raw files given")
-    return pd.concat(frames, ignore_index=True)
+    return _skippable_table(raw_files, read_trace_csv, TRACE_COLUMNS)
 
 
 def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
@@ -249,7 +268,7 @@ def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
 
 
 TABLES = {"syscall": probe_table, "sendrecv": probe_table, "uring_batch": probe_table,
-          "nop": probe_table, "trace": trace_table, "echo": echo_table, "mpi": mpi_table}
+          "nop": probe_table, "trace": trace_table, "echo": echo_table, "mpi": mpi_table, "ib": ib_table}
 
 
 def unavailable_configurations(raw_files: Iterable[str | Path]) -> pd.DataFrame:

@@ -31,6 +31,7 @@ sendrecv_table = "auto"
 uring_batch_table = "auto"
 echo_table = "auto"  # "" when the echo experiment is disabled
 mpi_table = "auto"  # "" when the mpi experiment is disabled
+ib_table = ""  # perftest (M1); "" when no node ran the ib experiment
 node = ""                 # "": the first node in name order
 reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
@@ -47,7 +48,7 @@ from iolab.report.outputs import Outputs
 
 plotting.apply_style()
 sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
-           "echo": echo_table, "mpi": mpi_table}
+           "echo": echo_table, "mpi": mpi_table, "ib": ib_table}
 out = Outputs("claims", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
 syscall = tables.load("syscall", syscall_table, reps=reps)
@@ -55,7 +56,8 @@ findings = claims.evaluate(syscall, tables.load("sendrecv", sendrecv_table, reps
                            tables.load("uring_batch", uring_batch_table, reps=reps),
                            tables.load("echo", echo_table, reps=reps) if echo_table else None,
                            tables.load("mpi", mpi_table, reps=reps) if mpi_table else None,
-                           node=models.choose_node(syscall, node))
+                           node=models.choose_node(syscall, node),
+                           ib=tables.load("ib", ib_table, reps=reps) if ib_table else None)
 print(verdicts.RULE_TEXT)
 verdicts.table(findings)
 

@@ -33,7 +33,7 @@ SKIPPED_NODES = {n["name"]: r for n in config["nodes"] if (r := skip_reason(n))}
 for _name, _reason in SKIPPED_NODES.items():
     print(f"iolab: skipping node {_name}: {_reason}", file=sys.stderr)
 REPS = list(range(1, config["repeats"] + 1))
-from iolab.experiments import can_host  # noqa: E402
+from iolab.experiments import can_host, has_setting  # noqa: E402
 from iolab.runners import capabilities_of  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def node_runs(node, experiment):
     chosen = entry.get("experiments")
     if chosen is not None and experiment not in chosen:
         return False
-    return can_host(capabilities_of(entry["runner"]), experiment)
+    return can_host(capabilities_of(entry["runner"]), experiment) and has_setting(entry, experiment)
 
 
 # Experiments that run: those enabled (cost probes always are) that some
@@ -104,7 +104,8 @@ def mpi_peers(node):
 def run_key(experiment, node):
     h = hashlib.sha256()
     # The peers' entries count too: other peers are other measurements.
-    peers = mpi_peers(node) if experiment == "mpi" else []
+    peers = (mpi_peers(node) if experiment == "mpi"
+             else [NODE_BY_NAME[NODE_BY_NAME[node]["ib"]["peer"]]] if experiment == "ib" else [])
     h.update(json.dumps([config["experiments"][experiment], NODE_BY_NAME[node], *peers],
                         sort_keys=True).encode())
     sources = set(BUILD_FILES) | set(REGISTRY[experiment].code)
@@ -198,6 +199,9 @@ def other_nodes_flag(experiment, node):
         return client_node_flag(node)
     if experiment == "mpi":
         return peer_nodes_flag(node)
+    if experiment == "ib":
+        peer = NODE_BY_NAME[node]["ib"]["peer"]
+        return f"--peer-nodes {shlex.quote(json.dumps([NODE_BY_NAME[peer]]))}"
     return ""
 
 
@@ -213,6 +217,16 @@ def peer_nodes_flag(node):
     """`--peer-nodes JSON` when the node runs MPI across its mpi.peers, else ""."""
     peers = mpi_peers(node)
     return f"--peer-nodes {shlex.quote(json.dumps(peers))}" if peers else ""
+
+
+def dependency_groups(experiment, node):
+    """What `python -m iolab.deps check` checks before a measurement: the
+    build tools (and MPI's) for native programs; perftest where the ib
+    experiment's client runs here."""
+    programs = set(REGISTRY[experiment].programs)
+    if not programs:
+        return "ib" if NODE_BY_NAME[node]["runner"] == "local" else "ssh"
+    return "build mpi" if programs & set(MPI_PROGRAMS) else "build"
 
 
 def measurement_threads(node):
@@ -232,7 +246,7 @@ NOTEBOOK_TABLES = {
     "cost_model": ["syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"],
     "echo": ["echo", "syscall", "sendrecv", "uring_batch"],
     "collectives": ["mpi"],
-    "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"],
+    "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib"],
     "nodes": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"],
 }
 NOTEBOOK_CATEGORY = {"cost_model": "Cost model", "echo": "Echo servers", "collectives": "MPI collectives",

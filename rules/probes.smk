@@ -33,9 +33,12 @@ for _experiment, _spec in REGISTRY.items():
             seed=lambda w, e=_experiment: run_seed(e, w.node, w.rep),
             # Where the echo load generator runs, or the MPI peers of the node.
             nodes=lambda w, e=_experiment: other_nodes_flag(e, w.node),
-            deps="build mpi" if set(_spec.programs) & set(MPI_PROGRAMS) else "build",
-            mpicc=config["experiments"].get("mpi", {}).get("mpicc", "mpicc"),
-            programs=" ".join(f"build/{p}" for p in _spec.programs),
+            deps=lambda w, e=_experiment: dependency_groups(e, w.node),
+            # What to build first; nothing for an experiment that runs the
+            # node's installed programs (ib: perftest).
+            build=(lambda w, s=_spec: "make -s -C native MPICC={} {}".format(
+                shlex.quote(config["experiments"].get("mpi", {}).get("mpicc", "mpicc")),
+                " ".join(f"build/{p}" for p in s.programs)) if s.programs else "true"),
         threads: lambda wildcards: measurement_threads(wildcards.node)
         priority: lambda w, e=_experiment: rep_priority(e, w.node, w.rep)
         resources:
@@ -47,7 +50,7 @@ for _experiment, _spec in REGISTRY.items():
         conda:
             "../environment.yml"
         shell:
-            "(python -m iolab.deps check {params.deps} && make -s -C native MPICC={params.mpicc:q} {params.programs}"
+            "(python -m iolab.deps check {params.deps} && {params.build}"
             " && python -m iolab.measure {params.experiment} --node {params.node:q}"
             " --settings {params.settings:q} {params.nodes} --rep {wildcards.rep} --seed {params.seed}"
             " --output {output.raw}) 2>&1 | tee {log}"

@@ -179,7 +179,9 @@ def test_pipeline_runs_mpi_across_two_ssh_nodes(two_nodes: dict, tmp_path: Path)
     wd = copy_workflow(tmp_path / "iolab")
     local = {"name": "local", "runner": "local", "cpus": {"probe": 1, "server": 0, "client": 1},
              "experiments": ["syscall", "sendrecv", "uring_batch", "nop"]}
-    first = {**two_nodes["first"], "experiments": ["mpi"]}
+    # nsa also runs perftest against nsb (the ib experiment): neither has an
+    # RDMA device, so it is skipped with the reason and M1 uses MPI.
+    first = {**two_nodes["first"], "experiments": ["mpi", "ib"], "ib": {"peer": "nsb"}}
     peer = {**two_nodes["peer"], "experiments": []}
     (wd / "config" / "test-nodes.yaml").write_text(yaml.safe_dump({"nodes": [local, first, peer]}))
     (wd / "config" / "test-overlay.yaml").write_text(yaml.safe_dump({
@@ -215,6 +217,14 @@ def test_pipeline_runs_mpi_across_two_ssh_nodes(two_nodes: dict, tmp_path: Path)
     status = json.loads((wd / "results" / "nodes.json").read_text())
     assert status["nsa"]["mpi_peers"] == ["nsb"] and status["nsb"]["mpi_peer_of"] == ["nsa"]
     assert (wd / "paper" / "paper.pdf").exists()
+    ib_raw = next((wd / "data" / "raw" / "nsa" / "ib").glob("*/rep1.csv"))
+    reason = "no RDMA device under /sys/class/infiniband on nsa or nsb"
+    assert reason in tables.read_metadata(ib_raw)["skipped"]
+    assert ib_raw.with_name("rep1.perftest.txt").read_text().startswith(f"skipped: {reason}")
+    assert tables.load("ib", wd / "results" / "tables" / "ib.parquet")["skipped"].str.startswith(reason).all()
+    claims_numbers = json.loads((wd / "results" / "numbers" / "claims.json").read_text())
+    assert "results/tables/ib.parquet" in (wd / "results" / "figures" / "claims.json").read_text()
+    assert claims_numbers["m1_verdict"]["text"].startswith("not testable")
     # Both nodes' scratch directories are gone.
     for node in (two_nodes["first"], two_nodes["peer"]):
         runner = SshRunner(node)

@@ -140,3 +140,41 @@ def test_the_seeds_estimator_is_shown_beside_the_median() -> None:
                           for n, k in (("metal", "bare-metal"), ("guest", "vm"))
                           for s, r in zip(SIZES, [0.9, 0.85, 0.6, 0.8, 0.95], strict=True)])
     assert "seed's estimator (mean of 3 smallest series) 0.6" in claims.m2(per_rep, mean3)[0].part
+
+
+def perftest_rows(latency_ratio: list[float], bandwidth_ratio: float = 0.99) -> pd.DataFrame:
+    """ib experiment rows for a bare-metal and a VM node; latency native/VM
+    per repetition as given, bandwidth VM/native."""
+    out = []
+    for rep, (r, d) in enumerate(zip(latency_ratio, DRIFT, strict=True), 1):
+        for node, kind, lat, bw in (("metal", "bare-metal", 1.0 * r * d, 6000.0),
+                                    ("guest", "vm", 1.0 * d, 6000.0 * bandwidth_ratio)):
+            out += [{"node": node, "kind": kind, "rep": rep, "program": "ib_send_lat", "bytes": 2,
+                     "iterations": 1000, "metric": "t_typical_us", "value": lat},
+                    {"node": node, "kind": kind, "rep": rep, "program": "ib_send_bw", "bytes": 1 << 23,
+                     "iterations": 1000, "metric": "bw_average_mb_s", "value": bw}]
+    return pd.DataFrame(out)
+
+
+def test_m1_uses_perftest_where_both_kinds_ran_it() -> None:
+    mpi_only = two_pairs(SEED_LIKE, latency=0.1)      # MPI would say "not reproduced"
+    latency, bandwidth = claims.m1(mpi_only, ib=perftest_rows([0.75] * 6))
+    assert latency.part.startswith("native/VM ib_send_lat typical latency, 2 B (metal against guest)")
+    assert latency.estimate.value == pytest.approx(0.75) and latency.outcome is Outcome.REPRODUCED
+    assert bandwidth.estimate.value == pytest.approx(0.99) and bandwidth.outcome is Outcome.REPRODUCED
+    latency, _ = claims.m1(mpi_only, ib=perftest_rows([1.0] * 6))
+    assert latency.outcome is Outcome.NOT_REPRODUCED
+    # Repetitions on both sides of the band's edge (0.5625): undecided.
+    latency, _ = claims.m1(mpi_only, ib=perftest_rows([0.5, 0.6, 0.5, 0.6, 0.5, 0.6]))
+    assert latency.outcome is Outcome.UNDECIDED
+
+
+def test_m1_falls_back_to_mpi_without_perftest_on_both_kinds() -> None:
+    vm_only = perftest_rows([0.75] * 6)
+    vm_only = vm_only[vm_only["kind"] == "vm"]
+    latency, _ = claims.m1(two_pairs(SEED_LIKE), ib=vm_only)
+    assert latency.part.startswith("native/VM latency, MPI ping-pong 1 B across nodes")
+    skipped = pd.DataFrame([{"node": "metal", "kind": "bare-metal", "rep": 1, "program": None, "bytes": None,
+                             "iterations": None, "metric": None, "value": None, "skipped": "no RDMA device"}])
+    latency, _ = claims.m1(two_pairs(SEED_LIKE), ib=skipped)
+    assert "MPI ping-pong" in latency.part

@@ -34,7 +34,7 @@ from .claims import evaluate
 from .stats import MIN_REPS_FOR_CI
 from .verdicts import Finding, Outcome
 
-CLAIM_EXPERIMENTS = ("syscall", "sendrecv", "uring_batch", "echo", "mpi")
+CLAIM_EXPERIMENTS = ("syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib")
 
 
 @dataclass
@@ -198,7 +198,7 @@ def plan_from_raw(raw_files: Sequence[Path], *, round_: int, repeats: int,
     if missing:
         raise ValueError(f"precision planning needs the cost probes' raw files; missing: {', '.join(missing)}")
     findings = evaluate(loaded["syscall"], loaded["sendrecv"], loaded["uring_batch"],
-                        loaded.get("echo"), loaded.get("mpi"))
+                        loaded.get("echo"), loaded.get("mpi"), ib=loaded.get("ib"))
     spent, per_rep, per_cell = _timings(raw_files, repeats)
     return plan_round(findings, round_=round_, repeats=repeats, precision=precision, spent_seconds=spent,
                       seconds_per_rep=per_rep, seconds_per_cell=per_cell)

@@ -142,8 +142,48 @@ echo "{status_marker}$status"
 """
 
 
-def build_initramfs(programs: Sequence[str], command: Sequence[str], dest: Path) -> Path:
-    """An initramfs running ``command`` (paths inside the guest) once."""
+def kernel_release(kernel: str) -> str:
+    """The release a Debian kernel image belongs to (/boot/vmlinuz-RELEASE)."""
+    name = Path(kernel).name
+    if not name.startswith("vmlinuz-"):
+        raise VmError(f"cannot tell the release of kernel {kernel} (expected /boot/vmlinuz-RELEASE)")
+    return name.removeprefix("vmlinuz-")
+
+
+def guest_modules(kernel: str, names: Sequence[str]) -> list[str]:
+    """Host paths of the modules ``names`` (e.g. "rdma_rxe") of the guest
+    kernel's release, each after the modules it depends on (modules.dep)."""
+    release = kernel_release(kernel)
+    root = Path("/lib/modules") / release
+    try:
+        dep_lines = (root / "modules.dep").read_text().splitlines()
+    except OSError as e:
+        raise VmError(f"no module list for guest kernel {release}: install linux-image-{release}") from e
+    deps: dict[str, list[str]] = {}
+    for line in dep_lines:
+        mod, _, rest = line.partition(":")
+        deps[mod] = rest.split()
+    by_name = {Path(m).name.split(".ko")[0].replace("-", "_"): m for m in deps}
+    order: list[str] = []
+
+    def visit(mod: str) -> None:
+        for d in deps.get(mod, []):
+            visit(d)
+        if mod not in order:
+            order.append(mod)
+
+    for name in names:
+        if name.replace("-", "_") not in by_name:
+            raise VmError(f"guest kernel {release} has no module {name}")
+        visit(by_name[name.replace("-", "_")])
+    return [str(root / m) for m in order]
+
+
+def build_initramfs(programs: Sequence[str], command: Sequence[str], dest: Path,
+                    extra_files: Mapping[str, str] | None = None, script: str | None = None) -> Path:
+    """An initramfs running ``command`` (paths inside the guest) once, or the
+    shell ``script`` instead. ``extra_files``: guest path -> host path; the
+    shared libraries of executables among them come along."""
     busybox = shutil.which("busybox")
     if busybox is None:
         raise VmError("busybox is missing; install it with: apt-get install busybox-static")
@@ -152,12 +192,20 @@ def build_initramfs(programs: Sequence[str], command: Sequence[str], dest: Path)
         files[f"/iolab/{Path(prog).name}"] = prog
         for lib in _shared_libraries(prog):
             files[lib] = lib
+    for guest_path, host_path in (extra_files or {}).items():
+        files[guest_path] = host_path
+        if not host_path.endswith((".ko", ".driver")):
+            for lib in _shared_libraries(host_path):
+                files[lib] = lib
     dirs = sorted({str(p) for f in files for p in Path(f).parents if str(p) != "/"})
     entries: list[tuple[str, int, bytes]] = [(d.lstrip("/"), 0o40755, b"") for d in dirs]
     for dest_path, src in sorted(files.items()):
         entries.append((dest_path.lstrip("/"), 0o100755, Path(src).read_bytes()))
-    init = INIT.format(begin=BEGIN, end=END, status_marker=STATUS,
-                       command=" ".join(_sh_quote(a) for a in command))
+    body = script if script is not None else " ".join(_sh_quote(a) for a in command)
+    if script is not None:
+        entries.append(("iolab-script", 0o100755, ("#!/bin/busybox sh\n" + script).encode()))
+        body = "/bin/busybox sh /iolab-script"
+    init = INIT.format(begin=BEGIN, end=END, status_marker=STATUS, command=body)
     entries.append(("init", 0o100755, init.encode()))
     dest.write_bytes(gzip.compress(_cpio_newc(entries), compresslevel=1))
     return dest
@@ -180,8 +228,10 @@ class GuestResult:
 
 def run_in_guest(programs: Sequence[str], command: Sequence[str], accel: str = "kvm",
                  kernel: str | None = None, cmdline: str = "", memory_mb: int = 1024, cpus: int = 2,
-                 timeout: float = 600.0) -> GuestResult:
-    """Boot a guest that runs ``command`` once and return its output."""
+                 timeout: float = 600.0, extra_files: Mapping[str, str] | None = None,
+                 script: str | None = None) -> GuestResult:
+    """Boot a guest that runs ``command`` (or ``script``) once and return
+    its output (``build_initramfs`` for ``extra_files``)."""
     qemu = shutil.which(QEMU)
     if qemu is None:
         raise VmError(f"{QEMU} is missing; install it with: apt-get install qemu-system-x86")
@@ -194,7 +244,7 @@ def run_in_guest(programs: Sequence[str], command: Sequence[str], accel: str = "
             raise VmError(why)
     full_cmdline = f"console=ttyS0 panic=-1 rdinit=/init quiet {cmdline}".strip()
     with tempfile.TemporaryDirectory(prefix="iolab-vm-") as tmp:
-        initrd = build_initramfs(programs, command, Path(tmp) / "initrd.gz")
+        initrd = build_initramfs(programs, command, Path(tmp) / "initrd.gz", extra_files, script)
         argv = [qemu, "-machine", f"q35,accel={accel}", "-m", str(memory_mb), "-smp", str(cpus),
                 "-kernel", kernel, "-initrd", str(initrd), "-append", full_cmdline,
                 "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio", "-monitor", "none"]

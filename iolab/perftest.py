@@ -1,0 +1,282 @@
+"""perftest's ib_send_lat and ib_send_bw between two ends of an RDMA device,
+as HPC HUB measured M1's latency and bandwidth: the commands, the parser of
+their tables, and the device facts recorded with them.
+
+Both programs print a settings block ("Device : mlx4_0", "Link type : IB",
+...) and then one table row per message size (``-a``: 2 B to 8 MiB). The
+parser keeps every column under a stable name, and the settings verbatim.
+
+``soft_roce_guest`` runs both ends in one QEMU guest over a soft-RoCE
+(rdma_rxe) device on a dummy interface: functional only (TCG or not, one
+machine's loopback says nothing about a fabric), for testing the whole path
+on machines without RDMA hardware.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .formats import IB_COLUMNS, IB_RAW_HEADER
+from .runners import qemu
+from .runners.local import RunError
+
+PROGRAMS = ("ib_send_lat", "ib_send_bw")
+# perftest's column headers -> ours.
+COLUMNS = {
+    "#bytes": "bytes", "#iterations": "iterations",
+    "t_min[usec]": "t_min_us", "t_max[usec]": "t_max_us", "t_typical[usec]": "t_typical_us",
+    "t_avg[usec]": "t_avg_us", "t_stdev[usec]": "t_stdev_us",
+    "99% percentile[usec]": "p99_us", "99.9% percentile[usec]": "p999_us",
+    "BW peak[MB/sec]": "bw_peak_mb_s", "BW average[MB/sec]": "bw_average_mb_s",
+    "MsgRate[Mpps]": "msg_rate_mpps",
+}
+_HEADER_TOKEN = re.compile(r"\d+(?:\.\d+)?% percentile\[[^\]]+\]|BW (?:peak|average)\[[^\]]+\]|\S+")
+_SETTING = re.compile(r"([A-Za-z][A-Za-z0-9 ./_*-]*?)\s*:\s*(\S[^\t]*?)\s*(?=\t|$)")
+
+
+class PerftestError(ValueError):
+    """perftest's output holds no result table; one line says why."""
+
+
+@dataclass
+class PerftestResult:
+    program: str
+    settings: dict[str, str]   # the settings block, as printed
+    table: pd.DataFrame        # one row per message size
+
+
+def parse(program: str, text: str) -> PerftestResult:
+    """One run's output (the client's or the server's)."""
+    lines = text.splitlines()
+    header_at = next((i for i, ln in enumerate(lines) if ln.strip().startswith("#bytes")), None)
+    if header_at is None:
+        last = next((ln.strip() for ln in reversed(lines) if ln.strip()), "no output")
+        raise PerftestError(f"{program} printed no result table: {last}")
+    settings: dict[str, str] = {}
+    for ln in lines[:header_at]:
+        # The address blocks (local/remote LID, QPN, GID) describe one run's
+        # queue pairs, not its settings.
+        if ln.strip().startswith(("-", "GID:")) or "address:" in ln:
+            continue
+        for key, value in _SETTING.findall(ln):
+            settings.setdefault(key.strip(), value.strip())
+    names = _HEADER_TOKEN.findall(lines[header_at])
+    unknown = [n for n in names if n not in COLUMNS]
+    if unknown:
+        raise PerftestError(f"{program}: unknown column {unknown[0]!r} in its table header")
+    rows = []
+    for ln in lines[header_at + 1:]:
+        cells = ln.split()
+        if not cells or ln.strip().startswith("-"):
+            break
+        if len(cells) != len(names):
+            raise PerftestError(f"{program}: a row has {len(cells)} values for {len(names)} columns: {ln.strip()}")
+        rows.append([float(c) for c in cells])
+    if not rows:
+        raise PerftestError(f"{program}: the result table is empty")
+    table = pd.DataFrame(rows, columns=[COLUMNS[n] for n in names])
+    table = table.astype({"bytes": int, "iterations": int})
+    return PerftestResult(program, settings, table)
+
+
+def tidy(results: Sequence[PerftestResult], context: Mapping[str, Any]) -> pd.DataFrame:
+    """Both programs' tables as one tidy table: program, size, metric, value,
+    with ``context`` (node, device, ...) on every row."""
+    frames = []
+    for r in results:
+        long = r.table.melt(id_vars=["bytes", "iterations"], var_name="metric", value_name="value")
+        frames.append(long.assign(program=r.program, **context))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+# --- device facts ----------------------------------------------------------------
+
+# Per device under /sys/class/infiniband, and per port of it.
+DEVICE_FILES = ("node_type", "fw_ver", "hca_type", "board_id", "node_desc")
+PORT_FILES = ("rate", "state", "phys_state", "link_layer")
+
+FACTS_SCRIPT = """for d in /sys/class/infiniband/*; do
+  [ -e "$d" ] || continue
+  n=${d##*/}
+  for f in %s; do [ -r "$d/$f" ] && echo "$n $f $(cat "$d/$f")"; done
+  for p in "$d"/ports/*; do
+    for f in %s; do [ -r "$p/$f" ] && echo "$n port${p##*/}.$f $(cat "$p/$f")"; done
+  done
+done
+""" % (" ".join(DEVICE_FILES), " ".join(PORT_FILES))
+
+
+def parse_facts(text: str) -> dict[str, dict[str, str]]:
+    """``FACTS_SCRIPT``'s output: device -> {file: value}."""
+    out: dict[str, dict[str, str]] = {}
+    for ln in text.splitlines():
+        parts = ln.split(" ", 2)
+        if len(parts) == 3:
+            out.setdefault(parts[0], {})[parts[1]] = parts[2].strip()
+    return out
+
+
+# --- both ends in one guest, over soft-RoCE -----------------------------------
+
+# crc32_generic: rxe asks the crypto API for "crc32" when a link is added, and
+# with no modprobe in the guest the kernel cannot load it on demand.
+SOFT_ROCE_MODULES = ("crc32_generic", "rdma_rxe", "dummy")
+GUEST_ADDRESS = "10.231.0.1"
+SECTION = "@@perftest@@"
+
+
+def soft_roce_files() -> dict[str, str]:
+    """Guest path -> host path: perftest, the rdma tool, the rxe verbs
+    provider (loaded by libibverbs at run time, so no ldd finds it)."""
+    files: dict[str, str] = {}
+    for prog in (*PROGRAMS, "rdma"):
+        path = shutil.which(prog) or shutil.which(prog, path="/usr/sbin:/sbin:/usr/bin")
+        if path is None:
+            package = "perftest" if prog in PROGRAMS else "iproute2"
+            raise qemu.VmError(f"{prog} is missing; install it with: apt-get install {package}")
+        files[f"/usr/bin/{prog}"] = path
+    providers = sorted(Path("/usr/lib/x86_64-linux-gnu/libibverbs").glob("librxe-rdmav*.so"))
+    driver = Path("/etc/libibverbs.d/rxe.driver")
+    if not providers or not driver.exists():
+        raise qemu.VmError("the rxe verbs provider is missing; install it with: apt-get install ibverbs-providers")
+    files[str(providers[-1])] = str(providers[-1])
+    files[str(driver)] = str(driver)
+    return files
+
+
+def soft_roce_script(modules: Sequence[str], iterations: int, sizes: str = "-a") -> str:
+    """Load the modules, make rxe0 on dummy0, print the device facts, then
+    run each program's server in the background and its client against it."""
+    lines = ["set -e"]
+    for m in modules:
+        name = Path(m).name
+        lines.append(f"insmod /modules/{name}" + (" numdummies=1" if name.startswith("dummy.") else ""))
+    lines += ["ip link set lo up", f"ip addr add {GUEST_ADDRESS}/24 dev dummy0", "ip link set dummy0 up",
+              "rdma link add rxe0 type rxe netdev dummy0", f"echo {SECTION} facts", FACTS_SCRIPT.rstrip()]
+    for prog in PROGRAMS:
+        common = f"-d rxe0 {sizes} -n {iterations} -F"
+        lines += [f"/usr/bin/{prog} {common} > /tmp/{prog}.server 2>&1 &", "sleep 1",
+                  f"echo {SECTION} {prog}", f"/usr/bin/{prog} {common} {GUEST_ADDRESS} 2>&1", "wait"]
+    return "\n".join(lines) + "\n"
+
+
+def soft_roce_guest(iterations: int = 20, accel: str = "tcg", timeout: float = 900.0,
+                    kernel: str | None = None) -> tuple[list[PerftestResult], dict[str, dict[str, str]], Any]:
+    """Both ends of ib_send_lat and ib_send_bw in one guest over rdma_rxe:
+    (results, device facts, the guest run). Functional only."""
+    kernel = kernel or qemu.guest_kernel()
+    if kernel is None:
+        raise qemu.VmError("no guest kernel: install linux-image-amd64 or set vm.kernel")
+    modules = qemu.guest_modules(kernel, SOFT_ROCE_MODULES)
+    files = {**soft_roce_files(), **{f"/modules/{Path(m).name}": m for m in modules}}
+    run = qemu.run_in_guest([], [], accel=accel, kernel=kernel, memory_mb=1024, cpus=2, timeout=timeout,
+                            extra_files=files, script=soft_roce_script(modules, iterations))
+    if run.status != 0:
+        last = (run.stderr.strip().splitlines() or run.stdout.strip().splitlines() or ["no output"])[-1]
+        raise qemu.VmError(f"the soft-RoCE guest failed (status {run.status}): {last}")
+    sections = dict(part.split("\n", 1) for part in run.stdout.split(SECTION + " ")[1:])
+    facts = parse_facts(sections.get("facts", ""))
+    results = [parse(p, sections.get(p, "")) for p in PROGRAMS]
+    return results, facts, run
+
+
+# --- the ib experiment: client on the node, server on its ib.peer ---------------
+
+RAW_HEADER, RAW_COLUMNS = IB_RAW_HEADER, IB_COLUMNS
+
+
+def first_device(facts: Mapping[str, Mapping[str, str]]) -> str | None:
+    """The first RDMA device with an active port, else the first at all."""
+    active = [d for d, f in facts.items() if any(k.endswith(".state") and "ACTIVE" in v for k, v in f.items())]
+    return (active or sorted(facts) or [None])[0]
+
+
+def device_facts(runner: Any) -> dict[str, dict[str, str]]:
+    res = runner.shell(FACTS_SCRIPT, timeout=60)
+    return parse_facts(res.stdout) if res.returncode == 0 else {}
+
+
+def argv(program: str, device: str, settings: Mapping[str, Any], server: str | None = None) -> list[str]:
+    """One end's command: ``-a`` (every size from 2 B to 8 MiB) unless
+    ``settings["sizes"]`` lists sizes; ``server``: the client's target."""
+    args = [program, "-d", device, "-n", str(settings["iterations"]), "-F"]
+    if settings.get("gid_index") is not None:
+        args += ["-x", str(settings["gid_index"])]
+    args += ["-a"]
+    return args + ([server] if server else [])
+
+
+def run_experiment(settings: Mapping[str, Any], node: str, node_runner: Any, peer: str, peer_runner: Any,
+                   peer_address: str, output: Path, transcript: Path) -> dict[str, Any]:
+    """Both programs, the server on the peer and the client here; the raw
+    CSV (one row per program, size and metric) into ``output`` and both
+    ends' output verbatim into ``transcript``. Without a device on either
+    side, both files say why and hold no rows (not an error)."""
+    here, there = device_facts(node_runner), device_facts(peer_runner)
+    missing = [n for n, f in ((node, here), (peer, there)) if not f]
+    with open(output, "w") as out, open(transcript, "w") as log:
+        out.write(RAW_HEADER + "\n")
+        if missing:
+            reason = (f"no RDMA device under /sys/class/infiniband on {' or '.join(missing)} "
+                      "(InfiniBand or RoCE hardware, or rdma_rxe, is needed)")
+            out.write(f"# skipped={reason}\n" + ",".join(RAW_COLUMNS) + "\n")
+            log.write(f"skipped: {reason}\n")
+            return {"ib": {"available": False, "reason": reason}}
+        device = settings.get("device") or first_device(here)
+        peer_device = settings.get("device") or first_device(there)
+        assert device and peer_device  # both fact maps are non-empty here
+        out.write(",".join(RAW_COLUMNS) + "\n")
+        commands = {}
+        for program in PROGRAMS:
+            server_argv = argv(program, peer_device, settings)
+            client_argv = argv(program, device, settings, peer_address)
+            client_out = _client_against_server(program, node_runner, peer_runner, server_argv, client_argv,
+                                                float(settings["timeout"]), output.parent)
+            log.write(f"=== {program} client on {node}: {' '.join(client_argv)}\n{client_out}\n")
+            result = parse(program, client_out)
+            for row in result.table.melt(id_vars=["bytes", "iterations"], var_name="metric").itertuples(index=False):
+                out.write(f"{program},{row.bytes},{row.iterations},{row.metric},{row.value!r}\n")
+            commands[program] = {"client": client_argv, "server": server_argv, "settings": result.settings}
+    return {"ib": {"available": True, "device": {node: {"name": device, **here[device]},
+                                                 peer: {"name": peer_device, **there[peer_device]}},
+                   "peer": peer, "peer_address": peer_address, "runs": commands}}
+
+
+def _client_against_server(program: str, node_runner: Any, peer_runner: Any, server_argv: list[str],
+                           client_argv: list[str], timeout: float, workdir: Path) -> str:
+    """Start the server end on the peer, then the client here; the client
+    retries while the server is not listening yet (perftest's client gives
+    up at once)."""
+    server = peer_runner.popen(server_argv)
+    try:
+        stdout_path = workdir / f".{program}.client.txt"
+        last_error = ""
+        for _ in range(20):
+            try:
+                node_runner.run(client_argv, stdout_path, timeout=timeout, name=f"{program} client")
+                return stdout_path.read_text()
+            except RunError as e:
+                last_error = str(e)
+                if server.poll() is not None:
+                    err = (server.stderr.read() if server.stderr else "").strip().splitlines()
+                    raise RunError(f"{program} server on the peer exited: {(err or ['no output'])[-1]}") from e
+                if "connect" not in last_error.lower():
+                    raise
+                time.sleep(0.5)
+        raise RunError(f"{program} client could not reach its server: {last_error}")
+    finally:
+        if server.poll() is None:
+            peer_runner.terminate(server)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
