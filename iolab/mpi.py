@@ -155,7 +155,7 @@ def probe_args(settings: Mapping[str, Any], launch: Launch, seed: int) -> list[s
                   if settings.get("osu_iterations") else [])
         return ["--method", "osu", "--bench", ",".join(launch.benches),
                 "--sizes", ",".join(map(str, launch.sizes)), *counts,
-                "--series", str(settings["series"]), "--seed", str(seed)]
+                "--series", str(settings.get("osu_series") or settings["series"]), "--seed", str(seed)]
     return ["--bench", ",".join(launch.benches), "--sizes", ",".join(map(str, launch.sizes)),
             "--warmup", str(settings["warmup"]), "--iterations", str(settings["iterations"]),
             "--series", str(settings["series"]), "--large-bytes", str(settings["large_bytes"]),

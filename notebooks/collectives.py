@@ -113,6 +113,24 @@ out.figure(fig, "mpi_transport_ratio")
 plt.show()
 
 # %% [markdown]
+# ## Our timing method against OSU's
+# Where `mpi-probe --method osu` ran too (`experiments.mpi.methods`), both
+# methods on OSU's statistic (average over ranks of each rank's mean time),
+# size by size, each ratio formed within a repetition. Ours writes and checks
+# the buffers every iteration and synchronises before it; OSU reuses them.
+
+# %%
+method_ratios = mpistats.method_ratios(mpistats.osu_values(mpistats.report_rows(raw, node)))
+if len(method_ratios):
+    fig = plotting.mpi_method_ratio_figure(method_ratios)
+    out.figure(fig, "mpi_method_ratio", caption="mpi-probe's own timing against OSU micro-benchmarks' "
+               "method, both on OSU's statistic (average over ranks of each rank's mean time), per size; "
+               "band: 95 % interval across repetitions; dotted: \u00b110 %.")
+    plt.show()
+numbers.method_agreement(out, method_ratios)
+method_ratios
+
+# %% [markdown]
 # ## Numbers for the paper
 
 # %%

@@ -77,9 +77,11 @@ mpi_r = nodecompare.mpi_ratios(mpi_per_rep, *pair) if pair and mpi_per_rep is no
 echo_r = nodecompare.echo_ratios(echo_summary, *pair) if pair and echo_summary is not None else None
 title = nodecompare.pair_title(kinds, pair)
 if mpi_r is not None:
-    fig = plotting.node_mpi_ratio_figure(mpi_r, "MPI time ratio " + title)
+    fig = plotting.node_mpi_ratio_figure(mpi_r, "MPI time ratio " + title, nodecompare.seed_lines())
     out.figure(fig, "nodes_mpi_ratio", caption=f"MPI time ratio {title} per message size, formed "
-               "within each repetition (below 1: the second node is slower). Hollow: oversubscribed.")
+               "within each repetition (below 1: the second node is slower), every size and up to "
+               "256 B, as HPC HUB drew them; dashed and dotted: HPC HUB's quoted worst ratio and "
+               "'mostly at or above' bound. Hollow: oversubscribed.")
     plt.show()
 if echo_r is not None:
     fig = plotting.node_echo_ratio_figure(echo_r, "Echo metric ratio " + title)

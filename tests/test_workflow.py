@@ -153,8 +153,14 @@ def test_smoke_mpi_results(smoke_run: tuple[Path, object]) -> None:
     assert numbers["m1_verdict"]["text"].startswith("not testable here: needs MPI across two bare-metal nodes and two VMs")
     assert numbers["mpi_algorithm_bcast"]["text"] == "binomial"
     assert "quoted_from" in numbers["m1_latency_ratio"]
-    for name in ("mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio"):
+    for name in ("mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio",
+                 "mpi_method_ratio"):
         assert (wd / "paper" / "figures" / f"{name}.svg").exists()
+    # Both timing methods ran (the smoke profile's methods): every
+    # (transport, p, operation, size) both measured is compared.
+    assert set(mpi["bench"]) >= {"osu_latency", "osu_bcast", "pingpong", "bcast"}
+    assert numbers["mpi_osu_method_cells"]["value"] > 0
+    assert 0 <= numbers["mpi_osu_method_within_10pct"]["value"] <= numbers["mpi_osu_method_cells"]["value"]
     manifest = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())
     raw = manifest["figures"]["mpi_pingpong"]["raw"]
     assert len(raw) == 2 and all(Path(r["raw"]).parts[3] == "mpi" for r in raw)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from . import costmodel, echostats, mpistats
+from .sources import QUOTED
 
 NATIVE_KINDS = ("bare-metal",)
 VIRTUAL_KINDS = ("vm",)
@@ -75,6 +76,14 @@ def mpi_ratios(mpi_per_rep: pd.DataFrame, node_a: str, node_b: str) -> pd.DataFr
     cols = ["transport", "bench", "ranks", "bytes", "ratio", "low", "high", "reps", "oversubscribed",
             "per_rep", "numerator", "denominator"]
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def seed_lines() -> dict[str, list[tuple[float, str]]]:
+    """HPC HUB's quoted native/VM ratios to draw over ours, per collective:
+    the worst ratio and the "mostly at or above" bound (quoted, not measured)."""
+    return {bench: [(QUOTED[f"m2_{bench}_worst_ratio"].value, "HPC HUB worst (quoted)"),
+                    (QUOTED[f"m2_{bench}_mostly"].value, "HPC HUB mostly \u2265 (quoted)")]
+            for bench in ("bcast", "allreduce", "alltoall")}
 
 
 ECHO_METRICS = {  # metric -> True when larger is better (ratio taken B/A, not A/B)

@@ -101,6 +101,18 @@ def echo(out: Outputs, *, echo_table: pd.DataFrame, summary: pd.DataFrame, floor
     out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")
 
 
+def method_agreement(out: Outputs, ratios: pd.DataFrame) -> None:
+    """Our timing method against OSU's (``mpistats.method_ratios``): how many
+    cells agree within 10 %, and the range of the ratios."""
+    if ratios.empty:
+        return
+    within = ((ratios["ratio"] - 1).abs() <= 0.10).sum()
+    out.number("mpi_osu_method_cells", len(ratios))
+    out.number("mpi_osu_method_within_10pct", int(within))
+    out.number("mpi_osu_method_ratio_min", float(ratios["ratio"].min()), digits=2)
+    out.number("mpi_osu_method_ratio_max", float(ratios["ratio"].max()), digits=2)
+
+
 def collectives(out: Outputs, *, raw: pd.DataFrame, summary: pd.DataFrame, transports: Sequence[str],
                 hockney: Mapping[str, mpimodels.Hockney], rate_mbit: float | None,
                 agreement: pd.DataFrame, fits: pd.DataFrame, ratio_tables: Sequence[pd.DataFrame]) -> None:

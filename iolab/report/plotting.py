@@ -445,6 +445,35 @@ def mpi_ratio_figure(ratio_tables):  # type: ignore[no-untyped-def]
     return fig
 
 
+def mpi_method_ratio_figure(ratios):  # type: ignore[no-untyped-def]
+    """Our timing method against OSU's, on OSU's statistic (average over
+    ranks of each rank's mean), per size: a panel per operation, a line per
+    transport and rank count, the 95 % interval across repetitions as a band;
+    1 = the methods agree. ``ratios``: ``mpistats.method_ratios``."""
+    ops = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(ratios["operation"])]
+    fig, axes = plt.subplots(1, max(len(ops), 1), figsize=(7.2, 3.0), sharey=True, squeeze=False)
+    handles = {}
+    for ax, op in zip(axes[0], ops, strict=False):
+        for (transport, p), g in ratios[ratios["operation"] == op].groupby(["transport", "ranks"]):
+            g = g.sort_values("bytes")
+            color, marker = _transport_style(transport)
+            (line,) = ax.plot(g["bytes"], g["ratio"], color=color, marker=marker if p == 2 else "v", ms=2.5, lw=0.8)
+            bounded = g[np.isfinite(g["low"]) & np.isfinite(g["high"])]
+            ax.fill_between(bounded["bytes"], bounded["low"], bounded["high"], color=color, alpha=0.15, lw=0)
+            handles.setdefault(f"{transport}, p={p}", line)
+        ax.axhline(1, color="black", lw=0.6)
+        for edge in (0.9, 1.1):
+            ax.axhline(edge, color="grey", lw=0.5, ls=":")
+        ax.set_xscale("log", base=2)
+        ax.set_title(op)
+        ax.set_xlabel("bytes")
+    axes[0][0].set_ylabel("ours / OSU's method")
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=6.5,
+               bbox_to_anchor=(0.5, -0.12))
+    fig.tight_layout()
+    return fig
+
+
 # ---- node comparison ----------------------------------------------------------
 
 def node_costs_figure(costs):  # type: ignore[no-untyped-def]
@@ -464,26 +493,39 @@ def node_costs_figure(costs):  # type: ignore[no-untyped-def]
     return fig
 
 
-def node_mpi_ratio_figure(ratios, title):  # type: ignore[no-untyped-def]
-    """Native/virtual MPI time ratio per size, a panel per benchmark (HPC HUB style)."""
+SMALL_BYTES = 256  # the HPC HUB figures' small-message panels
+
+
+def node_mpi_ratio_figure(ratios, title, seed_lines=None):  # type: ignore[no-untyped-def]
+    """Native/virtual MPI time ratio per size, a panel per benchmark, as
+    HPC HUB drew them: every size (top row) and sizes up to 256 B (bottom
+    row). ``seed_lines``: bench -> [(value, label)] drawn as dashed lines,
+    the source's quoted figures (worst ratio, "mostly" bound)."""
     benches = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(ratios["bench"])]
-    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(7.2, 3.0), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(2, max(len(benches), 1), figsize=(7.2, 5.0), sharey="row", squeeze=False)
     handles = {}
-    for ax, bench in zip(axes[0], benches, strict=False):
-        for (transport, p), g in ratios[ratios["bench"] == bench].groupby(["transport", "ranks"]):
-            g = g.sort_values("bytes")
-            color, marker = _transport_style(transport)
-            (line,) = ax.plot(g["bytes"], g["ratio"], color=color, marker=marker if p == 2 else "v", ms=2.5,
-                              lw=0.8, mfc="none" if g["oversubscribed"].any() else color)
-            handles.setdefault(f"{transport}, p={p}", line)
-        ax.axhline(1, color="black", lw=0.6)
-        ax.set_xscale("log", base=2)
-        ax.set_title(bench)
-        ax.set_xlabel("bytes")
+    for col, bench in enumerate(benches):
+        for row, ax in enumerate(axes[:, col]):
+            sel = ratios[ratios["bench"] == bench]
+            if row == 1:
+                sel = sel[sel["bytes"] <= SMALL_BYTES]
+            for (transport, p), g in sel.groupby(["transport", "ranks"]):
+                g = g.sort_values("bytes")
+                color, marker = _transport_style(transport)
+                (line,) = ax.plot(g["bytes"], g["ratio"], color=color, marker=marker if p == 2 else "v", ms=2.5,
+                                  lw=0.8, mfc="none" if g["oversubscribed"].any() else color)
+                handles.setdefault(f"{transport}, p={p}", line)
+            for (value, label), style in zip((seed_lines or {}).get(bench, []), ("--", ":"), strict=False):
+                handles.setdefault(label, ax.axhline(value, color="grey", lw=0.7, ls=style))
+            ax.axhline(1, color="black", lw=0.6)
+            ax.set_xscale("log", base=2)
+            ax.set_title(bench if row == 0 else f"{bench}, \u2264 {SMALL_BYTES} B", fontsize=8)
+            ax.set_xlabel("bytes")
     axes[0][0].set_ylabel("time ratio")
+    axes[1][0].set_ylabel("time ratio")
     fig.suptitle(title, fontsize=9)
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=6.5,
-               bbox_to_anchor=(0.5, -0.12))
+               bbox_to_anchor=(0.5, -0.08))
     fig.tight_layout()
     return fig
 
