@@ -123,9 +123,7 @@ plt.show()
 method_ratios = mpistats.method_ratios(mpistats.osu_values(mpistats.report_rows(raw, node)))
 if len(method_ratios):
     fig = plotting.mpi_method_ratio_figure(method_ratios)
-    out.figure(fig, "mpi_method_ratio", caption="mpi-probe's own timing against OSU micro-benchmarks' "
-               "method, both on OSU's statistic (average over ranks of each rank's mean time), per size; "
-               "band: 95 % interval across repetitions; dotted: \u00b110 %.")
+    out.figure(fig, "mpi_method_ratio")
     plt.show()
 numbers.method_agreement(out, method_ratios)
 method_ratios

@@ -42,7 +42,7 @@ import matplotlib.pyplot as plt
 from iolab import tables
 from iolab.analysis import nodecompare
 from iolab.report import numbers, plotting
-from iolab.report.outputs import Outputs
+from iolab.report.outputs import Outputs, figure_caption
 
 plotting.apply_style()
 sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
@@ -78,10 +78,7 @@ echo_r = nodecompare.echo_ratios(echo_summary, *pair) if pair and echo_summary i
 title = nodecompare.pair_title(kinds, pair)
 if mpi_r is not None:
     fig = plotting.node_mpi_ratio_figure(mpi_r, "MPI time ratio " + title, nodecompare.seed_lines())
-    out.figure(fig, "nodes_mpi_ratio", caption=f"MPI time ratio {title} per message size, formed "
-               "within each repetition (below 1: the second node is slower), every size and up to "
-               "256 B, as HPC HUB drew them; dashed and dotted: HPC HUB's quoted worst ratio and "
-               "'mostly at or above' bound. Hollow: oversubscribed.")
+    out.figure(fig, "nodes_mpi_ratio", caption=f"{figure_caption('nodes_mpi_ratio')} Nodes: {title}.")
     plt.show()
 if echo_r is not None:
     fig = plotting.node_echo_ratio_figure(echo_r, "Echo metric ratio " + title)

@@ -261,7 +261,10 @@ if len(ACTIVE_NODES) > 1:
 NOTEBOOK_FIGURES = {
     "cost_model": ["syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"],
     "echo": ["echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"],
-    "collectives": ["mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio"],
+    "collectives": ["mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio"]
+    # Drawn when both timing methods run.
+    + (["mpi_method_ratio"] if {"probe", "osu"} <= set(config["experiments"].get("mpi", {}).get("methods", []))
+       else []),
     "claims": ["claims_forest"],
     # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds were
     # measured; the manifest lists them then.

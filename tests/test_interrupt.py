@@ -20,8 +20,10 @@ from iolab import tables
 
 def long_config(tmp_path: Path) -> Path:
     cfg = tmp_path / "long.yaml"
-    # ~5 s per repetition, so the run is surely mid-measurement when killed.
-    cfg.write_text(yaml.safe_dump({"repeats": 2, "experiments": {"syscall": {"batches": 50000}}}))
+    # ~28 s per repetition here, so the run is surely mid-measurement when
+    # killed even when Snakemake loses Ctrl-C presses (see interrupt): with
+    # 50,000 batches (~8 s) a fresh-clone run once finished first.
+    cfg.write_text(yaml.safe_dump({"repeats": 2, "experiments": {"syscall": {"batches": 200000}}}))
     return cfg
 
 

@@ -74,3 +74,9 @@ def test_notebook_compares_two_kinds(tmp_path: Path) -> None:
     assert numbers["node_metal_s_ns"]["value"] == numbers["node_local_s_ns"]["value"]
     for name in ("nodes_costs", "nodes_mpi_ratio", "nodes_echo_ratio"):
         assert (out / "figures" / f"{name}.svg").exists()
+    # Drawn as HPC HUB drew it: every size and a <= 256 B row, the quoted
+    # figures over ours.
+    manifest = (out / "manifest.json").read_text()
+    assert "every size and up to 256 B" in manifest and "Nodes: metal (bare-metal) / local (vm)" in manifest
+    svg = (out / "figures" / "nodes_mpi_ratio.svg").read_text()
+    assert "HPC HUB worst (quoted)" in svg and "bcast, \u2264 256 B" in svg
