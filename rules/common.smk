@@ -101,11 +101,20 @@ def mpi_peers(node):
     return [NODE_BY_NAME[p] for p in (NODE_BY_NAME[node].get("mpi") or {}).get("peers") or []]
 
 
+def peer_entries(experiment, node):
+    """The other nodes a measurement runs on besides ``node``: its MPI peers
+    (mpi), or its perftest server (ib)."""
+    if experiment == "mpi":
+        return mpi_peers(node)
+    if experiment == "ib":
+        return [NODE_BY_NAME[NODE_BY_NAME[node]["ib"]["peer"]]]
+    return []
+
+
 def run_key(experiment, node):
     h = hashlib.sha256()
     # The peers' entries count too: other peers are other measurements.
-    peers = (mpi_peers(node) if experiment == "mpi"
-             else [NODE_BY_NAME[NODE_BY_NAME[node]["ib"]["peer"]]] if experiment == "ib" else [])
+    peers = peer_entries(experiment, node)
     h.update(json.dumps([config["experiments"][experiment], NODE_BY_NAME[node], *peers],
                         sort_keys=True).encode())
     sources = set(BUILD_FILES) | set(REGISTRY[experiment].code)
@@ -194,15 +203,10 @@ def rep_settings(experiment, rep):
 
 def other_nodes_flag(experiment, node):
     """The other nodes a measurement involves: the echo load generator's node,
-    or the node's MPI peers."""
+    or the nodes it spans (MPI peers, the perftest server)."""
     if experiment == "echo":
         return client_node_flag(node)
-    if experiment == "mpi":
-        return peer_nodes_flag(node)
-    if experiment == "ib":
-        peer = NODE_BY_NAME[node]["ib"]["peer"]
-        return f"--peer-nodes {shlex.quote(json.dumps([NODE_BY_NAME[peer]]))}"
-    return ""
+    return peer_nodes_flag(experiment, node)
 
 
 def client_node_flag(node):
@@ -213,9 +217,9 @@ def client_node_flag(node):
     return f"--client-node {shlex.quote(json.dumps(NODE_BY_NAME[client]))}"
 
 
-def peer_nodes_flag(node):
-    """`--peer-nodes JSON` when the node runs MPI across its mpi.peers, else ""."""
-    peers = mpi_peers(node)
+def peer_nodes_flag(experiment, node):
+    """`--peer-nodes JSON` when the measurement spans other nodes, else ""."""
+    peers = peer_entries(experiment, node)
     return f"--peer-nodes {shlex.quote(json.dumps(peers))}" if peers else ""
 
 

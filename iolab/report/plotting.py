@@ -413,6 +413,14 @@ def mpi_prediction_error_figure(errors):  # type: ignore[no-untyped-def]
     return fig
 
 
+def _ratio_panel(ax, title, fontsize=None):  # type: ignore[no-untyped-def]
+    """A ratio-per-message-size panel: 1 marked, sizes on a log2 axis."""
+    ax.axhline(1, color="black", lw=0.6)
+    ax.set_xscale("log", base=2)
+    ax.set_title(title, fontsize=fontsize)
+    ax.set_xlabel("bytes")
+
+
 def mpi_ratio_figure(ratio_tables):  # type: ignore[no-untyped-def]
     """A/B time ratio per size, a panel per benchmark, like the HPC HUB
     native/VM figures; 1 = no difference. Colour: the pair; circles p = 2,
@@ -433,11 +441,8 @@ def mpi_ratio_figure(ratio_tables):  # type: ignore[no-untyped-def]
             (line,) = ax.plot(g["bytes"], g["ratio"], color=color, lw=0.8, marker="o" if p == 2 else "v",
                               ms=2.5, mfc="none" if over else color)
             handles.setdefault(label, line)
-        ax.axhline(1, color="black", lw=0.6)
-        ax.set_xscale("log", base=2)
+        _ratio_panel(ax, bench)
         ax.set_yscale("log")
-        ax.set_title(bench)
-        ax.set_xlabel("bytes")
     axes[0][0].set_ylabel("time ratio A/B")
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=3, fontsize=6.5,
                bbox_to_anchor=(0.5, -0.16))
@@ -461,12 +466,9 @@ def mpi_method_ratio_figure(ratios):  # type: ignore[no-untyped-def]
             bounded = g[np.isfinite(g["low"]) & np.isfinite(g["high"])]
             ax.fill_between(bounded["bytes"], bounded["low"], bounded["high"], color=color, alpha=0.15, lw=0)
             handles.setdefault(f"{transport}, p={p}", line)
-        ax.axhline(1, color="black", lw=0.6)
+        _ratio_panel(ax, op)
         for edge in (0.9, 1.1):
             ax.axhline(edge, color="grey", lw=0.5, ls=":")
-        ax.set_xscale("log", base=2)
-        ax.set_title(op)
-        ax.set_xlabel("bytes")
     axes[0][0].set_ylabel("ours / OSU's method")
     fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=4, fontsize=6.5,
                bbox_to_anchor=(0.5, -0.12))
@@ -517,10 +519,7 @@ def node_mpi_ratio_figure(ratios, title, seed_lines=None):  # type: ignore[no-un
                 handles.setdefault(f"{transport}, p={p}", line)
             for (value, label), style in zip((seed_lines or {}).get(bench, []), ("--", ":"), strict=False):
                 handles.setdefault(label, ax.axhline(value, color="grey", lw=0.7, ls=style))
-            ax.axhline(1, color="black", lw=0.6)
-            ax.set_xscale("log", base=2)
-            ax.set_title(bench if row == 0 else f"{bench}, \u2264 {SMALL_BYTES} B", fontsize=8)
-            ax.set_xlabel("bytes")
+            _ratio_panel(ax, bench if row == 0 else f"{bench}, \u2264 {SMALL_BYTES} B", fontsize=8)
     axes[0][0].set_ylabel("time ratio")
     axes[1][0].set_ylabel("time ratio")
     fig.suptitle(title, fontsize=9)
