@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ class PerftestResult:
     program: str
     settings: dict[str, str]   # the settings block, as printed
     table: pd.DataFrame        # one row per message size
+    warnings: list[str] = field(default_factory=list)  # the client's stderr, where kept apart
 
 
 def parse(program: str, text: str) -> PerftestResult:
@@ -155,7 +156,10 @@ def soft_roce_files() -> dict[str, str]:
 
 def soft_roce_script(modules: Sequence[str], iterations: int, sizes: str = "-a") -> str:
     """Load the modules, make rxe0 on dummy0, print the device facts, then
-    run each program's server in the background and its client against it."""
+    run each program's server in the background and its client against it.
+    The client's stderr gets its own section: perftest warns there (e.g.
+    "Correlation coefficient r^2: ... < 0.9" when it cannot pin the CPU
+    clock), and on one console those lines land inside the result table."""
     lines = ["set -e"]
     for m in modules:
         name = Path(m).name
@@ -165,7 +169,8 @@ def soft_roce_script(modules: Sequence[str], iterations: int, sizes: str = "-a")
     for prog in PROGRAMS:
         common = f"-d rxe0 {sizes} -n {iterations} -F"
         lines += [f"/usr/bin/{prog} {common} > /tmp/{prog}.server 2>&1 &", "sleep 1",
-                  f"echo {SECTION} {prog}", f"/usr/bin/{prog} {common} {GUEST_ADDRESS} 2>&1", "wait"]
+                  f"echo {SECTION} {prog}", f"/usr/bin/{prog} {common} {GUEST_ADDRESS} 2> /tmp/{prog}.client.err",
+                  "wait", f"echo {SECTION} {prog}.stderr", f"cat /tmp/{prog}.client.err"]
     return "\n".join(lines) + "\n"
 
 
@@ -186,6 +191,8 @@ def soft_roce_guest(iterations: int = 20, accel: str = "tcg", timeout: float = 9
     sections = dict(part.split("\n", 1) for part in run.stdout.split(SECTION + " ")[1:])
     facts = parse_facts(sections.get("facts", ""))
     results = [parse(p, sections.get(p, "")) for p in PROGRAMS]
+    for r in results:
+        r.warnings = [ln.strip() for ln in sections.get(f"{r.program}.stderr", "").splitlines() if ln.strip()]
     return results, facts, run
 
 

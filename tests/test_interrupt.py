@@ -29,10 +29,16 @@ def long_config(tmp_path: Path) -> Path:
 
 def start(workflow: Path, cfg: Path) -> subprocess.Popen[bytes]:
     # Only the syscall measurements: the long ones this test interrupts.
-    return subprocess.Popen([sys.executable, "-m", "snakemake", "results/tables/syscall.parquet",
-                             "--cores", "all", "--configfile", str(cfg)], cwd=workflow,
-                            env=tool_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    # Snakemake's log goes beside the config, for the failure messages.
+    with open(cfg.with_name("snakemake.log"), "wb") as log:
+        return subprocess.Popen([sys.executable, "-m", "snakemake", "results/tables/syscall.parquet",
+                                 "--cores", "all", "--configfile", str(cfg)], cwd=workflow,
+                                env=tool_env(), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def log_tail(cfg: Path) -> str:
+    return cfg.with_name("snakemake.log").read_text(errors="replace")[-3000:]
 
 
 def wait_for_measurement(workflow: Path, timeout: float = 120) -> None:
@@ -85,8 +91,8 @@ def test_ctrl_c_leaves_nothing_partial_and_resume_completes(workflow: Path, tmp_
     cfg = long_config(tmp_path)
     proc = start(workflow, cfg)
     wait_for_measurement(workflow)
-    assert interrupt(proc) != 0, "an interrupted run reported success"
-    assert len(results(workflow)) < 2, "the run was not interrupted"
+    assert interrupt(proc) != 0, "an interrupted run reported success:\n" + log_tail(cfg)
+    assert len(results(workflow)) < 2, "the run was not interrupted:\n" + log_tail(cfg)
     assert not list((workflow / "data" / "raw").rglob(".tmp-*"))
     assert_only_complete_results(workflow)
     assert live_processes(proc.pid) == [], "processes left running"
