@@ -205,6 +205,10 @@ def _check_mpi(mpi: Mapping[str, Any] | None) -> None:
                           "to size the window")
     if "netns_tbf" in mpi.get("transports", []) and 2 not in mpi.get("ranks", [2]):
         raise ConfigError(f"{where}.transports: netns_tbf runs a 2-rank ping-pong; add 2 to ranks")
+    pinned = {k: v for k, v in (mpi.get("algorithms") or {}).items() if v}
+    if len(mpi.get("selections", [])) > 1 and not pinned:
+        raise ConfigError(f"{where}.selections: pinned and default would run the same algorithms; "
+                          "pin some in experiments.mpi.algorithms or list one selection")
 
 
 def _check_nodes(config: Mapping[str, Any]) -> None:

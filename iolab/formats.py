@@ -5,7 +5,7 @@ anything, so analysis can depend on it without reaching the runners."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,20 +28,39 @@ IB_COLUMNS = ["program", "bytes", "iterations", "metric", "value"]
 OSU_PREFIX = "osu_"
 
 
-def read_launches(path: str | Path) -> list[dict[str, Any]]:
-    """The ``# launch:`` records of a raw MPI file, in file order."""
-    out = []
+def launch_rows(path: str | Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """The ``# launch:`` records of a raw MPI file and how many data rows
+    follow each (the rows a CSV reader with comment="#" returns, in order).
+    A row is its launch's by position: two launches of one transport, rank
+    count and program (default and pinned algorithms) are told apart.
+    Raises ValueError for data rows before the first record."""
+    records: list[dict[str, Any]] = []
+    counts: list[int] = []
+    header_seen = False
     with open(path) as f:
         for line in f:
             if line.startswith("# launch:"):
-                out.append(json.loads(line.split(":", 1)[1]))
-    return out
+                records.append(json.loads(line.split(":", 1)[1]))
+                counts.append(0)
+            elif line.startswith("#") or not line.strip():
+                continue
+            elif not header_seen:
+                header_seen = True
+            elif not records:
+                raise ValueError("data rows before the first '# launch:' record")
+            else:
+                counts[-1] += 1
+    return records, counts
 
 
-def launch_lookup(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, int, str, str], Mapping[str, Any]]:
-    """(transport, ranks, program, method) -> launch record (records from
-    before methods existed are the probe's own)."""
-    return {(r["transport"], int(r["ranks"]), r["program"], r.get("method", "probe")): r for r in records}
+def launch_selection(record: Mapping[str, Any]) -> str:
+    """Which collective algorithms a launch ran: "pinned" or "default"
+    (Open MPI's decision rules). Records from before selections existed
+    say it through the probe's own reading of coll_tuned."""
+    if "selection" in record:
+        return str(record["selection"])
+    algos = (record.get("probe_meta") or {}).get("algorithms", {})
+    return "pinned" if any(a.get("pinned") for a in algos.values()) else "default"
 
 
 def bench_method(bench: str) -> str:

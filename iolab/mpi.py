@@ -60,11 +60,22 @@ class Launch:
     benches: list[str] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
     method: str = "probe"              # mpi-probe --method: probe or osu
+    selection: str = "pinned"          # collective algorithms: pinned (as configured) or default
 
     def label(self) -> str:
         what = ",".join(self.benches) if self.program == "mpi-probe" else "reference ping-pong"
         how = " (OSU method)" if self.method == "osu" else ""
-        return f"{self.transport} p={self.ranks} {what}{how}"
+        algos = " (Open MPI's default algorithms)" if self.selection == "default" and self.program == "mpi-probe" \
+            else ""
+        return f"{self.transport} p={self.ranks} {what}{how}{algos}"
+
+
+def selections(settings: Mapping[str, Any]) -> list[str]:
+    """The algorithm selections launches run: ``selections`` as configured,
+    where "pinned" with nothing pinned is Open MPI's default selection."""
+    pinned = any((settings.get("algorithms") or {}).values())
+    out = [s if pinned else "default" for s in settings.get("selections") or ["pinned"]]
+    return list(dict.fromkeys(out))
 
 
 def default_sizes(settings: Mapping[str, Any]) -> list[int]:
@@ -115,15 +126,19 @@ def plan(settings: Mapping[str, Any], seed: int) -> list[Launch]:
     for transport in settings["transports"]:
         if transport == "netns_tbf":
             launches.append(Launch(transport, 2, "mpi-probe", ["pingpong"],
-                                   sorted(settings["netns"]["tbf_sizes"])))
+                                   sorted(settings["netns"]["tbf_sizes"]), selection=selections(settings)[0]))
             continue
         for p in ranks:
             chosen = [b for b in benches if b != "pingpong" or p == 2]
-            for method in settings.get("methods", ["probe"]) if chosen else []:
-                launches.append(Launch(transport, p, "mpi-probe", chosen, sizes, method))
+            for selection in selections(settings):
+                # Algorithms choose nothing for ping-pong: it runs once, in
+                # the first selection's launch.
+                picked = chosen if selection == selections(settings)[0] else [b for b in chosen if b != "pingpong"]
+                for method in settings.get("methods", ["probe"]) if picked else []:
+                    launches.append(Launch(transport, p, "mpi-probe", picked, sizes, method, selection))
         if settings["reference"]["enabled"] and 2 in ranks:
             launches.append(Launch(transport, 2, "mpi-pingpong-ref", ["pingpong"],
-                                   sorted(settings["reference"]["sizes"])))
+                                   sorted(settings["reference"]["sizes"]), selection=selections(settings)[0]))
     random.Random(seed).shuffle(launches)
     return launches
 
@@ -194,7 +209,7 @@ def mca_params(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
     if oversubscribed:
         mca["mpi_yield_when_idle"] = "1"
     algorithms = {k: v for k, v in (settings.get("algorithms") or {}).items() if v}
-    if algorithms:
+    if algorithms and launch.selection == "pinned":
         mca["coll_tuned_use_dynamic_rules"] = "1"
         for op, name in algorithms.items():
             mca[f"coll_tuned_{op}_algorithm"] = str(name)
@@ -353,7 +368,8 @@ def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: 
                         error_line=mpi_error_line, env={**_mpi_env(), **decided.get("environment", {})},
                         name=launch.label())
     record: dict[str, Any] = {"transport": launch.transport, "ranks": launch.ranks,
-                              "program": launch.program, "method": launch.method, "benches": launch.benches,
+                              "program": launch.program, "method": launch.method,
+                              "selection": launch.selection, "benches": launch.benches,
                               "sizes": launch.sizes, "argv": result.argv, **decided,
                               "seconds": round(result.seconds, 3)}
     if cluster is not None:

@@ -18,11 +18,12 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from . import atomic, paths
 from .formats import (CELL_COLUMNS, IB_COLUMNS, MPI_COLUMNS, OSU_PREFIX, REFERENCE_BENCH, bench_method,
-                      launch_lookup, read_launches)
+                      launch_rows, launch_selection)
 from .provenance import sidecar_for
 
 # cost-probe raw format v2: every mode writes these columns.
@@ -211,21 +212,31 @@ def read_mpi_csv(path: str | Path) -> pd.DataFrame:
 def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     """Tidy MPI samples: one row per node, repetition, launch, iteration and
     rank, with what each launch decided (oversubscription, binding) and what
-    ran (collective algorithm, synchronisation, tbf rate, and for the nodes
-    transport the peers the ranks spanned besides ``node``)."""
+    ran (collective algorithm selection and algorithm, synchronisation, tbf
+    rate, and for the nodes transport the peers the ranks spanned besides
+    ``node``)."""
     frames = []
     for raw in sorted(Path(p) for p in raw_files):
         frame = read_mpi_csv(raw)
-        launches = launch_lookup(read_launches(raw))
-        program = frame["bench"].map(lambda b: "mpi-pingpong-ref" if b == REFERENCE_BENCH else "mpi-probe")
-        method = frame["bench"].map(bench_method)
-        keys = list(zip(frame["transport"], frame["ranks"].astype(int), program, method, strict=True))
-        missing = {k for k in set(keys) if k not in launches}
-        if missing:
-            raise RawFormatError(f"{raw}: rows without a '# launch:' record: {sorted(missing)}")
+        try:
+            records, counts = launch_rows(raw)
+        except ValueError as e:
+            raise RawFormatError(f"{raw}: {e}") from e
+        if sum(counts) != len(frame):
+            raise RawFormatError(f"{raw}: {len(frame)} rows but {sum(counts)} under '# launch:' records")
+        launch_index = np.repeat(np.arange(len(records)), counts)
+        program = np.where(frame["bench"] == REFERENCE_BENCH, "mpi-pingpong-ref", "mpi-probe")
+        method = frame["bench"].map(bench_method).to_numpy()
+        for i, rec in enumerate(records):
+            at = launch_index == i
+            seen = set(zip(frame["transport"][at], frame["ranks"][at].astype(int), program[at], method[at],
+                           strict=True))
+            want = (rec["transport"], int(rec["ranks"]), rec["program"], rec.get("method", "probe"))
+            if seen - {want}:
+                raise RawFormatError(f"{raw}: rows {sorted(seen - {want})} under the launch record of {want}")
 
-        def from_launch(key: tuple[str, int, str, str], bench: str, what: str) -> Any:
-            rec = launches[key]
+        def from_launch(index: int, bench: str, what: str) -> Any:
+            rec = records[index]
             meta = rec.get("probe_meta", {})
             operation = bench.removeprefix(OSU_PREFIX)
             if what == "algorithm":
@@ -246,12 +257,14 @@ def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
                 return (rec.get("cluster") or {}).get("rate_mbit")
             if what == "peers":
                 return ",".join((rec.get("group") or {}).get("nodes", [])[1:])
+            if what == "selection":
+                return launch_selection(rec)
             return rec[what]
 
-        cache: dict[tuple[tuple[str, int, str, str], str], dict[str, Any]] = {}
-        cols: dict[str, list[Any]] = {c: [] for c in ("oversubscribed", "binding", "algorithm", "pinned",
-                                                      "sync", "hosts", "rate_mbit", "peers")}
-        for key, bench in zip(keys, frame["bench"], strict=True):
+        cache: dict[tuple[int, str], dict[str, Any]] = {}
+        cols: dict[str, list[Any]] = {c: [] for c in ("oversubscribed", "binding", "selection", "algorithm",
+                                                      "pinned", "sync", "hosts", "rate_mbit", "peers")}
+        for key, bench in zip(launch_index.tolist(), frame["bench"], strict=True):
             ck = (key, bench)
             if ck not in cache:
                 cache[ck] = {c: from_launch(key, bench, c) for c in cols}

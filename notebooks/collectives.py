@@ -47,7 +47,8 @@ from iolab.report.outputs import Outputs
 plotting.apply_style()
 out = Outputs("collectives", figure_dir, numbers_out, manifest_out, tables={"mpi": mpi_table})
 print(tables.describe("mpi", mpi_table))
-raw = mpistats.select(tables.load("mpi", mpi_table, reps=reps), transports)
+# Pinned algorithms where both selections ran: the models need the algorithm.
+raw = mpistats.one_selection(mpistats.select(tables.load("mpi", mpi_table, reps=reps), transports), "pinned")
 node = models.choose_node(raw, node)
 times = mpistats.iteration_times(raw)
 # This node's transports, plus MPI across nodes from whichever node ran it.

@@ -185,6 +185,61 @@ def test_raw_file_is_parsed_by_the_loaders(mpi_build: Path, tmp_path: Path) -> N
         tables.read_mpi_csv(out)
 
 
+def test_plan_runs_both_algorithm_selections_and_ping_pong_once() -> None:
+    both = settings(transports=["shm"], ranks=[2, 4], selections=["pinned", "default"],
+                    reference={**settings()["reference"], "enabled": False})
+    labels = sorted(lc.label() for lc in mpi.plan(both, seed=1))
+    assert labels == ["shm p=2 bcast,allreduce,alltoall,barrier (Open MPI's default algorithms)",
+                      "shm p=2 pingpong,bcast,allreduce,alltoall,barrier",
+                      "shm p=4 bcast,allreduce,alltoall,barrier",
+                      "shm p=4 bcast,allreduce,alltoall,barrier (Open MPI's default algorithms)"]
+    # Nothing pinned: "pinned" is Open MPI's default selection, one launch.
+    assert mpi.selections(settings(algorithms=None)) == ["default"]
+    assert mpi.selections(settings(algorithms=None, selections=["pinned", "default"])) == ["default"]
+    default = next(lc for lc in mpi.plan(both, seed=1) if lc.selection == "default")
+    mca = mpi.mca_params(both, default, "vader", None, False)
+    assert not any(k.startswith("coll_tuned") for k in mca)
+
+
+def test_both_selections_are_told_apart_in_the_raw_file(mpi_build: Path, tmp_path: Path) -> None:
+    """Two launches of one transport, rank count and program: each row is its
+    own launch's, and the probe's own reading of coll_tuned agrees with the
+    selection that launch asked for."""
+    out = tmp_path / "local" / "mpi" / "k" / "rep1.csv"
+    out.parent.mkdir(parents=True)
+    s = settings(transports=["shm"], ranks=[2], sizes=[64], series=1, iterations=3, warmup=1,
+                 benchmarks=["bcast", "alltoall"], selections=["pinned", "default"],
+                 reference={**settings()["reference"], "enabled": False})
+    extra = mpi.run_experiment(s, seed=5, output=out, progress=False)
+    assert sorted(r["selection"] for r in extra["mpi"]["launches"]) == ["default", "pinned"]
+    (out.with_name("rep1.provenance.json")).write_text(json.dumps({
+        "node": {"name": "local", "kind": "vm"}, "mitigations": {"state": "on"},
+        "host": {"kernel": "test"}, "settings": {"rep": 1}}))
+    table = tables.load("mpi", tmp_path)
+    bcast = table[table["bench"] == "bcast"]
+    assert len(bcast) == 2 * 2 * 3          # two launches x 2 ranks x 3 iterations
+    pinned, default = (bcast[bcast["selection"] == s] for s in ("pinned", "default"))
+    assert (pinned["algorithm"] == "binomial").all() and pinned["pinned"].all()
+    assert not default["pinned"].any() and (default["algorithm"] == "tuned fixed decision rules").all()
+    with pytest.raises(ValueError, match="keep one with mpistats.one_selection"):
+        mpistats.iteration_times(table)
+    for prefer in ("pinned", "default"):
+        times = mpistats.iteration_times(mpistats.one_selection(table, prefer))
+        assert set(times["selection"]) == {prefer} and len(times[times["bench"] == "bcast"]) == 3
+    # The seed's view keeps them apart: one repetition median per selection.
+    per_rep, mean3 = mpistats.seed_view(table)
+    bcast_rep = per_rep[per_rep["bench"] == "bcast"]
+    assert sorted(bcast_rep["selection"]) == ["default", "pinned"] and sorted(bcast_rep["pinned"]) == [False, True]
+    assert sorted(mean3.loc[mean3["bench"] == "bcast", "selection"]) == ["default", "pinned"]
+    # A row under another launch's record is refused, not attributed to it.
+    lines = out.read_text().splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("shm,"))
+    lines[first] = lines[first].replace("shm,", "tcp,", 1)
+    out.write_text("\n".join(lines) + "\n")
+    with pytest.raises(tables.RawFormatError, match="under the launch record of"):
+        tables.load("mpi", tmp_path)
+
+
 def test_mpi_error_line_skips_open_mpi_banners() -> None:
     stderr = ("mpi-probe: validation failed: bcast 8 B, series 0 iteration 1: rank 1 has 0x01 at byte 0, expected 0x02\n"
               "--------------------------------------------------------------------------\n"

@@ -166,7 +166,7 @@ def test_this_machine_launches_across_an_ssh_peer(two_nodes: dict, tmp_path: Pat
              "mpi": {"peers": ["nsb"], "ranks_per_node": 1, "bind_to": "none", "interface": str(cluster.subnet)}}
     out = tmp_path / "rep1.csv"
     measure("mpi", local, _settings(transports=["shm"]), 1, 7, out, peer_entries=[two_nodes["peer"]])
-    launches = {(r["transport"], r["ranks"]): r for r in formats.read_launches(out)}
+    launches = {(r["transport"], r["ranks"]): r for r in formats.launch_rows(out)[0]}
     across = launches[("nodes", 2)]
     assert across["probe_meta"]["processors"] == [os.uname().nodename, cluster.names[1]]
     assert across["argv"][0].startswith("/") and "--allow-run-as-root" in across["argv"]
@@ -187,14 +187,20 @@ def test_pipeline_runs_mpi_across_two_ssh_nodes(two_nodes: dict, tmp_path: Path)
     (wd / "config" / "test-overlay.yaml").write_text(yaml.safe_dump({
         "repeats": 1,
         "experiments": {"trace": {"enabled": False}, "echo": {"enabled": False},
-                        "mpi": {"ranks": [2, 4]}}}))
+                        "mpi": {"ranks": [2, 4], "selections": ["pinned", "default"]}}}))
     res = snakemake(wd, "--cores", "all", "--configfile", "config/profiles/smoke.yaml",
                     "config/test-nodes.yaml", "config/test-overlay.yaml", timeout=1500)
     assert res.returncode == 0, res.stderr[-4000:]
     raw = next((wd / "data" / "raw" / "nsa" / "mpi").glob("*/rep1.csv"))
-    launches = {(r["transport"], r["ranks"], r["program"]): r for r in formats.read_launches(raw)}
+    records, _ = formats.launch_rows(raw)
+    launches = {(r["transport"], r["ranks"], r["program"]): r for r in records if r["selection"] == "pinned"}
     # The default transports on an ssh node: no namespaces of this machine, plus nodes.
     assert {t for t, _, _ in launches} == {"shm", "tcp", "nodes"}
+    # Across nodes, Open MPI's default algorithms ran too, as the seed ran them.
+    default = [r for r in records if r["transport"] == "nodes" and r["selection"] == "default"]
+    assert {(r["ranks"], r["method"]) for r in default} == {(p, m) for p in (2, 4) for m in ("probe", "osu")}
+    assert not any(a["pinned"] for r in default
+                                         for a in r["probe_meta"]["algorithms"].values())
     across = launches[("nodes", 2, "mpi-probe")]
     group = across["group"]
     assert group["nodes"] == ["nsa", "nsb"] and group["ranks_per_node"] == [1, 1]
@@ -212,6 +218,7 @@ def test_pipeline_runs_mpi_across_two_ssh_nodes(two_nodes: dict, tmp_path: Path)
     table = tables.load("mpi", wd / "results" / "tables" / "mpi.parquet")
     nodes_rows = table[table["transport"] == "nodes"]
     assert set(nodes_rows["peers"]) == {"nsb"} and set(nodes_rows["hosts"]) == {2}
+    assert set(nodes_rows["selection"]) == {"pinned", "default"}
     numbers = json.loads((wd / "results" / "numbers" / "collectives.json").read_text())
     assert numbers["mpi_nodes_latency_us"]["value"] > 0 and numbers["mpi_nodes_peers"]["text"] == "nsb"
     status = json.loads((wd / "results" / "nodes.json").read_text())

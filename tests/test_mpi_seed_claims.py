@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from iolab.analysis import claims
-from iolab.analysis.verdicts import Outcome
+from iolab.analysis.verdicts import Outcome, combine
+from iolab.report import numbers
 
 DRIFT = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2]          # shared by both pairs within a repetition
 SIZES = [4, 1024, 16384, 65536, 1 << 20]
@@ -126,11 +127,20 @@ def test_intra_node_data_alone_is_not_testable() -> None:
 def test_default_algorithms_are_preferred_and_pinned_ones_are_labelled() -> None:
     pinned = two_pairs(SEED_LIKE, pinned=True)
     assert "pinned algorithms (the seed used the defaults)" in claims.m2(pinned)[0].part
-    # With both, the default selection decides (here it reproduces, the
-    # pinned rows would not).
+    # With both, the default selection decides (here it reproduces) and the
+    # pinned algorithms follow as a second row of context parts, which would
+    # not reproduce and do not count.
     mixed = pd.concat([two_pairs(SEED_LIKE), two_pairs({b: [0.1] * len(SIZES) for b in SEED_LIKE},
                                                        pinned=True)])
-    assert all(f.outcome is Outcome.REPRODUCED for f in claims.m2(mixed))
+    found = claims.m2(mixed)
+    decided, second = [f for f in found if not f.context], [f for f in found if f.context]
+    assert len(decided) == len(second) == 7
+    assert all(f.outcome is Outcome.REPRODUCED and "Open MPI's default algorithms" in f.part
+               for f in decided if "worst" in f.part)
+    assert all("[second row: pinned algorithms, context]" in f.part for f in second)
+    assert second[0].outcome is Outcome.NOT_REPRODUCED and second[0].estimate.value == pytest.approx(0.1)
+    assert combine(found) is Outcome.REPRODUCED
+    assert numbers.claim_verdicts(found)["M2"] == "reproduced (7 of 7 parts decided)"
 
 
 def test_the_seeds_estimator_is_shown_beside_the_median() -> None:

@@ -206,8 +206,10 @@ def u4(echo: pd.DataFrame) -> list[Finding]:
 # more hosts), never oversubscribed ones, at the largest rank count both pairs
 # ran, OSU's statistic where the OSU method ran (``mpistats.seed_view``), and
 # default algorithm selection where it ran (pinned algorithms otherwise, and
-# the part says so). Verdicts use the median ratio over repetitions with its
-# interval; the seed's estimator is shown beside it.
+# the part says so). Where both selections ran, the pinned algorithms' M2
+# parts follow as a second row, shown as context: the claim's verdict is the
+# default selection's, as the seed measured. Verdicts use the median ratio
+# over repetitions with its interval; the seed's estimator is shown beside it.
 
 CROSS_NODE = "nodes"
 # "mostly": more than half of the sizes measured.
@@ -216,6 +218,7 @@ MOSTLY = 0.5
 
 def cross_node(per_rep: pd.DataFrame) -> pd.DataFrame:
     """The rows M1/M2 may use: launches across nodes, not oversubscribed."""
+    per_rep = mpistats.with_selection(per_rep)
     return per_rep[(per_rep["transport"] == CROSS_NODE) & (per_rep["hosts"] >= 2) & ~per_rep["oversubscribed"]]
 
 
@@ -236,20 +239,37 @@ def _kind_pair(per_rep: pd.DataFrame) -> tuple[str, str] | str:
             + ", and intra-node transports do not show the cross-node penalty")
 
 
-def _pair_rows(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str) -> tuple[pd.DataFrame, str] | str:
-    """One bench's rows of both nodes at their largest common rank count,
-    default algorithm selection preferred; with a label of what was used."""
+def _selections_both_ran(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str) -> list[str]:
+    """The algorithm selections both nodes ran ``bench`` across nodes with,
+    default (the seed's) first."""
     rows = cross_node(per_rep)
     rows = rows[(rows["bench"] == bench) & rows["node"].isin(pair)]
+    return [s for s in ("default", "pinned")
+            if all(((rows["node"] == n) & (rows["selection"] == s)).any() for n in pair)]
+
+
+def _pair_rows(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str,
+               selection: str | None = None) -> tuple[pd.DataFrame, str] | str:
+    """One bench's rows of both nodes at their largest common rank count,
+    of one algorithm selection (default: Open MPI's default selection where
+    both nodes ran it, else the pinned one; ping-pong has no algorithm to
+    select); with a label of what was used."""
+    rows = cross_node(per_rep)
+    rows = rows[(rows["bench"] == bench) & rows["node"].isin(pair)]
+    if bench != "pingpong":
+        ran = _selections_both_ran(per_rep, pair, bench)
+        selection = selection or (ran[0] if ran else None)
+        if selection is not None:
+            rows = rows[rows["selection"] == selection]
     ranks = set.intersection(*(set(rows.loc[rows["node"] == n, "ranks"]) for n in pair))
     if not ranks:
         return f"{bench} was not measured across nodes at a rank count both pairs ran"
     rows = rows[rows["ranks"] == max(ranks)]
-    default = rows[~rows["pinned"].astype(bool)]
-    both_default = all((default["node"] == n).any() for n in pair)
-    rows = default if both_default else rows
     method = "OSU's method" if (rows["method"] == "osu").all() else "our method"
-    algos = "Open MPI's default algorithms" if both_default else "pinned algorithms (the seed used the defaults)"
+    if bench == "pingpong":
+        return rows, f"{max(ranks)} ranks, {method}"
+    algos = ("Open MPI's default algorithms" if selection == "default"
+             else "pinned algorithms (the seed used the defaults)")
     return rows, f"{max(ranks)} ranks, {method}, {algos}"
 
 
@@ -260,8 +280,11 @@ def _ratios(rows: pd.DataFrame, pair: tuple[str, str]) -> pd.DataFrame:
     return (wide[pair[0]] / wide[pair[1]]).unstack("rep")
 
 
-def _seed_ratios(mean3: pd.DataFrame, pair: tuple[str, str], bench: str, ranks: int) -> pd.Series:
+def _seed_ratios(mean3: pd.DataFrame, pair: tuple[str, str], bench: str, ranks: int,
+                 selection: str | None = None) -> pd.Series:
     sel = mean3[(mean3["bench"] == bench) & (mean3["ranks"] == ranks) & (mean3["transport"] == CROSS_NODE)]
+    if selection is not None and "selection" in sel:
+        sel = sel[sel["selection"] == selection]
     wide = sel.pivot_table(index="bytes", columns="node", values="mean3_ns", aggfunc="first")
     if not all(n in wide for n in pair):
         return pd.Series(dtype=float)
@@ -354,41 +377,56 @@ def m2(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None) -> list[Finding
     0.55, allreduce 0.7, alltoall 0.87) and where it falls, the fraction of
     sizes at or above the "mostly" bound (0.8, 0.8, 0.88), and over all three
     the average VM penalty (about 20 %). Each is computed within a
-    repetition over the sizes both pairs measured."""
+    repetition over the sizes both pairs measured. Where both algorithm
+    selections ran, the pinned algorithms' parts follow as context."""
     pair = _kind_pair(per_rep)
     if isinstance(pair, str):
         return [not_testable("M2", "collective ratios", pair)]
+    out = _m2_parts(per_rep, mean3, pair, None, context=False)
+    if all(len(_selections_both_ran(per_rep, pair, b)) == 2 for b in M2_MOSTLY):
+        out += _m2_parts(per_rep, mean3, pair, "pinned", context=True)
+    return out
+
+
+def _m2_parts(per_rep: pd.DataFrame, mean3: pd.DataFrame | None, pair: tuple[str, str],
+              selection: str | None, context: bool) -> list[Finding]:
+    """M2's parts on one algorithm selection (None: ``_pair_rows``' choice)."""
     out, penalties = [], []
+    second = " [second row: pinned algorithms, context]" if context else ""
     for bench in ("bcast", "allreduce", "alltoall"):
         worst_key, mostly_key = f"m2_{bench}_worst_ratio", M2_MOSTLY[bench]
-        got = _pair_rows(per_rep, pair, bench)
+        got = _pair_rows(per_rep, pair, bench, selection)
         ratios = _ratios(got[0], pair) if not isinstance(got, str) else pd.DataFrame()
         if isinstance(got, str) or ratios.empty:
             why = got if isinstance(got, str) else f"no repetition measured {bench} on both pairs"
-            out += [not_testable("M2", f"{bench} worst ratio", why, _quoted(worst_key)),
-                    not_testable("M2", f"{bench} sizes at or above the usual ratio", why, _quoted(mostly_key))]
+            out += [not_testable("M2", f"{bench} worst ratio{second}", why, _quoted(worst_key)),
+                    not_testable("M2", f"{bench} sizes at or above the usual ratio{second}", why,
+                                 _quoted(mostly_key))]
             continue
         rows, how = got
         where = int(ratios.median(axis=1).idxmin())
-        seed = _seed_ratios(mean3, pair, bench, int(rows["ranks"].iloc[0])) if mean3 is not None else None
+        chosen = str(rows["selection"].iloc[0]) if "selection" in rows and len(rows) else None
+        seed = (_seed_ratios(mean3, pair, bench, int(rows["ranks"].iloc[0]), chosen)
+                if mean3 is not None else None)
         seed_worst = float(seed.min()) if seed is not None and len(seed) else np.nan
         out.append(finding("M2", f"{bench} worst native/VM time ratio (median at {where} B) across nodes "
-                           f"({how}){_seed_text(seed_worst)}", ratios.min(axis=0).to_numpy(),
+                           f"({how}){_seed_text(seed_worst)}{second}", ratios.min(axis=0).to_numpy(),
                            Rule("within", QUOTED[worst_key].value, ABSOLUTE_MARGIN), _quoted(worst_key),
-                           {"mpi": []}))
+                           {"mpi": []}, context=context))
         bound = QUOTED[mostly_key].value
         share = (ratios >= bound).mean(axis=0)
-        out.append(finding("M2", f"{bench}: share of the {len(ratios)} sizes with native/VM \u2265 {bound:g}",
-                           share.to_numpy(), Rule("above", MOSTLY), _quoted(mostly_key), {"mpi": []}))
+        out.append(finding("M2", f"{bench}: share of the {len(ratios)} sizes with native/VM \u2265 {bound:g}"
+                           f"{second}", share.to_numpy(), Rule("above", MOSTLY), _quoted(mostly_key),
+                           {"mpi": []}, context=context))
         penalties.append(1.0 / ratios)
     if penalties:
         per_rep_penalty = (pd.concat(penalties) - 1.0).mean(axis=0)
-        out.append(finding("M2", "average VM time penalty (VM/native time \u2212 1, over collectives and sizes)",
-                           per_rep_penalty.to_numpy(), Rule("within", QUOTED["m2_mean_penalty"].value,
-                                                            ABSOLUTE_MARGIN),
-                           _quoted("m2_mean_penalty"), {"mpi": []}))
+        out.append(finding("M2", "average VM time penalty (VM/native time \u2212 1, over collectives and sizes)"
+                           f"{second}", per_rep_penalty.to_numpy(),
+                           Rule("within", QUOTED["m2_mean_penalty"].value, ABSOLUTE_MARGIN),
+                           _quoted("m2_mean_penalty"), {"mpi": []}, context=context))
     else:
-        out.append(not_testable("M2", "average VM penalty", "no collective was measured on both pairs",
+        out.append(not_testable("M2", f"average VM penalty{second}", "no collective was measured on both pairs",
                                 _quoted("m2_mean_penalty")))
     return out
 

@@ -21,6 +21,11 @@
 
 Rows timed with ``mpi-probe --method osu`` are named after the OSU program
 (``osu_bcast``); ``operation`` strips the prefix.
+
+A launch ran the pinned collective algorithms or Open MPI's default
+selection (``selection``); where both ran, ``one_selection`` keeps one per
+cell before anything is summarised, and ``iteration_times`` refuses to pool
+them.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from ..formats import OSU_PREFIX, REFERENCE_BENCH
 from .stats import Estimate, across_reps, mean_of_smallest
 
 GROUP = ["node", "kind", "transport", "bench", "ranks", "bytes"]
+CARRY = ["oversubscribed", "selection", "algorithm", "pinned", "sync", "hosts", "rate_mbit", "peers"]
 COLLECTIVES = ("bcast", "allreduce", "alltoall", "barrier")
 OSU_COLLECTIVES = tuple(OSU_PREFIX + c for c in COLLECTIVES)
 OSU_LATENCY = "osu_latency"
@@ -44,11 +50,43 @@ def operation(bench: str) -> str:
     return "pingpong" if bench == OSU_LATENCY else bench.removeprefix(OSU_PREFIX)
 
 
+SELECTIONS = ("pinned", "default")
+CELL = ["node", "transport", "ranks", "bench"]
+
+
+def with_selection(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with a ``selection`` column (tables from before selections
+    existed: pinned where the probe read a pinned algorithm)."""
+    if "selection" in table:
+        return table
+    return table.assign(selection=np.where(table["pinned"].astype(bool), "pinned", "default"))
+
+
+def one_selection(table: pd.DataFrame, prefer: str = "pinned") -> pd.DataFrame:
+    """The rows of one algorithm selection per node, transport, rank count
+    and benchmark: ``prefer`` where it ran, else the other. Our figures and
+    models prefer pinned algorithms (they need to know the algorithm), the
+    seed comparisons Open MPI's default selection (what HPC HUB ran)."""
+    if prefer not in SELECTIONS:
+        raise ValueError(f"selection {prefer!r}: pinned or default")
+    table = with_selection(table)
+    if table.empty:
+        return table
+    has = table[table["selection"] == prefer][CELL].drop_duplicates().assign(_has=True)
+    marked = table.merge(has, on=CELL, how="left")
+    keep = (marked["selection"] == prefer).to_numpy() | marked["_has"].isna().to_numpy()
+    return table[keep]
+
+
 def iteration_times(table: pd.DataFrame) -> pd.DataFrame:
     """One row per timed iteration, ``time_ns`` as described in the module doc."""
+    table = with_selection(table)
+    if table.groupby(CELL)["selection"].nunique().gt(1).any():
+        raise ValueError("both algorithm selections (pinned and default) ran in one cell; "
+                         "keep one with mpistats.one_selection first")
     valid = table[~table["late"]]
     keys = [*GROUP, "rep", "series", "iteration"]
-    carry = ["oversubscribed", "algorithm", "pinned", "sync", "hosts", "rate_mbit", "peers"]
+    carry = CARRY
     p2p = valid[valid["bench"].isin(POINT_TO_POINT) & (valid["rank"] == 0)]
     p2p = p2p.assign(time_ns=p2p["ns"] / 2.0)[[*keys, *carry, "time_ns"]]
     coll = valid[valid["bench"].isin(COLLECTIVES + OSU_COLLECTIVES)]
@@ -61,9 +99,6 @@ def iteration_times(table: pd.DataFrame) -> pd.DataFrame:
         raise ValueError(f"{int(incomplete.sum())} collective iterations miss some ranks' times")
     agg = agg.drop(columns="ranks_seen")
     return pd.concat([p2p, agg], ignore_index=True)
-
-
-CARRY = ["oversubscribed", "algorithm", "pinned", "sync", "hosts", "rate_mbit", "peers"]
 
 
 def rep_medians(times: pd.DataFrame) -> pd.DataFrame:
@@ -281,8 +316,18 @@ def seed_view(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
     Returns (per repetition: the median over its series, with the launch's
     oversubscription, pinning and host count; per cell: the seed's estimator,
-    the mean of the 3 smallest series values pooled over repetitions)."""
-    carry_cols = ["oversubscribed", "pinned", "hosts"]
+    the mean of the 3 smallest series values pooled over repetitions), each
+    per algorithm selection (``selection``) where both ran."""
+    table = with_selection(table)
+    parts = [_seed_view_one(g) for _, g in table.groupby("selection", sort=True)] or [_seed_view_one(table)]
+    per_rep = pd.concat([p for p, _ in parts], ignore_index=True)
+    mean3 = pd.concat([m for _, m in parts], ignore_index=True)
+    return per_rep, mean3
+
+
+def _seed_view_one(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``seed_view`` for the rows of one algorithm selection."""
+    carry_cols = ["oversubscribed", "pinned", "hosts", "selection"]
     osu = table[table["bench"].str.startswith(OSU_PREFIX)]
     ours = table[~table["bench"].str.startswith(OSU_PREFIX)]
     frames = []
@@ -298,7 +343,7 @@ def seed_view(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         frames.append(s.assign(method="probe"))
     cols = [*SEED_KEYS, "rep", "time_ns", "method", *carry_cols]
     if not frames:
-        return pd.DataFrame(columns=cols), pd.DataFrame(columns=[*SEED_KEYS, "method", "mean3_ns"])
+        return pd.DataFrame(columns=cols), pd.DataFrame(columns=[*SEED_KEYS, "method", "mean3_ns", "selection"])
     series = pd.concat(frames, ignore_index=True)
     # One method per cell: OSU's where it was measured.
     has_osu = series[series["method"] == "osu"][SEED_KEYS].drop_duplicates().assign(_osu=True)
@@ -310,4 +355,5 @@ def seed_view(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                .merge(launch, on=["node", "transport", "bench", "ranks"], how="left"))
     mean3 = series.groupby([*SEED_KEYS, "method"], sort=True)["time_ns"].apply(
         lambda x: mean_of_smallest(x.to_numpy(), 3) if len(x) >= 3 else float("nan")).rename("mean3_ns")
-    return per_rep[cols], mean3.reset_index()
+    selection = table["selection"].iloc[0] if len(table) else "default"
+    return per_rep[cols], mean3.reset_index().assign(selection=selection)

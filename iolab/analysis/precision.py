@@ -72,8 +72,9 @@ class Plan:
 
 
 def settled(f: Finding, target: float | None) -> bool:
-    """Decided, and (with a target) its interval narrow enough."""
-    if f.outcome in (Outcome.NOT_TESTABLE,):
+    """Decided, and (with a target) its interval narrow enough; context
+    findings decide no verdict, so they never ask for more repetitions."""
+    if f.context or f.outcome in (Outcome.NOT_TESTABLE,):
         return True
     if f.outcome is Outcome.UNDECIDED:
         return False

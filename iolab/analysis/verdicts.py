@@ -106,6 +106,9 @@ class Finding:
     reason: str = ""                  # why not testable
     # What would decide it: experiment -> cells to repeat (experiment-specific keys).
     decides: dict[str, list[list[object]]] = field(default_factory=dict)
+    # Shown beside the claim's parts (e.g. the same quantity under another
+    # condition than the source's) but not counted in the claim's verdict.
+    context: bool = False
 
     @property
     def outcome(self) -> Outcome:
@@ -150,12 +153,14 @@ def interval_text(est: Estimate, digits: int = 3) -> str:
 
 
 def finding(claim: str, part: str, per_rep: Sequence[float] | np.ndarray, rule: Rule,
-            quoted: str = "", decides: dict[str, list[list[object]]] | None = None) -> Finding:
-    """A finding from per-repetition values of the claim's quantity."""
+            quoted: str = "", decides: dict[str, list[list[object]]] | None = None,
+            context: bool = False) -> Finding:
+    """A finding from per-repetition values of the claim's quantity
+    (``context``: shown, not counted in the claim's verdict)."""
     values = [float(v) for v in per_rep if not math.isnan(float(v))]
     if not values:
-        return not_testable(claim, part, "nothing was measured for it")
-    return Finding(claim, part, rule, across_reps(values), values, quoted, "", decides or {})
+        return Finding(claim, part, quoted=quoted, reason="nothing was measured for it", context=context)
+    return Finding(claim, part, rule, across_reps(values), values, quoted, "", decides or {}, context)
 
 
 def not_testable(claim: str, part: str, reason: str, quoted: str = "") -> Finding:
@@ -170,14 +175,14 @@ def table(findings: Sequence[Finding]) -> "pd.DataFrame":
                           "ours": interval_text(f.estimate) if f.estimate else "",
                           "quoted": f.quoted, "rule": f.rule.text() if f.rule else "",
                           "verdict": f.outcome.value, "repetitions to decide": f.needed,
-                          "reason": f.reason} for f in findings])
+                          "reason": f.reason, "counted": not f.context} for f in findings])
 
 
 def combine(findings: Sequence[Finding]) -> Outcome:
     """A claim of several parts: reproduced when every testable part is, not
     reproduced when any part is not, otherwise undecided; not testable when
-    no part is testable."""
-    testable = [f.outcome for f in findings if f.outcome is not Outcome.NOT_TESTABLE]
+    no part is testable. Context findings are not counted."""
+    testable = [f.outcome for f in findings if f.outcome is not Outcome.NOT_TESTABLE and not f.context]
     if not testable:
         return Outcome.NOT_TESTABLE
     if Outcome.NOT_REPRODUCED in testable:

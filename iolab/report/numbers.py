@@ -190,7 +190,7 @@ def claim_verdicts(findings: Sequence[Finding]) -> dict[str, str]:
     """Per claim id: the combined outcome and how many parts decided it."""
     out = {}
     for claim in CLAIM_IDS:
-        parts = [f for f in findings if f.claim.split(" ")[0] == claim]
+        parts = [f for f in findings if f.claim.split(" ")[0] == claim and not f.context]
         if not parts:
             continue
         outcome = combine(parts)
@@ -210,7 +210,7 @@ def claims_numbers(out: Outputs, findings: Sequence[Finding]) -> None:
     out.text("method_rule", RULE_TEXT)
     for claim, text in claim_verdicts(findings).items():
         out.text(f"{claim.lower()}_verdict", text)
-    counts = {o: sum(f.outcome is o for f in findings) for o in Outcome}
+    counts = {o: sum(f.outcome is o for f in findings if not f.context) for o in Outcome}
     for o, n in counts.items():
         out.number(f"findings_{o.name.lower()}", n)
 

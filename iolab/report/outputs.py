@@ -115,6 +115,7 @@ class Outputs:
                          "rule": f.rule.text() if f.rule else "", "quoted": f.quoted,
                          "value": interval_text(est) if est else "", "reason": f.reason,
                          "reps": est.n if est else 0, "needed": f.needed, "summary": f.summary(),
+                         "context": f.context,
                          "estimate": None if est is None else {
                              k: (x if math.isfinite(x) else None) for k, x in (
                                  ("value", est.value), ("low", est.low), ("high", est.high),
