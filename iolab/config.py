@@ -178,6 +178,9 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
                               f"{level!r}, {why}")
     echo = experiments.get("echo", {})
     _check_presets(echo)
+    if "thread-per-connection" in echo.get("clients", []) and echo.get("pipeline", 1) != 1:
+        raise ConfigError("config error at experiments.echo.clients: thread-per-connection is closed-loop "
+                          "ping-pong; set pipeline to 1 or drop that client")
     unknown = sorted(set(echo.get("only") or []) - set(echo.get("presets", {})))
     if unknown:
         raise ConfigError(f"config error at experiments.echo.only: {unknown[0]!r} is not a preset "

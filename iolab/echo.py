@@ -31,12 +31,20 @@ class CellError(RuntimeError):
     """A cell could not be measured; the message says why in one line."""
 
 
+CLIENTS = ("event-loop", "thread-per-connection")
+
+
 @dataclass(frozen=True)
 class Cell:
     preset: str
     flags: tuple[str, ...]
     connections: int
     bytes: int
+    client: str = "event-loop"          # loadgen --model
+
+    def label(self) -> str:
+        client = " (thread-per-connection client)" if self.client == "thread-per-connection" else ""
+        return f"{self.preset} c={self.connections} {self.bytes} B{client}"
 
     @property
     def server(self) -> str:
@@ -44,12 +52,13 @@ class Cell:
 
 
 def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
-    """Every (preset, connections, bytes) of the sweep, in a seeded random
-    order that keeps the cells of one (connections, bytes) together: the
-    blocks come in a random order and the presets in a random order within
-    each. Ratios between presets (formed per repetition) then compare cells
-    measured seconds apart. ``settings["cells"]``, when given, restricts the
-    sweep to those [preset, connections, bytes] (an adaptive-precision round)."""
+    """Every (preset, client, connections, bytes) of the sweep, in a seeded
+    random order that keeps the cells of one (connections, bytes) together:
+    the blocks come in a random order and the presets and clients in a random
+    order within each. Ratios between presets (formed per repetition) then
+    compare cells measured seconds apart. ``settings["cells"]``, when given,
+    restricts the sweep to those [preset, connections, bytes], under every
+    client (an adaptive-precision round)."""
     presets: Mapping[str, Sequence[str]] = settings["presets"]
     chosen = settings.get("only") or list(presets)
     wanted = {(str(p), int(c), int(b)) for p, c, b in settings["cells"]} if settings.get("cells") else None
@@ -58,7 +67,8 @@ def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
     rng.shuffle(blocks)
     out = []
     for c, b in blocks:
-        block = [Cell(name, tuple(presets[name]), c, b) for name in chosen
+        block = [Cell(name, tuple(presets[name]), c, b, client) for name in chosen
+                 for client in settings.get("clients") or ["event-loop"]
                  if wanted is None or (name, c, b) in wanted]
         rng.shuffle(block)
         out.extend(block)
@@ -118,8 +128,9 @@ def run_loadgen(port: int, cell: Cell, settings: Mapping[str, Any], cpu: int | N
     argv = [*_taskset(cpu), runner.exe("loadgen"), "--host", host,
             "--port", str(port), "--connections", str(cell.connections),
             "--bytes", str(cell.bytes), "--duration", str(settings["duration"]),
-            "--warmup", str(settings["warmup"]), "--threads", str(settings["loadgen_threads"]),
-            "--pipeline", str(settings["pipeline"]), "--histogram", remote_hist]
+            "--warmup", str(settings["warmup"]), "--model", cell.client, "--histogram", remote_hist]
+    if cell.client == "event-loop":
+        argv += ["--threads", str(settings["loadgen_threads"]), "--pipeline", str(settings["pipeline"])]
     budget = settings["duration"] + settings["warmup"] + 120
     report_path = histogram.with_suffix(".report")
     try:
@@ -195,7 +206,7 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed:
         fh.write("order,low_ns,high_ns,count\n")
         for i, cell in enumerate(planned):
             row: dict[str, Any] = {c: "" for c in CELL_COLUMNS}
-            row.update(order=i, server=cell.server, preset=cell.preset,
+            row.update(order=i, server=cell.server, preset=cell.preset, client=cell.client,
                        connections=cell.connections, bytes=cell.bytes,
                        server_cpu=cpus.get("server"), client_cpu=cpus.get("client"))
             hist = Path(tmp) / f"{i}.csv"
@@ -210,12 +221,11 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed:
                 row.update(status="unavailable" if reason.startswith("unavailable") else "failed",
                            reason=reason)
                 if row["status"] == "failed":
-                    failures.append(f"{cell.preset} c={cell.connections} {cell.bytes} B: {reason}")
+                    failures.append(f"{cell.label()}: {reason}")
             writer.writerow(row)
             fc.flush()
             if progress:
-                print(f"iolab: echo [{i + 1}/{len(planned)}] {cell.preset} c={cell.connections} "
-                      f"{cell.bytes} B: {row['status']}"
+                print(f"iolab: echo [{i + 1}/{len(planned)}] {cell.label()}: {row['status']}"
                       + (f" {float(row['rps']):,.0f} req/s" if row["status"] == "ok" else f" ({row['reason']})")
                       + f" [{time.monotonic() - start:.1f} s]", flush=True)
     return {"echo": {"cells": len(planned), "failed": failures, "order_seed": seed,

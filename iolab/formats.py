@@ -15,8 +15,10 @@ CELL_COLUMNS = [
     "rps", "requests", "p50_us", "p99_us", "p999_us", "max_us",
     "client_cpu_ns", "server_cpu_ns", "server_requests", "server_bytes",
     "waits", "events", "io_uring_enter", "sqes", "cqes", "short_writes", "async_sqes",
-    "nobufs", "iowq_workers", "server_cpu", "client_cpu", "port",
+    "nobufs", "iowq_workers", "server_cpu", "client_cpu", "port", "client",
 ]
+# Files from before the client model was a setting lack the column.
+CELL_OPTIONAL = {"client": "event-loop"}
 
 # mpi: one row per timed iteration and rank, transport first
 MPI_PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]

@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from . import atomic, paths
-from .formats import (CELL_COLUMNS, IB_COLUMNS, MPI_COLUMNS, OSU_PREFIX, REFERENCE_BENCH, bench_method,
-                      launch_rows, launch_selection)
+from .formats import (CELL_COLUMNS, CELL_OPTIONAL, IB_COLUMNS, MPI_COLUMNS, OSU_PREFIX, REFERENCE_BENCH,
+                      bench_method, launch_rows, launch_selection)
 from .provenance import sidecar_for
 
 # cost-probe raw format v2: every mode writes these columns.
@@ -79,7 +79,12 @@ def _read_csv(path: str | Path, columns: list[str], complete: list[str]) -> pd.D
 
 def read_echo_csv(path: str | Path) -> pd.DataFrame:
     """An echo sweep's raw CSV (one row per cell)."""
-    return _read_csv(path, CELL_COLUMNS, ["order", "connections", "bytes", "status"])
+    required = [c for c in CELL_COLUMNS if c not in CELL_OPTIONAL]
+    frame = _read_csv(path, required, ["order", "connections", "bytes", "status"])
+    for column, default in CELL_OPTIONAL.items():
+        if column not in frame:
+            frame[column] = default
+    return frame
 
 
 def read_raw_csv(path: str | Path) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab.analysis import claims
+from iolab.analysis import claims, echostats
 from iolab.analysis.verdicts import Outcome
 
 DRIFT = [1.0, 1.3, 0.75, 1.15, 0.9, 1.05]   # each repetition's host speed, shared by its cells
@@ -96,3 +96,17 @@ def test_claims_that_need_more_cpus_than_the_node_has_are_not_testable() -> None
     assert buf_select.outcome is Outcome.REPRODUCED and fixed.outcome is Outcome.REPRODUCED
     # Enough CPUs: tested.
     assert claims.u2(two.assign(cpus=8))[0].outcome is not Outcome.NOT_TESTABLE
+
+
+def test_the_claims_use_the_sources_client_model_where_it_ran() -> None:
+    ours = echo_table({"default": 110.0, "epoll": 100.0}, [(50, 128)]).assign(client="event-loop")
+    theirs = echo_table({"default": 90.0, "epoll": 100.0}, [(50, 128)]).assign(client="thread-per-connection")
+    both = pd.concat([ours, theirs], ignore_index=True)
+    (part,) = claims.u1(echostats.one_client(both, echostats.SOURCE_CLIENT))
+    assert part.outcome is Outcome.NOT_REPRODUCED and part.estimate.value == pytest.approx(0.9)
+    assert echostats.client_note(echostats.one_client(both, echostats.SOURCE_CLIENT)) == \
+        "thread-per-connection client, as the sources"
+    # A node that ran only ours keeps ours, and says so.
+    (part,) = claims.u1(echostats.one_client(ours, echostats.SOURCE_CLIENT))
+    assert part.outcome is Outcome.REPRODUCED
+    assert echostats.client_note(ours) == "event-loop client; the sources used thread-per-connection"

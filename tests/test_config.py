@@ -65,6 +65,8 @@ BAD_CONFIGS = [
      "config error at experiments.mpi.algorithms.bcast: 'telepathy' is not one of"),
     ({"experiments": {"mpi": {"algorithms": None, "selections": ["pinned", "default"]}}},
      "config error at experiments.mpi.selections: pinned and default would run the same algorithms"),
+    ({"experiments": {"echo": {"clients": ["event-loop", "thread-per-connection"], "pipeline": 4}}},
+     "config error at experiments.echo.clients: thread-per-connection is closed-loop ping-pong"),
     ({"experiments": {"mpi": {"selections": ["tuned"]}}},
      "config error at experiments.mpi.selections[0]: 'tuned' is not one of"),
     ({"nodes": [{"name": "a", "runner": "local", "address": "10.0.0.1", "mpi": {"peers": ["b"]}}]},

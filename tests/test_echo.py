@@ -25,6 +25,8 @@ import yaml
 from conftest import REPO
 
 from iolab import echo as echo_exp
+from iolab import tables
+from iolab.analysis import echostats
 from iolab.runners import LocalRunner
 
 BUILD = REPO / "native" / "build"
@@ -349,13 +351,16 @@ def test_enters_are_counted_as_liburing_makes_them(native_build: Path, sqpoll: b
 # --- the load generator --------------------------------------------------------------
 
 class CorruptingServer(threading.Thread):
-    """A deliberately wrong echo server: flips one byte of every 1000th."""
+    """A deliberately wrong echo server: flips one byte of every 1000th
+    (``extra``: or echoes correctly and adds a byte of its own when the
+    client half-closes; ``mute``: or reads and never answers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra: bool = False, mute: bool = False) -> None:
         super().__init__(daemon=True)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.stopped = False
+        self.extra, self.mute = extra, mute
 
     def run(self) -> None:
         self.listener.settimeout(0.2)
@@ -366,30 +371,101 @@ class CorruptingServer(threading.Thread):
                 continue
             threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
 
-    @staticmethod
-    def serve(conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         seen = 0
         with conn:
             while data := conn.recv(65536):
+                if self.mute:
+                    continue
                 buf = bytearray(data)
                 for i in range(len(buf)):
-                    if (seen + i) % 1000 == 999:
+                    if (seen + i) % 1000 == 999 and not self.extra:
                         buf[i] ^= 0x01
                 seen += len(buf)
                 conn.sendall(buf)
+            if self.extra:
+                conn.sendall(b"x")
 
 
-def test_loadgen_fails_on_a_corrupting_server(native_build: Path) -> None:
+MODELS = ["event-loop", "thread-per-connection"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_loadgen_fails_on_a_corrupting_server(native_build: Path, model: str) -> None:
     srv = CorruptingServer()
     srv.start()
     res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "4",
-                          "--bytes", "128", "--duration", "0.5", "--warmup", "0"],
+                          "--bytes", "128", "--duration", "0.5", "--warmup", "0", "--model", model],
                          capture_output=True, text=True, timeout=60)
     srv.stopped = True
     assert res.returncode == 1
     report = json.loads(res.stdout.strip().splitlines()[-1])
-    assert report["mismatches"] > 0
+    assert report["mismatches"] > 0 and report["model"] == model
     assert "FAILED" in res.stderr and "mismatched bytes" in res.stderr
+
+
+def test_thread_per_connection_catches_a_byte_added_at_the_end(native_build: Path) -> None:
+    """Blocking reads stop at each echo's length, so a byte the server adds
+    after the last echo is only seen by the half-close drain."""
+    srv = CorruptingServer(extra=True)
+    srv.start()
+    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "3",
+                          "--bytes", "64", "--duration", "0.3", "--warmup", "0",
+                          "--model", "thread-per-connection"], capture_output=True, text=True, timeout=60)
+    srv.stopped = True
+    assert res.returncode == 1, res.stdout
+    assert json.loads(res.stdout)["mismatches"] == 3          # one made-up byte per connection
+
+
+def test_thread_per_connection_reports_a_server_that_stops_answering(native_build: Path) -> None:
+    srv = CorruptingServer(mute=True)
+    srv.start()
+    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "2",
+                          "--bytes", "64", "--duration", "0.3", "--warmup", "0", "--timeout", "0.5",
+                          "--model", "thread-per-connection"], capture_output=True, text=True, timeout=60)
+    srv.stopped = True
+    assert res.returncode == 1
+    report = json.loads(res.stdout)
+    assert report["timeouts"] == 2 and report["requests"] == 0
+    assert "2 timeouts" in res.stderr
+
+
+@pytest.mark.parametrize("flags", [["--pipeline", "2"], ["--rate", "100"], ["--threads", "2"]])
+def test_thread_per_connection_refuses_event_loop_flags(native_build: Path, flags: list[str]) -> None:
+    res = subprocess.run([str(native_build / "loadgen"), "--port", "1", "--model", "thread-per-connection",
+                          *flags], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2
+    assert res.stderr.strip() == ("loadgen: --model thread-per-connection is closed-loop ping-pong with one "
+                                  "thread per connection; drop --pipeline, --rate and --threads")
+
+
+@pytest.fixture(scope="module")
+def tsan_loadgen() -> Path:
+    res = subprocess.run(["make", "-C", str(REPO / "native"), "TSAN=1", "build/tsan/loadgen"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return REPO / "native" / "build" / "tsan" / "loadgen"
+
+
+@pytest.mark.parametrize("build", ["san", "tsan"])
+def test_thread_per_connection_counts_every_request_under_sanitizers(native_build: Path, tsan_loadgen: Path,
+                                                                     tmp_path: Path, build: str) -> None:
+    """Many threads, one shared histogram: ASan/UBSan and ThreadSanitizer
+    find nothing, and the histogram holds every measured request."""
+    exe = native_build / "san" / "loadgen" if build == "san" else tsan_loadgen
+    env = dict(os.environ, **(SAN_ENV if build == "san" else TSAN_ENV))
+    srv = Server(native_build / "echo-epoll", [], False)
+    hist = tmp_path / "h.csv"
+    res = subprocess.run([str(exe), "--port", str(srv.port), "--connections", "40", "--bytes", "300",
+                          "--duration", "0.5", "--warmup", "0.2", "--model", "thread-per-connection",
+                          "--histogram", str(hist)], capture_output=True, text=True, timeout=120, env=env)
+    counters = srv.stop()
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads(res.stdout)
+    assert report["threads"] == 40 and report["mismatches"] == report["timeouts"] == report["short_closes"] == 0
+    rows = [line.split(",") for line in hist.read_text().splitlines()[1:]]
+    assert sum(int(r[2]) for r in rows) == report["requests"] > 0
+    assert counters["accepted"] == 40 and counters["bytes"] >= report["bytes"]
 
 
 def test_loadgen_counts_and_histogram_agree(native_build: Path, tmp_path: Path) -> None:
@@ -481,3 +557,40 @@ def test_a_server_killed_mid_run_fails_the_cell_clearly(native_build: Path, tmp_
     proc.wait()
     with pytest.raises(echo_exp.CellError, match="server died during the run"):
         echo_exp.stop_server(proc, runner)
+
+
+def test_sweep_runs_every_cell_under_each_client_model(native_build: Path, tmp_path: Path) -> None:
+    """Both client models: each cell twice, told apart in the raw file and
+    the tidy table; ratios pair cells of one client model only, and each
+    side picks its own (the claims the sources', the figures ours)."""
+    settings = {**SWEEP, "connections": [3], "presets": {"epoll": [], "default": []},
+                "clients": ["event-loop", "thread-per-connection"]}
+    planned = echo_exp.cells(settings, 5)
+    assert sorted((c.preset, c.client) for c in planned) == [
+        ("default", "event-loop"), ("default", "thread-per-connection"),
+        ("epoll", "event-loop"), ("epoll", "thread-per-connection")]
+    raw = tmp_path / "n1" / "echo" / "k" / "rep1.csv"
+    raw.parent.mkdir(parents=True)
+    echo_exp.run_sweep(settings, {"server": None, "client": None}, 5, raw, echo_exp.histograms_path(raw),
+                       progress=False)
+    raw.with_name("rep1.provenance.json").write_text(json.dumps({
+        "node": {"name": "n1", "kind": "vm"}, "mitigations": {"state": "on"},
+        "host": {"kernel": "test"}, "settings": {"rep": 1}}))
+    table = tables.load("echo", tmp_path)
+    assert (table["status"] == "ok").all() and sorted(table["client"]) == sorted(
+        ["event-loop", "thread-per-connection"] * 2)
+    ratios = echostats.paired_ratios(table, "default", "epoll")
+    assert sorted(ratios["client"]) == ["event-loop", "thread-per-connection"]
+    with pytest.raises(ValueError, match="keep one client"):
+        echostats.ratio_per_rep(ratios, 3, 64)
+    for client in echostats.OUR_CLIENT, echostats.SOURCE_CLIENT:
+        one = echostats.one_client(table, client)
+        assert set(one["client"]) == {client} and len(echostats.ratio_per_rep(
+            echostats.paired_ratios(one, "default", "epoll"), 3, 64)) == 1
+    assert echostats.seed_table(table)["our client"].iloc[0].startswith("thread-per-connection")
+    # Files written before the client model was recorded read as event-loop.
+    old = raw.read_text().splitlines()
+    header = old[0].split(",")
+    drop = header.index("client")
+    raw.write_text("\n".join(",".join(f for i, f in enumerate(ln.split(",")) if i != drop) for ln in old) + "\n")
+    assert set(tables.read_echo_csv(raw)["client"]) == {"event-loop"}

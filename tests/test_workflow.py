@@ -128,10 +128,15 @@ def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
 
     wd, _ = smoke_run
     echo = pd.read_parquet(wd / "results" / "tables" / "echo.parquet")
-    # smoke: 4 presets x 2 connection counts x 1 size x 2 repetitions
-    assert len(echo) == 16 and (echo["status"] == "ok").all()
+    # smoke: 4 presets x 2 client models x 2 connection counts x 1 size x 2 repetitions
+    assert len(echo) == 32 and (echo["status"] == "ok").all()
     assert (echo["server_ns_per_request"] > 0).all()
+    assert sorted(echo["client"].unique()) == ["event-loop", "thread-per-connection"]
     numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
+    # The sources' claims are judged on the sources' client model.
+    echo_parts = [f["part"] for f in numbers["findings"]["value"] if f["claim"].startswith("U")
+                  and f["value"]]
+    assert echo_parts and all(p.endswith("[thread-per-connection client, as the sources]") for p in echo_parts)
     for key in ("u1_verdict", "u3_verdict", "echo_default_c50_rps", "echo_epoll_c50_rps"):
         assert key in numbers, key
     for name in ("echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"):

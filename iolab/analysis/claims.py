@@ -440,11 +440,20 @@ def evaluate(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame,
     node = node or str(sorted(syscall["node"].unique())[0])
     mitigations = str(syscall.loc[syscall["node"] == node, "mitigations"].iloc[0])
     cost = costmodel.per_rep(costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node))
-    echo_here = echo[echo["node"] == node] if echo is not None and len(echo) else None
-    out = [*c1(cost, mitigations), *c2(cost, mitigations), *c3(cost, mitigations, echo_here)]
+    # The sources drove their servers with rust_echo_bench: its client model where it ran.
+    echo_here = (echostats.one_client(echo[echo["node"] == node], echostats.SOURCE_CLIENT)
+                 if echo is not None and len(echo) else None)
+    out = [*c1(cost, mitigations), *c2(cost, mitigations)]
+    measured_echo = [*c3(cost, mitigations, echo_here)]
     for claim, fn in (("U1", u1), ("U2", u2), ("U3", u3), ("U4", u4)):
-        out += fn(echo_here) if echo_here is not None and len(echo_here) else [
+        measured_echo += fn(echo_here) if echo_here is not None and len(echo_here) else [
             not_testable(claim, "echo servers", "the echo experiment did not run on this node")]
+    if echo_here is not None and len(echo_here):
+        note = echostats.client_note(echo_here)
+        for f in measured_echo:
+            if f.estimate is not None and "echo" in f.decides:
+                f.part += f" [{note}]"
+    out += measured_echo
     if mpi is not None and len(mpi):
         per_rep, mean3 = mpistats.seed_view(mpi)
         out += [*m1(per_rep, mean3, ib), *m2(per_rep, mean3)]

@@ -95,7 +95,7 @@ def echo_ratios(echo_summary: pd.DataFrame, node_a: str, node_b: str,
                 metrics: Sequence[str] = tuple(ECHO_METRICS)) -> pd.DataFrame:
     """Per (preset, connections, bytes): each echo metric's ratio, oriented so
     that below 1 means node B (the VM) is worse."""
-    keys = ["preset", "connections", "bytes"]
+    keys = ["client", "preset", "connections", "bytes"]
     a = echo_summary[echo_summary["node"] == node_a]
     b = echo_summary[echo_summary["node"] == node_b]
     both = a.merge(b, on=keys, suffixes=("_a", "_b"))
@@ -113,7 +113,8 @@ def summaries(echo: pd.DataFrame | None, mpi: pd.DataFrame | None) -> tuple[pd.D
                                                                               pd.DataFrame | None]:
     """What the ratios are computed from: the echo summary (medians over
     repetitions per configuration) and the MPI per-repetition medians."""
-    echo_s = echostats.summarize(echo) if echo is not None and len(echo) else None
+    echo_s = (echostats.summarize(echostats.one_client(echo, echostats.OUR_CLIENT))
+              if echo is not None and len(echo) else None)
     # Open MPI's default algorithms where both selections ran, as the seed.
     mpi_r = (mpistats.rep_medians(mpistats.iteration_times(mpistats.one_selection(mpi, "default")))
              if mpi is not None and len(mpi) else None)

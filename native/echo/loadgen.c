@@ -10,6 +10,12 @@
  * Connections are all established before the clock starts; --warmup seconds
  * follow, then --duration seconds are measured.
  *
+ * --model thread-per-connection drives the server as rust_echo_bench (the
+ * sources' client) does: one thread per connection on a blocking socket,
+ * writing the whole request, then reading the whole echo, closed loop. Its
+ * requests arrive at the server one per wake-up of each thread rather than
+ * in event-loop batches, so a claim is measured with its source's client.
+ *
  * Prints one JSON line; --histogram FILE writes the raw latency buckets.
  * Exits 1 if any byte mismatched, a connection closed early, or a request
  * timed out, with the counts in the JSON line and one line on stderr.
@@ -48,8 +54,11 @@
 #define MAX_EXP 42
 #define NBUCKETS ((MAX_EXP + 1) * SUB)
 
+enum client_model { MODEL_EVENT_LOOP, MODEL_THREAD_PER_CONNECTION };
+
 struct options {
 	const char *host;
+	enum client_model model;
 	int port, connections, threads, pipeline;
 	long long bytes;
 	double duration, warmup, rate, timeout;
@@ -74,7 +83,10 @@ struct lthread {
 	pthread_t thread;
 	int idx, ep, nconn;
 	struct lconn *conns;
-	uint64_t hist[NBUCKETS];
+	/* Latency buckets: each event-loop thread has its own; the threads of
+	 * the thread-per-connection model share one (so thousands of threads
+	 * do not each carry a histogram), hence atomic. */
+	_Atomic uint64_t *hist;
 	uint64_t requests, bytes, mismatches, short_closes, timeouts, connect_errors;
 	uint64_t first_mismatch_conn, first_mismatch_seq;
 	long long first_mismatch_off;
@@ -128,6 +140,11 @@ static void bucket_range(unsigned b, uint64_t *low, uint64_t *high)
 	}
 }
 
+static void record_latency(struct lthread *t, uint64_t ns)
+{
+	atomic_fetch_add_explicit(&t->hist[bucket_of(ns)], 1, memory_order_relaxed);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -142,6 +159,10 @@ static void usage(FILE *f)
 		"  --duration S        measured seconds (default 10)\n"
 		"  --warmup S          seconds after all connections are up and before\n"
 		"                      measuring; not counted (default 2)\n"
+		"  --model M           event-loop (default: epoll, --threads loops) or\n"
+		"                      thread-per-connection (rust_echo_bench's: a blocking\n"
+		"                      socket per thread, write the request, read the echo;\n"
+		"                      closed-loop ping-pong only)\n"
 		"  --threads T         event-loop threads (default 1)\n"
 		"  --pipeline D        requests in flight per connection, closed loop\n"
 		"                      (default 1: ping-pong)\n"
@@ -298,7 +319,7 @@ static void do_recv(struct lthread *t, struct lconn *c, uint64_t now)
 					if (started >= t_measure_ns && now < t_end_ns) {
 						t->requests++;
 						t->bytes += (uint64_t)o.bytes;
-						t->hist[bucket_of(now > started ? now - started : 0)]++;
+						record_latency(t, now > started ? now - started : 0);
 					}
 				}
 			}
@@ -317,6 +338,17 @@ static void do_recv(struct lthread *t, struct lconn *c, uint64_t now)
 			t->short_closes++;
 		}
 		return;
+	}
+}
+
+/* The clock starts once every thread is connected. */
+static void wait_for_clock(int sleep_between)
+{
+	while (!atomic_load(&clock_set)) {
+		if (sleep_between)
+			usleep(1000);   /* thousands of threads: do not spin */
+		else
+			sched_yield();
 	}
 }
 
@@ -349,8 +381,7 @@ static void *run_thread(void *arg)
 	}
 	/* The ramp-up is not measured: the clock starts once every thread is connected. */
 	atomic_fetch_add(&ready_threads, 1);
-	while (!atomic_load(&clock_set))
-		sched_yield();
+	wait_for_clock(0);
 	for (int i = 0; i < t->nconn; i++) {
 		struct lconn *c = &t->conns[i];
 
@@ -422,6 +453,153 @@ static void *run_thread(void *arg)
 	return NULL;
 }
 
+/* --- thread-per-connection: rust_echo_bench's client model ----------------- */
+
+/* The echo is read in pieces of at most this size, never past the end of the
+ * current request, so a duplicated byte shows up as a mismatch in the next. */
+#define BLOCKING_CHUNK 16384
+
+/* Send and receive give up after --timeout: a server that stops answering
+ * ends the connection as a timeout instead of hanging the run. */
+static int set_io_timeouts(int fd)
+{
+	struct timeval tv = { .tv_sec = (time_t)o.timeout,
+			      .tv_usec = (suseconds_t)((o.timeout - (double)(time_t)o.timeout) * 1e6) };
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
+		return -1;
+	return setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+static void blocking_failure(struct lthread *t, struct lconn *c)
+{
+	if (errno == EAGAIN || errno == EWOULDBLOCK)
+		t->timeouts++;
+	else
+		t->short_closes++;
+	c->dead = 1;
+}
+
+static void note_mismatch(struct lthread *t, struct lconn *c, long long off)
+{
+	if (!t->mismatches) {
+		t->first_mismatch_conn = (uint64_t)c->id;
+		t->first_mismatch_seq = c->next_seq;
+		t->first_mismatch_off = off;
+	}
+	t->mismatches++;
+}
+
+/* Write the whole request next_seq. */
+static void blocking_send(struct lthread *t, struct lconn *c, uint8_t *buf)
+{
+	for (long long off = 0; off < o.bytes && !c->dead;) {
+		long long chunk = o.bytes - off < BLOCKING_CHUNK ? o.bytes - off : BLOCKING_CHUNK;
+
+		for (long long i = 0; i < chunk; i++)
+			buf[i] = payload_byte((uint32_t)c->id, c->next_seq, (uint64_t)(off + i));
+		for (long long done = 0; done < chunk;) {
+			ssize_t n = send(c->fd, buf + done, (size_t)(chunk - done), MSG_NOSIGNAL);
+
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				blocking_failure(t, c);
+				return;
+			}
+			done += n;
+		}
+		off += chunk;
+	}
+}
+
+/* Read the whole echo of request next_seq, checking every byte. */
+static void blocking_recv(struct lthread *t, struct lconn *c, uint8_t *buf)
+{
+	for (long long off = 0; off < o.bytes && !c->dead;) {
+		size_t want = (size_t)(o.bytes - off < BLOCKING_CHUNK ? o.bytes - off : BLOCKING_CHUNK);
+		ssize_t n = recv(c->fd, buf, want, 0);
+
+		if (n == 0) {
+			t->short_closes++;
+			c->dead = 1;
+			return;
+		}
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			blocking_failure(t, c);
+			return;
+		}
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] != payload_byte((uint32_t)c->id, c->next_seq, (uint64_t)(off + i)))
+				note_mismatch(t, c, off + i);
+		off += n;
+	}
+}
+
+/* After the last request: half-close, and anything the server still sends
+ * before its end of stream is a byte it made up. */
+static void blocking_drain(struct lthread *t, struct lconn *c, uint8_t *buf)
+{
+	if (shutdown(c->fd, SHUT_WR) != 0)
+		return;
+	for (;;) {
+		ssize_t n = recv(c->fd, buf, BLOCKING_CHUNK, 0);
+
+		if (n > 0) {
+			for (ssize_t i = 0; i < n; i++)
+				note_mismatch(t, c, o.bytes + i);
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		return;   /* end of stream, or no answer within --timeout */
+	}
+}
+
+static void *run_blocking_connection(void *arg)
+{
+	struct lthread *t = arg;
+	struct lconn *c = &t->conns[0];
+	uint8_t *buf = malloc(BLOCKING_CHUNK);
+
+	if (!buf)
+		fail_setup("malloc");
+	c->fd = connect_one();
+	if (c->fd < 0) {
+		t->connect_errors++;
+		c->dead = 1;
+	} else if (set_io_timeouts(c->fd) != 0) {
+		fail_setup("setsockopt SO_RCVTIMEO/SO_SNDTIMEO");
+	}
+	atomic_fetch_add(&ready_threads, 1);
+	wait_for_clock(1);
+	while (!c->dead) {
+		uint64_t started = now_ns(), finished;
+
+		if (started >= t_end_ns)
+			break;
+		blocking_send(t, c, buf);
+		blocking_recv(t, c, buf);
+		if (c->dead)
+			break;
+		finished = now_ns();
+		if (started >= t_measure_ns && finished < t_end_ns) {
+			t->requests++;
+			t->bytes += (uint64_t)o.bytes;
+			record_latency(t, finished - started);
+		}
+		c->next_seq++;
+	}
+	if (!c->dead)
+		blocking_drain(t, c, buf);
+	if (c->fd >= 0)
+		close(c->fd);
+	free(buf);
+	return NULL;
+}
+
 static double percentile(const uint64_t *hist, uint64_t total, double q)
 {
 	uint64_t rank = (uint64_t)ceil(q * (double)total), seen = 0;
@@ -442,6 +620,15 @@ static double percentile(const uint64_t *hist, uint64_t total, double q)
 	return NAN;
 }
 
+/* A percentile for the JSON line: null when no request was measured. */
+static const char *json_number(char *buf, size_t size, double v)
+{
+	if (isnan(v))
+		return "null";
+	snprintf(buf, size, "%.3f", v);
+	return buf;
+}
+
 static uint64_t tv_ns(struct timeval tv)
 {
 	return (uint64_t)tv.tv_sec * 1000000000u + (uint64_t)tv.tv_usec * 1000u;
@@ -449,21 +636,26 @@ static uint64_t tv_ns(struct timeval tv)
 
 int main(int argc, char **argv)
 {
-	enum { O_HOST = 256, O_PORT, O_CONN, O_BYTES, O_DUR, O_WARM, O_THREADS, O_PIPE, O_RATE, O_TIMEOUT, O_HIST };
+	enum { O_HOST = 256, O_PORT, O_CONN, O_BYTES, O_DUR, O_WARM, O_THREADS, O_PIPE, O_RATE, O_TIMEOUT, O_HIST,
+	       O_MODEL };
 	static const struct option longopts[] = {
 		{ "host", required_argument, NULL, O_HOST }, { "port", required_argument, NULL, O_PORT },
 		{ "connections", required_argument, NULL, O_CONN }, { "bytes", required_argument, NULL, O_BYTES },
 		{ "duration", required_argument, NULL, O_DUR }, { "warmup", required_argument, NULL, O_WARM },
 		{ "threads", required_argument, NULL, O_THREADS }, { "pipeline", required_argument, NULL, O_PIPE },
 		{ "rate", required_argument, NULL, O_RATE }, { "timeout", required_argument, NULL, O_TIMEOUT },
-		{ "histogram", required_argument, NULL, O_HIST }, { "help", no_argument, NULL, 'h' },
+		{ "histogram", required_argument, NULL, O_HIST }, { "model", required_argument, NULL, O_MODEL },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct lthread *threads;
 	uint64_t hist[NBUCKETS] = { 0 }, requests = 0, bytes = 0, mism = 0, shorts = 0, tmo = 0, cerr = 0;
+	_Atomic uint64_t *shared_hist = NULL;
 	struct rusage ru;
+	pthread_attr_t attr;
 	double secs, maxv = 0;
-	int opt, failed;
+	char p50[32], p99[32], p999[32];
+	int opt, failed, threads_given = 0;
 
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -473,7 +665,20 @@ int main(int argc, char **argv)
 		case O_BYTES: o.bytes = parse_int_flag(PROG, "--bytes", optarg, 1, 1 << 26); break;
 		case O_DUR: o.duration = parse_seconds_flag(PROG, "--duration", optarg); break;
 		case O_WARM: o.warmup = parse_seconds_flag(PROG, "--warmup", optarg); break;
-		case O_THREADS: o.threads = (int)parse_int_flag(PROG, "--threads", optarg, 1, 1024); break;
+		case O_THREADS:
+			o.threads = (int)parse_int_flag(PROG, "--threads", optarg, 1, 1024);
+			threads_given = 1;
+			break;
+		case O_MODEL:
+			if (strcmp(optarg, "event-loop") == 0) {
+				o.model = MODEL_EVENT_LOOP;
+			} else if (strcmp(optarg, "thread-per-connection") == 0) {
+				o.model = MODEL_THREAD_PER_CONNECTION;
+			} else {
+				fprintf(stderr, PROG ": --model %s: event-loop or thread-per-connection\n", optarg);
+				return 2;
+			}
+			break;
 		case O_PIPE: o.pipeline = (int)parse_int_flag(PROG, "--pipeline", optarg, 1, 1 << 16); break;
 		case O_RATE: o.rate = parse_seconds_flag(PROG, "--rate", optarg); break;	/* requests/s */
 		case O_TIMEOUT: o.timeout = parse_seconds_flag(PROG, "--timeout", optarg); break;
@@ -487,6 +692,14 @@ int main(int argc, char **argv)
 	if (o.duration <= 0 || o.timeout <= 0) {
 		fprintf(stderr, PROG ": --duration and --timeout must be positive\n");
 		return 2;
+	}
+	if (o.model == MODEL_THREAD_PER_CONNECTION) {
+		if (o.pipeline != 1 || o.rate > 0 || threads_given) {
+			fprintf(stderr, PROG ": --model thread-per-connection is closed-loop ping-pong with one thread "
+				"per connection; drop --pipeline, --rate and --threads\n");
+			return 2;
+		}
+		o.threads = o.connections;
 	}
 	if (o.threads > o.connections)
 		o.threads = o.connections;
@@ -506,10 +719,24 @@ int main(int argc, char **argv)
 	threads = calloc((size_t)o.threads, sizeof(*threads));
 	if (!threads)
 		fail_setup("calloc");
+	if (o.model == MODEL_THREAD_PER_CONNECTION) {
+		shared_hist = calloc(NBUCKETS, sizeof(*shared_hist));
+		if (!shared_hist)
+			fail_setup("calloc");
+	}
+	errno = pthread_attr_init(&attr);
+	if (errno)
+		fail_setup("pthread_attr_init");
+	/* Thousands of blocking threads each need little stack. */
+	if (o.model == MODEL_THREAD_PER_CONNECTION && (errno = pthread_attr_setstacksize(&attr, 256 * 1024)) != 0)
+		fail_setup("pthread_attr_setstacksize");
 	for (int i = 0, next = 0; i < o.threads; i++) {
 		struct lthread *t = &threads[i];
 
 		t->idx = i;
+		t->hist = shared_hist ? shared_hist : calloc(NBUCKETS, sizeof(*t->hist));
+		if (!t->hist)
+			fail_setup("calloc");
 		t->nconn = o.connections / o.threads + (i < o.connections % o.threads);
 		t->conns = calloc((size_t)t->nconn, sizeof(*t->conns));
 		if (!t->conns)
@@ -518,8 +745,13 @@ int main(int argc, char **argv)
 			t->conns[k].id = next++;
 			t->conns[k].fd = -1;
 		}
-		if (pthread_create(&t->thread, NULL, run_thread, t) != 0)
-			fail_setup("pthread_create");
+		errno = pthread_create(&t->thread, &attr, o.model == MODEL_THREAD_PER_CONNECTION
+				       ? run_blocking_connection : run_thread, t);
+		if (errno) {
+			fprintf(stderr, PROG ": starting thread %d of %d: %s (ulimit -u, or fewer --connections "
+				"with one thread per connection)\n", i + 1, o.threads, strerror(errno));
+			exit(2);
+		}
 	}
 	while (atomic_load(&ready_threads) < o.threads)
 		usleep(1000);
@@ -539,8 +771,9 @@ int main(int argc, char **argv)
 		shorts += t->short_closes;
 		tmo += t->timeouts;
 		cerr += t->connect_errors;
-		for (unsigned b = 0; b < NBUCKETS; b++)
-			hist[b] += t->hist[b];
+		if (!shared_hist || i == 0)
+			for (unsigned b = 0; b < NBUCKETS; b++)
+				hist[b] += atomic_load_explicit(&t->hist[b], memory_order_relaxed);
 	}
 	for (unsigned b = 0; b < NBUCKETS; b++)
 		if (hist[b]) {
@@ -574,17 +807,19 @@ int main(int argc, char **argv)
 		memset(&ru, 0, sizeof(ru));
 	secs = o.duration;
 	printf("{\"requests\": %llu, \"bytes\": %llu, \"duration_s\": %.3f, \"rps\": %.1f, "
-	       "\"bytes_per_s\": %.1f, \"p50_us\": %.3f, \"p99_us\": %.3f, \"p999_us\": %.3f, "
+	       "\"bytes_per_s\": %.1f, \"p50_us\": %s, \"p99_us\": %s, \"p999_us\": %s, "
 	       "\"max_us\": %.3f, \"mismatches\": %llu, \"short_closes\": %llu, \"timeouts\": %llu, "
 	       "\"connect_errors\": %llu, \"client_user_cpu_ns\": %llu, \"client_sys_cpu_ns\": %llu, "
 	       "\"connections\": %d, \"request_bytes\": %lld, \"pipeline\": %d, \"rate\": %.1f, "
-	       "\"threads\": %d, \"warmup_s\": %.3f}\n",
+	       "\"threads\": %d, \"warmup_s\": %.3f, \"model\": \"%s\"}\n",
 	       (unsigned long long)requests, (unsigned long long)bytes, secs, (double)requests / secs,
-	       (double)bytes / secs, percentile(hist, requests, 0.5), percentile(hist, requests, 0.99),
-	       percentile(hist, requests, 0.999), maxv, (unsigned long long)mism,
+	       (double)bytes / secs, json_number(p50, sizeof(p50), percentile(hist, requests, 0.5)),
+	       json_number(p99, sizeof(p99), percentile(hist, requests, 0.99)),
+	       json_number(p999, sizeof(p999), percentile(hist, requests, 0.999)), maxv, (unsigned long long)mism,
 	       (unsigned long long)shorts, (unsigned long long)tmo, (unsigned long long)cerr,
 	       (unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
-	       o.connections, o.bytes, o.pipeline, o.rate, o.threads, o.warmup);
+	       o.connections, o.bytes, o.pipeline, o.rate, o.threads, o.warmup,
+	       o.model == MODEL_THREAD_PER_CONNECTION ? "thread-per-connection" : "event-loop");
 	fflush(stdout);
 	failed = mism || shorts || tmo || cerr;
 	if (failed) {
@@ -601,8 +836,13 @@ int main(int argc, char **argv)
 			}
 		fprintf(stderr, "\n");
 	}
-	for (int i = 0; i < o.threads; i++)
+	for (int i = 0; i < o.threads; i++) {
 		free(threads[i].conns);
+		if (!shared_hist)
+			free(threads[i].hist);
+	}
+	free(shared_hist);
 	free(threads);
+	pthread_attr_destroy(&attr);
 	return failed ? 1 : 0;
 }
