@@ -287,12 +287,17 @@ def test_drain_stalls_by_design_and_proves_why(native_build: Path) -> None:
         assert srv.stop()["accepted"] >= 2
 
 
-@pytest.fixture(scope="module")
-def tsan_build() -> Path:
-    res = subprocess.run(["make", "-C", str(REPO / "native"), "TSAN=1", "build/tsan/echo-uring"],
+def tsan_program(name: str) -> Path:
+    """The ThreadSanitizer build of one native program."""
+    res = subprocess.run(["make", "-C", str(REPO / "native"), "TSAN=1", f"build/tsan/{name}"],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
-    return REPO / "native" / "build" / "tsan" / "echo-uring"
+    return REPO / "native" / "build" / "tsan" / name
+
+
+@pytest.fixture(scope="module")
+def tsan_build() -> Path:
+    return tsan_program("echo-uring")
 
 
 @pytest.mark.parametrize("flags", [["--rings", "2", "--granule", "2", "--attach-wq"], ["--rings", "3"],
@@ -441,10 +446,7 @@ def test_thread_per_connection_refuses_event_loop_flags(native_build: Path, flag
 
 @pytest.fixture(scope="module")
 def tsan_loadgen() -> Path:
-    res = subprocess.run(["make", "-C", str(REPO / "native"), "TSAN=1", "build/tsan/loadgen"],
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
-    return REPO / "native" / "build" / "tsan" / "loadgen"
+    return tsan_program("loadgen")
 
 
 @pytest.mark.parametrize("build", ["san", "tsan"])
