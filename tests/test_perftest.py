@@ -77,9 +77,12 @@ def test_soft_roce_in_a_guest() -> None:
     lat, bw = results
     assert lat.program == "ib_send_lat" and lat.table["bytes"].tolist() == SIZES
     # Bandwidth is printed to 0.01 MB/s, which a 2 B message in an emulated
-    # guest can fall below; the message rate has six decimals.
-    assert (lat.table["t_typical_us"] > 0).all() and (bw.table["msg_rate_mpps"] > 0).all()
-    assert bw.table["bw_average_mb_s"].iloc[-1] > 0
+    # guest can fall below, and the message rate to 10^-6 Mpps, which a
+    # 4 MiB message there can fall below (one CI run printed 0.000000): each
+    # is checked where its resolution shows it.
+    assert (lat.table["t_typical_us"] > 0).all()
+    assert (bw.table.loc[bw.table["bytes"] <= 65536, "msg_rate_mpps"] > 0).all()
+    assert (bw.table["msg_rate_mpps"] >= 0).all() and bw.table["bw_average_mb_s"].iloc[-1] > 0
     # perftest's warnings (stderr) are kept apart from its table: a warning
     # printed mid-row once broke the parse on a CI machine.
     assert all(not w.split()[0].isdigit() for r in results for w in r.warnings)
