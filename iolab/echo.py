@@ -31,9 +31,6 @@ class CellError(RuntimeError):
     """A cell could not be measured; the message says why in one line."""
 
 
-CLIENTS = ("event-loop", "thread-per-connection")
-
-
 @dataclass(frozen=True)
 class Cell:
     preset: str

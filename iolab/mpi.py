@@ -123,22 +123,23 @@ def plan(settings: Mapping[str, Any], seed: int) -> list[Launch]:
     ranks = sorted(int(p) for p in settings["ranks"])
     sizes = default_sizes(settings)
     launches = []
+    first, *others = selections(settings)
     for transport in settings["transports"]:
         if transport == "netns_tbf":
             launches.append(Launch(transport, 2, "mpi-probe", ["pingpong"],
-                                   sorted(settings["netns"]["tbf_sizes"]), selection=selections(settings)[0]))
+                                   sorted(settings["netns"]["tbf_sizes"]), selection=first))
             continue
         for p in ranks:
             chosen = [b for b in benches if b != "pingpong" or p == 2]
-            for selection in selections(settings):
-                # Algorithms choose nothing for ping-pong: it runs once, in
-                # the first selection's launch.
-                picked = chosen if selection == selections(settings)[0] else [b for b in chosen if b != "pingpong"]
+            # Algorithms choose nothing for ping-pong: it runs once, in the
+            # first selection's launch.
+            for selection, picked in [(first, chosen), *((s, [b for b in chosen if b != "pingpong"])
+                                                         for s in others)]:
                 for method in settings.get("methods", ["probe"]) if picked else []:
                     launches.append(Launch(transport, p, "mpi-probe", picked, sizes, method, selection))
         if settings["reference"]["enabled"] and 2 in ranks:
             launches.append(Launch(transport, 2, "mpi-pingpong-ref", ["pingpong"],
-                                   sorted(settings["reference"]["sizes"]), selection=selections(settings)[0]))
+                                   sorted(settings["reference"]["sizes"]), selection=first))
     random.Random(seed).shuffle(launches)
     return launches
 

@@ -232,13 +232,13 @@ def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
         launch_index = np.repeat(np.arange(len(records)), counts)
         program = np.where(frame["bench"] == REFERENCE_BENCH, "mpi-pingpong-ref", "mpi-probe")
         method = frame["bench"].map(bench_method).to_numpy()
-        for i, rec in enumerate(records):
-            at = launch_index == i
-            seen = set(zip(frame["transport"][at], frame["ranks"][at].astype(int), program[at], method[at],
-                           strict=True))
+        seen = set(zip(launch_index.tolist(), frame["transport"], frame["ranks"].astype(int), program, method,
+                       strict=True))
+        for i, *key in sorted(seen):
+            rec = records[i]
             want = (rec["transport"], int(rec["ranks"]), rec["program"], rec.get("method", "probe"))
-            if seen - {want}:
-                raise RawFormatError(f"{raw}: rows {sorted(seen - {want})} under the launch record of {want}")
+            if tuple(key) != want:
+                raise RawFormatError(f"{raw}: rows {tuple(key)} under the launch record of {want}")
 
         def from_launch(index: int, bench: str, what: str) -> Any:
             rec = records[index]

@@ -54,7 +54,7 @@ node = models.choose_node(all_echo, node)
 # Our event-loop client's cells where both client models ran (the claims
 # notebook judges the sources' claims with theirs).
 echo = echostats.one_client(echostats.select(all_echo, node, presets), echostats.OUR_CLIENT)
-print("load generator client:", echostats.client_used(echo))
+print("load generator:", echostats.client_note(echo))
 summary = echostats.summarize(echo)
 syscall = tables.load("syscall", syscall_table, reps=reps)
 # The floor comes from the cost probes of the echo node, or of the first

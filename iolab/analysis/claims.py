@@ -239,11 +239,15 @@ def _kind_pair(per_rep: pd.DataFrame) -> tuple[str, str] | str:
             + ", and intra-node transports do not show the cross-node penalty")
 
 
-def _selections_both_ran(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str) -> list[str]:
-    """The algorithm selections both nodes ran ``bench`` across nodes with,
-    default (the seed's) first."""
+def _bench_rows(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str) -> pd.DataFrame:
+    """``cross_node`` rows of one bench on the pair's nodes."""
     rows = cross_node(per_rep)
-    rows = rows[(rows["bench"] == bench) & rows["node"].isin(pair)]
+    return rows[(rows["bench"] == bench) & rows["node"].isin(pair)]
+
+
+def _selections_both_ran(rows: pd.DataFrame, pair: tuple[str, str]) -> list[str]:
+    """The algorithm selections both nodes of ``rows`` (``_bench_rows``)
+    ran, default (the seed's) first."""
     return [s for s in ("default", "pinned")
             if all(((rows["node"] == n) & (rows["selection"] == s)).any() for n in pair)]
 
@@ -254,10 +258,9 @@ def _pair_rows(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str,
     of one algorithm selection (default: Open MPI's default selection where
     both nodes ran it, else the pinned one; ping-pong has no algorithm to
     select); with a label of what was used."""
-    rows = cross_node(per_rep)
-    rows = rows[(rows["bench"] == bench) & rows["node"].isin(pair)]
+    rows = _bench_rows(per_rep, pair, bench)
     if bench != "pingpong":
-        ran = _selections_both_ran(per_rep, pair, bench)
+        ran = _selections_both_ran(rows, pair)
         selection = selection or (ran[0] if ran else None)
         if selection is not None:
             rows = rows[rows["selection"] == selection]
@@ -383,7 +386,7 @@ def m2(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None) -> list[Finding
     if isinstance(pair, str):
         return [not_testable("M2", "collective ratios", pair)]
     out = _m2_parts(per_rep, mean3, pair, None, context=False)
-    if all(len(_selections_both_ran(per_rep, pair, b)) == 2 for b in M2_MOSTLY):
+    if all(len(_selections_both_ran(_bench_rows(per_rep, pair, b), pair)) == 2 for b in M2_MOSTLY):
         out += _m2_parts(per_rep, mean3, pair, "pinned", context=True)
     return out
 

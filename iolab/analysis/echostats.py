@@ -47,15 +47,6 @@ def client_note(echo: pd.DataFrame) -> str:
         return "thread-per-connection client, as the sources"
     return f"{' and '.join(clients)} client; the sources used thread-per-connection"
 
-
-def client_used(echo: pd.DataFrame) -> str:
-    """Which client model the cells of ``echo`` were measured with, in words."""
-    clients = sorted(set(with_client(echo)["client"]))
-    if clients == [SOURCE_CLIENT]:
-        return "thread-per-connection (rust_echo_bench's model, as the sources)"
-    if clients == [OUR_CLIENT]:
-        return "event-loop (the sources used rust_echo_bench's thread-per-connection model)"
-    return " and ".join(clients)
 METRICS = ["rps", "server_ns_per_request", "client_ns_per_request", "p50_us", "p99_us",
            "p999_us", "sqes_per_enter", "events_per_wait"]
 
@@ -146,7 +137,7 @@ def seed_table(echo: pd.DataFrame) -> pd.DataFrame:
     under the source's client model where it ran (``client`` says which)."""
     chosen = one_client(echo, SOURCE_CLIENT)
     summary = summarize(chosen)
-    client = client_used(chosen)
+    client = client_note(chosen)
     rows = []
     for (c, b), quoted_uring in sorted(U1_RPS["io_uring"].items()):
         rows.append({"connections": c, "bytes": b,

@@ -323,6 +323,18 @@ static void do_send(struct lthread *t, struct lconn *c, uint64_t now)
 	watch(t, c, 0);
 }
 
+/* Count `bad` mismatched bytes of request `seq`, remembering where the
+ * run's first one was (`first`: its offset in the request). */
+static void note_mismatches(struct lthread *t, struct lconn *c, uint64_t seq, uint64_t bad, long long first)
+{
+	if (bad && !t->mismatches) {
+		t->first_mismatch_conn = (uint64_t)c->id;
+		t->first_mismatch_seq = seq;
+		t->first_mismatch_off = first;
+	}
+	t->mismatches += bad;
+}
+
 static void do_recv(struct lthread *t, struct lconn *c, uint64_t now)
 {
 	uint8_t buf[65536];
@@ -344,12 +356,7 @@ static void do_recv(struct lthread *t, struct lconn *c, uint64_t now)
 				}
 				bad = count_mismatches(buf + i, (uint32_t)c->id, c->done_seq, (uint64_t)c->recv_off, seg,
 						       &first);
-				if (bad && !t->mismatches) {
-					t->first_mismatch_conn = (uint64_t)c->id;
-					t->first_mismatch_seq = c->done_seq;
-					t->first_mismatch_off = first;
-				}
-				t->mismatches += bad;
+				note_mismatches(t, c, c->done_seq, bad, first);
 				i += (ssize_t)seg;
 				c->recv_off += (long long)seg;
 				if (c->recv_off == o.bytes) {
@@ -521,16 +528,6 @@ static void blocking_failure(struct lthread *t, struct lconn *c)
 	c->dead = 1;
 }
 
-static void note_mismatches(struct lthread *t, struct lconn *c, uint64_t bad, long long first)
-{
-	if (bad && !t->mismatches) {
-		t->first_mismatch_conn = (uint64_t)c->id;
-		t->first_mismatch_seq = c->next_seq;
-		t->first_mismatch_off = first;
-	}
-	t->mismatches += bad;
-}
-
 /* Write the whole request next_seq. */
 static void blocking_send(struct lthread *t, struct lconn *c, uint8_t *buf)
 {
@@ -575,7 +572,7 @@ static void blocking_recv(struct lthread *t, struct lconn *c, uint8_t *buf)
 			long long first = 0;
 			uint64_t bad = count_mismatches(buf, (uint32_t)c->id, c->next_seq, (uint64_t)off, (size_t)n, &first);
 
-			note_mismatches(t, c, bad, first);
+			note_mismatches(t, c, c->next_seq, bad, first);
 		}
 		off += n;
 	}
@@ -591,7 +588,7 @@ static void blocking_drain(struct lthread *t, struct lconn *c, uint8_t *buf)
 		ssize_t n = recv(c->fd, buf, BLOCKING_CHUNK, 0);
 
 		if (n > 0) {
-			note_mismatches(t, c, (uint64_t)n, o.bytes);
+			note_mismatches(t, c, c->next_seq, (uint64_t)n, o.bytes);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
