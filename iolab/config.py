@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +103,11 @@ def find_validation_error(exc: BaseException) -> Any | None:
         seen.add(id(e))
         if isinstance(e, ValidationError):
             # Report the deepest, most specific cause.
+            # (in a oneOf, the branch of the instance's own type).
             best = e
             while best.context:
-                best = min(best.context, key=lambda c: len(c.absolute_schema_path))
+                fitting = [c for c in best.context if c.validator != "type"] or best.context
+                best = min(fitting, key=lambda c: len(c.absolute_schema_path))
             return best if best is not e and best.absolute_path else e
         if isinstance(e, BaseException):
             stack.extend(a for a in e.args if isinstance(a, BaseException))
@@ -130,15 +132,32 @@ MODEL_LEVELS = [
 ]
 
 
+# An echo preset's server: echo-<server>. A preset is a list of echo-uring
+# flags (the preset named epoll: echo-epoll's), or {server, flags}.
+SERVER_PROGRAMS = {"epoll": "echo-epoll", "uring": "echo-uring", "go-net": "echo-go-net",
+                   "go-uring": "echo-go-uring"}
+
+
+def preset_server(name: str, spec: Sequence[str] | Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """A preset's server (a SERVER_PROGRAMS key) and its flags."""
+    if isinstance(spec, Mapping):
+        return str(spec["server"]), tuple(spec.get("flags") or ())
+    return ("epoll" if name == "epoll" else "uring"), tuple(spec)
+
+
 def server_flags() -> dict[str, set[str]]:
-    """program -> the long options its getopt table declares (the C source
-    is the one list; echo-uring --help documents the same ones)."""
+    """program -> the long options its source declares: the C servers'
+    getopt tables and the Go servers' flag definitions (each server's
+    --help documents the same ones)."""
     import re
 
     out = {}
-    for program, source in (("echo-uring", "echo_uring.c"), ("echo-epoll", "echo_epoll.c")):
-        text = (REPO / "native" / "echo" / source).read_text()
+    for program, source in (("echo-uring", "echo/echo_uring.c"), ("echo-epoll", "echo/echo_epoll.c")):
+        text = (REPO / "native" / source).read_text()
         out[program] = {f"--{name}" for name in re.findall(r'\{ "([a-z-]+)", (?:required|no)_argument', text)}
+    for program in ("echo-go-net", "echo-go-uring"):
+        text = (REPO / "native" / "go" / "cmd" / program / "main.go").read_text()
+        out[program] = {f"--{name}" for name in re.findall(r'flag\.[A-Za-z]+\((?:&[A-Za-z.]+, )?"([a-z-]+)"', text)}
     return out
 
 
@@ -146,11 +165,13 @@ def _check_presets(echo: Mapping[str, Any]) -> None:
     """A flag the server does not have is a config error before anything is
     measured, never a configuration recorded as "unavailable"."""
     flags = server_flags()
-    for name, argv in (echo.get("presets") or {}).items():
-        program = "echo-epoll" if name == "epoll" else "echo-uring"
+    for name, spec in (echo.get("presets") or {}).items():
+        server, argv = preset_server(name, spec)
+        program = SERVER_PROGRAMS[server]
+        where = f"experiments.echo.presets.{name}" + (".flags" if isinstance(spec, Mapping) else "")
         for i, token in enumerate(argv):
             if token.startswith("--") and token not in flags[program]:
-                raise ConfigError(f"config error at experiments.echo.presets.{name}[{i}]: {token!r} is not "
+                raise ConfigError(f"config error at {where}[{i}]: {token!r} is not "
                                   f"a flag of {program} (native/build/{program} --help lists them)")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import shlex
 import subprocess
 import tempfile
 import time
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .config import SERVER_PROGRAMS, preset_server
+from .experiments import REGISTRY
 from .formats import CELL_COLUMNS
 from .runners import LocalRunner, Runner
 from .runners.local import RunError
@@ -38,14 +41,19 @@ class Cell:
     connections: int
     bytes: int
     client: str = "event-loop"          # loadgen --model
+    server: str = ""                    # config.SERVER_PROGRAMS key; "" -> from the preset's name
+
+    def __post_init__(self) -> None:
+        if not self.server:
+            object.__setattr__(self, "server", preset_server(self.preset, self.flags)[0])
 
     def label(self) -> str:
         client = " (thread-per-connection client)" if self.client == "thread-per-connection" else ""
         return f"{self.preset} c={self.connections} {self.bytes} B{client}"
 
     @property
-    def server(self) -> str:
-        return "epoll" if self.preset == "epoll" else "uring"
+    def program(self) -> str:
+        return SERVER_PROGRAMS[self.server]
 
 
 def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
@@ -56,7 +64,7 @@ def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
     compare cells measured seconds apart. ``settings["cells"]``, when given,
     restricts the sweep to those [preset, connections, bytes], under every
     client (an adaptive-precision round)."""
-    presets: Mapping[str, Sequence[str]] = settings["presets"]
+    presets = {name: preset_server(name, spec) for name, spec in settings["presets"].items()}
     chosen = settings.get("only") or list(presets)
     wanted = {(str(p), int(c), int(b)) for p, c, b in settings["cells"]} if settings.get("cells") else None
     rng = random.Random(seed)
@@ -64,7 +72,7 @@ def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
     rng.shuffle(blocks)
     out = []
     for c, b in blocks:
-        block = [Cell(name, tuple(presets[name]), c, b, client) for name in chosen
+        block = [Cell(name, presets[name][1], c, b, client, presets[name][0]) for name in chosen
                  for client in settings.get("clients") or ["event-loop"]
                  if wanted is None or (name, c, b) in wanted]
         rng.shuffle(block)
@@ -82,7 +90,7 @@ def start_server(cell: Cell, cpu: int | None, runner: Runner, bind: str = "127.0
 
     Raises CellError with the server's own one-line reason when it refuses
     the configuration (exit 2) or the port is taken (exit 3)."""
-    exe = runner.exe("echo-epoll" if cell.server == "epoll" else "echo-uring")
+    exe = runner.exe(cell.program)
     argv = [*_taskset(cpu), exe, "--port", str(port), "--bind", bind, *cell.flags]
     proc = runner.popen(argv)
     assert proc.stderr is not None
@@ -182,6 +190,21 @@ def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int
     }
 
 
+def build_optional_servers(planned: Sequence[Cell], runner: Runner) -> dict[str, str]:
+    """Build the servers only some nodes can build (the Go ones) that the
+    sweep uses, on ``runner``'s node; program -> why it is unavailable there."""
+    unavailable = {}
+    for program in sorted({c.program for c in planned} & set(REGISTRY["echo"].optional_programs)):
+        native = Path(runner.exe(program)).parent.parent
+        res = runner.shell(f"make -s -C {shlex.quote(str(native))} build/{shlex.quote(program)}", timeout=900)
+        if res.returncode != 0:
+            lines = (res.stderr + res.stdout).strip().splitlines()
+            cause = next((ln for ln in lines if ln.startswith("missing dependency:")),
+                         lines[-1] if lines else f"make exited with status {res.returncode}")
+            unavailable[program] = f"unavailable: {program} could not be built on this node: {cause}"
+    return unavailable
+
+
 def histograms_path(raw: Path) -> Path:
     return raw.with_name(raw.stem + ".histograms.csv")
 
@@ -195,6 +218,7 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed:
     import csv
 
     planned = cells(settings, seed)
+    unbuilt = build_optional_servers(planned, server_runner or LocalRunner())
     failures: list[str] = []
     with open(out_csv, "w", newline="") as fc, open(out_hist, "w") as fh, \
             tempfile.TemporaryDirectory() as tmp:
@@ -209,6 +233,8 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed:
             hist = Path(tmp) / f"{i}.csv"
             start = time.monotonic()
             try:
+                if cell.program in unbuilt:
+                    raise CellError(unbuilt[cell.program])
                 row.update(measure_cell(cell, settings, cpus, hist, server_runner, client_runner,
                                         bind, address), status="ok")
                 for line in hist.read_text().splitlines()[1:]:

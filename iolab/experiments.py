@@ -34,6 +34,10 @@ class Experiment:
     # The inventory setting a node must have for it to run there (e.g. the
     # ib experiment's "ib.peer"); "" when every node may run it.
     needs_setting: str = ""
+    # Programs built only where the node has their toolchain (the Go
+    # servers): the experiment builds them itself and records why one could
+    # not be built; its sources are digested into the run key all the same.
+    optional_programs: tuple[str, ...] = ()
 
 
 COST_PROBE = ("cost-probe",)
@@ -49,6 +53,7 @@ REGISTRY: dict[str, Experiment] = {e.name: e for e in (
     Experiment("trace", COST_PROBE, ("iolab/trace.py",), raw_format="bpftrace maps v1",
                notebooks=("cost_model",), needs=frozenset({Capability.KERNEL_TRACING})),
     Experiment("echo", ("echo-epoll", "echo-uring", "loadgen"), ("iolab/echo.py",),
+               optional_programs=("echo-go-net", "echo-go-uring"),
                extra_outputs=("histograms.csv",), raw_format="echo cells v1",
                notebooks=("echo", "cost_model", "claims"),
                needs=frozenset({Capability.SERVERS})),

@@ -10,6 +10,10 @@ cost-probe_SRCS := probes/cost_probe.c probes/probe.c probes/probe.h probes/sysc
 echo-epoll_SRCS := echo/echo_epoll.c $(ECHO_SRCS) $(COMMON_SRCS)
 echo-uring_SRCS := echo/echo_uring.c $(ECHO_SRCS) $(COMMON_SRCS)
 loadgen_SRCS := echo/loadgen.c $(ECHO_SRCS) $(COMMON_SRCS)
+# The Go servers (native/go, a Go module): built with `go build`, not cc.
+GO_SRCS := go/go.mod go/go.sum go/internal/serve/serve.go go/internal/uring/uring.go
+echo-go-net_SRCS := go/cmd/echo-go-net/main.go $(GO_SRCS)
+echo-go-uring_SRCS := go/cmd/echo-go-uring/main.go $(GO_SRCS)
 mpi-probe_SRCS := mpi/mpi_probe.c common/timing.c common/timing.h common/cli.c common/cli.h \
 	common/lists.c common/lists.h
 mpi-pingpong-ref_SRCS := mpi/pingpong_ref.c common/cli.c common/cli.h common/lists.c common/lists.h

@@ -118,7 +118,7 @@ def run_key(experiment, node):
     h.update(json.dumps([config["experiments"][experiment], NODE_BY_NAME[node], *peers],
                         sort_keys=True).encode())
     sources = set(BUILD_FILES) | set(REGISTRY[experiment].code)
-    for program in REGISTRY[experiment].programs:
+    for program in REGISTRY[experiment].programs + REGISTRY[experiment].optional_programs:
         sources.update(NATIVE_PROGRAMS[program])
     for src in sorted(sources):
         h.update(src.encode())

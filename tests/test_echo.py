@@ -12,6 +12,7 @@ import random
 import re
 import resource
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from conftest import REPO
 
 from iolab import echo as echo_exp
 from iolab import tables
+from iolab.config import SERVER_PROGRAMS, preset_server, server_flags
 from iolab.analysis import echostats
 from iolab.runners import LocalRunner
 
@@ -46,12 +48,25 @@ EXTRA_SERVERS = {
     "reuseport_rings": ["--rings", "2"],
     "sqpoll_idle": ["--sqpoll", "--sq-thread-idle", "10"],
     "multishot_accept": ["--multishot-accept"],
+    # The Go servers' flags no preset uses: one ring with a tiny SQ (every
+    # burst waits for the publisher to drain it), three rings each owning
+    # two consecutive fds, one worker pool, a small buffer (partial echoes),
+    # a deadline that a busy connection never reaches, an SQ thread that sleeps.
+    "go_uring_small_sq": {"server": "go-uring", "flags": ["--rings", "1", "--entries", "8"]},
+    "go_uring_granule": {"server": "go-uring", "flags": ["--rings", "3", "--granule", "2", "--worker-pools",
+                                                         "1", "--gomaxprocs", "2", "--buf-size", "512"]},
+    "go_uring_link_timeout": {"server": "go-uring", "flags": ["--link-timeout", "20000"]},
+    "go_uring_sqpoll_idle": {"server": "go-uring", "flags": ["--sqpoll", "--sq-thread-idle", "10"]},
+    "go_net_small": {"server": "go-net", "flags": ["--gomaxprocs", "1", "--buf-size", "100"]},
 }
-SERVERS = [(name, "echo-epoll" if name == "epoll" else "echo-uring", list(flags))
-           for name, flags in {**PRESETS, **EXTRA_SERVERS}.items()]
+SERVERS = [(name, SERVER_PROGRAMS[server], list(flags)) for name, spec in {**PRESETS, **EXTRA_SERVERS}.items()
+           for server, flags in [preset_server(name, spec)]]
 BUILDS = ["opt", "san"]
+# The sanitizer build: ASan/UBSan for the C servers, Go's race detector for
+# the Go ones (each ignores the other's variables).
 SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:exitcode=23:abort_on_error=0",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+           "GORACE": "halt_on_error=1 exitcode=66"}
 # Configurations whose code paths differ in structure (readiness vs
 # completion, provided buffers with multishot, a kernel submission thread,
 # several rings, registered files, zero-copy sends): the stress tests run on
@@ -59,7 +74,7 @@ SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:exitcode=23:abort_on_error=0",
 # exercise no differently; they get the correctness tests by default and the
 # stress tests in the release tier (--full).
 STRUCTURAL = {"epoll", "default", "multishot", "sqpoll", "rings_granule", "fixed_files", "send_zc",
-              "few_buffers"}
+              "few_buffers", "go_net", "go_uring", "go_uring_sqpoll", "go_uring_small_sq"}
 
 
 TSAN_ENV = {"TSAN_OPTIONS": "halt_on_error=1:exitcode=66:second_deadlock_stack=1"}
@@ -497,6 +512,62 @@ def test_loadgen_open_loop_rate(native_build: Path) -> None:
     assert json.loads(res.stdout)["rps"] == pytest.approx(2000, rel=0.1)
 
 
+@pytest.mark.parametrize("build", BUILDS)
+def test_go_reactor_link_timeout_closes_an_idle_connection_only(native_build: Path, build: str) -> None:
+    """--link-timeout: each receive is linked to a deadline; a connection
+    that sends nothing is closed when it fires, one that keeps talking is not."""
+    exe = native_build / ("san" if build == "san" else "") / "echo-go-uring"
+    srv = Server(exe, ["--link-timeout", "300", "--rings", "2", "--granule", "1"], build == "san")
+    idle, busy = connect(srv.port), connect(srv.port)
+    # The busy one talks until the idle one has been closed (recv gives b"").
+    idle.setblocking(False)
+    closed = False
+    for i in range(100000):
+        busy.sendall(b"ping")
+        assert busy.recv(4) == b"ping", f"the busy connection lost its echo at message {i}"
+        try:
+            closed = idle.recv(1) == b""
+        except BlockingIOError:
+            pass
+        if closed:
+            break
+    assert closed, "the idle connection was never closed by its deadline"
+    busy.sendall(b"still here")
+    assert busy.recv(10) == b"still here"
+    busy.close()
+    idle.close()
+    counters = srv.stop()
+    assert counters["link_timeouts"] == 1 and counters["config"]["link_timeout_ms"] == 300
+
+
+def test_a_node_without_go_records_the_go_servers_unavailable(native_build: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Go servers are built by the sweep where the node has Go; on a node
+    without it their cells are unavailable, with make's one-line reason, and
+    the C servers are measured as usual."""
+    native = tmp_path / "native"
+    shutil.copytree(REPO / "native", native, ignore=shutil.ignore_patterns("build"))
+
+    class CopyRunner(LocalRunner):   # the real local runner, on a checkout without Go binaries
+        def exe(self, program: str) -> str:
+            return str(native / "build" / program)
+
+    monkeypatch.setenv("GO", "go-not-installed-here")
+    settings = {**SWEEP, "presets": {"epoll": [], "go_net": {"server": "go-net"}}}
+    runner = CopyRunner()
+    assert subprocess.run(["make", "-s", "-C", str(native), "build/echo-epoll", "build/loadgen"],
+                          capture_output=True).returncode == 0
+    csv_path = tmp_path / "rep1.csv"
+    echo_exp.run_sweep(settings, {"server": None, "client": None}, 1, csv_path,
+                       echo_exp.histograms_path(csv_path), progress=False, server_runner=runner)
+    rows = {r["preset"]: r for r in csv.DictReader(csv_path.open())}
+    assert rows["epoll"]["status"] == "ok"
+    assert rows["go_net"]["status"] == "unavailable" and rows["go_net"]["server"] == "go-net"
+    assert rows["go_net"]["reason"] == ("unavailable: echo-go-net could not be built on this node: missing "
+                                        "dependency: Go toolchain 'go-not-installed-here'; install it with: "
+                                        "apt-get install golang-go, or set GO=")
+
+
 # --- server flags and the sweep ---------------------------------------------------------
 
 @pytest.mark.parametrize("flags,message", [
@@ -515,12 +586,16 @@ def test_refused_combinations_exit_2_with_one_line(native_build: Path, flags: li
 
 
 def test_help_documents_every_flag(native_build: Path) -> None:
-    for program in ("echo-epoll", "echo-uring", "loadgen"):
-        src = (REPO / "native" / "echo" / f"{program.replace('-', '_')}.c").read_text()
-        declared = set(re.findall(r'\{ "([a-z-]+)", (?:required|no)_argument', src))
-        shown = subprocess.run([str(native_build / program), "--help"], capture_output=True,
-                               text=True).stdout
-        assert declared and all(f"--{d}" in shown for d in declared), program
+    src = (REPO / "native" / "echo" / "loadgen.c").read_text()
+    declared = {"loadgen": {f"--{d}" for d in re.findall(r'\{ "([a-z-]+)", (?:required|no)_argument', src)},
+                **server_flags()}
+    for program, flags in declared.items():
+        res = subprocess.run([str(native_build / program), "--help"], capture_output=True, text=True)
+        assert res.returncode == 0, program
+        # Go's flag package lists "-name"; the servers accept --name as well.
+        shown = (res.stdout + res.stderr).replace("\n  -", "\n  --")
+        assert flags and all(f in shown for f in flags), (program, sorted(f for f in flags if f not in shown))
+    assert set(SERVER_PROGRAMS.values()) <= set(declared)
 
 
 SWEEP = {"duration": 0.3, "warmup": 0.1, "connections": [4], "bytes": [64], "pipeline": 1,

@@ -1,0 +1,98 @@
+// echo-go-net: a TCP echo server on Go's standard net package, one
+// goroutine per connection on the runtime's netpoller: the baseline the Habr
+// series ran its io_uring reactor against (labelled net/http there).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+
+	"iolab/native/go/internal/serve"
+)
+
+const prog = "echo-go-net"
+
+func usage() {
+	fmt.Fprintf(flag.CommandLine.Output(), `usage: %s [OPTIONS]
+
+TCP echo server on Go's net package: one goroutine per connection, reading
+and writing back whatever arrives. Prints one JSON line of counters and
+exits 0 on SIGTERM or SIGINT.
+
+`, prog)
+	flag.PrintDefaults()
+}
+
+func main() {
+	port := flag.Int("port", -1, "TCP port to listen on (required; 0 picks a free one, reported on stderr as 'listening on ADDR:PORT')")
+	bind := flag.String("bind", "127.0.0.1", "IPv4 address to bind")
+	procs := flag.Int("gomaxprocs", 2*runtime.NumCPU(), "GOMAXPROCS (default: twice the CPUs this process may run on, as the source set it)")
+	bufSize := flag.Int("buf-size", 32<<10, "read buffer per connection, bytes")
+	flag.Usage = usage
+	flag.Parse()
+	if flag.NArg() > 0 {
+		serve.Fail(prog, 2, "unexpected argument %q (see --help)", flag.Arg(0))
+	}
+	if *port < 0 || *port > 65535 {
+		serve.Fail(prog, 2, "--port must be 0..65535 (0: a free port)")
+	}
+	if *procs < 1 || *bufSize < 1 {
+		serve.Fail(prog, 2, "--gomaxprocs and --buf-size must be positive")
+	}
+	runtime.GOMAXPROCS(*procs)
+	serve.RaiseNofile(prog)
+	stop := serve.StopSignals()
+
+	fd, bound := serve.Listen(prog, *bind, *port, false)
+	f := os.NewFile(uintptr(fd), "listener")
+	ln, err := net.FileListener(f)
+	if err != nil {
+		serve.Fail(prog, 1, "listener: %v", err)
+	}
+	f.Close() // FileListener holds its own copy of the fd
+	var c serve.Counters
+	serve.Announce(prog, *bind, bound)
+
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					continue
+				}
+				serve.Fail(prog, 1, "accept: %v", err)
+			}
+			c.Accepted.Add(1)
+			go echo(conn, &c, *bufSize)
+		}
+	}()
+	<-stop
+	serve.PrintFinal("go-net", &c, map[string]any{"gomaxprocs": *procs, "buf_size": *bufSize,
+		"go": runtime.Version()})
+}
+
+// echo writes back every byte read until the peer closes or an error ends
+// the connection.
+func echo(conn net.Conn, c *serve.Counters, bufSize int) {
+	defer func() {
+		conn.Close()
+		c.Closed.Add(1)
+	}()
+	buf := make([]byte, bufSize)
+	for {
+		n, err := conn.Read(buf)
+		if n > 0 {
+			c.Requests.Add(1)
+			c.Bytes.Add(uint64(n))
+			if _, werr := conn.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
