@@ -175,6 +175,15 @@ def _check_presets(echo: Mapping[str, Any]) -> None:
                                   f"a flag of {program} (native/build/{program} --help lists them)")
 
 
+def cpu_list(value: int | str) -> list[int]:
+    """The CPUs of a node's cpus entry: one CPU or a taskset-style list ("0-2,5")."""
+    out: list[int] = []
+    for part in str(value).split(","):
+        low, _, high = part.partition("-")
+        out += range(int(low), int(high or low) + 1)
+    return out
+
+
 def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> None:
     """Checks the schema cannot express. Raises ConfigError on the first one."""
     names = [n["name"] for n in config["nodes"]]
@@ -187,9 +196,9 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
         if node["runner"] != "local":
             continue
         for role, cpu in sorted((node.get("cpus") or {}).items()):
-            if cpu is not None and cpu >= ncpu:
+            if cpu is not None and max(cpu_list(cpu)) >= ncpu:
                 raise ConfigError(
-                    f"config error at nodes[{i}].cpus.{role}: CPU {cpu} does not exist on this "
+                    f"config error at nodes[{i}].cpus.{role}: CPU {max(cpu_list(cpu))} does not exist on this "
                     f"machine (it has {ncpu} CPUs, numbered 0..{ncpu - 1})"
                 )
     experiments = config["experiments"]
@@ -199,9 +208,15 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
                               f"{level!r}, {why}")
     echo = experiments.get("echo", {})
     _check_presets(echo)
-    if "thread-per-connection" in echo.get("clients", []) and echo.get("pipeline", 1) != 1:
-        raise ConfigError("config error at experiments.echo.clients: thread-per-connection is closed-loop "
-                          "ping-pong; set pipeline to 1 or drop that client")
+    if any(s["client"] == "thread-per-connection" for s in echo.get("setups", [])) and \
+            echo.get("pipeline", 1) != 1:
+        raise ConfigError("config error at experiments.echo.setups: the thread-per-connection client is "
+                          "closed-loop ping-pong; set pipeline to 1 or drop that setup")
+    for i, setup in enumerate(echo.get("setups") or []):
+        unknown = sorted(set(setup.get("only") or []) - set(echo.get("presets", {})))
+        if unknown:
+            raise ConfigError(f"config error at experiments.echo.setups[{i}].only: {unknown[0]!r} is not a "
+                              f"preset (known: {', '.join(sorted(echo.get('presets', {})))})")
     unknown = sorted(set(echo.get("only") or []) - set(echo.get("presets", {})))
     if unknown:
         raise ConfigError(f"config error at experiments.echo.only: {unknown[0]!r} is not a preset "

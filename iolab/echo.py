@@ -42,28 +42,40 @@ class Cell:
     bytes: int
     client: str = "event-loop"          # loadgen --model
     server: str = ""                    # config.SERVER_PROGRAMS key; "" -> from the preset's name
+    layout: str = "pinned"              # pinned: the node's cpus.server/client; shared: unpinned
 
     def __post_init__(self) -> None:
         if not self.server:
             object.__setattr__(self, "server", preset_server(self.preset, self.flags)[0])
 
     def label(self) -> str:
-        client = " (thread-per-connection client)" if self.client == "thread-per-connection" else ""
-        return f"{self.preset} c={self.connections} {self.bytes} B{client}"
+        setup = [*(["thread-per-connection client"] if self.client == "thread-per-connection" else []),
+                 *(["shared CPUs"] if self.layout == "shared" else [])]
+        return f"{self.preset} c={self.connections} {self.bytes} B" + (f" ({', '.join(setup)})" if setup else "")
+
+    def placement(self, cpus: Mapping[str, int | str | None]) -> dict[str, int | str | None]:
+        """Where the server and the load generator run: the node's CPU sets
+        (pinned), or nowhere in particular (shared)."""
+        if self.layout == "shared":
+            return {"server": None, "client": None}
+        return {"server": cpus.get("server"), "client": cpus.get("client")}
 
     @property
     def program(self) -> str:
         return SERVER_PROGRAMS[self.server]
 
 
+DEFAULT_SETUPS = [{"client": "event-loop", "layout": "pinned"}]
+
+
 def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
-    """Every (preset, client, connections, bytes) of the sweep, in a seeded
+    """Every (preset, setup, connections, bytes) of the sweep, in a seeded
     random order that keeps the cells of one (connections, bytes) together:
-    the blocks come in a random order and the presets and clients in a random
-    order within each. Ratios between presets (formed per repetition) then
-    compare cells measured seconds apart. ``settings["cells"]``, when given,
-    restricts the sweep to those [preset, connections, bytes], under every
-    client (an adaptive-precision round)."""
+    the blocks come in a random order and the presets and setups (client
+    model and layout) in a random order within each. Ratios between presets
+    (formed per repetition) then compare cells measured seconds apart.
+    ``settings["cells"]``, when given, restricts the sweep to those [preset,
+    connections, bytes], under every setup (an adaptive-precision round)."""
     presets = {name: preset_server(name, spec) for name, spec in settings["presets"].items()}
     chosen = settings.get("only") or list(presets)
     wanted = {(str(p), int(c), int(b)) for p, c, b in settings["cells"]} if settings.get("cells") else None
@@ -72,19 +84,19 @@ def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
     rng.shuffle(blocks)
     out = []
     for c, b in blocks:
-        block = [Cell(name, presets[name][1], c, b, client, presets[name][0]) for name in chosen
-                 for client in settings.get("clients") or ["event-loop"]
-                 if wanted is None or (name, c, b) in wanted]
+        block = [Cell(name, presets[name][1], c, b, setup["client"], presets[name][0], setup["layout"])
+                 for name in chosen for setup in settings.get("setups") or DEFAULT_SETUPS
+                 if (wanted is None or (name, c, b) in wanted) and name in setup.get("only", [name])]
         rng.shuffle(block)
         out.extend(block)
     return out
 
 
-def _taskset(cpu: int | None) -> list[str]:
+def _taskset(cpu: int | str | None) -> list[str]:
     return ["taskset", "-c", str(cpu)] if cpu is not None else []
 
 
-def start_server(cell: Cell, cpu: int | None, runner: Runner, bind: str = "127.0.0.1",
+def start_server(cell: Cell, cpu: int | str | None, runner: Runner, bind: str = "127.0.0.1",
                  port: int = 0) -> tuple[subprocess.Popen[str], int]:
     """Start the cell's server on ``runner``'s node; return it and its port.
 
@@ -126,7 +138,7 @@ def stop_server(proc: subprocess.Popen[str], runner: Runner) -> dict[str, Any]:
         raise CellError("server printed no final counters") from e
 
 
-def run_loadgen(port: int, cell: Cell, settings: Mapping[str, Any], cpu: int | None,
+def run_loadgen(port: int, cell: Cell, settings: Mapping[str, Any], cpu: int | str | None,
                 histogram: Path, runner: Runner, host: str = "127.0.0.1") -> dict[str, Any]:
     """Drive the server from ``runner``'s node; the histogram is copied back."""
     remote_hist = runner.scratch("loadgen-histogram.csv")
@@ -149,7 +161,7 @@ def run_loadgen(port: int, cell: Cell, settings: Mapping[str, Any], cpu: int | N
     return report
 
 
-def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int | None],
+def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int | str | None],
                  histogram: Path, server_runner: Runner | None = None,
                  client_runner: Runner | None = None, bind: str = "127.0.0.1",
                  address: str = "127.0.0.1") -> dict[str, Any]:
@@ -158,6 +170,7 @@ def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int
     generator may run on different nodes (``address`` reaches the server)."""
     server_runner = server_runner or LocalRunner()
     client_runner = client_runner or server_runner
+    cpus = cell.placement(cpus)
     for attempt in (1, 2):
         try:
             proc, port = start_server(cell, cpus.get("server"), server_runner, bind=bind,
@@ -209,7 +222,7 @@ def histograms_path(raw: Path) -> Path:
     return raw.with_name(raw.stem + ".histograms.csv")
 
 
-def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed: int,
+def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None], seed: int,
               out_csv: Path, out_hist: Path, progress: bool = True,
               server_runner: Runner | None = None, client_runner: Runner | None = None,
               bind: str = "127.0.0.1", address: str = "127.0.0.1") -> dict[str, Any]:
@@ -227,9 +240,10 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | None], seed:
         fh.write("order,low_ns,high_ns,count\n")
         for i, cell in enumerate(planned):
             row: dict[str, Any] = {c: "" for c in CELL_COLUMNS}
+            placed = cell.placement(cpus)
             row.update(order=i, server=cell.server, preset=cell.preset, client=cell.client,
-                       connections=cell.connections, bytes=cell.bytes,
-                       server_cpu=cpus.get("server"), client_cpu=cpus.get("client"))
+                       layout=cell.layout, connections=cell.connections, bytes=cell.bytes,
+                       server_cpu=placed["server"], client_cpu=placed["client"])
             hist = Path(tmp) / f"{i}.csv"
             start = time.monotonic()
             try:

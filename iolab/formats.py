@@ -15,10 +15,12 @@ CELL_COLUMNS = [
     "rps", "requests", "p50_us", "p99_us", "p999_us", "max_us",
     "client_cpu_ns", "server_cpu_ns", "server_requests", "server_bytes",
     "waits", "events", "io_uring_enter", "sqes", "cqes", "short_writes", "async_sqes",
-    "nobufs", "iowq_workers", "server_cpu", "client_cpu", "port", "client",
+    "nobufs", "iowq_workers", "server_cpu", "client_cpu", "port", "client", "layout",
 ]
-# Files from before the client model was a setting lack the column.
-CELL_OPTIONAL = {"client": "event-loop"}
+# Files from before the client model and the layout were settings lack their
+# columns: those cells ran the event-loop client, pinned where a server CPU
+# is recorded (the loader derives layout from server_cpu).
+CELL_OPTIONAL = {"client": "event-loop", "layout": ""}
 
 # mpi: one row per timed iteration and rank, transport first
 MPI_PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]

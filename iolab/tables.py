@@ -84,6 +84,13 @@ def read_echo_csv(path: str | Path) -> pd.DataFrame:
     for column, default in CELL_OPTIONAL.items():
         if column not in frame:
             frame[column] = default
+    # CPU sets as taskset wrote them ("0", "0-3"), not as floats.
+    for column in ("server_cpu", "client_cpu"):
+        frame[column] = frame[column].map(lambda v: None if pd.isna(v) else
+                                          str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
+    if (frame["layout"] == "").any():
+        frame["layout"] = frame["layout"].where(frame["layout"] != "", frame["server_cpu"].notna().map(
+            {True: "pinned", False: "shared"}))
     return frame
 
 
@@ -151,6 +158,7 @@ def _context(raw: Path) -> dict[str, Any]:
         "kernel": side["host"]["kernel"],
         # The CPUs the node has: claims that need more are "not testable here".
         "cpus": int((side.get("cpu") or {}).get("count") or 0),
+        "cpu_model": str((side.get("cpu") or {}).get("model") or ""),
         "rep": int(side["settings"]["rep"]),
         # "tcg": an emulated guest, for functional tests only (see load()).
         "accel": side.get("accel") or "",
@@ -203,7 +211,8 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     echoed = out["server_bytes"].where(ok) / out["bytes"]
     out["server_ns_per_request"] = out["server_cpu_ns"].where(ok) / echoed
     out["client_ns_per_request"] = out["client_cpu_ns"].where(ok) / echoed
-    out["sqes_per_enter"] = (out["sqes"] / out["io_uring_enter"]).where(ok & (out["server"] == "uring"))
+    out["sqes_per_enter"] = (out["sqes"] / out["io_uring_enter"]).where(
+        ok & out["server"].isin(["uring", "go-uring"]))
     out["events_per_wait"] = (out["events"] / out["waits"]).where(ok)
     out["reason"] = out["reason"].astype(object).where(out["reason"].notna(), "")
     return out

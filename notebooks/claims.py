@@ -42,7 +42,7 @@ manifest_out = "results/by-hand/figures/claims.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import claims, models, verdicts
+from iolab.analysis import claims, models, setups, verdicts
 from iolab.report import numbers, plotting
 from iolab.report.outputs import Outputs
 
@@ -52,14 +52,23 @@ sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": 
 out = Outputs("claims", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
 syscall = tables.load("syscall", syscall_table, reps=reps)
+echo = tables.load("echo", echo_table, reps=reps) if echo_table else None
+mpi = tables.load("mpi", mpi_table, reps=reps) if mpi_table else None
+node = models.choose_node(syscall, node)
 findings = claims.evaluate(syscall, tables.load("sendrecv", sendrecv_table, reps=reps),
-                           tables.load("uring_batch", uring_batch_table, reps=reps),
-                           tables.load("echo", echo_table, reps=reps) if echo_table else None,
-                           tables.load("mpi", mpi_table, reps=reps) if mpi_table else None,
-                           node=models.choose_node(syscall, node),
+                           tables.load("uring_batch", uring_batch_table, reps=reps), echo, mpi, node=node,
                            ib=tables.load("ib", ib_table, reps=reps) if ib_table else None)
 print(verdicts.RULE_TEXT)
 verdicts.table(findings)
+
+# %% [markdown]
+# ## How each source measured, and how we did
+#
+# A verdict means most where the setups match: the systems, the machine,
+# the load generator, where each process ran, and the cells.
+
+# %%
+setups.compared(syscall, echo, mpi, node)
 
 # %% [markdown]
 # ## Every finding against its threshold
@@ -74,5 +83,6 @@ plt.show()
 
 # %%
 numbers.claims_numbers(out, findings)
+numbers.claims_setups(out, syscall=syscall, echo=echo, mpi=mpi, node=node)
 out.finish()
 out.texts()

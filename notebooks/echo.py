@@ -53,8 +53,8 @@ all_echo = tables.load("echo", echo_table, reps=reps)
 node = models.choose_node(all_echo, node)
 # Our event-loop client's cells where both client models ran (the claims
 # notebook judges the sources' claims with theirs).
-echo = echostats.one_client(echostats.select(all_echo, node, presets), echostats.OUR_CLIENT)
-print("load generator:", echostats.client_note(echo))
+echo = echostats.one_setup(echostats.select(all_echo, node, presets), echostats.OUR_SETUP)
+print("setup:", echostats.setup_note(echo))
 summary = echostats.summarize(echo)
 syscall = tables.load("syscall", syscall_table, reps=reps)
 # The floor comes from the cost probes of the echo node, or of the first

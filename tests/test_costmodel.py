@@ -12,6 +12,7 @@ import pandas as pd
 
 from iolab.analysis import claims, costmodel
 from iolab.analysis.verdicts import Outcome, combine
+from iolab.report import numbers
 
 NS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
@@ -141,13 +142,26 @@ def test_c2_is_not_testable_with_mitigations_on() -> None:
     assert all(f.outcome is Outcome.NOT_TESTABLE for f in parts)
 
 
-def test_c1_compares_with_the_value_for_the_mitigation_state() -> None:
-    frame = cost_frame(s=[230.0, 240, 225, 235, 228, 232], w_mean=[1500.0] * 6, t1_mean=[1900.0] * 6)
-    s_on, w, t = claims.c1(frame, "on")
-    s_off, _, _ = claims.c1(frame, "off")
-    assert s_on.outcome is Outcome.NOT_REPRODUCED and s_on.quoted == "700 ns"   # 230 is not 700 +- 25 %
-    assert s_off.outcome is Outcome.REPRODUCED and s_off.quoted == "230 ns"
-    assert w.outcome is Outcome.REPRODUCED and t.outcome is Outcome.REPRODUCED
+def test_c1_counts_the_ratios_that_carry_over_and_shows_absolute_costs_as_context() -> None:
+    # This machine's costs are half the source's, in the same proportions.
+    frame = cost_frame(s=[115.0, 120, 112, 118, 114, 116], w_mean=[750.0] * 6, t1_mean=[950.0] * 6,
+                       t1_over_w=[950 / 750] * 6, uring_n1_over_epoll=[(950 + 115) / (115 + 750)] * 6)
+    t_w, n1, s_abs, w_abs, t_abs = claims.c1(frame, "off")
+    assert t_w.outcome is Outcome.REPRODUCED and t_w.quoted == "1.27 (1900/1500 ns)" and not t_w.context
+    assert n1.outcome is Outcome.REPRODUCED and n1.quoted == "1.23 (2130/1730 ns)" and not n1.context
+    # The absolute costs differ by 2x: not reproduced, but only as context.
+    assert all(f.context and f.outcome is Outcome.NOT_REPRODUCED for f in (s_abs, w_abs, t_abs))
+    assert s_abs.quoted == "230 ns" and claims.c1(frame, "on")[2].quoted == "700 ns"
+    assert numbers.claim_verdicts([t_w, n1, s_abs, w_abs, t_abs])["C1"] == "reproduced (2 of 2 parts decided)"
+
+
+@pytest.mark.parametrize("s,flag,state", [(230.0, "on", "off"), (390.0, "on", "off"), (420.0, "off", "on"),
+                                          (700.0, "on", "on"), (90.0, "none-needed", "off")])
+def test_the_mitigation_regime_is_read_from_the_measured_s(s: float, flag: str, state: str) -> None:
+    got, why = claims.regime(cost_frame(s=[s] * 6), flag)
+    assert got == state and f"s = {s:.0f} ns here" in why and f"kernel reports mitigations {flag}" in why
+    parts = claims.c2(cost_frame(t1_over_w=[2.0] * 6, per_sqe_over_epoll=[1.3] * 6), got, why)
+    assert all((f.outcome is Outcome.NOT_TESTABLE) == (state == "on") for f in parts)
 
 
 def test_overlay_ratios_compare_servers_with_the_model() -> None:

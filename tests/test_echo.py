@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
@@ -636,38 +637,49 @@ def test_a_server_killed_mid_run_fails_the_cell_clearly(native_build: Path, tmp_
         echo_exp.stop_server(proc, runner)
 
 
-def test_sweep_runs_every_cell_under_each_client_model(native_build: Path, tmp_path: Path) -> None:
-    """Both client models: each cell twice, told apart in the raw file and
-    the tidy table; ratios pair cells of one client model only, and each
-    side picks its own (the claims the sources', the figures ours)."""
+def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Path) -> None:
+    """Two setups (our client pinned, the sources' client unpinned): each
+    cell twice, told apart in the raw file and the tidy table, with the CPUs
+    each side ran on; ratios pair cells of one setup only, and each side
+    picks its own (the claims the sources', the figures ours)."""
     settings = {**SWEEP, "connections": [3], "presets": {"epoll": [], "default": []},
-                "clients": ["event-loop", "thread-per-connection"]}
+                "setups": [{"client": "event-loop", "layout": "pinned"},
+                           {"client": "thread-per-connection", "layout": "shared"}]}
     planned = echo_exp.cells(settings, 5)
-    assert sorted((c.preset, c.client) for c in planned) == [
-        ("default", "event-loop"), ("default", "thread-per-connection"),
-        ("epoll", "event-loop"), ("epoll", "thread-per-connection")]
+    assert sorted((c.preset, c.client, c.layout) for c in planned) == [
+        ("default", "event-loop", "pinned"), ("default", "thread-per-connection", "shared"),
+        ("epoll", "event-loop", "pinned"), ("epoll", "thread-per-connection", "shared")]
+    # A setup may run only some presets (the paper profile's sources' setup).
+    narrow = {**settings, "setups": [settings["setups"][0], {**settings["setups"][1], "only": ["epoll"]}]}
+    assert sorted((c.preset, c.client) for c in echo_exp.cells(narrow, 5)) == [
+        ("default", "event-loop"), ("epoll", "event-loop"), ("epoll", "thread-per-connection")]
     raw = tmp_path / "n1" / "echo" / "k" / "rep1.csv"
     raw.parent.mkdir(parents=True)
-    echo_exp.run_sweep(settings, {"server": None, "client": None}, 5, raw, echo_exp.histograms_path(raw),
+    echo_exp.run_sweep(settings, {"server": 0, "client": "1"}, 5, raw, echo_exp.histograms_path(raw),
                        progress=False)
     raw.with_name("rep1.provenance.json").write_text(json.dumps({
         "node": {"name": "n1", "kind": "vm"}, "mitigations": {"state": "on"},
         "host": {"kernel": "test"}, "settings": {"rep": 1}}))
     table = tables.load("echo", tmp_path)
-    assert (table["status"] == "ok").all() and sorted(table["client"]) == sorted(
-        ["event-loop", "thread-per-connection"] * 2)
+    assert (table["status"] == "ok").all()
+    placed = {(r.client, r.layout, *("-" if pd.isna(v) else v for v in (r.server_cpu, r.client_cpu)))
+              for r in table.itertuples()}
+    assert placed == {("event-loop", "pinned", "0", "1"), ("thread-per-connection", "shared", "-", "-")}
     ratios = echostats.paired_ratios(table, "default", "epoll")
-    assert sorted(ratios["client"]) == ["event-loop", "thread-per-connection"]
-    with pytest.raises(ValueError, match="keep one client"):
+    assert sorted(ratios["layout"]) == ["pinned", "shared"]
+    with pytest.raises(ValueError, match="keep one setup"):
         echostats.ratio_per_rep(ratios, 3, 64)
-    for client in echostats.OUR_CLIENT, echostats.SOURCE_CLIENT:
-        one = echostats.one_client(table, client)
-        assert set(one["client"]) == {client} and len(echostats.ratio_per_rep(
-            echostats.paired_ratios(one, "default", "epoll"), 3, 64)) == 1
-    assert echostats.seed_table(table)["our client"].iloc[0].startswith("thread-per-connection")
-    # Files written before the client model was recorded read as event-loop.
+    for setup in echostats.OUR_SETUP, echostats.SOURCE_SETUP:
+        one = echostats.one_setup(table, setup)
+        assert set(one["client"]) == {setup["client"]} and set(one["layout"]) == {setup["layout"]}
+        assert len(echostats.ratio_per_rep(echostats.paired_ratios(one, "default", "epoll"), 3, 64)) == 1
+    assert echostats.seed_table(table)["our setup"].iloc[0].startswith("thread-per-connection client, shared")
+    # Files written before the client model and the layout were recorded:
+    # the event-loop client, pinned where a server CPU was recorded.
     old = raw.read_text().splitlines()
     header = old[0].split(",")
-    drop = header.index("client")
-    raw.write_text("\n".join(",".join(f for i, f in enumerate(ln.split(",")) if i != drop) for ln in old) + "\n")
-    assert set(tables.read_echo_csv(raw)["client"]) == {"event-loop"}
+    drop = {header.index("client"), header.index("layout")}
+    raw.write_text("\n".join(",".join(f for i, f in enumerate(ln.split(",")) if i not in drop) for ln in old) + "\n")
+    legacy = tables.read_echo_csv(raw)
+    assert set(legacy["client"]) == {"event-loop"}
+    assert sorted(legacy["layout"]) == ["pinned", "pinned", "shared", "shared"]

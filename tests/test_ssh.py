@@ -129,6 +129,7 @@ def test_pipeline_runs_echo_and_mpi_on_an_ssh_node(sshd: dict, tmp_path: Path) -
     # The smoke profile's cells under both client models, the client on this machine.
     assert (echo["status"] == "ok").all()
     assert echo["client"].value_counts().to_dict() == {"event-loop": 4, "thread-per-connection": 4}
+    assert echo["layout"].value_counts().to_dict() == {"pinned": 4, "shared": 4}
     side = json.loads(next((wd / "data" / "raw" / "sshnode" / "echo").glob("*/rep1.provenance.json")).read_text())
     assert side["echo"]["client_node"] == "local" and side["echo"]["bind"] == "0.0.0.0"
     assert not (wd / "data" / "raw" / "local" / "echo").exists()

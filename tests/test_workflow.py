@@ -128,15 +128,21 @@ def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
 
     wd, _ = smoke_run
     echo = pd.read_parquet(wd / "results" / "tables" / "echo.parquet")
-    # smoke: 4 presets x 2 client models x 2 connection counts x 1 size x 2 repetitions
-    assert len(echo) == 32 and (echo["status"] == "ok").all()
+    # smoke: 5 presets (C and Go) x 2 setups x 3 connection counts x 1 size x 2 repetitions
+    assert len(echo) == 60 and (echo["status"] == "ok").all()
     assert (echo["server_ns_per_request"] > 0).all()
-    assert sorted(echo["client"].unique()) == ["event-loop", "thread-per-connection"]
+    assert set(zip(echo["client"], echo["layout"], strict=True)) == {("event-loop", "pinned"),
+                                                                     ("thread-per-connection", "shared")}
+    assert set(echo["server"]) == {"epoll", "uring", "go-net", "go-uring"}
     numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
-    # The sources' claims are judged on the sources' client model.
-    echo_parts = [f["part"] for f in numbers["findings"]["value"] if f["claim"].startswith("U")
-                  and f["value"]]
-    assert echo_parts and all(p.endswith("[thread-per-connection client, as the sources]") for p in echo_parts)
+    # The sources' claims are judged on the sources' setup; U2 and U3 on the
+    # sources' own systems (the Go servers), at c = 100 (part 3's cell).
+    findings = numbers["findings"]["value"]
+    echo_parts = [f["part"] for f in findings if f["claim"].startswith("U") and f["value"]]
+    assert echo_parts and all(p.endswith("[thread-per-connection client, shared CPUs, as the sources]")
+                              for p in echo_parts)
+    assert any(f["claim"] == "U3" and f["value"] and "Go reactor SQPOLL/Go reactor" in f["part"]
+               and "c=100 128 B" in f["part"] for f in findings)
     for key in ("u1_verdict", "u3_verdict", "echo_default_c50_rps", "echo_epoll_c50_rps"):
         assert key in numbers, key
     for name in ("echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"):

@@ -205,6 +205,8 @@ def derived(ci: CostInputs) -> dict[str, float]:
     # at n = 1 against w, and model B's per-SQE cost of a request against
     # the epoll request (io_uring can win at some n only when it is below 1).
     out["t1_over_w"] = out["t1_mean"] / out["w_mean"]
+    # A request's syscall part at n = 1: io_uring's t(1) + s against epoll's s + w.
+    out["uring_n1_over_epoll"] = (out["t1_mean"] + ci.s) / (ci.s + out["w_mean"])
     out["per_sqe_over_epoll"] = (ci.fits["send"]["B"].params["b"] + ci.fits["recv"]["B"].params["b"]) \
         / out["epoll_request"]
     for op in OPS:

@@ -5,10 +5,12 @@ server reached; and paired ratios between configurations, formed within
 each repetition (cells of one repetition run close together in time) and
 then summarised across repetitions.
 
-Cells measured under both load-generator client models are kept apart
-(``client`` is part of every key); ``one_client`` keeps one per node:
-the sources' (thread-per-connection, rust_echo_bench's) for the claims,
-ours (event-loop) for the figures, each where it ran."""
+Cells measured under several setups (the load generator's client model and
+the layout) are kept apart (``client`` and ``layout`` are part of every
+key); ``one_setup`` keeps one per node: the sources' (rust_echo_bench's
+thread-per-connection client, server and client sharing every CPU) for the
+claims, ours (event-loop client, each pinned to its own CPUs) for the
+figures, each where it ran."""
 
 from __future__ import annotations
 
@@ -17,35 +19,45 @@ import math
 import numpy as np
 import pandas as pd
 
-from .sources import U1_RPS
+from .sources import U1_RPS, U2_COLUMNS, U2_RPS
 from .stats import across_reps
 
-KEYS = ["node", "client", "preset", "server", "connections", "bytes"]
+KEYS = ["node", "client", "layout", "preset", "server", "connections", "bytes"]
+SETUP = ["client", "layout"]
 SOURCE_CLIENT = "thread-per-connection"   # rust_echo_bench's model, which every source used
 OUR_CLIENT = "event-loop"
+SOURCE_LAYOUT = "shared"                  # the sources pinned nothing
+OUR_LAYOUT = "pinned"
+SOURCE_SETUP = {"client": SOURCE_CLIENT, "layout": SOURCE_LAYOUT}
+OUR_SETUP = {"client": OUR_CLIENT, "layout": OUR_LAYOUT}
 
 
-def with_client(echo: pd.DataFrame) -> pd.DataFrame:
-    """``echo`` with a ``client`` column (tables from before it existed were
-    measured with the event-loop client)."""
-    return echo if "client" in echo else echo.assign(client=OUR_CLIENT)
+def with_setup(echo: pd.DataFrame) -> pd.DataFrame:
+    """``echo`` with ``client`` and ``layout`` columns (tables from before
+    they existed were measured with the event-loop client, pinned)."""
+    missing = {c: OUR_SETUP[c] for c in SETUP if c not in echo}
+    return echo.assign(**missing) if missing else echo
 
 
-def one_client(echo: pd.DataFrame, prefer: str) -> pd.DataFrame:
-    """Per node, the cells of the ``prefer`` client model where that node
-    ran it, else the other's."""
-    echo = with_client(echo)
-    has = set(echo.loc[echo["client"] == prefer, "node"])
-    keep = (echo["client"] == prefer) | ~echo["node"].isin(has)
-    return echo[keep.to_numpy()]
+def one_setup(echo: pd.DataFrame, prefer: dict[str, str]) -> pd.DataFrame:
+    """Per node, the cells of the ``prefer`` setup: for the client model and
+    then the layout, the preferred one where that node ran it, else what it ran."""
+    echo = with_setup(echo)
+    for column in SETUP:
+        has = set(echo.loc[echo[column] == prefer[column], "node"])
+        keep = (echo[column] == prefer[column]) | ~echo["node"].isin(has)
+        echo = echo[keep.to_numpy()]
+    return echo
 
 
-def client_note(echo: pd.DataFrame) -> str:
-    """A short label of the client model, for a claim part measured on ``echo``."""
-    clients = sorted(set(with_client(echo)["client"]))
-    if clients == [SOURCE_CLIENT]:
-        return "thread-per-connection client, as the sources"
-    return f"{' and '.join(clients)} client; the sources used thread-per-connection"
+def setup_note(echo: pd.DataFrame) -> str:
+    """A short label of the setup, for a claim part measured on ``echo``."""
+    echo = with_setup(echo)
+    clients, layouts = sorted(set(echo["client"])), sorted(set(echo["layout"]))
+    ours = f"{' and '.join(clients)} client, {' and '.join(layouts)} CPUs"
+    if clients == [SOURCE_CLIENT] and layouts == [SOURCE_LAYOUT]:
+        return f"{ours}, as the sources"
+    return f"{ours}; the sources used thread-per-connection, shared CPUs"
 
 METRICS = ["rps", "server_ns_per_request", "client_ns_per_request", "p50_us", "p99_us",
            "p999_us", "sqes_per_enter", "events_per_wait"]
@@ -56,7 +68,7 @@ def summarize(echo: pd.DataFrame) -> pd.DataFrame:
     95 % interval (``<metric>_low``/``_high``; infinite with fewer than 6
     repetitions) and the interval a re-run is expected in (``_pred_low``/
     ``_pred_high``), and the number of repetitions."""
-    ok = with_client(echo)
+    ok = with_setup(echo)
     ok = ok[ok["status"] == "ok"]
     rows = []
     for key, g in ok.groupby(KEYS, sort=True):
@@ -79,10 +91,10 @@ def paired_ratios(echo: pd.DataFrame, numerator: str, denominator: str,
                   metric: str = "rps") -> pd.DataFrame:
     """numerator/denominator of ``metric`` per node, repetition and cell
     (connections, bytes), from the two presets' cells of the same repetition
-    and client model."""
-    ok = with_client(echo)
+    and setup."""
+    ok = with_setup(echo)
     ok = ok[ok["status"] == "ok"]
-    cell = ["node", "client", "rep", "connections", "bytes"]
+    cell = ["node", *SETUP, "rep", "connections", "bytes"]
     a = ok[ok["preset"] == numerator][[*cell, metric]]
     b = ok[ok["preset"] == denominator][[*cell, metric]]
     both = a.merge(b, on=cell, suffixes=("_a", "_b"))
@@ -91,12 +103,12 @@ def paired_ratios(echo: pd.DataFrame, numerator: str, denominator: str,
 
 
 def ratio_per_rep(ratios: pd.DataFrame, connections: int, bytes_: int) -> np.ndarray:
-    """The per-repetition ratios of one cell (of one node and client model:
-    ``one_client`` first where both ran)."""
+    """The per-repetition ratios of one cell (of one node and setup:
+    ``one_setup`` first where several ran)."""
     sel = ratios[(ratios["connections"] == connections) & (ratios["bytes"] == bytes_)]
-    if sel[["node", "client"]].drop_duplicates().shape[0] > 1:
-        raise ValueError("ratios of several nodes or client models in one cell; select one node "
-                         "and keep one client with echostats.one_client")
+    if sel[["node", *SETUP]].drop_duplicates().shape[0] > 1:
+        raise ValueError("ratios of several nodes or setups in one cell; select one node "
+                         "and keep one setup with echostats.one_setup")
     return sel.sort_values("rep")["ratio"].to_numpy(float)
 
 
@@ -134,23 +146,44 @@ def value(summary: pd.DataFrame, preset: str, connections: int, bytes_: int,
 def seed_table(echo: pd.DataFrame) -> pd.DataFrame:
     """The part-1 table (connections x bytes, io_uring and epoll): the
     article's requests/s, quoted, beside ours where we measured the cell,
-    under the source's client model where it ran (``client`` says which)."""
-    chosen = one_client(echo, SOURCE_CLIENT)
+    under the source's setup where it ran (``our setup`` says which)."""
+    chosen = one_setup(echo, SOURCE_SETUP)
     summary = summarize(chosen)
-    client = client_note(chosen)
+    setup = setup_note(chosen)
     rows = []
     for (c, b), quoted_uring in sorted(U1_RPS["io_uring"].items()):
         rows.append({"connections": c, "bytes": b,
                      "io_uring (quoted)": quoted_uring, "epoll (quoted)": U1_RPS["epoll"][(c, b)],
                      "io_uring (ours)": value(summary, "default", c, b),
-                     "epoll (ours)": value(summary, "epoll", c, b), "our client": client})
+                     "epoll (ours)": value(summary, "epoll", c, b), "our setup": setup})
+    return pd.DataFrame(rows)
+
+
+# Part 3's systems and ours: the source's row label -> our preset.
+PART3_SYSTEMS = {"net/http (epoll netpoller)": "go_net", "go-uring reactor": "go_uring",
+                 "go-uring reactor, SQ_POLL": "go_uring_sqpoll"}
+
+
+def part3_table(echo: pd.DataFrame) -> pd.DataFrame:
+    """Part 3's table (the Go systems' requests/s per cell), quoted, beside
+    our Go servers' medians in the same cells under the sources' setup where
+    it ran (nan where we did not measure the cell)."""
+    chosen = one_setup(echo, SOURCE_SETUP)
+    summary = summarize(chosen)
+    setup = setup_note(chosen)
+    rows = []
+    for system, preset in PART3_SYSTEMS.items():
+        for label, quoted in zip(U2_COLUMNS, U2_RPS[system], strict=True):
+            c, b = (int(x) for x in label.split(" (")[0].replace("c=", "").replace(" B", "").split())
+            rows.append({"system (quoted)": system, "ours": preset, "cell": label, "quoted": quoted,
+                         "measured": value(summary, preset, c, b), "our setup": setup})
     return pd.DataFrame(rows)
 
 
 def node_overlay(echo: pd.DataFrame, node: str) -> pd.DataFrame | None:
     """``model_overlay`` of one node's servers; None where the echo
     experiment ran on other nodes only."""
-    summary = summarize(one_client(echo, OUR_CLIENT))
+    summary = summarize(one_setup(echo, OUR_SETUP))
     overlay = model_overlay(summary[summary["node"] == node])
     return overlay if len(overlay) else None
 
@@ -158,8 +191,10 @@ def node_overlay(echo: pd.DataFrame, node: str) -> pd.DataFrame | None:
 def model_overlay(summary: pd.DataFrame, min_connections: int = 50) -> pd.DataFrame:
     """Measured server CPU per request against the batch size each server
     reached, for the cost-model figure: io_uring presets at their SQEs per
-    io_uring_enter; epoll at n = 1 (one syscall per operation)."""
-    rows = summary[summary["connections"] >= min_connections]
+    io_uring_enter; epoll at n = 1 (one syscall per operation). The C
+    servers only: the model prices system calls, and the Go servers add a
+    runtime's own cost on top."""
+    rows = summary[(summary["connections"] >= min_connections) & summary["server"].isin(["epoll", "uring"])]
     out = pd.DataFrame({
         "n": rows["sqes_per_enter"].where(rows["server"] == "uring", 1.0),
         "server_ns_per_request": rows["server_ns_per_request"],

@@ -113,7 +113,7 @@ def summaries(echo: pd.DataFrame | None, mpi: pd.DataFrame | None) -> tuple[pd.D
                                                                               pd.DataFrame | None]:
     """What the ratios are computed from: the echo summary (medians over
     repetitions per configuration) and the MPI per-repetition medians."""
-    echo_s = (echostats.summarize(echostats.one_client(echo, echostats.OUR_CLIENT))
+    echo_s = (echostats.summarize(echostats.one_setup(echo, echostats.OUR_SETUP))
               if echo is not None and len(echo) else None)
     # Open MPI's default algorithms where both selections ran, as the seed.
     mpi_r = (mpistats.rep_medians(mpistats.iteration_times(mpistats.one_selection(mpi, "default")))

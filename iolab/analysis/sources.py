@@ -113,3 +113,46 @@ def quoted_ratio(claim: str, connections: int, bytes_: int) -> str:
             num, den = U2_RPS[rows[0]][i], U2_RPS[rows[1]][i]
             return f"{num / den:.2f} ({num:,.0f}/{den:,.0f})".replace(",", "\u2009")
     return ""
+
+
+# How each source measured, as its text says (DESIGN.md, claims table), for
+# the paper's "setup compared" table; "not stated" where the source is silent.
+@dataclass(frozen=True)
+class SourceSetup:
+    system: str
+    hardware: str
+    kernel: str
+    client: str
+    layout: str
+    cells: str
+
+
+_OPENANOLIS_HW = "Xeon E5-2682 v4 2.50 GHz"
+_PART3 = SourceSetup(
+    "Go io_uring reactor (go-uring: 6 rings = 2 x cores - 2, fd -> ring granule 75, 2 shared worker "
+    "pools, GOMAXPROCS = 2 x NumCPU) against Go's net package; SQ_POLL mode with 2 rings",
+    "i5-7500, 4 cores, in a VirtualBox VM", "5.16",
+    "rust_echo_bench on the same VM (thread per connection), 5 runs of 60 s, mean req/s",
+    "unpinned, client and server on the same VM", "c 100/500/1000 x 128/1024 B")
+SOURCE_SETUPS: dict[str, SourceSetup] = {
+    "C1": SourceSetup("s: a dedicated program; w, t: bpftrace kprobes on __sys_sendto/__sys_recvfrom and "
+                      "io_submit_sqes in single-threaded C echo servers", _OPENANOLIS_HW, "not stated",
+                      "not stated (about 1000 TPS)", "not stated", "1 connection, 16 B"),
+    "C2": SourceSetup("the cost model epoll = s + w, io_uring = (t + s)/n, with C1's values",
+                      _OPENANOLIS_HW, "not stated", "-", "-", "model only"),
+    "C3": SourceSetup("single-threaded C echo servers: io_uring multishot without io-wq against epoll",
+                      _OPENANOLIS_HW, "not stated", "not stated", "not stated", "1000 connections"),
+    "U1": SourceSetup("C echo servers on liburing (default ring) and on epoll", "i5-7500, 4 cores, 16 GB",
+                      "5.11", "rust_echo_bench (thread per connection), 60 s", "unpinned, one machine",
+                      "c 50/500/1000 x 128/512 B"),
+    "U2": _PART3,
+    "U3": _PART3,
+    "U4": SourceSetup("the part 3 reactor with each ring option", "i5-7500, 4 cores, in a VirtualBox VM",
+                      "5.16", "rust_echo_bench", "unpinned", "the author's opinion, no table"),
+    "M1": SourceSetup("perftest ib_send_lat/ib_send_bw, bare metal against KVM guests with SR-IOV VFs",
+                      "ConnectX-3 FDR InfiniBand", "not stated", "-", "one process per node", "perftest -a"),
+    "M2": SourceSetup("OSU 5.3.1 bcast/allreduce/alltoall, Open MPI 1.10 default algorithms, mean of the 3 "
+                      "smallest of 10-20 runs", "2 nodes per kind, ConnectX-3 FDR, SR-IOV, KVM",
+                      "not stated", "-", "20 ranks per node", "OSU's sizes"),
+}
+

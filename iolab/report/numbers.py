@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import costmodel, echostats, models, mpimodels, mpistats
+from ..analysis import costmodel, echostats, models, mpimodels, mpistats, setups
 from ..analysis.stats import ESTIMATOR, Estimate
 from ..analysis.verdicts import RULE_TEXT, Finding, Outcome, combine
 from .outputs import Outputs
@@ -213,6 +213,21 @@ def claims_numbers(out: Outputs, findings: Sequence[Finding]) -> None:
     counts = {o: sum(f.outcome is o for f in findings if not f.context) for o in Outcome}
     for o, n in counts.items():
         out.number(f"findings_{o.name.lower()}", n)
+
+
+def claims_setups(out: Outputs, *, syscall: pd.DataFrame, echo: pd.DataFrame | None,
+                  mpi: pd.DataFrame | None, node: str) -> None:
+    """How each source measured beside how we did, and the sources' quoted
+    echo tables (parts 1 and 3) beside our cells."""
+    out.rows("setups_compared", setups.compared(syscall, echo, mpi, node))
+    if echo is None or not len(echo):
+        return
+    here = echo[echo["node"] == node]
+    part1 = echostats.seed_table(here)
+    out.rows("quoted_part1", part1.drop(columns="our setup"), note=str(part1["our setup"].iloc[0]))
+    part3 = echostats.part3_table(here)
+    out.rows("quoted_part3", part3.drop(columns="our setup"), note=str(part3["our setup"].iloc[0]))
+    out.text("quoted_setup", str(part3["our setup"].iloc[0]))
 
 
 def nodes(out: Outputs, *, kinds: Mapping[str, str], costs: pd.DataFrame, pair: tuple[str, str] | None,

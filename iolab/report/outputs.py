@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from .. import atomic, paths
 from ..analysis.stats import MIN_REPS_FOR_CI, Estimate
@@ -122,6 +125,18 @@ class Outputs:
                                  ("pred_low", est.pred_low), ("pred_high", est.pred_high))}})
         self.numbers[key] = {"value": rows, "text": f"{len(rows)} findings", "unit": "",
                              "notebook": self.notebook, "note": ""}
+
+    def rows(self, key: str, frame: "pd.DataFrame", note: str = "") -> None:
+        """A table for the paper, every cell as text: counts with thin-space
+        thousands, "not measured" for a missing number."""
+        def cell(v: Any) -> str:
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                return "not measured" if v != v else f"{v:,.0f}".replace(",", "\u2009")
+            return str(v)
+
+        rows = [{str(k): cell(v) for k, v in r.items()} for r in frame.to_dict("records")]
+        self.numbers[key] = {"value": rows, "text": f"{len(rows)} rows", "unit": "",
+                             "notebook": self.notebook, "note": note}
 
     def text(self, key: str, value: str, note: str = "") -> str:
         """Record a piece of generated text (a verdict, a setting) for the paper."""

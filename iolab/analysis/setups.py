@@ -1,0 +1,82 @@
+"""The paper's "setup compared" table: for every claim, how its source
+measured (iolab.analysis.sources.SOURCE_SETUPS, quoted) beside how we did,
+read from the tables the verdicts came from."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from . import echostats
+from .claims import SOURCE_U1_BYTES, SOURCE_U1_CONNECTIONS, SOURCE_U2_BYTES, SOURCE_U2_CONNECTIONS
+from .sources import SOURCE_SETUPS
+
+ASPECTS = ("system", "hardware", "kernel", "client", "layout", "cells")
+
+_SYSTEMS = {
+    "C1": "cost-probe: getppid(2) loops for s; send(2)/recv(2) over TCP loopback for w; one io_uring_enter "
+          "with n SEND/RECV SQEs for t(n)",
+    "C2": "models A and B fitted to our t(n) per repetition",
+    "C3": "echo-uring, multishot preset (single-threaded) against echo-epoll",
+    "U1": "echo-uring, default ring, against echo-epoll (C)",
+    "U2": "echo-go-uring (our pure-Go reactor with the source's defaults) against echo-go-net; second row: "
+          "echo-uring with 2 rings, granule 75, attach_wq against echo-epoll",
+    "U3": "echo-go-uring --sqpoll --rings 2 against echo-go-uring; second row: echo-uring sqpoll against "
+          "the default ring",
+    "U4": "echo-uring with each ring option against its base preset",
+    "M1": "mpi-probe ping-pong and perftest where a node pair ran them",
+    "M2": "mpi-probe collectives (OSU's method where it ran), Open MPI's default algorithms where they ran",
+}
+
+
+def _machine(table: pd.DataFrame | None) -> tuple[str, str]:
+    """(hardware, kernel) of the node(s) a table comes from."""
+    if table is None or not len(table):
+        return "not measured", "not measured"
+    models = sorted({str(m) for m in table.get("cpu_model", pd.Series(["not recorded"])) if str(m)})
+    cpus = int(table["cpus"].max()) if "cpus" in table else 0
+    kinds = sorted(set(table["kind"])) if "kind" in table else []
+    hardware = f"{' / '.join(models) or 'CPU not recorded'}, {cpus} CPUs, {' and '.join(kinds)}"
+    return hardware, ", ".join(sorted(set(table["kernel"]))) if "kernel" in table else "not recorded"
+
+
+def _echo_cells(echo: pd.DataFrame, connections: tuple[int, ...], sizes: tuple[int, ...]) -> str:
+    ok = echo[(echo["status"] == "ok") & echo["connections"].isin(connections) & echo["bytes"].isin(sizes)]
+    if not len(ok):
+        return "none of the source's cells measured"
+    cs = "/".join(str(c) for c in sorted(set(ok["connections"])))
+    bs = "/".join(str(b) for b in sorted(set(ok["bytes"])))
+    return f"c {cs} x {bs} B"
+
+
+def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame | None,
+             node: str) -> pd.DataFrame:
+    """One row per claim and side ("source", quoted; "ours"), a column per aspect."""
+    cost_node = syscall[syscall["node"] == node]
+    echo_here = (echostats.one_setup(echo[echo["node"] == node], echostats.SOURCE_SETUP)
+                 if echo is not None and len(echo) else None)
+    rows = []
+    for claim, theirs in SOURCE_SETUPS.items():
+        rows.append({"claim": claim, "side": "source", **{a: getattr(theirs, a) for a in ASPECTS}})
+        if claim in ("C1", "C2"):
+            hardware, kernel = _machine(cost_node)
+            client, layout, cells = "-", "the probe pinned to one CPU", "1 connection per SQE, 16 B and up"
+        elif claim.startswith("M"):
+            hardware, kernel = _machine(mpi)
+            client, layout = "-", "ranks over the nodes transport where two nodes ran it"
+            cells = "every size of the sweep" if mpi is not None and len(mpi) else "not measured"
+        else:
+            hardware, kernel = _machine(echo_here)
+            if echo_here is None or not len(echo_here):
+                client = layout = cells = "not measured"
+            else:
+                setup = echostats.with_setup(echo_here)
+                client = " and ".join(sorted(set(setup["client"]))) + " load generator (loadgen --model)"
+                layout = " and ".join(sorted(set(setup["layout"]))) + " CPUs"
+                cells = {"U1": _echo_cells(echo_here, SOURCE_U1_CONNECTIONS, SOURCE_U1_BYTES),
+                         "U2": _echo_cells(echo_here, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES),
+                         "U3": _echo_cells(echo_here, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES),
+                         "C3": _echo_cells(echo_here, (1000,), tuple(sorted(set(echo_here["bytes"]))))
+                         }.get(claim, "the largest c measured, smallest size")
+        rows.append({"claim": claim, "side": "ours", "system": _SYSTEMS[claim], "hardware": hardware,
+                     "kernel": kernel, "client": client, "layout": layout, "cells": cells})
+    return pd.DataFrame(rows)
