@@ -34,7 +34,13 @@ def start(workflow: Path, cfg: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen([sys.executable, "-m", "snakemake", "results/tables/syscall.parquet",
                                  "--cores", "all", "--configfile", str(cfg)], cwd=workflow,
                                 env=tool_env(), stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=_default_sigint)
+
+
+def _default_sigint() -> None:
+    # As in a terminal: a suite started in the background (`cmd &` in a
+    # script) inherits SIGINT ignored, and the run would never see Ctrl-C.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def log_tail(cfg: Path) -> str:

@@ -138,6 +138,8 @@ def unavailable(echo: pd.DataFrame) -> pd.DataFrame:
 
 def value(summary: pd.DataFrame, preset: str, connections: int, bytes_: int,
           metric: str = "rps") -> float:
+    if not len(summary):
+        return float("nan")
     row = summary[(summary["preset"] == preset) & (summary["connections"] == connections)
                   & (summary["bytes"] == bytes_)]
     return float(row[metric].iloc[0]) if len(row) else float("nan")

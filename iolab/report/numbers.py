@@ -220,9 +220,9 @@ def claims_setups(out: Outputs, *, syscall: pd.DataFrame, echo: pd.DataFrame | N
     """How each source measured beside how we did, and the sources' quoted
     echo tables (parts 1 and 3) beside our cells."""
     out.rows("setups_compared", setups.compared(syscall, echo, mpi, node))
-    if echo is None or not len(echo):
-        return
-    here = echo[echo["node"] == node]
+    here = echo[echo["node"] == node] if echo is not None else None
+    if here is None or not len(here):
+        return   # the echo experiment ran on other nodes than the claims' node
     part1 = echostats.seed_table(here)
     out.rows("quoted_part1", part1.drop(columns="our setup"), note=str(part1["our setup"].iloc[0]))
     part3 = echostats.part3_table(here)
