@@ -196,9 +196,10 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
         if node["runner"] != "local":
             continue
         for role, cpu in sorted((node.get("cpus") or {}).items()):
-            if cpu is not None and max(cpu_list(cpu)) >= ncpu:
+            highest = max(cpu_list(cpu)) if cpu is not None else -1
+            if highest >= ncpu:
                 raise ConfigError(
-                    f"config error at nodes[{i}].cpus.{role}: CPU {max(cpu_list(cpu))} does not exist on this "
+                    f"config error at nodes[{i}].cpus.{role}: CPU {highest} does not exist on this "
                     f"machine (it has {ncpu} CPUs, numbered 0..{ncpu - 1})"
                 )
     experiments = config["experiments"]

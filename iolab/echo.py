@@ -25,7 +25,7 @@ from .config import SERVER_PROGRAMS, preset_server
 from .experiments import REGISTRY
 from .formats import CELL_COLUMNS
 from .runners import LocalRunner, Runner
-from .runners.local import RunError
+from .runners.local import RunError, build_failure
 
 _LISTENING = re.compile(r"listening on [0-9.]+:(\d+)")
 
@@ -211,10 +211,8 @@ def build_optional_servers(planned: Sequence[Cell], runner: Runner) -> dict[str,
         native = Path(runner.exe(program)).parent.parent
         res = runner.shell(f"make -s -C {shlex.quote(str(native))} build/{shlex.quote(program)}", timeout=900)
         if res.returncode != 0:
-            lines = (res.stderr + res.stdout).strip().splitlines()
-            cause = next((ln for ln in lines if ln.startswith("missing dependency:")),
-                         lines[-1] if lines else f"make exited with status {res.returncode}")
-            unavailable[program] = f"unavailable: {program} could not be built on this node: {cause}"
+            unavailable[program] = (f"unavailable: {program} could not be built on this node: "
+                                    f"{build_failure(res.stderr + res.stdout, res.returncode)}")
     return unavailable
 
 

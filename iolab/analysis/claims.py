@@ -59,11 +59,10 @@ def c1(cost: pd.DataFrame, mitigations: str) -> list[Finding]:
     s_key = "c1_s_mitigations_off_ns" if mitigations == "off" else "c1_s_mitigations_on_ns"
     s, w, t1 = QUOTED[s_key].value, QUOTED["c1_w_ns"].value, QUOTED["c1_t1_ns"].value
     out = [finding("C1 (t/w)", "t(1)/w, mean of send and recv", cost["t1_over_w"],
-                   Rule("within", t1 / w, ABSOLUTE_MARGIN), f"{t1 / w:.2f} ({t1:.0f}/{w:.0f} ns)", COST_EXPERIMENTS)]
-    if "uring_n1_over_epoll" in cost:
-        out.append(finding("C1 (n = 1)", f"(t(1) + s)/(s + w), mitigations {mitigations}",
-                           cost["uring_n1_over_epoll"], Rule("within", (t1 + s) / (s + w), ABSOLUTE_MARGIN),
-                           f"{(t1 + s) / (s + w):.2f} ({t1 + s:.0f}/{s + w:.0f} ns)", COST_EXPERIMENTS))
+                   Rule("within", t1 / w, ABSOLUTE_MARGIN), f"{t1 / w:.2f} ({t1:.0f}/{w:.0f} ns)", COST_EXPERIMENTS),
+           finding("C1 (n = 1)", f"(t(1) + s)/(s + w), mitigations {mitigations}",
+                   cost["uring_n1_over_epoll"], Rule("within", (t1 + s) / (s + w), ABSOLUTE_MARGIN),
+                   f"{(t1 + s) / (s + w):.2f} ({t1 + s:.0f}/{s + w:.0f} ns)", COST_EXPERIMENTS)]
     parts = [("C1 (s)", "s (ns), absolute: the CPU differs", "s", s_key),
              ("C1 (w)", "w, mean of send and recv (ns), absolute", "w_mean", "c1_w_ns"),
              ("C1 (t)", "t(1), mean of send and recv (ns), absolute", "t1_mean", "c1_t1_ns")]
@@ -522,14 +521,13 @@ def evaluate(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame,
     mitigations, why = regime(cost, flag)
     # The sources drove their servers with rust_echo_bench, unpinned: that
     # setup where it ran.
-    echo_here = (echostats.one_setup(echo[echo["node"] == node], echostats.SOURCE_SETUP)
-                 if echo is not None and len(echo) else None)
+    echo_here = echostats.claims_view(echo, node)
     out = [*c1(cost, mitigations), *c2(cost, mitigations, why)]
     measured_echo = [*c3(cost, mitigations, echo_here, why)]
     for claim, fn in (("U1", u1), ("U2", u2), ("U3", u3), ("U4", u4)):
-        measured_echo += fn(echo_here) if echo_here is not None and len(echo_here) else [
+        measured_echo += fn(echo_here) if echo_here is not None else [
             not_testable(claim, "echo servers", "the echo experiment did not run on this node")]
-    if echo_here is not None and len(echo_here):
+    if echo_here is not None:
         note = echostats.setup_note(echo_here)
         for f in measured_echo:
             if f.estimate is not None and "echo" in f.decides:

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .sources import U1_RPS, U2_COLUMNS, U2_RPS
+from .sources import U1_RPS, U2_COLUMNS, U2_RPS, cell_of
 from .stats import across_reps
 
 KEYS = ["node", "client", "layout", "preset", "server", "connections", "bytes"]
@@ -48,6 +48,13 @@ def one_setup(echo: pd.DataFrame, prefer: dict[str, str]) -> pd.DataFrame:
         keep = (echo[column] == prefer[column]) | ~echo["node"].isin(has)
         echo = echo[keep.to_numpy()]
     return echo
+
+
+def claims_view(echo: pd.DataFrame | None, node: str) -> pd.DataFrame | None:
+    """``node``'s cells under the sources' setup where it ran (what the
+    claims judge); None when the echo experiment did not run there."""
+    here = echo[echo["node"] == node] if echo is not None else None
+    return one_setup(here, SOURCE_SETUP) if here is not None and len(here) else None
 
 
 def setup_note(echo: pd.DataFrame) -> str:
@@ -176,7 +183,7 @@ def part3_table(echo: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for system, preset in PART3_SYSTEMS.items():
         for label, quoted in zip(U2_COLUMNS, U2_RPS[system], strict=True):
-            c, b = (int(x) for x in label.split(" (")[0].replace("c=", "").replace(" B", "").split())
+            c, b = cell_of(label)
             rows.append({"system (quoted)": system, "ours": preset, "cell": label, "quoted": quoted,
                          "measured": value(summary, preset, c, b), "our setup": setup})
     return pd.DataFrame(rows)

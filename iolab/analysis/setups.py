@@ -52,8 +52,7 @@ def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame
              node: str) -> pd.DataFrame:
     """One row per claim and side ("source", quoted; "ours"), a column per aspect."""
     cost_node = syscall[syscall["node"] == node]
-    echo_here = (echostats.one_setup(echo[echo["node"] == node], echostats.SOURCE_SETUP)
-                 if echo is not None and len(echo) else None)
+    echo_here = echostats.claims_view(echo, node)
     rows = []
     for claim, theirs in SOURCE_SETUPS.items():
         rows.append({"claim": claim, "side": "source", **{a: getattr(theirs, a) for a in ASPECTS}})
@@ -66,7 +65,7 @@ def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame
             cells = "every size of the sweep" if mpi is not None and len(mpi) else "not measured"
         else:
             hardware, kernel = _machine(echo_here)
-            if echo_here is None or not len(echo_here):
+            if echo_here is None:
                 client = layout = cells = "not measured"
             else:
                 setup = echostats.with_setup(echo_here)

@@ -90,7 +90,7 @@ U2_RPS: dict[str, list[float]] = {
 }
 
 
-def _cell(label: str) -> tuple[int, int]:
+def cell_of(label: str) -> tuple[int, int]:
     c, b = label.replace("c=", "").replace(" B", "").replace(" (2nd)", "").split()
     return int(c), int(b)
 
@@ -109,7 +109,7 @@ def quoted_ratio(claim: str, connections: int, bytes_: int) -> str:
     if rows is None:
         return ""
     for i, label in enumerate(U2_COLUMNS):
-        if _cell(label) == (connections, bytes_):
+        if cell_of(label) == (connections, bytes_):
             num, den = U2_RPS[rows[0]][i], U2_RPS[rows[1]][i]
             return f"{num / den:.2f} ({num:,.0f}/{den:,.0f})".replace(",", "\u2009")
     return ""

@@ -220,8 +220,8 @@ def claims_setups(out: Outputs, *, syscall: pd.DataFrame, echo: pd.DataFrame | N
     """How each source measured beside how we did, and the sources' quoted
     echo tables (parts 1 and 3) beside our cells."""
     out.rows("setups_compared", setups.compared(syscall, echo, mpi, node))
-    here = echo[echo["node"] == node] if echo is not None else None
-    if here is None or not len(here):
+    here = echostats.claims_view(echo, node)
+    if here is None:
         return   # the echo experiment ran on other nodes than the claims' node
     part1 = echostats.seed_table(here)
     out.rows("quoted_part1", part1.drop(columns="our setup"), note=str(part1["our setup"].iloc[0]))

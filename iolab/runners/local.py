@@ -33,6 +33,14 @@ class RunError(RuntimeError):
     """A command failed; the message is one line naming the cause."""
 
 
+def build_failure(output: str, status: int) -> str:
+    """One line saying why ``make`` failed: the Makefile's "missing
+    dependency:" line where it printed one, else make's last line."""
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    missing = [ln for ln in lines if ln.startswith("missing dependency:")]
+    return missing[0] if missing else lines[-1] if lines else f"make exited with status {status}"
+
+
 @dataclass(frozen=True)
 class RunResult:
     argv: list[str]

@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import hostfacts, paths
 from .base import Capability
-from .local import RunError, RunResult, _die_with_parent
+from .local import RunError, RunResult, _die_with_parent, build_failure
 
 # Files a node needs to build the native programs.
 SOURCES = ("native",)
@@ -190,10 +190,8 @@ class SshRunner:
         targets = " ".join(shlex.quote(f"build/{p}") for p in programs)
         res = self.shell(f"cd {wd} && make -s -C native {targets}", timeout=900)
         if res.returncode != 0:
-            text = res.stderr + res.stdout
-            missing = [ln for ln in text.splitlines() if ln.startswith("missing dependency:")]
-            cause = missing[0] if missing else _last_line(text, f"make exited with status {res.returncode}")
-            raise RunError(f"node {self.node}: remote build failed: {cause}")
+            raise RunError(f"node {self.node}: remote build failed: "
+                           f"{build_failure(res.stderr + res.stdout, res.returncode)}")
 
     def exe(self, program: str) -> str:
         return f"{self.workdir}/native/build/{program}"
