@@ -222,6 +222,11 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
     if unknown:
         raise ConfigError(f"config error at experiments.echo.only: {unknown[0]!r} is not a preset "
                           f"(known: {', '.join(sorted(echo.get('presets', {})))})")
+    latency = experiments.get("latency") or {}
+    unknown = sorted(set(latency.get("presets") or []) - set(echo.get("presets", {})))
+    if unknown:
+        raise ConfigError(f"config error at experiments.latency.presets: {unknown[0]!r} is not an "
+                          f"experiments.echo.presets name (known: {', '.join(sorted(echo.get('presets', {})))})")
     _check_mpi(experiments.get("mpi"))
     sc = config["experiments"]["syscall"]
     if sc.get("warmup_batches", 0) > sc.get("batches", 0) * 10:

@@ -9,6 +9,8 @@ raw latency buckets of every cell).
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import json
 import random
 import re
@@ -43,6 +45,7 @@ class Cell:
     client: str = "event-loop"          # loadgen --model
     server: str = ""                    # config.SERVER_PROGRAMS key; "" -> from the preset's name
     layout: str = "pinned"              # pinned: the node's cpus.server/client; shared: unpinned
+    rate: float = 0.0                   # open loop at this many requests/s (loadgen --rate); 0: closed loop
 
     def __post_init__(self) -> None:
         if not self.server:
@@ -51,6 +54,8 @@ class Cell:
     def label(self) -> str:
         setup = [*(["thread-per-connection client"] if self.client == "thread-per-connection" else []),
                  *(["shared CPUs"] if self.layout == "shared" else [])]
+        if self.rate:
+            setup.append(f"open loop at {self.rate:,.0f} req/s")
         return f"{self.preset} c={self.connections} {self.bytes} B" + (f" ({', '.join(setup)})" if setup else "")
 
     def placement(self, cpus: Mapping[str, int | str | None]) -> dict[str, int | str | None]:
@@ -148,6 +153,8 @@ def run_loadgen(port: int, cell: Cell, settings: Mapping[str, Any], cpu: int | s
             "--warmup", str(settings["warmup"]), "--model", cell.client, "--histogram", remote_hist]
     if cell.client == "event-loop":
         argv += ["--threads", str(settings["loadgen_threads"]), "--pipeline", str(settings["pipeline"])]
+    if cell.rate:
+        argv += ["--rate", f"{cell.rate:.1f}"]
     budget = settings["duration"] + settings["warmup"] + 120
     report_path = histogram.with_suffix(".report")
     try:
@@ -220,45 +227,67 @@ def histograms_path(raw: Path) -> Path:
     return raw.with_name(raw.stem + ".histograms.csv")
 
 
+class SweepFiles:
+    """A sweep's two raw files, written a cell at a time as it is measured:
+    one CSV row per cell, and the cell's latency buckets (``histogram(i)``,
+    where the load generator writes them) prefixed with its order."""
+
+    def __init__(self, out_csv: Path, out_hist: Path, columns: Sequence[str]) -> None:
+        self._stack = contextlib.ExitStack()
+        self._csv = self._stack.enter_context(open(out_csv, "w", newline=""))
+        self._hist = self._stack.enter_context(open(out_hist, "w"))
+        self._tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
+        self._writer = csv.DictWriter(self._csv, fieldnames=list(columns))
+        self._writer.writeheader()
+        self._hist.write("order,low_ns,high_ns,count\n")
+
+    def __enter__(self) -> SweepFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def histogram(self, order: int) -> Path:
+        return self._tmp / f"{order}.csv"
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        """The cell's row, and its buckets when it was measured."""
+        if row["status"] == "ok":
+            for line in self.histogram(int(row["order"])).read_text().splitlines()[1:]:
+                self._hist.write(f"{row['order']},{line}\n")
+        self._writer.writerow(row)
+        self._csv.flush()
+
+
 def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None], seed: int,
               out_csv: Path, out_hist: Path, progress: bool = True,
               server_runner: Runner | None = None, client_runner: Runner | None = None,
               bind: str = "127.0.0.1", address: str = "127.0.0.1") -> dict[str, Any]:
     """Measure every cell into out_csv and out_hist (both written by the
     caller's atomic paths). Returns provenance extras."""
-    import csv
-
     planned = cells(settings, seed)
     unbuilt = build_optional_servers(planned, server_runner or LocalRunner())
     failures: list[str] = []
-    with open(out_csv, "w", newline="") as fc, open(out_hist, "w") as fh, \
-            tempfile.TemporaryDirectory() as tmp:
-        writer = csv.DictWriter(fc, fieldnames=CELL_COLUMNS)
-        writer.writeheader()
-        fh.write("order,low_ns,high_ns,count\n")
+    with SweepFiles(out_csv, out_hist, CELL_COLUMNS) as files:
         for i, cell in enumerate(planned):
             row: dict[str, Any] = {c: "" for c in CELL_COLUMNS}
             placed = cell.placement(cpus)
             row.update(order=i, server=cell.server, preset=cell.preset, client=cell.client,
                        layout=cell.layout, connections=cell.connections, bytes=cell.bytes,
                        server_cpu=placed["server"], client_cpu=placed["client"])
-            hist = Path(tmp) / f"{i}.csv"
             start = time.monotonic()
             try:
                 if cell.program in unbuilt:
                     raise CellError(unbuilt[cell.program])
-                row.update(measure_cell(cell, settings, cpus, hist, server_runner, client_runner,
+                row.update(measure_cell(cell, settings, cpus, files.histogram(i), server_runner, client_runner,
                                         bind, address), status="ok")
-                for line in hist.read_text().splitlines()[1:]:
-                    fh.write(f"{i},{line}\n")
             except CellError as e:
                 reason = str(e)
                 row.update(status="unavailable" if reason.startswith("unavailable") else "failed",
                            reason=reason)
                 if row["status"] == "failed":
                     failures.append(f"{cell.label()}: {reason}")
-            writer.writerow(row)
-            fc.flush()
+            files.write(row)
             if progress:
                 print(f"iolab: echo [{i + 1}/{len(planned)}] {cell.label()}: {row['status']}"
                       + (f" {float(row['rps']):,.0f} req/s" if row["status"] == "ok" else f" ({row['reason']})")

@@ -22,6 +22,14 @@ CELL_COLUMNS = [
 # is recorded (the loader derives layout from server_cpu).
 CELL_OPTIONAL = {"client": "event-loop", "layout": ""}
 
+# latency: one row per cell of an open-loop sweep (iolab.latency); phase is
+# "capacity" (closed loop, load 0) or "open" (offered_rps = load x capacity)
+LATENCY_COLUMNS = [
+    "order", "server", "preset", "phase", "load", "offered_rps", "connections", "bytes", "status",
+    "reason", "rps", "requests", "p50_us", "p99_us", "p999_us", "max_us", "client_cpu_ns",
+    "server_cpu_ns", "server_cpu", "client_cpu",
+]
+
 # mpi: one row per timed iteration and rank, transport first
 MPI_PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]
 MPI_COLUMNS = ["transport", *MPI_PROBE_COLUMNS]

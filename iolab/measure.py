@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import atomic, echo, mpi, paths, perftest, provenance, tables, trace
+from . import atomic, echo, latency, mpi, paths, perftest, provenance, tables, trace
 from .experiments import REGISTRY
 from .nodes import resolve_node
 from .probes import probe_argv
@@ -80,6 +80,14 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
                 summary = f"{len(extra['mpi']['launches'])} launches, {len(frame)} samples"
                 placement = {"launches": [{k: r[k] for k in ("transport", "ranks", "binding", "oversubscribed")}
                                           for r in extra["mpi"]["launches"]]}
+            elif experiment == "latency":
+                cpus = {"server": node.cpus.get("server"), "client": node.cpus.get("client")}
+                with atomic.atomic_path(echo.histograms_path(output)) as hist_tmp:
+                    extra = latency.run(settings, cpus, seed, tmp, hist_tmp, runner=node_runner)
+                frame = tables.read_latency_csv(tmp)
+                argv = ["echo server + loadgen --rate", "(one run per cell)"]
+                summary = f"{int((frame['status'] == 'ok').sum())} of {len(frame)} cells measured"
+                placement = cpus
             elif experiment == "ib":
                 extra, argv, summary, placement = _ib(node_entry, node.name, node_runner, peer_entries,
                                                       settings, tmp, output)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from . import atomic, paths
-from .formats import (CELL_COLUMNS, CELL_OPTIONAL, IB_COLUMNS, MPI_COLUMNS, OSU_PREFIX, REFERENCE_BENCH,
+from .formats import (CELL_COLUMNS, CELL_OPTIONAL, IB_COLUMNS, LATENCY_COLUMNS, MPI_COLUMNS, OSU_PREFIX, REFERENCE_BENCH,
                       bench_method, launch_rows, launch_selection)
 from .provenance import sidecar_for
 
@@ -92,6 +92,26 @@ def read_echo_csv(path: str | Path) -> pd.DataFrame:
         frame["layout"] = frame["layout"].where(frame["layout"] != "", frame["server_cpu"].notna().map(
             {True: "pinned", False: "shared"}))
     return frame
+
+
+def read_latency_csv(path: str | Path) -> pd.DataFrame:
+    """An open-loop latency sweep's raw CSV (one row per cell)."""
+    frame = _read_csv(path, LATENCY_COLUMNS, ["order", "phase", "load", "status"])
+    frame["reason"] = frame["reason"].astype(object).where(frame["reason"].notna(), "")
+    return frame
+
+
+def read_histograms_csv(path: str | Path) -> dict[int, tuple[list[int], list[int]]]:
+    """A sweep's ``rep<N>.histograms.csv``: cell order -> (bucket lower
+    bounds in ns, counts), as the load generator wrote them."""
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, FileNotFoundError) as e:
+        raise RawFormatError(f"{path}: not a valid histogram file ({e})") from e
+    if list(frame.columns) != ["order", "low_ns", "high_ns", "count"] or frame.isna().any().any():
+        raise RawFormatError(f"{path}: not a histogram file (columns order,low_ns,high_ns,count, all set)")
+    return {int(order): (g["low_ns"].astype(int).tolist(), g["count"].astype(int).tolist())
+            for order, g in frame.groupby("order", sort=True)}
 
 
 def read_raw_csv(path: str | Path) -> pd.DataFrame:
@@ -294,8 +314,28 @@ def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     return out
 
 
+def latency_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy open-loop latency results: one row per node, repetition and
+    cell, with the cell's raw latency buckets (``hist_low_ns``,
+    ``hist_count``: lists) so that analysis can merge repetitions."""
+    frames = []
+    for raw in sorted(Path(p) for p in raw_files):
+        frame = read_latency_csv(raw)
+        buckets = read_histograms_csv(raw.with_name(raw.stem + ".histograms.csv"))
+        frame = frame.assign(**_context(raw))
+        frame["hist_low_ns"] = [buckets.get(int(o), ([], []))[0] for o in frame["order"]]
+        frame["hist_count"] = [buckets.get(int(o), ([], []))[1] for o in frame["order"]]
+        frames.append(frame)
+    if not frames:
+        raise RawFormatError("no raw files given")
+    out = pd.concat(frames, ignore_index=True)
+    out["achieved_over_offered"] = (out["rps"] / out["offered_rps"]).where(out["phase"] == "open")
+    return out
+
+
 TABLES = {"syscall": probe_table, "sendrecv": probe_table, "uring_batch": probe_table,
-          "nop": probe_table, "trace": trace_table, "echo": echo_table, "mpi": mpi_table, "ib": ib_table}
+          "nop": probe_table, "trace": trace_table, "echo": echo_table, "mpi": mpi_table, "ib": ib_table,
+          "latency": latency_table}
 
 
 def unavailable_configurations(raw_files: Iterable[str | Path]) -> pd.DataFrame:
@@ -410,7 +450,11 @@ def write_table(experiment: str, raw_files: Sequence[str | Path], output: str | 
     with atomic.atomic_path(output) as tmp:
         frame.to_parquet(tmp, index=False)
     sources = [{"raw": paths.relative(p), "sha256": sha256(p),
-                "provenance": paths.relative(sidecar_for(p))} for p in sorted(map(Path, raw_files))]
+                "provenance": paths.relative(sidecar_for(p)),
+                # The latency buckets the echo and latency tables read beside it.
+                **({"histograms": paths.relative(h), "histograms_sha256": sha256(h)}
+                   if (h := p.with_name(p.stem + ".histograms.csv")).exists() and experiment == "latency" else {})}
+               for p in sorted(map(Path, raw_files))]
     atomic.write_json(sources_path(output), {"table": paths.relative(output), "raw": sources})
 
 

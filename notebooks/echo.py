@@ -29,6 +29,7 @@ echo_table = "auto"  # "auto": the pipeline's latest table, else the shipped ref
 syscall_table = "auto"
 sendrecv_table = "auto"
 uring_batch_table = "auto"
+latency_table = "auto"    # the open-loop latency experiment; "": not run
 node = ""                 # "": the first node in name order
 reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
 presets = []              # e.g. ["epoll", "default"]; []: every preset
@@ -40,13 +41,13 @@ manifest_out = "results/by-hand/figures/echo.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import echostats, models
+from iolab.analysis import echostats, latency, models
 from iolab.report import numbers, plotting
 from iolab.report.outputs import Outputs
 
 plotting.apply_style()
 sources = {"echo": echo_table, "syscall": syscall_table, "sendrecv": sendrecv_table,
-           "uring_batch": uring_batch_table}
+           "uring_batch": uring_batch_table, "latency": latency_table}
 out = Outputs("echo", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
 all_echo = tables.load("echo", echo_table, reps=reps)
@@ -86,6 +87,27 @@ plt.show()
 fig = plotting.echo_batch_figure(summary)
 out.figure(fig, "echo_batch_size")
 plt.show()
+
+# %% [markdown]
+# ## Open-loop latency
+# The figures above are closed loop: a connection sends its next request only
+# when the echo is back, so a stalled server is simply not asked, and the
+# requests that would have queued behind the stall never count (coordinated
+# omission). Here requests leave on a fixed schedule, at shares of each
+# server's closed-loop capacity measured in the same repetition, and each is
+# timed from when it was due. Percentiles per repetition, summarised across
+# repetitions; crosses: all repetitions' histograms merged (HdrHistogram).
+
+# %%
+open_loop = latency.select(tables.load("latency", latency_table, reps=reps), node) if latency_table else None
+if open_loop is not None:
+    print(latency.describe(open_loop, node))
+    curves = latency.curves(open_loop)
+    fig = plotting.open_loop_latency_figure(curves)
+    out.figure(fig, "echo_open_loop_latency")
+    plt.show()
+    numbers.open_loop(out, table=open_loop, curves=curves)
+curves if open_loop is not None else None
 
 # %% [markdown]
 # ## The sources' table, with our numbers beside theirs

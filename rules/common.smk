@@ -111,11 +111,22 @@ def peer_entries(experiment, node):
     return []
 
 
+def experiment_settings(experiment):
+    """An experiment's config section as its measurement gets it: the
+    latency experiment's presets come with their echo flags (so new flags
+    measure into a new directory there too)."""
+    settings = config["experiments"][experiment]
+    if experiment == "latency":
+        specs = config["experiments"]["echo"]["presets"]
+        settings = {**settings, "preset_specs": {p: specs[p] for p in settings["presets"]}}
+    return settings
+
+
 def run_key(experiment, node):
     h = hashlib.sha256()
     # The peers' entries count too: other peers are other measurements.
     peers = peer_entries(experiment, node)
-    h.update(json.dumps([config["experiments"][experiment], NODE_BY_NAME[node], *peers],
+    h.update(json.dumps([experiment_settings(experiment), NODE_BY_NAME[node], *peers],
                         sort_keys=True).encode())
     sources = set(BUILD_FILES) | set(REGISTRY[experiment].code)
     for program in REGISTRY[experiment].programs + REGISTRY[experiment].optional_programs:
@@ -189,7 +200,7 @@ def table_inputs(experiment):
 def rep_settings(experiment, rep):
     """An experiment's settings for one repetition: an extra round's echo
     repetition measures only the cells its plan lists."""
-    settings = config["experiments"][experiment]
+    settings = experiment_settings(experiment)
     rep = int(rep)
     if not PRECISION["enabled"] or rep <= config["repeats"]:
         return settings
@@ -248,7 +259,7 @@ def slurm_resource(node, key):
 # and the figures each one writes (stable names, cited by users).
 NOTEBOOK_TABLES = {
     "cost_model": ["syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"],
-    "echo": ["echo", "syscall", "sendrecv", "uring_batch"],
+    "echo": ["echo", "syscall", "sendrecv", "uring_batch", "latency"],
     "collectives": ["mpi"],
     "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib"],
     "nodes": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"],
@@ -264,7 +275,8 @@ if len(ACTIVE_NODES) > 1:
     NOTEBOOKS.append("nodes")
 NOTEBOOK_FIGURES = {
     "cost_model": ["syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"],
-    "echo": ["echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"],
+    "echo": ["echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"]
+    + (["echo_open_loop_latency"] if "latency" in EXPERIMENTS else []),
     "collectives": ["mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio"]
     # Drawn when both timing methods run.
     + (["mpi_method_ratio"] if {"probe", "osu"} <= set(config["experiments"].get("mpi", {}).get("methods", []))

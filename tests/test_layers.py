@@ -10,7 +10,7 @@ import pytest
 
 from iolab.paths import module_closure
 
-RUN_CODE = {"iolab/measure.py", "iolab/echo.py", "iolab/mpi.py", "iolab/trace.py",
+RUN_CODE = {"iolab/measure.py", "iolab/echo.py", "iolab/latency.py", "iolab/mpi.py", "iolab/trace.py",
             "iolab/probes.py"}
 
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import costmodel, echostats, models, mpimodels, mpistats, setups
-from ..analysis.stats import ESTIMATOR, Estimate
+from ..analysis import costmodel, echostats, latency, models, mpimodels, mpistats, setups
+from ..analysis.stats import ESTIMATOR, Estimate, across_reps
 from ..analysis.verdicts import RULE_TEXT, Finding, Outcome, combine
 from .outputs import Outputs
 
@@ -99,6 +99,44 @@ def echo(out: Outputs, *, echo_table: pd.DataFrame, summary: pd.DataFrame, floor
     out.number("echo_cells_ok", int((echo_table["status"] == "ok").sum()))
     bad = echostats.unavailable(echo_table)
     out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")
+
+
+def open_loop(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> None:
+    """The open-loop latency paragraph: the setting, each preset's capacity,
+    p50/p99/p99.9 at every offered load, how closely the schedule was kept,
+    and the io_uring/epoll p99 ratio per load where both ran."""
+    if curves.empty:
+        out.text("open_loop_presets", "none measured")
+        return
+    first = table.iloc[0]
+    out.number("open_loop_connections", int(first["connections"]))
+    out.number("open_loop_bytes", int(first["bytes"]))
+    out.number("open_loop_repeats", int(table["rep"].nunique()))
+    out.text("open_loop_presets", ", ".join(sorted(curves["preset"].unique())))
+    out.text("open_loop_loads", ", ".join(f"{x:g}" for x in sorted(set(curves.loc[curves["phase"] == "open", "load"]))))
+    for r in curves.itertuples():
+        tag = "capacity" if r.phase == "capacity" else f"load{round(r.load * 100):d}"
+        key = f"open_loop_{r.preset}_{tag}"
+        if r.phase == "capacity":
+            out.number(f"{key}_rps", r.rps, estimate=Estimate(r.rps, r.rps_low, r.rps_high, r.reps))
+        for name in latency.PERCENTILES:
+            value = getattr(r, f"{name}_us")
+            out.number(f"{key}_{name}_us", value, unit="µs", digits=0,
+                       estimate=Estimate(value, getattr(r, f"{name}_us_low"), getattr(r, f"{name}_us_high"), r.reps))
+            out.number(f"{key}_{name}_us_merged", getattr(r, f"{name}_us_merged"), unit="µs", digits=0)
+    parts = []
+    for preset in sorted(set(curves["preset"]) - {"epoll"}):
+        for load in sorted(set(curves.loc[curves["phase"] == "open", "load"])):
+            per_rep = latency.paired_ratio(table, preset, "epoll", load)
+            if len(per_rep):
+                ratio = across_reps(per_rep)
+                parts.append(f"{preset}/epoll at {load:.0%} of capacity {ratio.value:.2f}"
+                             + (f" [{ratio.low:.2f}, {ratio.high:.2f}]" if ratio.bounded else " (no interval: < 6 repetitions)"))
+    out.text("open_loop_p99_vs_epoll", "; ".join(parts) or "no preset ran beside epoll")
+    achieved = curves["achieved_over_offered"].dropna() if "achieved_over_offered" in curves else pd.Series([])
+    if len(achieved):
+        out.number("open_loop_achieved_min", float(achieved.min()), digits=3)
+        out.number("open_loop_achieved_max", float(achieved.max()), digits=3)
 
 
 def method_agreement(out: Outputs, ratios: pd.DataFrame) -> None:

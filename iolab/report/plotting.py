@@ -262,7 +262,9 @@ def echo_cpu_figure(summary, floor_ns=None):  # type: ignore[no-untyped-def]
 
 
 def echo_latency_figure(summary):  # type: ignore[no-untyped-def]
-    """Median and 99th-percentile request latency for the smallest message size."""
+    """p50, p99 and p99.9 request latency for the smallest message size,
+    closed loop (each connection sends its next request when the echo is
+    back, so a stall hides the requests that would have queued behind it)."""
     size = sorted(summary["bytes"].unique())[0]
     sub = summary[summary["bytes"] == size]
     fig, axes = plt.subplots(1, 3, figsize=(7.4, 3.0), sharey=True)
@@ -274,8 +276,38 @@ def echo_latency_figure(summary):  # type: ignore[no-untyped-def]
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("connections")
-        ax.set_title(f"{title} latency, {size} B")
+        ax.set_title(f"{title}, closed loop, {size} B")
     axes[0].set_ylabel("µs")
+    axes[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    return fig
+
+
+def open_loop_latency_figure(curves):  # type: ignore[no-untyped-def]
+    """p50, p99 and p99.9 against the offered load (share of each server's
+    closed-loop capacity), open loop: median over repetitions with its 95 %
+    interval as error bars, the merged-histogram value as a small cross.
+    The closed-loop capacity cell is drawn at load 1 as a hollow marker."""
+    fig, axes = plt.subplots(1, 3, figsize=(7.4, 3.0), sharey=True)
+    presets = sorted(curves["preset"].unique(), key=lambda p: (p != "epoll", p))
+    for ax, name in zip(axes, ("p50", "p99", "p999")):
+        for i, preset in enumerate(presets):
+            style = _preset_style(preset, i + 1)
+            color = style["color"]
+            g = curves[(curves["preset"] == preset) & (curves["phase"] == "open")].sort_values("load")
+            y, low, high = g[f"{name}_us"], g[f"{name}_us_low"], g[f"{name}_us_high"]
+            bounded = np.isfinite(low) & np.isfinite(high)
+            ax.errorbar(g["load"], y, yerr=[np.where(bounded, y - low, 0), np.where(bounded, high - y, 0)],
+                        color=color, marker=style["marker"], ms=3.5, lw=1.4, capsize=2, label=f"{preset} (open loop)")
+            ax.plot(g["load"], g[f"{name}_us_merged"], "x", color=color, ms=4, alpha=0.7)
+            cap = curves[(curves["preset"] == preset) & (curves["phase"] == "capacity")]
+            if len(cap):
+                ax.plot(cap["load"], cap[f"{name}_us"], marker="o", mfc="none", color=color, ms=6, ls="none",
+                        label=f"{preset} (closed loop at capacity)")
+        ax.set_yscale("log")
+        ax.set_title(f"{'p99.9' if name == 'p999' else name}, open loop")
+    axes[0].set_ylabel("latency (µs)")
+    fig.supxlabel("offered load / the server's closed-loop capacity", fontsize=8)
     axes[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig

@@ -1,0 +1,111 @@
+"""The latency experiment: open-loop latency curves of chosen echo servers.
+
+Closed-loop ping-pong hides part of the tail: a slow response delays the next
+request, so the requests that would have waited behind a stall are never
+sent (coordinated omission). Here the load generator sends on a fixed
+schedule (``loadgen --rate``) and times each request from when it was due.
+
+One repetition on one node, with the server and the load generator pinned
+to the node's ``cpus.server`` and ``cpus.client``:
+
+1. each preset's capacity: a closed-loop cell at the same connections and
+   size, the presets in a random order, back to back;
+2. every (preset, load) cell at ``load`` x that capacity requests/s, all
+   presets' cells shuffled together, so the curves compare cells measured
+   seconds apart.
+
+It writes ``rep<N>.csv`` (one row per cell, ``LATENCY_COLUMNS``) and
+``rep<N>.histograms.csv`` (every cell's latency buckets, as the echo sweep).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .config import preset_server
+from .echo import Cell, CellError, SweepFiles, build_optional_servers, measure_cell
+from .formats import LATENCY_COLUMNS
+from .runners import LocalRunner, Runner
+
+
+@dataclass(frozen=True)
+class LoadCell:
+    preset: str
+    load: float          # share of the capacity offered; 0 for the capacity cell
+
+    @property
+    def phase(self) -> str:
+        return "capacity" if self.load == 0 else "open"
+
+
+def plan(settings: Mapping[str, Any], seed: int) -> list[LoadCell]:
+    """The capacity cells (presets shuffled), then every open-loop cell (shuffled)."""
+    rng = random.Random(seed)
+    presets = list(settings["presets"])
+    rng.shuffle(presets)
+    opened = [LoadCell(p, float(load)) for p in presets for load in settings["loads"]]
+    rng.shuffle(opened)
+    return [LoadCell(p, 0.0) for p in presets] + opened
+
+
+def echo_cell(cell: LoadCell, settings: Mapping[str, Any], rate: float) -> Cell:
+    server, flags = preset_server(cell.preset, settings["preset_specs"][cell.preset])
+    return Cell(cell.preset, flags, int(settings["connections"]), int(settings["bytes"]),
+                server=server, rate=rate)
+
+
+def run(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None], seed: int,
+        out_csv: Path, out_hist: Path, runner: Runner | None = None,
+        progress: bool = True) -> dict[str, Any]:
+    """Measure one repetition into out_csv and out_hist (the caller's atomic
+    paths). Returns provenance extras."""
+    runner = runner or LocalRunner()
+    cell_settings = {**settings, "pipeline": 1, "loadgen_threads": 1}
+    planned = plan(settings, seed)
+    unbuilt = build_optional_servers([echo_cell(c, settings, 0.0) for c in planned], runner)
+    capacity: dict[str, float] = {}
+    no_capacity: dict[str, str] = {}
+    failures: list[str] = []
+    with SweepFiles(out_csv, out_hist, LATENCY_COLUMNS) as files:
+        for i, cell in enumerate(planned):
+            rate = cell.load * capacity.get(cell.preset, 0.0)
+            row: dict[str, Any] = {c: "" for c in LATENCY_COLUMNS}
+            row.update(order=i, preset=cell.preset, phase=cell.phase, load=cell.load,
+                       connections=settings["connections"], bytes=settings["bytes"],
+                       offered_rps=round(rate, 1) if rate else "",
+                       server_cpu=cpus.get("server"), client_cpu=cpus.get("client"))
+            start = time.monotonic()
+            try:
+                if cell.phase == "open" and cell.preset in no_capacity:
+                    raise CellError(no_capacity[cell.preset])
+                measured_cell = echo_cell(cell, settings, rate)
+                row["server"] = measured_cell.server
+                if measured_cell.program in unbuilt:
+                    raise CellError(unbuilt[measured_cell.program])
+                result = measure_cell(measured_cell, cell_settings, cpus, files.histogram(i), runner)
+                row.update({k: result[k] for k in LATENCY_COLUMNS if k in result}, status="ok")
+                if cell.phase == "capacity":
+                    capacity[cell.preset] = float(result["rps"])
+            except CellError as e:
+                reason = str(e)
+                row.update(status="unavailable" if reason.startswith("unavailable") else "failed",
+                           reason=reason)
+                if cell.phase == "capacity":
+                    no_capacity[cell.preset] = (reason if row["status"] == "unavailable"
+                                                else f"its capacity could not be measured ({reason})")
+                if row["status"] == "failed":
+                    failures.append(f"{cell.preset} load {cell.load:g}: {reason}")
+            files.write(row)
+            if progress:
+                what = "capacity" if cell.phase == "capacity" else f"{cell.load:.0%} of capacity"
+                done = (f"{float(row['rps']):,.0f} req/s, p99 {float(row['p99_us']):,.0f} us"
+                        if row["status"] == "ok" else row["reason"])
+                print(f"iolab: latency [{i + 1}/{len(planned)}] {cell.preset} {what}: {row['status']} "
+                      f"{done} [{time.monotonic() - start:.1f} s]", flush=True)
+    return {"latency": {"cells": len(planned), "failed": failures, "order_seed": seed,
+                        "capacity_rps": capacity, "placement": dict(cpus)}}

@@ -1,0 +1,219 @@
+"""The open-loop latency experiment: the load generator keeps its schedule,
+a server stall shows in the open-loop tail (and is hidden closed loop),
+merged histograms equal the pooled samples' histogram, and one repetition
+runs from plan to tidy table to curves and figure with real servers."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from iolab import echo as echo_exp
+from iolab import latency as latency_exp
+from iolab import tables
+from iolab.analysis import latency
+from iolab.config import ConfigError, check_semantics, load
+from iolab.report import plotting
+from iolab.runners import LocalRunner
+
+TWO_CPUS = (os.cpu_count() or 1) >= 2
+
+
+def start_epoll(native_build: Path) -> tuple[subprocess.Popen[str], int]:
+    cell = echo_exp.Cell("epoll", (), 1, 64)
+    return echo_exp.start_server(cell, 0 if TWO_CPUS else None, LocalRunner())
+
+
+def loadgen(native_build: Path, port: int, *args: str, hist: Path | None = None) -> dict:
+    argv = [*(["taskset", "-c", "1"] if TWO_CPUS else []), str(native_build / "loadgen"), "--port", str(port),
+            "--bytes", "64", *args, *(["--histogram", str(hist)] if hist else [])]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout)
+
+
+def buckets(path: Path) -> tuple[list[int], list[int]]:
+    rows = [line.split(",") for line in path.read_text().splitlines()[1:]]
+    return [int(r[0]) for r in rows], [int(r[2]) for r in rows]
+
+
+def test_open_loop_keeps_its_schedule_below_capacity(native_build: Path) -> None:
+    """5000 requests/s is far below an echo server's capacity here (about
+    90 000 at 50 connections): every scheduled request is sent and answered
+    within the measured window, so the achieved rate is the offered one."""
+    proc, port = start_epoll(native_build)
+    try:
+        report = loadgen(native_build, port, "--connections", "50", "--duration", "2", "--warmup", "0.3",
+                         "--rate", "5000")
+    finally:
+        echo_exp.stop_server(proc, LocalRunner())
+    assert report["rate"] == 5000
+    assert report["rps"] == pytest.approx(5000, rel=0.02)
+
+
+def stalled_run(native_build: Path, hist: Path, *args: str) -> dict:
+    """A 2 s measured run during which the server is stopped for 100 ms."""
+    proc, port = start_epoll(native_build)
+
+    def stall() -> None:
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGCONT)
+
+    timer = threading.Timer(0.3 + 1.0, stall)   # warm-up, then mid-window
+    timer.start()
+    try:
+        return loadgen(native_build, port, "--duration", "2", "--warmup", "0.3", *args, hist=hist)
+    finally:
+        timer.join()
+        echo_exp.stop_server(proc, LocalRunner())
+
+
+def test_a_stall_shows_in_the_open_loop_tail_and_hides_closed_loop(native_build: Path, tmp_path: Path) -> None:
+    """Open loop at 2000 requests/s, about 200 requests fall due during a
+    100 ms stall (5 % of 4000): each waits for the rest of it, so p99 and
+    p99.9 are tens of ms and p99.9 close to the whole stall. Closed loop
+    with one connection, the stall delays one request of tens of thousands:
+    p99.9 never sees it (coordinated omission)."""
+    open_hist, closed_hist = tmp_path / "open.csv", tmp_path / "closed.csv"
+    opened = stalled_run(native_build, open_hist, "--connections", "10", "--rate", "2000")
+    closed = stalled_run(native_build, closed_hist, "--connections", "1")
+    assert opened["p999_us"] >= 80_000 and opened["p99_us"] >= 50_000
+    assert opened["max_us"] >= 95_000
+    assert closed["max_us"] >= 95_000                   # the stall happened there too ...
+    assert closed["p999_us"] < 50_000                   # ... and the closed-loop tail hides it
+    # The merged HdrHistogram view agrees with the load generator's own percentiles.
+    h = latency.histogram(*buckets(open_hist))
+    assert h.get_total_count() == opened["requests"]
+    for name, pct in latency.PERCENTILES.items():
+        assert latency.percentile_us(h, pct) == pytest.approx(opened[f"{name}_us"], rel=0.02)
+
+
+def test_merged_histograms_equal_the_pooled_samples_histogram() -> None:
+    rng = np.random.default_rng(7)
+    groups = [rng.lognormal(mean=10 + i * 0.1, sigma=0.8, size=5000).astype(int) + 1 for i in range(6)]
+
+    def hist_of(samples: np.ndarray):  # type: ignore[no-untyped-def]
+        values, counts = np.unique(samples, return_counts=True)
+        return latency.histogram(values.tolist(), counts.tolist())
+
+    pooled = hist_of(np.concatenate(groups))
+    merged = latency.merged(hist_of(g) for g in groups)
+    assert merged.get_total_count() == pooled.get_total_count() == 30_000
+    assert latency.recorded(merged) == latency.recorded(pooled)
+    for pct in (0, 10, 50, 90, 99, 99.9, 99.99, 100):
+        assert merged.get_value_at_percentile(pct) == pooled.get_value_at_percentile(pct)
+
+
+def test_merging_two_real_runs_equals_their_summed_buckets(native_build: Path, tmp_path: Path) -> None:
+    """Two load-generator histograms merged as HdrHistograms equal the
+    histogram of their bucket counts added: no bucket is moved or lost."""
+    proc, port = start_epoll(native_build)
+    files = [tmp_path / f"{i}.csv" for i in range(2)]
+    try:
+        for f in files:
+            loadgen(native_build, port, "--connections", "4", "--duration", "0.3", "--warmup", "0.1", hist=f)
+    finally:
+        echo_exp.stop_server(proc, LocalRunner())
+    summed: dict[int, int] = {}
+    for f in files:
+        for low, count in zip(*buckets(f)):
+            summed[low] = summed.get(low, 0) + count
+    direct = latency.histogram(list(summed), list(summed.values()))
+    merged = latency.merged(latency.histogram(*buckets(f)) for f in files)
+    assert latency.recorded(merged) == latency.recorded(direct)
+
+
+SETTINGS = {"duration": 0.3, "warmup": 0.1, "connections": 8, "bytes": 64, "port": 0,
+            "loads": [0.2, 0.6], "presets": ["epoll", "default", "refused"],
+            "preset_specs": {"epoll": [], "default": [], "refused": ["--sqpoll", "--coop-taskrun"]}}
+
+
+def test_the_plan_measures_capacity_first_then_shuffles_every_load() -> None:
+    planned = latency_exp.plan(SETTINGS, 3)
+    assert [c.phase for c in planned] == ["capacity"] * 3 + ["open"] * 6
+    assert sorted((c.preset, c.load) for c in planned[3:]) == sorted(
+        (p, x) for p in SETTINGS["presets"] for x in SETTINGS["loads"])
+    assert planned == latency_exp.plan(SETTINGS, 3)
+    assert any(latency_exp.plan(SETTINGS, s) != planned for s in range(4, 10))
+
+
+def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Path) -> None:
+    raw = tmp_path / "n1" / "latency" / "k" / "rep1.csv"
+    raw.parent.mkdir(parents=True)
+    cpus = {"server": 0, "client": 1} if TWO_CPUS else {"server": None, "client": None}
+    extra = latency_exp.run(SETTINGS, cpus, 3, raw, echo_exp.histograms_path(raw), progress=False)
+    rows = list(csv.DictReader(raw.open()))
+    capacity = extra["latency"]["capacity_rps"]
+    assert set(capacity) == {"epoll", "default"} and min(capacity.values()) > 0
+    for r in rows:
+        if r["preset"] == "refused":
+            # The kernel's refusal is the capacity cell's reason and every load's.
+            assert r["status"] == "unavailable" and "cannot be combined with --coop-taskrun" in r["reason"]
+        elif r["phase"] == "open":
+            assert r["status"] == "ok"
+            assert float(r["offered_rps"]) == pytest.approx(float(r["load"]) * capacity[r["preset"]], abs=0.1)
+    raw.with_name("rep1.provenance.json").write_text(json.dumps({
+        "node": {"name": "n1", "kind": "vm"}, "mitigations": {"state": "on"},
+        "host": {"kernel": "test"}, "settings": {"rep": 1}}))
+    table = tables.load("latency", tmp_path)
+    ok = table[table["status"] == "ok"]
+    assert len(ok) == 6 and all(sum(c) == n for c, n in zip(ok["hist_count"], ok["requests"]))
+    curves = latency.curves(table)
+    assert sorted(zip(curves["preset"], curves["load"])) == [
+        ("default", 0.2), ("default", 0.6), ("default", 1.0), ("epoll", 0.2), ("epoll", 0.6), ("epoll", 1.0)]
+    # One repetition: a value, no interval; the merged view is that repetition's.
+    assert (curves["p99_us"] == curves["p99_us_merged"]).all() and np.isinf(curves["p99_us_low"]).all()
+    fig = plotting.open_loop_latency_figure(curves)
+    assert [ax.get_title() for ax in fig.axes] == ["p50, open loop", "p99, open loop", "p99.9, open loop"]
+    ratio = latency.paired_ratio(table, "default", "epoll", 0.6)
+    assert len(ratio) == 1 and ratio[0] > 0
+    out = tmp_path / "latency.parquet"
+    tables.write_table("latency", [raw], out)
+    listing = json.loads(tables.sources_path(out).read_text())["raw"][0]
+    assert listing["histograms_sha256"] == tables.sha256(echo_exp.histograms_path(raw))
+
+
+def curves_table(reps: int) -> pd.DataFrame:
+    """A synthetic table: two presets at one load, one cell per repetition,
+    latencies drawn around 100 µs (epoll) and 80 µs (the other)."""
+    rng = random.Random(1)
+    rows = []
+    for rep in range(1, reps + 1):
+        for preset, centre in (("epoll", 100_000), ("uring", 80_000)):
+            samples = [int(rng.gauss(centre, centre / 10)) for _ in range(2000)]
+            values, counts = np.unique(samples, return_counts=True)
+            rows.append({"node": "n1", "rep": rep, "preset": preset, "phase": "open", "load": 0.5,
+                         "status": "ok", "rps": 1000.0, "requests": 2000, "achieved_over_offered": 1.0,
+                         "hist_low_ns": values.tolist(), "hist_count": counts.tolist()})
+    return pd.DataFrame(rows)
+
+
+def test_curves_give_intervals_across_repetitions_and_a_merged_tail() -> None:
+    curves = latency.curves(curves_table(6)).set_index("preset")
+    for preset, centre in (("epoll", 100.0), ("uring", 80.0)):
+        row = curves.loc[preset]
+        assert row["p50_us_low"] <= row["p50_us"] <= row["p50_us_high"]
+        assert row["p50_us"] == pytest.approx(centre, rel=0.03)
+        assert np.isfinite(row["p99_us_low"]) and np.isfinite(row["p99_us_high"])
+        assert row["p999_us_merged"] >= row["p99_us_merged"] >= row["p50_us_merged"]
+    ratios = latency.paired_ratio(curves_table(6), "uring", "epoll", 0.5)
+    assert len(ratios) == 6 and np.all((ratios > 0.7) & (ratios < 0.9))
+
+
+def test_a_latency_preset_must_be_an_echo_preset() -> None:
+    config = load()
+    config["experiments"]["latency"]["presets"] = ["epoll", "no_such_preset"]
+    with pytest.raises(ConfigError, match="experiments.latency.presets: 'no_such_preset' is not"):
+        check_semantics(config)
