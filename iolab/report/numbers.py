@@ -135,8 +135,8 @@ def open_loop(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> Non
     out.text("open_loop_p99_vs_epoll", "; ".join(parts) or "no preset ran beside epoll")
     achieved = curves["achieved_over_offered"].dropna() if "achieved_over_offered" in curves else pd.Series([])
     if len(achieved):
-        out.number("open_loop_achieved_min", float(achieved.min()), digits=3)
-        out.number("open_loop_achieved_max", float(achieved.max()), digits=3)
+        out.number("open_loop_achieved_min", float(achieved.min()), digits=4)
+        out.number("open_loop_achieved_max", float(achieved.max()), digits=4)
 
 
 def method_agreement(out: Outputs, ratios: pd.DataFrame) -> None:
