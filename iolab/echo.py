@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import SERVER_PROGRAMS, preset_server
+from .config import SERVER_PROGRAMS, cpu_list, preset_server
 from .experiments import REGISTRY
 from .formats import CELL_COLUMNS
 from .runners import LocalRunner, Runner
@@ -168,6 +168,35 @@ def run_loadgen(port: int, cell: Cell, settings: Mapping[str, Any], cpu: int | s
     return report
 
 
+def resched_ipis(interrupts: str, cpus: int | str | None) -> int | None:
+    """Rescheduling interrupts (the RES line of /proc/interrupts) received so
+    far by ``cpus`` (a CPU or taskset list; None: every CPU). io_uring
+    completes a socket operation in the softirq of whichever CPU processed
+    the packet and, unless the ring was set up with COOP_TASKRUN or
+    DEFER_TASKRUN, kicks the server's task with one of these to run the
+    completion: an inter-processor interrupt, a VM exit in a guest. None
+    where the file has no such line."""
+    lines = interrupts.splitlines()
+    if not lines:
+        return None
+    columns = {name: i for i, name in enumerate(lines[0].split())}
+    for line in lines[1:]:
+        fields = line.split()
+        if fields and fields[0] == "RES:":
+            counts = [int(f) for f in fields[1:1 + len(columns)] if f.isdigit()]
+            wanted = (range(len(counts)) if cpus is None else
+                      [columns[f"CPU{c}"] for c in cpu_list(cpus) if f"CPU{c}" in columns])
+            return sum(counts[i] for i in wanted if i < len(counts))
+    return None
+
+
+def _interrupts(runner: Runner) -> str:
+    try:
+        return runner.read_file("/proc/interrupts")
+    except (OSError, RunError):
+        return ""
+
+
 def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int | str | None],
                  histogram: Path, server_runner: Runner | None = None,
                  client_runner: Runner | None = None, bind: str = "127.0.0.1",
@@ -188,6 +217,7 @@ def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int
                 settings = {**settings, "port": 0}
                 continue
             raise
+    ipis_before = resched_ipis(_interrupts(server_runner), cpus.get("server"))
     try:
         client = run_loadgen(port, cell, settings, cpus.get("client"), histogram, client_runner,
                              host=address)
@@ -195,8 +225,11 @@ def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int
         proc.kill()
         proc.wait()
         raise CellError(str(e)) from e
+    ipis_after = resched_ipis(_interrupts(server_runner), cpus.get("server"))
     server = stop_server(proc, server_runner)
     return {
+        "server_resched_ipis": (ipis_after - ipis_before if ipis_before is not None and ipis_after is not None
+                                else ""),
         "rps": client["rps"], "requests": client["requests"], "p50_us": client["p50_us"],
         "p99_us": client["p99_us"], "p999_us": client["p999_us"], "max_us": client["max_us"],
         "client_cpu_ns": client["client_user_cpu_ns"] + client["client_sys_cpu_ns"],

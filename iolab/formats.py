@@ -16,11 +16,14 @@ CELL_COLUMNS = [
     "client_cpu_ns", "server_cpu_ns", "server_requests", "server_bytes",
     "waits", "events", "io_uring_enter", "sqes", "cqes", "short_writes", "async_sqes",
     "nobufs", "iowq_workers", "server_cpu", "client_cpu", "port", "client", "layout",
+    "server_resched_ipis",
 ]
 # Files from before the client model and the layout were settings lack their
 # columns: those cells ran the event-loop client, pinned where a server CPU
 # is recorded (the loader derives layout from server_cpu).
-CELL_OPTIONAL = {"client": "event-loop", "layout": ""}
+CELL_OPTIONAL = {"client": "event-loop", "layout": "",
+                 # Rescheduling IPIs on the server's CPUs: not counted before.
+                 "server_resched_ipis": None}
 
 # latency: one row per cell of an open-loop sweep (iolab.latency); phase is
 # "capacity" (closed loop, load 0) or "open" (offered_rps = load x capacity)

@@ -234,6 +234,9 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     out["sqes_per_enter"] = (out["sqes"] / out["io_uring_enter"]).where(
         ok & out["server"].isin(["uring", "go-uring"]))
     out["events_per_wait"] = (out["events"] / out["waits"]).where(ok)
+    # Where the server was pinned, the IPIs its CPUs took per request echoed.
+    out["resched_ipis_per_request"] = (pd.to_numeric(out["server_resched_ipis"], errors="coerce")
+                                       / echoed).where(ok & out["server_cpu"].notna())
     out["reason"] = out["reason"].astype(object).where(out["reason"].notna(), "")
     return out
 

@@ -665,6 +665,9 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     placed = {(r.client, r.layout, *("-" if pd.isna(v) else v for v in (r.server_cpu, r.client_cpu)))
               for r in table.itertuples()}
     assert placed == {("event-loop", "pinned", "0", "1"), ("thread-per-connection", "shared", "-", "-")}
+    # IPIs per request where the server had its own CPUs; unpinned, the count mixes both sides.
+    assert table.loc[table["layout"] == "pinned", "resched_ipis_per_request"].notna().all()
+    assert table.loc[table["layout"] == "shared", "resched_ipis_per_request"].isna().all()
     ratios = echostats.paired_ratios(table, "default", "epoll")
     assert sorted(ratios["layout"]) == ["pinned", "shared"]
     with pytest.raises(ValueError, match="keep one setup"):
@@ -683,3 +686,31 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     legacy = tables.read_echo_csv(raw)
     assert set(legacy["client"]) == {"event-loop"}
     assert sorted(legacy["layout"]) == ["pinned", "pinned", "shared", "shared"]
+
+
+def test_rescheduling_ipis_are_read_per_cpu_set() -> None:
+    # CPU1 offline: /proc/interrupts has no column for it.
+    text = ("           CPU0       CPU2       CPU3\n"
+            "  0:         40          0          0   IO-APIC   2-edge      timer\n"
+            "RES:        100         20          3   Rescheduling interrupts\n"
+            "CAL:          5          6          7   Function call interrupts\n")
+    assert echo_exp.resched_ipis(text, None) == 123
+    assert echo_exp.resched_ipis(text, 0) == 100
+    assert echo_exp.resched_ipis(text, "2-3") == 23
+    assert echo_exp.resched_ipis(text, "1") == 0
+    assert echo_exp.resched_ipis("           CPU0\n  0:  1  IO-APIC\n", 0) is None
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs: server and load generator apart")
+def test_rings_without_taskrun_flags_kick_the_server_with_ipis(native_build: Path, tmp_path: Path) -> None:
+    """io_uring runs a socket completion as task work and, unless the ring
+    has COOP_TASKRUN or DEFER_TASKRUN, notifies the server's task with a
+    rescheduling IPI: the counter the echo sweep records per cell shows it."""
+    per_request = {}
+    for name, flags in (("default", ()), ("single_issuer_defer_taskrun", ("--single-issuer", "--defer-taskrun"))):
+        cell = echo_exp.Cell(name, flags, 50, 128)
+        result = echo_exp.measure_cell(cell, {**SWEEP, "duration": 0.5}, {"server": 0, "client": 1},
+                                       tmp_path / f"{name}.csv")
+        per_request[name] = result["server_resched_ipis"] / (result["server_bytes"] / 128)
+    assert per_request["default"] > 0.05
+    assert per_request["single_issuer_defer_taskrun"] < per_request["default"] / 10

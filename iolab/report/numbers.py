@@ -67,7 +67,7 @@ def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.D
 
 
 ECHO_METRICS = (("rps", "", 0), ("server_ns_per_request", "ns", 0), ("client_ns_per_request", "ns", 0),
-                ("p99_us", "µs", 1), ("sqes_per_enter", "", 2))
+                ("p99_us", "µs", 1), ("sqes_per_enter", "", 2), ("resched_ipis_per_request", "", 3))
 
 
 def _echo_estimate(summary: pd.DataFrame, preset: str, c: int, size: int, metric: str) -> Estimate | None:
