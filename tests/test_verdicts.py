@@ -92,3 +92,17 @@ def test_combining_parts(parts: list[Outcome], expected: Outcome) -> None:
 def test_interval_text_uses_significant_figures() -> None:
     assert interval_text(Estimate(1234.6, 1200.0, 1300.0, 6)) == "1\u2009235 [1\u2009200, 1\u2009300]"
     assert interval_text(Estimate(0.8149, 0.79, 0.85, 6)) == "0.815 [0.790, 0.850]"
+
+
+def test_forest_says_a_shared_setup_note_once_and_labels_factors_of_two() -> None:
+    from iolab.report import plotting
+
+    note = " [event-loop client, pinned CPUs]"
+    findings = [Finding("U1", f"c={c} io_uring/epoll requests/s{note}", Rule("above", 1.0),
+                        Estimate(1.1, 1.0, 1.2, 6)) for c in (50, 500)]
+    findings.append(Finding("C2", "t(1)/w", Rule("above", 1.0), Estimate(2.0, 1.5, 2.5, 6)))
+    ax = plotting.claims_forest_figure(findings).axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["C2: t(1)/w", "U1: c=500 io_uring/epoll requests/s *", "U1: c=50 io_uring/epoll requests/s *"]
+    assert ax.get_xlabel().count("event-loop client, pinned CPUs") == 1
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.25", "0.5", "1", "2", "4"]

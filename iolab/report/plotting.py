@@ -606,13 +606,24 @@ def claims_forest_figure(findings):  # type: ignore[no-untyped-def]
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlim(lo_lim * 0.9, hi_lim * 1.1)
-    ticks = [0.25, 0.5, 0.8, 1.0, 1.25, 2.0, 4.0]
+    # Labels at factors of 2 only: 0.8 and 1.25 (the common margins) as
+    # unlabelled ticks, which at this width would overlap the label of 1.
+    ticks = [0.25, 0.5, 1.0, 2.0, 4.0]
     ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
     ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([f"{t:g}" for t in ticks]))
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.xaxis.set_minor_locator(matplotlib.ticker.FixedLocator([0.8, 1.25]))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_ylim(-0.7, len(rows) - 0.3)
-    ax.set_yticks(range(len(rows)), [f"{f.claim}: {f.part}" for f in reversed(rows)], fontsize=6)
-    ax.set_xlabel("our value / the claim's bound (1: the threshold; log scale)")
+    labels = [f"{f.claim}: {f.part}" for f in reversed(rows)]
+    # A setup note ("[event-loop client, ...]") that several rows share is
+    # said once, below the axis, rather than on each row.
+    notes = {label[label.rindex(" ["):] for label in labels if label.endswith("]") and " [" in label}
+    shared = notes.pop() if len(notes) == 1 else ""
+    if shared:
+        labels = [label.removesuffix(shared) + (" *" if label.endswith(shared) else "") for label in labels]
+    ax.set_yticks(range(len(rows)), labels, fontsize=6)
+    ax.set_xlabel("our value / the claim's bound (1: the threshold; log scale)"
+                  + (f"\n* {shared.strip()[1:-1]}" if shared else ""), fontsize=7)
     handles = [plt.Line2D([], [], color=c, lw=2, label=k) for k, c in OUTCOME_COLORS.items()]
     ax.legend(handles=handles, fontsize=6, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncol=3, frameon=False)
     fig.tight_layout()
