@@ -222,7 +222,10 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     frames = []
     for raw in sorted(Path(p) for p in raw_files):
         frame = read_echo_csv(raw)
-        frame = frame.assign(**_context(raw))
+        settings = load_sidecar(raw)["settings"]
+        # Each cell's wall-clock time under load: the load generator's warm-up and measured seconds.
+        loaded_s = float(settings.get("duration", "nan")) + float(settings.get("warmup", "nan"))
+        frame = frame.assign(**_context(raw), loaded_s=loaded_s)
         frames.append(frame)
     if not frames:
         raise RawFormatError("no raw files given")
@@ -234,6 +237,10 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     out["sqes_per_enter"] = (out["sqes"] / out["io_uring_enter"]).where(
         ok & out["server"].isin(["uring", "go-uring"]))
     out["events_per_wait"] = (out["events"] / out["waits"]).where(ok)
+    # How busy each side kept a CPU: near 1 the side saturated it, and with
+    # one CPU each, requests/s then measure the pair, not the server alone.
+    out["client_busy"] = (out["client_cpu_ns"] / 1e9 / out["loaded_s"]).where(ok)
+    out["server_busy"] = (out["server_cpu_ns"] / 1e9 / out["loaded_s"]).where(ok)
     # Where the server was pinned, the IPIs its CPUs took per request echoed.
     out["resched_ipis_per_request"] = (pd.to_numeric(out["server_resched_ipis"], errors="coerce")
                                        / echoed).where(ok & out["server_cpu"].notna())

@@ -659,9 +659,15 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
                        progress=False)
     raw.with_name("rep1.provenance.json").write_text(json.dumps({
         "node": {"name": "n1", "kind": "vm"}, "mitigations": {"state": "on"},
-        "host": {"kernel": "test"}, "settings": {"rep": 1}}))
+        "host": {"kernel": "test"}, "settings": {**settings, "rep": 1}}))
     table = tables.load("echo", tmp_path)
     assert (table["status"] == "ok").all()
+    # CPU seconds over the 0.4 loaded seconds of each cell: CPUs kept busy (pinned, at most
+    # about one; the server's lifetime is a little longer than the load).
+    pinned = table["layout"] == "pinned"
+    assert ((table["client_busy"] > 0) & (table["client_busy"] <= (os.cpu_count() or 1) + 0.1)).all()
+    assert (table.loc[pinned, "client_busy"] <= 1.05).all()
+    assert ((table["server_busy"] > 0) & (table["server_busy"] < (os.cpu_count() or 1) + 0.5)).all()
     placed = {(r.client, r.layout, *("-" if pd.isna(v) else v for v in (r.server_cpu, r.client_cpu)))
               for r in table.itertuples()}
     assert placed == {("event-loop", "pinned", "0", "1"), ("thread-per-connection", "shared", "-", "-")}

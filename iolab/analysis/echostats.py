@@ -67,7 +67,8 @@ def setup_note(echo: pd.DataFrame) -> str:
     return f"{ours}; the sources used thread-per-connection, shared CPUs"
 
 METRICS = ["rps", "server_ns_per_request", "client_ns_per_request", "p50_us", "p99_us",
-           "p999_us", "sqes_per_enter", "events_per_wait", "resched_ipis_per_request"]
+           "p999_us", "sqes_per_enter", "events_per_wait", "resched_ipis_per_request",
+           "client_busy", "server_busy"]
 
 
 def summarize(echo: pd.DataFrame) -> pd.DataFrame:

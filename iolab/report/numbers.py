@@ -91,6 +91,13 @@ def echo(out: Outputs, *, echo_table: pd.DataFrame, summary: pd.DataFrame, floor
                 if v == v:
                     out.number(f"echo_{preset}_c{c}_{metric}", v, unit=unit, digits=digits,
                                estimate=_echo_estimate(summary, preset, int(c), size, metric))
+    for c in conns:
+        # The median over configurations: how busy each side kept its CPU.
+        cell = summary[(summary["connections"] == c) & (summary["bytes"] == size)]
+        for side in ("client", "server"):
+            busy = cell[f"{side}_busy"].dropna() if f"{side}_busy" in cell else cell.iloc[0:0]
+            if len(busy):
+                out.number(f"echo_{side}_busy_c{int(c)}_pct", 100 * float(busy.median()), unit="%")
     out.number("echo_floor_ns", floor, unit="ns")
     out.number("echo_bytes", size)
     out.text("echo_connections", ", ".join(str(int(c)) for c in conns))
