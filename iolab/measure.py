@@ -95,7 +95,8 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
                 if remote:
                     raise RunError(f"trace on {node.name}: bpftrace runs on local nodes only")
                 try:
-                    extra = trace.measure(settings, cpu, seed, tmp)
+                    extra = trace.measure(settings, cpu, seed, tmp,
+                                          {"server": node.cpus.get("server"), "client": node.cpus.get("client")})
                 except (RuntimeError, OSError, subprocess.SubprocessError) as e:
                     raise RunError(f"trace on {node.name}: {e}") from e
                 frame = tables.read_trace_csv(tmp)

@@ -21,9 +21,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from tempfile import TemporaryDirectory
 from typing import Any
 
-from . import paths
+from . import echo, paths
+from .runners import LocalRunner
 
 TRACEFS = Path("/sys/kernel/tracing")
 SYSCALLS = ("getppid", "sendto", "recvfrom", "io_uring_enter")
@@ -38,8 +40,14 @@ SCRIPT = "\n".join(
 tracepoint:syscalls:sys_exit_{sc} /@t_{sc}[tid]/ {{
   @ns_{sc} = stats(nsecs - @t_{sc}[tid]); delete(@t_{sc}[tid]);
 }}""" for sc in SYSCALLS]
-    + ["""tracepoint:io_uring:io_uring_submit_req /comm == "cost-probe"/ { @submit_req = count(); }
-END { """ + " ".join(f"clear(@t_{sc});" for sc in SYSCALLS) + " }"]
+    + ["""tracepoint:io_uring:io_uring_submit_req /comm == "cost-probe"/ { @submit_req = count(); }"""]
+    # The echo workloads: how often the server ran io_uring task work, in its
+    # own task (task_work_run: after being kicked, the notification the
+    # rescheduling IPIs carry) or deferred to its next wait (local_work_run:
+    # DEFER_TASKRUN).
+    + [f"""tracepoint:io_uring:io_uring_{tp} /comm == "echo-uring"/ {{ @{tp} = count(); }}"""
+       for tp in ("task_work_run", "local_work_run")]
+    + ["END { " + " ".join(f"clear(@t_{sc});" for sc in SYSCALLS) + " }"]
 )
 
 # The workloads traced, each a cost-probe invocation (16 B, echo conditions).
@@ -51,7 +59,16 @@ WORKLOADS: dict[str, list[str]] = {
     "uring_n16": ["uring-batch", "--n", "16", "--bytes", "16"],
 }
 
-_STATS = re.compile(r"^@(ns_\w+|submit_req):\s*(?:count (\d+), average (\d+), total (\d+)|(\d+))\s*$")
+# The echo workloads: echo-uring with these ring flags, 50 connections of
+# 128 B for the workload's seconds, server and load generator pinned apart.
+ECHO_WORKLOADS: dict[str, list[str]] = {
+    "echo_default": [],
+    "echo_coop_taskrun": ["--coop-taskrun", "--taskrun-flag"],
+    "echo_defer_taskrun": ["--single-issuer", "--defer-taskrun"],
+}
+ECHO_CONNECTIONS, ECHO_BYTES = 50, 128
+
+_STATS = re.compile(r"^@(ns_\w+|submit_req|task_work_run|local_work_run):\s*(?:count (\d+), average (\d+), total (\d+)|(\d+))\s*$")
 
 
 @dataclass(frozen=True)
@@ -98,9 +115,37 @@ def parse_output(text: str) -> dict[str, dict[str, int]]:
     return out
 
 
-def run_workload(name: str, seconds: int, cpu: int | None, seed: int) -> dict[str, dict[str, int]]:
+def _run_probe(name: str, seconds: int, cpu: int | None, seed: int) -> dict[str, dict[str, int]]:
+    argv = [str(paths.NATIVE_BUILD / "cost-probe"), *WORKLOADS[name], "--seed", str(seed)]
+    if cpu is not None:
+        argv += ["--cpu", str(cpu)]
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        res = subprocess.run([*argv, "--batches", "50", "--warmup-batches", "5"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             check=False)
+        if res.returncode != 0:
+            raise RuntimeError(f"traced probe failed: {res.stderr.strip()[-300:]}")
+    return {}
+
+
+def _run_echo(name: str, seconds: int, cpus: Mapping[str, int | str | None]) -> dict[str, dict[str, int]]:
+    """The echo workload; returns the requests the server echoed."""
+    cell = echo.Cell(name, tuple(ECHO_WORKLOADS[name]), ECHO_CONNECTIONS, ECHO_BYTES, server="uring")
+    settings = {"duration": seconds, "warmup": 0, "pipeline": 1, "loadgen_threads": 1, "port": 0}
+    with TemporaryDirectory() as tmp:
+        try:
+            result = echo.measure_cell(cell, settings, cpus, Path(tmp) / "h.csv", LocalRunner())
+        except echo.CellError as e:
+            raise RuntimeError(f"traced echo workload {name}: {e}") from e
+    return {"echoed_requests": {"count": int(result["server_bytes"]) // ECHO_BYTES, "avg_ns": 0, "total_ns": 0}}
+
+
+def run_workload(name: str, seconds: int, cpu: int | None, seed: int,
+                 cpus: Mapping[str, int | str | None] | None = None) -> dict[str, dict[str, int]]:
     """Trace one workload: start bpftrace, wait until attached, run the probe
-    long enough, stop bpftrace with SIGINT so it prints its maps."""
+    (or the echo server and load generator) long enough, stop bpftrace with
+    SIGINT so it prints its maps."""
     bt = subprocess.Popen(["bpftrace", "-e", SCRIPT], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -118,16 +163,8 @@ def run_workload(name: str, seconds: int, cpu: int | None, seed: int) -> dict[st
                 bt.wait()
                 err = bt.stderr.read() if bt.stderr else ""
                 raise RuntimeError(f"bpftrace exited before attaching: {err.strip()[:300]}")
-        argv = [str(paths.NATIVE_BUILD / "cost-probe"), *WORKLOADS[name], "--seed", str(seed)]
-        if cpu is not None:
-            argv += ["--cpu", str(cpu)]
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            res = subprocess.run([*argv, "--batches", "50", "--warmup-batches", "5"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                 check=False)
-            if res.returncode != 0:
-                raise RuntimeError(f"traced probe failed: {res.stderr.strip()[-300:]}")
+        extra = (_run_echo(name, seconds, cpus or {}) if name in ECHO_WORKLOADS
+                 else _run_probe(name, seconds, cpu, seed))
         # A SIGINT that arrives while bpftrace is busy can go unanswered
         # (seen as a 60 s hang once in several suite runs): ask again.
         for _ in range(6):
@@ -143,11 +180,11 @@ def run_workload(name: str, seconds: int, cpu: int | None, seed: int) -> dict[st
         if bt.poll() is None:
             bt.kill()
             bt.wait()
-    return parse_output(out)
+    return {**parse_output(out), **extra}
 
 
 def measure(settings: Mapping[str, Any], cpu: int | None, seed: int,
-            out_path: Path) -> dict[str, Any]:
+            out_path: Path, cpus: Mapping[str, int | str | None] | None = None) -> dict[str, Any]:
     """Write the trace raw CSV (one row per workload and traced map);
     returns what the provenance sidecar should record."""
     avail = availability()
@@ -158,8 +195,8 @@ def measure(settings: Mapping[str, Any], cpu: int | None, seed: int,
             f.write("workload,map,count,avg_ns,total_ns\n")
             return {"trace": {"available": False, "reason": avail.reason}}
         f.write("workload,map,count,avg_ns,total_ns\n")
-        for name in WORKLOADS:
-            maps = run_workload(name, int(settings.get("seconds", 2)), cpu, seed)
+        for name in [*WORKLOADS, *ECHO_WORKLOADS]:
+            maps = run_workload(name, int(settings.get("seconds", 2)), cpu, seed, cpus)
             for key, st in sorted(maps.items()):
                 f.write(f"{name},{key},{st['count']},{st['avg_ns']},{st['total_ns']}\n")
     return {"trace": {"available": True, "reason": avail.reason,

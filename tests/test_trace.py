@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import REPO
 
@@ -70,3 +71,32 @@ def test_a_bpftrace_that_never_attaches_fails_within_the_deadline(tmp_path: Path
     with pytest.raises(RuntimeError, match=r"^bpftrace did not attach its probes within 1 s$"):
         trace.run_workload("getppid", seconds=1, cpu=None, seed=1)
     assert subprocess.run(["pgrep", "-f", "sleep 6007"], capture_output=True).returncode == 1
+
+
+@pytest.mark.skipif(not trace.availability().available or (os.cpu_count() or 1) < 2,
+                    reason="bpftrace is not usable here, or fewer than 2 CPUs")
+def test_traced_echo_workloads_show_where_task_work_runs() -> None:
+    """The default ring runs its completions' task work in the server's task
+    (after a kick); DEFER_TASKRUN runs it deferred, at the server's next wait,
+    and never the other way."""
+    cpus = {"server": 0, "client": 1}
+    default = trace.run_workload("echo_default", seconds=1, cpu=None, seed=1, cpus=cpus)
+    deferred = trace.run_workload("echo_defer_taskrun", seconds=1, cpu=None, seed=1, cpus=cpus)
+    for maps in default, deferred:
+        assert maps["echoed_requests"]["count"] > 1000
+    def runs(maps: dict, name: str) -> int:   # bpftrace may print an unused count as 0, or not at all
+        return maps.get(name, {"count": 0})["count"]
+
+    assert runs(default, "task_work_run") > 0 and runs(default, "local_work_run") == 0
+    assert runs(deferred, "local_work_run") > 0 and runs(deferred, "task_work_run") == 0
+    rows = [{"node": "n", "workload": w, "map": m, "count": v["count"], "avg_ns": 0, "total_ns": 0,
+             "skipped": ""} for w, maps in (("echo_default", default), ("echo_defer_taskrun", deferred))
+            for m, v in maps.items()]
+    view = {k: v for k, v in models.kernel_view(pd.DataFrame(rows + [
+        {"node": "n", "workload": w, "map": m, "count": 1, "avg_ns": 1, "total_ns": 1, "skipped": ""}
+        for w, m in (("getppid", "ns_getppid"), ("sendrecv", "ns_sendto"), ("sendrecv", "ns_recvfrom"),
+                     ("uring_n1", "ns_io_uring_enter"), ("uring_n16", "ns_io_uring_enter"))]), "n").items()
+            if k.startswith("trace_echo_")}
+    assert view["trace_echo_default_task_work_run_per_request"] > 0
+    assert view["trace_echo_defer_taskrun_local_work_run_per_request"] > 0
+    assert view["trace_echo_defer_taskrun_task_work_run_per_request"] == 0

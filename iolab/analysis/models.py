@@ -178,4 +178,11 @@ def kernel_view(trace: pd.DataFrame, node: str) -> dict[str, Any]:
         subs = count(f"uring_n{n}", "submit_req")
         out[f"trace_enter_n{n}_ns"] = enter
         out[f"trace_sqes_per_enter_n{n}"] = subs / enters if enters else math.nan
+    # The echo workloads (rows from before they were traced have none): io_uring
+    # task-work runs per request echoed, in the server's task or deferred.
+    for workload in sorted(w for w in rows["workload"].dropna().unique() if str(w).startswith("echo_")):
+        echoed = count(workload, "echoed_requests")
+        for name in ("task_work_run", "local_work_run"):
+            if echoed:
+                out[f"trace_{workload}_{name}_per_request"] = count(workload, name) / echoed
     return out

@@ -59,8 +59,10 @@ def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.D
     for name, value in (kernel_view or {}).items():
         if isinstance(value, str):
             out.text(name, value)
-        else:
+        elif name.endswith("_ns"):
             out.number(name, value, unit="ns")
+        else:   # counts per enter or per request
+            out.number(name, value, digits=2)
     if overlay is not None:
         for name, value in costmodel.overlay_ratios(inputs, overlay).items():
             out.number(name, value, digits=1)
