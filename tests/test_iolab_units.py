@@ -193,3 +193,14 @@ def test_json_writer_refuses_nan(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         atomic.write_json(tmp_path / "x.json", {"v": float("nan")})
     assert not (tmp_path / "x.json").exists()
+
+
+def test_paper_source_keeps_its_semicolons() -> None:
+    """In Typst markup a semicolon right after an embedded call ends the call
+    and is swallowed ("Ranks: 2, 4 with 4 ranks" lost its ";"): such a
+    semicolon must be escaped."""
+    import re
+
+    source = (Path(__file__).resolve().parents[1] / "paper" / "paper.typ").read_text()
+    swallowed = [source.count("\n", 0, m.start()) + 1 for m in re.finditer(r'#\w+\("[^"]*"\);', source)]
+    assert swallowed == [], f"escape as \\; on paper.typ lines {swallowed}"
