@@ -122,7 +122,8 @@ def open_loop(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> Non
     out.number("open_loop_bytes", int(first["bytes"]))
     out.number("open_loop_repeats", int(table["rep"].nunique()))
     out.text("open_loop_presets", ", ".join(sorted(curves["preset"].unique())))
-    out.text("open_loop_loads", ", ".join(f"{x:g}" for x in sorted(set(curves.loc[curves["phase"] == "open", "load"]))))
+    loads = [f"{x * 100:g}" for x in sorted(set(curves.loc[curves["phase"] == "open", "load"]))]
+    out.text("open_loop_loads", (", ".join(loads[:-1]) + " and " if len(loads) > 1 else "") + loads[-1] + " %")
     for r in curves.itertuples():
         tag = "capacity" if r.phase == "capacity" else f"load{round(r.load * 100):d}"
         key = f"open_loop_{r.preset}_{tag}"
