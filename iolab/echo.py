@@ -36,6 +36,13 @@ class CellError(RuntimeError):
     """A cell could not be measured; the message says why in one line."""
 
 
+def failed_status(reason: str) -> str:
+    """A cell's status from why it was not measured: "unavailable" when the
+    configuration cannot run there (the kernel refused it, a server could
+    not be built), "failed" otherwise."""
+    return "unavailable" if reason.startswith("unavailable") else "failed"
+
+
 @dataclass(frozen=True)
 class Cell:
     preset: str
@@ -256,10 +263,6 @@ def build_optional_servers(planned: Sequence[Cell], runner: Runner) -> dict[str,
     return unavailable
 
 
-def histograms_path(raw: Path) -> Path:
-    return raw.with_name(raw.stem + ".histograms.csv")
-
-
 class SweepFiles:
     """A sweep's two raw files, written a cell at a time as it is measured:
     one CSV row per cell, and the cell's latency buckets (``histogram(i)``,
@@ -316,8 +319,7 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None],
                                         bind, address), status="ok")
             except CellError as e:
                 reason = str(e)
-                row.update(status="unavailable" if reason.startswith("unavailable") else "failed",
-                           reason=reason)
+                row.update(status=failed_status(reason), reason=reason)
                 if row["status"] == "failed":
                     failures.append(f"{cell.label()}: {reason}")
             files.write(row)

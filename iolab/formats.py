@@ -25,6 +25,11 @@ CELL_OPTIONAL = {"client": "event-loop", "layout": "",
                  # Rescheduling IPIs on the server's CPUs: not counted before.
                  "server_resched_ipis": None}
 
+def histograms_path(raw: Path) -> Path:
+    """The latency buckets an echo or latency sweep writes beside ``rep<N>.csv``."""
+    return raw.with_name(raw.stem + ".histograms.csv")
+
+
 # latency: one row per cell of an open-loop sweep (iolab.latency); phase is
 # "capacity" (closed loop, load 0) or "open" (offered_rps = load x capacity)
 LATENCY_COLUMNS = [

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import preset_server
-from .echo import Cell, CellError, SweepFiles, build_optional_servers, measure_cell
+from .echo import Cell, CellError, SweepFiles, build_optional_servers, failed_status, measure_cell
 from .formats import LATENCY_COLUMNS
 from .runners import LocalRunner, Runner
 
@@ -93,8 +93,7 @@ def run(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None], seed:
                     capacity[cell.preset] = float(result["rps"])
             except CellError as e:
                 reason = str(e)
-                row.update(status="unavailable" if reason.startswith("unavailable") else "failed",
-                           reason=reason)
+                row.update(status=failed_status(reason), reason=reason)
                 if cell.phase == "capacity":
                     no_capacity[cell.preset] = (reason if row["status"] == "unavailable"
                                                 else f"its capacity could not be measured ({reason})")

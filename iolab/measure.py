@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 
 from . import atomic, echo, latency, mpi, paths, perftest, provenance, tables, trace
 from .experiments import REGISTRY
+from .formats import histograms_path
 from .nodes import resolve_node
 from .probes import probe_argv
 from .runners import Capability, RunError, Runner, runner_for
@@ -37,6 +38,11 @@ EXPERIMENTS = tuple(REGISTRY)
 def programs(experiment: str) -> list[str]:
     """The native programs an experiment runs (built on the node for remote nodes)."""
     return list(REGISTRY[experiment].programs)
+
+
+def _server_client_cpus(node: Any) -> dict[str, int | str | None]:
+    """The node's CPU sets for an echo server and its load generator."""
+    return {"server": node.cpus.get("server"), "client": node.cpus.get("client")}
 
 
 def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[str, Any],
@@ -81,8 +87,8 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
                 placement = {"launches": [{k: r[k] for k in ("transport", "ranks", "binding", "oversubscribed")}
                                           for r in extra["mpi"]["launches"]]}
             elif experiment == "latency":
-                cpus = {"server": node.cpus.get("server"), "client": node.cpus.get("client")}
-                with atomic.atomic_path(echo.histograms_path(output)) as hist_tmp:
+                cpus = _server_client_cpus(node)
+                with atomic.atomic_path(histograms_path(output)) as hist_tmp:
                     extra = latency.run(settings, cpus, seed, tmp, hist_tmp, runner=node_runner)
                 frame = tables.read_latency_csv(tmp)
                 argv = ["echo server + loadgen --rate", "(one run per cell)"]
@@ -95,8 +101,7 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
                 if remote:
                     raise RunError(f"trace on {node.name}: bpftrace runs on local nodes only")
                 try:
-                    extra = trace.measure(settings, cpu, seed, tmp,
-                                          {"server": node.cpus.get("server"), "client": node.cpus.get("client")})
+                    extra = trace.measure(settings, cpu, seed, tmp, _server_client_cpus(node))
                 except (RuntimeError, OSError, subprocess.SubprocessError) as e:
                     raise RunError(f"trace on {node.name}: {e}") from e
                 frame = tables.read_trace_csv(tmp)
@@ -132,7 +137,7 @@ def _echo(node_entry: Mapping[str, Any], node: Any, server_runner: Runner,
     """The echo sweep with the server on this node and the load generator
     here too, or on ``client_entry``'s node (then the server listens on all
     addresses and the client connects to this node's ``address``)."""
-    cpus = {"server": node.cpus.get("server"), "client": node.cpus.get("client")}
+    cpus = _server_client_cpus(node)
     if client_entry is None or client_entry["name"] == node_entry["name"]:
         client_cm: Any = contextlib.nullcontext(server_runner)
         bind = address = "127.0.0.1"
@@ -141,7 +146,7 @@ def _echo(node_entry: Mapping[str, Any], node: Any, server_runner: Runner,
         bind = "0.0.0.0"
         address = node_entry.get("address") or node_entry.get("host") or "127.0.0.1"
         cpus["client"] = (client_entry.get("cpus") or {}).get("client")
-    with client_cm as client_runner, atomic.atomic_path(echo.histograms_path(output)) as hist_tmp:
+    with client_cm as client_runner, atomic.atomic_path(histograms_path(output)) as hist_tmp:
         extra = echo.run_sweep(settings, cpus, seed, tmp, hist_tmp, server_runner=server_runner,
                                client_runner=client_runner, bind=bind, address=address)
     extra["echo"]["client_node"] = client_entry["name"] if client_entry else node_entry["name"]

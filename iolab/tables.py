@@ -23,7 +23,7 @@ import pandas as pd
 
 from . import atomic, paths
 from .formats import (CELL_COLUMNS, CELL_OPTIONAL, IB_COLUMNS, LATENCY_COLUMNS, MPI_COLUMNS, OSU_PREFIX, REFERENCE_BENCH,
-                      bench_method, launch_rows, launch_selection)
+                      bench_method, histograms_path, launch_rows, launch_selection)
 from .provenance import sidecar_for
 
 # cost-probe raw format v2: every mode writes these columns.
@@ -331,7 +331,7 @@ def latency_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     frames = []
     for raw in sorted(Path(p) for p in raw_files):
         frame = read_latency_csv(raw)
-        buckets = read_histograms_csv(raw.with_name(raw.stem + ".histograms.csv"))
+        buckets = read_histograms_csv(histograms_path(raw))
         frame = frame.assign(**_context(raw))
         frame["hist_low_ns"] = [buckets.get(int(o), ([], []))[0] for o in frame["order"]]
         frame["hist_count"] = [buckets.get(int(o), ([], []))[1] for o in frame["order"]]
@@ -342,6 +342,9 @@ def latency_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     out["achieved_over_offered"] = (out["rps"] / out["offered_rps"]).where(out["phase"] == "open")
     return out
 
+
+# The tables built from the raw latency buckets as well as the raw CSV.
+READS_HISTOGRAMS = {"latency"}
 
 TABLES = {"syscall": probe_table, "sendrecv": probe_table, "uring_batch": probe_table,
           "nop": probe_table, "trace": trace_table, "echo": echo_table, "mpi": mpi_table, "ib": ib_table,
@@ -461,9 +464,9 @@ def write_table(experiment: str, raw_files: Sequence[str | Path], output: str | 
         frame.to_parquet(tmp, index=False)
     sources = [{"raw": paths.relative(p), "sha256": sha256(p),
                 "provenance": paths.relative(sidecar_for(p)),
-                # The latency buckets the echo and latency tables read beside it.
+                # The latency buckets beside it, where the table reads them.
                 **({"histograms": paths.relative(h), "histograms_sha256": sha256(h)}
-                   if (h := p.with_name(p.stem + ".histograms.csv")).exists() and experiment == "latency" else {})}
+                   if experiment in READS_HISTOGRAMS and (h := histograms_path(p)).exists() else {})}
                for p in sorted(map(Path, raw_files))]
     atomic.write_json(sources_path(output), {"table": paths.relative(output), "raw": sources})
 

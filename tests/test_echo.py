@@ -28,6 +28,7 @@ from conftest import REPO
 
 from iolab import echo as echo_exp
 from iolab import tables
+from iolab.formats import histograms_path
 from iolab.config import SERVER_PROGRAMS, preset_server, server_flags
 from iolab.analysis import echostats
 from iolab.runners import LocalRunner
@@ -560,7 +561,7 @@ def test_a_node_without_go_records_the_go_servers_unavailable(native_build: Path
                           capture_output=True).returncode == 0
     csv_path = tmp_path / "rep1.csv"
     echo_exp.run_sweep(settings, {"server": None, "client": None}, 1, csv_path,
-                       echo_exp.histograms_path(csv_path), progress=False, server_runner=runner)
+                       histograms_path(csv_path), progress=False, server_runner=runner)
     rows = {r["preset"]: r for r in csv.DictReader(csv_path.open())}
     assert rows["epoll"]["status"] == "ok"
     assert rows["go_net"]["status"] == "unavailable" and rows["go_net"]["server"] == "go-net"
@@ -655,7 +656,7 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
         ("default", "event-loop"), ("epoll", "event-loop"), ("epoll", "thread-per-connection")]
     raw = tmp_path / "n1" / "echo" / "k" / "rep1.csv"
     raw.parent.mkdir(parents=True)
-    echo_exp.run_sweep(settings, {"server": 0, "client": "1"}, 5, raw, echo_exp.histograms_path(raw),
+    echo_exp.run_sweep(settings, {"server": 0, "client": "1"}, 5, raw, histograms_path(raw),
                        progress=False)
     raw.with_name("rep1.provenance.json").write_text(json.dumps({
         "node": {"name": "n1", "kind": "vm"}, "mitigations": {"state": "on"},

@@ -22,6 +22,7 @@ import pytest
 from iolab import echo as echo_exp
 from iolab import latency as latency_exp
 from iolab import tables
+from iolab.formats import histograms_path
 from iolab.analysis import latency
 from iolab.config import ConfigError, check_semantics, load
 from iolab.report import plotting
@@ -153,7 +154,7 @@ def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Pat
     raw = tmp_path / "n1" / "latency" / "k" / "rep1.csv"
     raw.parent.mkdir(parents=True)
     cpus = {"server": 0, "client": 1} if TWO_CPUS else {"server": None, "client": None}
-    extra = latency_exp.run(SETTINGS, cpus, 3, raw, echo_exp.histograms_path(raw), progress=False)
+    extra = latency_exp.run(SETTINGS, cpus, 3, raw, histograms_path(raw), progress=False)
     rows = list(csv.DictReader(raw.open()))
     capacity = extra["latency"]["capacity_rps"]
     assert set(capacity) == {"epoll", "default"} and min(capacity.values()) > 0
@@ -182,7 +183,7 @@ def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Pat
     out = tmp_path / "latency.parquet"
     tables.write_table("latency", [raw], out)
     listing = json.loads(tables.sources_path(out).read_text())["raw"][0]
-    assert listing["histograms_sha256"] == tables.sha256(echo_exp.histograms_path(raw))
+    assert listing["histograms_sha256"] == tables.sha256(histograms_path(raw))
 
 
 def curves_table(reps: int) -> pd.DataFrame:

@@ -109,7 +109,7 @@ def select(table: pd.DataFrame, node: str) -> pd.DataFrame:
 
 def describe(table: pd.DataFrame, node: str) -> str:
     """One line: what the curves are made of."""
-    sub = table[table["node"] == node]
+    sub = select(table, node)
     bad = sub[sub["status"] != "ok"]
     return (f"open-loop latency on {node}: {sub['rep'].nunique()} repetitions, "
             f"{int(sub['connections'].iloc[0]) if len(sub) else 0} connections, "

@@ -182,7 +182,7 @@ def kernel_view(trace: pd.DataFrame, node: str) -> dict[str, Any]:
     # task-work runs per request echoed, in the server's task or deferred.
     for workload in sorted(w for w in rows["workload"].dropna().unique() if str(w).startswith("echo_")):
         echoed = count(workload, "echoed_requests")
-        for name in ("task_work_run", "local_work_run"):
-            if echoed:
+        if echoed:
+            for name in ("task_work_run", "local_work_run"):
                 out[f"trace_{workload}_{name}_per_request"] = count(workload, name) / echoed
     return out

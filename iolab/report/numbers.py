@@ -122,7 +122,8 @@ def open_loop(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> Non
     out.number("open_loop_bytes", int(first["bytes"]))
     out.number("open_loop_repeats", int(table["rep"].nunique()))
     out.text("open_loop_presets", ", ".join(sorted(curves["preset"].unique())))
-    loads = [f"{x * 100:g}" for x in sorted(set(curves.loc[curves["phase"] == "open", "load"]))]
+    open_loads = sorted(set(curves.loc[curves["phase"] == "open", "load"]))
+    loads = [f"{x * 100:g}" for x in open_loads]
     out.text("open_loop_loads", (", ".join(loads[:-1]) + " and " if len(loads) > 1 else "") + loads[-1] + " %")
     for r in curves.itertuples():
         tag = "capacity" if r.phase == "capacity" else f"load{round(r.load * 100):d}"
@@ -136,7 +137,7 @@ def open_loop(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> Non
             out.number(f"{key}_{name}_us_merged", getattr(r, f"{name}_us_merged"), unit="µs", digits=0)
     parts = []
     for preset in sorted(set(curves["preset"]) - {"epoll"}):
-        for load in sorted(set(curves.loc[curves["phase"] == "open", "load"])):
+        for load in open_loads:
             per_rep = latency.paired_ratio(table, preset, "epoll", load)
             if len(per_rep):
                 ratio = across_reps(per_rep)

@@ -9,6 +9,8 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ..analysis import latency
+
 PALETTE = ["#1b6ca8", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d6a9f", "#2e4057"]
 
 
@@ -290,7 +292,7 @@ def open_loop_latency_figure(curves):  # type: ignore[no-untyped-def]
     The closed-loop capacity cell is drawn at load 1 as a hollow marker."""
     fig, axes = plt.subplots(1, 3, figsize=(7.4, 3.0), sharey=True)
     presets = sorted(curves["preset"].unique(), key=lambda p: (p != "epoll", p))
-    for ax, name in zip(axes, ("p50", "p99", "p999")):
+    for ax, name in zip(axes, latency.PERCENTILES):
         for i, preset in enumerate(presets):
             style = _preset_style(preset, i + 1)
             color = style["color"]
@@ -305,7 +307,7 @@ def open_loop_latency_figure(curves):  # type: ignore[no-untyped-def]
                 ax.plot(cap["load"], cap[f"{name}_us"], marker="o", mfc="none", color=color, ms=6, ls="none",
                         label=f"{preset} (closed loop at capacity)")
         ax.set_yscale("log")
-        ax.set_title(f"{'p99.9' if name == 'p999' else name}, open loop")
+        ax.set_title(f"{latency.PERCENTILE_LABELS[name]}, open loop")
     axes[0].set_ylabel("latency (µs)")
     fig.supxlabel("offered load / the server's closed-loop capacity", fontsize=8)
     axes[-1].legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))
