@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,13 @@ def tool_env(extra_path: str | None = None) -> dict[str, str]:
     env["PATH"] = os.pathsep.join(p for p in (extra_path, bindir, env.get("PATH", "")) if p)
     env.pop("PYTHONPATH", None)
     return env
+
+
+def default_sigint() -> None:
+    """A child's preexec_fn: SIGINT's default, as in a terminal. A suite
+    started in the background (`cmd &` in a script) inherits SIGINT ignored,
+    and a process it starts would never see Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def copy_workflow(dest: Path) -> Path:

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import copy_workflow, snakemake, tool_env
+from conftest import copy_workflow, default_sigint, snakemake, tool_env
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
@@ -42,18 +42,21 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     wd = copy_workflow(tmp_path_factory.mktemp("lab") / "iolab")
     env = repro_env(wd)
     started = time.monotonic()
-    proc = subprocess.Popen(["./repro", "lab"], cwd=wd, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    assert proc.stderr is not None
-    url = ""
-    for line in proc.stderr:
-        m = re.match(r"repro: JupyterLab on (http://127\.0\.0\.1:(\d+)/lab\?token=(\S+))", line)
-        if m:
-            url, port, token = m.group(1), int(m.group(2)), m.group(3)
-            break
-    assert url, "./repro lab printed no URL"
-    base = f"http://127.0.0.1:{port}"
+    # Its log goes to a file: JupyterLab logs every kernel and request, and a
+    # pipe nobody drains would fill up and block the server. SIGINT's default
+    # restored, as in a terminal: a suite started in the background inherits
+    # it ignored, and the server then never saw the Ctrl-C below.
+    log = wd.parent / "lab.log"
+    with log.open("w") as sink:
+        proc = subprocess.Popen(["./repro", "lab"], cwd=wd, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True, preexec_fn=default_sigint)
     deadline = time.monotonic() + 120
+    while not (m := re.search(r"^repro: JupyterLab on (http://127\.0\.0\.1:(\d+)/lab\?token=(\S+))",
+                              log.read_text(), re.M)):
+        assert proc.poll() is None and time.monotonic() < deadline, f"./repro lab printed no URL: {log.read_text()}"
+        time.sleep(0.1)
+    url, port, token = m.group(1), int(m.group(2)), m.group(3)
+    base = f"http://127.0.0.1:{port}"
     while True:
         try:
             with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=5) as r:
@@ -71,13 +74,16 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         os.killpg(proc.pid, signal.SIGINT)     # jupyter asks to confirm a single Ctrl-C
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGINT)
+        stopped = True
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
+            stopped = False
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         left = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
         assert left == [], f"processes left running: {left}"
+        assert stopped, f"JupyterLab did not stop within 30 s of Ctrl-C twice: {log.read_text()[-2000:]}"
 
 
 @pytest.fixture(scope="module")

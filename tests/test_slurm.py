@@ -132,19 +132,20 @@ def test_measurements_run_as_slurm_jobs_through_the_profile(slurm: dict, tmp_pat
     # (each asks for all its CPUs). All are submitted at once (bench): the
     # executor's status checks back off by 10 s per check that finds no job
     # finished, so one job in the queue at a time waited ~20 s per job.
+    # One repetition: each kind of measurement is one job.
     (wd / "config" / "test-overlay.yaml").write_text(yaml.safe_dump({
-        "experiments": {"mpi": {"transports": ["shm", "tcp"]},
+        "repeats": 1, "experiments": {"mpi": {"transports": ["shm", "tcp"]},
                         "echo": {"only": ["epoll", "default"], "connections": [50]}}}))
     env = {**tool_env(), "SLURM_CONF": slurm["env"]["SLURM_CONF"]}
     targets = [f"results/tables/{e}.parquet" for e in ("syscall", "echo", "mpi")]
     res = snakemake(wd, *targets, "--profile", "profiles/slurm",
-                    "--slurm-init-seconds-before-status-checks", "1", "--resources", "bench=6",
+                    "--slurm-init-seconds-before-status-checks", "1", "--resources", "bench=3",
                     "--configfile", "config/profiles/smoke.yaml", "config/test-nodes.yaml",
                     "config/test-overlay.yaml", env=env, timeout=2400)
     assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
     # Every measurement ran as its own SLURM job on the pinned node.
     sides = [json.loads(p.read_text()) for p in (wd / "data" / "raw" / "cn1").rglob("rep*.provenance.json")]
-    assert len(sides) == 2 * 3 and all(s["slurm_job_id"] for s in sides)
+    assert len(sides) == 3 and all(s["slurm_job_id"] for s in sides)
     assert len({s["slurm_job_id"] for s in sides}) == len(sides)
     assert {s["experiment"] for s in sides} == {"syscall", "echo", "mpi"}
     side = json.loads(next((wd / "data" / "raw" / "cn1" / "mpi").glob("*/rep1.provenance.json")).read_text())
@@ -154,7 +155,7 @@ def test_measurements_run_as_slurm_jobs_through_the_profile(slurm: dict, tmp_pat
     assert set(mpi["transport"]) == {"shm", "tcp"} and set(mpi["ranks"]) == {2, 4}
     echo = tables.load("echo", wd / "results" / "tables" / "echo.parquet")
     assert (echo["status"] == "ok").all() and set(echo["node"]) == {"cn1"}
-    # The tables were built here, not submitted: SLURM saw the six measurements only.
+    # The tables were built here, not submitted: SLURM saw the three measurements only.
     jobs = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%j"], env=slurm["env"],
                           capture_output=True, text=True, check=True).stdout.split()
-    assert len(jobs) == 6, jobs
+    assert len(jobs) == 3, jobs
