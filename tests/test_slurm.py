@@ -129,17 +129,18 @@ def test_measurements_run_as_slurm_jobs_through_the_profile(slurm: dict, tmp_pat
                       "cpus_per_task": os.cpu_count()}}
     (wd / "config" / "test-nodes.yaml").write_text(yaml.safe_dump({"nodes": [node]}))
     # Few echo cells: the jobs run one at a time on this one-node cluster
-    # (each asks for all its CPUs). All are submitted at once (bench): the
-    # executor's status checks back off by 10 s per check that finds no job
-    # finished, so one job in the queue at a time waited ~20 s per job.
-    # One repetition: each kind of measurement is one job.
+    # (each asks for all its CPUs). All are submitted at once (bench, one per
+    # target's measurement job): the executor's status checks back off by
+    # 10 s per check that finds no job finished, so one job in the queue at a
+    # time waited ~20 s per job. One repetition: each kind of measurement is
+    # one job.
     (wd / "config" / "test-overlay.yaml").write_text(yaml.safe_dump({
         "repeats": 1, "experiments": {"mpi": {"transports": ["shm", "tcp"]},
                         "echo": {"only": ["epoll", "default"], "connections": [50]}}}))
     env = {**tool_env(), "SLURM_CONF": slurm["env"]["SLURM_CONF"]}
     targets = [f"results/tables/{e}.parquet" for e in ("syscall", "echo", "mpi")]
     res = snakemake(wd, *targets, "--profile", "profiles/slurm",
-                    "--slurm-init-seconds-before-status-checks", "1", "--resources", "bench=3",
+                    "--slurm-init-seconds-before-status-checks", "1", "--resources", f"bench={len(targets)}",
                     "--configfile", "config/profiles/smoke.yaml", "config/test-nodes.yaml",
                     "config/test-overlay.yaml", env=env, timeout=2400)
     assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
