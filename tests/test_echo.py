@@ -715,12 +715,15 @@ def test_rescheduling_ipis_are_read_per_cpu_set() -> None:
 def test_rings_without_taskrun_flags_kick_the_server_with_ipis(native_build: Path, tmp_path: Path) -> None:
     """io_uring runs a socket completion as task work and, unless the ring
     has COOP_TASKRUN or DEFER_TASKRUN, notifies the server's task with a
-    rescheduling IPI: the counter the echo sweep records per cell shows it."""
+    rescheduling IPI: the counter the echo sweep records per cell shows it.
+    The rate itself varies a lot between runs and machines (0.13-0.88 per
+    request in six runs here, 0.035 on a CI machine), so the test checks
+    that the default ring takes them at all and the other takes almost none."""
     per_request = {}
     for name, flags in (("default", ()), ("single_issuer_defer_taskrun", ("--single-issuer", "--defer-taskrun"))):
         cell = echo_exp.Cell(name, flags, 50, 128)
         result = echo_exp.measure_cell(cell, {**SWEEP, "duration": 0.5}, {"server": 0, "client": 1},
                                        tmp_path / f"{name}.csv")
         per_request[name] = result["server_resched_ipis"] / (result["server_bytes"] / 128)
-    assert per_request["default"] > 0.05
-    assert per_request["single_issuer_defer_taskrun"] < per_request["default"] / 10
+    assert per_request["default"] > 0.005
+    assert per_request["single_issuer_defer_taskrun"] < per_request["default"] / 20
