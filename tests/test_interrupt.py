@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -145,6 +146,10 @@ def repro_env(workflow: Path) -> dict[str, str]:
                           capture_output=True, text=True, check=True).stdout.strip()
     ours = sysconfig.get_paths()["purelib"]
     (Path(site) / "reuse-packages.pth").write_text(f"{ours}\n")
+    # Python reads .pth files only in site directories, not in a path a .pth
+    # adds: coverage's start-up hook (./repro coverage's subprocesses) comes along.
+    for hook in Path(ours).glob("a1_coverage.pth"):
+        shutil.copy(hook, Path(site) / hook.name)
     snakemake_bin = venv / "bin" / "snakemake"
     snakemake_bin.write_text(f"#!/bin/sh\nexec {venv / 'bin' / 'python'} -m snakemake \"$@\"\n")
     snakemake_bin.chmod(0o755)
