@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .formats import IB_COLUMNS, IB_RAW_HEADER
@@ -86,7 +87,16 @@ def parse(program: str, text: str) -> PerftestResult:
         raise PerftestError(f"{program}: the result table is empty")
     table = pd.DataFrame(rows, columns=[COLUMNS[n] for n in names])
     table = table.astype({"bytes": int, "iterations": int})
-    return PerftestResult(program, settings, table)
+    # perftest prints inf (or nan) where its cycle-counter clock failed, as in
+    # an emulated guest's largest messages: not a measurement, so missing,
+    # and said so.
+    values = table.drop(columns=["bytes", "iterations"])
+    bad = ~np.isfinite(values)
+    notes = [f"{program} printed {', '.join(f'{c}={row[c]}' for c in values.columns[bad.loc[i].to_numpy()])} "
+             f"at {int(row['bytes'])} B: kept as missing"
+             for i, row in table.iterrows() if bad.loc[i].any()]
+    table[values.columns] = values.mask(bad)
+    return PerftestResult(program, settings, table, notes)
 
 
 def tidy(results: Sequence[PerftestResult], context: Mapping[str, Any]) -> pd.DataFrame:
@@ -192,7 +202,7 @@ def soft_roce_guest(iterations: int = 20, accel: str = "tcg", timeout: float = 9
     facts = parse_facts(sections.get("facts", ""))
     results = [parse(p, sections.get(p, "")) for p in PROGRAMS]
     for r in results:
-        r.warnings = [ln.strip() for ln in sections.get(f"{r.program}.stderr", "").splitlines() if ln.strip()]
+        r.warnings += [ln.strip() for ln in sections.get(f"{r.program}.stderr", "").splitlines() if ln.strip()]
     return results, facts, run
 
 

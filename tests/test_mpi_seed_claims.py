@@ -179,6 +179,18 @@ def test_m1_uses_perftest_where_both_kinds_ran_it() -> None:
     assert latency.outcome is Outcome.UNDECIDED
 
 
+def test_m1_bandwidth_is_taken_where_both_kinds_printed_a_reading() -> None:
+    # The guest's 8 MiB row printed 0.00 MB/s (below the print's resolution,
+    # or its clock failed): the ratio comes from 4 MiB, not 0/6000.
+    rows = perftest_rows([0.75] * 6, bandwidth_ratio=0.9)
+    bw = rows[rows["program"] == "ib_send_bw"]
+    half = bw.assign(bytes=1 << 22)
+    rows.loc[(rows["program"] == "ib_send_bw") & (rows["kind"] == "vm"), "value"] = 0.0
+    _, bandwidth = claims.m1(two_pairs(SEED_LIKE), ib=pd.concat([rows, half], ignore_index=True))
+    assert bandwidth.part.startswith("VM/native ib_send_bw average bandwidth, 4194304 B")
+    assert bandwidth.estimate.value == pytest.approx(0.9)
+
+
 def test_m1_falls_back_to_mpi_without_perftest_on_both_kinds() -> None:
     vm_only = perftest_rows([0.75] * 6)
     vm_only = vm_only[vm_only["kind"] == "vm"]

@@ -380,7 +380,10 @@ def _ib_pair_ratio(ib: pd.DataFrame, pair: tuple[str, str], program: str, metric
     wide = sel.pivot_table(index=["bytes", "rep"], columns="node", values="value", aggfunc="first")
     if not all(n in wide for n in pair):
         return None
+    # A ratio needs a reading on both sides; perftest prints 0.00 where a
+    # value falls below its print's resolution, which is no reading either.
     wide = wide.dropna(subset=list(pair))
+    wide = wide[(wide[list(pair)] > 0).all(axis=1)]
     if wide.empty:
         return None
     sizes = wide.index.get_level_values("bytes")
