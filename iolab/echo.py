@@ -43,6 +43,10 @@ def failed_status(reason: str) -> str:
     return "unavailable" if reason.startswith("unavailable") else "failed"
 
 
+# How a cell's label names a client other than the default (epoll) one.
+CLIENT_LABELS = {"thread-per-connection": "thread-per-connection client", "event-loop-uring": "io_uring client"}
+
+
 @dataclass(frozen=True)
 class Cell:
     preset: str
@@ -59,7 +63,7 @@ class Cell:
             object.__setattr__(self, "server", preset_server(self.preset, self.flags)[0])
 
     def label(self) -> str:
-        setup = [*(["thread-per-connection client"] if self.client == "thread-per-connection" else []),
+        setup = [*([CLIENT_LABELS[self.client]] if self.client in CLIENT_LABELS else []),
                  *(["shared CPUs"] if self.layout == "shared" else [])]
         if self.rate:
             setup.append(f"open loop at {self.rate:,.0f} req/s")
@@ -158,7 +162,7 @@ def run_loadgen(port: int, cell: Cell, settings: Mapping[str, Any], cpu: int | s
             "--port", str(port), "--connections", str(cell.connections),
             "--bytes", str(cell.bytes), "--duration", str(settings["duration"]),
             "--warmup", str(settings["warmup"]), "--model", cell.client, "--histogram", remote_hist]
-    if cell.client == "event-loop":
+    if cell.client != "thread-per-connection":   # the event loops, on epoll or io_uring
         argv += ["--threads", str(settings["loadgen_threads"]), "--pipeline", str(settings["pipeline"])]
     if cell.rate:
         argv += ["--rate", f"{cell.rate:.1f}"]

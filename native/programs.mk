@@ -9,7 +9,7 @@ cost-probe_SRCS := probes/cost_probe.c probes/probe.c probes/probe.h probes/sysc
 	probes/sendrecv_mode.c probes/uring_mode.c $(COMMON_SRCS)
 echo-epoll_SRCS := echo/echo_epoll.c $(ECHO_SRCS) $(COMMON_SRCS)
 echo-uring_SRCS := echo/echo_uring.c $(ECHO_SRCS) $(COMMON_SRCS)
-loadgen_SRCS := echo/loadgen.c $(ECHO_SRCS) $(COMMON_SRCS)
+loadgen_SRCS := echo/loadgen.c echo/loadgen_uring.c echo/loadgen.h $(ECHO_SRCS) $(COMMON_SRCS)
 # The Go servers (native/go, a Go module): built with `go build`, not cc.
 GO_SRCS := go/go.mod go/go.sum go/internal/serve/serve.go go/internal/uring/uring.go
 echo-go-net_SRCS := go/cmd/echo-go-net/main.go $(GO_SRCS)

@@ -16,6 +16,10 @@
  * requests arrive at the server one per wake-up of each thread rather than
  * in event-loop batches, so a claim is measured with its source's client.
  *
+ * --model event-loop-uring runs the event loop on io_uring instead of epoll
+ * (loadgen_uring.c): a cheaper client, so that the server, not the client,
+ * is what a run measures.
+ *
  * Prints one JSON line; --histogram FILE writes the raw latency buckets.
  * Exits 1 if any byte mismatched, a connection closed early, or a request
  * timed out, with the counts in the JSON line and one line on stderr.
@@ -42,9 +46,8 @@
 
 #include "../common/cli.h"
 #include "../common/timing.h"
+#include "loadgen.h"
 #include "server.h"
-
-#define PROG "loadgen"
 
 /* Log-linear histogram: 64 sub-buckets per power of two of nanoseconds, so
  * relative resolution is better than 2 % and absolute better than 1 µs
@@ -54,51 +57,18 @@
 #define MAX_EXP 42
 #define NBUCKETS ((MAX_EXP + 1) * SUB)
 
-enum client_model { MODEL_EVENT_LOOP, MODEL_THREAD_PER_CONNECTION };
-
-struct options {
-	const char *host;
-	enum client_model model;
-	int port, connections, threads, pipeline;
-	long long bytes;
-	double duration, warmup, rate, timeout;
-	const char *histogram;
+static const char *const MODEL_NAMES[] = {
+	[MODEL_EVENT_LOOP] = "event-loop", [MODEL_URING_LOOP] = "event-loop-uring",
+	[MODEL_THREAD_PER_CONNECTION] = "thread-per-connection",
 };
 
-struct lconn {
-	int fd, id;
-	uint64_t next_seq;       /* sequence number of the next request to send */
-	uint64_t done_seq;       /* requests fully echoed */
-	long long sent_off;      /* bytes of request next_seq already sent */
-	long long recv_off;      /* bytes of request done_seq already received */
-	uint64_t *start_ns;      /* ring of send (or scheduled) times, by seq */
-	size_t ring;             /* its capacity (power of two) */
-	uint64_t next_due_ns;    /* open loop: when the next request is due */
-	uint64_t last_progress_ns;
-	int want_out;
-	int dead;
-};
-
-struct lthread {
-	pthread_t thread;
-	int idx, ep, nconn;
-	struct lconn *conns;
-	/* Latency buckets: each event-loop thread has its own; the threads of
-	 * the thread-per-connection model share one (so thousands of threads
-	 * do not each carry a histogram), hence atomic. */
-	_Atomic uint64_t *hist;
-	uint64_t requests, bytes, mismatches, short_closes, timeouts, connect_errors;
-	uint64_t first_mismatch_conn, first_mismatch_seq;
-	long long first_mismatch_off;
-};
-
-static struct options o = {
+struct options o = {
 	.host = "127.0.0.1", .port = -1, .connections = 50, .threads = 1, .pipeline = 1,
 	.bytes = 128, .duration = 10, .warmup = 2, .rate = 0, .timeout = 10,
 };
 static struct sockaddr_in server;
 static atomic_int ready_threads;
-static uint64_t t_start_ns, t_measure_ns, t_end_ns;   /* set once all threads connected */
+uint64_t t_start_ns, t_measure_ns, t_end_ns;
 static atomic_int clock_set;
 
 /* Word `word` (8 bytes) of request `seq` on connection `conn`. Hashed a
@@ -114,8 +84,7 @@ static inline uint64_t payload_word(uint32_t conn, uint64_t seq, uint64_t word)
 	return x ^ (x >> 29);
 }
 
-/* Payload bytes [off, off + len) of request seq into buf. */
-static void fill_payload(uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len)
+void fill_payload(uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len)
 {
 	for (size_t i = 0; i < len;) {
 		uint64_t pos = off + i, w = payload_word(conn, seq, pos >> 3);
@@ -195,10 +164,12 @@ static void usage(FILE *f)
 		"  --duration S        measured seconds (default 10)\n"
 		"  --warmup S          seconds after all connections are up and before\n"
 		"                      measuring; not counted (default 2)\n"
-		"  --model M           event-loop (default: epoll, --threads loops) or\n"
-		"                      thread-per-connection (rust_echo_bench's: a blocking\n"
-		"                      socket per thread, write the request, read the echo;\n"
-		"                      closed-loop ping-pong only)\n"
+		"  --model M           event-loop (default: epoll, --threads loops),\n"
+		"                      event-loop-uring (the same loops on io_uring:\n"
+		"                      multishot receive into a buffer ring, DEFER_TASKRUN)\n"
+		"                      or thread-per-connection (rust_echo_bench's: a\n"
+		"                      blocking socket per thread, write the request, read\n"
+		"                      the echo; closed-loop ping-pong only)\n"
 		"  --threads T         event-loop threads (default 1)\n"
 		"  --pipeline D        requests in flight per connection, closed loop\n"
 		"                      (default 1: ping-pong)\n"
@@ -214,13 +185,13 @@ static void usage(FILE *f)
 		"Exit status 1 on any mismatch, early close or timeout.\n");
 }
 
-static void fail_setup(const char *what)
+void fail_setup(const char *what)
 {
 	fprintf(stderr, PROG ": %s: %s\n", what, strerror(errno));
 	exit(2);
 }
 
-static int connect_one(void)
+int connect_one(void)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -243,7 +214,7 @@ static int set_nonblock(int fd)
 	return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
-static uint64_t due_interval_ns(void)
+uint64_t due_interval_ns(void)
 {
 	/* Open loop: each connection sends every connections/rate seconds. */
 	return o.rate > 0 ? (uint64_t)((double)o.connections / o.rate * 1e9) : 0;
@@ -260,7 +231,7 @@ static void watch(struct lthread *t, struct lconn *c, int out)
 		fail_setup("epoll_ctl");
 }
 
-static int may_send(struct lconn *c, uint64_t now)
+int may_send(const struct lconn *c, uint64_t now)
 {
 	if (now >= t_end_ns)
 		return 0;
@@ -285,6 +256,49 @@ static void grow_ring(struct lconn *c)
 	c->ring = cap;
 }
 
+int open_connection(struct lthread *t, struct lconn *c)
+{
+	c->fd = connect_one();
+	if (c->fd < 0) {
+		t->connect_errors++;
+		c->dead = 1;
+		return -1;
+	}
+	c->ring = 8;
+	while (c->ring < (size_t)o.pipeline * 2)
+		c->ring *= 2;
+	c->start_ns = calloc(c->ring, sizeof(*c->start_ns));
+	if (!c->start_ns)
+		fail_setup("calloc");
+	return 0;
+}
+
+void start_connection_clock(const struct lthread *t, struct lconn *c, int i)
+{
+	/* Spread open-loop start times so connections do not send in lockstep. */
+	c->next_due_ns = t_start_ns + (uint64_t)((double)due_interval_ns() * (i * o.threads + t->idx) / o.connections);
+	c->last_progress_ns = t_start_ns;
+}
+
+void begin_request(struct lconn *c, uint64_t now)
+{
+	if (c->next_seq - c->done_seq >= c->ring)
+		grow_ring(c);
+	/* Open loop: latency counts from when the request was due. */
+	c->start_ns[c->next_seq & (c->ring - 1)] = o.rate > 0 ? c->next_due_ns : now;
+}
+
+void advance_sent(struct lconn *c, long long n)
+{
+	c->sent_off += n;
+	if (c->sent_off == o.bytes) {
+		c->sent_off = 0;
+		c->next_seq++;
+		if (o.rate > 0)
+			c->next_due_ns += due_interval_ns();
+	}
+}
+
 static void do_send(struct lthread *t, struct lconn *c, uint64_t now)
 {
 	uint8_t buf[16384];
@@ -293,12 +307,8 @@ static void do_send(struct lthread *t, struct lconn *c, uint64_t now)
 		long long want = o.bytes - c->sent_off, chunk = want < (long long)sizeof(buf) ? want : (long long)sizeof(buf);
 		ssize_t n;
 
-		if (c->sent_off == 0) {
-			if (c->next_seq - c->done_seq >= c->ring)
-				grow_ring(c);
-			/* Open loop: latency counts from when the request was due. */
-			c->start_ns[c->next_seq & (c->ring - 1)] = o.rate > 0 ? c->next_due_ns : now;
-		}
+		if (c->sent_off == 0)
+			begin_request(c, now);
 		fill_payload(buf, (uint32_t)c->id, c->next_seq, (uint64_t)c->sent_off, (size_t)chunk);
 		n = send(c->fd, buf, (size_t)chunk, MSG_NOSIGNAL);
 		if (n < 0) {
@@ -312,13 +322,7 @@ static void do_send(struct lthread *t, struct lconn *c, uint64_t now)
 			t->short_closes++;
 			return;
 		}
-		c->sent_off += n;
-		if (c->sent_off == o.bytes) {
-			c->sent_off = 0;
-			c->next_seq++;
-			if (o.rate > 0)
-				c->next_due_ns += due_interval_ns();
-		}
+		advance_sent(c, n);
 	}
 	watch(t, c, 0);
 }
@@ -335,6 +339,83 @@ static void note_mismatches(struct lthread *t, struct lconn *c, uint64_t seq, ui
 	t->mismatches += bad;
 }
 
+void consume_echo(struct lthread *t, struct lconn *c, const uint8_t *buf, size_t n, uint64_t now)
+{
+	c->last_progress_ns = now;
+	for (size_t i = 0; i < n;) {
+		long long left = o.bytes - c->recv_off, first = 0;
+		size_t seg = n - i < (size_t)left ? n - i : (size_t)left;
+		uint64_t bad;
+
+		if (c->done_seq >= c->next_seq && c->sent_off == 0) {
+			/* More bytes than we sent: the server duplicated data. */
+			t->mismatches += (uint64_t)(n - i);
+			return;
+		}
+		bad = count_mismatches(buf + i, (uint32_t)c->id, c->done_seq, (uint64_t)c->recv_off, seg, &first);
+		note_mismatches(t, c, c->done_seq, bad, first);
+		i += seg;
+		c->recv_off += (long long)seg;
+		if (c->recv_off == o.bytes) {
+			uint64_t started = c->start_ns[c->done_seq & (c->ring - 1)];
+
+			c->recv_off = 0;
+			c->done_seq++;
+			if (started >= t_measure_ns && now < t_end_ns) {
+				t->requests++;
+				t->bytes += (uint64_t)o.bytes;
+				record_latency(t, now > started ? now - started : 0);
+			}
+		}
+	}
+}
+
+void end_of_stream(struct lthread *t, struct lconn *c)
+{
+	if (c->done_seq < c->next_seq || c->recv_off || c->sent_off)
+		t->short_closes++;
+	c->dead = 1;
+}
+
+int outstanding(const struct lthread *t)
+{
+	int n = 0;
+
+	for (int i = 0; i < t->nconn; i++)
+		n += !t->conns[i].dead && t->conns[i].done_seq < t->conns[i].next_seq;
+	return n;
+}
+
+void check_timeouts(struct lthread *t, uint64_t now)
+{
+	for (int i = 0; i < t->nconn; i++) {
+		struct lconn *c = &t->conns[i];
+
+		if (c->dead)
+			continue;
+		if (c->done_seq < c->next_seq && now - c->last_progress_ns > (uint64_t)(o.timeout * 1e9)) {
+			t->timeouts++;
+			c->dead = 1;
+		}
+		if (c->done_seq == c->next_seq)
+			c->last_progress_ns = now;
+	}
+}
+
+int wait_ms(const struct lthread *t, uint64_t now)
+{
+	uint64_t soonest = UINT64_MAX;
+
+	if (o.rate <= 0)
+		return 100;
+	for (int i = 0; i < t->nconn; i++)
+		if (!t->conns[i].dead && t->conns[i].next_due_ns < soonest)
+			soonest = t->conns[i].next_due_ns;
+	if (soonest <= now)
+		return 0;
+	return soonest - now > 100000000u ? 100 : (int)((soonest - now) / 1000000);
+}
+
 static void do_recv(struct lthread *t, struct lconn *c, uint64_t now)
 {
 	uint8_t buf[65536];
@@ -343,40 +424,11 @@ static void do_recv(struct lthread *t, struct lconn *c, uint64_t now)
 		ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
 
 		if (n > 0) {
-			c->last_progress_ns = now;
-			for (ssize_t i = 0; i < n;) {
-				long long left = o.bytes - c->recv_off, first = 0;
-				size_t seg = (size_t)(n - i < left ? n - i : left);
-				uint64_t bad;
-
-				if (c->done_seq >= c->next_seq && c->sent_off == 0) {
-					/* More bytes than we sent: the server duplicated data. */
-					t->mismatches += (uint64_t)(n - i);
-					break;
-				}
-				bad = count_mismatches(buf + i, (uint32_t)c->id, c->done_seq, (uint64_t)c->recv_off, seg,
-						       &first);
-				note_mismatches(t, c, c->done_seq, bad, first);
-				i += (ssize_t)seg;
-				c->recv_off += (long long)seg;
-				if (c->recv_off == o.bytes) {
-					uint64_t started = c->start_ns[c->done_seq & (c->ring - 1)];
-
-					c->recv_off = 0;
-					c->done_seq++;
-					if (started >= t_measure_ns && now < t_end_ns) {
-						t->requests++;
-						t->bytes += (uint64_t)o.bytes;
-						record_latency(t, now > started ? now - started : 0);
-					}
-				}
-			}
+			consume_echo(t, c, buf, (size_t)n, now);
 			continue;
 		}
 		if (n == 0) {
-			if (c->done_seq < c->next_seq || c->recv_off || c->sent_off)
-				t->short_closes++;
-			c->dead = 1;
+			end_of_stream(t, c);
 			return;
 		}
 		if (errno == EINTR)
@@ -389,9 +441,9 @@ static void do_recv(struct lthread *t, struct lconn *c, uint64_t now)
 	}
 }
 
-/* The clock starts once every thread is connected. */
-static void wait_for_clock(int sleep_between)
+void ready_then_wait_for_clock(int sleep_between)
 {
+	atomic_fetch_add(&ready_threads, 1);
 	while (!atomic_load(&clock_set)) {
 		if (sleep_between)
 			usleep(1000);   /* thousands of threads: do not spin */
@@ -414,55 +466,27 @@ static void *run_thread(void *arg)
 		struct lconn *c = &t->conns[i];
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
-		c->fd = connect_one();
-		if (c->fd < 0) {
-			t->connect_errors++;
-			c->dead = 1;
+		if (open_connection(t, c) != 0)
 			continue;
-		}
-		c->ring = 8;
-		while (c->ring < (size_t)o.pipeline * 2)
-			c->ring *= 2;
-		c->start_ns = calloc(c->ring, sizeof(*c->start_ns));
-		if (!c->start_ns || set_nonblock(c->fd) != 0 || epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+		if (set_nonblock(c->fd) != 0 || epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
 			fail_setup("setting up a connection");
 	}
-	/* The ramp-up is not measured: the clock starts once every thread is connected. */
-	atomic_fetch_add(&ready_threads, 1);
-	wait_for_clock(0);
+	ready_then_wait_for_clock(0);
 	for (int i = 0; i < t->nconn; i++) {
 		struct lconn *c = &t->conns[i];
 
-		/* Spread open-loop start times so connections do not send in lockstep. */
-		c->next_due_ns = t_start_ns + (uint64_t)((double)due_interval_ns() * (i * o.threads + t->idx) / o.connections);
-		c->last_progress_ns = t_start_ns;
+		start_connection_clock(t, c, i);
 		if (!c->dead)
 			do_send(t, c, now_ns());
 	}
 	for (;;) {
 		uint64_t now = now_ns();
-		int timeout_ms = 100, n;
+		int n;
 
-		if (now >= t_end_ns) {
-			/* Let in-flight echoes finish (bounded by --timeout), then stop. */
-			int outstanding = 0;
-
-			for (int i = 0; i < t->nconn; i++)
-				outstanding += !t->conns[i].dead && t->conns[i].done_seq < t->conns[i].next_seq;
-			if (!outstanding)
-				break;
-		}
-		if (o.rate > 0) {
-			uint64_t soonest = UINT64_MAX;
-
-			for (int i = 0; i < t->nconn; i++)
-				if (!t->conns[i].dead && t->conns[i].next_due_ns < soonest)
-					soonest = t->conns[i].next_due_ns;
-			timeout_ms = soonest <= now ? 0 : (int)((soonest - now) / 1000000);
-			if (timeout_ms > 100)
-				timeout_ms = 100;
-		}
-		n = epoll_wait(t->ep, events, t->nconn + 1, timeout_ms);
+		/* After the end, let in-flight echoes finish (bounded by --timeout). */
+		if (now >= t_end_ns && !outstanding(t))
+			break;
+		n = epoll_wait(t->ep, events, t->nconn + 1, wait_ms(t, now));
 		if (n < 0 && errno != EINTR)
 			fail_setup("epoll_wait");
 		now = now_ns();
@@ -483,13 +507,8 @@ static void *run_thread(void *arg)
 				continue;
 			if (o.rate > 0 && may_send(c, now) && !c->want_out)
 				do_send(t, c, now);
-			if (c->done_seq < c->next_seq && now - c->last_progress_ns > (uint64_t)(o.timeout * 1e9)) {
-				t->timeouts++;
-				c->dead = 1;
-			}
-			if (c->done_seq == c->next_seq)
-				c->last_progress_ns = now;
 		}
+		check_timeouts(t, now);
 	}
 	for (int i = 0; i < t->nconn; i++) {
 		if (t->conns[i].fd >= 0)
@@ -612,8 +631,7 @@ static void *run_blocking_connection(void *arg)
 	} else if (set_io_timeouts(c->fd) != 0) {
 		fail_setup("setsockopt SO_RCVTIMEO/SO_SNDTIMEO");
 	}
-	atomic_fetch_add(&ready_threads, 1);
-	wait_for_clock(1);
+	ready_then_wait_for_clock(1);
 	while (!c->dead) {
 		uint64_t started = now_ns(), finished;
 
@@ -711,10 +729,13 @@ int main(int argc, char **argv)
 		case O_MODEL:
 			if (strcmp(optarg, "event-loop") == 0) {
 				o.model = MODEL_EVENT_LOOP;
+			} else if (strcmp(optarg, "event-loop-uring") == 0) {
+				o.model = MODEL_URING_LOOP;
 			} else if (strcmp(optarg, "thread-per-connection") == 0) {
 				o.model = MODEL_THREAD_PER_CONNECTION;
 			} else {
-				fprintf(stderr, PROG ": --model %s: event-loop or thread-per-connection\n", optarg);
+				fprintf(stderr, PROG ": --model %s: event-loop, event-loop-uring or thread-per-connection\n",
+					optarg);
 				return 2;
 			}
 			break;
@@ -739,6 +760,10 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		o.threads = o.connections;
+	}
+	if (o.model == MODEL_URING_LOOP && uring_loop_unavailable()) {
+		fprintf(stderr, PROG ": --model event-loop-uring: %s\n", uring_loop_unavailable());
+		return 2;
 	}
 	if (o.threads > o.connections)
 		o.threads = o.connections;
@@ -784,8 +809,8 @@ int main(int argc, char **argv)
 			t->conns[k].id = next++;
 			t->conns[k].fd = -1;
 		}
-		errno = pthread_create(&t->thread, &attr, o.model == MODEL_THREAD_PER_CONNECTION
-				       ? run_blocking_connection : run_thread, t);
+		errno = pthread_create(&t->thread, &attr, o.model == MODEL_THREAD_PER_CONNECTION ? run_blocking_connection
+				       : o.model == MODEL_URING_LOOP ? run_uring_thread : run_thread, t);
 		if (errno) {
 			fprintf(stderr, PROG ": starting thread %d of %d: %s (ulimit -u, or fewer --connections "
 				"with one thread per connection)\n", i + 1, o.threads, strerror(errno));
@@ -858,7 +883,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)shorts, (unsigned long long)tmo, (unsigned long long)cerr,
 	       (unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
 	       o.connections, o.bytes, o.pipeline, o.rate, o.threads, o.warmup,
-	       o.model == MODEL_THREAD_PER_CONNECTION ? "thread-per-connection" : "event-loop");
+	       MODEL_NAMES[o.model]);
 	fflush(stdout);
 	failed = mism || shorts || tmo || cerr;
 	if (failed) {
