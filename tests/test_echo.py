@@ -412,7 +412,7 @@ class CorruptingServer(threading.Thread):
                 conn.sendall(b"x")
 
 
-MODELS = ["event-loop", "thread-per-connection"]
+MODELS = ["event-loop", "event-loop-uring", "thread-per-connection"]
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -442,12 +442,13 @@ def test_thread_per_connection_catches_a_byte_added_at_the_end(native_build: Pat
     assert json.loads(res.stdout)["mismatches"] == 3          # one made-up byte per connection
 
 
-def test_thread_per_connection_reports_a_server_that_stops_answering(native_build: Path) -> None:
+@pytest.mark.parametrize("model", MODELS)
+def test_loadgen_reports_a_server_that_stops_answering(native_build: Path, model: str) -> None:
     srv = CorruptingServer(mute=True)
     srv.start()
     res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "2",
                           "--bytes", "64", "--duration", "0.3", "--warmup", "0", "--timeout", "0.5",
-                          "--model", "thread-per-connection"], capture_output=True, text=True, timeout=60)
+                          "--model", model], capture_output=True, text=True, timeout=60)
     srv.stopped = True
     assert res.returncode == 1
     report = json.loads(res.stdout)
@@ -507,14 +508,81 @@ def test_loadgen_counts_and_histogram_agree(native_build: Path, tmp_path: Path) 
     assert report["client_user_cpu_ns"] + report["client_sys_cpu_ns"] > 0
 
 
-def test_loadgen_open_loop_rate(native_build: Path) -> None:
+@pytest.mark.parametrize("model", ["event-loop", "event-loop-uring"])
+def test_loadgen_open_loop_rate(native_build: Path, model: str) -> None:
     srv = Server(native_build / "echo-epoll", [], False)
     res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "10",
-                          "--bytes", "64", "--duration", "1", "--warmup", "0.2", "--rate", "2000"],
-                         capture_output=True, text=True, timeout=60)
+                          "--bytes", "64", "--duration", "1", "--warmup", "0.2", "--rate", "2000",
+                          "--model", model], capture_output=True, text=True, timeout=60)
     srv.stop()
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["rps"] == pytest.approx(2000, rel=0.1)
+
+
+# The io_uring client's paths: ping-pong; pipelined requests packed several
+# to a send; requests larger than its 16 KiB send buffer (sent in pieces)
+# and than one provided buffer (echoes over several completions); several
+# loop threads; more connections than one SQ holds (the full-SQ submit).
+URING_CLIENT_RUNS = {
+    "ping-pong": ["--connections", "20", "--bytes", "128"],
+    "pipelined": ["--connections", "6", "--bytes", "100", "--pipeline", "8"],
+    "large": ["--connections", "4", "--bytes", "70000", "--pipeline", "2"],
+    "threads": ["--connections", "30", "--bytes", "1000", "--threads", "3"],
+    "many": ["--connections", "3000", "--bytes", "32"],
+}
+
+
+@pytest.mark.parametrize("build", ["san", "tsan"])
+@pytest.mark.parametrize("run", URING_CLIENT_RUNS)
+def test_uring_client_counts_every_request_under_sanitizers(native_build: Path, tsan_loadgen: Path,
+                                                            tmp_path: Path, build: str, run: str) -> None:
+    """The io_uring event loop against the epoll server: every byte
+    verified, nothing lost, ASan/UBSan (leaks at exit included) and
+    ThreadSanitizer find nothing, and the histogram holds every request."""
+    exe = native_build / "san" / "loadgen" if build == "san" else tsan_loadgen
+    env = dict(os.environ, **(SAN_ENV if build == "san" else TSAN_ENV))
+    raise_nofile(3000 + 200)
+    srv = Server(native_build / "echo-epoll", [], False)
+    hist = tmp_path / "h.csv"
+    res = subprocess.run([str(exe), "--port", str(srv.port), *URING_CLIENT_RUNS[run], "--duration", "0.5",
+                          "--warmup", "0.2", "--model", "event-loop-uring", "--histogram", str(hist)],
+                         capture_output=True, text=True, timeout=120, env=env)
+    counters = srv.stop()
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads(res.stdout)
+    assert report["model"] == "event-loop-uring"
+    assert report["mismatches"] == report["timeouts"] == report["short_closes"] == report["connect_errors"] == 0
+    rows = [line.split(",") for line in hist.read_text().splitlines()[1:]]
+    assert sum(int(r[2]) for r in rows) == report["requests"] > 0
+    assert counters["accepted"] == report["connections"] and counters["bytes"] >= report["bytes"]
+
+
+def test_a_sweep_cell_runs_under_the_uring_client(native_build: Path, tmp_path: Path) -> None:
+    """experiments.echo.setups may name the io_uring client: the cell passes
+    its event-loop settings to it, and its label says which client ran."""
+    cell = echo_exp.Cell("default", (), 8, 256, client="event-loop-uring")
+    assert cell.label() == "default c=8 256 B (io_uring client)"
+    settings = {**SWEEP, "duration": 0.3, "pipeline": 2, "loadgen_threads": 2}
+    result = echo_exp.measure_cell(cell, settings, {"server": None, "client": None}, tmp_path / "h.csv")
+    assert result["requests"] > 0   # loadgen exits 1, a CellError, on any byte wrong
+    report = json.loads((tmp_path / "h.report").read_text())
+    assert (report["model"], report["pipeline"], report["threads"]) == ("event-loop-uring", 2, 2)
+
+
+def test_uring_client_sees_a_server_that_closes(native_build: Path) -> None:
+    """The server goes away mid-run: every connection ends as an early
+    close (a receive of 0 bytes or a failed send), nothing hangs."""
+    srv = Server(native_build / "echo-epoll", [], False)
+    proc = subprocess.Popen([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "5",
+                             "--bytes", "64", "--duration", "2", "--warmup", "0", "--model", "event-loop-uring"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    srv.proc.kill()
+    srv.proc.wait(timeout=30)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    report = json.loads(out)
+    assert report["short_closes"] == 5 and report["mismatches"] == 0
 
 
 @pytest.mark.parametrize("build", BUILDS)
@@ -716,14 +784,16 @@ def test_rings_without_taskrun_flags_kick_the_server_with_ipis(native_build: Pat
     """io_uring runs a socket completion as task work and, unless the ring
     has COOP_TASKRUN or DEFER_TASKRUN, notifies the server's task with a
     rescheduling IPI: the counter the echo sweep records per cell shows it.
-    The rate itself varies a lot between runs and machines (0.13-0.88 per
-    request in six runs here, 0.035 on a CI machine), so the test checks
-    that the default ring takes them at all and the other takes almost none."""
-    per_request = {}
+    The rate varies a lot between runs and machines (0.13-0.88 per request
+    in runs here, 0.035 on a CI machine, 0.004 in a run here while a
+    compiler shared the CPUs), so the test compares the two rings' counts
+    in one 1 s cell each: the default ring's is at least 10 times the
+    DEFER_TASKRUN ring's plus 5 (that ring took 0-4 per cell in every run
+    here: timers and other kicks, not completions)."""
+    ipis = {}
     for name, flags in (("default", ()), ("single_issuer_defer_taskrun", ("--single-issuer", "--defer-taskrun"))):
         cell = echo_exp.Cell(name, flags, 50, 128)
-        result = echo_exp.measure_cell(cell, {**SWEEP, "duration": 0.5}, {"server": 0, "client": 1},
+        result = echo_exp.measure_cell(cell, {**SWEEP, "duration": 1.0}, {"server": 0, "client": 1},
                                        tmp_path / f"{name}.csv")
-        per_request[name] = result["server_resched_ipis"] / (result["server_bytes"] / 128)
-    assert per_request["default"] > 0.005
-    assert per_request["single_issuer_defer_taskrun"] < per_request["default"] / 20
+        ipis[name] = result["server_resched_ipis"]
+    assert ipis["default"] > 10 * (ipis["single_issuer_defer_taskrun"] + 5), ipis
