@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdatomic.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -193,6 +194,14 @@ static char *buf_addr(struct uring_ctx *r, int bid)
 
 static void arm_recv(struct uring_ctx *r, int fd);
 
+/* Whether fd has received bytes not yet read (or that cannot be told). */
+static int has_unread(int fd)
+{
+	int n = 0;
+
+	return ioctl(fd, FIONREAD, &n) != 0 || n > 0;
+}
+
 static void buf_return(struct uring_ctx *r, int bid)
 {
 	r->bufs_held--;
@@ -206,13 +215,19 @@ static void buf_return(struct uring_ctx *r, int bid)
 		io_uring_prep_provide_buffers(sqe, buf_addr(r, bid), (int)o.buf_size, 1, 0, bid);
 		io_uring_sqe_set_data64(sqe, ud(OP_PROVIDE, 0, 0));
 	}
-	/* A buffer is back: give a starved connection its receive again. */
+	/* A buffer is back: give a starved connection its receive again. A
+	 * receive armed on a socket with nothing to read takes no buffer (a
+	 * connection whose multishot receive ended with ENOBUFS after its data
+	 * was read is one), so this buffer would wake nobody and every later
+	 * starved connection would wait forever: keep arming until one that
+	 * has bytes waiting is armed. */
 	while (r->nstarved) {
 		int fd = r->starved[--r->nstarved];
 
 		if (r->conns[fd].open && !r->conns[fd].closing && !r->conns[fd].recv_armed) {
 			arm_recv(r, fd);
-			break;
+			if (has_unread(fd))
+				break;
 		}
 	}
 }
