@@ -90,20 +90,19 @@ def test_soft_roce_in_a_guest() -> None:
     assert facts["rxe0"]["port1.link_layer"] == "Ethernet"
     lat, bw = results
     assert lat.program == "ib_send_lat" and lat.table["bytes"].tolist() == SIZES
-    # Bandwidth is printed to 0.01 MB/s, which a 2 B message in an emulated
-    # guest can fall below, and the message rate to 10^-6 Mpps, which a
-    # 4 MiB message there can fall below (one CI run printed 0.000000). The
-    # guest's clock also fails on the largest messages: 8 MiB printed inf
-    # latency in one run here and 0.00 MB/s in one CI run. So each value is
-    # checked where the guest and the print's resolution show it, and every
-    # value printed is a number >= 0 or missing.
-    up_to_1mib = lat.table["bytes"] <= 1 << 20
-    assert (lat.table.loc[up_to_1mib, "t_typical_us"] > 0).all()
-    assert (bw.table.loc[bw.table["bytes"] <= 65536, "msg_rate_mpps"] > 0).all()
-    assert (bw.table.loc[bw.table["bytes"].between(1024, 1 << 20), "bw_average_mb_s"] > 0).all()
+    assert bw.program == "ib_send_bw" and bw.table["bytes"].tolist() == SIZES
+    # The guest's clock fails now and then, on any size: fresh-clone runs
+    # printed 0.000000 Mpps for 4 MiB and for 32 KiB, 0.00 MB/s and inf
+    # latency for 8 MiB. Bandwidth is also printed to 0.01 MB/s, which a 2 B
+    # message there falls below. So every value printed must be a number
+    # >= 0 or missing, and each column must show positive readings on most
+    # sizes (a misaligned or misparsed column would not).
     for r in results:
         values = r.table.drop(columns=["bytes", "iterations"])
         assert (values.isna() | (values >= 0)).all(axis=None)
+    for column, table in (("t_typical_us", lat.table), ("msg_rate_mpps", bw.table),
+                          ("bw_average_mb_s", bw.table)):
+        assert (table[column] > 0).sum() > len(SIZES) * 3 // 4, (column, table[column].tolist())
     # perftest's warnings (stderr) are kept apart from its table: a warning
     # printed mid-row once broke the parse on a CI machine.
     assert all(not w.split()[0].isdigit() for r in results for w in r.warnings)
