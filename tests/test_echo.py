@@ -474,27 +474,6 @@ def tsan_loadgen() -> Path:
     return tsan_program("loadgen")
 
 
-@pytest.mark.parametrize("build", ["san", "tsan"])
-def test_thread_per_connection_counts_every_request_under_sanitizers(native_build: Path, tsan_loadgen: Path,
-                                                                     tmp_path: Path, build: str) -> None:
-    """Many threads, one shared histogram: ASan/UBSan and ThreadSanitizer
-    find nothing, and the histogram holds every measured request."""
-    exe = native_build / "san" / "loadgen" if build == "san" else tsan_loadgen
-    env = dict(os.environ, **(SAN_ENV if build == "san" else TSAN_ENV))
-    srv = Server(native_build / "echo-epoll", [], False)
-    hist = tmp_path / "h.csv"
-    res = subprocess.run([str(exe), "--port", str(srv.port), "--connections", "40", "--bytes", "300",
-                          "--duration", "0.5", "--warmup", "0.2", "--model", "thread-per-connection",
-                          "--histogram", str(hist)], capture_output=True, text=True, timeout=120, env=env)
-    counters = srv.stop()
-    assert res.returncode == 0, res.stderr[-3000:]
-    report = json.loads(res.stdout)
-    assert report["threads"] == 40 and report["mismatches"] == report["timeouts"] == report["short_closes"] == 0
-    rows = [line.split(",") for line in hist.read_text().splitlines()[1:]]
-    assert sum(int(r[2]) for r in rows) == report["requests"] > 0
-    assert counters["accepted"] == 40 and counters["bytes"] >= report["bytes"]
-
-
 def test_loadgen_counts_and_histogram_agree(native_build: Path, tmp_path: Path) -> None:
     srv = Server(native_build / "echo-epoll", [], False)
     hist = tmp_path / "h.csv"
@@ -523,38 +502,44 @@ def test_loadgen_open_loop_rate(native_build: Path, model: str) -> None:
     assert json.loads(res.stdout)["rps"] == pytest.approx(2000, rel=0.1)
 
 
-# The io_uring client's paths: ping-pong; pipelined requests packed several
-# to a send; requests larger than its 16 KiB send buffer (sent in pieces)
-# and than one provided buffer (echoes over several completions); several
-# loop threads; more connections than one SQ holds (the full-SQ submit).
-URING_CLIENT_RUNS = {
-    "ping-pong": ["--connections", "20", "--bytes", "128"],
-    "pipelined": ["--connections", "6", "--bytes", "100", "--pipeline", "8"],
-    "large": ["--connections", "4", "--bytes", "70000", "--pipeline", "2"],
-    "threads": ["--connections", "30", "--bytes", "1000", "--threads", "3"],
-    "many": ["--connections", "3000", "--bytes", "32"],
+# Client runs under the sanitizers. The thread-per-connection model: many
+# threads, one shared histogram. The io_uring client's paths: ping-pong;
+# pipelined requests packed several to a send; requests larger than its
+# 16 KiB send buffer (sent in pieces) and than one provided buffer (echoes
+# over several completions); several loop threads; more connections than
+# one SQ holds (the full-SQ submit).
+SANITIZED_CLIENT_RUNS = {
+    "thread-per-connection": ["--model", "thread-per-connection", "--connections", "40", "--bytes", "300"],
+    "uring-ping-pong": ["--model", "event-loop-uring", "--connections", "20", "--bytes", "128"],
+    "uring-pipelined": ["--model", "event-loop-uring", "--connections", "6", "--bytes", "100", "--pipeline", "8"],
+    "uring-large": ["--model", "event-loop-uring", "--connections", "4", "--bytes", "70000", "--pipeline", "2"],
+    "uring-threads": ["--model", "event-loop-uring", "--connections", "30", "--bytes", "1000", "--threads", "3"],
+    "uring-many": ["--model", "event-loop-uring", "--connections", "3000", "--bytes", "32"],
 }
 
 
 @pytest.mark.parametrize("build", ["san", "tsan"])
-@pytest.mark.parametrize("run", URING_CLIENT_RUNS)
-def test_uring_client_counts_every_request_under_sanitizers(native_build: Path, tsan_loadgen: Path,
-                                                            tmp_path: Path, build: str, run: str) -> None:
-    """The io_uring event loop against the epoll server: every byte
-    verified, nothing lost, ASan/UBSan (leaks at exit included) and
-    ThreadSanitizer find nothing, and the histogram holds every request."""
+@pytest.mark.parametrize("run", SANITIZED_CLIENT_RUNS)
+def test_client_counts_every_request_under_sanitizers(native_build: Path, tsan_loadgen: Path, tmp_path: Path,
+                                                      build: str, run: str) -> None:
+    """Against the epoll server: every byte verified, nothing lost,
+    ASan/UBSan (leaks at exit included) and ThreadSanitizer find nothing,
+    and the histogram holds every measured request."""
+    argv = SANITIZED_CLIENT_RUNS[run]
+    model = argv[argv.index("--model") + 1]
     exe = native_build / "san" / "loadgen" if build == "san" else tsan_loadgen
     env = dict(os.environ, **(SAN_ENV if build == "san" else TSAN_ENV))
     raise_nofile(3000 + 200)
     srv = Server(native_build / "echo-epoll", [], False)
     hist = tmp_path / "h.csv"
-    res = subprocess.run([str(exe), "--port", str(srv.port), *URING_CLIENT_RUNS[run], "--duration", "0.5",
-                          "--warmup", "0.2", "--model", "event-loop-uring", "--histogram", str(hist)],
-                         capture_output=True, text=True, timeout=120, env=env)
+    res = subprocess.run([str(exe), "--port", str(srv.port), *argv, "--duration", "0.5", "--warmup", "0.2",
+                          "--histogram", str(hist)], capture_output=True, text=True, timeout=120, env=env)
     counters = srv.stop()
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.loads(res.stdout)
-    assert report["model"] == "event-loop-uring"
+    assert report["model"] == model
+    if model == "thread-per-connection":
+        assert report["threads"] == report["connections"] == 40
     assert report["mismatches"] == report["timeouts"] == report["short_closes"] == report["connect_errors"] == 0
     rows = [line.split(",") for line in hist.read_text().splitlines()[1:]]
     assert sum(int(r[2]) for r in rows) == report["requests"] > 0

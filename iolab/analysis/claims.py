@@ -380,9 +380,8 @@ def _ib_pair_ratio(ib: pd.DataFrame, pair: tuple[str, str], program: str, metric
     wide = sel.pivot_table(index=["bytes", "rep"], columns="node", values="value", aggfunc="first")
     if not all(n in wide for n in pair):
         return None
-    # A ratio needs a reading on both sides; perftest prints 0.00 where a
-    # value falls below its print's resolution, which is no reading either.
-    wide = wide.dropna(subset=list(pair))
+    # A ratio needs a reading on both sides: not missing (NaN > 0 is false)
+    # and not the 0.00 perftest prints below its print's resolution.
     wide = wide[(wide[list(pair)] > 0).all(axis=1)]
     if wide.empty:
         return None

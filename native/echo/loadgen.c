@@ -62,6 +62,15 @@ static const char *const MODEL_NAMES[] = {
 	[MODEL_THREAD_PER_CONNECTION] = "thread-per-connection",
 };
 
+static enum client_model model_named(const char *name)
+{
+	for (size_t m = 0; m < sizeof(MODEL_NAMES) / sizeof(MODEL_NAMES[0]); m++)
+		if (strcmp(name, MODEL_NAMES[m]) == 0)
+			return (enum client_model)m;
+	fprintf(stderr, PROG ": --model %s: event-loop, event-loop-uring or thread-per-connection\n", name);
+	exit(2);
+}
+
 struct options o = {
 	.host = "127.0.0.1", .port = -1, .connections = 50, .threads = 1, .pipeline = 1,
 	.bytes = 128, .duration = 10, .warmup = 2, .rate = 0, .timeout = 10,
@@ -271,6 +280,15 @@ int open_connection(struct lthread *t, struct lconn *c)
 	if (!c->start_ns)
 		fail_setup("calloc");
 	return 0;
+}
+
+void close_connections(struct lthread *t)
+{
+	for (int i = 0; i < t->nconn; i++) {
+		if (t->conns[i].fd >= 0)
+			close(t->conns[i].fd);
+		free(t->conns[i].start_ns);
+	}
 }
 
 void start_connection_clock(const struct lthread *t, struct lconn *c, int i)
@@ -510,11 +528,7 @@ static void *run_thread(void *arg)
 		}
 		check_timeouts(t, now);
 	}
-	for (int i = 0; i < t->nconn; i++) {
-		if (t->conns[i].fd >= 0)
-			close(t->conns[i].fd);
-		free(t->conns[i].start_ns);
-	}
+	close_connections(t);
 	close(t->ep);
 	free(events);
 	return NULL;
@@ -727,17 +741,7 @@ int main(int argc, char **argv)
 			threads_given = 1;
 			break;
 		case O_MODEL:
-			if (strcmp(optarg, "event-loop") == 0) {
-				o.model = MODEL_EVENT_LOOP;
-			} else if (strcmp(optarg, "event-loop-uring") == 0) {
-				o.model = MODEL_URING_LOOP;
-			} else if (strcmp(optarg, "thread-per-connection") == 0) {
-				o.model = MODEL_THREAD_PER_CONNECTION;
-			} else {
-				fprintf(stderr, PROG ": --model %s: event-loop, event-loop-uring or thread-per-connection\n",
-					optarg);
-				return 2;
-			}
+			o.model = model_named(optarg);
 			break;
 		case O_PIPE: o.pipeline = (int)parse_int_flag(PROG, "--pipeline", optarg, 1, 1 << 16); break;
 		case O_RATE: o.rate = parse_seconds_flag(PROG, "--rate", optarg); break;	/* requests/s */
@@ -761,9 +765,13 @@ int main(int argc, char **argv)
 		}
 		o.threads = o.connections;
 	}
-	if (o.model == MODEL_URING_LOOP && uring_loop_unavailable()) {
-		fprintf(stderr, PROG ": --model event-loop-uring: %s\n", uring_loop_unavailable());
-		return 2;
+	if (o.model == MODEL_URING_LOOP) {
+		const char *why = uring_loop_unavailable();   /* sets up a trial ring: once */
+
+		if (why) {
+			fprintf(stderr, PROG ": --model event-loop-uring: %s\n", why);
+			return 2;
+		}
 	}
 	if (o.threads > o.connections)
 		o.threads = o.connections;

@@ -73,6 +73,8 @@ uint64_t due_interval_ns(void);
 /* Connect c and make its ring of request start times (before the clock
  * starts); -1, counted as a failed connect, when the server refuses. */
 int open_connection(struct lthread *t, struct lconn *c);
+/* Close every connection of t and free their rings (after the loop). */
+void close_connections(struct lthread *t);
 /* Connection i of thread t, once the clock has started. */
 void start_connection_clock(const struct lthread *t, struct lconn *c, int i);
 /* Before the first byte of request next_seq: note when it started. */

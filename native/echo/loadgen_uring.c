@@ -320,11 +320,7 @@ void *run_uring_thread(void *arg)
 	}
 	/* Closing the ring cancels the receives still armed; then the sockets. */
 	io_uring_queue_exit(&u.ring);
-	for (int i = 0; i < t->nconn; i++) {
-		if (t->conns[i].fd >= 0)
-			close(t->conns[i].fd);
-		free(t->conns[i].start_ns);
-	}
+	close_connections(t);
 	free(u.br);
 	free(u.bufs);
 	free(u.send_bufs);
