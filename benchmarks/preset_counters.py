@@ -9,9 +9,9 @@ CPU 0 and loadgen's epoll client on CPU 1. Per request means per request
 the server echoed (warm-up included, as its CPU time and counters are).
 Prints one row per preset: server and client CPU per request (spread over
 the rounds), the server's ratio to the default ring within each round, and
-the medians of its counters per request: io_uring_enter calls, SQEs, CQEs
-(or epoll events), waits, receives that found no buffer, SQEs sent to
-io-wq, and rescheduling IPIs on the server's CPU. The Go presets are left
+the medians of its counters per request: io_uring_enter calls, SQEs,
+events (CQEs reaped, or epoll events), waits, receives that found no
+buffer, SQEs sent to io-wq, and rescheduling IPIs on the server's CPU. The Go presets are left
 out: their servers keep no such counters. Run it on a quiet machine with
 the native programs built (``make -C native``).
 """
@@ -27,7 +27,8 @@ from pathlib import Path
 
 from iolab import config, echo
 
-COUNTERS = ("io_uring_enter", "sqes", "cqes", "events", "waits", "nobufs", "async_sqes", "server_resched_ipis")
+# measure_cell's "cqes" repeats "events" (CQEs reaped; epoll events for epoll).
+COUNTERS = ("io_uring_enter", "sqes", "events", "waits", "nobufs", "async_sqes", "server_resched_ipis")
 C_SERVERS = {"epoll", "uring"}
 
 
