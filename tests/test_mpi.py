@@ -391,6 +391,20 @@ def test_transport_ratios_are_formed_within_each_repetition() -> None:
     assert (r["low"].item(), r["high"].item()) == pytest.approx((0.25, 0.25)) and r["reps"].item() == 6
 
 
+def test_the_ratio_figure_says_so_when_no_transport_pair_was_measured() -> None:
+    # transports: [shm] (or shm and nodes on an ssh node) forms no pair; the
+    # workflow still lists the figure, so the notebook must draw one.
+    from iolab.report import numbers, plotting
+    rows = [{"transport": "shm", "bench": "bcast", "ranks": 2, "bytes": 8, "rep": r, "time_ns": 1000.0,
+             "oversubscribed": False} for r in (1, 2)]
+    tables_ = mpistats.transport_ratios(pd.DataFrame(rows), ["shm", "nodes"])
+    assert tables_ == []
+    fig = plotting.mpi_ratio_figure(tables_)
+    (text,) = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert text.startswith("No transport pair was measured") and "tcp/nodes" in text
+    assert numbers.transport_comparison(tables_) == "no transport comparison was measured"
+
+
 def test_config_errors_are_one_line(tmp_path: Path) -> None:
     from iolab.config import ConfigError, check_semantics
     cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())

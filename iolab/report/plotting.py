@@ -9,7 +9,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..analysis import latency
+from ..analysis import latency, mpistats
 
 PALETTE = ["#1b6ca8", "#d1495b", "#edae49", "#00798c", "#66a182", "#8d6a9f", "#2e4057"]
 
@@ -458,8 +458,17 @@ def _ratio_panel(ax, title, fontsize=None):  # type: ignore[no-untyped-def]
 def mpi_ratio_figure(ratio_tables):  # type: ignore[no-untyped-def]
     """A/B time ratio per size, a panel per benchmark, like the HPC HUB
     native/VM figures; 1 = no difference. Colour: the pair; circles p = 2,
-    triangles larger p; hollow: oversubscribed."""
+    triangles larger p; hollow: oversubscribed. With no pair measured (e.g.
+    ``experiments.mpi.transports: [shm]``) the figure says so, since the
+    workflow lists it whatever the transports."""
     import pandas as pd
+    if not any(len(t) for t in ratio_tables):
+        fig, ax = plt.subplots(figsize=(7.2, 1.2))
+        ax.axis("off")
+        pairs = ", ".join(f"{a}/{b}" for a, b in mpistats.TRANSPORT_PAIRS)
+        ax.text(0.5, 0.5, f"No transport pair was measured: a ratio needs both transports of one of "
+                f"{pairs} (experiments.mpi.transports).", ha="center", va="center", fontsize=8, wrap=True)
+        return fig
     r = pd.concat(ratio_tables, ignore_index=True)
     benches = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(r["bench"])]
     pairs = list(dict.fromkeys(zip(r["numerator"], r["denominator"], strict=True)))
