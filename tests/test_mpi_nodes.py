@@ -175,27 +175,50 @@ def test_this_machine_launches_across_an_ssh_peer(two_nodes: dict, tmp_path: Pat
 
 
 @needs_services
-def test_pipeline_runs_mpi_across_two_ssh_nodes(two_nodes: dict, tmp_path: Path) -> None:
+def test_pipeline_runs_echo_mpi_and_ib_on_ssh_nodes(two_nodes: dict, tmp_path: Path) -> None:
+    # One pipeline for every multi-node path (a whole pipeline takes a minute
+    # or two here): this machine runs the cost probes; ssh node nsa runs the
+    # echo servers with their load generator on this machine (requests cross
+    # the bridge), MPI within itself and across to nsb, and perftest against nsb.
     wd = copy_workflow(tmp_path / "iolab")
     local = {"name": "local", "runner": "local", "cpus": {"probe": 1, "server": 0, "client": 1},
              "experiments": ["syscall", "sendrecv", "uring_batch", "nop"]}
-    # nsa also runs perftest against nsb (the ib experiment): neither has an
-    # RDMA device, so it is skipped with the reason and M1 uses MPI.
-    first = {**two_nodes["first"], "experiments": ["mpi", "ib"], "ib": {"peer": "nsb"}}
+    # Neither namespace has an RDMA device, so ib is skipped with the reason and M1 uses MPI.
+    first = {**two_nodes["first"], "experiments": ["echo", "mpi", "ib"], "ib": {"peer": "nsb"},
+             "echo_client": "local", "cpus": {"probe": 1, "server": 0, "client": 1}}
     peer = {**two_nodes["peer"], "experiments": []}
     (wd / "config" / "test-nodes.yaml").write_text(yaml.safe_dump({"nodes": [local, first, peer]}))
     (wd / "config" / "test-overlay.yaml").write_text(yaml.safe_dump({
         "repeats": 1,
-        "experiments": {"trace": {"enabled": False}, "echo": {"enabled": False},
-                        "mpi": {"ranks": [2, 4], "selections": ["pinned", "default"]}}}))
+        "experiments": {"trace": {"enabled": False},
+                        "echo": {"only": ["epoll", "default"], "connections": [50]},
+                        # tcp left out (each launch over ssh costs about 2 s); netns
+                        # stays, to show an ssh node leaving it out.
+                        "mpi": {"transports": ["shm", "netns"], "ranks": [2, 4],
+                                "selections": ["pinned", "default"]}}}))
     res = snakemake(wd, "--cores", "all", "--configfile", "config/profiles/smoke.yaml",
                     "config/test-nodes.yaml", "config/test-overlay.yaml", timeout=1500)
     assert res.returncode == 0, res.stderr[-4000:]
+    for experiment in ("echo", "mpi"):
+        raws = list((wd / "data" / "raw" / "nsa" / experiment).glob("*/rep1.csv"))
+        assert len(raws) == 1, experiment
+        side = json.loads(raws[0].with_name("rep1.provenance.json").read_text())
+        assert side["runner"] == "ssh" and side["node"]["name"] == "nsa"
+        assert side["host"]["kernel"] == os.uname().release and side["toolchain"]["cc"]
+    echo_raw = next((wd / "data" / "raw" / "nsa" / "echo").glob("*/rep1.csv"))
+    echo = tables.read_echo_csv(echo_raw)
+    # Both servers at c = 50 under both client setups, the client on this machine.
+    assert (echo["status"] == "ok").all()
+    assert echo["client"].value_counts().to_dict() == {"event-loop": 2, "thread-per-connection": 2}
+    assert echo["layout"].value_counts().to_dict() == {"pinned": 2, "shared": 2}
+    side = json.loads(echo_raw.with_name("rep1.provenance.json").read_text())
+    assert side["echo"]["client_node"] == "local" and side["echo"]["bind"] == "0.0.0.0"
+    assert not (wd / "data" / "raw" / "local" / "echo").exists()
     raw = next((wd / "data" / "raw" / "nsa" / "mpi").glob("*/rep1.csv"))
     records, _ = formats.launch_rows(raw)
     launches = {(r["transport"], r["ranks"], r["program"]): r for r in records if r["selection"] == "pinned"}
-    # The default transports on an ssh node: no namespaces of this machine, plus nodes.
-    assert {t for t, _, _ in launches} == {"shm", "tcp", "nodes"}
+    # The transports on an ssh node: no namespaces of this machine, plus nodes.
+    assert {t for t, _, _ in launches} == {"shm", "nodes"}
     # Across nodes, Open MPI's default algorithms ran too, as the seed ran them.
     default = [r for r in records if r["transport"] == "nodes" and r["selection"] == "default"]
     assert {(r["ranks"], r["method"]) for r in default} == {(p, m) for p in (2, 4) for m in ("probe", "osu")}
@@ -213,8 +236,8 @@ def test_pipeline_runs_mpi_across_two_ssh_nodes(two_nodes: dict, tmp_path: Path)
     four = launches[("nodes", 4, "mpi-probe")]
     assert four["group"]["ranks_per_node"] == [2, 2] and four["oversubscribed"]
     side = json.loads(raw.with_name("rep1.provenance.json").read_text())
-    assert side["mpi"]["transports"] == ["shm", "tcp", "nodes"]
-    assert side["mpi"]["transports_left_out"] == ["netns", "netns_tbf"]
+    assert side["mpi"]["transports"] == ["shm", "nodes"]
+    assert side["mpi"]["transports_left_out"] == ["netns"]
     table = tables.load("mpi", wd / "results" / "tables" / "mpi.parquet")
     nodes_rows = table[table["transport"] == "nodes"]
     assert set(nodes_rows["peers"]) == {"nsb"} and set(nodes_rows["hosts"]) == {2}
@@ -223,6 +246,7 @@ def test_pipeline_runs_mpi_across_two_ssh_nodes(two_nodes: dict, tmp_path: Path)
     assert numbers["mpi_nodes_latency_us"]["value"] > 0 and numbers["mpi_nodes_peers"]["text"] == "nsb"
     status = json.loads((wd / "results" / "nodes.json").read_text())
     assert status["nsa"]["mpi_peers"] == ["nsb"] and status["nsb"]["mpi_peer_of"] == ["nsa"]
+    assert status["nsa"]["experiments"] == ["echo", "mpi", "ib"]
     assert (wd / "paper" / "paper.pdf").exists()
     ib_raw = next((wd / "data" / "raw" / "nsa" / "ib").glob("*/rep1.csv"))
     reason = "no RDMA device under /sys/class/infiniband on nsa or nsb"

@@ -1,9 +1,10 @@
 """The ssh runner against a real OpenSSH sshd that each test module starts on
-127.0.0.1 (a free high port, generated host and user keys) and stops."""
+127.0.0.1 (a free high port, generated host and user keys) and stops. A whole
+pipeline over ssh nodes (echo with its client on this machine, MPI, ib) runs
+in tests/test_mpi_nodes.py."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -101,41 +102,6 @@ def test_missing_remote_dependency_names_node_and_package(sshd: dict) -> None:
             pass
     assert str(e.value) == ("node sshnode: remote build failed: missing dependency: C compiler "
                             "'/nonexistent/cc'; install it with: apt-get install build-essential (conda: c-compiler)")
-
-
-def test_pipeline_runs_echo_and_mpi_on_an_ssh_node(sshd: dict, tmp_path: Path) -> None:
-    wd = copy_workflow(tmp_path / "iolab")
-    # This machine runs the cost probes; the ssh node runs echo and MPI, with
-    # its echo load generator on this machine (requests cross between nodes).
-    local = {"name": "local", "runner": "local", "cpus": {"probe": 1, "server": 0, "client": 1},
-             "experiments": ["syscall", "sendrecv", "uring_batch", "nop"]}
-    remote = {**sshd["node"], "experiments": ["echo", "mpi"], "echo_client": "local"}
-    (wd / "config" / "test-nodes.yaml").write_text(yaml.safe_dump({"nodes": [local, remote]}))
-    (wd / "config" / "test-overlay.yaml").write_text(yaml.safe_dump({
-        "repeats": 1,
-        "experiments": {"trace": {"enabled": False},
-                        "echo": {"only": ["epoll", "default"], "connections": [1, 50]},
-                        "mpi": {"transports": ["shm", "tcp"], "ranks": [2]}}}))
-    res = snakemake(wd, "--cores", "all", "--configfile", "config/profiles/smoke.yaml",
-                    "config/test-nodes.yaml", "config/test-overlay.yaml", timeout=1500)
-    assert res.returncode == 0, res.stderr[-4000:]
-    for experiment in ("echo", "mpi"):
-        raws = list((wd / "data" / "raw" / "sshnode" / experiment).glob("*/rep1.csv"))
-        assert len(raws) == 1, experiment
-        side = json.loads(raws[0].with_name("rep1.provenance.json").read_text())
-        assert side["runner"] == "ssh" and side["node"]["name"] == "sshnode"
-        assert side["host"]["kernel"] == os.uname().release and side["toolchain"]["cc"]
-    echo = tables.read_echo_csv(next((wd / "data" / "raw" / "sshnode" / "echo").glob("*/rep1.csv")))
-    # The smoke profile's cells under both client models, the client on this machine.
-    assert (echo["status"] == "ok").all()
-    assert echo["client"].value_counts().to_dict() == {"event-loop": 4, "thread-per-connection": 4}
-    assert echo["layout"].value_counts().to_dict() == {"pinned": 4, "shared": 4}
-    side = json.loads(next((wd / "data" / "raw" / "sshnode" / "echo").glob("*/rep1.provenance.json")).read_text())
-    assert side["echo"]["client_node"] == "local" and side["echo"]["bind"] == "0.0.0.0"
-    assert not (wd / "data" / "raw" / "local" / "echo").exists()
-    status = json.loads((wd / "results" / "nodes.json").read_text())
-    assert status["sshnode"]["experiments"] == ["echo", "mpi"]
-    assert (wd / "paper" / "paper.pdf").exists()
 
 
 def test_unreachable_node_fails_its_jobs_and_keeps_the_rest(sshd: dict, tmp_path: Path) -> None:
