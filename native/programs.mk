@@ -5,10 +5,12 @@
 COMMON_SRCS := common/timing.c common/timing.h common/cli.c common/cli.h common/lists.c \
 	common/lists.h common/sockpair.c common/sockpair.h
 ECHO_SRCS := echo/server.c echo/server.h
+# One io_uring setup from ring flags or a preset, for every program that sets up a ring.
+RING_SRCS := common/ring_setup.c common/ring_setup.h
 cost-probe_SRCS := probes/cost_probe.c probes/probe.c probes/probe.h probes/syscall_mode.c \
-	probes/sendrecv_mode.c probes/uring_mode.c $(COMMON_SRCS)
+	probes/sendrecv_mode.c probes/uring_mode.c $(RING_SRCS) $(COMMON_SRCS)
 echo-epoll_SRCS := echo/echo_epoll.c $(ECHO_SRCS) $(COMMON_SRCS)
-echo-uring_SRCS := echo/echo_uring.c $(ECHO_SRCS) $(COMMON_SRCS)
+echo-uring_SRCS := echo/echo_uring.c $(RING_SRCS) $(ECHO_SRCS) $(COMMON_SRCS)
 loadgen_SRCS := echo/loadgen.c echo/loadgen_uring.c echo/loadgen.h $(ECHO_SRCS) $(COMMON_SRCS)
 # The Go servers (native/go, a Go module): built with `go build`, not cc.
 GO_SRCS := go/go.mod go/go.sum go/internal/serve/serve.go go/internal/uring/uring.go

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "../common/cli.h"
+#include "../common/ring_setup.h"
 #include "../common/timing.h"
 #include "config.h"
 #include "server.h"
@@ -54,9 +55,8 @@ enum op { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_TIMEOUT, OP_PROVIDE, OP_HANDOFF, O
 struct options {
 	const char *bind;
 	int port;
-	unsigned entries, cq_size;
-	int clamp, sqpoll, sq_thread_idle, sq_aff, attach_wq, r_disabled, coop_taskrun,
-	    taskrun_flag, single_issuer, defer_taskrun, register_ring_fd;
+	struct ring_setup ring;   /* the ring flags; attach_wq_fd is set per ring */
+	int attach_wq;
 	int async, buf_select, buf_ring, fixed_files, link_timeout_ms, hardlink, drain;
 	int multishot_accept, multishot_recv, send_zc;
 	int rings, granule;
@@ -97,7 +97,7 @@ struct uring_ctx {
 };
 
 static struct options o = {
-	.bind = "127.0.0.1", .port = -1, .entries = 1024, .sq_thread_idle = -1, .sq_aff = -1,
+	.bind = "127.0.0.1", .port = -1, .ring = RING_SETUP_DEFAULT(1024),
 	.rings = 1, .buf_size = 4096, .buf_count = 4096,
 };
 static size_t nconns;             /* every connection table's size */
@@ -131,7 +131,7 @@ static int submit_enters(struct uring_ctx *r)
 {
 	if (!io_uring_sq_ready(&r->ring))
 		return 0;
-	if (!o.sqpoll)
+	if (!o.ring.sqpoll)
 		return 1;
 	return (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP) != 0;
 }
@@ -151,7 +151,7 @@ static void make_room(struct uring_ctx *r, unsigned n)
 		r->c.sqes += (uint64_t)ret;
 		if (io_uring_sq_space_left(&r->ring) >= n)
 			break;
-		if (o.sqpoll) {
+		if (o.ring.sqpoll) {
 			ret = io_uring_sqring_wait(&r->ring);
 			if (ret < 0 && ret != -EINTR)
 				die("io_uring_sqring_wait", -ret);
@@ -672,16 +672,10 @@ static void refuse(const char *why)
 
 static void check_combinations(void)
 {
-	if (o.sqpoll && o.coop_taskrun)
-		refuse("--sqpoll cannot be combined with --coop-taskrun (the kernel refuses SQPOLL with COOP_TASKRUN)");
-	if (o.sqpoll && o.defer_taskrun)
-		refuse("--sqpoll cannot be combined with --defer-taskrun (the kernel refuses SQPOLL with DEFER_TASKRUN)");
-	if (o.defer_taskrun && !o.single_issuer)
-		refuse("--defer-taskrun needs --single-issuer (the kernel requires SINGLE_ISSUER for DEFER_TASKRUN)");
-	if (o.taskrun_flag && !o.coop_taskrun && !o.defer_taskrun)
-		refuse("--taskrun-flag needs --coop-taskrun or --defer-taskrun");
-	if ((o.sq_aff >= 0 || o.sq_thread_idle >= 0) && !o.sqpoll)
-		refuse("--sq-aff and --sq-thread-idle need --sqpoll");
+	const char *ring_conflict = ring_setup_conflict(&o.ring);
+
+	if (ring_conflict)
+		refuse(ring_conflict);
 	if (o.buf_ring && o.buf_select)
 		refuse("--buf-ring and --buf-select are alternatives; choose one");
 	if (o.multishot_recv && !o.buf_ring && !o.buf_select)
@@ -696,70 +690,21 @@ static void check_combinations(void)
 		refuse("--attach-wq shares one io-wq between rings; it needs --rings 2 or more");
 	if (o.buf_count == 0 || (o.buf_count & (o.buf_count - 1)) || o.buf_count > 32768)
 		refuse("--buf-count must be a power of two up to 32768");
-#ifndef HAVE_DEFER_TASKRUN
-	if (o.defer_taskrun || o.single_issuer)
-		refuse("unavailable: this liburing lacks SINGLE_ISSUER/DEFER_TASKRUN");
-#endif
 }
 
 static void setup_ring(struct uring_ctx *r)
 {
-	struct io_uring_params p;
+	struct ring_setup rs = o.ring;
+	char why[256];
+	unsigned features;
 	int ret;
 
-	memset(&p, 0, sizeof(p));
-	if (o.cq_size) {
-		p.flags |= IORING_SETUP_CQSIZE;
-		p.cq_entries = o.cq_size;
-	}
-	if (o.clamp)
-		p.flags |= IORING_SETUP_CLAMP;
-	if (o.sqpoll) {
-		p.flags |= IORING_SETUP_SQPOLL;
-		p.sq_thread_idle = o.sq_thread_idle >= 0 ? (unsigned)o.sq_thread_idle : 1000;
-		if (o.sq_aff >= 0) {
-			p.flags |= IORING_SETUP_SQ_AFF;
-			p.sq_thread_cpu = (unsigned)o.sq_aff;
-		}
-	}
-	if (o.attach_wq && r->idx > 0) {
-		p.flags |= IORING_SETUP_ATTACH_WQ;
-		p.wq_fd = (unsigned)rings[0].ring.ring_fd;
-	}
-	if (o.r_disabled)
-		p.flags |= IORING_SETUP_R_DISABLED;
-	if (o.coop_taskrun)
-		p.flags |= IORING_SETUP_COOP_TASKRUN;
-	if (o.taskrun_flag)
-		p.flags |= IORING_SETUP_TASKRUN_FLAG;
-#ifdef HAVE_DEFER_TASKRUN
-	if (o.single_issuer)
-		p.flags |= IORING_SETUP_SINGLE_ISSUER;
-	if (o.defer_taskrun)
-		p.flags |= IORING_SETUP_DEFER_TASKRUN;
-#endif
-	ret = io_uring_queue_init_params(o.entries, &r->ring, &p);
-	if (ret < 0) {
-		fprintf(stderr, PROG ": the kernel refused this ring setup (flags 0x%x): %s\n", p.flags,
-			strerror(-ret));
-		exit(2);
-	}
-	if (!(p.features & IORING_FEAT_FAST_POLL)) {
-		fprintf(stderr, PROG ": this kernel lacks IORING_FEAT_FAST_POLL, which the server requires (Linux 5.7+)\n");
-		exit(2);
-	}
-	if (o.r_disabled) {
-		/* liburing 2.3 has no io_uring_enable_rings(); the register call is the same. */
-		if (syscall(__NR_io_uring_register, r->ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0)
-			die("IORING_REGISTER_ENABLE_RINGS", errno);
-	}
-	if (o.register_ring_fd) {
-		ret = io_uring_register_ring_fd(&r->ring);
-		if (ret < 0) {
-			fprintf(stderr, PROG ": --register-ring-fd: kernel refused: %s\n", strerror(-ret));
-			exit(2);
-		}
-	}
+	if (o.attach_wq && r->idx > 0)
+		rs.attach_wq_fd = rings[0].ring.ring_fd;
+	if (ring_setup_init(&rs, &r->ring, &features, why, sizeof(why)) < 0)
+		refuse(why);
+	if (!(features & IORING_FEAT_FAST_POLL))
+		refuse("this kernel lacks IORING_FEAT_FAST_POLL, which the server requires (Linux 5.7+)");
 	if (o.fixed_files) {
 		ret = io_uring_register_files_sparse(&r->ring, (unsigned)nconns);
 		if (ret < 0) {
@@ -956,19 +901,19 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case OPT_PORT: o.port = (int)parse_int_flag(PROG, "--port", optarg, 0, 65535); break;
 		case OPT_BIND: o.bind = optarg; break;
-		case OPT_ENTRIES: o.entries = (unsigned)parse_int_flag(PROG, "--entries", optarg, 1, 32768); break;
-		case OPT_CQ: o.cq_size = (unsigned)parse_int_flag(PROG, "--cq-size", optarg, 1, 1 << 20); break;
-		case OPT_CLAMP: o.clamp = 1; break;
-		case OPT_SQPOLL: o.sqpoll = 1; break;
-		case OPT_IDLE: o.sq_thread_idle = (int)parse_int_flag(PROG, "--sq-thread-idle", optarg, 0, 3600000); break;
-		case OPT_AFF: o.sq_aff = (int)parse_int_flag(PROG, "--sq-aff", optarg, 0, 4095); break;
+		case OPT_ENTRIES: o.ring.entries = (unsigned)parse_int_flag(PROG, "--entries", optarg, 1, 32768); break;
+		case OPT_CQ: o.ring.cq_size = (unsigned)parse_int_flag(PROG, "--cq-size", optarg, 1, 1 << 20); break;
+		case OPT_CLAMP: o.ring.clamp = 1; break;
+		case OPT_SQPOLL: o.ring.sqpoll = 1; break;
+		case OPT_IDLE: o.ring.sq_thread_idle = (int)parse_int_flag(PROG, "--sq-thread-idle", optarg, 0, 3600000); break;
+		case OPT_AFF: o.ring.sq_aff = (int)parse_int_flag(PROG, "--sq-aff", optarg, 0, 4095); break;
 		case OPT_ATTACH: o.attach_wq = 1; break;
-		case OPT_RDIS: o.r_disabled = 1; break;
-		case OPT_COOP: o.coop_taskrun = 1; break;
-		case OPT_TRF: o.taskrun_flag = 1; break;
-		case OPT_SI: o.single_issuer = 1; break;
-		case OPT_DEFER: o.defer_taskrun = 1; break;
-		case OPT_REGFD: o.register_ring_fd = 1; break;
+		case OPT_RDIS: o.ring.r_disabled = 1; break;
+		case OPT_COOP: o.ring.coop_taskrun = 1; break;
+		case OPT_TRF: o.ring.taskrun_flag = 1; break;
+		case OPT_SI: o.ring.single_issuer = 1; break;
+		case OPT_DEFER: o.ring.defer_taskrun = 1; break;
+		case OPT_REGFD: o.ring.register_ring_fd = 1; break;
 		case OPT_ASYNC: o.async = 1; break;
 		case OPT_BSEL: o.buf_select = 1; break;
 		case OPT_BRING: o.buf_ring = 1; break;
@@ -1086,9 +1031,9 @@ int main(int argc, char **argv)
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"rings\": %d, \"granule\": %d, "
 		 "\"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
-		 o.bind, o.port, o.entries, o.cq_size, o.clamp, o.sqpoll, o.sq_thread_idle, o.sq_aff,
-		 o.attach_wq, o.r_disabled, o.coop_taskrun, o.taskrun_flag, o.single_issuer,
-		 o.defer_taskrun, o.register_ring_fd, o.async, o.buf_select, o.buf_ring, o.buf_size,
+		 o.bind, o.port, o.ring.entries, o.ring.cq_size, o.ring.clamp, o.ring.sqpoll, o.ring.sq_thread_idle, o.ring.sq_aff,
+		 o.attach_wq, o.ring.r_disabled, o.ring.coop_taskrun, o.ring.taskrun_flag, o.ring.single_issuer,
+		 o.ring.defer_taskrun, o.ring.register_ring_fd, o.async, o.buf_select, o.buf_ring, o.buf_size,
 		 o.buf_count, o.fixed_files, o.link_timeout_ms, o.hardlink, o.drain, o.multishot_accept,
 		 o.multishot_recv, o.send_zc, o.rings, o.granule, iowq, IOLAB_LIBURING_VERSION);
 	print_final(stdout, "uring", &total, config);

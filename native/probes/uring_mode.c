@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "../common/ring_setup.h"
 #include "../common/sockpair.h"
 #include "../common/timing.h"
 #include "config.h"
@@ -51,13 +52,15 @@ struct ub_ctx {
 	char *buf;          /* n * bytes */
 };
 
-/* Set up one preset's ring. On refusal, records the reason instead. */
+/* Set up one preset's ring, with the echo server's flags for the same
+ * preset (common/ring_setup.h). On refusal, records the reason instead. */
 static void setup_ring(struct ring_slot *s, int preset, unsigned entries)
 {
-	struct io_uring_params p;
-	int ret;
+	struct ring_setup rs = RING_SETUP_DEFAULT(entries);
+	const char *conflict;
+	char why[sizeof(s->reason) - 16];
+	unsigned features;
 
-	memset(&p, 0, sizeof(p));
 	s->preset = preset;
 	s->ok = 0;
 	switch (preset) {
@@ -66,37 +69,29 @@ static void setup_ring(struct ring_slot *s, int preset, unsigned entries)
 			 "not applicable: with SQPOLL a kernel thread submits, so there is no io_uring_enter to time");
 		return;
 	case PRESET_COOP:
-		p.flags = IORING_SETUP_COOP_TASKRUN;
+		rs.coop_taskrun = 1;
 		break;
 	case PRESET_DEFER:
-#ifdef HAVE_DEFER_TASKRUN
-		p.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+		rs.single_issuer = rs.defer_taskrun = 1;
 		break;
-#else
-		snprintf(s->reason, sizeof(s->reason), "unavailable: liburing %s lacks DEFER_TASKRUN",
-			 IOLAB_LIBURING_VERSION);
-		return;
-#endif
+	case PRESET_REGFD:
+		rs.register_ring_fd = 1;
+		break;
 	default:
 		break;
 	}
-	ret = io_uring_queue_init_params(entries, &s->ring, &p);
-	if (ret < 0) {
-		snprintf(s->reason, sizeof(s->reason), "unavailable: io_uring_setup refused (%s)", strerror(-ret));
+	conflict = ring_setup_conflict(&rs);
+	if (conflict) {
+		snprintf(s->reason, sizeof(s->reason), "%s", conflict);
 		return;
 	}
-	if (!(p.features & IORING_FEAT_FAST_POLL) && preset == PRESET_DEFAULT) {
+	if (ring_setup_init(&rs, &s->ring, &features, why, sizeof(why)) < 0) {
+		snprintf(s->reason, sizeof(s->reason), "unavailable: %s", why);
+		return;
+	}
+	if (!(features & IORING_FEAT_FAST_POLL) && preset == PRESET_DEFAULT) {
 		/* Not fatal for the probe, but worth recording. */
 		fprintf(stderr, PROG ": note: kernel lacks IORING_FEAT_FAST_POLL\n");
-	}
-	if (preset == PRESET_REGFD) {
-		ret = io_uring_register_ring_fd(&s->ring);
-		if (ret < 0) {
-			io_uring_queue_exit(&s->ring);
-			snprintf(s->reason, sizeof(s->reason), "unavailable: register_ring_fd refused (%s)",
-				 strerror(-ret));
-			return;
-		}
 	}
 	s->ok = 1;
 }
