@@ -10,7 +10,8 @@ RING_SRCS := common/ring_setup.c common/ring_setup.h
 cost-probe_SRCS := probes/cost_probe.c probes/probe.c probes/probe.h probes/syscall_mode.c \
 	probes/sendrecv_mode.c probes/uring_mode.c $(RING_SRCS) $(COMMON_SRCS)
 echo-epoll_SRCS := echo/echo_epoll.c $(ECHO_SRCS) $(COMMON_SRCS)
-echo-uring_SRCS := echo/echo_uring.c $(RING_SRCS) $(ECHO_SRCS) $(COMMON_SRCS)
+echo-uring_SRCS := echo/echo_uring.c echo/echo_uring.h echo/uring_loop.c echo/uring_conn.c \
+	echo/uring_buffers.c $(RING_SRCS) $(ECHO_SRCS) $(COMMON_SRCS)
 loadgen_SRCS := echo/loadgen.c echo/loadgen_uring.c echo/loadgen.h $(ECHO_SRCS) $(COMMON_SRCS)
 # The Go servers (native/go, a Go module): built with `go build`, not cc.
 GO_SRCS := go/go.mod go/go.sum go/internal/serve/serve.go go/internal/uring/uring.go

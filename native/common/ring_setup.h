@@ -19,8 +19,7 @@ struct ring_setup {
 };
 
 /* A ring_setup with nothing chosen: the default ring of `entries`. */
-#define RING_SETUP_DEFAULT(n) \
-	((struct ring_setup){ .entries = (n), .sq_thread_idle = -1, .sq_aff = -1, .attach_wq_fd = -1 })
+#define RING_SETUP_DEFAULT(n) { .entries = (n), .sq_thread_idle = -1, .sq_aff = -1, .attach_wq_fd = -1 }
 
 /* Why the kernel (or this liburing) would refuse the combination, in the
  * server's flag names, or NULL when it can be tried. */

@@ -1,0 +1,109 @@
+/* echo-uring's parts: the options and per-ring state they share, and what
+ * each part offers the others. echo_uring.c parses the options and sets up
+ * the rings; uring_loop.c submits and dispatches completions; uring_conn.c
+ * runs each connection (receive, queue, send, close); uring_buffers.c owns
+ * the provided buffers and the connections starved of them. */
+#ifndef IOLAB_ECHO_URING_H
+#define IOLAB_ECHO_URING_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/ring_setup.h"
+#include "server.h"
+
+#define PROG "echo-uring"
+#define MAX_QUEUED_CHUNKS 8   /* per connection, before backpressure */
+#define STOP_CHECK_MS 100     /* how often ring 0 looks for SIGTERM/SIGINT */
+
+enum op { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_TIMEOUT, OP_PROVIDE, OP_HANDOFF, OP_CANCEL, OP_MSG, OP_STOP };
+
+struct options {
+	const char *bind;
+	int port;
+	struct ring_setup ring;   /* the ring flags; attach_wq_fd is set per ring */
+	int attach_wq;
+	int async, buf_select, buf_ring, fixed_files, link_timeout_ms, hardlink, drain;
+	int multishot_accept, multishot_recv, send_zc;
+	int rings, granule;
+	unsigned buf_size, buf_count;
+};
+
+struct chunk {
+	char *data;
+	unsigned len, off;
+	int bid;             /* provided-buffer id, OWN_BUFFER or COPIED */
+	struct chunk *next;
+};
+
+#define OWN_BUFFER (-1)  /* the connection's own receive buffer */
+#define COPIED     (-2)  /* a heap copy, freed with the chunk */
+
+struct uconn {
+	int open, closing, recv_armed, recv_cancelling, send_inflight, zc_wait, send_failed;
+	uint32_t gen;
+	int ring;            /* owning ring */
+	char *buf;           /* own receive buffer (no provided buffers) */
+	struct chunk *head, *tail;
+	unsigned queued;
+};
+
+struct uring_ctx {
+	int idx;
+	struct uconn *conns; /* this ring's connections, fd-indexed, sized from RLIMIT_NOFILE */
+	int *starved;        /* connections whose receive found no buffer */
+	size_t nstarved;
+	pthread_t thread;
+	struct io_uring ring;
+	int listen_fd;       /* -1 when ring 0 routes connections here */
+	struct io_uring_buf_ring *br;
+	char *bufs;
+	unsigned bufs_held;  /* provided buffers this program holds (CQE seen, not returned) */
+	struct echo_counters c;
+};
+
+extern struct options opts;
+extern size_t nconns;             /* every connection table's size */
+extern struct uring_ctx *rings;
+extern int stop_fd;               /* signalfd for SIGTERM/SIGINT, read by ring 0 */
+extern atomic_int stopping;       /* set by ring 0 once a stop signal arrived */
+extern struct __kernel_timespec link_ts;   /* every linked receive's timeout */
+
+/* --- user_data: op (8 bits) | generation (24 bits) | fd (32 bits) ----------- */
+
+static inline __u64 ud(enum op op, uint32_t gen, int fd)
+{
+	return ((__u64)op << 56) | ((__u64)(gen & 0xffffff) << 32) | (uint32_t)fd;
+}
+
+static inline enum op ud_op(__u64 u) { return (enum op)(u >> 56); }
+
+static inline uint32_t ud_gen(__u64 u) { return (uint32_t)(u >> 32) & 0xffffff; }
+
+static inline int ud_fd(__u64 u) { return (int)(uint32_t)u; }
+
+/* uring_loop.c: submission and the completion loop */
+void data_flags(struct uring_ctx *r, struct io_uring_sqe *sqe);
+void die(const char *what, int err);
+void make_room(struct uring_ctx *r, unsigned n);
+void *run_ring(void *arg);
+struct io_uring_sqe *sqe_get(struct uring_ctx *r);
+
+/* uring_conn.c: connections */
+void arm_accept(struct uring_ctx *r);
+void arm_recv(struct uring_ctx *r, int fd);
+void conn_open(struct uring_ctx *r, int fd);
+void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
+void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
+void route_or_open(struct uring_ctx *r, int fd);
+
+/* uring_buffers.c: provided buffers */
+char *buf_addr(struct uring_ctx *r, int bid);
+void buf_return(struct uring_ctx *r, int bid);
+void setup_buffers(struct uring_ctx *r);
+void unstarve(struct uring_ctx *r, int fd);
+
+#endif

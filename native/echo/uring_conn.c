@@ -1,0 +1,351 @@
+/* echo-uring: one connection's life. Receives and sends alternate with at
+ * most one SEND in flight, so bytes are never reordered; a short send is
+ * resubmitted for the rest. Received chunks queue per connection; a full
+ * queue cancels the multishot receive (backpressure) until it drains. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <liburing.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "echo_uring.h"
+
+void arm_accept(struct uring_ctx *r)
+{
+	struct io_uring_sqe *sqe = sqe_get(r);
+
+	if (opts.multishot_accept)
+		io_uring_prep_multishot_accept(sqe, r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	else
+		io_uring_prep_accept(sqe, r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, 0, 0));
+}
+
+void arm_recv(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+	struct io_uring_sqe *sqe;
+
+	/* A receive and its link timeout must go in the same submission. */
+	make_room(r, opts.link_timeout_ms > 0 ? 2 : 1);
+	sqe = sqe_get(r);
+	int provided = opts.buf_ring || opts.buf_select;
+
+	if (opts.multishot_recv)
+		io_uring_prep_recv_multishot(sqe, fd, NULL, 0, 0);
+	else
+		io_uring_prep_recv(sqe, fd, provided ? NULL : c->buf, opts.buf_size, 0);
+	if (provided) {
+		sqe->flags |= IOSQE_BUFFER_SELECT;
+		sqe->buf_group = 0;
+	}
+	data_flags(r, sqe);
+	io_uring_sqe_set_data64(sqe, ud(OP_RECV, c->gen, fd));
+	c->recv_armed = 1;
+	if (opts.link_timeout_ms > 0) {
+		struct io_uring_sqe *t = sqe_get(r);   /* reserve() kept a slot */
+
+		sqe->flags |= opts.hardlink ? IOSQE_IO_HARDLINK : IOSQE_IO_LINK;
+		io_uring_prep_link_timeout(t, &link_ts, 0);
+		io_uring_sqe_set_data64(t, ud(OP_TIMEOUT, c->gen, fd));
+	}
+}
+
+/* Release a chunk's data: a provided buffer goes back to the ring. */
+static void chunk_free(struct uring_ctx *r, struct chunk *ch)
+{
+	if (ch->bid >= 0)
+		buf_return(r, ch->bid);
+	else if (ch->bid == COPIED)
+		free(ch->data);
+	free(ch);
+}
+
+/* Drop every chunk still queued on a connection, giving provided buffers back. */
+static void drop_queue(struct uring_ctx *r, struct uconn *c)
+{
+	while (c->head) {
+		struct chunk *ch = c->head;
+
+		c->head = ch->next;
+		chunk_free(r, ch);
+	}
+	c->tail = NULL;
+	c->queued = 0;
+}
+
+static void conn_close(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+
+	unstarve(r, fd);
+	drop_queue(r, c);
+	if (opts.fixed_files) {
+		int minus_one = -1;
+
+		(void)io_uring_register_files_update(&r->ring, (unsigned)fd, &minus_one, 1);
+	}
+	free(c->buf);
+	close(fd);
+	c->open = 0;
+	c->buf = NULL;
+	c->gen++;   /* CQEs still in flight for this fd are now stale */
+	r->c.closed++;
+}
+
+void conn_open(struct uring_ctx *r, int fd)
+{
+	struct uconn *c;
+
+	if ((size_t)fd >= nconns || set_nodelay(fd) != 0) {
+		close(fd);
+		return;
+	}
+	c = &r->conns[fd];
+	c->open = 1;
+	c->closing = c->recv_armed = c->recv_cancelling = c->send_inflight = c->zc_wait = c->send_failed = 0;
+	c->ring = r->idx;
+	c->head = c->tail = NULL;
+	c->queued = 0;
+	if (!(opts.buf_ring || opts.buf_select)) {
+		c->buf = malloc(opts.buf_size);
+		if (!c->buf) {
+			close(fd);
+			c->open = 0;
+			return;
+		}
+	}
+	if (opts.fixed_files) {
+		int ret = io_uring_register_files_update(&r->ring, (unsigned)fd, &fd, 1);
+
+		if (ret < 0) {
+			fprintf(stderr, PROG ": --fixed-files: registering fd %d: %s\n", fd, strerror(-ret));
+			free(c->buf);
+			close(fd);
+			c->open = 0;
+			return;
+		}
+	}
+	r->c.accepted++;
+	arm_recv(r, fd);
+}
+
+static void send_head(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+	struct chunk *ch = c->head;
+	struct io_uring_sqe *sqe = sqe_get(r);
+
+	if (opts.send_zc)
+		io_uring_prep_send_zc(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL, 0);
+	else
+		io_uring_prep_send(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL);
+	data_flags(r, sqe);
+	io_uring_sqe_set_data64(sqe, ud(OP_SEND, c->gen, fd));
+	c->send_inflight = 1;
+}
+
+/* After a send finished (and its zero-copy notification, if any): release a
+ * finished chunk, send the next, re-arm the receive, or close. */
+static void after_send(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+	struct chunk *ch = c->head;
+
+	if (ch && ch->off == ch->len) {
+		c->head = ch->next;
+		if (!c->head)
+			c->tail = NULL;
+		c->queued--;
+		chunk_free(r, ch);
+	}
+	if (c->head) {
+		send_head(r, fd);
+		return;
+	}
+	if (c->closing) {
+		if (!c->recv_armed)
+			conn_close(r, fd);
+		return;
+	}
+	if (!c->recv_armed)
+		arm_recv(r, fd);
+}
+
+static void queue_chunk(struct uring_ctx *r, int fd, char *data, unsigned len, int bid)
+{
+	struct uconn *c = &r->conns[fd];
+	struct chunk *ch = malloc(sizeof(*ch));
+
+	if (!ch)
+		die("queueing a chunk", ENOMEM);
+	*ch = (struct chunk){ data, len, 0, bid, NULL };
+	if (c->tail)
+		c->tail->next = ch;
+	else
+		c->head = ch;
+	c->tail = ch;
+	c->queued++;
+	if (!c->send_inflight && !c->zc_wait)
+		send_head(r, fd);
+}
+
+static void cancel_recv(struct uring_ctx *r, int fd)
+{
+	struct io_uring_sqe *sqe = sqe_get(r);
+
+	io_uring_prep_cancel64(sqe, ud(OP_RECV, r->conns[fd].gen, fd), 0);
+	io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, 0, 0));
+	r->conns[fd].recv_cancelling = 1;
+}
+
+void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
+{
+	struct uconn *c = &r->conns[fd];
+	int has_buf = cqe->flags & IORING_CQE_F_BUFFER;
+	int bid = has_buf ? (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT) : -1;
+	int more = cqe->flags & IORING_CQE_F_MORE;
+
+	if (has_buf)
+		r->bufs_held++;
+	if (stale) {
+		if (has_buf)
+			buf_return(r, bid);
+		return;
+	}
+	if (!more) {
+		c->recv_armed = 0;
+		c->recv_cancelling = 0;
+	}
+	if (cqe->res > 0) {
+		r->c.requests++;
+		if (has_buf && c->queued >= MAX_QUEUED_CHUNKS / 2) {
+			/* This connection's echo is backing up (a slow reader): keep
+			 * its data in memory of its own and give the shared buffer
+			 * back at once, so it cannot hold the buffers the other
+			 * connections receive into. */
+			char *copy = malloc((size_t)cqe->res);
+
+			if (!copy)
+				die("copying a received chunk", ENOMEM);
+			memcpy(copy, buf_addr(r, bid), (size_t)cqe->res);
+			buf_return(r, bid);
+			queue_chunk(r, fd, copy, (unsigned)cqe->res, COPIED);
+		} else {
+			queue_chunk(r, fd, has_buf ? buf_addr(r, bid) : c->buf, (unsigned)cqe->res,
+				    has_buf ? bid : OWN_BUFFER);
+		}
+		/* Backpressure: stop a multishot receive while this connection's
+		 * queue is full; after_send re-arms it. */
+		if (more && c->queued >= MAX_QUEUED_CHUNKS && !c->recv_cancelling)
+			cancel_recv(r, fd);
+		return;
+	}
+	if (has_buf)
+		buf_return(r, bid);
+	if (cqe->res == -ENOBUFS) {
+		/* Every provided buffer is in use; re-armed when one returns
+		 * (buf_return), or when this connection's queue drains. */
+		r->c.nobufs++;
+		if (c->head || c->recv_armed)
+			return;
+		/* Buffers may have come back between the kernel's failure and
+		 * this completion; then no later return would wake this one. */
+		if (r->bufs_held < opts.buf_count)
+			arm_recv(r, fd);
+		else if (r->nstarved < nconns)
+			r->starved[r->nstarved++] = fd;
+		return;
+	}
+	if (cqe->res == -ECANCELED && !c->closing) {
+		/* A link timeout fired on an idle connection, or we cancelled a
+		 * multishot receive for backpressure (after_send re-arms that). */
+		if (!c->head && !c->recv_armed)
+			arm_recv(r, fd);
+		return;
+	}
+	if (cqe->res == -EINVAL) {
+		fprintf(stderr, PROG ": the kernel refused a receive in this configuration: %s\n",
+			strerror(EINVAL));
+		exit(2);
+	}
+	/* 0: the peer closed (or half-closed) its side; errors end it too.
+	 * Echo what is queued, then close. */
+	c->closing = 1;
+	if (!c->head && !c->send_inflight && !c->zc_wait && !c->recv_armed)
+		conn_close(r, fd);
+}
+
+/* A send failed (the peer is gone) and the kernel holds none of its
+ * buffers any more: drop what the peer will never read, then close. */
+static void end_failed_send(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+
+	drop_queue(r, c);
+	if (!c->recv_armed)
+		conn_close(r, fd);
+	else if (!c->recv_cancelling)
+		cancel_recv(r, fd);
+}
+
+void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
+{
+	struct uconn *c = &r->conns[fd];
+	struct chunk *ch = c->head;
+
+	if (stale)
+		return;
+	if (cqe->flags & IORING_CQE_F_NOTIF) {
+		/* Zero-copy: the kernel no longer needs the buffer. */
+		r->c.zc_notifs++;
+		c->zc_wait = 0;
+		if (c->send_failed)
+			end_failed_send(r, fd);
+		else
+			after_send(r, fd);
+		return;
+	}
+	c->send_inflight = 0;
+	if (cqe->res < 0) {
+		c->closing = 1;
+		c->send_failed = 1;
+		/* A zero-copy send that failed may still hold the buffer: its
+		 * notification follows (F_MORE). Nothing is freed before it. */
+		if (cqe->flags & IORING_CQE_F_MORE) {
+			c->zc_wait = 1;
+			return;
+		}
+		end_failed_send(r, fd);
+		return;
+	}
+	r->c.bytes += (uint64_t)cqe->res;
+	ch->off += (unsigned)cqe->res;
+	if (ch->off < ch->len)
+		r->c.short_writes++;
+	if (cqe->flags & IORING_CQE_F_MORE) {
+		c->zc_wait = 1;   /* after_send runs when the notification arrives */
+		return;
+	}
+	after_send(r, fd);
+}
+
+void route_or_open(struct uring_ctx *r, int fd)
+{
+	int target = opts.granule > 0 ? (fd / opts.granule) % opts.rings : r->idx;
+
+	if (target == r->idx) {
+		conn_open(r, fd);
+		return;
+	}
+	/* Hand the connection to its ring: a CQE appears there. */
+	{
+		struct io_uring_sqe *sqe = sqe_get(r);
+
+		io_uring_prep_msg_ring(sqe, rings[target].ring.ring_fd, 0, ud(OP_HANDOFF, 0, fd), 0);
+		io_uring_sqe_set_data64(sqe, ud(OP_MSG, 0, fd));
+	}
+}
