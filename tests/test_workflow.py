@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
-from conftest import snakemake
+from conftest import snakemake, tool_env
 
 from iolab.tables import sha256
 
@@ -62,6 +64,27 @@ def test_smoke_run_end_to_end(smoke_run: tuple[Path, object]) -> None:
             assert (wd / "paper" / "figures" / f"{name}.{ext}").stat().st_size > 1000
     executed = json.loads((wd / "results" / "notebooks" / "cost_model.ipynb").read_text())
     assert executed["metadata"]["papermill"]["exception"] in (None, False)
+    # The smoke profile measures every cell the paper's text discusses.
+    assert 'shows "not measured"' not in res.stdout + res.stderr
+
+
+def test_a_number_the_config_left_out_shows_as_not_measured_and_is_named(smoke_copy: Path) -> None:
+    # A config without the default ring at c = 50 (say) still gets its paper:
+    # the sentence about that cell says "not measured", and the build names the key.
+    wd = smoke_copy
+    generated = wd / "paper" / "generated" / "numbers.json"
+    numbers = json.loads(generated.read_text())
+    del numbers["echo_default_c50_rps"]
+    generated.write_text(json.dumps(numbers))
+    pdf = wd / "paper" / "paper.pdf"
+    pdf.unlink()
+    res = subprocess.run([sys.executable, "-m", "iolab.report.paper", "build", "paper/paper.typ", "--output",
+                          "paper/paper.pdf"], cwd=wd, env=tool_env(), capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.strip().splitlines() == [
+        'iolab: warning: the paper shows "not measured" for 1 number(s) this run did not produce: '
+        "echo_default_c50_rps (its text discusses the paper profile's cells; this config leaves them out)"]
+    assert pdf.read_bytes().startswith(b"%PDF")
 
 
 def test_smoke_numbers_come_from_the_measurement(smoke_run: tuple[Path, object]) -> None:

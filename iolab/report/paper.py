@@ -58,11 +58,15 @@ def merge_manifest(fragments: list[Path]) -> dict[str, Any]:
     return {"format": "iolab-figures/1", "figures": figures}
 
 
-def build_pdf(source: Path, output: Path) -> None:
+def build_pdf(source: Path, output: Path) -> list[str]:
+    """Compile the paper; the keys of the numbers it shows as "not measured"
+    (the run's config left out what they describe), in order of appearance."""
     import typst
 
     with atomic.atomic_path(output) as tmp:
         typst.compile(str(source), output=str(tmp), root=str(paths.REPO))
+    tagged = json.loads(typst.query(str(source), "<not-measured>", field="value", root=str(paths.REPO)))
+    return list(dict.fromkeys(str(k) for k in tagged))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,7 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.action == "manifest":
             atomic.write_json(args.output, merge_manifest(args.inputs))
         else:
-            build_pdf(args.inputs[0], args.output)
+            missing = build_pdf(args.inputs[0], args.output)
+            if missing:
+                print(f"iolab: warning: the paper shows \"not measured\" for {len(missing)} number(s) this run "
+                      f"did not produce: {', '.join(missing)} (its text discusses the paper profile's cells; "
+                      "this config leaves them out)", file=sys.stderr)
     except (ValueError, RuntimeError) as e:
         print(f"iolab: {e}", file=sys.stderr)
         return 1
