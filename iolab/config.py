@@ -242,6 +242,9 @@ def _check_mpi(mpi: Mapping[str, Any] | None) -> None:
     where = "config error at experiments.mpi"
     if mpi.get("min_bytes", 1) > mpi.get("max_bytes", 1 << 20):
         raise ConfigError(f"{where}.min_bytes: {mpi['min_bytes']} is above max_bytes ({mpi['max_bytes']})")
+    if "probe" not in mpi.get("methods", ["probe"]):
+        raise ConfigError(f"{where}.methods: the models, figures and claims use mpi-probe's own timing; "
+                          "keep probe in methods (osu runs beside it, for the comparison)")
     if "pingpong" in mpi.get("benchmarks", []) and 2 not in mpi.get("ranks", [2]):
         raise ConfigError(f"{where}.ranks: ping-pong runs in the 2-rank launch; add 2 to ranks "
                           "or drop pingpong from benchmarks")

@@ -100,6 +100,8 @@ BAD_CONFIGS = [
      "config error at experiments.ib.iterations: 1 is less than the minimum of 5"),
     ({"experiments": {"mpi": {"methods": ["probe", "imb"]}}},
      "config error at experiments.mpi.methods[1]: 'imb' is not one of"),
+    ({"experiments": {"mpi": {"methods": ["osu"]}}},
+     "config error at experiments.mpi.methods: the models, figures and claims use mpi-probe's own timing"),
     ({"nodes": [{"name": "a", "runner": "ssh", "host": "a.example.org", "mpi": {"transports": ["netns"]}}]},
      "config error at nodes[0].mpi.transports: netns needs the network namespaces of the machine"),
 ]
