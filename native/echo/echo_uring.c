@@ -227,7 +227,9 @@ static void parse_args(int argc, char **argv)
 		case OPT_CQ: opts.ring.cq_size = (unsigned)parse_int_flag(PROG, "--cq-size", optarg, 1, 1 << 20); break;
 		case OPT_CLAMP: opts.ring.clamp = 1; break;
 		case OPT_SQPOLL: opts.ring.sqpoll = 1; break;
-		case OPT_IDLE: opts.ring.sq_thread_idle = (int)parse_int_flag(PROG, "--sq-thread-idle", optarg, 0, 3600000); break;
+		case OPT_IDLE:
+			opts.ring.sq_thread_idle = (int)parse_int_flag(PROG, "--sq-thread-idle", optarg, 0, 3600000);
+			break;
 		case OPT_AFF: opts.ring.sq_aff = (int)parse_int_flag(PROG, "--sq-aff", optarg, 0, 4095); break;
 		case OPT_ATTACH: opts.attach_wq = 1; break;
 		case OPT_RDIS: opts.ring.r_disabled = 1; break;
@@ -363,9 +365,10 @@ static void print_counters(int iowq)
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"rings\": %d, \"granule\": %d, "
 		 "\"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
-		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll, opts.ring.sq_thread_idle, opts.ring.sq_aff,
-		 opts.attach_wq, opts.ring.r_disabled, opts.ring.coop_taskrun, opts.ring.taskrun_flag, opts.ring.single_issuer,
-		 opts.ring.defer_taskrun, opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
+		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
+		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
+		 opts.ring.coop_taskrun, opts.ring.taskrun_flag, opts.ring.single_issuer, opts.ring.defer_taskrun,
+		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
 		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
 		 opts.multishot_recv, opts.send_zc, opts.rings, opts.granule, iowq, IOLAB_LIBURING_VERSION);
 	print_final(stdout, "uring", &total, config);

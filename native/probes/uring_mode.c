@@ -58,7 +58,7 @@ static void setup_ring(struct ring_slot *s, int preset, unsigned entries)
 {
 	struct ring_setup rs = RING_SETUP_DEFAULT(entries);
 	const char *conflict;
-	char why[sizeof(s->reason) - 16];
+	char why[sizeof(s->reason) - 16];   /* leaves room for the "unavailable: " prefix */
 	unsigned features;
 
 	s->preset = preset;
