@@ -161,6 +161,13 @@ def server_flags() -> dict[str, set[str]]:
     return out
 
 
+# Preset flags may name CPUs by their place in the cell's layout, resolved
+# per cell (iolab.echo.resolve_flags): the first, or every, online CPU that
+# is in neither the server's nor the load generator's set. U4's helpers (the
+# SQPOLL thread, io-wq workers) run there instead of on the server's CPU.
+SPARE_CPU, SPARE_CPUS = "{spare_cpu}", "{spare_cpus}"
+
+
 def _check_presets(echo: Mapping[str, Any]) -> None:
     """A flag the server does not have is a config error before anything is
     measured, never a configuration recorded as "unavailable"."""
@@ -173,6 +180,9 @@ def _check_presets(echo: Mapping[str, Any]) -> None:
             if token.startswith("--") and token not in flags[program]:
                 raise ConfigError(f"config error at {where}[{i}]: {token!r} is not "
                                   f"a flag of {program} (native/build/{program} --help lists them)")
+            if "{" in token and token not in (SPARE_CPU, SPARE_CPUS):
+                raise ConfigError(f"config error at {where}[{i}]: {token!r}: the only placeholders are "
+                                  f"{SPARE_CPU} and {SPARE_CPUS}")
 
 
 def cpu_list(value: int | str) -> list[int]:

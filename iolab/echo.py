@@ -18,12 +18,12 @@ import shlex
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .config import SERVER_PROGRAMS, cpu_list, preset_server
+from .config import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, cpu_list, preset_server
 from .experiments import REGISTRY
 from .formats import CELL_COLUMNS
 from .runners import LocalRunner, Runner
@@ -106,6 +106,40 @@ def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
         rng.shuffle(block)
         out.extend(block)
     return out
+
+
+def cpu_text(cpus: Sequence[int]) -> str:
+    """[2, 3, 4, 6] -> "2-4,6" (taskset -c style)."""
+    parts: list[str] = []
+    for c in sorted(cpus):
+        if parts and int(parts[-1].rpartition("-")[2]) == c - 1:
+            parts[-1] = f"{parts[-1].partition('-')[0]}-{c}"
+        else:
+            parts.append(str(c))
+    return ",".join(parts)
+
+
+def resolve_flags(cell: Cell, placed: Mapping[str, int | str | None],
+                  online: Callable[[], str]) -> tuple[Cell, str]:
+    """The cell with its CPU placeholders ({spare_cpu}, {spare_cpus}) replaced
+    by CPUs outside the server's and the load generator's sets (``placed``;
+    in the shared layout nothing is pinned, so every CPU ``online()`` lists
+    is spare), and the CPUs put in ("" without placeholders). No spare CPU:
+    CellError "unavailable", with the placement."""
+    used = [f for f in cell.flags if f in (SPARE_CPU, SPARE_CPUS)]
+    if not used:
+        return cell, ""
+    taken = {c for pinned in (placed.get("server"), placed.get("client")) if pinned is not None
+             for c in cpu_list(pinned)}
+    node_cpus = online().strip()
+    spare = [c for c in cpu_list(node_cpus) if c not in taken]
+    if not spare:
+        raise CellError(f"unavailable: {cell.preset} runs a helper on a CPU besides the server's "
+                        f"({placed.get('server')}) and the load generator's ({placed.get('client')}); "
+                        f"this node's CPUs are {node_cpus}")
+    values = {SPARE_CPU: str(spare[0]), SPARE_CPUS: cpu_text(spare)}
+    flags = tuple(values.get(f, f) for f in cell.flags)
+    return replace(cell, flags=flags), cpu_text(sorted({c for f in used for c in cpu_list(values[f])}))
 
 
 def _taskset(cpu: int | str | None) -> list[str]:
@@ -201,6 +235,14 @@ def resched_ipis(interrupts: str, cpus: int | str | None) -> int | None:
     return None
 
 
+def _online_cpus(runner: Runner) -> str:
+    """The node's online CPUs, e.g. "0-3"."""
+    try:
+        return runner.read_file("/sys/devices/system/cpu/online")
+    except (OSError, RunError) as e:
+        raise CellError(f"cannot read the node's online CPUs: {e}") from e
+
+
 def _interrupts(runner: Runner) -> str:
     try:
         return runner.read_file("/proc/interrupts")
@@ -218,6 +260,7 @@ def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int
     server_runner = server_runner or LocalRunner()
     client_runner = client_runner or server_runner
     cpus = cell.placement(cpus)
+    cell, helper_cpus = resolve_flags(cell, cpus, lambda: _online_cpus(server_runner))
     for attempt in (1, 2):
         try:
             proc, port = start_server(cell, cpus.get("server"), server_runner, bind=bind,
@@ -250,7 +293,7 @@ def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int
         "io_uring_enter": server["io_uring_enter"], "sqes": server["sqes"], "cqes": server["cqes"],
         "short_writes": server["short_writes"], "async_sqes": server["async_sqes"],
         "nobufs": server["nobufs"], "iowq_workers": server["config"].get("iowq_workers_at_exit", 0),
-        "port": port,
+        "port": port, "helper_cpus": helper_cpus,
     }
 
 

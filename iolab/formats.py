@@ -16,14 +16,16 @@ CELL_COLUMNS = [
     "client_cpu_ns", "server_cpu_ns", "server_requests", "server_bytes",
     "waits", "events", "io_uring_enter", "sqes", "cqes", "short_writes", "async_sqes",
     "nobufs", "iowq_workers", "server_cpu", "client_cpu", "port", "client", "layout",
-    "server_resched_ipis",
+    "server_resched_ipis", "helper_cpus",
 ]
 # Files from before the client model and the layout were settings lack their
 # columns: those cells ran the event-loop client, pinned where a server CPU
 # is recorded (the loader derives layout from server_cpu).
 CELL_OPTIONAL = {"client": "event-loop", "layout": "",
                  # Rescheduling IPIs on the server's CPUs: not counted before.
-                 "server_resched_ipis": None}
+                 "server_resched_ipis": None,
+                 # The CPUs a preset's {spare_cpu}/{spare_cpus} became: none before.
+                 "helper_cpus": ""}
 
 def histograms_path(raw: Path) -> Path:
     """The latency buckets an echo or latency sweep writes beside ``rep<N>.csv``."""

@@ -88,6 +88,9 @@ def read_echo_csv(path: str | Path) -> pd.DataFrame:
     for column in ("server_cpu", "client_cpu"):
         frame[column] = frame[column].map(lambda v: None if pd.isna(v) else
                                           str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
+    # The CPUs a preset's placeholders became ("2", "2-3"), "" where none.
+    frame["helper_cpus"] = frame["helper_cpus"].map(lambda v: "" if pd.isna(v) else
+                                                    str(int(v)) if isinstance(v, float) else str(v))
     if (frame["layout"] == "").any():
         frame["layout"] = frame["layout"].where(frame["layout"] != "", frame["server_cpu"].notna().map(
             {True: "pinned", False: "shared"}))

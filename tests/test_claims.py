@@ -113,13 +113,24 @@ def test_u3_every_part_3_cell_and_a_missing_preset() -> None:
 
 
 def test_u4_equivalence_parts_use_the_margin() -> None:
-    rates = {"default": 100.0, "sqpoll": 100.0, "sqpoll_sq_aff": 90.0, "async": 125.0,
+    rates = {"default": 100.0, "sqpoll": 100.0, "sqpoll_sq_aff_spare": 90.0, "async_iowq_spare": 125.0,
              "buf_select": 102.0, "fixed_files": 110.0}
     sq_aff, async_, buf_select, fixed = claims.u4(echo_table(rates, [(50, 128), (500, 128), (500, 512)]))
     assert "c=500 128 B" in sq_aff.part                      # the largest c, smallest size
     assert sq_aff.outcome is Outcome.REPRODUCED and async_.outcome is Outcome.REPRODUCED
     assert buf_select.outcome is Outcome.REPRODUCED          # 1.02: inside +-5 %
     assert fixed.outcome is Outcome.NOT_REPRODUCED           # 1.10: wholly outside
+
+
+def test_u4_never_judges_helpers_that_share_the_servers_cpu() -> None:
+    # sqpoll_sq_aff and async keep the SQPOLL thread and io-wq on the
+    # server's CPU: U4 reads only the presets that move them off it.
+    rates = {"default": 100.0, "sqpoll": 100.0, "sqpoll_sq_aff": 90.0, "async": 125.0,
+             "buf_select": 100.0, "fixed_files": 100.0}
+    sq_aff, async_, *_ = claims.u4(echo_table(rates, [(500, 128)]).assign(cpus=8))
+    assert sq_aff.outcome is async_.outcome is Outcome.NOT_TESTABLE
+    assert sq_aff.reason == "not measured: sqpoll_sq_aff_spare"
+    assert async_.reason == "not measured: async_iowq_spare"
 
 
 def test_c3_throughput_part_needs_1000_connections_and_no_io_wq() -> None:
@@ -136,8 +147,8 @@ def test_c3_throughput_part_needs_1000_connections_and_no_io_wq() -> None:
 
 
 def test_claims_that_need_more_cpus_than_the_node_has_are_not_testable() -> None:
-    rates = {"default": 100.0, "epoll": 100.0, "rings_granule": 90.0, "sqpoll": 100.0, "sqpoll_sq_aff": 90.0,
-             "async": 125.0, "buf_select": 100.0, "fixed_files": 100.0}
+    rates = {"default": 100.0, "epoll": 100.0, "rings_granule": 90.0, "sqpoll": 100.0, "sqpoll_sq_aff_spare": 90.0,
+             "async_iowq_spare": 125.0, "buf_select": 100.0, "fixed_files": 100.0}
     two = echo_table(rates, [(50, 128), (500, 128)]).assign(cpus=2)
     sq_aff, async_, buf_select, fixed = claims.u4(two)
     assert sq_aff.outcome is async_.outcome is Outcome.NOT_TESTABLE

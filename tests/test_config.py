@@ -47,6 +47,9 @@ BAD_CONFIGS = [
      "config error at experiments.echo.only: 'turbo' is not a preset"),
     ({"experiments": {"echo": {"presets": {"fast": ["--sqpoll", "--nope"]}}}},
      "config error at experiments.echo.presets.fast[1]: '--nope' is not a flag of echo-uring"),
+    ({"experiments": {"echo": {"presets": {"aff": ["--sqpoll", "--sq-aff", "{spare}"]}}}},
+     "config error at experiments.echo.presets.aff[2]: '{spare}': the only placeholders are {spare_cpu} and "
+     "{spare_cpus}"),
     ({"experiments": {"echo": {"presets": {"epoll": ["--sqpoll"]}}}},
      "config error at experiments.echo.presets.epoll[0]: '--sqpoll' is not a flag of echo-epoll"),
     ({"experiments": {"echo": {"presets": {"g": {"server": "go-uring", "flags": ["--rings", "2", "--nope"]}}}}},

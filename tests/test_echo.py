@@ -31,7 +31,7 @@ from conftest import REPO
 from iolab import echo as echo_exp
 from iolab import tables
 from iolab.formats import histograms_path
-from iolab.config import SERVER_PROGRAMS, preset_server, server_flags
+from iolab.config import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server, server_flags
 from iolab.analysis import echostats
 from iolab.runners import LocalRunner
 
@@ -44,6 +44,7 @@ EXTRA_SERVERS = {
     "hardlink": ["--link-timeout", "1000", "--hardlink"],
     "r_disabled": ["--r-disabled"],
     "register_ring_fd": ["--register-ring-fd"],
+    "iowq_aff": ["--async", "--iowq-aff", "0"],
     # A tiny SQ: every burst goes through make_room; a clamped, larger CQ.
     "small_sq": ["--entries", "8", "--clamp", "--cq-size", "4096"],
     # So few buffers that receives find none (ENOBUFS) and wait to be re-armed.
@@ -63,8 +64,10 @@ EXTRA_SERVERS = {
     "go_uring_sqpoll_idle": {"server": "go-uring", "flags": ["--sqpoll", "--sq-thread-idle", "10"]},
     "go_net_small": {"server": "go-net", "flags": ["--gomaxprocs", "1", "--buf-size", "100"]},
 }
-SERVERS = [(name, SERVER_PROGRAMS[server], list(flags)) for name, spec in {**PRESETS, **EXTRA_SERVERS}.items()
-           for server, flags in [preset_server(name, spec)]]
+# These servers run unpinned, so a preset's CPU placeholder ({spare_cpu},
+# {spare_cpus}) can be any CPU: CPU 0, which every machine has.
+SERVERS = [(name, SERVER_PROGRAMS[server], ["0" if f in (SPARE_CPU, SPARE_CPUS) else f for f in flags])
+           for name, spec in {**PRESETS, **EXTRA_SERVERS}.items() for server, flags in [preset_server(name, spec)]]
 BUILDS = ["opt", "san"]
 # The sanitizer build: ASan/UBSan for the C servers, Go's race detector for
 # the Go ones (each ignores the other's variables). By default the race
@@ -738,6 +741,76 @@ def test_help_documents_every_flag(native_build: Path) -> None:
         shown = (res.stdout + res.stderr).replace("\n  -", "\n  --")
         assert flags and all(f in shown for f in flags), (program, sorted(f for f in flags if f not in shown))
     assert set(SERVER_PROGRAMS.values()) <= set(declared)
+
+
+def iowq_worker_cpus(pid: int) -> set[str]:
+    """Cpus_allowed_list of each io-wq worker thread (iou-wrk-*) of ``pid``."""
+    out = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        if (task / "comm").read_text().startswith("iou-wrk"):
+            m = re.search(r"^Cpus_allowed_list:\s*(\S+)", (task / "status").read_text(), re.M)
+            assert m
+            out.add(m.group(1))
+    return out
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs: io-wq apart from the server")
+@pytest.mark.parametrize("build", BUILDS)
+def test_iowq_aff_moves_io_wq_workers_off_the_servers_cpu(native_build: Path, build: str) -> None:
+    """U4's ASYNC gain comes from io-wq workers on other CPUs. Pinned with
+    taskset, a server's workers inherit its CPU; --iowq-aff moves them."""
+    exe = native_build / ("san" if build == "san" else "") / "echo-uring"
+    seen = {}
+    for flags in ([], ["--iowq-aff", "1"]):
+        env = dict(os.environ, **(SAN_ENV if build == "san" else {}))
+        proc = subprocess.Popen(["taskset", "-c", "0", str(exe), "--port", "0", "--async", *flags],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert proc.stderr is not None
+            m = re.search(r"listening on [0-9.]+:(\d+)", proc.stderr.readline())
+            assert m
+            exchange(int(m.group(1)), [os.urandom(4096) for _ in range(8)], random.Random(3))
+            seen[tuple(flags)] = iowq_worker_cpus(proc.pid)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err[-2000:]
+        config = json.loads(out.strip().splitlines()[-1])["config"]
+        assert config["iowq_aff"] == (flags[1] if flags else "") and config["iowq_workers_at_exit"] > 0
+    assert seen[()] == {"0"}                      # inherited from the pinned server
+    assert seen[("--iowq-aff", "1")] == {"1"}     # moved
+
+
+@pytest.mark.parametrize("bad", ["", "1-", "3-2", "0,,1", "0,", "x", "99999"])
+def test_a_bad_iowq_cpu_list_is_one_line(native_build: Path, bad: str) -> None:
+    res = subprocess.run([str(native_build / "echo-uring"), "--port", "0", "--iowq-aff", bad],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--iowq-aff" in res.stderr
+
+
+def test_cpu_placeholders_take_cpus_besides_the_servers_and_the_clients() -> None:
+    cell = echo_exp.Cell("u4", ("--sqpoll", "--sq-aff", "{spare_cpu}", "--iowq-aff", "{spare_cpus}"), 50, 128)
+    resolved, helpers = echo_exp.resolve_flags(cell, {"server": "0", "client": "1,3"}, lambda: "0-5\n")
+    assert resolved.flags == ("--sqpoll", "--sq-aff", "2", "--iowq-aff", "2,4-5") and helpers == "2,4-5"
+    shared, helpers = echo_exp.resolve_flags(cell, {"server": None, "client": None}, lambda: "0-1")
+    assert shared.flags[2] == "0" and shared.flags[4] == "0-1" and helpers == "0-1"
+    plain = echo_exp.Cell("default", (), 50, 128)
+    assert echo_exp.resolve_flags(plain, {"server": 0, "client": 1}, lambda: pytest.fail("read")) == (plain, "")
+    with pytest.raises(echo_exp.CellError, match=r"^unavailable: u4 runs a helper on a CPU besides the server's "
+                                                 r"\(0\) and the load generator's \(1\); this node's CPUs are 0-1$"):
+        echo_exp.resolve_flags(cell, {"server": 0, "client": 1}, lambda: "0-1")
+
+
+def test_a_sweep_puts_helpers_on_a_spare_cpu_or_records_why_not(native_build: Path, tmp_path: Path) -> None:
+    settings = {**SWEEP, "presets": {"async_iowq_spare": ["--async", "--iowq-aff", "{spare_cpus}"]}}
+    echo_exp.run_sweep(settings, {"server": 0, "client": 0}, 1, tmp_path / "a.csv", tmp_path / "a.hist",
+                       progress=False)
+    row = tables.read_echo_csv(tmp_path / "a.csv").iloc[0]
+    assert row["status"] == "ok" and row["helper_cpus"] == "1" and row["iowq_workers"] > 0
+    echo_exp.run_sweep(settings, {"server": 0, "client": 1}, 1, tmp_path / "b.csv", tmp_path / "b.hist",
+                       progress=False)
+    row = tables.read_echo_csv(tmp_path / "b.csv").iloc[0]
+    assert row["status"] == "unavailable" and "besides the server's (0) and the load generator's (1)" in row["reason"]
 
 
 SWEEP = {"duration": 0.3, "warmup": 0.1, "connections": [4], "bytes": [64], "pipeline": 1,

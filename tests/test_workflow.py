@@ -4,6 +4,7 @@ re-runs, and what re-runs after an edit."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -151,8 +152,23 @@ def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
 
     wd, _ = smoke_run
     echo = pd.read_parquet(wd / "results" / "tables" / "echo.parquet")
-    # smoke: 5 presets (C and Go) x 2 setups x 3 connection counts x 1 size x 2 repetitions
-    assert len(echo) == 60 and (echo["status"] == "ok").all()
+    # smoke: 7 presets (C and Go) x 2 setups x 3 connection counts x 1 size x 2 repetitions
+    assert len(echo) == 84
+    # U4's helpers need a CPU besides the server's and the load generator's:
+    # pinned apart on a 2-CPU node there is none (the cells say so); in the
+    # shared layout every CPU is spare, and the cell records which it used.
+    helpers = echo["preset"].isin(["sqpoll_sq_aff_spare", "async_iowq_spare"])
+    cpus = os.cpu_count() or 1
+    pinned_helpers = echo[helpers & (echo["layout"] == "pinned")]
+    if cpus == 2:
+        assert (pinned_helpers["status"] == "unavailable").all() and len(pinned_helpers) == 12
+        assert pinned_helpers["reason"].str.contains("runs a helper on a CPU besides the server's").all()
+    shared_helpers = echo[helpers & (echo["layout"] == "shared")]
+    assert (shared_helpers["status"] == "ok").all() and len(shared_helpers) == 12
+    assert set(shared_helpers.loc[shared_helpers["preset"] == "async_iowq_spare", "helper_cpus"]) == {f"0-{cpus - 1}"}
+    assert set(shared_helpers.loc[shared_helpers["preset"] == "sqpoll_sq_aff_spare", "helper_cpus"]) == {"0"}
+    assert (echo.loc[~helpers, "status"] == "ok").all() and (echo.loc[~helpers, "helper_cpus"] == "").all()
+    echo = echo[echo["status"] == "ok"]
     assert (echo["server_ns_per_request"] > 0).all()
     assert set(zip(echo["client"], echo["layout"], strict=True)) == {("event-loop", "pinned"),
                                                                      ("thread-per-connection", "shared")}

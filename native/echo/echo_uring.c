@@ -26,10 +26,12 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <ctype.h>
 #include <getopt.h>
 #include <liburing.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +48,7 @@
 
 struct options opts = {
 	.bind = "127.0.0.1", .port = -1, .ring = RING_SETUP_DEFAULT(1024),
-	.rings = 1, .buf_size = 4096, .buf_count = 4096,
+	.rings = 1, .buf_size = 4096, .buf_count = 4096, .iowq_aff = "",
 };
 size_t nconns;             /* every connection table's size */
 struct uring_ctx *rings;
@@ -54,6 +56,11 @@ int stop_fd = -1;          /* signalfd for SIGTERM/SIGINT, read by ring 0 */
 atomic_int stopping;       /* set by ring 0 once a stop signal arrived */
 /* The kernel copies the timeout at submission; one value serves every SQE. */
 struct __kernel_timespec link_ts;
+
+/* --iowq-aff: the CPUs io-wq workers may run on (NULL: as the kernel decides,
+ * which is the server's own affinity). */
+static cpu_set_t *iowq_set;
+static size_t iowq_setsize;
 
 static void refuse(const char *why)
 {
@@ -112,7 +119,70 @@ static void setup_ring(struct uring_ctx *r)
 		if (!ok)
 			refuse("unavailable: this kernel lacks IORING_OP_SEND_ZC (--send-zc)");
 	}
+	if (iowq_set) {
+		ret = io_uring_register_iowq_aff(&r->ring, iowq_setsize, iowq_set);
+		if (ret < 0) {
+			fprintf(stderr, PROG ": --iowq-aff %s: kernel refused IORING_REGISTER_IOWQ_AFF: %s\n",
+				opts.iowq_aff, strerror(-ret));
+			exit(2);
+		}
+	}
 	setup_buffers(r);
+}
+
+/* One range of a CPU list ("4" or "2-5") at *p, which moves past it and a
+ * following comma; -1 if the text is not a CPU list. */
+static int next_cpu_range(const char **p, long *lo, long *hi)
+{
+	char *end;
+
+	if (!isdigit((unsigned char)**p))
+		return -1;
+	errno = 0;
+	*lo = *hi = strtol(*p, &end, 10);
+	if (*end == '-') {
+		if (!isdigit((unsigned char)end[1]))
+			return -1;
+		*hi = strtol(end + 1, &end, 10);
+	}
+	/* CPU ids above the kernel's largest NR_CPUS (8192) are typos. */
+	if (errno != 0 || *lo > *hi || *hi >= 8192 || (*end != ',' && *end != '\0'))
+		return -1;
+	if (*end == ',' && end[1] == '\0')
+		return -1;
+	*p = *end == ',' ? end + 1 : end;
+	return 0;
+}
+
+/* "2-3,6" (taskset -c style) into iowq_set, sized for its largest CPU. */
+static void parse_iowq_aff(const char *text)
+{
+	const char *p = text;
+	long lo, hi, max = -1;
+
+	while (*p) {
+		if (next_cpu_range(&p, &lo, &hi) != 0)
+			break;
+		if (hi > max)
+			max = hi;
+	}
+	if (*p || max < 0) {
+		fprintf(stderr, PROG ": --iowq-aff: '%s' is not a CPU list such as 2-3,6\n", text);
+		exit(2);
+	}
+	if (max >= sysconf(_SC_NPROCESSORS_CONF)) {
+		fprintf(stderr, PROG ": --iowq-aff %s: this machine has no CPU %ld\n", text, max);
+		exit(2);
+	}
+	iowq_set = CPU_ALLOC((int)max + 1);
+	if (!iowq_set)
+		die("allocating a CPU set", ENOMEM);
+	iowq_setsize = CPU_ALLOC_SIZE((int)max + 1);
+	CPU_ZERO_S(iowq_setsize, iowq_set);
+	for (p = text; *p && next_cpu_range(&p, &lo, &hi) == 0;)
+		for (long c = lo; c <= hi; c++)
+			CPU_SET_S((size_t)c, iowq_setsize, iowq_set);
+	opts.iowq_aff = text;
 }
 
 static int iowq_workers(void)
@@ -160,6 +230,9 @@ static void usage(FILE *f)
 		"  --sq-thread-idle MS  SQPOLL thread idle time before it sleeps (default 1000)\n"
 		"  --sq-aff CPU         pin the SQPOLL thread (IORING_SETUP_SQ_AFF)\n"
 		"  --attach-wq          rings share ring 0's io-wq (IORING_SETUP_ATTACH_WQ)\n"
+		"  --iowq-aff CPUS      CPUs (a list such as 2-3,6) io-wq workers run on\n"
+		"                       (IORING_REGISTER_IOWQ_AFF); by default they inherit\n"
+		"                       the server's own CPU affinity\n"
 		"  --r-disabled         create rings disabled, then enable them (IORING_SETUP_R_DISABLED)\n"
 		"  --coop-taskrun       IORING_SETUP_COOP_TASKRUN\n"
 		"  --taskrun-flag       IORING_SETUP_TASKRUN_FLAG\n"
@@ -198,6 +271,7 @@ static void parse_args(int argc, char **argv)
 		OPT_PORT = 256, OPT_BIND, OPT_ENTRIES, OPT_CQ, OPT_CLAMP, OPT_SQPOLL, OPT_IDLE, OPT_AFF, OPT_ATTACH,
 		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
 		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
+		OPT_IOWQ_AFF,
 	};
 	static const struct option longopts[] = {
 		{ "port", required_argument, NULL, OPT_PORT }, { "bind", required_argument, NULL, OPT_BIND },
@@ -214,7 +288,8 @@ static void parse_args(int argc, char **argv)
 		{ "hardlink", no_argument, NULL, OPT_HARD }, { "drain", no_argument, NULL, OPT_DRAIN },
 		{ "multishot-accept", no_argument, NULL, OPT_MSA }, { "multishot-recv", no_argument, NULL, OPT_MSR },
 		{ "send-zc", no_argument, NULL, OPT_ZC }, { "rings", required_argument, NULL, OPT_RINGS },
-		{ "granule", required_argument, NULL, OPT_GRAN }, { "help", no_argument, NULL, 'h' },
+		{ "granule", required_argument, NULL, OPT_GRAN }, { "iowq-aff", required_argument, NULL, OPT_IOWQ_AFF },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int opt;
@@ -232,6 +307,7 @@ static void parse_args(int argc, char **argv)
 			break;
 		case OPT_AFF: opts.ring.sq_aff = (int)parse_int_flag(PROG, "--sq-aff", optarg, 0, 4095); break;
 		case OPT_ATTACH: opts.attach_wq = 1; break;
+		case OPT_IOWQ_AFF: parse_iowq_aff(optarg); break;
 		case OPT_RDIS: opts.ring.r_disabled = 1; break;
 		case OPT_COOP: opts.ring.coop_taskrun = 1; break;
 		case OPT_TRF: opts.ring.taskrun_flag = 1; break;
@@ -352,11 +428,11 @@ static void close_rings(void)
 static void print_counters(int iowq)
 {
 	struct echo_counters total = { 0 };
-	char config[1024];
+	char *config;
 
 	for (int i = 0; i < opts.rings; i++)
 		counters_add(&total, &rings[i].c);
-	snprintf(config, sizeof(config),
+	if (asprintf(&config,
 		 "{\"bind\": \"%s\", \"port\": %d, \"entries\": %u, \"cq_size\": %u, \"clamp\": %d, "
 		 "\"sqpoll\": %d, \"sq_thread_idle\": %d, \"sq_aff\": %d, \"attach_wq\": %d, "
 		 "\"r_disabled\": %d, \"coop_taskrun\": %d, \"taskrun_flag\": %d, \"single_issuer\": %d, "
@@ -364,14 +440,17 @@ static void print_counters(int iowq)
 		 "\"buf_ring\": %d, \"buf_size\": %u, \"buf_count\": %u, \"fixed_files\": %d, "
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"rings\": %d, \"granule\": %d, "
-		 "\"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
+		 "\"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
 		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
 		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
 		 opts.ring.coop_taskrun, opts.ring.taskrun_flag, opts.ring.single_issuer, opts.ring.defer_taskrun,
 		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
 		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
-		 opts.multishot_recv, opts.send_zc, opts.rings, opts.granule, iowq, IOLAB_LIBURING_VERSION);
+		 opts.multishot_recv, opts.send_zc, opts.rings, opts.granule, opts.iowq_aff, iowq,
+		 IOLAB_LIBURING_VERSION) < 0)
+		die("formatting the counters", ENOMEM);
 	print_final(stdout, "uring", &total, config);
+	free(config);
 }
 
 int main(int argc, char **argv)
@@ -395,5 +474,6 @@ int main(int argc, char **argv)
 	iowq = iowq_workers();   /* before the rings (and their io-wq) go */
 	print_counters(iowq);
 	close_rings();
+	CPU_FREE(iowq_set);
 	return 0;
 }

@@ -29,6 +29,7 @@ struct options {
 	int async, buf_select, buf_ring, fixed_files, link_timeout_ms, hardlink, drain;
 	int multishot_accept, multishot_recv, send_zc;
 	int rings, granule;
+	const char *iowq_aff;   /* --iowq-aff as given, "" without it */
 	unsigned buf_size, buf_count;
 };
 
