@@ -24,9 +24,9 @@
  * we or the kernel refuse exits 2 with a one-line reason; a port in use 3.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <ctype.h>
 #include <getopt.h>
 #include <liburing.h>
 #include <netinet/in.h>
@@ -174,6 +174,7 @@ static void parse_iowq_aff(const char *text)
 		fprintf(stderr, PROG ": --iowq-aff %s: this machine has no CPU %ld\n", text, max);
 		exit(2);
 	}
+	CPU_FREE(iowq_set);   /* the flag given again: the last list counts */
 	iowq_set = CPU_ALLOC((int)max + 1);
 	if (!iowq_set)
 		die("allocating a CPU set", ENOMEM);
