@@ -139,7 +139,8 @@ def resolve_flags(cell: Cell, placed: Mapping[str, int | str | None],
                         f"this node's CPUs are {node_cpus}")
     values = {SPARE_CPU: str(spare[0]), SPARE_CPUS: cpu_text(spare)}
     flags = tuple(values.get(f, f) for f in cell.flags)
-    return replace(cell, flags=flags), cpu_text(sorted({c for f in used for c in cpu_list(values[f])}))
+    # {spare_cpus} holds {spare_cpu}: the CPUs used are the larger one's.
+    return replace(cell, flags=flags), values[SPARE_CPUS if SPARE_CPUS in used else SPARE_CPU]
 
 
 def _taskset(cpu: int | str | None) -> list[str]:
