@@ -4,7 +4,7 @@ the epoll server and the cheapest ring, in the same rounds.
     python benchmarks/client_cost.py [--rounds N] [--duration S]
 
 Each round measures the four (server, client) cells in random order with
-``iolab.echo.measure_cell``: c = 50, 128 B, server on CPU 0, client on
+``iolab.experiments.echo.measure_cell``: c = 50, 128 B, server on CPU 0, client on
 CPU 1. CPU per request divides each side's CPU time by the requests the
 server echoed (warm-up included, as the CPU times are). Prints every cell,
 then the ratios DESIGN.md quotes: client/server in the same cell, and the
@@ -20,7 +20,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from iolab import echo
+from iolab.experiments import echo
 
 SERVERS = {"epoll": (), "single_issuer_defer_taskrun_multishot_buf_ring":
            ("--single-issuer", "--defer-taskrun", "--multishot-recv", "--buf-ring")}

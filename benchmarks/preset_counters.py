@@ -4,7 +4,7 @@ preset in config/config.yaml, in the same interleaved rounds.
     python benchmarks/preset_counters.py [--rounds N] [--duration S] [--csv FILE]
 
 Each round measures every preset in a fresh random order with
-``iolab.echo.measure_cell``: c = 50, 128 B, closed loop, the server on
+``iolab.experiments.echo.measure_cell``: c = 50, 128 B, closed loop, the server on
 CPU 0 and loadgen's epoll client on CPU 1. Per request means per request
 the server echoed (warm-up included, as its CPU time and counters are).
 Prints one row per preset: server and client CPU per request (spread over
@@ -25,7 +25,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from iolab import config, echo
+from iolab import config
+from iolab.experiments import echo
 
 # measure_cell's "cqes" repeats "events" (CQEs reaped; epoll events for epoll).
 COUNTERS = ("io_uring_enter", "sqes", "events", "waits", "nobufs", "async_sqes", "server_resched_ipis")

@@ -1,5 +1,5 @@
-"""Raw file formats shared by the code that writes them (iolab.echo,
-iolab.mpi) and the loaders that read them (iolab.tables). Nothing here runs
+"""Raw file formats shared by the code that writes them (iolab.experiments.echo,
+iolab.experiments.mpi) and the loaders that read them (iolab.tables). Nothing here runs
 anything, so analysis can depend on it without reaching the runners."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def histograms_path(raw: Path) -> Path:
     return raw.with_name(raw.stem + ".histograms.csv")
 
 
-# latency: one row per cell of an open-loop sweep (iolab.latency); phase is
+# latency: one row per cell of an open-loop sweep (iolab.experiments.latency); phase is
 # "capacity" (closed loop, load 0) or "open" (offered_rps = load x capacity)
 LATENCY_COLUMNS = [
     "order", "server", "preset", "phase", "load", "offered_rps", "connections", "bytes", "status",
@@ -44,7 +44,7 @@ LATENCY_COLUMNS = [
 MPI_PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]
 MPI_COLUMNS = ["transport", *MPI_PROBE_COLUMNS]
 REFERENCE_BENCH = "reference_pingpong"
-# The ib experiment's raw CSV (iolab.perftest): one row per program, size and metric.
+# The ib experiment's raw CSV (iolab.experiments.ib): one row per program, size and metric.
 IB_RAW_HEADER = "# iolab-raw: perftest v1"
 IB_COLUMNS = ["program", "bytes", "iterations", "metric", "value"]
 OSU_PREFIX = "osu_"

@@ -39,7 +39,7 @@ from iolab.runners import capabilities_of  # noqa: E402
 
 def node_runs(node, experiment):
     """Whether ``experiment`` runs on ``node``: its `experiments` list, and
-    whether its runner has what the experiment needs (iolab/experiments.py:
+    whether its runner has what the experiment needs (iolab/experiments/__init__.py:
     bpftrace needs this machine's kernel; echo servers; MPI)."""
     entry = NODE_BY_NAME[node]
     chosen = entry.get("experiments")
@@ -90,7 +90,7 @@ from iolab.native import BUILD_FILES, MPI_PROGRAMS, program_sources  # noqa: E40
 NATIVE_PROGRAMS = program_sources()
 
 # Each experiment's programs, and any other code that decides what it
-# measures (iolab/experiments.py). The run key digests these with the
+# measures (iolab/experiments/__init__.py). The run key digests these with the
 # settings, so new settings or new probe code measure into a new directory
 # and raw data already measured is never overwritten.
 from iolab.experiments import REGISTRY  # noqa: E402

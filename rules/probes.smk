@@ -6,7 +6,7 @@
 # Raw files land in data/raw/<node>/<experiment>/<key>/, where <key> digests
 # the settings and the probe's sources (rules/common.smk), and are
 # write-protected: measured data is never edited or overwritten. One rule per
-# experiment of the registry (iolab/experiments.py), all from this definition;
+# experiment of the registry (iolab/experiments/__init__.py), all from this definition;
 # mpirun launches on the node: shared memory, TCP, a cluster of network
 # namespaces (iolab/runners/netns.py), and across the node's mpi.peers over
 # ssh (iolab/runners/mpigroup.py).

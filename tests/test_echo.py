@@ -28,7 +28,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from iolab import echo as echo_exp
+from iolab.experiments import echo as echo_exp
 from iolab import tables
 from iolab.formats import histograms_path
 from iolab.config import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server, server_flags

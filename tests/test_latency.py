@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab import echo as echo_exp
-from iolab import latency as latency_exp
+from iolab.experiments import echo as echo_exp
+from iolab.experiments import latency as latency_exp
 from iolab import tables
 from iolab.formats import histograms_path
 from iolab.analysis import latency

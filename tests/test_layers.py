@@ -6,12 +6,18 @@ indirect import through a third module counts too.
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+
 import pytest
 
 from iolab.paths import module_closure
 
-RUN_CODE = {"iolab/measure.py", "iolab/echo.py", "iolab/latency.py", "iolab/mpi.py", "iolab/trace.py",
-            "iolab/probes.py"}
+# Run code: the measurement entry point and every experiment module (the
+# registry in iolab/experiments/__init__.py holds no run code).
+EXPERIMENT_MODULES = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "iolab" / "experiments").glob("*.py")
+                            if p.name != "__init__.py")
+RUN_CODE = {"iolab/measure.py"} | {f"iolab/experiments/{name}" for name in EXPERIMENT_MODULES}
 
 
 def under(paths: list[str], folder: str) -> list[str]:
@@ -40,3 +46,19 @@ def test_the_closure_follows_relative_and_indirect_imports() -> None:
     # analysis/models.py imports iolab.tables (relative, two levels), which
     # imports iolab.formats: both are in.
     assert {"iolab/tables.py", "iolab/formats.py", "iolab/analysis/stats.py"} <= set(closure)
+
+
+def test_every_experiment_runs_from_its_own_module() -> None:
+    # The registry names each experiment's module; measure() only dispatches.
+    from iolab.experiments import REGISTRY
+    modules = {e.module for e in REGISTRY.values()}
+    assert {f"{m}.py" for m in modules} == set(EXPERIMENT_MODULES)
+    for name in modules:
+        assert callable(getattr(importlib.import_module(f"iolab.experiments.{name}"), "run_repetition", None)), name
+
+
+def test_the_registry_imports_no_run_code() -> None:
+    # The workflow imports the registry at every start: it stays light.
+    closure = set(module_closure(["iolab.experiments.__init__"]))
+    assert "iolab/experiments/__init__.py" in closure
+    assert sorted(RUN_CODE & closure) == []

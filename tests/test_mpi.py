@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from iolab import formats, mpi, tables
+from iolab import formats, tables
+from iolab.experiments import mpi
 from iolab.analysis import claims, mpimodels, mpistats
 from iolab.analysis.verdicts import Outcome
 from iolab.runners import netns

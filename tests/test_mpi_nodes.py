@@ -19,7 +19,8 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake, write_sshd_files
 
-from iolab import formats, mpi, tables
+from iolab import formats, tables
+from iolab.experiments import mpi
 from iolab.analysis import mpistats
 from iolab.measure import measure
 from iolab.runners import LocalRunner, RunError, SshRunner

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab import formats, mpi, tables
+from iolab import formats, tables
+from iolab.experiments import mpi
 from iolab.analysis import mpistats
 
 from test_mpi import mpi_build, mpirun, settings  # noqa: F401  (the fixture builds the probes)

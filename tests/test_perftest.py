@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from iolab import perftest, tables
+from iolab import tables
+from iolab.experiments import ib
 from iolab.runners import LocalRunner, qemu
 
 from conftest import REPO
@@ -19,7 +20,7 @@ SIZES = [2 ** k for k in range(1, 24)]            # -a: 2 B to 8 MiB
 
 
 def test_parser_reads_ib_send_lat_as_recorded() -> None:
-    r = perftest.parse("ib_send_lat", (RECORDED / "ib_send_lat.rxe-tcg.txt").read_text())
+    r = ib.parse("ib_send_lat", (RECORDED / "ib_send_lat.rxe-tcg.txt").read_text())
     assert r.settings["Device"] == "rxe0" and r.settings["Link type"] == "Ethernet"
     assert r.settings["Connection type"] == "RC" and r.settings["GID index"] == "1"
     assert "GID" not in r.settings     # the queue pairs' addresses are not settings
@@ -31,7 +32,7 @@ def test_parser_reads_ib_send_lat_as_recorded() -> None:
 
 
 def test_parser_reads_ib_send_bw_as_recorded() -> None:
-    r = perftest.parse("ib_send_bw", (RECORDED / "ib_send_bw.rxe-tcg.txt").read_text())
+    r = ib.parse("ib_send_bw", (RECORDED / "ib_send_bw.rxe-tcg.txt").read_text())
     assert list(r.table.columns) == ["bytes", "iterations", "bw_peak_mb_s", "bw_average_mb_s", "msg_rate_mpps"]
     assert r.table["bytes"].tolist() == SIZES
     assert r.settings["CQ Moderation"] == "20"
@@ -44,7 +45,7 @@ def test_values_perftest_prints_as_inf_are_missing_and_said_so() -> None:
     text = (RECORDED / "ib_send_lat.rxe-tcg.txt").read_text().splitlines()
     last = max(i for i, ln in enumerate(text) if ln.strip().startswith("8388608"))
     text[last] = " 8388608    20          inf   inf   inf   inf   0.00   inf   inf"
-    r = perftest.parse("ib_send_lat", "\n".join(text))
+    r = ib.parse("ib_send_lat", "\n".join(text))
     row = r.table.set_index("bytes").loc[8388608]
     assert row[["t_min_us", "t_typical_us", "p999_us"]].isna().all() and row["t_stdev_us"] == 0.0
     assert r.table.drop(index=r.table.index[-1]).notna().all(axis=None)
@@ -54,22 +55,22 @@ def test_values_perftest_prints_as_inf_are_missing_and_said_so() -> None:
 
 def test_parser_errors_are_one_line() -> None:
     no_device = " Did not detect devices \n If device exists, check if driver is up\n Unable to find the Infiniband/RoCE device\n"
-    with pytest.raises(perftest.PerftestError) as e:
-        perftest.parse("ib_send_lat", no_device)
+    with pytest.raises(ib.PerftestError) as e:
+        ib.parse("ib_send_lat", no_device)
     assert str(e.value) == "ib_send_lat printed no result table: Unable to find the Infiniband/RoCE device"
     text = (RECORDED / "ib_send_bw.rxe-tcg.txt").read_text().splitlines()
     header = next(i for i, ln in enumerate(text) if ln.strip().startswith("#bytes"))
     cut = "\n".join([*text[:header + 1], text[header + 1].rsplit(maxsplit=1)[0]])
-    with pytest.raises(perftest.PerftestError, match="a row has 4 values for 5 columns"):
-        perftest.parse("ib_send_bw", cut)
+    with pytest.raises(ib.PerftestError, match="a row has 4 values for 5 columns"):
+        ib.parse("ib_send_bw", cut)
 
 
 def test_device_facts_and_the_device_chosen() -> None:
-    facts = perftest.parse_facts((RECORDED / "facts.rxe-tcg.txt").read_text())
+    facts = ib.parse_facts((RECORDED / "facts.rxe-tcg.txt").read_text())
     assert facts["rxe0"]["port1.link_layer"] == "Ethernet" and facts["rxe0"]["port1.state"] == "4: ACTIVE"
     facts["mlx_down"] = {"port1.state": "1: DOWN"}
-    assert perftest.first_device(facts) == "rxe0"
-    assert perftest.first_device({}) is None
+    assert ib.first_device(facts) == "rxe0"
+    assert ib.first_device({}) is None
 
 
 def _can_boot_guest() -> str | None:
@@ -85,7 +86,7 @@ def test_soft_roce_in_a_guest() -> None:
     """Both perftest ends over rdma_rxe in one emulated guest: functional
     only (it proves the commands, the device facts and the parser, not a
     fabric's performance)."""
-    results, facts, run = perftest.soft_roce_guest(iterations=5)
+    results, facts, run = ib.soft_roce_guest(iterations=5)
     assert run.accel == "tcg"
     assert facts["rxe0"]["port1.link_layer"] == "Ethernet"
     lat, bw = results
@@ -106,18 +107,18 @@ def test_soft_roce_in_a_guest() -> None:
     # perftest's warnings (stderr) are kept apart from its table: a warning
     # printed mid-row once broke the parse on a CI machine.
     assert all(not w.split()[0].isdigit() for r in results for w in r.warnings)
-    tidy = perftest.tidy(results, {"node": "guest", "accel": "tcg"})
-    assert set(tidy["program"]) == set(perftest.PROGRAMS) and (tidy["accel"] == "tcg").all()
+    tidy = ib.tidy(results, {"node": "guest", "accel": "tcg"})
+    assert set(tidy["program"]) == set(ib.PROGRAMS) and (tidy["accel"] == "tcg").all()
 
 
 def test_without_a_device_the_run_is_skipped_with_the_reason(tmp_path: Path) -> None:
-    if perftest.device_facts(LocalRunner()):
+    if ib.device_facts(LocalRunner()):
         pytest.skip("this machine has an RDMA device")
     raw = tmp_path / "n1" / "ib" / "k" / "rep1.csv"
     raw.parent.mkdir(parents=True)
     transcript = raw.with_name("rep1.perftest.txt")
     settings = {"iterations": 10, "device": None, "gid_index": None, "timeout": 60}
-    extra = perftest.run_experiment(settings, "n1", LocalRunner(), "n2", LocalRunner(), "127.0.0.1", raw,
+    extra = ib.run_experiment(settings, "n1", LocalRunner(), "n2", LocalRunner(), "127.0.0.1", raw,
                                     transcript)
     reason = "no RDMA device under /sys/class/infiniband on n1 or n2 (InfiniBand or RoCE hardware, or rdma_rxe, is needed)"
     assert extra == {"ib": {"available": False, "reason": reason}}

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from iolab import tables, trace
+from iolab import tables
+from iolab.experiments import trace
 from iolab.analysis import models
 
 BPFTRACE_OUTPUT = """Attaching 10 probes...

@@ -23,11 +23,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .config import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, cpu_list, preset_server
-from .experiments import REGISTRY
-from .formats import CELL_COLUMNS
-from .runners import LocalRunner, Runner
-from .runners.local import RunError, build_failure
+from .. import atomic, tables
+from ..config import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, cpu_list, preset_server
+from ..formats import CELL_COLUMNS, histograms_path
+from ..runners import LocalRunner, Runner, runner_for
+from ..runners.local import RunError, build_failure
+from . import REGISTRY, Measured, Repetition
 
 _LISTENING = re.compile(r"listening on [0-9.]+:(\d+)")
 
@@ -377,3 +378,28 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None],
                       + f" [{time.monotonic() - start:.1f} s]", flush=True)
     return {"echo": {"cells": len(planned), "failed": failures, "order_seed": seed,
                      "placement": dict(cpus), "bind": bind, "address": address}}
+
+
+def run_repetition(rep: Repetition) -> Measured:
+    """The closed-loop sweep with the server on the node and the load
+    generator there too, or on ``rep.client_entry``'s node (then the server
+    listens on all addresses and the client connects to the node's
+    ``address``)."""
+    cpus = rep.server_client_cpus()
+    node_entry, client_entry = rep.node_entry, rep.client_entry
+    if client_entry is None or client_entry["name"] == node_entry["name"]:
+        client_cm: Any = contextlib.nullcontext(rep.runner)
+        bind = address = "127.0.0.1"
+    else:
+        client_cm = runner_for(client_entry).session(REGISTRY["echo"].programs)
+        bind = "0.0.0.0"
+        address = node_entry.get("address") or node_entry.get("host") or "127.0.0.1"
+        cpus["client"] = (client_entry.get("cpus") or {}).get("client")
+    with client_cm as client_runner, atomic.atomic_path(histograms_path(rep.output)) as hist_tmp:
+        extra = run_sweep(rep.settings, cpus, rep.seed, rep.raw, hist_tmp, server_runner=rep.runner,
+                          client_runner=client_runner, bind=bind, address=address)
+    extra["echo"]["client_node"] = client_entry["name"] if client_entry else node_entry["name"]
+    frame = tables.read_echo_csv(rep.raw)
+    ok = int((frame["status"] == "ok").sum())
+    return Measured(extra, ["echo-epoll/echo-uring + loadgen", "(one run per cell)"],
+                    f"{ok} of {len(frame)} cells measured", cpus)

@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .formats import IB_COLUMNS, IB_RAW_HEADER
-from .runners import qemu
-from .runners.local import RunError
+from .. import atomic, tables
+from ..formats import IB_COLUMNS, IB_RAW_HEADER
+from ..runners import qemu, runner_for
+from ..runners.local import RunError
+from . import Measured, Repetition
 
 PROGRAMS = ("ib_send_lat", "ib_send_bw")
 # perftest's column headers -> ours.
@@ -297,3 +299,21 @@ def _client_against_server(program: str, node_runner: Any, peer_runner: Any, ser
             server.wait(timeout=30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def run_repetition(rep: Repetition) -> Measured:
+    """perftest with the client on the node and the server on its ib.peer."""
+    if len(rep.peer_entries) != 1:
+        raise RunError(f"ib on {rep.node.name}: the server end runs on the node's ib.peer "
+                       "(pass it with --peer-nodes)")
+    peer = rep.peer_entries[0]
+    address = peer.get("address") or peer.get("host")
+    with runner_for(peer).session(()) as peer_runner, \
+            atomic.atomic_path(rep.output.with_name(rep.output.stem + ".perftest.txt")) as transcript:
+        extra = run_experiment(rep.settings, rep.node.name, rep.runner, peer["name"], peer_runner, str(address),
+                               rep.raw, transcript)
+    frame = tables.read_ib_csv(rep.raw)
+    summary = (f"skipped: {extra['ib']['reason']}" if not extra["ib"]["available"]
+               else f"{frame['bytes'].nunique()} sizes, {len(frame)} values")
+    return Measured(extra, ["ib_send_lat/ib_send_bw -a", f"(server on {peer['name']})"], summary,
+                    {"peer": peer["name"]})

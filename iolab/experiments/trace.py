@@ -24,8 +24,9 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from . import echo, paths
-from .runners import LocalRunner
+from .. import paths, tables
+from ..runners import LocalRunner, RunError
+from . import Measured, Repetition, echo
 
 TRACEFS = Path("/sys/kernel/tracing")
 SYSCALLS = ("getppid", "sendto", "recvfrom", "io_uring_enter")
@@ -206,3 +207,17 @@ def measure(settings: Mapping[str, Any], cpu: int | None, seed: int,
 def _bpftrace_version() -> str | None:
     res = subprocess.run(["bpftrace", "--version"], capture_output=True, text=True, check=False)
     return res.stdout.strip() or None
+
+
+def run_repetition(rep: Repetition) -> Measured:
+    """The bpftrace run on this machine (a skipped one records why)."""
+    if rep.remote:
+        raise RunError(f"trace on {rep.node.name}: bpftrace runs on local nodes only")
+    cpu = rep.node.cpus.get("probe")
+    try:
+        extra = measure(rep.settings, cpu, rep.seed, rep.raw, rep.server_client_cpus())
+    except (RuntimeError, OSError, subprocess.SubprocessError) as e:
+        raise RunError(f"trace on {rep.node.name}: {e}") from e
+    frame = tables.read_trace_csv(rep.raw)
+    summary = "skipped: " + extra["trace"]["reason"] if frame.empty else f"{len(frame)} rows"
+    return Measured(extra, ["bpftrace", "-e", "<script in provenance>"], summary, {"probe_cpu": cpu})

@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import preset_server
+from .. import atomic, tables
+from ..config import preset_server
+from ..formats import LATENCY_COLUMNS, histograms_path
+from ..runners import LocalRunner, Runner
+from . import Measured, Repetition
 from .echo import Cell, CellError, SweepFiles, build_optional_servers, failed_status, measure_cell
-from .formats import LATENCY_COLUMNS
-from .runners import LocalRunner, Runner
 
 
 @dataclass(frozen=True)
@@ -108,3 +110,13 @@ def run(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None], seed:
                       f"{done} [{time.monotonic() - start:.1f} s]", flush=True)
     return {"latency": {"cells": len(planned), "failed": failures, "order_seed": seed,
                         "capacity_rps": capacity, "placement": dict(cpus)}}
+
+
+def run_repetition(rep: Repetition) -> Measured:
+    """The open-loop sweep with the server and the load generator on the node."""
+    cpus = rep.server_client_cpus()
+    with atomic.atomic_path(histograms_path(rep.output)) as hist_tmp:
+        extra = run(rep.settings, cpus, rep.seed, rep.raw, hist_tmp, runner=rep.runner)
+    frame = tables.read_latency_csv(rep.raw)
+    return Measured(extra, ["echo server + loadgen --rate", "(one run per cell)"],
+                    f"{int((frame['status'] == 'ok').sum())} of {len(frame)} cells measured", cpus)

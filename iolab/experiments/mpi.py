@@ -29,23 +29,28 @@ computes it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from .formats import MPI_COLUMNS, MPI_PROBE_COLUMNS, REFERENCE_BENCH
-from .runners import Capability, LocalRunner, Runner
-from .runners.local import RunError
-from .runners.mpigroup import MpiNodeGroup
-from .runners.netns import NetnsCluster, require_root_and_iproute2
+from .. import tables
+from ..formats import MPI_COLUMNS, MPI_PROBE_COLUMNS, REFERENCE_BENCH
+from ..hostfacts import HostFacts
+from ..runners import Capability, LocalRunner, Runner, runner_for
+from ..runners.local import RunError
+from ..runners.mpigroup import Member, MpiNodeGroup
+from ..runners.netns import NetnsCluster, require_root_and_iproute2
+from . import REGISTRY, Measured, Repetition
 
 TRANSPORTS = ("shm", "tcp", "netns", "netns_tbf", "nodes")
 NETNS_TRANSPORTS = ("netns", "netns_tbf")
@@ -444,3 +449,55 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
                     **({"group": group.describe()} if group is not None else {}),
                     "mca_environment": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")},
                     "launches": records}}
+
+
+def run_repetition(rep: Repetition) -> Measured:
+    """Every launch of one repetition: the transports this node can run
+    (mpirun here, or srun inside a SLURM job), with its peers for ``nodes``."""
+    in_slurm_job = rep.node_entry.get("runner") == "slurm" and "SLURM_JOB_ID" in os.environ
+    interface = (rep.node_entry.get("mpi") or {}).get("interface")
+    transports, left_out = node_transports(rep.node_entry, rep.settings)
+    if left_out:
+        print(f"iolab: mpi on {rep.node.name}: leaving out {', '.join(left_out)} (they need "
+              "this machine's network namespaces; nodes[].mpi.transports chooses)", file=sys.stderr)
+    settings = {**rep.settings, "transports": transports,
+                **({"tcp_interface": interface} if interface else {})}
+    with _node_group(rep, transports) as group:
+        extra = run_experiment(settings, rep.seed, rep.raw, runner=rep.runner,
+                               cpus=rep.facts.cpu_count if rep.facts else None,
+                               launcher="srun" if in_slurm_job else "mpirun", group=group)
+    extra["mpi"]["transports_left_out"] = left_out
+    frame = tables.read_mpi_csv(rep.raw)
+    if frame.empty:
+        raise RunError(f"mpi on {rep.node.name}: no samples were written")
+    placement = {"launches": [{k: r[k] for k in ("transport", "ranks", "binding", "oversubscribed")}
+                              for r in extra["mpi"]["launches"]]}
+    return Measured(extra, ["mpirun ... mpi-probe", "(one launch per transport and rank count)"],
+                    f"{len(extra['mpi']['launches'])} launches, {len(frame)} samples", placement)
+
+
+@contextlib.contextmanager
+def _node_group(rep: Repetition, transports: Sequence[str]) -> Iterator[MpiNodeGroup | None]:
+    """The node and its MPI peers, each peer's sources built in its own ssh
+    session, the launch files written on this node; None without ``nodes``."""
+    if "nodes" not in transports:
+        yield None
+        return
+    name = rep.node_entry["name"]
+    if not rep.peer_entries:
+        raise RunError(f"mpi on {name}: the nodes transport needs mpi.peers (pass them with --peer-nodes)")
+    if Capability.MPI_ACROSS_PEERS not in rep.runner.capabilities:
+        raise RunError(f"mpi on {name}: mpirun across nodes starts on a local or ssh node")
+    programs = REGISTRY["mpi"].programs
+    with contextlib.ExitStack() as stack:
+        peers = []
+        for entry in rep.peer_entries:
+            runner = runner_for(entry)
+            if Capability.MPI_PEER not in runner.capabilities:
+                raise RunError(f"mpi on {name}: peer {entry['name']} is not an ssh node")
+            session = stack.enter_context(runner.session(programs))
+            peers.append(Member(entry, session, session.facts()))
+        facts: HostFacts = rep.facts if rep.facts is not None else rep.runner.facts()
+        group = MpiNodeGroup(Member(rep.node_entry, rep.runner, facts), peers)
+        group.prepare()
+        yield group

@@ -1,11 +1,14 @@
-"""Command lines of the cost-probe experiments, from their config sections."""
+"""The cost-probe experiments (syscall, sendrecv, uring_batch, nop): the
+cost-probe command line from a config section, and one repetition of it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from . import paths
+from .. import paths, tables
+from ..runners import RunError
+from . import Measured, Repetition
 
 # experiment name -> cost-probe mode
 PROBE_MODES = {"syscall": "syscall", "sendrecv": "sendrecv", "uring_batch": "uring-batch", "nop": "nop"}
@@ -41,3 +44,16 @@ def probe_argv(experiment: str, settings: Mapping[str, Any], seed: int,
     if cpu is not None:
         argv += ["--cpu", str(cpu)]
     return argv
+
+
+def run_repetition(rep: Repetition) -> Measured:
+    """One cost-probe run into ``rep.raw``, pinned to the node's probe CPU."""
+    cpu = rep.node.cpus.get("probe")
+    argv = probe_argv(rep.experiment, rep.settings, rep.seed, cpu, rep.runner.exe("cost-probe"))
+    rep.runner.run(argv, rep.raw)
+    # Parse before accepting: a truncated or malformed file is not a result.
+    frame = tables.read_raw_csv(rep.raw)
+    if frame.empty:
+        raise RunError(f"{rep.experiment} on {rep.node.name}: the probe wrote no samples")
+    return Measured({"unavailable": tables.read_unavailable(rep.raw)}, argv, f"{len(frame)} batches",
+                    {"probe_cpu": cpu, "observed_cpus": sorted(set(frame["cpu"].tolist()))})
