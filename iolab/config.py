@@ -18,8 +18,11 @@ from typing import Any
 
 import yaml
 
+from .inventory import NodeEntry
+from .paths import CONFIG_SCHEMA
+
 REPO = Path(__file__).resolve().parent.parent
-SCHEMA = REPO / "config" / "schema.yaml"
+SCHEMA = CONFIG_SCHEMA
 # What the Snakefile loads before any --configfile overlay.
 BASE_FILES = (REPO / "config" / "config.yaml", REPO / "config" / "nodes.yaml")
 
@@ -195,17 +198,18 @@ def cpu_list(value: int | str) -> list[int]:
 
 
 def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> None:
-    """Checks the schema cannot express. Raises ConfigError on the first one."""
+    """Checks the schema cannot express, on a config the schema validated
+    (so its defaults are filled in). Raises ConfigError on the first one."""
     names = [n["name"] for n in config["nodes"]]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"config error at nodes: node name {dupes[0]!r} is used more than once")
     ncpu = cpu_count if cpu_count is not None else os.cpu_count() or 1
     _check_nodes(config)
-    for i, node in enumerate(config["nodes"]):
-        if node["runner"] != "local":
+    for i, node in enumerate(nodes_of(config)):
+        if node.runner != "local":
             continue
-        for role, cpu in sorted((node.get("cpus") or {}).items()):
+        for role, cpu in sorted(node.cpus.model_dump().items()):
             highest = max(cpu_list(cpu)) if cpu is not None else -1
             if highest >= ncpu:
                 raise ConfigError(
@@ -214,127 +218,139 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
                 )
     experiments = config["experiments"]
     for section, key, level, why in MODEL_LEVELS:
-        if level not in experiments[section].get(key, [level]):
+        if level not in experiments[section][key]:
             raise ConfigError(f"config error at experiments.{section}.{key}: must include "
                               f"{level!r}, {why}")
-    echo = experiments.get("echo", {})
-    _check_presets(echo)
-    if any(s["client"] == "thread-per-connection" for s in echo.get("setups", [])) and \
-            echo.get("pipeline", 1) != 1:
-        raise ConfigError("config error at experiments.echo.setups: the thread-per-connection client is "
-                          "closed-loop ping-pong; set pipeline to 1 or drop that setup")
-    for i, setup in enumerate(echo.get("setups") or []):
-        unknown = sorted(set(setup.get("only") or []) - set(echo.get("presets", {})))
+    echo = experiments.get("echo")
+    if echo:
+        _check_echo(echo)
+    latency = experiments.get("latency")
+    if latency:
+        known = (echo.get("presets") or {}) if echo else {}
+        unknown = sorted(set(latency["presets"]) - set(known))
         if unknown:
-            raise ConfigError(f"config error at experiments.echo.setups[{i}].only: {unknown[0]!r} is not a "
-                              f"preset (known: {', '.join(sorted(echo.get('presets', {})))})")
-    unknown = sorted(set(echo.get("only") or []) - set(echo.get("presets", {})))
-    if unknown:
-        raise ConfigError(f"config error at experiments.echo.only: {unknown[0]!r} is not a preset "
-                          f"(known: {', '.join(sorted(echo.get('presets', {})))})")
-    latency = experiments.get("latency") or {}
-    unknown = sorted(set(latency.get("presets") or []) - set(echo.get("presets", {})))
-    if unknown:
-        raise ConfigError(f"config error at experiments.latency.presets: {unknown[0]!r} is not an "
-                          f"experiments.echo.presets name (known: {', '.join(sorted(echo.get('presets', {})))})")
+            raise ConfigError(f"config error at experiments.latency.presets: {unknown[0]!r} is not an "
+                              f"experiments.echo.presets name (known: {', '.join(sorted(known))})")
     _check_mpi(experiments.get("mpi"))
     sc = config["experiments"]["syscall"]
-    if sc.get("warmup_batches", 0) > sc.get("batches", 0) * 10:
+    if sc["warmup_batches"] > sc["batches"] * 10:
         raise ConfigError(
             "config error at experiments.syscall.warmup_batches: more than 10x the measured "
             "batches; lower it or raise experiments.syscall.batches"
         )
 
 
+def _check_echo(echo: Mapping[str, Any]) -> None:
+    _check_presets(echo)
+    presets = echo.get("presets") or {}   # the one echo key without a default
+    if any(s["client"] == "thread-per-connection" for s in echo["setups"]) and echo["pipeline"] != 1:
+        raise ConfigError("config error at experiments.echo.setups: the thread-per-connection client is "
+                          "closed-loop ping-pong; set pipeline to 1 or drop that setup")
+    known = ", ".join(sorted(presets))
+    for i, setup in enumerate(echo["setups"]):
+        unknown = sorted(set(setup.get("only") or []) - set(presets))
+        if unknown:
+            raise ConfigError(f"config error at experiments.echo.setups[{i}].only: {unknown[0]!r} is not a "
+                              f"preset (known: {known})")
+    unknown = sorted(set(echo["only"] or []) - set(presets))
+    if unknown:
+        raise ConfigError(f"config error at experiments.echo.only: {unknown[0]!r} is not a preset (known: {known})")
+
+
 def _check_mpi(mpi: Mapping[str, Any] | None) -> None:
-    if not mpi or not mpi.get("enabled", True):
+    if not mpi or not mpi["enabled"]:
         return
     where = "config error at experiments.mpi"
-    if mpi.get("min_bytes", 1) > mpi.get("max_bytes", 1 << 20):
+    if mpi["min_bytes"] > mpi["max_bytes"]:
         raise ConfigError(f"{where}.min_bytes: {mpi['min_bytes']} is above max_bytes ({mpi['max_bytes']})")
-    if "probe" not in mpi.get("methods", ["probe"]):
+    if "probe" not in mpi["methods"]:
         raise ConfigError(f"{where}.methods: the models, figures and claims use mpi-probe's own timing; "
                           "keep probe in methods (osu runs beside it, for the comparison)")
-    if "pingpong" in mpi.get("benchmarks", []) and 2 not in mpi.get("ranks", [2]):
+    if "pingpong" in mpi["benchmarks"] and 2 not in mpi["ranks"]:
         raise ConfigError(f"{where}.ranks: ping-pong runs in the 2-rank launch; add 2 to ranks "
                           "or drop pingpong from benchmarks")
-    if mpi.get("sync") == "window" and not mpi.get("window_us") and not mpi.get("warmup"):
+    if mpi["sync"] == "window" and not mpi["window_us"] and not mpi["warmup"]:
         raise ConfigError(f"{where}.sync: window synchronisation needs window_us > 0 or warmup > 0 "
                           "to size the window")
-    if "netns_tbf" in mpi.get("transports", []) and 2 not in mpi.get("ranks", [2]):
+    if "netns_tbf" in mpi["transports"] and 2 not in mpi["ranks"]:
         raise ConfigError(f"{where}.transports: netns_tbf runs a 2-rank ping-pong; add 2 to ranks")
     pinned = {k: v for k, v in (mpi.get("algorithms") or {}).items() if v}
-    if len(mpi.get("selections", [])) > 1 and not pinned:
+    if len(mpi["selections"]) > 1 and not pinned:
         raise ConfigError(f"{where}.selections: pinned and default would run the same algorithms; "
                           "pin some in experiments.mpi.algorithms or list one selection")
 
 
+def nodes_of(config: Mapping[str, Any]) -> list[NodeEntry]:
+    """The config's node inventory, typed."""
+    return [NodeEntry.of(n) for n in config["nodes"]]
+
+
 def _check_nodes(config: Mapping[str, Any]) -> None:
-    names = [n["name"] for n in config["nodes"]]
+    nodes = nodes_of(config)
+    names = [n.name for n in nodes]
     known_experiments = set(config["experiments"])
-    for i, node in enumerate(config["nodes"]):
+    for i, node in enumerate(nodes):
         where = f"config error at nodes[{i}]"
-        if node["runner"] == "ssh" and not node.get("host"):
-            raise ConfigError(f"{where}.host: node {node['name']!r} uses the ssh runner and needs a host")
-        client = node.get("echo_client")
+        if node.runner == "ssh" and not node.host:
+            raise ConfigError(f"{where}.host: node {node.name!r} uses the ssh runner and needs a host")
+        client = node.echo_client
         if client is not None and client not in names:
             raise ConfigError(f"{where}.echo_client: {client!r} is not a node in the inventory "
                               f"(nodes: {', '.join(names)})")
-        if client is not None and client != node["name"] and not (node.get("address") or node.get("host")):
+        if client is not None and client != node.name and not node.reach:
             raise ConfigError(f"{where}.address: the echo client {client!r} needs this node's address")
-        unknown = sorted(set(node.get("experiments") or []) - known_experiments)
+        unknown = sorted(set(node.experiments or []) - known_experiments)
         if unknown:
             raise ConfigError(f"{where}.experiments: {unknown[0]!r} is not an experiment "
                               f"(known: {', '.join(sorted(known_experiments))})")
-        _check_mpi_peers(config, node, where)
-        _check_ib_peer(config, node, where)
-        if node["runner"] == "netns":
+        _check_mpi_peers(nodes, node, where)
+        _check_ib_peer(nodes, node, where)
+        if node.runner == "netns":
             raise ConfigError(f"{where}.runner: netns is an MPI transport of a local node "
                               "(experiments.mpi.transports), not a node of its own")
 
 
-def _peer_entry(config: Mapping[str, Any], node: Mapping[str, Any], peer: str, key: str) -> Mapping[str, Any]:
+def _peer_entry(nodes: Sequence[NodeEntry], node: NodeEntry, peer: str, key: str) -> NodeEntry:
     """The inventory entry ``key`` (e.g. "nodes[0].ib.peer") names: another node."""
-    by_name = {n["name"]: n for n in config["nodes"]}
+    by_name = {n.name: n for n in nodes}
     entry = by_name.get(peer)
     if entry is None:
         raise ConfigError(f"{key}: {peer!r} is not a node in the inventory (nodes: {', '.join(by_name)})")
-    if peer == node["name"]:
+    if peer == node.name:
         raise ConfigError(f"{key}: a node is not its own peer")
     return entry
 
 
-def _check_ib_peer(config: Mapping[str, Any], node: Mapping[str, Any], where: str) -> None:
+def _check_ib_peer(nodes: Sequence[NodeEntry], node: NodeEntry, where: str) -> None:
     """The ib experiment's server end: an ssh node of the inventory with an address."""
-    peer = (node.get("ib") or {}).get("peer")
+    peer = node.ib.peer
     if peer is None:
         return
-    entry = _peer_entry(config, node, peer, f"{where}.ib.peer")
-    if entry["runner"] != "ssh" or node["runner"] not in ("local", "ssh"):
+    entry = _peer_entry(nodes, node, peer, f"{where}.ib.peer")
+    if entry.runner != "ssh" or node.runner not in ("local", "ssh"):
         raise ConfigError(f"{where}.ib.peer: perftest runs between a local or ssh node and an ssh peer")
-    if not (entry.get("address") or entry.get("host")):
+    if not entry.reach:
         raise ConfigError(f"{where}.ib.peer: the client reaches {peer!r} by its address; set its address")
 
 
-def _check_mpi_peers(config: Mapping[str, Any], node: Mapping[str, Any], where: str) -> None:
+def _check_mpi_peers(nodes: Sequence[NodeEntry], node: NodeEntry, where: str) -> None:
     """A node's MPI settings: peers that exist and can be reached, transports it can run."""
-    own = node.get("mpi") or {}
-    peers = own.get("peers") or []
-    transports = own.get("transports") or []
-    if peers and node["runner"] not in ("local", "ssh"):
+    peers = node.mpi.peers
+    transports = node.mpi.transports or ()
+    if peers and node.runner not in ("local", "ssh"):
         raise ConfigError(f"{where}.mpi.peers: mpirun across nodes starts on a local or ssh node, "
-                          f"not a {node['runner']} node")
-    if peers and not (node.get("address") or node.get("host")):
-        raise ConfigError(f"{where}.address: node {node['name']!r} has MPI peers, which reach it "
+                          f"not a {node.runner} node")
+    if peers and not node.reach:
+        raise ConfigError(f"{where}.address: node {node.name!r} has MPI peers, which reach it "
                           "by its address; set address")
     for peer in peers:
-        entry = _peer_entry(config, node, peer, f"{where}.mpi.peers")
-        if entry["runner"] != "ssh":
-            raise ConfigError(f"{where}.mpi.peers: {peer!r} is a {entry['runner']} node; "
+        entry = _peer_entry(nodes, node, peer, f"{where}.mpi.peers")
+        if entry.runner != "ssh":
+            raise ConfigError(f"{where}.mpi.peers: {peer!r} is a {entry.runner} node; "
                               "MPI peers are ssh nodes")
     if "nodes" in transports and not peers:
         raise ConfigError(f"{where}.mpi.transports: nodes runs across this node's mpi.peers; set them")
     netns = sorted({"netns", "netns_tbf"} & set(transports))
-    if netns and node["runner"] == "ssh":
+    if netns and node.runner == "ssh":
         raise ConfigError(f"{where}.mpi.transports: {netns[0]} needs the network namespaces of "
                           "the machine the run starts on; an ssh node cannot run it")

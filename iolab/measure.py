@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 
 from . import atomic, paths, provenance
 from .experiments import REGISTRY, Repetition, run_repetition
+from .inventory import NodeEntry
 from .nodes import resolve_node
 from .runners import Capability, RunError, runner_for
 
@@ -36,23 +37,26 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
     """One repetition of ``experiment`` on the node into ``output``, with its
     provenance sidecar; the experiment's module (iolab/experiments/) runs it."""
     started = provenance.utc_now()
+    entry = NodeEntry.of(node_entry)
+    client = NodeEntry.of(client_entry) if client_entry is not None else None
+    peers = [NodeEntry.of(p) for p in peer_entries]
     for stale in atomic.remove_stale_temporaries(output):
         print(f"iolab: removed {paths.relative(stale)}, left by an interrupted run", file=sys.stderr)
-    runner = runner_for(node_entry)
+    runner = runner_for(entry)
     remote = Capability.THIS_MACHINE not in runner.capabilities
     with runner.session(REGISTRY[experiment].programs) as node_runner:
         facts = node_runner.facts() if remote else None
-        node = resolve_node(node_entry, facts.kind() if facts else None)
+        node = resolve_node(entry, facts.kind() if facts else None)
         print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
         with atomic.atomic_path(output) as tmp:
             start = time.monotonic()
-            measured = run_repetition(Repetition(experiment, node_entry, node, node_runner, facts, settings,
-                                                 seed, tmp, output, client_entry, peer_entries))
+            measured = run_repetition(Repetition(experiment, entry, node, node_runner, facts, settings,
+                                                 seed, tmp, output, client, peers))
             seconds = time.monotonic() - start
             side = provenance.capture(
                 node, experiment, {**settings, "rep": rep, "seed": seed}, command=measured.command,
                 placement=dict(measured.placement), started=started, facts=facts,
-                extra={"run_seconds": round(seconds, 3), "runner": node_entry.get("runner", "local"),
+                extra={"run_seconds": round(seconds, 3), "runner": entry.runner,
                        "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "accel": None,
                        **node_runner.provenance(), **measured.extra},
             )

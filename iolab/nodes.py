@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .inventory import NodeEntry
+
 KINDS = ("bare-metal", "vm", "container")
 
 VM_TECHS = {
@@ -120,31 +122,32 @@ class Node:
     kind_reason: str
     container: str | None = None
     hypervisor: str | None = None
-    cpus: Mapping[str, int | None] = field(default_factory=dict)
+    cpus: Mapping[str, int | str | None] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def resolve_node(entry: Mapping[str, Any], evidence: KindEvidence | None = None) -> Node:
+def resolve_node(entry: Mapping[str, Any] | NodeEntry, evidence: KindEvidence | None = None) -> Node:
     """A config ``nodes[]`` entry with its kind detected on the node itself
     (``evidence`` from its host facts; observed here for local nodes) or
     overridden in the config."""
+    node = NodeEntry.of(entry)
     if evidence is None:
-        if entry["runner"] not in ("local", "slurm"):   # a slurm job runs on its node
-            raise ValueError(f"node {entry['name']!r}: kind evidence must come from the node itself")
+        if node.runner not in ("local", "slurm"):   # a slurm job runs on its node
+            raise ValueError(f"node {node.name!r}: kind evidence must come from the node itself")
         evidence = detect_kind(*observe_local())
-    kind = entry.get("kind", "auto")
+    kind = node.kind
     if kind == "auto":
         kind, reason = evidence.kind, evidence.reason
     else:
         reason = f"set in config (detected: {evidence.kind}, {evidence.reason})"
     return Node(
-        name=entry["name"],
-        runner=entry["runner"],
+        name=node.name,
+        runner=node.runner,
         kind=kind,
         kind_reason=reason,
         container=evidence.container,
         hypervisor=evidence.hypervisor,
-        cpus=dict(entry.get("cpus") or {}),
+        cpus=node.cpus.model_dump(),
     )

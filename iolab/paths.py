@@ -7,6 +7,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 NATIVE_BUILD = REPO / "native" / "build"
+# The config's JSON Schema: what is valid, and every default.
+CONFIG_SCHEMA = REPO / "config" / "schema.yaml"
 
 
 def resolve(path: str | Path) -> Path:

@@ -14,6 +14,7 @@ import yaml
 from conftest import snakemake
 
 from iolab import config as iolab_config
+from iolab.inventory import NodeEntry, node_schema
 
 # (overlay, text the one-line error must contain)
 BAD_CONFIGS = [
@@ -166,3 +167,59 @@ def test_example_inventory_is_valid_and_plans_mpi_across_nodes(workflow: Path) -
     assert "data/raw/metal1/mpi/" in res.stdout and "data/raw/metal2/" not in res.stdout
     commands = [ln for ln in res.stdout.splitlines() if "iolab.measure mpi" in ln and "data/raw/metal1/mpi/" in ln]
     assert commands and all("--peer-nodes" in c and '"name": "metal2"' in c for c in commands), commands
+
+
+# -- the typed node inventory (iolab/inventory.py) --------------------------------
+
+def _schema_keys(schema: dict) -> dict:
+    """Each key of a node entry's schema, its sections' keys nested."""
+    return {k: _schema_keys(v) if "properties" in v else None for k, v in schema["properties"].items()}
+
+
+def _model_keys(model: type) -> dict:
+    out = {}
+    for name, field in model.model_fields.items():
+        nested = field.annotation if isinstance(field.annotation, type) and hasattr(field.annotation,
+                                                                                     "model_fields") else None
+        out[name] = _model_keys(nested) if nested is not None else None
+    return out
+
+
+def test_the_node_model_names_the_schemas_keys() -> None:
+    assert _model_keys(NodeEntry) == _schema_keys(node_schema())
+
+
+def _without_optional_nones(value: object, schema: dict) -> object:
+    """A model dump as the schema fills it in: keys the schema gives no default are absent when unset."""
+    if not isinstance(value, dict):
+        return value
+    props = schema.get("properties", {})
+    return {k: _without_optional_nones(v, props.get(k, {})) for k, v in value.items()
+            if not (v is None and "default" not in props.get(k, {}))}
+
+
+@pytest.mark.parametrize("entry", [
+    {"name": "x", "runner": "ssh", "host": "h"},
+    {"name": "g", "runner": "vm", "vm": {"accel": "tcg"}},
+    {"name": "m", "runner": "local", "mpi": {"interface": "lo"}, "cpus": {"server": "0-1"}},
+])
+def test_a_nodes_defaults_are_the_ones_snakemake_fills_in(entry: dict) -> None:
+    # The defaults are written once, in the schema: the model's must be the
+    # very values the schema validation fills into the same entry.
+    filled = {**iolab_config.load(), "nodes": [dict(entry)]}
+    iolab_config.validate_config(filled)
+    typed = NodeEntry.of(entry).as_config()
+    assert _without_optional_nones(typed, node_schema()) == filled["nodes"][0]
+    assert NodeEntry.of(filled["nodes"][0]) == NodeEntry.of(entry)
+
+
+@pytest.mark.parametrize("entry, expected", [
+    ({"name": "n", "runner": "vm", "vm": {"accel": "fast"}}, "node 'n': vm.accel: Input should be 'kvm' or 'tcg'"),
+    ({"name": "n", "runner": "ssh", "port": "twenty"}, "node 'n': port: Input should be a valid integer"),
+    ({"name": "n", "runner": "local", "cpu": {}}, "node 'n': cpu: Extra inputs are not permitted"),
+    ({"name": "n"}, "node 'n': runner: Field required"),
+])
+def test_a_bad_node_entry_is_one_line_naming_the_key(entry: dict, expected: str) -> None:
+    with pytest.raises(ValueError) as e:
+        NodeEntry.of(entry)
+    assert str(e.value).startswith(expected) and "\n" not in str(e.value)

@@ -12,7 +12,7 @@ import pytest
 
 from iolab import atomic, provenance, tables
 from iolab.report import paper
-from iolab.config import ConfigError, check_semantics, key_path
+from iolab.config import ConfigError, check_semantics, key_path, load, validate_config
 from iolab.nodes import Node
 
 NODE = Node(name="t", runner="local", kind="vm", kind_reason="test")
@@ -142,9 +142,8 @@ def test_key_path() -> None:
 
 
 def test_semantic_checks() -> None:
-    good = {"nodes": [{"name": "a", "runner": "local", "cpus": {"probe": 1}}],
-            "experiments": {"syscall": {"batches": 10, "warmup_batches": 1}, "sendrecv": {},
-                            "uring_batch": {}, "nop": {}}}
+    good = {**load(), "nodes": [{"name": "a", "runner": "local", "cpus": {"probe": 1}}]}
+    validate_config(good)   # the semantic checks run on a config the schema filled in
     check_semantics(good, cpu_count=2)
     with pytest.raises(ConfigError, match="CPU 1 does not exist"):
         check_semantics(good, cpu_count=1)

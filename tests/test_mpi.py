@@ -407,9 +407,8 @@ def test_the_ratio_figure_says_so_when_no_transport_pair_was_measured() -> None:
 
 
 def test_config_errors_are_one_line(tmp_path: Path) -> None:
-    from iolab.config import ConfigError, check_semantics
-    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    cfg.update(yaml.safe_load((REPO / "config" / "nodes.yaml").read_text()))
+    from iolab.config import ConfigError, check_semantics, load
+    cfg = load()   # validated: the semantic checks see the schema's defaults
     cfg["experiments"]["mpi"]["ranks"] = [4]
     with pytest.raises(ConfigError, match=r"^config error at experiments.mpi.ranks: ping-pong runs in the 2-rank"):
         check_semantics(cfg)

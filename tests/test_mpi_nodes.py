@@ -22,6 +22,7 @@ from conftest import REPO, copy_workflow, snakemake, write_sshd_files
 from iolab import formats, tables
 from iolab.experiments import mpi
 from iolab.analysis import mpistats
+from iolab.inventory import NodeEntry
 from iolab.measure import measure
 from iolab.runners import LocalRunner, RunError, SshRunner
 from iolab.runners.mpigroup import Member, MpiNodeGroup, ssh_config_block
@@ -39,7 +40,7 @@ needs_services = pytest.mark.skipif(
 def _member(name: str, address: str, slots: int | None = None, setup: list[str] | None = None) -> Member:
     entry = {"name": name, "runner": "ssh", "host": address, "address": address,
              "setup": setup or [], "mpi": {"ranks_per_node": slots}}
-    return Member(entry, LocalRunner(), None)
+    return Member(NodeEntry.of(entry), LocalRunner(), None)
 
 
 def test_node_transports_follow_the_runner_and_the_peers() -> None:
@@ -77,7 +78,7 @@ def test_agent_runs_each_peers_setup_and_refuses_strangers(tmp_path: Path) -> No
     proc = subprocess.run([str(agent), "10.9.9.9", "true"], capture_output=True, text=True, check=False)
     assert proc.returncode == 255 and "10.9.9.9 is not a peer of node a" in proc.stderr
     assert "10.0.0.2) setup='module load openmpi/4.1 && '" in group.agent_text()
-    block = ssh_config_block({"name": "b", "address": "10.0.0.2", "port": 2222, "user": "bench",
+    block = ssh_config_block({"name": "b", "runner": "ssh", "address": "10.0.0.2", "port": 2222, "user": "bench",
                               "identity_file": "~/.ssh/id", "known_hosts": "~/.ssh/kh"})
     assert "Host 10.0.0.2\n" in block and "Port 2222" in block and "StrictHostKeyChecking yes" in block
     assert "IdentityFile ~/.ssh/id" in block and "UserKnownHostsFile ~/.ssh/kh" in block

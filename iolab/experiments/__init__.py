@@ -22,6 +22,7 @@ from ..runners.base import Capability
 
 if TYPE_CHECKING:
     from ..hostfacts import HostFacts
+    from ..inventory import NodeEntry
     from ..nodes import Node
     from ..runners import Runner
 
@@ -112,7 +113,7 @@ class Repetition:
     caller once the repetition returns)."""
 
     experiment: str
-    node_entry: Mapping[str, Any]      # the inventory entry
+    node_entry: NodeEntry              # the inventory entry
     node: Node                         # its kind resolved on the node
     runner: Runner                     # the node's session, programs built
     facts: HostFacts | None            # the node's host facts (remote nodes only)
@@ -120,8 +121,8 @@ class Repetition:
     seed: int
     raw: Path                          # where the raw file is written
     output: Path                       # its final name (extra outputs are named from it)
-    client_entry: Mapping[str, Any] | None = None      # echo: the load generator's node
-    peer_entries: Sequence[Mapping[str, Any]] = ()     # mpi: mpi.peers; ib: ib.peer
+    client_entry: NodeEntry | None = None      # echo: the load generator's node
+    peer_entries: Sequence[NodeEntry] = ()     # mpi: mpi.peers; ib: ib.peer
 
     @property
     def remote(self) -> bool:

@@ -266,7 +266,7 @@ def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int
     for attempt in (1, 2):
         try:
             proc, port = start_server(cell, cpus.get("server"), server_runner, bind=bind,
-                                      port=settings.get("port", 0))
+                                      port=settings["port"])
             break
         except CellError as e:
             if str(e).startswith("port in use") and attempt == 1:
@@ -387,18 +387,18 @@ def run_repetition(rep: Repetition) -> Measured:
     ``address``)."""
     cpus = rep.server_client_cpus()
     node_entry, client_entry = rep.node_entry, rep.client_entry
-    if client_entry is None or client_entry["name"] == node_entry["name"]:
+    if client_entry is None or client_entry.name == node_entry.name:
         client_cm: Any = contextlib.nullcontext(rep.runner)
         bind = address = "127.0.0.1"
     else:
         client_cm = runner_for(client_entry).session(REGISTRY["echo"].programs)
         bind = "0.0.0.0"
-        address = node_entry.get("address") or node_entry.get("host") or "127.0.0.1"
-        cpus["client"] = (client_entry.get("cpus") or {}).get("client")
+        address = node_entry.reach or "127.0.0.1"
+        cpus["client"] = client_entry.cpus.client
     with client_cm as client_runner, atomic.atomic_path(histograms_path(rep.output)) as hist_tmp:
         extra = run_sweep(rep.settings, cpus, rep.seed, rep.raw, hist_tmp, server_runner=rep.runner,
                           client_runner=client_runner, bind=bind, address=address)
-    extra["echo"]["client_node"] = client_entry["name"] if client_entry else node_entry["name"]
+    extra["echo"]["client_node"] = (client_entry or node_entry).name
     frame = tables.read_echo_csv(rep.raw)
     ok = int((frame["status"] == "ok").sum())
     return Measured(extra, ["echo-epoll/echo-uring + loadgen", "(one run per cell)"],

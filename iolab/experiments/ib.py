@@ -307,13 +307,12 @@ def run_repetition(rep: Repetition) -> Measured:
         raise RunError(f"ib on {rep.node.name}: the server end runs on the node's ib.peer "
                        "(pass it with --peer-nodes)")
     peer = rep.peer_entries[0]
-    address = peer.get("address") or peer.get("host")
     with runner_for(peer).session(()) as peer_runner, \
             atomic.atomic_path(rep.output.with_name(rep.output.stem + ".perftest.txt")) as transcript:
-        extra = run_experiment(rep.settings, rep.node.name, rep.runner, peer["name"], peer_runner, str(address),
+        extra = run_experiment(rep.settings, rep.node.name, rep.runner, peer.name, peer_runner, str(peer.reach),
                                rep.raw, transcript)
     frame = tables.read_ib_csv(rep.raw)
     summary = (f"skipped: {extra['ib']['reason']}" if not extra["ib"]["available"]
                else f"{frame['bytes'].nunique()} sizes, {len(frame)} values")
-    return Measured(extra, ["ib_send_lat/ib_send_bw -a", f"(server on {peer['name']})"], summary,
-                    {"peer": peer["name"]})
+    return Measured(extra, ["ib_send_lat/ib_send_bw -a", f"(server on {peer.name})"], summary,
+                    {"peer": peer.name})

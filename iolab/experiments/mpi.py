@@ -46,6 +46,7 @@ from typing import Any, TextIO
 from .. import tables
 from ..formats import MPI_COLUMNS, MPI_PROBE_COLUMNS, REFERENCE_BENCH
 from ..hostfacts import HostFacts
+from ..inventory import NodeEntry
 from ..runners import Capability, LocalRunner, Runner, runner_for
 from ..runners.local import RunError
 from ..runners.mpigroup import Member, MpiNodeGroup
@@ -86,7 +87,7 @@ def selections(settings: Mapping[str, Any]) -> list[str]:
 def default_sizes(settings: Mapping[str, Any]) -> list[int]:
     if settings.get("sizes"):
         return sorted(int(s) for s in settings["sizes"])
-    lo, hi = int(settings.get("min_bytes", 1)), int(settings.get("max_bytes", 1 << 20))
+    lo, hi = int(settings["min_bytes"]), int(settings["max_bytes"])
     out, m = [], 1
     while m <= hi:
         if m >= lo:
@@ -95,21 +96,22 @@ def default_sizes(settings: Mapping[str, Any]) -> list[int]:
     return out
 
 
-def node_transports(entry: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+def node_transports(entry: Mapping[str, Any] | NodeEntry,
+                    settings: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     """(transports this node runs, configured ones it leaves out).
 
     A node's ``mpi.transports`` is taken as written (the config check
     refuses what the node cannot do). Otherwise the experiment's list: the
     netns transports need this machine's namespaces, so an ssh node leaves
     them out, and a node with ``mpi.peers`` adds ``nodes``."""
-    own = entry.get("mpi") or {}
-    if own.get("transports"):
-        return list(own["transports"]), []
+    node = NodeEntry.of(entry)
+    if node.mpi.transports:
+        return list(node.mpi.transports), []
     configured = list(settings["transports"])
-    remote = entry.get("runner", "local") == "ssh"
+    remote = node.runner == "ssh"
     chosen = [t for t in configured if not (remote and t in NETNS_TRANSPORTS)]
     left_out = [t for t in configured if t not in chosen]
-    if own.get("peers") and "nodes" not in chosen:
+    if node.mpi.peers and "nodes" not in chosen:
         chosen.append("nodes")
     return chosen, left_out
 
@@ -140,7 +142,7 @@ def plan(settings: Mapping[str, Any], seed: int) -> list[Launch]:
             # first selection's launch.
             for selection, picked in [(first, chosen), *((s, [b for b in chosen if b != "pingpong"])
                                                          for s in others)]:
-                for method in settings.get("methods", ["probe"]) if picked else []:
+                for method in settings["methods"] if picked else []:
                     launches.append(Launch(transport, p, "mpi-probe", picked, sizes, method, selection))
         if settings["reference"]["enabled"] and 2 in ranks:
             launches.append(Launch(transport, 2, "mpi-pingpong-ref", ["pingpong"],
@@ -454,8 +456,8 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
 def run_repetition(rep: Repetition) -> Measured:
     """Every launch of one repetition: the transports this node can run
     (mpirun here, or srun inside a SLURM job), with its peers for ``nodes``."""
-    in_slurm_job = rep.node_entry.get("runner") == "slurm" and "SLURM_JOB_ID" in os.environ
-    interface = (rep.node_entry.get("mpi") or {}).get("interface")
+    in_slurm_job = rep.node_entry.runner == "slurm" and "SLURM_JOB_ID" in os.environ
+    interface = rep.node_entry.mpi.interface
     transports, left_out = node_transports(rep.node_entry, rep.settings)
     if left_out:
         print(f"iolab: mpi on {rep.node.name}: leaving out {', '.join(left_out)} (they need "
@@ -483,7 +485,7 @@ def _node_group(rep: Repetition, transports: Sequence[str]) -> Iterator[MpiNodeG
     if "nodes" not in transports:
         yield None
         return
-    name = rep.node_entry["name"]
+    name = rep.node_entry.name
     if not rep.peer_entries:
         raise RunError(f"mpi on {name}: the nodes transport needs mpi.peers (pass them with --peer-nodes)")
     if Capability.MPI_ACROSS_PEERS not in rep.runner.capabilities:
@@ -494,7 +496,7 @@ def _node_group(rep: Repetition, transports: Sequence[str]) -> Iterator[MpiNodeG
         for entry in rep.peer_entries:
             runner = runner_for(entry)
             if Capability.MPI_PEER not in runner.capabilities:
-                raise RunError(f"mpi on {name}: peer {entry['name']} is not an ssh node")
+                raise RunError(f"mpi on {name}: peer {entry.name} is not an ssh node")
             session = stack.enter_context(runner.session(programs))
             peers.append(Member(entry, session, session.facts()))
         facts: HostFacts = rep.facts if rep.facts is not None else rep.runner.facts()

@@ -197,7 +197,7 @@ def measure(settings: Mapping[str, Any], cpu: int | None, seed: int,
             return {"trace": {"available": False, "reason": avail.reason}}
         f.write("workload,map,count,avg_ns,total_ns\n")
         for name in [*WORKLOADS, *ECHO_WORKLOADS]:
-            maps = run_workload(name, int(settings.get("seconds", 2)), cpu, seed, cpus)
+            maps = run_workload(name, int(settings["seconds"]), cpu, seed, cpus)
             for key, st in sorted(maps.items()):
                 f.write(f"{name},{key},{st['count']},{st['avg_ns']},{st['total_ns']}\n")
     return {"trace": {"available": True, "reason": avail.reason,

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..inventory import NodeEntry
 from .base import Capability, Runner
 from .local import LocalRunner, RunError
 from .ssh import SshRunner
@@ -32,16 +33,17 @@ def capabilities_of(runner: str) -> frozenset[Capability]:
     return cls.capabilities if cls is not None else frozenset()
 
 
-def runner_for(entry: Mapping[str, Any]) -> Runner:
+def runner_for(entry: Mapping[str, Any] | NodeEntry) -> Runner:
     """The runner for a config ``nodes[]`` entry."""
-    runner = entry.get("runner", "local")
+    node = NodeEntry.of(entry)
+    runner = node.runner
     if runner in ("local", "slurm"):
         # A slurm node's jobs are already on the node (the executor plugin
         # submitted them there), so they run locally.
         return LocalRunner()
     if runner == "ssh":
-        return SshRunner(entry)
+        return SshRunner(node)
     if runner == "vm":
-        return VmRunner(entry)
-    raise RunError(f"node {entry.get('name')!r}: runner {runner!r} cannot run experiments "
+        return VmRunner(node)
+    raise RunError(f"node {node.name!r}: runner {runner!r} cannot run experiments "
                    "(netns is an MPI transport of a local node: experiments.mpi.transports)")

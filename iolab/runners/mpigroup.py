@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import hostfacts
+from ..inventory import NodeEntry
 from .base import Runner
 from .local import RunError
 from .ssh import ssh_failure, ssh_options
@@ -51,23 +52,22 @@ exec ssh -F {config} "$host" "$setup$*"
 class Member:
     """One node of the group, with its own runner (its build) and facts."""
 
-    entry: Mapping[str, Any]
+    entry: NodeEntry
     runner: Runner
     facts: hostfacts.HostFacts | None
 
     @property
     def name(self) -> str:
-        return str(self.entry["name"])
+        return self.entry.name
 
     @property
     def address(self) -> str:
-        return str(self.entry.get("address") or self.entry.get("host"))
+        return str(self.entry.reach)
 
     @property
     def slots(self) -> int:
-        configured = (self.entry.get("mpi") or {}).get("ranks_per_node")
-        if configured:
-            return int(configured)
+        if self.entry.mpi.ranks_per_node:
+            return self.entry.mpi.ranks_per_node
         count = self.facts.cpu_count if self.facts is not None else None
         return int(count or 1)
 
@@ -75,11 +75,10 @@ class Member:
         return self.runner.exe(program)
 
 
-def ssh_config_block(entry: Mapping[str, Any]) -> str:
+def ssh_config_block(entry: Mapping[str, Any] | NodeEntry) -> str:
     """The ssh_config lines that reach ``entry`` by its address from another
     node: the options the ssh runner uses, paths left for that node's ssh."""
-    address = entry.get("address") or entry.get("host")
-    return f"Host {address}\n" + "".join(f"  {keyword} {value}\n" for keyword, value in ssh_options(entry))
+    return f"Host {NodeEntry.of(entry).reach}\n" + "".join(f"  {keyword} {value}\n" for keyword, value in ssh_options(entry))
 
 
 class MpiNodeGroup:
@@ -92,8 +91,8 @@ class MpiNodeGroup:
         self.first = first
         self.peers = list(peers)
         self.members = [first, *self.peers]
-        self.interface: str | None = (first.entry.get("mpi") or {}).get("interface")
-        self.bind_to: str = (first.entry.get("mpi") or {}).get("bind_to") or "core"
+        self.interface: str | None = first.entry.mpi.interface
+        self.bind_to: str = first.entry.mpi.bind_to
         self._dir: str | None = None
 
     # -- files on the first node ---------------------------------------------
@@ -135,7 +134,7 @@ class MpiNodeGroup:
     def agent_text(self) -> str:
         cases = []
         for peer in self.peers:
-            setup = "".join(f"{cmd} && " for cmd in peer.entry.get("setup") or [])
+            setup = "".join(f"{cmd} && " for cmd in peer.entry.setup)
             cases.append(f"  {shlex.quote(peer.address)}) setup={shlex.quote(setup)} ;;")
         return AGENT.format(group=self.first.name, cases="\n".join(cases),
                             config=shlex.quote(self.ssh_config))
@@ -151,7 +150,7 @@ class MpiNodeGroup:
     def _check_peer(self, peer: Member) -> None:
         """The first node reaches the peer through the agent, as mpirun will."""
         res = self.first.runner.shell(shlex.join([self.agent, peer.address, "true"]),
-                                      timeout=int(peer.entry.get("connect_timeout", 10)) + 60)
+                                      timeout=peer.entry.connect_timeout + 60)
         if res.returncode != 0:
             raise RunError(f"node {self.first.name} cannot reach its MPI peer {peer.name} "
                            f"({peer.address}) over ssh: {ssh_failure(res.stderr, res.returncode)}")

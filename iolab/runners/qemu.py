@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..inventory import NodeEntry
+
 BEGIN, END, STATUS = "@@iolab-begin@@", "@@iolab-end@@", "@@iolab-status="
 QEMU = "qemu-system-x86_64"
 
@@ -69,14 +71,15 @@ def kvm_status(cpuinfo: str | None = None, modules: str | None = None,
     return True, f"hardware KVM: {hw[0]}, {loaded[0]}"
 
 
-def skip_reason(entry: Mapping[str, Any]) -> str | None:
+def skip_reason(entry: Mapping[str, Any] | NodeEntry) -> str | None:
     """Why a node cannot run here (None: it can). Only vm nodes are ever skipped."""
-    if entry.get("runner") != "vm":
+    node = NodeEntry.of(entry)
+    if node.runner != "vm":
         return None
-    accel = (entry.get("vm") or {}).get("accel", "kvm")
+    accel = node.vm.accel
     if shutil.which(QEMU) is None:
         return f"{QEMU} is missing; install it with: apt-get install qemu-system-x86"
-    if guest_kernel(entry) is None:
+    if guest_kernel(node.vm.kernel) is None:
         return "no guest kernel: install linux-image-amd64 or set vm.kernel"
     if accel == "kvm":
         ok, why = kvm_status()
@@ -85,8 +88,9 @@ def skip_reason(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def guest_kernel(entry: Mapping[str, Any] | None = None) -> str | None:
-    chosen = ((entry or {}).get("vm") or {}).get("kernel")
+def guest_kernel(chosen: str | None = None) -> str | None:
+    """The guest kernel image: ``chosen`` (a node's vm.kernel) if it exists,
+    else the newest /boot/vmlinuz-*."""
     if chosen:
         return chosen if os.path.exists(chosen) else None
     kernels = sorted(glob.glob("/boot/vmlinuz-*"), key=_version_key)

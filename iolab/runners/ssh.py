@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import hostfacts, paths
+from ..inventory import NodeEntry
 from .base import Capability
 from .local import RunError, RunResult, _die_with_parent, build_failure
 
@@ -67,20 +68,20 @@ def _source_tarball() -> bytes:
     return buf.getvalue()
 
 
-def ssh_options(entry: Mapping[str, Any], expand: Callable[[str], str] = str) -> list[tuple[str, str]]:
+def ssh_options(entry: Mapping[str, Any] | NodeEntry, expand: Callable[[str], str] = str) -> list[tuple[str, str]]:
     """The ssh options of an inventory node, as (keyword, value): for ``-o``
     here and for an ssh_config on another node (iolab/runners/mpigroup.py).
     ``expand`` maps the key and known_hosts paths (``~`` expanded here; left
     for ssh to expand on another node)."""
-    opts = [("BatchMode", "yes"), ("ConnectTimeout", str(int(entry.get("connect_timeout", 10)))),
-            ("Port", str(int(entry.get("port") or 22)))]
-    if entry.get("user"):
-        opts.append(("User", str(entry["user"])))
-    if entry.get("identity_file"):
-        opts += [("IdentityFile", expand(str(entry["identity_file"]))), ("IdentitiesOnly", "yes")]
-    if entry.get("known_hosts"):
-        opts.append(("UserKnownHostsFile", expand(str(entry["known_hosts"]))))
-    opts.append(("StrictHostKeyChecking", "accept-new" if entry.get("accept_new_host_key") else "yes"))
+    node = NodeEntry.of(entry)
+    opts = [("BatchMode", "yes"), ("ConnectTimeout", str(node.connect_timeout)), ("Port", str(node.port))]
+    if node.user:
+        opts.append(("User", node.user))
+    if node.identity_file:
+        opts += [("IdentityFile", expand(node.identity_file)), ("IdentitiesOnly", "yes")]
+    if node.known_hosts:
+        opts.append(("UserKnownHostsFile", expand(node.known_hosts)))
+    opts.append(("StrictHostKeyChecking", "accept-new" if node.accept_new_host_key else "yes"))
     return opts
 
 
@@ -114,16 +115,16 @@ class SshRunner:
     capabilities = frozenset({Capability.SERVERS, Capability.MPI, Capability.MPI_ACROSS_PEERS,
                               Capability.MPI_PEER})
 
-    def __init__(self, entry: Mapping[str, Any]) -> None:
-        self.entry = dict(entry)
-        self.node = entry["name"]
-        if not entry.get("host"):
+    def __init__(self, entry: Mapping[str, Any] | NodeEntry) -> None:
+        self.entry = NodeEntry.of(entry)
+        self.node = self.entry.name
+        if not self.entry.host:
             raise RunError(f"node {self.node}: an ssh node needs 'host'")
-        self.host = entry["host"]
-        self.user = entry.get("user")
-        self.port = int(entry.get("port") or 22)
-        self.setup: list[str] = list(entry.get("setup") or [])
-        self.connect_timeout = int(entry.get("connect_timeout", 10))
+        self.host: str = self.entry.host
+        self.user = self.entry.user
+        self.port = self.entry.port
+        self.setup: list[str] = list(self.entry.setup)
+        self.connect_timeout = self.entry.connect_timeout
         # Relative to the login directory until the session resolves it: an
         # absolute path is what mpirun on another node needs (iolab/runners/mpigroup.py).
         self.workdir = f".cache/iolab/{source_digest()}-{self.node}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import hostfacts, paths
+from ..inventory import NodeEntry
 from . import qemu as vm
 from .base import Capability
 from .local import RunError, RunResult
@@ -24,14 +25,14 @@ class VmRunner:
     name = "vm"
     capabilities: frozenset[Capability] = frozenset()
 
-    def __init__(self, entry: Mapping[str, Any]) -> None:
-        self.node = entry["name"]
-        opts = entry.get("vm") or {}
-        self.accel = opts.get("accel", "kvm")
-        self.cmdline = opts.get("cmdline", "")
-        self.memory_mb = int(opts.get("memory_mb", 1024))
-        self.cpus = int(opts.get("cpus", 2))
-        self.kernel = vm.guest_kernel(entry)
+    def __init__(self, entry: Mapping[str, Any] | NodeEntry) -> None:
+        node = NodeEntry.of(entry)
+        self.node = node.name
+        self.accel = node.vm.accel
+        self.cmdline = node.vm.cmdline
+        self.memory_mb = node.vm.memory_mb
+        self.cpus = node.vm.cpus
+        self.kernel = vm.guest_kernel(node.vm.kernel)
         self.programs: list[str] = []
 
     @contextmanager
