@@ -256,6 +256,56 @@ def read_mpi_csv(path: str | Path) -> pd.DataFrame:
     return _read_csv(path, MPI_COLUMNS, MPI_COLUMNS)
 
 
+# What each MPI launch decided and ran, as columns of its samples.
+LAUNCH_COLUMNS = ("oversubscribed", "binding", "selection", "algorithm", "pinned", "sync", "hosts",
+                  "rate_mbit", "peers")
+
+
+def launch_columns(rec: dict[str, Any], bench: str) -> dict[str, Any]:
+    """The LAUNCH_COLUMNS of one benchmark's samples under launch record ``rec``."""
+    meta = rec.get("probe_meta", {})
+    algorithm = meta.get("algorithms", {}).get(bench.removeprefix(OSU_PREFIX), {})
+    group = rec.get("group") or {}
+    cluster = rec.get("cluster") or {}
+    # Ranks of one benchmark on distinct processors; else the launch's spread.
+    procs = meta.get("processors")
+    spread = [k for k in group.get("ranks_per_node", []) if k]
+    return {
+        "oversubscribed": rec["oversubscribed"],
+        "binding": rec["binding"],
+        "selection": launch_selection(rec),
+        "algorithm": algorithm.get("algorithm", ""),
+        "pinned": bool(algorithm.get("pinned", False)),
+        "sync": "self" if bench in ("pingpong", "osu_latency", REFERENCE_BENCH) else meta.get("sync", ""),
+        "hosts": len(set(procs)) if procs else (len(cluster.get("hosts", [])) or len(spread) or 1),
+        "rate_mbit": cluster.get("rate_mbit"),
+        "peers": ",".join(group.get("nodes", [])[1:]),
+    }
+
+
+def _launch_of_each_row(raw: Path, frame: pd.DataFrame) -> tuple[list[dict[str, Any]], np.ndarray]:
+    """The launch records of an MPI raw file and, per row, the index of the
+    record it was measured under; rows that disagree with their record are
+    a RawFormatError."""
+    try:
+        records, counts = launch_rows(raw)
+    except ValueError as e:
+        raise RawFormatError(f"{raw}: {e}") from e
+    if sum(counts) != len(frame):
+        raise RawFormatError(f"{raw}: {len(frame)} rows but {sum(counts)} under '# launch:' records")
+    launch_index = np.repeat(np.arange(len(records)), counts)
+    program = np.where(frame["bench"] == REFERENCE_BENCH, "mpi-pingpong-ref", "mpi-probe")
+    method = frame["bench"].map(bench_method).to_numpy()
+    seen = set(zip(launch_index.tolist(), frame["transport"], frame["ranks"].astype(int), program, method,
+                   strict=True))
+    for i, *key in sorted(seen):
+        rec = records[i]
+        want = (rec["transport"], int(rec["ranks"]), rec["program"], rec.get("method", "probe"))
+        if tuple(key) != want:
+            raise RawFormatError(f"{raw}: rows {tuple(key)} under the launch record of {want}")
+    return records, launch_index
+
+
 def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     """Tidy MPI samples: one row per node, repetition, launch, iteration and
     rank, with what each launch decided (oversubscription, binding) and what
@@ -265,60 +315,15 @@ def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     frames = []
     for raw in sorted(Path(p) for p in raw_files):
         frame = read_mpi_csv(raw)
-        try:
-            records, counts = launch_rows(raw)
-        except ValueError as e:
-            raise RawFormatError(f"{raw}: {e}") from e
-        if sum(counts) != len(frame):
-            raise RawFormatError(f"{raw}: {len(frame)} rows but {sum(counts)} under '# launch:' records")
-        launch_index = np.repeat(np.arange(len(records)), counts)
-        program = np.where(frame["bench"] == REFERENCE_BENCH, "mpi-pingpong-ref", "mpi-probe")
-        method = frame["bench"].map(bench_method).to_numpy()
-        seen = set(zip(launch_index.tolist(), frame["transport"], frame["ranks"].astype(int), program, method,
-                       strict=True))
-        for i, *key in sorted(seen):
-            rec = records[i]
-            want = (rec["transport"], int(rec["ranks"]), rec["program"], rec.get("method", "probe"))
-            if tuple(key) != want:
-                raise RawFormatError(f"{raw}: rows {tuple(key)} under the launch record of {want}")
-
-        def from_launch(index: int, bench: str, what: str) -> Any:
-            rec = records[index]
-            meta = rec.get("probe_meta", {})
-            operation = bench.removeprefix(OSU_PREFIX)
-            if what == "algorithm":
-                return meta.get("algorithms", {}).get(operation, {}).get("algorithm", "")
-            if what == "pinned":
-                return bool(meta.get("algorithms", {}).get(operation, {}).get("pinned", False))
-            if what == "sync":
-                if bench in ("pingpong", "osu_latency", REFERENCE_BENCH):
-                    return "self"
-                return meta.get("sync", "")
-            if what == "hosts":
-                procs = meta.get("processors")
-                if procs:
-                    return len(set(procs))
-                spread = [k for k in (rec.get("group") or {}).get("ranks_per_node", []) if k]
-                return len(rec.get("cluster", {}).get("hosts", [])) or len(spread) or 1
-            if what == "rate_mbit":
-                return (rec.get("cluster") or {}).get("rate_mbit")
-            if what == "peers":
-                return ",".join((rec.get("group") or {}).get("nodes", [])[1:])
-            if what == "selection":
-                return launch_selection(rec)
-            return rec[what]
-
-        cache: dict[tuple[int, str], dict[str, Any]] = {}
-        cols: dict[str, list[Any]] = {c: [] for c in ("oversubscribed", "binding", "selection", "algorithm",
-                                                      "pinned", "sync", "hosts", "rate_mbit", "peers")}
-        for key, bench in zip(launch_index.tolist(), frame["bench"], strict=True):
-            ck = (key, bench)
-            if ck not in cache:
-                cache[ck] = {c: from_launch(key, bench, c) for c in cols}
-            for c in cols:
-                cols[c].append(cache[ck][c])
-        frame = frame.assign(**cols, **_context(raw))
-        frames.append(frame)
+        records, launch_index = _launch_of_each_row(raw, frame)
+        per_launch: dict[tuple[int, str], dict[str, Any]] = {}
+        cols: dict[str, list[Any]] = {c: [] for c in LAUNCH_COLUMNS}
+        for index, bench in zip(launch_index.tolist(), frame["bench"], strict=True):
+            if (index, bench) not in per_launch:
+                per_launch[index, bench] = launch_columns(records[index], bench)
+            for c in LAUNCH_COLUMNS:
+                cols[c].append(per_launch[index, bench][c])
+        frames.append(frame.assign(**cols, **_context(raw)))
     if not frames:
         raise RawFormatError("no raw files given")
     out = pd.concat(frames, ignore_index=True)
