@@ -7,6 +7,7 @@ import ast
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import jupytext
@@ -125,6 +126,19 @@ def papermill(cwd: Path, notebook: str, out: Path, *params: str) -> subprocess.C
         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+# Each notebook's numbers by hand on the reference data, run once per session.
+_BY_HAND: dict[str, dict] = {}
+
+
+@pytest.fixture
+def by_hand(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict]:
+    def numbers(notebook: str) -> dict:
+        if notebook not in _BY_HAND:
+            _BY_HAND[notebook] = run_by_hand(tmp_path_factory.mktemp(f"by-hand-{notebook}"), notebook)
+        return _BY_HAND[notebook]
+    return numbers
+
+
 def run_by_hand(tmp_path: Path, notebook: str) -> dict:
     """The notebook run by hand on the shipped reference data (named
     explicitly: "auto" would prefer a pipeline run's tables if this checkout
@@ -141,6 +155,20 @@ def run_by_hand(tmp_path: Path, notebook: str) -> dict:
     return json.loads((out / "numbers.json").read_text())
 
 
+NUMBERS_RECORD = REPO / "tests" / "data" / "reference_numbers.json"
+
+
+@pytest.mark.parametrize("notebook", sorted(NOTEBOOK_TABLES))
+def test_the_reference_data_gives_the_recorded_numbers(by_hand: Callable[[str], dict], notebook: str) -> None:
+    # Value for value what the notebook handed the paper when the record was
+    # made; after a deliberate change, rewrite it with
+    # `.venv/bin/python tests/test_notebooks.py --record` and say why.
+    want = json.loads(NUMBERS_RECORD.read_text())[notebook]
+    got = by_hand(notebook)
+    assert sorted(got) == sorted(want)
+    assert [k for k in want if got[k] != want[k]] == []
+
+
 def first_output(executed: Path) -> str:
     """What the first cell after the parameters (papermill's injected ones
     included) printed."""
@@ -149,8 +177,8 @@ def first_output(executed: Path) -> str:
     return "".join("".join(o.get("text", "")) for o in cells[0]["outputs"] if o.get("name") == "stdout")
 
 
-def test_cost_model_by_hand_matches_an_independent_computation(tmp_path: Path) -> None:
-    numbers = run_by_hand(tmp_path, "cost_model")
+def test_cost_model_by_hand_matches_an_independent_computation(by_hand: Callable[[str], dict]) -> None:
+    numbers = by_hand("cost_model")
     syscall = raw_frames("syscall")
     timers = {rep: float(next(ln for ln in f.read_text().splitlines() if ln.startswith("# timer_overhead_ns="))
                          .split("=")[1])
@@ -163,18 +191,18 @@ def test_cost_model_by_hand_matches_an_independent_computation(tmp_path: Path) -
     assert numbers["s_getppid_ns"]["n"] == len(per_rep)
 
 
-def test_echo_by_hand_matches_an_independent_computation(tmp_path: Path) -> None:
-    numbers = run_by_hand(tmp_path, "echo")
+def test_echo_by_hand_matches_an_independent_computation(by_hand: Callable[[str], dict]) -> None:
+    numbers = by_hand("echo")
     assert numbers["echo_epoll_c50_rps"]["value"] == pytest.approx(expected_epoll_c50_rps(), rel=1e-12)
 
 
-def test_collectives_by_hand_matches_an_independent_computation(tmp_path: Path) -> None:
-    numbers = run_by_hand(tmp_path, "collectives")
+def test_collectives_by_hand_matches_an_independent_computation(by_hand: Callable[[str], dict]) -> None:
+    numbers = by_hand("collectives")
     assert numbers["mpi_shm_latency_us"]["value"] == pytest.approx(expected_shm_latency_us(), rel=1e-12)
 
 
-def test_claims_by_hand_pair_ratios_within_each_repetition(tmp_path: Path) -> None:
-    numbers = run_by_hand(tmp_path, "claims")
+def test_claims_by_hand_pair_ratios_within_each_repetition(by_hand: Callable[[str], dict]) -> None:
+    numbers = by_hand("claims")
     u1 = [f for f in numbers["findings"]["value"] if f["claim"] == "U1"
           and f["part"].startswith("c=50 128 B, io_uring/epoll requests/s")]
     assert len(u1) == 1
@@ -184,8 +212,8 @@ def test_claims_by_hand_pair_ratios_within_each_repetition(tmp_path: Path) -> No
             "reproduced", "not reproduced", "undecided at this precision", "not testable here")
 
 
-def test_nodes_by_hand_runs_on_one_node_kind(tmp_path: Path) -> None:
-    numbers = run_by_hand(tmp_path, "nodes")
+def test_nodes_by_hand_runs_on_one_node_kind(by_hand: Callable[[str], dict]) -> None:
+    numbers = by_hand("nodes")
     assert numbers["node_kinds"]["value"] == 1 and "node_pair" not in numbers
 
 
@@ -226,3 +254,17 @@ def test_every_figure_has_one_caption_file_and_every_caption_a_figure() -> None:
         named |= set(_re.findall(r'out\.figure\(fig, "([a-z_]+)"', source.read_text()))
     captions = {p.stem for p in (REPO / "report" / "captions").glob("*.rst")}
     assert named and named == captions
+
+
+if __name__ == "__main__":
+    import argparse
+    import tempfile
+    ap = argparse.ArgumentParser(description="Record each notebook's numbers on the shipped reference data.")
+    ap.add_argument("--record", action="store_true", help=f"rewrite {NUMBERS_RECORD.relative_to(REPO)}")
+    if not ap.parse_args().record:
+        ap.print_help()
+        sys.exit(2)
+    with tempfile.TemporaryDirectory() as scratch:
+        record = {nb: run_by_hand(Path(scratch) / nb, nb) for nb in sorted(NOTEBOOK_TABLES)}
+    NUMBERS_RECORD.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {NUMBERS_RECORD.relative_to(REPO)}")
