@@ -41,7 +41,9 @@ def copy_workflow(dest: Path) -> Path:
         if rel == Path("data"):
             skip.add("raw")
         if rel == Path("native"):
-            skip.add("build")
+            # build.before-coverage: where an outer `./repro coverage` keeps
+            # the usual build while it runs (a copy must not look killed).
+            skip |= {"build", "build.before-coverage"}
         if rel == Path("paper"):
             skip |= {"generated", "paper.pdf"}
         if rel == Path("paper/figures"):
