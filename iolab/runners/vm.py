@@ -26,7 +26,7 @@ class VmRunner:
     capabilities: frozenset[Capability] = frozenset()
 
     def __init__(self, entry: Mapping[str, Any] | NodeEntry) -> None:
-        node = NodeEntry.of(entry)
+        node = self.entry = NodeEntry.of(entry)
         self.node = node.name
         self.accel = node.vm.accel
         self.cmdline = node.vm.cmdline
@@ -37,8 +37,7 @@ class VmRunner:
 
     @contextmanager
     def session(self, programs: Sequence[str]) -> Iterator[VmRunner]:
-        reason = vm.skip_reason({"runner": "vm", "name": self.node,
-                                 "vm": {"accel": self.accel, "kernel": self.kernel}})
+        reason = vm.skip_reason(self.entry)
         if reason:
             raise RunError(f"node {self.node}: {reason}")
         self.programs = [str(paths.NATIVE_BUILD / p) for p in programs]
