@@ -1,9 +1,5 @@
-"""The node inventory (the config's ``nodes``), typed.
-
-config/schema.yaml stays the source: Snakemake validates the config against
-it and fills in its defaults. These models take every default from the
-schema, so none is written twice, and tests/test_config.py checks that they
-name the same keys as the schema. Runners, node resolution and the
+"""The node inventory (the config's ``nodes``), typed, with every default
+taken from config/schema.yaml (iolab.schema). Runners, node resolution and the
 experiments read a node through ``NodeEntry.of``, which accepts an entry
 the schema filled in as well as a hand-written one (tests, ``python -m
 iolab.measure``).
@@ -12,44 +8,24 @@ iolab.measure``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from functools import cache
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from .paths import CONFIG_SCHEMA
+from .schema import Section, from_schema, subschema
 
 
-@cache
 def node_schema() -> dict[str, Any]:
     """The schema of one ``nodes[]`` entry."""
-    schema: dict[str, Any] = yaml.safe_load(CONFIG_SCHEMA.read_text())["properties"]["nodes"]["items"]
-    return schema
-
-
-def schema_default(*path: str) -> Any:
-    """The schema's default of a node key (``"vm", "accel"``); None where it
-    gives none (an optional key)."""
-    schema = node_schema()
-    for part in path:
-        schema = schema["properties"][part]
-    return schema.get("default")
+    return subschema("nodes", "[]")
 
 
 def _from_schema(*path: str) -> Any:
-    return Field(default=schema_default(*path))
-
-
-class _Section(BaseModel):
-    # Defaults are validated too, so the schema's [] becomes a tuple.
-    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+    return from_schema("nodes", "[]", *path)
 
 
 CpuSet = int | str | None
 
 
-class MpiOptions(_Section):
+class MpiOptions(Section):
     interface: str | None = None
     peers: tuple[str, ...] = _from_schema("mpi", "peers")
     ranks_per_node: int | None = _from_schema("mpi", "ranks_per_node")
@@ -57,17 +33,17 @@ class MpiOptions(_Section):
     transports: tuple[str, ...] | None = _from_schema("mpi", "transports")
 
 
-class IbOptions(_Section):
+class IbOptions(Section):
     peer: str | None = _from_schema("ib", "peer")
 
 
-class SlurmOptions(_Section):
+class SlurmOptions(Section):
     partition: str | None = None
     slurm_extra: str = _from_schema("slurm", "slurm_extra")
     cpus_per_task: int | None = _from_schema("slurm", "cpus_per_task")
 
 
-class VmOptions(_Section):
+class VmOptions(Section):
     accel: Literal["kvm", "tcg"] = _from_schema("vm", "accel")
     cmdline: str = _from_schema("vm", "cmdline")
     memory_mb: int = _from_schema("vm", "memory_mb")
@@ -75,13 +51,13 @@ class VmOptions(_Section):
     kernel: str | None = _from_schema("vm", "kernel")
 
 
-class CpuSets(_Section):
+class CpuSets(Section):
     probe: int | None = _from_schema("cpus", "probe")
     server: CpuSet = _from_schema("cpus", "server")
     client: CpuSet = _from_schema("cpus", "client")
 
 
-class NodeEntry(_Section):
+class NodeEntry(Section):
     """One ``nodes[]`` entry, its defaults filled in."""
 
     name: str
@@ -105,16 +81,8 @@ class NodeEntry(_Section):
     cpus: CpuSets = _from_schema("cpus")
 
     @classmethod
-    def of(cls, entry: Mapping[str, Any] | NodeEntry) -> NodeEntry:
-        """The typed entry; a bad one is a ValueError of one line naming the key."""
-        if isinstance(entry, NodeEntry):
-            return entry
-        try:
-            return cls.model_validate(dict(entry))
-        except ValidationError as e:
-            first = e.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ValueError(f"node {entry.get('name')!r}: {where}: {first['msg']}") from None
+    def where(cls, value: Mapping[str, Any]) -> str:
+        return f"node {value.get('name')!r}"
 
     @property
     def reach(self) -> str | None:

@@ -27,6 +27,7 @@ from .experiments import REGISTRY, Repetition, run_repetition
 from .inventory import NodeEntry
 from .nodes import resolve_node
 from .runners import Capability, RunError, runner_for
+from .settings import SETTINGS
 
 EXPERIMENTS = tuple(REGISTRY)
 
@@ -38,6 +39,7 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
     provenance sidecar; the experiment's module (iolab/experiments/) runs it."""
     started = provenance.utc_now()
     entry = NodeEntry.of(node_entry)
+    typed = SETTINGS[experiment].of(settings)
     client = NodeEntry.of(client_entry) if client_entry is not None else None
     peers = [NodeEntry.of(p) for p in peer_entries]
     for stale in atomic.remove_stale_temporaries(output):
@@ -50,7 +52,7 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
         print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
         with atomic.atomic_path(output) as tmp:
             start = time.monotonic()
-            measured = run_repetition(Repetition(experiment, entry, node, node_runner, facts, settings,
+            measured = run_repetition(Repetition(experiment, entry, node, node_runner, facts, typed,
                                                  seed, tmp, output, client, peers))
             seconds = time.monotonic() - start
             side = provenance.capture(

@@ -7,14 +7,18 @@ proves the wiring: the workflow stops with that one line.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import snakemake
+from conftest import REPO, snakemake
 
 from iolab import config as iolab_config
 from iolab.inventory import NodeEntry, node_schema
+from iolab.experiments import REGISTRY
+from iolab.schema import subschema
+from iolab.settings import SETTINGS
 
 # (overlay, text the one-line error must contain)
 BAD_CONFIGS = [
@@ -191,6 +195,8 @@ def test_the_node_model_names_the_schemas_keys() -> None:
 
 def _without_optional_nones(value: object, schema: dict) -> object:
     """A model dump as the schema fills it in: keys the schema gives no default are absent when unset."""
+    if isinstance(value, list):
+        return [_without_optional_nones(v, schema.get("items", {})) for v in value]
     if not isinstance(value, dict):
         return value
     props = schema.get("properties", {})
@@ -223,3 +229,62 @@ def test_a_bad_node_entry_is_one_line_naming_the_key(entry: dict, expected: str)
     with pytest.raises(ValueError) as e:
         NodeEntry.of(entry)
     assert str(e.value).startswith(expected) and "\n" not in str(e.value)
+
+
+# -- the typed experiment sections (iolab/settings.py) ------------------------------
+
+def test_every_experiment_has_a_typed_section() -> None:
+    assert sorted(SETTINGS) == sorted(REGISTRY)
+
+
+@pytest.mark.parametrize("experiment", sorted(SETTINGS))
+def test_each_experiment_model_names_the_schemas_keys(experiment: str) -> None:
+    model = SETTINGS[experiment]
+    section = subschema("experiments", experiment)
+    assert set(_model_keys(model)) - model.WORKFLOW_KEYS == set(_schema_keys(section))
+    for name, nested in _model_keys(model).items():
+        if nested is not None:
+            assert nested == _schema_keys(section["properties"][name]), name
+
+
+@pytest.mark.parametrize("experiment", sorted(SETTINGS))
+def test_an_experiments_defaults_are_the_ones_snakemake_fills_in(experiment: str) -> None:
+    # The section as a user may write it (only what has no default), filled
+    # in by the schema validation, and the same section typed: equal.
+    config = iolab_config.load()
+    written = {"presets": config["experiments"]["echo"]["presets"]} if experiment == "echo" else {}
+    config["experiments"][experiment] = dict(written)
+    iolab_config.validate_config(config)
+    filled = config["experiments"][experiment]
+    model = SETTINGS[experiment]
+    typed = model.of(written)
+    assert typed == model.of(filled)
+    # (echo's presets are typed as Presets: compared above)
+    left_out = set(model.WORKFLOW_KEYS) | set(written)
+    dumped = typed.model_dump(mode="json", exclude=left_out)
+    section = subschema("experiments", experiment)
+    assert _without_optional_nones(dumped, section) == {k: v for k, v in filled.items() if k not in left_out}
+
+
+@pytest.mark.parametrize("experiment, section, expected", [
+    ("echo", {"presets": {"epoll": []}, "duration": "soon"},
+     "experiments.echo: duration: Value error, a number is needed"),
+    ("echo", {"presets": {"x": {"flags": ["--sqpoll"]}}},
+     "experiments.echo: presets: Value error, preset 'x' is a mapping without its server"),
+    ("mpi", {"netns": {"hosts": 2, "rate": 1}}, "experiments.mpi: netns.rate: Extra inputs are not permitted"),
+    ("syscall", {"variants": ["getpid"]}, "experiments.syscall: variants.0: Input should be 'getppid' or 'enosys'"),
+])
+def test_a_bad_experiment_section_is_one_line_naming_the_key(experiment: str, section: dict,
+                                                             expected: str) -> None:
+    with pytest.raises(ValueError) as e:
+        SETTINGS[experiment].of(section)
+    assert str(e.value).startswith(expected) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("experiment", ["syscall", "sendrecv", "uring_batch", "nop"])
+def test_each_cost_probe_key_is_a_flag_of_cost_probe(experiment: str) -> None:
+    # iolab.experiments.cost_probes passes each key as the flag of its name.
+    source = (REPO / "native" / "probes" / "cost_probe.c").read_text()
+    flags = set(re.findall(r'\{ "([a-z-]+)", required_argument', source))
+    keys = {k.replace("_", "-") for k in SETTINGS[experiment].model_fields}
+    assert keys <= flags, keys - flags

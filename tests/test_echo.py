@@ -634,8 +634,8 @@ def test_a_sweep_cell_runs_under_the_uring_client(native_build: Path, tmp_path: 
     its event-loop settings to it, and its label says which client ran."""
     cell = echo_exp.Cell("default", (), 8, 256, client="event-loop-uring")
     assert cell.label() == "default c=8 256 B (io_uring client)"
-    settings = {**SWEEP, "duration": 0.3, "pipeline": 2, "loadgen_threads": 2}
-    result = echo_exp.measure_cell(cell, settings, {"server": None, "client": None}, tmp_path / "h.csv")
+    run = echo_exp.LoadgenRun(duration=0.3, warmup=0.1, threads=2, pipeline=2)
+    result = echo_exp.measure_cell(cell, run, {"server": None, "client": None}, tmp_path / "h.csv")
     assert result["requests"] > 0   # loadgen exits 1, a CellError, on any byte wrong
     report = json.loads((tmp_path / "h.report").read_text())
     assert (report["model"], report["pipeline"], report["threads"]) == ("event-loop-uring", 2, 2)
@@ -834,7 +834,7 @@ def test_port_collision_is_retried_on_a_new_port(native_build: Path, tmp_path: P
     cell = echo_exp.Cell("default", (), 2, 32)
     with pytest.raises(echo_exp.CellError, match="port in use"):
         echo_exp.start_server(cell, None, LocalRunner(), port=port)
-    result = echo_exp.measure_cell(cell, {**SWEEP, "port": port}, {}, tmp_path / "h.csv")
+    result = echo_exp.measure_cell(cell, echo_exp.LoadgenRun(0.3, 0.1, port=port), {}, tmp_path / "h.csv")
     assert result["port"] != port and result["rps"] > 0
     taken.close()
 
@@ -845,7 +845,7 @@ def test_a_server_killed_mid_run_fails_the_cell_clearly(native_build: Path, tmp_
     proc, port = echo_exp.start_server(cell, None, runner)
     threading.Timer(0.3, proc.kill).start()
     with pytest.raises(echo_exp.CellError, match="load generator failed"):
-        echo_exp.run_loadgen(port, cell, {**SWEEP, "duration": 2}, None, tmp_path / "h.csv", runner)
+        echo_exp.run_loadgen(port, cell, echo_exp.LoadgenRun(2, 0.1), None, tmp_path / "h.csv", runner)
     proc.wait()
     with pytest.raises(echo_exp.CellError, match="server died during the run"):
         echo_exp.stop_server(proc, runner)
@@ -935,7 +935,7 @@ def test_rings_without_taskrun_flags_kick_the_server_with_ipis(native_build: Pat
     ipis = {}
     for name, flags in (("default", ()), ("single_issuer_defer_taskrun", ("--single-issuer", "--defer-taskrun"))):
         cell = echo_exp.Cell(name, flags, 50, 128)
-        result = echo_exp.measure_cell(cell, {**SWEEP, "duration": 1.0}, {"server": 0, "client": 1},
+        result = echo_exp.measure_cell(cell, echo_exp.LoadgenRun(1.0, 0.1), {"server": 0, "client": 1},
                                        tmp_path / f"{name}.csv")
         ipis[name] = result["server_resched_ipis"]
     assert ipis["default"] > 10 * (ipis["single_issuer_defer_taskrun"] + 5), ipis

@@ -7,7 +7,6 @@ import json
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from iolab import atomic, provenance, tables

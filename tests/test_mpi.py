@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +17,7 @@ import yaml
 
 from iolab import formats, tables
 from iolab.experiments import mpi
-from iolab.analysis import claims, mpimodels, mpistats
-from iolab.analysis.verdicts import Outcome
+from iolab.analysis import mpimodels, mpistats
 from iolab.runners import netns
 from iolab.runners.local import RunError
 

@@ -5,7 +5,6 @@ iolab.analysis.costmodel; the statistics in iolab.analysis.stats."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from pathlib import Path

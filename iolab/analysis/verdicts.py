@@ -19,11 +19,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from .stats import MIN_REPS_FOR_CI, Estimate, across_reps, expected_ci
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RULE_TEXT = ("A claim is reproduced when the whole 95 % interval satisfies it, not reproduced "
              "when the whole interval contradicts it, and undecided at this precision otherwise. "
@@ -167,7 +170,7 @@ def not_testable(claim: str, part: str, reason: str, quoted: str = "") -> Findin
     return Finding(claim, part, quoted=quoted, reason=reason)
 
 
-def table(findings: Sequence[Finding]) -> "pd.DataFrame":
+def table(findings: Sequence[Finding]) -> pd.DataFrame:
     """The findings as a table: claim, part, value [interval], rule, verdict."""
     import pandas as pd
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..inventory import NodeEntry
     from ..nodes import Node
     from ..runners import Runner
+    from ..settings import ExperimentSettings
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ class Repetition:
     node: Node                         # its kind resolved on the node
     runner: Runner                     # the node's session, programs built
     facts: HostFacts | None            # the node's host facts (remote nodes only)
-    settings: Mapping[str, Any]        # the experiment's config section
+    settings: ExperimentSettings       # the experiment's config section, typed
     seed: int
     raw: Path                          # where the raw file is written
     output: Path                       # its final name (extra outputs are named from it)

@@ -8,38 +8,26 @@ from typing import Any
 
 from .. import paths, tables
 from ..runners import RunError
+from ..settings import SETTINGS, ExperimentSettings
 from . import Measured, Repetition
 
 # experiment name -> cost-probe mode
 PROBE_MODES = {"syscall": "syscall", "sendrecv": "sendrecv", "uring_batch": "uring-batch", "nop": "nop"}
 
-# config key -> cost-probe flag, per experiment (lists become comma-separated)
-_FLAGS: dict[str, dict[str, str]] = {
-    "syscall": {"batches": "--batches", "warmup_batches": "--warmup-batches",
-                "batch_us": "--batch-us", "variants": "--variants"},
-    "sendrecv": {"batches": "--batches", "warmup_batches": "--warmup-batches",
-                 "transports": "--transports", "ops": "--ops", "patterns": "--patterns",
-                 "ack_modes": "--ack-modes", "bytes": "--bytes", "connections": "--connections",
-                 "calls_per_batch": "--calls-per-batch"},
-    "uring_batch": {"batches": "--batches", "warmup_batches": "--warmup-batches", "ops": "--ops",
-                    "n": "--n", "bytes": "--bytes", "presets": "--presets",
-                    "max_not_inline": "--max-not-inline"},
-    "nop": {"batches": "--batches", "warmup_batches": "--warmup-batches", "n": "--n",
-            "presets": "--presets"},
-}
 
 
 def _value(v: Any) -> str:
-    return ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
+    return ",".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
 
 
-def probe_argv(experiment: str, settings: Mapping[str, Any], seed: int,
+def probe_argv(experiment: str, settings: Mapping[str, Any] | ExperimentSettings, seed: int,
                cpu: int | None, exe: str | None = None) -> list[str]:
-    """cost-probe's command line (``exe``: its path on the node; default: here)."""
+    """cost-probe's command line (``exe``: its path on the node; default:
+    here). Each key of the experiment's section is the flag of its name."""
+    typed = SETTINGS[experiment].of(settings)
     argv = [exe or str(paths.NATIVE_BUILD / "cost-probe"), PROBE_MODES[experiment]]
-    for key, flag in _FLAGS[experiment].items():
-        if key in settings:
-            argv += [flag, _value(settings[key])]
+    for key, value in typed.model_dump().items():
+        argv += ["--" + key.replace("_", "-"), _value(value)]
     argv += ["--seed", str(seed)]
     if cpu is not None:
         argv += ["--cpu", str(cpu)]

@@ -28,6 +28,7 @@ from ..config import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, cpu_list, preset_se
 from ..formats import CELL_COLUMNS, histograms_path
 from ..runners import LocalRunner, Runner, runner_for
 from ..runners.local import RunError, build_failure
+from ..settings import EchoSettings
 from . import REGISTRY, Measured, Repetition
 
 _LISTENING = re.compile(r"listening on [0-9.]+:(\d+)")
@@ -82,28 +83,42 @@ class Cell:
         return SERVER_PROGRAMS[self.server]
 
 
-DEFAULT_SETUPS = [{"client": "event-loop", "layout": "pinned"}]
+@dataclass(frozen=True)
+class LoadgenRun:
+    """How the load generator drives a cell: for how long, with how many
+    event-loop threads and requests in flight per connection, against a
+    server listening on ``port`` (0: any free port)."""
+    duration: float
+    warmup: float
+    threads: int = 1
+    pipeline: int = 1
+    port: int = 0
+
+    @classmethod
+    def of(cls, settings: EchoSettings) -> LoadgenRun:
+        return cls(settings.duration, settings.warmup, settings.loadgen_threads, settings.pipeline, settings.port)
 
 
-def cells(settings: Mapping[str, Any], seed: int) -> list[Cell]:
+def cells(settings: Mapping[str, Any] | EchoSettings, seed: int) -> list[Cell]:
     """Every (preset, setup, connections, bytes) of the sweep, in a seeded
     random order that keeps the cells of one (connections, bytes) together:
     the blocks come in a random order and the presets and setups (client
     model and layout) in a random order within each. Ratios between presets
     (formed per repetition) then compare cells measured seconds apart.
-    ``settings["cells"]``, when given, restricts the sweep to those [preset,
+    ``cells``, when given, restricts the sweep to those [preset,
     connections, bytes], under every setup (an adaptive-precision round)."""
-    presets = {name: preset_server(name, spec) for name, spec in settings["presets"].items()}
-    chosen = settings.get("only") or list(presets)
-    wanted = {(str(p), int(c), int(b)) for p, c, b in settings["cells"]} if settings.get("cells") else None
+    typed = EchoSettings.of(settings)
+    presets = typed.presets
+    chosen = typed.only or list(presets)
+    wanted = set(typed.cells) if typed.cells else None
     rng = random.Random(seed)
-    blocks = [(c, b) for c in settings["connections"] for b in settings["bytes"]]
+    blocks = [(c, b) for c in typed.connections for b in typed.bytes]
     rng.shuffle(blocks)
     out = []
     for c, b in blocks:
-        block = [Cell(name, presets[name][1], c, b, setup["client"], presets[name][0], setup["layout"])
-                 for name in chosen for setup in settings.get("setups") or DEFAULT_SETUPS
-                 if (wanted is None or (name, c, b) in wanted) and name in setup.get("only", [name])]
+        block = [Cell(name, presets[name].flags, c, b, setup.client, presets[name].server, setup.layout)
+                 for name in chosen for setup in typed.setups
+                 if (wanted is None or (name, c, b) in wanted) and name in (setup.only or [name])]
         rng.shuffle(block)
         out.extend(block)
     return out
@@ -190,19 +205,19 @@ def stop_server(proc: subprocess.Popen[str], runner: Runner) -> dict[str, Any]:
         raise CellError("server printed no final counters") from e
 
 
-def run_loadgen(port: int, cell: Cell, settings: Mapping[str, Any], cpu: int | str | None,
+def run_loadgen(port: int, cell: Cell, run: LoadgenRun, cpu: int | str | None,
                 histogram: Path, runner: Runner, host: str = "127.0.0.1") -> dict[str, Any]:
     """Drive the server from ``runner``'s node; the histogram is copied back."""
     remote_hist = runner.scratch("loadgen-histogram.csv")
     argv = [*_taskset(cpu), runner.exe("loadgen"), "--host", host,
             "--port", str(port), "--connections", str(cell.connections),
-            "--bytes", str(cell.bytes), "--duration", str(settings["duration"]),
-            "--warmup", str(settings["warmup"]), "--model", cell.client, "--histogram", remote_hist]
+            "--bytes", str(cell.bytes), "--duration", str(run.duration),
+            "--warmup", str(run.warmup), "--model", cell.client, "--histogram", remote_hist]
     if cell.client != "thread-per-connection":   # the event loops, on epoll or io_uring
-        argv += ["--threads", str(settings["loadgen_threads"]), "--pipeline", str(settings["pipeline"])]
+        argv += ["--threads", str(run.threads), "--pipeline", str(run.pipeline)]
     if cell.rate:
         argv += ["--rate", f"{cell.rate:.1f}"]
-    budget = settings["duration"] + settings["warmup"] + 120
+    budget = run.duration + run.warmup + 120
     report_path = histogram.with_suffix(".report")
     try:
         runner.run(argv, report_path, timeout=budget, name="load generator")
@@ -252,7 +267,7 @@ def _interrupts(runner: Runner) -> str:
         return ""
 
 
-def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int | str | None],
+def measure_cell(cell: Cell, run: LoadgenRun, cpus: Mapping[str, int | str | None],
                  histogram: Path, server_runner: Runner | None = None,
                  client_runner: Runner | None = None, bind: str = "127.0.0.1",
                  address: str = "127.0.0.1") -> dict[str, Any]:
@@ -265,17 +280,16 @@ def measure_cell(cell: Cell, settings: Mapping[str, Any], cpus: Mapping[str, int
     cell, helper_cpus = resolve_flags(cell, cpus, lambda: _online_cpus(server_runner))
     for attempt in (1, 2):
         try:
-            proc, port = start_server(cell, cpus.get("server"), server_runner, bind=bind,
-                                      port=settings["port"])
+            proc, port = start_server(cell, cpus.get("server"), server_runner, bind=bind, port=run.port)
             break
         except CellError as e:
             if str(e).startswith("port in use") and attempt == 1:
-                settings = {**settings, "port": 0}
+                run = replace(run, port=0)
                 continue
             raise
     ipis_before = resched_ipis(_interrupts(server_runner), cpus.get("server"))
     try:
-        client = run_loadgen(port, cell, settings, cpus.get("client"), histogram, client_runner,
+        client = run_loadgen(port, cell, run, cpus.get("client"), histogram, client_runner,
                              host=address)
     except (CellError, subprocess.TimeoutExpired) as e:
         proc.kill()
@@ -344,13 +358,14 @@ class SweepFiles:
         self._csv.flush()
 
 
-def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None], seed: int,
+def run_sweep(settings: Mapping[str, Any] | EchoSettings, cpus: Mapping[str, int | str | None], seed: int,
               out_csv: Path, out_hist: Path, progress: bool = True,
               server_runner: Runner | None = None, client_runner: Runner | None = None,
               bind: str = "127.0.0.1", address: str = "127.0.0.1") -> dict[str, Any]:
     """Measure every cell into out_csv and out_hist (both written by the
     caller's atomic paths). Returns provenance extras."""
-    planned = cells(settings, seed)
+    typed = EchoSettings.of(settings)
+    planned = cells(typed, seed)
     unbuilt = build_optional_servers(planned, server_runner or LocalRunner())
     failures: list[str] = []
     with SweepFiles(out_csv, out_hist, CELL_COLUMNS) as files:
@@ -364,7 +379,7 @@ def run_sweep(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None],
             try:
                 if cell.program in unbuilt:
                     raise CellError(unbuilt[cell.program])
-                row.update(measure_cell(cell, settings, cpus, files.histogram(i), server_runner, client_runner,
+                row.update(measure_cell(cell, LoadgenRun.of(typed), cpus, files.histogram(i), server_runner, client_runner,
                                         bind, address), status="ok")
             except CellError as e:
                 reason = str(e)

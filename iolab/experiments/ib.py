@@ -30,6 +30,7 @@ from .. import atomic, tables
 from ..formats import IB_COLUMNS, IB_RAW_HEADER
 from ..runners import qemu, runner_for
 from ..runners.local import RunError
+from ..settings import IbSettings
 from . import Measured, Repetition
 
 PROGRAMS = ("ib_send_lat", "ib_send_bw")
@@ -224,22 +225,23 @@ def device_facts(runner: Any) -> dict[str, dict[str, str]]:
     return parse_facts(res.stdout) if res.returncode == 0 else {}
 
 
-def argv(program: str, device: str, settings: Mapping[str, Any], server: str | None = None) -> list[str]:
-    """One end's command: ``-a`` (every size from 2 B to 8 MiB) unless
-    ``settings["sizes"]`` lists sizes; ``server``: the client's target."""
-    args = [program, "-d", device, "-n", str(settings["iterations"]), "-F"]
-    if settings.get("gid_index") is not None:
-        args += ["-x", str(settings["gid_index"])]
+def argv(program: str, device: str, settings: IbSettings, server: str | None = None) -> list[str]:
+    """One end's command, over every size from 2 B to 8 MiB (``-a``);
+    ``server``: the client's target."""
+    args = [program, "-d", device, "-n", str(settings.iterations), "-F"]
+    if settings.gid_index is not None:
+        args += ["-x", str(settings.gid_index)]
     args += ["-a"]
     return args + ([server] if server else [])
 
 
-def run_experiment(settings: Mapping[str, Any], node: str, node_runner: Any, peer: str, peer_runner: Any,
+def run_experiment(settings: Mapping[str, Any] | IbSettings, node: str, node_runner: Any, peer: str, peer_runner: Any,
                    peer_address: str, output: Path, transcript: Path) -> dict[str, Any]:
     """Both programs, the server on the peer and the client here; the raw
     CSV (one row per program, size and metric) into ``output`` and both
     ends' output verbatim into ``transcript``. Without a device on either
     side, both files say why and hold no rows (not an error)."""
+    settings = IbSettings.of(settings)
     here, there = device_facts(node_runner), device_facts(peer_runner)
     missing = [n for n, f in ((node, here), (peer, there)) if not f]
     with open(output, "w") as out, open(transcript, "w") as log:
@@ -250,8 +252,8 @@ def run_experiment(settings: Mapping[str, Any], node: str, node_runner: Any, pee
             out.write(f"# skipped={reason}\n" + ",".join(RAW_COLUMNS) + "\n")
             log.write(f"skipped: {reason}\n")
             return {"ib": {"available": False, "reason": reason}}
-        device = settings.get("device") or first_device(here)
-        peer_device = settings.get("device") or first_device(there)
+        device = settings.device or first_device(here)
+        peer_device = settings.device or first_device(there)
         assert device and peer_device  # both fact maps are non-empty here
         out.write(",".join(RAW_COLUMNS) + "\n")
         commands = {}
@@ -259,7 +261,7 @@ def run_experiment(settings: Mapping[str, Any], node: str, node_runner: Any, pee
             server_argv = argv(program, peer_device, settings)
             client_argv = argv(program, device, settings, peer_address)
             client_out = _client_against_server(program, node_runner, peer_runner, server_argv, client_argv,
-                                                float(settings["timeout"]), output.parent)
+                                                float(settings.timeout), output.parent)
             log.write(f"=== {program} client on {node}: {' '.join(client_argv)}\n{client_out}\n")
             result = parse(program, client_out)
             for row in result.table.melt(id_vars=["bytes", "iterations"], var_name="metric").itertuples(index=False):

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import atomic, tables
-from ..config import preset_server
 from ..formats import LATENCY_COLUMNS, histograms_path
 from ..runners import LocalRunner, Runner
+from ..settings import LatencySettings
 from . import Measured, Repetition
-from .echo import Cell, CellError, SweepFiles, build_optional_servers, failed_status, measure_cell
+from .echo import Cell, CellError, LoadgenRun, SweepFiles, build_optional_servers, failed_status, measure_cell
 
 
 @dataclass(frozen=True)
@@ -45,29 +45,31 @@ class LoadCell:
         return "capacity" if self.load == 0 else "open"
 
 
-def plan(settings: Mapping[str, Any], seed: int) -> list[LoadCell]:
+def plan(settings: Mapping[str, Any] | LatencySettings, seed: int) -> list[LoadCell]:
     """The capacity cells (presets shuffled), then every open-loop cell (shuffled)."""
+    typed = LatencySettings.of(settings)
     rng = random.Random(seed)
-    presets = list(settings["presets"])
+    presets = list(typed.presets)
     rng.shuffle(presets)
-    opened = [LoadCell(p, float(load)) for p in presets for load in settings["loads"]]
+    opened = [LoadCell(p, float(load)) for p in presets for load in typed.loads]
     rng.shuffle(opened)
     return [LoadCell(p, 0.0) for p in presets] + opened
 
 
-def echo_cell(cell: LoadCell, settings: Mapping[str, Any], rate: float) -> Cell:
-    server, flags = preset_server(cell.preset, settings["preset_specs"][cell.preset])
-    return Cell(cell.preset, flags, int(settings["connections"]), int(settings["bytes"]),
-                server=server, rate=rate)
+def echo_cell(cell: LoadCell, settings: LatencySettings, rate: float) -> Cell:
+    server, flags = settings.preset_specs[cell.preset]
+    return Cell(cell.preset, flags, settings.connections, settings.bytes, server=server, rate=rate)
 
 
-def run(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None], seed: int,
+def run(settings: Mapping[str, Any] | LatencySettings, cpus: Mapping[str, int | str | None], seed: int,
         out_csv: Path, out_hist: Path, runner: Runner | None = None,
         progress: bool = True) -> dict[str, Any]:
     """Measure one repetition into out_csv and out_hist (the caller's atomic
     paths). Returns provenance extras."""
     runner = runner or LocalRunner()
-    cell_settings = {**settings, "pipeline": 1, "loadgen_threads": 1}
+    settings = LatencySettings.of(settings)
+    # One request in flight per connection: the open loop sets the rate.
+    loadgen = LoadgenRun(settings.duration, settings.warmup, threads=1, pipeline=1, port=settings.port)
     planned = plan(settings, seed)
     unbuilt = build_optional_servers([echo_cell(c, settings, 0.0) for c in planned], runner)
     capacity: dict[str, float] = {}
@@ -78,7 +80,7 @@ def run(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None], seed:
             rate = cell.load * capacity.get(cell.preset, 0.0)
             row: dict[str, Any] = {c: "" for c in LATENCY_COLUMNS}
             row.update(order=i, preset=cell.preset, phase=cell.phase, load=cell.load,
-                       connections=settings["connections"], bytes=settings["bytes"],
+                       connections=settings.connections, bytes=settings.bytes,
                        offered_rps=round(rate, 1) if rate else "",
                        server_cpu=cpus.get("server"), client_cpu=cpus.get("client"))
             start = time.monotonic()
@@ -89,7 +91,7 @@ def run(settings: Mapping[str, Any], cpus: Mapping[str, int | str | None], seed:
                 row["server"] = measured_cell.server
                 if measured_cell.program in unbuilt:
                     raise CellError(unbuilt[measured_cell.program])
-                result = measure_cell(measured_cell, cell_settings, cpus, files.histogram(i), runner)
+                result = measure_cell(measured_cell, loadgen, cpus, files.histogram(i), runner)
                 row.update({k: result[k] for k in LATENCY_COLUMNS if k in result}, status="ok")
                 if cell.phase == "capacity":
                     capacity[cell.preset] = float(result["rps"])

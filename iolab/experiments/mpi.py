@@ -51,11 +51,15 @@ from ..runners import Capability, LocalRunner, Runner, runner_for
 from ..runners.local import RunError
 from ..runners.mpigroup import Member, MpiNodeGroup
 from ..runners.netns import NetnsCluster, require_root_and_iproute2
+from ..settings import MpiSettings
 from . import REGISTRY, Measured, Repetition
 
 TRANSPORTS = ("shm", "tcp", "netns", "netns_tbf", "nodes")
 NETNS_TRANSPORTS = ("netns", "netns_tbf")
 BENCHMARKS = ("pingpong", "bcast", "allreduce", "alltoall", "barrier")
+# srun's process-management interface to Open MPI.
+SRUN_MPI = "pmix"
+Settings = Mapping[str, Any] | MpiSettings
 
 
 @dataclass
@@ -76,18 +80,18 @@ class Launch:
         return f"{self.transport} p={self.ranks} {what}{how}{algos}"
 
 
-def selections(settings: Mapping[str, Any]) -> list[str]:
+def selections(settings: Settings) -> list[str]:
     """The algorithm selections launches run: ``selections`` as configured,
     where "pinned" with nothing pinned is Open MPI's default selection."""
-    pinned = any((settings.get("algorithms") or {}).values())
-    out = [s if pinned else "default" for s in settings.get("selections") or ["pinned"]]
-    return list(dict.fromkeys(out))
+    typed = MpiSettings.of(settings)
+    pinned = bool(typed.pinned_algorithms())
+    return list(dict.fromkeys(s if pinned else "default" for s in typed.selections))
 
 
-def default_sizes(settings: Mapping[str, Any]) -> list[int]:
-    if settings.get("sizes"):
-        return sorted(int(s) for s in settings["sizes"])
-    lo, hi = int(settings["min_bytes"]), int(settings["max_bytes"])
+def default_sizes(settings: MpiSettings) -> list[int]:
+    if settings.sizes:
+        return sorted(settings.sizes)
+    lo, hi = settings.min_bytes, settings.max_bytes
     out, m = [], 1
     while m <= hi:
         if m >= lo:
@@ -96,8 +100,7 @@ def default_sizes(settings: Mapping[str, Any]) -> list[int]:
     return out
 
 
-def node_transports(entry: Mapping[str, Any] | NodeEntry,
-                    settings: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+def node_transports(entry: Mapping[str, Any] | NodeEntry, settings: Settings) -> tuple[list[str], list[str]]:
     """(transports this node runs, configured ones it leaves out).
 
     A node's ``mpi.transports`` is taken as written (the config check
@@ -107,7 +110,7 @@ def node_transports(entry: Mapping[str, Any] | NodeEntry,
     node = NodeEntry.of(entry)
     if node.mpi.transports:
         return list(node.mpi.transports), []
-    configured = list(settings["transports"])
+    configured = list(MpiSettings.of(settings).transports)
     remote = node.runner == "ssh"
     chosen = [t for t in configured if not (remote and t in NETNS_TRANSPORTS)]
     left_out = [t for t in configured if t not in chosen]
@@ -120,21 +123,22 @@ def usable_cpus() -> int:
     return len(os.sched_getaffinity(0))
 
 
-def plan(settings: Mapping[str, Any], seed: int) -> list[Launch]:
+def plan(settings: Settings, seed: int) -> list[Launch]:
     """Every launch of one repetition, in a seeded random order.
 
     Ping-pong runs in the 2-rank launch only (with more ranks the others
     would just wait); the tbf-shaped cluster runs ping-pong at its own sizes.
     """
-    benches = [b for b in BENCHMARKS if b in settings["benchmarks"]]
-    ranks = sorted(int(p) for p in settings["ranks"])
+    settings = MpiSettings.of(settings)
+    benches = [b for b in BENCHMARKS if b in settings.benchmarks]
+    ranks = sorted(settings.ranks)
     sizes = default_sizes(settings)
     launches = []
     first, *others = selections(settings)
-    for transport in settings["transports"]:
+    for transport in settings.transports:
         if transport == "netns_tbf":
             launches.append(Launch(transport, 2, "mpi-probe", ["pingpong"],
-                                   sorted(settings["netns"]["tbf_sizes"]), selection=first))
+                                   sorted(settings.netns.tbf_sizes), selection=first))
             continue
         for p in ranks:
             chosen = [b for b in benches if b != "pingpong" or p == 2]
@@ -142,11 +146,11 @@ def plan(settings: Mapping[str, Any], seed: int) -> list[Launch]:
             # first selection's launch.
             for selection, picked in [(first, chosen), *((s, [b for b in chosen if b != "pingpong"])
                                                          for s in others)]:
-                for method in settings["methods"] if picked else []:
+                for method in settings.methods if picked else []:
                     launches.append(Launch(transport, p, "mpi-probe", picked, sizes, method, selection))
-        if settings["reference"]["enabled"] and 2 in ranks:
+        if settings.reference.enabled and 2 in ranks:
             launches.append(Launch(transport, 2, "mpi-pingpong-ref", ["pingpong"],
-                                   sorted(settings["reference"]["sizes"]), selection=first))
+                                   sorted(settings.reference.sizes), selection=first))
     random.Random(seed).shuffle(launches)
     return launches
 
@@ -166,37 +170,37 @@ def shm_btl(version: str) -> str:
     return "sm" if m and int(m.group(1)) >= 5 else "vader"
 
 
-def probe_args(settings: Mapping[str, Any], launch: Launch, seed: int) -> list[str]:
+def probe_args(settings: MpiSettings, launch: Launch, seed: int) -> list[str]:
     if launch.program == "mpi-pingpong-ref":
-        ref = settings["reference"]
-        return ["--sizes", ",".join(map(str, launch.sizes)), "--iterations", str(ref["iterations"]),
-                "--warmup", str(ref["warmup"]), "--series", str(ref["series"])]
+        ref = settings.reference
+        return ["--sizes", ",".join(map(str, launch.sizes)), "--iterations", str(ref.iterations),
+                "--warmup", str(ref.warmup), "--series", str(ref.series)]
     if launch.method == "osu":
         # OSU's own skip and iteration counts, unless osu_iterations overrides
         # them as OSU's -i does; OSU synchronises with barriers only.
-        counts = (["--iterations", str(settings["osu_iterations"])]
-                  if settings.get("osu_iterations") else [])
+        counts = ["--iterations", str(settings.osu_iterations)] if settings.osu_iterations else []
         return ["--method", "osu", "--bench", ",".join(launch.benches),
                 "--sizes", ",".join(map(str, launch.sizes)), *counts,
-                "--series", str(settings.get("osu_series") or settings["series"]), "--seed", str(seed)]
+                "--series", str(settings.osu_series or settings.series), "--seed", str(seed)]
     return ["--bench", ",".join(launch.benches), "--sizes", ",".join(map(str, launch.sizes)),
-            "--warmup", str(settings["warmup"]), "--iterations", str(settings["iterations"]),
-            "--series", str(settings["series"]), "--large-bytes", str(settings["large_bytes"]),
-            "--large-iterations", str(settings["large_iterations"]), "--sync", settings["sync"],
-            "--window-us", str(settings["window_us"]), "--seed", str(seed)]
+            "--warmup", str(settings.warmup), "--iterations", str(settings.iterations),
+            "--series", str(settings.series), "--large-bytes", str(settings.large_bytes),
+            "--large-iterations", str(settings.large_iterations), "--sync", settings.sync,
+            "--window-us", str(settings.window_us), "--seed", str(seed)]
 
 
-def mca_params(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
+def mca_params(settings: Settings, launch: Launch, btl_shm: str,
                cluster: NetnsCluster | None, oversubscribed: bool,
                group: MpiNodeGroup | None = None) -> dict[str, str]:
     """The MCA parameters of a launch (mpirun takes them as --mca, srun's
     ranks as OMPI_MCA_* variables)."""
+    settings = MpiSettings.of(settings)
     mca: dict[str, str] = {}
     if launch.transport == "shm":
         mca["btl"] = f"self,{btl_shm}"
     elif launch.transport == "tcp":
         mca["btl"] = "self,tcp"
-        mca["btl_tcp_if_include"] = settings["tcp_interface"]
+        mca["btl_tcp_if_include"] = settings.tcp_interface
     elif launch.transport == "nodes":
         assert group is not None
         per_node = max(group.distribution(launch.ranks))
@@ -216,22 +220,22 @@ def mca_params(settings: Mapping[str, Any], launch: Launch, btl_shm: str,
         mca["plm_rsh_agent"] = str(cluster.agent_path)
     if oversubscribed:
         mca["mpi_yield_when_idle"] = "1"
-    algorithms = {k: v for k, v in (settings.get("algorithms") or {}).items() if v}
+    algorithms = settings.pinned_algorithms()
     if algorithms and launch.selection == "pinned":
         mca["coll_tuned_use_dynamic_rules"] = "1"
         for op, name in algorithms.items():
             mca[f"coll_tuned_{op}_algorithm"] = str(name)
-    for key, value in (settings.get("extra_mca") or {}).items():
+    for key, value in settings.extra_mca.items():
         mca[str(key)] = str(value)
     return mca
 
 
-def _mpirun_path(settings: Mapping[str, Any], remote: bool) -> str:
+def _mpirun_path(settings: MpiSettings, remote: bool) -> str:
     """mpirun as configured: looked up on this PATH here, on the node's PATH there."""
-    return settings["mpirun"] if remote else shutil.which(settings["mpirun"]) or settings["mpirun"]
+    return settings.mpirun if remote else shutil.which(settings.mpirun) or settings.mpirun
 
 
-def _mpirun_head(settings: Mapping[str, Any], remote: bool) -> list[str]:
+def _mpirun_head(settings: MpiSettings, remote: bool) -> list[str]:
     # Open MPI refuses root without the flag (remote: by the environment, _mpi_env).
     return [_mpirun_path(settings, remote), *(["--allow-run-as-root"] if not remote and os.geteuid() == 0 else [])]
 
@@ -244,12 +248,13 @@ def _placement_flags(oversubscribed: bool, binding: str, mca: Mapping[str, str])
     return flags
 
 
-def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path | str, args: list[str],
+def mpirun_argv(settings: Settings, launch: Launch, program: Path | str, args: list[str],
                 btl_shm: str, cluster: NetnsCluster | None, cpus: int | None = None,
                 remote: bool = False) -> tuple[list[str], dict[str, Any]]:
     """The full command and what it decided (binding, oversubscription).
     ``cpus``: the node's usable CPUs (default: this machine's); ``remote``:
     mpirun is found on the node's PATH and root is allowed by environment."""
+    settings = MpiSettings.of(settings)
     cpus = cpus if cpus is not None else usable_cpus()
     oversubscribed = launch.ranks > cpus
     argv = [*_mpirun_head(settings, remote), "-np", str(launch.ranks)]
@@ -272,7 +277,7 @@ def mpirun_argv(settings: Mapping[str, Any], launch: Launch, program: Path | str
     return argv, decided
 
 
-def nodes_mpirun_argv(settings: Mapping[str, Any], launch: Launch, args: list[str], btl_shm: str,
+def nodes_mpirun_argv(settings: MpiSettings, launch: Launch, args: list[str], btl_shm: str,
                       group: MpiNodeGroup, remote: bool) -> tuple[list[str], dict[str, Any]]:
     """mpirun on the group's first node: the inventory's hostfile, the
     agent that reaches the peers, and one app context per node with that
@@ -288,7 +293,7 @@ def nodes_mpirun_argv(settings: Mapping[str, Any], launch: Launch, args: list[st
     return argv, decided
 
 
-def srun_argv(settings: Mapping[str, Any], launch: Launch, program: str, args: list[str],
+def srun_argv(settings: MpiSettings, launch: Launch, program: str, args: list[str],
               btl_shm: str, cpus: int | None = None) -> tuple[list[str], dict[str, Any]]:
     """Inside a SLURM job: launch the ranks with srun (PMIx), the MCA
     parameters passed as OMPI_MCA_* variables, since srun has no --mca."""
@@ -298,7 +303,7 @@ def srun_argv(settings: Mapping[str, Any], launch: Launch, program: str, args: l
            for key, value in mca_params(settings, launch, btl_shm, None, oversubscribed).items()}
     # Binding is left to the cluster's TaskPlugin (task/affinity binds;
     # task/none cannot, and srun refuses --cpu-bind there).
-    argv = ["srun", "--overlap", f"--mpi={settings.get('srun_mpi', 'pmix')}", "-n", str(launch.ranks),
+    argv = ["srun", "--overlap", f"--mpi={SRUN_MPI}", "-n", str(launch.ranks),
             "--cpus-per-task=1"]
     if oversubscribed:
         argv.append("--overcommit")
@@ -353,7 +358,7 @@ def _reference_rows(stdout: str, launch: Launch, expected_series: int) -> list[s
     return out
 
 
-def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: str,
+def run_launch(settings: MpiSettings, launch: Launch, seed: int, btl_shm: str,
                workdir: Path, out: TextIO, cluster: NetnsCluster | None = None,
                runner: Runner | None = None, cpus: int | None = None,
                launcher: str = "mpirun", group: MpiNodeGroup | None = None) -> dict[str, Any]:
@@ -372,7 +377,7 @@ def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: 
     else:
         argv, decided = mpirun_argv(settings, launch, program, args, btl_shm, cluster, cpus, remote)
     stdout_path = workdir / "stdout.txt"
-    result = runner.run(argv, stdout_path, timeout=float(settings["timeout"]),
+    result = runner.run(argv, stdout_path, timeout=float(settings.timeout),
                         error_line=mpi_error_line, env={**_mpi_env(), **decided.get("environment", {})},
                         name=launch.label())
     record: dict[str, Any] = {"transport": launch.transport, "ranks": launch.ranks,
@@ -386,7 +391,7 @@ def run_launch(settings: Mapping[str, Any], launch: Launch, seed: int, btl_shm: 
         record["group"] = group.describe(launch.ranks)
     if launch.program == "mpi-pingpong-ref":
         meta: list[str] = []
-        rows = _reference_rows(stdout_path.read_text(), launch, int(settings["reference"]["series"]))
+        rows = _reference_rows(stdout_path.read_text(), launch, settings.reference.series)
     else:
         meta, rows = _read_probe(stdout_path)
         parsed = [json.loads(m.split(":", 1)[1]) for m in meta if m.startswith("# meta:")]
@@ -408,7 +413,7 @@ def _mpi_env() -> dict[str, str]:
     return {}
 
 
-def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
+def run_experiment(settings: Settings, seed: int, output: Path,
                    progress: bool = True, runner: Runner | None = None,
                    cpus: int | None = None, launcher: str = "mpirun",
                    group: MpiNodeGroup | None = None) -> dict[str, Any]:
@@ -416,6 +421,7 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
     ``runner``: the node mpirun runs on (default: here), ``cpus`` its CPUs;
     ``launcher``: mpirun, or srun inside a SLURM job (shm and tcp transports);
     ``group``: the node and its peers, for the nodes transport (prepared)."""
+    settings = MpiSettings.of(settings)
     runner = runner or LocalRunner()
     remote = Capability.THIS_MACHINE not in runner.capabilities
     launches = plan(settings, seed)
@@ -426,28 +432,28 @@ def run_experiment(settings: Mapping[str, Any], seed: int, output: Path,
         require_root_and_iproute2()
     if any(lc.transport == "nodes" for lc in launches) and group is None:
         raise RunError("the nodes transport runs across a node and its mpi.peers; none are set")
-    version = (runner.facts().get("mpirun") or "unknown") if remote else mpirun_version(settings["mpirun"])
+    version = (runner.facts().get("mpirun") or "unknown") if remote else mpirun_version(settings.mpirun)
     btl_shm = shm_btl(version)
     records = []
-    netns = settings["netns"]
+    netns = settings.netns
     with tempfile.TemporaryDirectory(prefix="iolab-mpi-") as tmp, open(output, "w") as out:
         out.write(",".join(MPI_COLUMNS) + "\n")
         for i, launch in enumerate(launches, 1):
             if progress:
                 print(f"iolab: mpi [{i}/{len(launches)}] {launch.label()}", flush=True)
             if launch.transport in ("netns", "netns_tbf"):
-                rate = netns["tbf_rate_mbit"] if launch.transport == "netns_tbf" else None
-                with NetnsCluster(min(int(netns["hosts"]), launch.ranks), subnet=netns["subnet"],
-                                  rate_mbit=rate, burst_bytes=int(netns["tbf_burst_bytes"])) as cluster:
+                rate = netns.tbf_rate_mbit if launch.transport == "netns_tbf" else None
+                with NetnsCluster(min(netns.hosts, launch.ranks), subnet=netns.subnet,
+                                  rate_mbit=rate, burst_bytes=netns.tbf_burst_bytes) as cluster:
                     records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out,
                                               cluster))
             else:
                 records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out,
                                           runner=runner, cpus=cpus, launcher=launcher, group=group))
     return {"mpi": {"mpirun": _mpirun_path(settings, remote),
-                    "mpirun_version": version, "mpicc": settings["mpicc"], "shm_btl": btl_shm,
+                    "mpirun_version": version, "mpicc": settings.mpicc, "shm_btl": btl_shm,
                     "usable_cpus": cpus if cpus is not None else usable_cpus(), "launcher": launcher,
-                    "transports": list(settings["transports"]),
+                    "transports": list(settings.transports),
                     **({"group": group.describe()} if group is not None else {}),
                     "mca_environment": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")},
                     "launches": records}}
@@ -462,8 +468,8 @@ def run_repetition(rep: Repetition) -> Measured:
     if left_out:
         print(f"iolab: mpi on {rep.node.name}: leaving out {', '.join(left_out)} (they need "
               "this machine's network namespaces; nodes[].mpi.transports chooses)", file=sys.stderr)
-    settings = {**rep.settings, "transports": transports,
-                **({"tcp_interface": interface} if interface else {})}
+    settings = MpiSettings.of(rep.settings).model_copy(
+        update={"transports": tuple(transports), **({"tcp_interface": interface} if interface else {})})
     with _node_group(rep, transports) as group:
         extra = run_experiment(settings, rep.seed, rep.raw, runner=rep.runner,
                                cpus=rep.facts.cpu_count if rep.facts else None,

@@ -26,6 +26,7 @@ from typing import Any
 
 from .. import paths, tables
 from ..runners import LocalRunner, RunError
+from ..settings import TraceSettings
 from . import Measured, Repetition, echo
 
 TRACEFS = Path("/sys/kernel/tracing")
@@ -133,10 +134,9 @@ def _run_probe(name: str, seconds: int, cpu: int | None, seed: int) -> dict[str,
 def _run_echo(name: str, seconds: int, cpus: Mapping[str, int | str | None]) -> dict[str, dict[str, int]]:
     """The echo workload; returns the requests the server echoed."""
     cell = echo.Cell(name, tuple(ECHO_WORKLOADS[name]), ECHO_CONNECTIONS, ECHO_BYTES, server="uring")
-    settings = {"duration": seconds, "warmup": 0, "pipeline": 1, "loadgen_threads": 1, "port": 0}
     with TemporaryDirectory() as tmp:
         try:
-            result = echo.measure_cell(cell, settings, cpus, Path(tmp) / "h.csv", LocalRunner())
+            result = echo.measure_cell(cell, echo.LoadgenRun(seconds, 0), cpus, Path(tmp) / "h.csv", LocalRunner())
         except echo.CellError as e:
             raise RuntimeError(f"traced echo workload {name}: {e}") from e
     return {"echoed_requests": {"count": int(result["server_bytes"]) // ECHO_BYTES, "avg_ns": 0, "total_ns": 0}}
@@ -184,10 +184,11 @@ def run_workload(name: str, seconds: int, cpu: int | None, seed: int,
     return {**parse_output(out), **extra}
 
 
-def measure(settings: Mapping[str, Any], cpu: int | None, seed: int,
+def measure(settings: Mapping[str, Any] | TraceSettings, cpu: int | None, seed: int,
             out_path: Path, cpus: Mapping[str, int | str | None] | None = None) -> dict[str, Any]:
     """Write the trace raw CSV (one row per workload and traced map);
     returns what the provenance sidecar should record."""
+    seconds = TraceSettings.of(settings).seconds
     avail = availability()
     with open(out_path, "w") as f:
         f.write("# iolab-raw: bpftrace syscall durations v1\n")
@@ -197,7 +198,7 @@ def measure(settings: Mapping[str, Any], cpu: int | None, seed: int,
             return {"trace": {"available": False, "reason": avail.reason}}
         f.write("workload,map,count,avg_ns,total_ns\n")
         for name in [*WORKLOADS, *ECHO_WORKLOADS]:
-            maps = run_workload(name, int(settings["seconds"]), cpu, seed, cpus)
+            maps = run_workload(name, seconds, cpu, seed, cpus)
             for key, st in sorted(maps.items()):
                 f.write(f"{name},{key},{st['count']},{st['avg_ns']},{st['total_ns']}\n")
     return {"trace": {"available": True, "reason": avail.reason,

@@ -1,0 +1,72 @@
+"""config/schema.yaml as the source of the typed config models.
+
+Snakemake validates the config against the schema and fills in its
+defaults; the models (iolab.inventory for ``nodes``, iolab.settings for
+``experiments``) take every default from the same schema, so none is
+written twice. tests/test_config.py checks that each model names the keys
+its part of the schema names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import cache
+from typing import Any, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .paths import CONFIG_SCHEMA
+
+
+@cache
+def config_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = yaml.safe_load(CONFIG_SCHEMA.read_text())
+    return schema
+
+
+def subschema(*path: str) -> dict[str, Any]:
+    """The schema of a config key: ``path`` names properties, and "[]" steps
+    into an array's items (``"nodes", "[]", "vm"``)."""
+    schema = config_schema()
+    for part in path:
+        schema = schema["items"] if part == "[]" else schema["properties"][part]
+    return schema
+
+
+def schema_default(*path: str) -> Any:
+    """The schema's default of a key; None where it gives none (an optional key)."""
+    return subschema(*path).get("default")
+
+
+def from_schema(*path: str) -> Any:
+    """A model field whose default is the schema's."""
+    return Field(default=schema_default(*path))
+
+
+def first_error(e: ValidationError) -> str:
+    """A validation error as one line: where, and what is wrong."""
+    first = e.errors()[0]
+    return ".".join(str(p) for p in first["loc"]) + ": " + first["msg"]
+
+
+class Section(BaseModel):
+    """A config section: no unknown keys, read-only, and its defaults
+    validated too (so the schema's [] becomes a tuple)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+    @classmethod
+    def where(cls, value: Mapping[str, Any]) -> str:
+        """What a one-line error about ``value`` names first."""
+        return cls.__name__
+
+    @classmethod
+    def of(cls, value: Mapping[str, Any] | Self) -> Self:
+        """The typed section; a bad one is a ValueError of one line naming the key."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls.model_validate(dict(value))
+        except ValidationError as e:
+            raise ValueError(f"{cls.where(value)}: {first_error(e)}") from None

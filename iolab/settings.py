@@ -1,0 +1,236 @@
+"""The experiments' config sections (``experiments.<name>``), typed, with
+every default taken from config/schema.yaml (iolab.schema).
+
+The workflow passes a section to ``python -m iolab.measure`` as JSON, with
+the schema's defaults filled in, sometimes with a key the workflow adds
+(``WORKFLOW_KEYS``: an adaptive-precision round's echo cells, the latency
+presets' echo flags). Each experiment's run code reads it through
+``<Experiment>Settings.of``, which also accepts a hand-written section
+(tests, ``python -m iolab.measure``) and fills in what it leaves out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
+
+from pydantic import PlainValidator, field_validator
+
+from .config import preset_server
+from .schema import Section, from_schema
+
+
+
+def _number(value: Any) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("a number is needed")
+    return value
+
+
+# The schema's "number": an int stays an int, so the commands and the records
+# show a value as it was configured.
+Number = Annotated[int | float, PlainValidator(_number)]
+RingPreset = Literal["default", "coop_taskrun", "single_issuer_defer_taskrun", "register_ring_fd", "sqpoll"]
+
+
+def _d(*path: str) -> Any:
+    return from_schema("experiments", *path)
+
+
+class ExperimentSettings(Section):
+    EXPERIMENT: ClassVar[str] = ""
+    # Keys the workflow adds to the config section (rules/common.smk).
+    WORKFLOW_KEYS: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def where(cls, value: Mapping[str, Any]) -> str:
+        return f"experiments.{cls.EXPERIMENT}"
+
+
+# -- the cost probes: each key is a cost-probe flag of the same name ----------
+
+class SyscallSettings(ExperimentSettings):
+    EXPERIMENT = "syscall"
+    batches: int = _d("syscall", "batches")
+    warmup_batches: int = _d("syscall", "warmup_batches")
+    batch_us: int = _d("syscall", "batch_us")
+    variants: tuple[Literal["getppid", "enosys"], ...] = _d("syscall", "variants")
+
+
+class SendrecvSettings(ExperimentSettings):
+    EXPERIMENT = "sendrecv"
+    batches: int = _d("sendrecv", "batches")
+    warmup_batches: int = _d("sendrecv", "warmup_batches")
+    transports: tuple[Literal["tcp", "unix"], ...] = _d("sendrecv", "transports")
+    ops: tuple[Literal["send", "recv"], ...] = _d("sendrecv", "ops")
+    patterns: tuple[Literal["single", "roundrobin"], ...] = _d("sendrecv", "patterns")
+    ack_modes: tuple[Literal["pingpong", "quickack"], ...] = _d("sendrecv", "ack_modes")
+    bytes: tuple[int, ...] = _d("sendrecv", "bytes")
+    connections: int = _d("sendrecv", "connections")
+    calls_per_batch: int = _d("sendrecv", "calls_per_batch")
+
+
+class UringBatchSettings(ExperimentSettings):
+    EXPERIMENT = "uring_batch"
+    batches: int = _d("uring_batch", "batches")
+    warmup_batches: int = _d("uring_batch", "warmup_batches")
+    ops: tuple[Literal["send", "recv"], ...] = _d("uring_batch", "ops")
+    n: tuple[int, ...] = _d("uring_batch", "n")
+    bytes: tuple[int, ...] = _d("uring_batch", "bytes")
+    presets: tuple[RingPreset, ...] = _d("uring_batch", "presets")
+    max_not_inline: Number = _d("uring_batch", "max_not_inline")
+
+
+class NopSettings(ExperimentSettings):
+    EXPERIMENT = "nop"
+    batches: int = _d("nop", "batches")
+    warmup_batches: int = _d("nop", "warmup_batches")
+    n: tuple[int, ...] = _d("nop", "n")
+    presets: tuple[RingPreset, ...] = _d("nop", "presets")
+
+
+# -- echo and latency ---------------------------------------------------------
+
+class Preset(NamedTuple):
+    """An echo preset: its server (a config.SERVER_PROGRAMS key) and flags."""
+    server: str
+    flags: tuple[str, ...]
+
+
+def _presets(specs: Any) -> Any:
+    """The config's presets (flag lists, or {server, flags}) as Presets."""
+    if not isinstance(specs, Mapping):
+        return specs
+    out = {}
+    for name, spec in specs.items():
+        if isinstance(spec, Mapping) and "server" not in spec:
+            raise ValueError(f"preset {name!r} is a mapping without its server")
+        out[name] = spec if isinstance(spec, Preset) else Preset(*preset_server(name, spec))
+    return out
+
+
+class EchoSetup(Section):
+    client: Literal["event-loop", "event-loop-uring", "thread-per-connection"]
+    layout: Literal["pinned", "shared"]
+    only: tuple[str, ...] | None = None      # these presets only (None: every one)
+
+
+class EchoSettings(ExperimentSettings):
+    EXPERIMENT = "echo"
+    WORKFLOW_KEYS = frozenset({"cells"})
+    enabled: bool = _d("echo", "enabled")
+    duration: Number = _d("echo", "duration")
+    warmup: Number = _d("echo", "warmup")
+    connections: tuple[int, ...] = _d("echo", "connections")
+    bytes: tuple[int, ...] = _d("echo", "bytes")
+    pipeline: int = _d("echo", "pipeline")
+    loadgen_threads: int = _d("echo", "loadgen_threads")
+    setups: tuple[EchoSetup, ...] = _d("echo", "setups")
+    port: int = _d("echo", "port")
+    presets: dict[str, Preset]
+    only: tuple[str, ...] | None = _d("echo", "only")
+    # An adaptive-precision round measures only these [preset, connections, bytes].
+    cells: tuple[tuple[str, int, int], ...] | None = None
+
+    _presets = field_validator("presets", mode="before")(_presets)
+
+
+class LatencySettings(ExperimentSettings):
+    EXPERIMENT = "latency"
+    WORKFLOW_KEYS = frozenset({"preset_specs"})
+    enabled: bool = _d("latency", "enabled")
+    duration: Number = _d("latency", "duration")
+    warmup: Number = _d("latency", "warmup")
+    connections: int = _d("latency", "connections")
+    bytes: int = _d("latency", "bytes")
+    loads: tuple[Number, ...] = _d("latency", "loads")
+    presets: tuple[str, ...] = _d("latency", "presets")
+    port: int = _d("latency", "port")
+    # The presets' echo flags (experiments.echo.presets), so new flags measure
+    # into a new run key.
+    preset_specs: dict[str, Preset] = {}
+
+    _preset_specs = field_validator("preset_specs", mode="before")(_presets)
+
+
+# -- MPI ------------------------------------------------------------------------
+
+class MpiAlgorithms(Section):
+    bcast: str | None = None
+    allreduce: str | None = None
+    alltoall: str | None = None
+    barrier: str | None = None
+
+
+class MpiNetns(Section):
+    hosts: int = _d("mpi", "netns", "hosts")
+    subnet: str = _d("mpi", "netns", "subnet")
+    tbf_rate_mbit: Number = _d("mpi", "netns", "tbf_rate_mbit")
+    tbf_burst_bytes: int = _d("mpi", "netns", "tbf_burst_bytes")
+    tbf_sizes: tuple[int, ...] = _d("mpi", "netns", "tbf_sizes")
+
+
+class MpiReference(Section):
+    enabled: bool = _d("mpi", "reference", "enabled")
+    sizes: tuple[int, ...] = _d("mpi", "reference", "sizes")
+    iterations: int = _d("mpi", "reference", "iterations")
+    series: int = _d("mpi", "reference", "series")
+    warmup: int = _d("mpi", "reference", "warmup")
+
+
+class MpiSettings(ExperimentSettings):
+    EXPERIMENT = "mpi"
+    enabled: bool = _d("mpi", "enabled")
+    mpirun: str = _d("mpi", "mpirun")
+    mpicc: str = _d("mpi", "mpicc")
+    # "nodes" is not configured here: a node with mpi.peers adds it.
+    transports: tuple[Literal["shm", "tcp", "netns", "netns_tbf", "nodes"], ...] = _d("mpi", "transports")
+    ranks: tuple[int, ...] = _d("mpi", "ranks")
+    benchmarks: tuple[Literal["pingpong", "bcast", "allreduce", "alltoall", "barrier"], ...] = \
+        _d("mpi", "benchmarks")
+    min_bytes: int = _d("mpi", "min_bytes")
+    max_bytes: int = _d("mpi", "max_bytes")
+    sizes: tuple[int, ...] | None = _d("mpi", "sizes")
+    warmup: int = _d("mpi", "warmup")
+    iterations: int = _d("mpi", "iterations")
+    large_bytes: int = _d("mpi", "large_bytes")
+    large_iterations: int = _d("mpi", "large_iterations")
+    series: int = _d("mpi", "series")
+    sync: Literal["barrier", "window"] = _d("mpi", "sync")
+    methods: tuple[Literal["probe", "osu"], ...] = _d("mpi", "methods")
+    osu_iterations: int | None = _d("mpi", "osu_iterations")
+    osu_series: int | None = _d("mpi", "osu_series")
+    selections: tuple[Literal["pinned", "default"], ...] = _d("mpi", "selections")
+    window_us: int = _d("mpi", "window_us")
+    tcp_interface: str = _d("mpi", "tcp_interface")
+    algorithms: MpiAlgorithms | None = _d("mpi", "algorithms")
+    extra_mca: dict[str, str | int | float] = _d("mpi", "extra_mca")
+    netns: MpiNetns = _d("mpi", "netns")
+    reference: MpiReference = _d("mpi", "reference")
+    timeout: Number = _d("mpi", "timeout")
+
+    def pinned_algorithms(self) -> dict[str, str]:
+        """collective -> the algorithm configured for it (those configured)."""
+        return {k: v for k, v in (self.algorithms.model_dump() if self.algorithms else {}).items() if v}
+
+
+# -- the rest -------------------------------------------------------------------
+
+class TraceSettings(ExperimentSettings):
+    EXPERIMENT = "trace"
+    enabled: bool = _d("trace", "enabled")
+    seconds: int = _d("trace", "seconds")
+
+
+class IbSettings(ExperimentSettings):
+    EXPERIMENT = "ib"
+    enabled: bool = _d("ib", "enabled")
+    iterations: int = _d("ib", "iterations")
+    device: str | None = _d("ib", "device")
+    gid_index: int | None = _d("ib", "gid_index")
+    timeout: int = _d("ib", "timeout")
+
+
+SETTINGS: dict[str, type[ExperimentSettings]] = {m.EXPERIMENT: m for m in (
+    SyscallSettings, SendrecvSettings, UringBatchSettings, NopSettings, EchoSettings, LatencySettings,
+    MpiSettings, TraceSettings, IbSettings)}
