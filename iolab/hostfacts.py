@@ -12,6 +12,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from .config import cpu_list
 from .nodes import DMI_FIELDS, KindEvidence, detect_kind
 
 SCRIPT = r"""
@@ -23,6 +24,8 @@ section machine; uname -m
 section cmdline; cat /proc/cmdline 2>/dev/null
 section cpuinfo; cat /proc/cpuinfo 2>/dev/null
 section nproc; nproc 2>/dev/null || getconf _NPROCESSORS_ONLN
+section cpu_online; getconf _NPROCESSORS_ONLN
+section cpus_allowed; sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status 2>/dev/null
 section detect_virt_vm; if command -v systemd-detect-virt >/dev/null 2>&1; then systemd-detect-virt --vm 2>/dev/null || true; else echo "@absent"; fi
 section detect_virt_container; if command -v systemd-detect-virt >/dev/null 2>&1; then systemd-detect-virt --container 2>/dev/null || true; else echo "@absent"; fi
 for f in __DMI__; do section "dmi.$f"; cat "/sys/class/dmi/id/$f" 2>/dev/null; done
@@ -83,8 +86,24 @@ class HostFacts:
 
     @property
     def cpu_count(self) -> int | None:
+        """The CPUs a process started there may use (nproc: its affinity,
+        e.g. a SLURM job's share)."""
+        return self._int("nproc")
+
+    @property
+    def online_cpus(self) -> int | None:
+        """The node's online CPUs."""
+        return self._int("cpu_online")
+
+    @property
+    def allowed_cpus(self) -> list[int] | None:
+        """Which CPUs a process started there may use."""
+        listed = self.raw.get("cpus_allowed", "")
+        return cpu_list(listed) if listed else None
+
+    def _int(self, key: str) -> int | None:
         try:
-            return int(self.raw.get("nproc", ""))
+            return int(self.raw.get(key, ""))
         except ValueError:
             return None
 

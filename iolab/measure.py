@@ -47,8 +47,8 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
     runner = runner_for(entry)
     remote = Capability.THIS_MACHINE not in runner.capabilities
     with runner.session(REGISTRY[experiment].programs) as node_runner:
-        facts = node_runner.facts() if remote else None
-        node = resolve_node(entry, facts.kind() if facts else None)
+        facts = node_runner.facts()
+        node = resolve_node(entry, facts.kind())
         print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
         with atomic.atomic_path(output) as tmp:
             start = time.monotonic()
@@ -57,7 +57,7 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
             seconds = time.monotonic() - start
             side = provenance.capture(
                 node, experiment, {**settings, "rep": rep, "seed": seed}, command=measured.command,
-                placement=dict(measured.placement), started=started, facts=facts,
+                placement=dict(measured.placement), started=started, facts=facts, built_here=not remote,
                 extra={"run_seconds": round(seconds, 3), "runner": entry.runner,
                        "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "accel": None,
                        **node_runner.provenance(), **measured.extra},

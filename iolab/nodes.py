@@ -8,11 +8,8 @@ layer: a container on a VM is a ``vm`` node, with the container recorded.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from .inventory import NodeEntry
@@ -86,32 +83,6 @@ def detect_kind(
     return KindEvidence("bare-metal", "no evidence of virtualization (systemd-detect-virt and DMI unavailable)")
 
 
-def _run(cmd: list[str]) -> str | None:
-    if not shutil.which(cmd[0]):
-        return None
-    # systemd-detect-virt exits 1 and prints "none" when nothing is detected.
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
-    return res.stdout.strip() or "none"
-
-
-def observe_local() -> tuple[str | None, str | None, str, dict[str, str]]:
-    """The raw observations ``detect_kind`` needs, taken on this machine."""
-    cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-    dmi: dict[str, str] = {}
-    for f in DMI_FIELDS:
-        p = Path("/sys/class/dmi/id") / f
-        try:
-            dmi[f] = p.read_text(errors="replace").strip()
-        except OSError:
-            pass
-    return (
-        _run(["systemd-detect-virt", "--vm"]),
-        _run(["systemd-detect-virt", "--container"]),
-        cpuinfo,
-        dmi,
-    )
-
-
 @dataclass(frozen=True)
 class Node:
     """One place experiments run. ``kind`` is resolved (never ``auto``)."""
@@ -128,15 +99,11 @@ class Node:
         return asdict(self)
 
 
-def resolve_node(entry: Mapping[str, Any] | NodeEntry, evidence: KindEvidence | None = None) -> Node:
+def resolve_node(entry: Mapping[str, Any] | NodeEntry, evidence: KindEvidence) -> Node:
     """A config ``nodes[]`` entry with its kind detected on the node itself
-    (``evidence`` from its host facts; observed here for local nodes) or
-    overridden in the config."""
+    (``evidence`` from its host facts, iolab.hostfacts) or overridden in
+    the config."""
     node = NodeEntry.of(entry)
-    if evidence is None:
-        if node.runner not in ("local", "slurm"):   # a slurm job runs on its node
-            raise ValueError(f"node {node.name!r}: kind evidence must come from the node itself")
-        evidence = detect_kind(*observe_local())
     kind = node.kind
     if kind == "auto":
         kind, reason = evidence.kind, evidence.reason

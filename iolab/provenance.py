@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import platform
-import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -29,24 +26,6 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _read(path: str) -> str | None:
-    try:
-        return Path(path).read_text(errors="replace").strip()
-    except OSError:
-        return None
-
-
-def _first_line(argv: list[str]) -> str | None:
-    if not shutil.which(argv[0]):
-        return None
-    try:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    out = (res.stdout or res.stderr).strip().splitlines()
-    return out[0] if out else None
-
-
 def git_state(repo: Path = paths.REPO) -> dict[str, Any]:
     """Commit and dirty flag of the working tree (None outside a checkout)."""
     def git(*args: str) -> str | None:
@@ -62,17 +41,6 @@ def git_state(repo: Path = paths.REPO) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
-def mitigations() -> dict[str, str]:
-    d = Path("/sys/devices/system/cpu/vulnerabilities")
-    out: dict[str, str] = {}
-    if d.is_dir():
-        for f in sorted(d.iterdir()):
-            v = _read(str(f))
-            if v is not None:
-                out[f.name] = v
-    return out
-
-
 def mitigation_state(vulns: Mapping[str, str], cmdline: str | None) -> str:
     """``off`` when the kernel was booted with mitigations=off, ``on`` when any
     vulnerability reports a mitigation, ``none-needed`` otherwise."""
@@ -81,14 +49,6 @@ def mitigation_state(vulns: Mapping[str, str], cmdline: str | None) -> str:
     if any(v.startswith("Mitigation") for v in vulns.values()):
         return "on"
     return "none-needed" if vulns else "unknown"
-
-
-def cpu_model() -> str | None:
-    info = _read("/proc/cpuinfo") or ""
-    for line in info.splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or None
 
 
 def build_info() -> dict[str, Any]:
@@ -108,28 +68,19 @@ def capture(
     placement: Mapping[str, Any] | None = None,
     started: str | None = None,
     extra: Mapping[str, Any] | None = None,
-    facts: HostFacts | None = None,
+    facts: HostFacts,
+    built_here: bool = True,
 ) -> dict[str, Any]:
-    """The sidecar for one raw file measured on ``node``: this machine, or
-    the node ``facts`` were gathered on (iolab.hostfacts)."""
-    build = build_info()
-    if facts is None:
-        uname = os.uname()
-        vulns = mitigations()
-        cmdline = _read("/proc/cmdline")
-        host = {"hostname": uname.nodename, "kernel": uname.release, "kernel_version": uname.version,
-                "machine": uname.machine, "cmdline": cmdline}
-        cpu = {"model": cpu_model(), "count": os.cpu_count(), "allowed": sorted(os.sched_getaffinity(0))}
-        cc, mpi = build.get("cc_version") or _first_line(["cc", "--version"]), _first_line(["mpirun", "--version"])
-    else:
-        vulns = facts.vulnerabilities
-        cmdline = facts.get("cmdline")
-        host = {"hostname": facts.get("hostname"), "kernel": facts.get("kernel"),
-                "kernel_version": facts.get("kernel_version"), "machine": facts.get("machine"),
-                "cmdline": cmdline}
-        cpu = {"model": facts.cpu_model, "count": facts.cpu_count, "allowed": None}
-        cc, mpi = facts.get("cc"), facts.get("mpirun")
-        build = {}  # the node built its own programs; its compiler is in ``cc``
+    """The sidecar for one raw file measured on ``node``, whose ``facts``
+    were gathered on it (iolab.hostfacts); ``built_here``: its programs are
+    this checkout's build (else the node built its own, with its ``cc``)."""
+    build = build_info() if built_here else {}
+    vulns = facts.vulnerabilities
+    cmdline = facts.get("cmdline")
+    host = {"hostname": facts.get("hostname"), "kernel": facts.get("kernel"),
+            "kernel_version": facts.get("kernel_version"), "machine": facts.get("machine"),
+            "cmdline": cmdline}
+    cpu = {"model": facts.cpu_model, "count": facts.online_cpus, "allowed": facts.allowed_cpus}
     prov: dict[str, Any] = {
         "format": "iolab-provenance/1",
         "experiment": experiment,
@@ -140,11 +91,11 @@ def capture(
         "virtualization": {"kind": node.kind, "reason": node.kind_reason,
                            "container": node.container, "hypervisor": node.hypervisor},
         "toolchain": {
-            "cc": cc,
+            "cc": build.get("cc_version") or facts.get("cc"),
             "cflags": build.get("cflags"),
-            "liburing": build.get("liburing_version") if facts is None else "built on the node",
+            "liburing": build.get("liburing_version") if built_here else "built on the node",
             "liburing_features": build.get("liburing_features"),
-            "mpi": mpi,
+            "mpi": facts.get("mpirun"),
             "python": sys.version.split()[0],
         },
         "git": git_state(),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab import atomic, provenance, tables
+from iolab import atomic, hostfacts, provenance, tables
 from iolab.report import paper
 from iolab.config import ConfigError, check_semantics, key_path, load, validate_config
 from iolab.nodes import Node
@@ -61,7 +61,7 @@ def write_raw(d: Path, rep: int = 1, body: str = RAW) -> Path:
     raw = d / "n1" / "syscall" / "abcdef012345" / f"rep{rep}.csv"
     raw.parent.mkdir(parents=True, exist_ok=True)
     raw.write_text(body)
-    side = provenance.capture(NODE, "syscall", {"rep": rep, "seed": 1})
+    side = provenance.capture(NODE, "syscall", {"rep": rep, "seed": 1}, facts=hostfacts.gather())
     atomic.write_json(provenance.sidecar_for(raw), side)
     return raw
 
@@ -116,9 +116,14 @@ def test_reference_data_loads(experiment: str) -> None:
 
 def test_provenance_records_the_setup() -> None:
     p = provenance.capture(NODE, "syscall", {"batches": 3}, command=["x"],
-                           placement={"probe_cpu": 1})
+                           placement={"probe_cpu": 1}, facts=hostfacts.gather())
     assert p["host"]["kernel"] == os.uname().release
     assert p["cpu"]["count"] == os.cpu_count() and p["cpu"]["placement"] == {"probe_cpu": 1}
+    assert p["cpu"]["allowed"] == sorted(os.sched_getaffinity(0))
+    # This checkout's build: its compiler and liburing, as the build recorded them.
+    build = provenance.build_info()
+    assert p["toolchain"]["liburing"] == build.get("liburing_version")
+    assert p["toolchain"]["cc"] == (build.get("cc_version") or hostfacts.gather().get("cc"))
     assert p["mitigations"]["state"] in ("on", "off", "none-needed", "unknown")
     assert p["settings"] == {"batches": 3}
     assert set(p["git"]) == {"commit", "dirty"}

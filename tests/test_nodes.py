@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from iolab.nodes import detect_kind, observe_local, resolve_node
+from iolab import hostfacts
+from iolab.nodes import detect_kind, resolve_node
 
 BARE_CPUINFO = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr sse sse2 avx2\n"
 VM_CPUINFO = "processor\t: 0\nflags\t\t: fpu vme de pse tsc hypervisor avx2\n"
@@ -47,12 +50,40 @@ def test_hypervisor_word_elsewhere_is_not_the_flag() -> None:
 
 
 def test_config_override_keeps_the_detected_kind_in_the_reason() -> None:
-    node = resolve_node({"name": "n", "runner": "local", "kind": "bare-metal"})
-    detected = detect_kind(*observe_local())
+    detected = hostfacts.gather().kind()
+    node = resolve_node({"name": "n", "runner": "local", "kind": "bare-metal"}, detected)
     assert node.kind == "bare-metal"
     assert detected.kind in node.kind_reason
 
 
 def test_auto_uses_detection() -> None:
-    node = resolve_node({"name": "n", "runner": "local", "kind": "auto"})
-    assert node.kind == detect_kind(*observe_local()).kind
+    detected = hostfacts.gather().kind()
+    node = resolve_node({"name": "n", "runner": "local", "kind": "auto"}, detected)
+    assert (node.kind, node.kind_reason) == (detected.kind, detected.reason)
+
+
+def test_the_facts_script_sees_this_machine_as_python_does() -> None:
+    # Provenance takes every node's CPUs from the script, this machine's too.
+    facts = hostfacts.gather()
+    assert facts.online_cpus == os.cpu_count()
+    assert facts.allowed_cpus == sorted(os.sched_getaffinity(0))
+    assert facts.cpu_count == len(os.sched_getaffinity(0))
+    assert facts.get("kernel") == os.uname().release and facts.get("hostname") == os.uname().nodename
+    with open("/proc/cpuinfo") as f:
+        models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
+    assert facts.cpu_model == (models[0] if models else None)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to leave one out")
+def test_the_facts_tell_the_online_cpus_from_the_allowed_ones() -> None:
+    # A SLURM job (or taskset) narrows what a process may use, not what
+    # the node has: provenance records both.
+    before = os.sched_getaffinity(0)
+    first = min(before)
+    try:
+        os.sched_setaffinity(0, {first})
+        facts = hostfacts.gather()
+    finally:
+        os.sched_setaffinity(0, before)
+    assert (facts.allowed_cpus, facts.cpu_count) == ([first], 1)
+    assert facts.online_cpus == os.cpu_count()

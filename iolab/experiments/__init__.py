@@ -117,7 +117,7 @@ class Repetition:
     node_entry: NodeEntry              # the inventory entry
     node: Node                         # its kind resolved on the node
     runner: Runner                     # the node's session, programs built
-    facts: HostFacts | None            # the node's host facts (remote nodes only)
+    facts: HostFacts                   # the node's host facts, gathered on it
     settings: ExperimentSettings       # the experiment's config section, typed
     seed: int
     raw: Path                          # where the raw file is written

@@ -45,7 +45,6 @@ from typing import Any, TextIO
 
 from .. import tables
 from ..formats import MPI_COLUMNS, MPI_PROBE_COLUMNS, REFERENCE_BENCH
-from ..hostfacts import HostFacts
 from ..inventory import NodeEntry
 from ..runners import Capability, LocalRunner, Runner, runner_for
 from ..runners.local import RunError
@@ -472,7 +471,7 @@ def run_repetition(rep: Repetition) -> Measured:
         update={"transports": tuple(transports), **({"tcp_interface": interface} if interface else {})})
     with _node_group(rep, transports) as group:
         extra = run_experiment(settings, rep.seed, rep.raw, runner=rep.runner,
-                               cpus=rep.facts.cpu_count if rep.facts else None,
+                               cpus=rep.facts.cpu_count,
                                launcher="srun" if in_slurm_job else "mpirun", group=group)
     extra["mpi"]["transports_left_out"] = left_out
     frame = tables.read_mpi_csv(rep.raw)
@@ -505,7 +504,6 @@ def _node_group(rep: Repetition, transports: Sequence[str]) -> Iterator[MpiNodeG
                 raise RunError(f"mpi on {name}: peer {entry.name} is not an ssh node")
             session = stack.enter_context(runner.session(programs))
             peers.append(Member(entry, session, session.facts()))
-        facts: HostFacts = rep.facts if rep.facts is not None else rep.runner.facts()
-        group = MpiNodeGroup(Member(rep.node_entry, rep.runner, facts), peers)
+        group = MpiNodeGroup(Member(rep.node_entry, rep.runner, rep.facts), peers)
         group.prepare()
         yield group
