@@ -8,6 +8,7 @@ The script prints sections ``=== name`` followed by that section's raw text;
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ section kvm; [ -e /dev/kvm ] && echo present || echo absent
 section kvm_modules; cat /proc/modules 2>/dev/null | awk '$1 ~ /^kvm/ {print $1}'
 true
 """.replace("__DMI__", " ".join(DMI_FIELDS))
+
+
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")
 
 
 def parse(text: str) -> dict[str, str]:
@@ -115,7 +119,14 @@ class HostFacts:
 def gather(run_shell: Callable[[str], subprocess.CompletedProcess[str]] | None = None) -> HostFacts:
     """Run the script through ``run_shell`` (a node's shell; default: here)."""
     if run_shell is None:
-        res = subprocess.run(["sh", "-c", SCRIPT], capture_output=True, text=True, timeout=60, check=False)
+        # The script needs only POSIX tools: it finds them in the system
+        # directories even where the caller's PATH leaves those out.
+        path = ":".join([os.environ.get("PATH", ""), *SYSTEM_PATH])
+        try:
+            res = subprocess.run(["/bin/sh", "-c", SCRIPT], capture_output=True, text=True, timeout=60,
+                                 check=False, env={**os.environ, "PATH": path})
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise RuntimeError(f"could not gather host facts: {e}") from e
     else:
         res = run_shell(SCRIPT)
     if res.returncode != 0:

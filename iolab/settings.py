@@ -1,5 +1,6 @@
-"""The experiments' config sections (``experiments.<name>``), typed, with
-every default taken from config/schema.yaml (iolab.schema).
+"""The experiments' config sections (``experiments.<name>``) and the
+adaptive-precision section (``precision``), typed, with every default taken
+from config/schema.yaml (iolab.schema).
 
 The workflow passes a section to ``python -m iolab.measure`` as JSON, with
 the schema's defaults filled in, sometimes with a key the workflow adds
@@ -229,6 +230,19 @@ class IbSettings(ExperimentSettings):
     device: str | None = _d("ib", "device")
     gid_index: int | None = _d("ib", "gid_index")
     timeout: int = _d("ib", "timeout")
+
+
+class PrecisionSettings(Section):
+    """Adaptive precision (iolab.analysis.precision)."""
+    enabled: bool = from_schema("precision", "enabled")
+    budget_minutes: Number = from_schema("precision", "budget_minutes")
+    reps_per_round: int = from_schema("precision", "reps_per_round")
+    max_rounds: int = from_schema("precision", "max_rounds")
+    target_rel_halfwidth: Number | None = from_schema("precision", "target_rel_halfwidth")
+
+    @classmethod
+    def where(cls, value: Mapping[str, Any]) -> str:
+        return "precision"
 
 
 SETTINGS: dict[str, type[ExperimentSettings]] = {m.EXPERIMENT: m for m in (

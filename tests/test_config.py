@@ -18,7 +18,7 @@ from iolab import config as iolab_config
 from iolab.inventory import NodeEntry, node_schema
 from iolab.experiments import REGISTRY
 from iolab.schema import subschema
-from iolab.settings import SETTINGS
+from iolab.settings import SETTINGS, PrecisionSettings
 
 # (overlay, text the one-line error must contain)
 BAD_CONFIGS = [
@@ -288,3 +288,13 @@ def test_each_cost_probe_key_is_a_flag_of_cost_probe(experiment: str) -> None:
     flags = set(re.findall(r'\{ "([a-z-]+)", required_argument', source))
     keys = {k.replace("_", "-") for k in SETTINGS[experiment].model_fields}
     assert keys <= flags, keys - flags
+
+
+def test_the_precision_model_names_the_schemas_keys_and_fills_in_its_defaults() -> None:
+    assert set(_model_keys(PrecisionSettings)) == set(_schema_keys(subschema("precision")))
+    config = iolab_config.load()
+    config["precision"] = {}
+    iolab_config.validate_config(config)
+    assert PrecisionSettings.of({}).model_dump() == config["precision"]
+    with pytest.raises(ValueError, match=r"^precision: max_rounds: Input should be a valid integer"):
+        PrecisionSettings.of({"max_rounds": "many"})

@@ -13,11 +13,15 @@ import pytest
 
 from iolab.paths import module_closure
 
-# Run code: the measurement entry point and every experiment module (the
-# registry in iolab/experiments/__init__.py holds no run code).
-EXPERIMENT_MODULES = sorted(p.name for p in (Path(__file__).resolve().parents[1] / "iolab" / "experiments").glob("*.py")
-                            if p.name != "__init__.py")
-RUN_CODE = {"iolab/measure.py"} | {f"iolab/experiments/{name}" for name in EXPERIMENT_MODULES}
+# Run code: the measurement entry point and every experiment module, a file
+# or a package (the registry in iolab/experiments/__init__.py holds no run
+# code).
+EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "iolab" / "experiments"
+EXPERIMENT_MODULES = sorted([p.stem for p in EXPERIMENTS_DIR.glob("*.py") if p.name != "__init__.py"]
+                            + [p.parent.name for p in EXPERIMENTS_DIR.glob("*/__init__.py")])
+RUN_CODE = {"iolab/measure.py"} | {p.relative_to(EXPERIMENTS_DIR.parents[1]).as_posix()
+                                   for p in EXPERIMENTS_DIR.rglob("*.py")
+                                   if p != EXPERIMENTS_DIR / "__init__.py"}
 
 
 def under(paths: list[str], folder: str) -> list[str]:
@@ -52,7 +56,7 @@ def test_every_experiment_runs_from_its_own_module() -> None:
     # The registry names each experiment's module; measure() only dispatches.
     from iolab.experiments import REGISTRY
     modules = {e.module for e in REGISTRY.values()}
-    assert {f"{m}.py" for m in modules} == set(EXPERIMENT_MODULES)
+    assert modules == set(EXPERIMENT_MODULES)
     for name in modules:
         assert callable(getattr(importlib.import_module(f"iolab.experiments.{name}"), "run_repetition", None)), name
 

@@ -17,6 +17,7 @@ import yaml
 
 from iolab import formats, tables
 from iolab.experiments import mpi
+from iolab.experiments.mpi import launch as mpi_launch
 from iolab.analysis import mpimodels, mpistats
 from iolab.runners import netns
 from iolab.runners.local import RunError
@@ -110,7 +111,7 @@ def test_validation_catches_a_wrong_result(mpi_build: Path, bench: str, liar: in
                  "--iterations", "2", "--inject-error", str(liar), np_=np_)
     assert res.returncode != 0
     assert f"mpi-probe: validation failed: {bench} 64 B" in res.stderr
-    assert mpi.mpi_error_line(res.stderr).startswith(f"mpi-probe: validation failed: {bench} 64 B")
+    assert mpi_launch.mpi_error_line(res.stderr).startswith(f"mpi-probe: validation failed: {bench} 64 B")
     # The same run without the injected error passes validation.
     ok = mpirun(str(mpi_build / "mpi-probe"), "--bench", bench, "--sizes", "64", "--series", "1",
                 "--iterations", "2", np_=np_)
@@ -196,7 +197,7 @@ def test_plan_runs_both_algorithm_selections_and_ping_pong_once() -> None:
     assert mpi.selections(settings(algorithms=None)) == ["default"]
     assert mpi.selections(settings(algorithms=None, selections=["pinned", "default"])) == ["default"]
     default = next(lc for lc in mpi.plan(both, seed=1) if lc.selection == "default")
-    mca = mpi.mca_params(both, default, "vader", None, False)
+    mca = mpi_launch.mca_params(both, default, "vader", None, False)
     assert not any(k.startswith("coll_tuned") for k in mca)
 
 
@@ -244,7 +245,7 @@ def test_mpi_error_line_skips_open_mpi_banners() -> None:
               "--------------------------------------------------------------------------\n"
               "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\n"
               "[vm:123] 1 more process has sent help message help-mpi-api.txt / mpi-abort\n")
-    assert mpi.mpi_error_line(stderr).startswith("mpi-probe: validation failed: bcast 8 B")
+    assert mpi_launch.mpi_error_line(stderr).startswith("mpi-probe: validation failed: bcast 8 B")
 
 
 # ---- the netns cluster -----------------------------------------------------------
@@ -281,13 +282,13 @@ def test_failed_run_leaves_no_namespace_veth_or_bridge(mpi_build: Path) -> None:
         with netns.NetnsCluster(2) as cluster:
             assert len(netns.leftovers()) >= 5   # 2 namespaces, 2 veth, bridge, /etc/netns
             s = settings(extra_mca={})
-            launch = mpi.Launch("netns", 2, "mpi-probe", ["allreduce"], [64])
-            argv, _ = mpi.mpirun_argv(s, launch, mpi_build / "mpi-probe",
+            launch = mpi_launch.Launch("netns", 2, "mpi-probe", ["allreduce"], [64])
+            argv, _ = mpi_launch.mpirun_argv(s, launch, mpi_build / "mpi-probe",
                                       ["--bench", "allreduce", "--sizes", "64", "--series", "1",
                                        "--iterations", "2", "--inject-error", "1"], "vader", cluster)
             from iolab.runners.local import LocalRunner
-            LocalRunner().run(argv, Path(os.devnull), timeout=120, error_line=mpi.mpi_error_line,
-                              env=mpi._mpi_env())
+            LocalRunner().run(argv, Path(os.devnull), timeout=120, error_line=mpi_launch.mpi_error_line,
+                              env=mpi_launch._mpi_env())
     assert netns.leftovers() == []
 
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from .. import atomic, tables
 from ..provenance import sidecar_for
+from ..settings import PrecisionSettings
 from .claims import evaluate
 from .stats import MIN_REPS_FOR_CI
 from .verdicts import Finding, Outcome
@@ -81,7 +82,7 @@ def settled(f: Finding, target: float | None) -> bool:
     return target is None or f.estimate is None or f.estimate.rel_halfwidth <= target
 
 
-def out_of_reach(f: Finding, round_: int, precision: Mapping[str, Any]) -> bool:
+def out_of_reach(f: Finding, round_: int, precision: PrecisionSettings) -> bool:
     """Undecided, and, judged after at least one extra round, needing more
     repetitions than the remaining rounds can add (or more than
     verdicts.MAX_REPS: its estimate sits on the claim's bound); without an
@@ -89,7 +90,7 @@ def out_of_reach(f: Finding, round_: int, precision: Mapping[str, Any]) -> bool:
     would spend rounds without deciding it."""
     if round_ < 1 or f.outcome is not Outcome.UNDECIDED or len(f.per_rep) < MIN_REPS_FOR_CI:
         return False
-    reachable = len(f.per_rep) + (int(precision["max_rounds"]) - round_) * int(precision["reps_per_round"])
+    reachable = len(f.per_rep) + (precision.max_rounds - round_) * precision.reps_per_round
     n = f.needed
     return n is None or n > reachable
 
@@ -113,23 +114,25 @@ def _label(f: Finding) -> str:
     return f"{f.claim} {f.part}"
 
 
-def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int, precision: Mapping[str, Any],
+def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int,
+               precision: Mapping[str, Any] | PrecisionSettings,
                spent_seconds: float, seconds_per_rep: Mapping[str, float],
                seconds_per_cell: float | None) -> Plan:
     """Decide what round ``round_ + 1`` measures, if anything.
 
     ``seconds_per_rep``: measured seconds of one repetition per experiment;
     ``seconds_per_cell``: of one echo cell (for partial echo repetitions)."""
-    target = precision.get("target_rel_halfwidth")
-    per_round = int(precision["reps_per_round"])
-    budget = float(precision["budget_minutes"]) * 60
+    precision = PrecisionSettings.of(precision)
+    target = precision.target_rel_halfwidth
+    per_round = precision.reps_per_round
+    budget = float(precision.budget_minutes) * 60
     unsettled = [_label(f) for f in findings if not settled(f, target)]
     plan = Plan(round_, True, "", unsettled, spent_seconds=spent_seconds, budget_seconds=budget)
     if not unsettled:
         plan.reason = "every verdict is decided" + (f" within ±{target:.0%}" if target else "")
         return plan
-    if round_ >= int(precision["max_rounds"]):
-        plan.reason = f"max_rounds ({precision['max_rounds']}) reached"
+    if round_ >= precision.max_rounds:
+        plan.reason = f"max_rounds ({precision.max_rounds}) reached"
         return plan
     within_reach = [f for f in findings if not out_of_reach(f, round_, precision)]
     if all(settled(f, target) for f in within_reach):

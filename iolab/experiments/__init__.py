@@ -82,7 +82,8 @@ REGISTRY: dict[str, Experiment] = {e.name: e for e in (
                optional_programs=GO_SERVERS, extra_outputs=("histograms.csv",),
                raw_format="echo open-loop v1", notebooks=("echo",), needs=frozenset({Capability.SERVERS})),
     Experiment("mpi", ("mpi-probe", "mpi-pingpong-ref"),
-               ("iolab/experiments/mpi.py", "iolab/runners/netns.py", "iolab/runners/mpigroup.py"),
+               ("iolab/experiments/mpi/__init__.py", "iolab/experiments/mpi/launch.py",
+                "iolab/runners/netns.py", "iolab/runners/mpigroup.py"),
                module="mpi", raw_format="mpi iterations v1", notebooks=("collectives", "claims"),
                needs=frozenset({Capability.MPI})),
     # perftest comes from the node's packages, not from native/.

@@ -136,7 +136,10 @@ class LocalRunner:
         return str(base / name)
 
     def facts(self) -> hostfacts.HostFacts:
-        return hostfacts.gather()
+        try:
+            return hostfacts.gather()
+        except RuntimeError as e:
+            raise RunError(f"this machine: {e}") from e
 
     def provenance(self) -> dict[str, Any]:
         return {}

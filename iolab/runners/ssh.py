@@ -121,10 +121,6 @@ class SshRunner:
         if not self.entry.host:
             raise RunError(f"node {self.node}: an ssh node needs 'host'")
         self.host: str = self.entry.host
-        self.user = self.entry.user
-        self.port = self.entry.port
-        self.setup: list[str] = list(self.entry.setup)
-        self.connect_timeout = self.entry.connect_timeout
         # Relative to the login directory until the session resolves it: an
         # absolute path is what mpirun on another node needs (iolab/runners/mpigroup.py).
         self.workdir = f".cache/iolab/{source_digest()}-{self.node}"
@@ -132,7 +128,7 @@ class SshRunner:
     # -- ssh plumbing ---------------------------------------------------------
     @property
     def target(self) -> str:
-        return f"{self.user}@{self.host}" if self.user else self.host
+        return f"{self.entry.user}@{self.host}" if self.entry.user else self.host
 
     def ssh_argv(self) -> list[str]:
         argv = ["ssh", "-o", "ServerAliveInterval=15"]
@@ -141,12 +137,12 @@ class SshRunner:
         return [*argv, self.target]
 
     def _remote(self, script: str) -> list[str]:
-        prefix = "".join(f"{cmd} && " for cmd in self.setup)
+        prefix = "".join(f"{cmd} && " for cmd in self.entry.setup)
         return [*self.ssh_argv(), "sh -c " + shlex.quote(prefix + script)]
 
     def _explain(self, stderr: str, returncode: int) -> str:
         """One line: the node, and why ssh failed."""
-        return f"node {self.node} ({self.target}:{self.port}): {ssh_failure(stderr, returncode)}"
+        return f"node {self.node} ({self.target}:{self.entry.port}): {ssh_failure(stderr, returncode)}"
 
     def shell(self, script: str, timeout: float = 600.0,
               stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
@@ -161,7 +157,7 @@ class SshRunner:
                                            res.stderr.decode(errors="replace"))
 
     def check_reachable(self) -> None:
-        res = self.shell("true", timeout=self.connect_timeout + 30)
+        res = self.shell("true", timeout=self.entry.connect_timeout + 30)
         if res.returncode != 0:
             raise RunError(self._explain(res.stderr, res.returncode))
 
@@ -264,4 +260,4 @@ class SshRunner:
             raise RunError(f"node {self.node}: {e}") from e
 
     def provenance(self) -> dict[str, Any]:
-        return {"ssh": {"host": self.host, "port": self.port, "user": self.user}}
+        return {"ssh": {"host": self.host, "port": self.entry.port, "user": self.entry.user}}
