@@ -38,6 +38,7 @@ from typing import Any
 
 from ... import tables
 from ...formats import MPI_COLUMNS
+from ...hostfacts import HostFacts
 from ...inventory import NodeEntry
 from ...runners import Capability, LocalRunner, Runner, runner_for
 from ...runners.local import RunError
@@ -126,9 +127,11 @@ def plan(settings: Settings, seed: int) -> list[Launch]:
 def run_experiment(settings: Settings, seed: int, output: Path,
                    progress: bool = True, runner: Runner | None = None,
                    cpus: int | None = None, launcher: str = "mpirun",
-                   group: MpiNodeGroup | None = None) -> dict[str, Any]:
+                   group: MpiNodeGroup | None = None, facts: HostFacts | None = None) -> dict[str, Any]:
     """Every launch of one repetition into ``output``; provenance extras back.
-    ``runner``: the node mpirun runs on (default: here), ``cpus`` its CPUs;
+    ``runner``: the node mpirun runs on (default: here), ``cpus`` its CPUs,
+    ``facts`` its host facts if already gathered (a remote node's mpirun
+    version is read from them);
     ``launcher``: mpirun, or srun inside a SLURM job (shm and tcp transports);
     ``group``: the node and its peers, for the nodes transport (prepared)."""
     settings = MpiSettings.of(settings)
@@ -142,7 +145,10 @@ def run_experiment(settings: Settings, seed: int, output: Path,
         require_root_and_iproute2()
     if any(lc.transport == "nodes" for lc in launches) and group is None:
         raise RunError("the nodes transport runs across a node and its mpi.peers; none are set")
-    version = (runner.facts().get("mpirun") or "unknown") if remote else mpirun_version(settings.mpirun)
+    if remote:
+        version = (facts or runner.facts()).get("mpirun") or "unknown"
+    else:
+        version = mpirun_version(settings.mpirun)
     btl_shm = shm_btl(version)
     records = []
     netns = settings.netns
@@ -182,8 +188,8 @@ def run_repetition(rep: Repetition) -> Measured:
         update={"transports": tuple(transports), **({"tcp_interface": interface} if interface else {})})
     with _node_group(rep, transports) as group:
         extra = run_experiment(settings, rep.seed, rep.raw, runner=rep.runner,
-                               cpus=rep.facts.cpu_count,
-                               launcher="srun" if in_slurm_job else "mpirun", group=group)
+                               cpus=rep.facts.cpu_count, launcher="srun" if in_slurm_job else "mpirun",
+                               group=group, facts=rep.facts)
     extra["mpi"]["transports_left_out"] = left_out
     frame = tables.read_mpi_csv(rep.raw)
     if frame.empty:
