@@ -574,6 +574,16 @@ def test_loadgen_counts_and_histogram_agree(native_build: Path, tmp_path: Path) 
     assert report["client_user_cpu_ns"] + report["client_sys_cpu_ns"] > 0
 
 
+def test_loadgen_says_when_its_histogram_cannot_be_written(native_build: Path) -> None:
+    srv = Server(native_build / "echo-epoll", [], False)
+    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "2",
+                          "--duration", "0.2", "--warmup", "0", "--histogram", "/dev/full"],
+                         capture_output=True, text=True, timeout=60)
+    srv.stop()
+    assert res.returncode == 2
+    assert res.stderr.strip() == "loadgen: writing /dev/full: No space left on device"
+
+
 @pytest.mark.parametrize("model", ["event-loop", "event-loop-uring"])
 def test_loadgen_open_loop_rate(native_build: Path, model: str) -> None:
     srv = Server(native_build / "echo-epoll", [], False)

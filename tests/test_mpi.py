@@ -132,6 +132,13 @@ def test_pinned_algorithm_is_recorded(mpi_build: Path, tmp_path: Path) -> None:
     assert algos["allreduce"] == {"pinned": False, "value": 0, "algorithm": "tuned fixed decision rules"}
 
 
+def test_a_full_disk_aborts_the_launch_and_names_the_file(mpi_build: Path) -> None:
+    res = mpirun(str(mpi_build / "mpi-probe"), "--bench", "pingpong", "--sizes", "8", "--series", "1",
+                 "--iterations", "2", "--output", "/dev/full")
+    assert res.returncode != 0
+    assert "mpi-probe: writing /dev/full: No space left on device" in res.stderr
+
+
 # ---- the experiment launcher and the loaders ---------------------------------
 
 def test_plan_runs_pingpong_in_the_two_rank_launch_only() -> None:

@@ -44,6 +44,9 @@ def test_help_documents_every_flag(native_build: Path) -> None:
     ([], "missing MODE"),
     (["syscall", "--cpu", "1000"], "--cpu 1000: cannot pin"),
     (["syscall", "--output", "/nonexistent/dir/x.csv"], "--output /nonexistent/dir/x.csv"),
+    # A full disk: the raw writer names the file once, and the status is not 0.
+    (["syscall", "--batches", "1", "--warmup-batches", "0", "--output", "/dev/full"],
+     "cost-probe: writing /dev/full: No space left on device"),
 ])
 def test_bad_input_is_one_line_and_nonzero(native_build: Path, argv: list[str], message: str) -> None:
     res = run([str(native_build / "cost-probe"), *argv])

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "../common/cli.h"
+#include "../common/raw_out.h"
 #include "../common/timing.h"
 #include "loadgen.h"
 #include "server.h"
@@ -855,25 +856,23 @@ int main(int argc, char **argv)
 			maxv = (double)hi / 1000.0;
 		}
 	if (o.histogram) {
-		FILE *f = fopen(o.histogram, "w");
+		struct raw_out f;
 
-		if (!f) {
-			fprintf(stderr, PROG ": --histogram %s: %s\n", o.histogram, strerror(errno));
+		if (raw_open(&f, o.histogram)) {
+			fprintf(stderr, PROG ": --histogram %s: %s\n", o.histogram, strerror(f.err));
 			return 2;
 		}
-		fprintf(f, "low_ns,high_ns,count\n");
+		raw_printf(&f, "low_ns,high_ns,count\n");
 		for (unsigned b = 0; b < NBUCKETS; b++)
 			if (hist[b]) {
 				uint64_t lo, hi;
 
 				bucket_range(b, &lo, &hi);
-				fprintf(f, "%llu,%llu,%llu\n", (unsigned long long)lo, (unsigned long long)hi,
-					(unsigned long long)hist[b]);
+				raw_printf(&f, "%llu,%llu,%llu\n", (unsigned long long)lo, (unsigned long long)hi,
+					   (unsigned long long)hist[b]);
 			}
-		if (fclose(f) != 0) {
-			fprintf(stderr, PROG ": writing %s: %s\n", o.histogram, strerror(errno));
+		if (raw_close(&f, PROG))
 			return 2;
-		}
 	}
 	if (getrusage(RUSAGE_SELF, &ru) != 0)
 		memset(&ru, 0, sizeof(ru));

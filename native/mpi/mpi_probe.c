@@ -41,6 +41,7 @@
 
 #include "../common/cli.h"
 #include "../common/lists.h"
+#include "../common/raw_out.h"
 #include "../common/timing.h"
 
 static const char *prog = "mpi-probe";
@@ -503,21 +504,6 @@ static int wait_until(uint64_t target, int64_t offset)
 
 /* ---- what ran: library and coll_tuned algorithm ------------------------ */
 
-static void json_string(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 /* Reads an integer MCA parameter through MPI_T. Returns 0 and fills *value
  * and, for enumerations, `label`; -1 when the parameter does not exist (not
  * Open MPI, or its tuned component is not loaded). */
@@ -563,7 +549,7 @@ static int read_cvar(const char *name, int *value, char *label, size_t label_len
 	return 0;
 }
 
-static void write_meta(FILE *f, const struct options *o, char (*procs)[MPI_MAX_PROCESSOR_NAME])
+static void write_meta(struct raw_out *f, const struct options *o, char (*procs)[MPI_MAX_PROCESSOR_NAME])
 {
 	char library[MPI_MAX_LIBRARY_VERSION_STRING];
 	int len = 0, provided, dynamic = 0, have_dynamic;
@@ -576,21 +562,21 @@ static void write_meta(FILE *f, const struct options *o, char (*procs)[MPI_MAX_P
 	}
 	have_dynamic = read_cvar("coll_tuned_use_dynamic_rules", &dynamic, label, sizeof(label)) == 0;
 
-	fprintf(f, "# meta: {\"probe\": \"mpi-probe\", \"format\": 1, \"ranks\": %d, \"library\": ", nranks);
-	json_string(f, library);
-	fprintf(f, ", \"processors\": [");
+	raw_printf(f, "# meta: {\"probe\": \"mpi-probe\", \"format\": 1, \"ranks\": %d, \"library\": ", nranks);
+	raw_json_string(f, library);
+	raw_printf(f, ", \"processors\": [");
 	for (int r = 0; r < nranks; r++) {
-		fprintf(f, r ? ", " : "");
-		json_string(f, procs[r]);
+		raw_printf(f, r ? ", " : "");
+		raw_json_string(f, procs[r]);
 	}
-	fprintf(f, "], \"sync\": \"%s\", \"warmup\": %lld, \"iterations\": %lld, \"series\": %lld, "
+	raw_printf(f, "], \"sync\": \"%s\", \"warmup\": %lld, \"iterations\": %lld, \"series\": %lld, "
 		"\"large_bytes\": %lld, \"large_iterations\": %lld, \"seed\": %lld, \"timer\": \"CLOCK_MONOTONIC\", "
 		"\"pingpong_ns\": \"round trip on rank 0, timed after the peer's ready message (no barrier or window); the peer's own time from posting its receive to sending the echo\", ",
 		sync_names[o->sync], o->warmup, o->iterations, o->series, o->large_bytes,
 		o->large_iterations, o->seed);
-	fprintf(f, "\"method\": \"%s\", ", method_names[o->method]);
+	raw_printf(f, "\"method\": \"%s\", ", method_names[o->method]);
 	if (o->method == METHOD_OSU)
-		fprintf(f, "\"osu\": {\"modelled_on\": \"OSU micro-benchmarks 5.3\", \"large_above_elements\": %d, "
+		raw_printf(f, "\"osu\": {\"modelled_on\": \"OSU micro-benchmarks 5.3\", \"large_above_elements\": %d, "
 			"\"collective\": {\"skip\": %lld, \"iterations\": %lld, \"skip_large\": %lld, \"iterations_large\": %lld}, "
 			"\"latency\": {\"skip\": %lld, \"iterations\": %lld, \"skip_large\": %lld, \"iterations_large\": %lld}, "
 			"\"counts_from_command_line\": %s, \"allreduce_op\": \"MPI_SUM on MPI_FLOAT\", "
@@ -598,31 +584,31 @@ static void write_meta(FILE *f, const struct options *o, char (*procs)[MPI_MAX_P
 			OSU_LARGE, osu_coll_counts[0], osu_coll_counts[1], osu_coll_counts[2], osu_coll_counts[3],
 			osu_lat_counts[0], osu_lat_counts[1], osu_lat_counts[2], osu_lat_counts[3],
 			o->set_warmup || o->set_iterations || o->set_large_iterations ? "true" : "false");
-	fprintf(f, "\"validated\": true, \"inject_error_rank\": %lld, \"delay_rank\": %lld, \"delay_us\": %lld, "
+	raw_printf(f, "\"validated\": true, \"inject_error_rank\": %lld, \"delay_rank\": %lld, \"delay_us\": %lld, "
 		"\"coll_tuned_use_dynamic_rules\": ",
 		o->inject_rank, o->delay_rank, o->delay_us);
 	if (have_dynamic)
-		fprintf(f, "%d", dynamic);
+		raw_printf(f, "%d", dynamic);
 	else
-		fprintf(f, "null");
-	fprintf(f, ", \"algorithms\": {");
+		raw_printf(f, "null");
+	raw_printf(f, ", \"algorithms\": {");
 	int first = 1;
 	for (int b = 0; b < B_COUNT; b++) {
 		int value = 0;
 		if (!bench_cvar[b] || !(o->benches & (1u << b)))
 			continue;
-		fprintf(f, "%s\"%s\": ", first ? "" : ", ", bench_names[b]);
+		raw_printf(f, "%s\"%s\": ", first ? "" : ", ", bench_names[b]);
 		first = 0;
 		if (read_cvar(bench_cvar[b], &value, label, sizeof(label)) != 0)
-			fprintf(f, "{\"pinned\": false, \"algorithm\": \"unknown: no coll_tuned parameter\"}");
+			raw_printf(f, "{\"pinned\": false, \"algorithm\": \"unknown: no coll_tuned parameter\"}");
 		else if (have_dynamic && dynamic && value != 0) {
-			fprintf(f, "{\"pinned\": true, \"value\": %d, \"algorithm\": ", value);
-			json_string(f, label[0] ? label : "unnamed");
-			fprintf(f, "}");
+			raw_printf(f, "{\"pinned\": true, \"value\": %d, \"algorithm\": ", value);
+			raw_json_string(f, label[0] ? label : "unnamed");
+			raw_printf(f, "}");
 		} else
-			fprintf(f, "{\"pinned\": false, \"value\": %d, \"algorithm\": \"tuned fixed decision rules\"}", value);
+			raw_printf(f, "{\"pinned\": false, \"value\": %d, \"algorithm\": \"tuned fixed decision rules\"}", value);
 	}
-	fprintf(f, "}}\n");
+	raw_printf(f, "}}\n");
 	MPI_T_finalize();
 }
 
@@ -815,7 +801,7 @@ int main(int argc, char **argv)
 	struct options o = parse(argc, argv);
 	struct buffers b = {0};
 	size_t ncells, max_bytes = 0;
-	FILE *out = stdout;
+	struct raw_out out = { stdout, "standard output", 0 };
 	int name_len;
 
 	if (o.sync == SYNC_WINDOW && !o.window_us && !o.warmup) {
@@ -864,16 +850,13 @@ int main(int argc, char **argv)
 	check_mpi(MPI_Gather(me, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, procs, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0,
 			     MPI_COMM_WORLD), "MPI_Gather");
 
-	if (rank == 0 && o.output) {
-		out = fopen(o.output, "w");
-		if (!out) {
-			fprintf(stderr, "%s: cannot write %s: %s\n", prog, o.output, strerror(errno));
-			MPI_Abort(MPI_COMM_WORLD, 1);
-		}
+	if (rank == 0 && raw_open(&out, o.output)) {
+		fprintf(stderr, "%s: cannot write %s: %s\n", prog, o.output, strerror(out.err));
+		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
 	if (rank == 0) {
-		write_meta(out, &o, procs);
-		fprintf(out, "bench,bytes,ranks,series,iteration,rank,ns,late,window_ns\n");
+		write_meta(&out, &o, procs);
+		raw_printf(&out, "bench,bytes,ranks,series,iteration,rank,ns,late,window_ns\n");
 	} else {
 		int provided;
 		/* MPI_T is initialised on every rank: reading cvars is local, but
@@ -913,20 +896,20 @@ int main(int argc, char **argv)
 				continue; /* idle during ping-pong */
 			const int64_t *t = all + (size_t)r * 2 * (size_t)iters;
 			for (long long i = 0; i < iters; i++)
-				fprintf(out, "%s,%lld,%d,%d,%lld,%d,%lld,%lld,%llu\n",
-					(o.method == METHOD_OSU ? osu_names : bench_names)[c->bench], c->bytes,
-					nranks, c->series, i, r, (long long)t[i], (long long)t[iters + i],
-					(unsigned long long)window);
+				raw_printf(&out, "%s,%lld,%d,%d,%lld,%d,%lld,%lld,%llu\n",
+					   (o.method == METHOD_OSU ? osu_names : bench_names)[c->bench], c->bytes,
+					   nranks, c->series, i, r, (long long)t[i], (long long)t[iters + i],
+					   (unsigned long long)window);
 		}
-		if (fflush(out) != 0) {
-			fprintf(stderr, "%s: writing %s: %s\n", prog, o.output ? o.output : "stdout", strerror(errno));
+		/* Each cell reaches the file before the next starts: a rank lost
+		 * later leaves whole cells behind. */
+		if (raw_flush(&out) != 0) {
+			raw_close(&out, prog);
 			MPI_Abort(MPI_COMM_WORLD, 1);
 		}
 	}
-	if (rank == 0 && out != stdout && fclose(out) != 0) {
-		fprintf(stderr, "%s: closing %s: %s\n", prog, o.output, strerror(errno));
+	if (rank == 0 && raw_close(&out, prog) != 0)
 		MPI_Abort(MPI_COMM_WORLD, 1);
-	}
 	free(all);
 	free(mine);
 	free(b.send);

@@ -101,7 +101,7 @@ enum {
 
 struct mode {
 	const char *name;
-	int (*run)(const struct probe_opts *, FILE *);
+	int (*run)(const struct probe_opts *, struct raw_out *);
 	unsigned flags;
 };
 
@@ -170,7 +170,7 @@ int main(int argc, char **argv)
 	};
 	const char *bytes_text = NULL, *n_text = NULL, *output = NULL;
 	const struct mode *mode = NULL;
-	FILE *out = stdout;
+	struct raw_out out;
 	int opt, rc;
 
 	if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
@@ -232,18 +232,13 @@ int main(int argc, char **argv)
 			     mode->run == mode_nop ? 0 : 1, 4096);
 	if (o.cpu >= 0)
 		pin_to_cpu(PROG, o.cpu);
-	if (output) {
-		out = fopen(output, "w");
-		if (!out) {
-			fprintf(stderr, PROG ": --output %s: %s\n", output, strerror(errno));
-			return 2;
-		}
+	if (raw_open(&out, output)) {
+		fprintf(stderr, PROG ": --output %s: %s\n", output, strerror(out.err));
+		return 2;
 	}
-	rc = mode->run(&o, out);
-	if (fflush(out) != 0 || (out != stdout && fclose(out) != 0)) {
-		fprintf(stderr, PROG ": writing output: %s\n", strerror(errno));
+	rc = mode->run(&o, &out);
+	if (raw_close(&out, PROG))
 		return 1;
-	}
 	free(o.bytes.v);
 	free(o.n.v);
 	return rc;

@@ -32,18 +32,16 @@ void shuffle_size(size_t *a, size_t n, uint64_t seed)
 	}
 }
 
-int write_header(FILE *out, const char *mode, const struct probe_opts *o, double timer_ns)
+int write_header(struct raw_out *out, const char *mode, const struct probe_opts *o, double timer_ns)
 {
-	if (fprintf(out, "# iolab-raw: cost-probe %s v%d\n", mode, RAW_FORMAT_VERSION) < 0 ||
-	    fprintf(out, "# timer_overhead_ns=%.1f\n# seed=%lld\n# pinned_cpu=%d\n# liburing=%s\n",
-		    timer_ns, o->seed, o->cpu, IOLAB_LIBURING_VERSION) < 0 ||
-	    fprintf(out, "mode,variant,transport,pattern,ack,bytes,n,connections,seq,batch,warmup,"
-			 "calls,ns,cpu,emptied,not_inline\n") < 0)
-		return 1;
-	return 0;
+	raw_printf(out, "# iolab-raw: cost-probe %s v%d\n", mode, RAW_FORMAT_VERSION);
+	raw_printf(out, "# timer_overhead_ns=%.1f\n# seed=%lld\n# pinned_cpu=%d\n# liburing=%s\n",
+		   timer_ns, o->seed, o->cpu, IOLAB_LIBURING_VERSION);
+	return raw_printf(out, "mode,variant,transport,pattern,ack,bytes,n,connections,seq,batch,warmup,"
+			       "calls,ns,cpu,emptied,not_inline\n") ? 1 : 0;
 }
 
-int run_cells(FILE *out, const char *mode, const struct probe_opts *o, struct cell *cells,
+int run_cells(struct raw_out *out, const char *mode, const struct probe_opts *o, struct cell *cells,
 	      size_t ncells, batch_fn fn)
 {
 	size_t warm = (size_t)o->warmup_batches * ncells;
@@ -76,11 +74,11 @@ int run_cells(FILE *out, const char *mode, const struct probe_opts *o, struct ce
 			c->sqes += r.calls * c->n;
 			c->not_inline += r.not_inline;
 		}
-		if (fprintf(out, "%s,%s,%s,%s,%s,%lld,%lld,%lld,%zu,%lld,%d,%lld,%llu,%d,%lld,%lld\n",
-			    mode, c->variant, c->transport, c->pattern, c->ack ? c->ack : "-", c->bytes, c->n,
-			    c->connections, k, b, is_warm, r.calls, (unsigned long long)r.ns,
-			    sched_getcpu(), r.emptied, r.not_inline) < 0) {
-			perror("write");
+		/* A failed write ends the run; main's raw_close names the file. */
+		if (raw_printf(out, "%s,%s,%s,%s,%s,%lld,%lld,%lld,%zu,%lld,%d,%lld,%llu,%d,%lld,%lld\n",
+			       mode, c->variant, c->transport, c->pattern, c->ack ? c->ack : "-", c->bytes, c->n,
+			       c->connections, k, b, is_warm, r.calls, (unsigned long long)r.ns,
+			       sched_getcpu(), r.emptied, r.not_inline)) {
 			free(order);
 			return 1;
 		}

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "../common/lists.h"
+#include "../common/raw_out.h"
 
 #define PROG "cost-probe"
 #define RAW_FORMAT_VERSION 2
@@ -44,18 +45,18 @@ struct batch_result {
 typedef void (*batch_fn)(struct cell *c, struct batch_result *r);
 
 /* Print "# key=value" metadata common to every mode, then the CSV header. */
-int write_header(FILE *out, const char *mode, const struct probe_opts *o, double timer_ns);
+int write_header(struct raw_out *out, const char *mode, const struct probe_opts *o, double timer_ns);
 
 /* Run warm-up batches of every cell (shuffled), then the measured ones in a
  * random interleaving, one CSV row per batch. Returns 0 or 1 (write error). */
-int run_cells(FILE *out, const char *mode, const struct probe_opts *o, struct cell *cells,
+int run_cells(struct raw_out *out, const char *mode, const struct probe_opts *o, struct cell *cells,
 	      size_t ncells, batch_fn fn);
 
 void shuffle_size(size_t *a, size_t n, uint64_t seed);
 
-int mode_syscall(const struct probe_opts *o, FILE *out);
-int mode_sendrecv(const struct probe_opts *o, FILE *out);
-int mode_uring_batch(const struct probe_opts *o, FILE *out);
-int mode_nop(const struct probe_opts *o, FILE *out);
+int mode_syscall(const struct probe_opts *o, struct raw_out *out);
+int mode_sendrecv(const struct probe_opts *o, struct raw_out *out);
+int mode_uring_batch(const struct probe_opts *o, struct raw_out *out);
+int mode_nop(const struct probe_opts *o, struct raw_out *out);
 
 #endif

@@ -129,7 +129,7 @@ static void run_batch(struct cell *c, struct batch_result *r)
 	r->emptied = x->pattern == PAT_SINGLE ? 1 : k;
 }
 
-int mode_sendrecv(const struct probe_opts *o, FILE *out)
+int mode_sendrecv(const struct probe_opts *o, struct raw_out *out)
 {
 	unsigned tset = parse_name_set(PROG, "--transports", o->transports, transport_names, TRANSPORT_COUNT);
 	unsigned pset = parse_name_set(PROG, "--patterns", o->patterns, pattern_names, PAT_COUNT);
@@ -202,7 +202,7 @@ int mode_sendrecv(const struct probe_opts *o, FILE *out)
 		}
 	}
 	timer_ns = timer_overhead_ns(10001);
-	if (fprintf(out, "# calls_per_batch_single=%lld\n", calls_single) < 0 ||
+	if (raw_printf(out, "# calls_per_batch_single=%lld\n", calls_single) ||
 	    write_header(out, "sendrecv", o, timer_ns))
 		return 1;
 	rc = run_cells(out, "sendrecv", o, cells, ncells, run_batch);

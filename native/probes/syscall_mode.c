@@ -42,7 +42,7 @@ static void run_batch(struct cell *c, struct batch_result *r)
 	r->ns = syscall_batch(x->variant, x->calls);
 }
 
-int mode_syscall(const struct probe_opts *o, FILE *out)
+int mode_syscall(const struct probe_opts *o, struct raw_out *out)
 {
 	unsigned set = parse_name_set(PROG, "--variants", o->variants, variant_names, VAR_COUNT);
 	struct cell cells[VAR_COUNT];
@@ -81,7 +81,7 @@ int mode_syscall(const struct probe_opts *o, FILE *out)
 						 .pattern = "-", .bytes = 0, .n = 1,
 						 .connections = 0, .ctx = &ctx[v] };
 	}
-	if (fprintf(out, "# batch_us=%lld\n", o->batch_us) < 0 || write_header(out, "syscall", o, timer_ns))
+	if (raw_printf(out, "# batch_us=%lld\n", o->batch_us) || write_header(out, "syscall", o, timer_ns))
 		return 1;
 	return run_cells(out, "syscall", o, cells, ncells, run_batch);
 }

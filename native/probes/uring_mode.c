@@ -225,7 +225,7 @@ static unsigned ring_entries(const struct int_list *n)
 	return e;
 }
 
-static int run_uring(const struct probe_opts *o, FILE *out, int nop)
+static int run_uring(const struct probe_opts *o, struct raw_out *out, int nop)
 {
 	const char *mode = nop ? "nop" : "uring-batch";
 	unsigned pset = parse_name_set(PROG, "--presets", o->presets, preset_names, PRESET_COUNT);
@@ -267,7 +267,7 @@ static int run_uring(const struct probe_opts *o, FILE *out, int nop)
 		setup_ring(&slots[p], p, entries);
 		if (!slots[p].ok) {
 			/* Recorded in the output; the run goes on with the others. */
-			if (fprintf(out, "# unavailable: preset=%s reason=%s\n", preset_names[p], slots[p].reason) < 0)
+			if (raw_printf(out, "# unavailable: preset=%s reason=%s\n", preset_names[p], slots[p].reason))
 				return 1;
 			continue;
 		}
@@ -302,7 +302,7 @@ static int run_uring(const struct probe_opts *o, FILE *out, int nop)
 		return 1;
 	}
 	timer_ns = timer_overhead_ns(10001);
-	if (fprintf(out, "# ring_entries=%u\n# max_not_inline=%g\n", entries, o->max_not_inline) < 0 ||
+	if (raw_printf(out, "# ring_entries=%u\n# max_not_inline=%g\n", entries, o->max_not_inline) ||
 	    write_header(out, mode, o, timer_ns))
 		return 1;
 	rc = run_cells(out, mode, o, cells, ncells, nop ? nop_batch : uring_batch);
@@ -330,12 +330,12 @@ static int run_uring(const struct probe_opts *o, FILE *out, int nop)
 	return rc;
 }
 
-int mode_uring_batch(const struct probe_opts *o, FILE *out)
+int mode_uring_batch(const struct probe_opts *o, struct raw_out *out)
 {
 	return run_uring(o, out, 0);
 }
 
-int mode_nop(const struct probe_opts *o, FILE *out)
+int mode_nop(const struct probe_opts *o, struct raw_out *out)
 {
 	return run_uring(o, out, 1);
 }
