@@ -27,6 +27,7 @@ from pathlib import Path
 
 from iolab import config
 from iolab.experiments import echo
+from iolab.presets import preset_server
 
 # measure_cell's "cqes" repeats "events" (CQEs reaped; epoll events for epoll).
 COUNTERS = ("io_uring_enter", "sqes", "events", "waits", "nobufs", "async_sqes", "server_resched_ipis")
@@ -37,7 +38,7 @@ def c_presets() -> dict[str, tuple[str, ...]]:
     presets = config.load()["experiments"]["echo"]["presets"]
     out = {}
     for name, spec in presets.items():
-        server, flags = config.preset_server(name, spec)
+        server, flags = preset_server(name, spec)
         if server in C_SERVERS:
             out[name] = flags
     return out

@@ -3,8 +3,9 @@
 ``validate_config`` applies the schema (config/schema.yaml, through
 snakemake's ``validate()``, which also fills in the schema's defaults), turns
 its verbose errors into one line that names the offending key, and adds the
-checks a schema cannot express. rules/common.smk calls it on the merged
-config; ``load`` merges config files the way snakemake's ``--configfile``
+checks a schema cannot express; it returns the config typed
+(iolab.settings.RunConfig). rules/common.smk calls it on the merged config
+and reads the typed config; ``load`` merges config files the way snakemake's ``--configfile``
 does, for tools and tests that check a config without starting a workflow.
 """
 
@@ -18,8 +19,10 @@ from typing import Any
 
 import yaml
 
-from .inventory import NodeEntry
+from .inventory import NodeEntry, cpu_list
 from .paths import CONFIG_SCHEMA
+from .presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, server_flags
+from .settings import EchoSettings, MpiSettings, RunConfig
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = CONFIG_SCHEMA
@@ -43,9 +46,9 @@ def merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def validate_config(config: dict[str, Any], schema: Path = SCHEMA) -> None:
+def validate_config(config: dict[str, Any], schema: Path = SCHEMA) -> RunConfig:
     """Schema first (filling in its defaults), then the semantic checks;
-    raises ConfigError with one line naming the key."""
+    raises ConfigError with one line naming the key. Returns the config, typed."""
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
@@ -55,7 +58,7 @@ def validate_config(config: dict[str, Any], schema: Path = SCHEMA) -> None:
         err = find_validation_error(e)
         raise ConfigError(describe_validation_error(err) if err is not None
                           else f"config error: {e}") from None
-    check_semantics(config)
+    return check_semantics(config)
 
 
 def load(*overlays: Path, base: Iterable[Path] = BASE_FILES) -> dict[str, Any]:
@@ -95,7 +98,7 @@ def describe_validation_error(err: Any) -> str:
 
 def find_validation_error(exc: BaseException) -> Any | None:
     """The jsonschema ValidationError inside snakemake's WorkflowError, if any."""
-    from jsonschema.exceptions import ValidationError
+    from jsonschema.exceptions import ValidationError as SchemaError
 
     seen: set[int] = set()
     stack: list[Any] = [exc]
@@ -104,7 +107,7 @@ def find_validation_error(exc: BaseException) -> Any | None:
         if id(e) in seen or e is None:
             continue
         seen.add(id(e))
-        if isinstance(e, ValidationError):
+        if isinstance(e, SchemaError):
             # Report the deepest, most specific cause.
             # (in a oneOf, the branch of the instance's own type).
             best = e
@@ -135,78 +138,41 @@ MODEL_LEVELS = [
 ]
 
 
-# An echo preset's server: echo-<server>. A preset is a list of echo-uring
-# flags (the preset named epoll: echo-epoll's), or {server, flags}.
-SERVER_PROGRAMS = {"epoll": "echo-epoll", "uring": "echo-uring", "go-net": "echo-go-net",
-                   "go-uring": "echo-go-uring"}
-
-
-def preset_server(name: str, spec: Sequence[str] | Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
-    """A preset's server (a SERVER_PROGRAMS key) and its flags."""
-    if isinstance(spec, Mapping):
-        return str(spec["server"]), tuple(spec.get("flags") or ())
-    return ("epoll" if name == "epoll" else "uring"), tuple(spec)
-
-
-def server_flags() -> dict[str, set[str]]:
-    """program -> the long options its source declares: the C servers'
-    getopt tables and the Go servers' flag definitions (each server's
-    --help documents the same ones)."""
-    import re
-
-    out = {}
-    for program, source in (("echo-uring", "echo/echo_uring.c"), ("echo-epoll", "echo/echo_epoll.c")):
-        text = (REPO / "native" / source).read_text()
-        out[program] = {f"--{name}" for name in re.findall(r'\{ "([a-z-]+)", (?:required|no)_argument', text)}
-    for program in ("echo-go-net", "echo-go-uring"):
-        text = (REPO / "native" / "go" / "cmd" / program / "main.go").read_text()
-        out[program] = {f"--{name}" for name in re.findall(r'flag\.[A-Za-z]+\((?:&[A-Za-z.]+, )?"([a-z-]+)"', text)}
-    return out
-
-
-# Preset flags may name CPUs by their place in the cell's layout, resolved
-# per cell (iolab.experiments.echo.resolve_flags): the first, or every, online CPU that
-# is in neither the server's nor the load generator's set. U4's helpers (the
-# SQPOLL thread, io-wq workers) run there instead of on the server's CPU.
-SPARE_CPU, SPARE_CPUS = "{spare_cpu}", "{spare_cpus}"
-
-
-def _check_presets(echo: Mapping[str, Any]) -> None:
+def _check_presets(echo: EchoSettings) -> None:
     """A flag the server does not have is a config error before anything is
     measured, never a configuration recorded as "unavailable"."""
     flags = server_flags()
-    for name, spec in (echo.get("presets") or {}).items():
-        server, argv = preset_server(name, spec)
-        program = SERVER_PROGRAMS[server]
-        where = f"experiments.echo.presets.{name}" + (".flags" if isinstance(spec, Mapping) else "")
-        for i, token in enumerate(argv):
+    for name, preset in echo.presets.items():
+        program = SERVER_PROGRAMS[preset.server]
+        where = f"config error at experiments.echo.presets.{name}"
+        for token in preset.flags:
             if token.startswith("--") and token not in flags[program]:
-                raise ConfigError(f"config error at {where}[{i}]: {token!r} is not "
-                                  f"a flag of {program} (native/build/{program} --help lists them)")
+                raise ConfigError(f"{where}: {token!r} is not a flag of {program} "
+                                  f"(native/build/{program} --help lists them)")
             if "{" in token and token not in (SPARE_CPU, SPARE_CPUS):
-                raise ConfigError(f"config error at {where}[{i}]: {token!r}: the only placeholders are "
-                                  f"{SPARE_CPU} and {SPARE_CPUS}")
+                raise ConfigError(f"{where}: {token!r}: the only placeholders are {SPARE_CPU} and {SPARE_CPUS}")
 
 
-def cpu_list(value: int | str) -> list[int]:
-    """The CPUs of a node's cpus entry: one CPU or a taskset-style list ("0-2,5")."""
-    out: list[int] = []
-    for part in str(value).split(","):
-        low, _, high = part.partition("-")
-        out += range(int(low), int(high or low) + 1)
-    return out
+def typed(config: Mapping[str, Any] | RunConfig) -> RunConfig:
+    """The validated config as the typed model; ConfigError if it does not fit."""
+    try:
+        return RunConfig.of(config)
+    except ValueError as e:
+        raise ConfigError(f"config error at {e}") from None
 
 
-def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> None:
+def check_semantics(config: Mapping[str, Any] | RunConfig, cpu_count: int | None = None) -> RunConfig:
     """Checks the schema cannot express, on a config the schema validated
-    (so its defaults are filled in). Raises ConfigError on the first one."""
-    names = [n["name"] for n in config["nodes"]]
+    (so its defaults are filled in). Raises ConfigError on the first one;
+    returns the config, typed."""
+    run = typed(config)
+    names = [n.name for n in run.nodes]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ConfigError(f"config error at nodes: node name {dupes[0]!r} is used more than once")
     ncpu = cpu_count if cpu_count is not None else os.cpu_count() or 1
-    _check_nodes(config)
-    for i, node in enumerate(nodes_of(config)):
+    _check_nodes(run)
+    for i, node in enumerate(run.nodes):
         if node.runner != "local":
             continue
         for role, cpu in sorted(node.cpus.model_dump().items()):
@@ -216,79 +182,73 @@ def check_semantics(config: Mapping[str, Any], cpu_count: int | None = None) -> 
                     f"config error at nodes[{i}].cpus.{role}: CPU {highest} does not exist on this "
                     f"machine (it has {ncpu} CPUs, numbered 0..{ncpu - 1})"
                 )
-    experiments = config["experiments"]
+    experiments = run.experiments
     for section, key, level, why in MODEL_LEVELS:
-        if level not in experiments[section][key]:
+        if level not in getattr(getattr(experiments, section), key):
             raise ConfigError(f"config error at experiments.{section}.{key}: must include "
                               f"{level!r}, {why}")
-    echo = experiments.get("echo")
+    echo, latency = experiments.echo, experiments.latency
     if echo:
         _check_echo(echo)
-    latency = experiments.get("latency")
     if latency:
-        known = (echo.get("presets") or {}) if echo else {}
-        unknown = sorted(set(latency["presets"]) - set(known))
+        known = echo.presets if echo else {}
+        unknown = sorted(set(latency.presets) - set(known))
         if unknown:
             raise ConfigError(f"config error at experiments.latency.presets: {unknown[0]!r} is not an "
                               f"experiments.echo.presets name (known: {', '.join(sorted(known))})")
-    _check_mpi(experiments.get("mpi"))
-    sc = config["experiments"]["syscall"]
-    if sc["warmup_batches"] > sc["batches"] * 10:
+    if experiments.mpi:
+        _check_mpi(experiments.mpi)
+    sc = experiments.syscall
+    if sc.warmup_batches > sc.batches * 10:
         raise ConfigError(
             "config error at experiments.syscall.warmup_batches: more than 10x the measured "
             "batches; lower it or raise experiments.syscall.batches"
         )
+    return run
 
 
-def _check_echo(echo: Mapping[str, Any]) -> None:
+def _check_echo(echo: EchoSettings) -> None:
     _check_presets(echo)
-    presets = echo.get("presets") or {}   # the one echo key without a default
-    if any(s["client"] == "thread-per-connection" for s in echo["setups"]) and echo["pipeline"] != 1:
+    if any(s.client == "thread-per-connection" for s in echo.setups) and echo.pipeline != 1:
         raise ConfigError("config error at experiments.echo.setups: the thread-per-connection client is "
                           "closed-loop ping-pong; set pipeline to 1 or drop that setup")
-    known = ", ".join(sorted(presets))
-    for i, setup in enumerate(echo["setups"]):
-        unknown = sorted(set(setup.get("only") or []) - set(presets))
+    known = ", ".join(sorted(echo.presets))
+    for i, setup in enumerate(echo.setups):
+        unknown = sorted(set(setup.only or ()) - set(echo.presets))
         if unknown:
             raise ConfigError(f"config error at experiments.echo.setups[{i}].only: {unknown[0]!r} is not a "
                               f"preset (known: {known})")
-    unknown = sorted(set(echo["only"] or []) - set(presets))
+    unknown = sorted(set(echo.only or ()) - set(echo.presets))
     if unknown:
         raise ConfigError(f"config error at experiments.echo.only: {unknown[0]!r} is not a preset (known: {known})")
 
 
-def _check_mpi(mpi: Mapping[str, Any] | None) -> None:
-    if not mpi or not mpi["enabled"]:
+def _check_mpi(mpi: MpiSettings) -> None:
+    if not mpi.enabled:
         return
     where = "config error at experiments.mpi"
-    if mpi["min_bytes"] > mpi["max_bytes"]:
-        raise ConfigError(f"{where}.min_bytes: {mpi['min_bytes']} is above max_bytes ({mpi['max_bytes']})")
-    if "probe" not in mpi["methods"]:
+    if mpi.min_bytes > mpi.max_bytes:
+        raise ConfigError(f"{where}.min_bytes: {mpi.min_bytes} is above max_bytes ({mpi.max_bytes})")
+    if "probe" not in mpi.methods:
         raise ConfigError(f"{where}.methods: the models, figures and claims use mpi-probe's own timing; "
                           "keep probe in methods (osu runs beside it, for the comparison)")
-    if "pingpong" in mpi["benchmarks"] and 2 not in mpi["ranks"]:
+    if "pingpong" in mpi.benchmarks and 2 not in mpi.ranks:
         raise ConfigError(f"{where}.ranks: ping-pong runs in the 2-rank launch; add 2 to ranks "
                           "or drop pingpong from benchmarks")
-    if mpi["sync"] == "window" and not mpi["window_us"] and not mpi["warmup"]:
+    if mpi.sync == "window" and not mpi.window_us and not mpi.warmup:
         raise ConfigError(f"{where}.sync: window synchronisation needs window_us > 0 or warmup > 0 "
                           "to size the window")
-    if "netns_tbf" in mpi["transports"] and 2 not in mpi["ranks"]:
+    if "netns_tbf" in mpi.transports and 2 not in mpi.ranks:
         raise ConfigError(f"{where}.transports: netns_tbf runs a 2-rank ping-pong; add 2 to ranks")
-    pinned = {k: v for k, v in (mpi.get("algorithms") or {}).items() if v}
-    if len(mpi["selections"]) > 1 and not pinned:
+    if len(mpi.selections) > 1 and not mpi.pinned_algorithms():
         raise ConfigError(f"{where}.selections: pinned and default would run the same algorithms; "
                           "pin some in experiments.mpi.algorithms or list one selection")
 
 
-def nodes_of(config: Mapping[str, Any]) -> list[NodeEntry]:
-    """The config's node inventory, typed."""
-    return [NodeEntry.of(n) for n in config["nodes"]]
-
-
-def _check_nodes(config: Mapping[str, Any]) -> None:
-    nodes = nodes_of(config)
+def _check_nodes(run: RunConfig) -> None:
+    nodes = run.nodes
     names = [n.name for n in nodes]
-    known_experiments = set(config["experiments"])
+    known_experiments = set(run.experiments.configured())
     for i, node in enumerate(nodes):
         where = f"config error at nodes[{i}]"
         if node.runner == "ssh" and not node.host:

@@ -13,7 +13,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from .config import cpu_list
+from .inventory import cpu_list
 from .nodes import DMI_FIELDS, KindEvidence, detect_kind
 
 SCRIPT = r"""

@@ -25,6 +25,15 @@ def _from_schema(*path: str) -> Any:
 CpuSet = int | str | None
 
 
+def cpu_list(value: int | str) -> list[int]:
+    """The CPUs of a node's cpus entry: one CPU or a taskset-style list ("0-2,5")."""
+    out: list[int] = []
+    for part in str(value).split(","):
+        low, _, high = part.partition("-")
+        out += range(int(low), int(high or low) + 1)
+    return out
+
+
 class MpiOptions(Section):
     interface: str | None = None
     peers: tuple[str, ...] = _from_schema("mpi", "peers")

@@ -58,7 +58,7 @@ class Section(BaseModel):
 
     @classmethod
     def where(cls, value: Mapping[str, Any]) -> str:
-        """What a one-line error about ``value`` names first."""
+        """What a one-line error about ``value`` names first ("": nothing)."""
         return cls.__name__
 
     @classmethod
@@ -69,4 +69,5 @@ class Section(BaseModel):
         try:
             return cls.model_validate(dict(value))
         except ValidationError as e:
-            raise ValueError(f"{cls.where(value)}: {first_error(e)}") from None
+            where = cls.where(value)
+            raise ValueError(f"{where}: {first_error(e)}" if where else first_error(e)) from None

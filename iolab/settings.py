@@ -1,6 +1,7 @@
-"""The experiments' config sections (``experiments.<name>``) and the
-adaptive-precision section (``precision``), typed, with every default taken
-from config/schema.yaml (iolab.schema).
+"""The configuration, typed: the whole validated config (``RunConfig``), the
+experiments' sections (``experiments.<name>``) and the adaptive-precision
+section (``precision``), with every default taken from config/schema.yaml
+(iolab.schema); the node inventory's entries are iolab.inventory's.
 
 The workflow passes a section to ``python -m iolab.measure`` as JSON, with
 the schema's defaults filled in, sometimes with a key the workflow adds
@@ -17,7 +18,8 @@ from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import PlainValidator, field_validator
 
-from .config import preset_server
+from .inventory import NodeEntry
+from .presets import preset_server
 from .schema import Section, from_schema
 
 
@@ -93,7 +95,7 @@ class NopSettings(ExperimentSettings):
 # -- echo and latency ---------------------------------------------------------
 
 class Preset(NamedTuple):
-    """An echo preset: its server (a config.SERVER_PROGRAMS key) and flags."""
+    """An echo preset: its server (a presets.SERVER_PROGRAMS key) and flags."""
     server: str
     flags: tuple[str, ...]
 
@@ -248,3 +250,40 @@ class PrecisionSettings(Section):
 SETTINGS: dict[str, type[ExperimentSettings]] = {m.EXPERIMENT: m for m in (
     SyscallSettings, SendrecvSettings, UringBatchSettings, NopSettings, EchoSettings, LatencySettings,
     MpiSettings, TraceSettings, IbSettings)}
+
+
+class Experiments(Section):
+    """``experiments``: the four cost probes always, the rest where configured."""
+    syscall: SyscallSettings
+    sendrecv: SendrecvSettings
+    uring_batch: UringBatchSettings
+    nop: NopSettings
+    echo: EchoSettings | None = None
+    latency: LatencySettings | None = None
+    mpi: MpiSettings | None = None
+    trace: TraceSettings | None = None
+    ib: IbSettings | None = None
+
+    def configured(self) -> dict[str, ExperimentSettings]:
+        """experiment -> its section, for those the config has."""
+        return {name: getattr(self, name) for name in SETTINGS if getattr(self, name) is not None}
+
+
+class PaperSettings(Section):
+    title: str = from_schema("paper", "title")
+
+
+class RunConfig(Section):
+    """The whole config, as the schema validated it (rules/common.smk through
+    iolab.config.validate_config): what the workflow and the checks read."""
+    profile: str = from_schema("profile")
+    seed: int
+    repeats: int
+    nodes: tuple[NodeEntry, ...]
+    experiments: Experiments
+    precision: PrecisionSettings = from_schema("precision")
+    paper: PaperSettings = from_schema("paper")
+
+    @classmethod
+    def where(cls, value: Mapping[str, Any]) -> str:
+        return ""   # the error's key path starts at the top of the config

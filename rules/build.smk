@@ -15,7 +15,7 @@ rule build_native:
         "../environment.yml"
     params:
         deps=lambda w: "build mpi" if w.program in MPI_PROGRAMS else "build",
-        mpicc=config["experiments"].get("mpi", {}).get("mpicc", "mpicc"),
+        mpicc=MPICC,
     shell:
         # make decides what is stale; touch so snakemake sees a fresh output.
         "(python -m iolab.deps check {params.deps} && make -C native MPICC={params.mpicc:q}"

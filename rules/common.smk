@@ -19,11 +19,13 @@ def fail_config(message):
 
 
 try:
-    validate_config(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
+    # The config, typed (iolab.settings.RunConfig). Run keys and the
+    # measurements' --settings keep the config's own dicts, as validated.
+    RUN = validate_config(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
 except ConfigError as e:
     fail_config(str(e))
 
-NODES = [n["name"] for n in config["nodes"]]
+NODES = [n.name for n in RUN.nodes]
 NODE_BY_NAME = {n["name"]: n for n in config["nodes"]}
 # Nodes that cannot run here, with the reason (a vm node without hardware
 # KVM); the rest of the run goes on, and the reason is in results/nodes.json.
@@ -32,7 +34,7 @@ from iolab.runners.qemu import skip_reason  # noqa: E402
 SKIPPED_NODES = {n["name"]: r for n in config["nodes"] if (r := skip_reason(n))}
 for _name, _reason in SKIPPED_NODES.items():
     print(f"iolab: skipping node {_name}: {_reason}", file=sys.stderr)
-REPS = list(range(1, config["repeats"] + 1))
+REPS = list(range(1, RUN.repeats + 1))
 from iolab.experiments import can_host, has_setting  # noqa: E402
 from iolab.runners import capabilities_of  # noqa: E402
 
@@ -50,8 +52,8 @@ def node_runs(node, experiment):
 
 # Experiments that run: those enabled (cost probes always are) that some
 # node that is not skipped can host.
-EXPERIMENTS = [name for name, section in config["experiments"].items()
-               if section.get("enabled", True)
+EXPERIMENTS = [name for name, section in RUN.experiments.configured().items()
+               if getattr(section, "enabled", True)
                and any(node_runs(n, name) for n in NODES if n not in SKIPPED_NODES)]
 
 # Python modules the analysis steps run (iolab.analysis, iolab.report and
@@ -74,20 +76,23 @@ def rep_priority(experiment, node, rep):
     order within each round. A slow quarter of an hour on the host then hits
     every configuration alike, and the repetitions spread over the run."""
     rep = int(rep)
-    shuffle = zlib.crc32(f"{config['seed']}/{rep}/{node}/{experiment}".encode()) % 1000
+    shuffle = zlib.crc32(f"{RUN.seed}/{rep}/{node}/{experiment}".encode()) % 1000
     return (10_000 - rep) * 1000 + shuffle
 
 
 def run_seed(experiment, node, rep):
     """A per-run seed derived from the config seed, stable across runs."""
-    return (config["seed"] + zlib.crc32(f"{experiment}/{node}/{rep}".encode())) % 2**31
+    return (RUN.seed + zlib.crc32(f"{experiment}/{node}/{rep}".encode())) % 2**31
 
 
 # Which files make each native program: native/programs.mk, the table the
 # Makefile includes too.
 from iolab.native import BUILD_FILES, MPI_PROGRAMS, program_sources  # noqa: E402
+from iolab.settings import MpiSettings  # noqa: E402
 
 NATIVE_PROGRAMS = program_sources()
+# The MPI compiler wrapper the probes are built with.
+MPICC = RUN.experiments.mpi.mpicc if RUN.experiments.mpi else MpiSettings().mpicc
 
 # Each experiment's programs, and any other code that decides what it
 # measures (iolab/experiments/__init__.py). The run key digests these with the
@@ -153,7 +158,7 @@ def raw_files(experiment):
 
 
 # --- adaptive precision (rules/precision.smk) --------------------------------
-PRECISION = config["precision"]
+PRECISION = RUN.precision
 # The experiments claims are judged from, and the node they are judged on
 # (iolab.analysis.claims.evaluate: the first in name order).
 CLAIM_EXPERIMENTS = ["syscall", "sendrecv", "uring_batch", "echo", "mpi"]
@@ -192,7 +197,7 @@ def final_round():
 
 def table_inputs(experiment):
     """The raw files a tidy table is built from: with adaptive precision, every round's."""
-    if not PRECISION["enabled"] or experiment not in CLAIM_EXPERIMENTS or not node_runs(CLAIM_NODE, experiment):
+    if not PRECISION.enabled or experiment not in CLAIM_EXPERIMENTS or not node_runs(CLAIM_NODE, experiment):
         return raw_files(experiment)
     return raw_files_through(experiment, final_round())
 
@@ -202,7 +207,7 @@ def rep_settings(experiment, rep):
     repetition measures only the cells its plan lists."""
     settings = experiment_settings(experiment)
     rep = int(rep)
-    if not PRECISION["enabled"] or rep <= config["repeats"]:
+    if not PRECISION.enabled or rep <= RUN.repeats:
         return settings
     j = 0
     while True:
@@ -279,7 +284,7 @@ NOTEBOOK_FIGURES = {
     + (["echo_open_loop_latency"] if "latency" in EXPERIMENTS else []),
     "collectives": ["mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio"]
     # Drawn when both timing methods run.
-    + (["mpi_method_ratio"] if {"probe", "osu"} <= set(config["experiments"].get("mpi", {}).get("methods", []))
+    + (["mpi_method_ratio"] if RUN.experiments.mpi and {"probe", "osu"} <= set(RUN.experiments.mpi.methods)
        else []),
     "claims": ["claims_forest"],
     # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds were

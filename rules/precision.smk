@@ -14,8 +14,8 @@ checkpoint precision_plan:
     wildcard_constraints:
         round=r"\d+",
     params:
-        precision=json.dumps(PRECISION),
-        repeats=config["repeats"],
+        precision=PRECISION.model_dump_json(),
+        repeats=RUN.repeats,
     localrule: True
     log:
         "results/logs/precision/round{round}.log",

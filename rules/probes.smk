@@ -37,7 +37,7 @@ for _experiment, _spec in REGISTRY.items():
             # What to build first; nothing for an experiment that runs the
             # node's installed programs (ib: perftest).
             build=(lambda w, s=_spec: "make -s -C native MPICC={} {}".format(
-                shlex.quote(config["experiments"].get("mpi", {}).get("mpicc", "mpicc")),
+                shlex.quote(MPICC),
                 " ".join(f"build/{p}" for p in s.programs)) if s.programs else "true"),
         threads: lambda wildcards: measurement_threads(wildcards.node)
         priority: lambda w, e=_experiment: rep_priority(e, w.node, w.rep)

@@ -18,7 +18,7 @@ from iolab import config as iolab_config
 from iolab.inventory import NodeEntry, node_schema
 from iolab.experiments import REGISTRY
 from iolab.schema import subschema
-from iolab.settings import SETTINGS, PrecisionSettings
+from iolab.settings import SETTINGS, Experiments, PrecisionSettings, RunConfig
 
 # (overlay, text the one-line error must contain)
 BAD_CONFIGS = [
@@ -51,14 +51,14 @@ BAD_CONFIGS = [
     ({"experiments": {"echo": {"only": ["epoll", "turbo"]}}},
      "config error at experiments.echo.only: 'turbo' is not a preset"),
     ({"experiments": {"echo": {"presets": {"fast": ["--sqpoll", "--nope"]}}}},
-     "config error at experiments.echo.presets.fast[1]: '--nope' is not a flag of echo-uring"),
+     "config error at experiments.echo.presets.fast: '--nope' is not a flag of echo-uring"),
     ({"experiments": {"echo": {"presets": {"aff": ["--sqpoll", "--sq-aff", "{spare}"]}}}},
-     "config error at experiments.echo.presets.aff[2]: '{spare}': the only placeholders are {spare_cpu} and "
+     "config error at experiments.echo.presets.aff: '{spare}': the only placeholders are {spare_cpu} and "
      "{spare_cpus}"),
     ({"experiments": {"echo": {"presets": {"epoll": ["--sqpoll"]}}}},
-     "config error at experiments.echo.presets.epoll[0]: '--sqpoll' is not a flag of echo-epoll"),
+     "config error at experiments.echo.presets.epoll: '--sqpoll' is not a flag of echo-epoll"),
     ({"experiments": {"echo": {"presets": {"g": {"server": "go-uring", "flags": ["--rings", "2", "--nope"]}}}}},
-     "config error at experiments.echo.presets.g.flags[2]: '--nope' is not a flag of echo-go-uring"),
+     "config error at experiments.echo.presets.g: '--nope' is not a flag of echo-go-uring"),
     ({"experiments": {"echo": {"presets": {"g": {"server": "go-fast"}}}}},
      "config error at experiments.echo.presets.g.server: 'go-fast' is not one of"),
     ({"experiments": {"echo": {"presets": {"x": ["rm -rf /"]}}}},
@@ -298,3 +298,30 @@ def test_the_precision_model_names_the_schemas_keys_and_fills_in_its_defaults() 
     assert PrecisionSettings.of({}).model_dump() == config["precision"]
     with pytest.raises(ValueError, match=r"^precision: max_rounds: Input should be a valid integer"):
         PrecisionSettings.of({"max_rounds": "many"})
+
+
+def test_the_run_config_names_the_schemas_keys() -> None:
+    assert set(RunConfig.model_fields) == set(_schema_keys(subschema()))
+    assert set(Experiments.model_fields) == set(_schema_keys(subschema("experiments"))) == set(SETTINGS)
+
+
+@pytest.mark.parametrize("profile", [None, *sorted(p.name for p in (REPO / "config" / "profiles").glob("*.yaml"))])
+def test_validation_returns_the_config_typed(profile: str | None) -> None:
+    overlays = [REPO / "config" / "profiles" / profile] if profile else []
+    config = iolab_config.load(*overlays)
+    run = iolab_config.validate_config(config)
+    assert run.profile == config["profile"] and run.repeats == config["repeats"]
+    assert run.nodes == tuple(NodeEntry.of(n) for n in config["nodes"])
+    assert run.precision.model_dump() == config["precision"]
+    # Each configured section is the one its experiment's run code gets.
+    assert set(run.experiments.configured()) == set(config["experiments"])
+    for name, section in run.experiments.configured().items():
+        assert section == SETTINGS[name].of(config["experiments"][name])
+
+
+def test_a_config_the_model_cannot_type_is_one_line() -> None:
+    config = iolab_config.load()
+    config["experiments"]["syscall"]["batches"] = "many"   # past the schema, e.g. a hand-built dict
+    with pytest.raises(iolab_config.ConfigError,
+                       match=r"^config error at experiments\.syscall\.batches: Input should be a valid integer"):
+        iolab_config.check_semantics(config)

@@ -31,7 +31,7 @@ from conftest import REPO
 from iolab.experiments import echo as echo_exp
 from iolab import tables
 from iolab.formats import histograms_path
-from iolab.config import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server, server_flags
+from iolab.presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server, server_flags
 from iolab.analysis import echostats
 from iolab.runners import LocalRunner
 

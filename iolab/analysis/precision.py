@@ -14,7 +14,7 @@ when nothing it wants fits in the rest of the budget, or after
 left out of a round while cheaper ones still fit.
 Raw data already measured is never discarded: every round only adds files.
 
-    python -m iolab.analysis.precision plan --round K --settings JSON --output round<K>.json RAW...
+    python -m iolab.analysis.precision plan --round K --repeats N --precision JSON --output round<K>.json RAW...
 """
 
 from __future__ import annotations

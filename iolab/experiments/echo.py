@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import atomic, tables
-from ..config import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, cpu_list, preset_server
+from ..inventory import cpu_list
+from ..presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server
 from ..formats import CELL_COLUMNS, histograms_path
 from ..runners import LocalRunner, Runner, runner_for
 from ..runners.local import RunError, build_failure
@@ -56,7 +57,7 @@ class Cell:
     connections: int
     bytes: int
     client: str = "event-loop"          # loadgen --model
-    server: str = ""                    # config.SERVER_PROGRAMS key; "" -> from the preset's name
+    server: str = ""                    # presets.SERVER_PROGRAMS key; "" -> from the preset's name
     layout: str = "pinned"              # pinned: the node's cpus.server/client; shared: unpinned
     rate: float = 0.0                   # open loop at this many requests/s (loadgen --rate); 0: closed loop
 
