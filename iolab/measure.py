@@ -27,6 +27,7 @@ from .experiments import REGISTRY, Repetition, run_repetition
 from .inventory import NodeEntry
 from .nodes import resolve_node
 from .runners import Capability, RunError, runner_for
+from .schema import schema_problem
 from .settings import SETTINGS
 
 EXPERIMENTS = tuple(REGISTRY)
@@ -67,6 +68,21 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
     return output
 
 
+def check_ranges(experiment: str, settings: Mapping[str, Any], nodes: Sequence[Mapping[str, Any]]) -> None:
+    """The schema's ranges, patterns and list lengths, which the typed models
+    do not repeat, for what came on the command line: a section written by
+    hand has not been through Snakemake's validation. ValueError, one line."""
+    model = SETTINGS[experiment]
+    section = {k: v for k, v in settings.items() if k not in model.WORKFLOW_KEYS}
+    problem = schema_problem(section, "experiments", experiment)
+    if problem:
+        raise ValueError(f"{model.where(section)}: {problem}")
+    for node in nodes:
+        problem = schema_problem(node, "nodes", "[]")
+        if problem:
+            raise ValueError(f"{NodeEntry.where(node)}: {problem}")
+
+
 def _terminate(signum: int, _frame: Any) -> NoReturn:
     # Turn SIGTERM (snakemake cancelling a job) into a normal unwind, so the
     # temporary file is removed and nothing half-written is left behind.
@@ -88,10 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        measure(args.experiment, json.loads(args.node), json.loads(args.settings),
-                args.rep, args.seed, args.output,
-                json.loads(args.client_node) if args.client_node else None,
-                json.loads(args.peer_nodes) if args.peer_nodes else ())
+        node, settings = json.loads(args.node), json.loads(args.settings)
+        client = json.loads(args.client_node) if args.client_node else None
+        peers = json.loads(args.peer_nodes) if args.peer_nodes else []
+        check_ranges(args.experiment, settings, [node, *([client] if client else []), *peers])
+        measure(args.experiment, node, settings, args.rep, args.seed, args.output, client, peers)
     except (RunError, ValueError) as e:
         print(f"iolab: {e}", file=sys.stderr)
         return 1

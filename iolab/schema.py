@@ -39,6 +39,21 @@ def schema_default(*path: str) -> Any:
     return subschema(*path).get("default")
 
 
+def schema_problem(value: Mapping[str, Any], *path: str) -> str | None:
+    """What the schema of ``path`` finds wrong with ``value`` that the models
+    leave to it (ranges, patterns, list lengths), as one line naming the key
+    within ``value``; None if nothing. For a section that did not come
+    through Snakemake's validation."""
+    import jsonschema
+
+    schema = subschema(*path)
+    error = jsonschema.exceptions.best_match(jsonschema.validators.validator_for(schema)(schema).iter_errors(value))
+    if error is None:
+        return None
+    key = ".".join(str(k) for k in error.absolute_path)
+    return f"{key}: {error.message}" if key else error.message
+
+
 def from_schema(*path: str) -> Any:
     """A model field whose default is the schema's."""
     return Field(default=schema_default(*path))

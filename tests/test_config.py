@@ -7,6 +7,7 @@ proves the wiring: the workflow stops with that one line.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -325,3 +326,27 @@ def test_a_config_the_model_cannot_type_is_one_line() -> None:
     with pytest.raises(iolab_config.ConfigError,
                        match=r"^config error at experiments\.syscall\.batches: Input should be a valid integer"):
         iolab_config.check_semantics(config)
+
+
+@pytest.mark.parametrize("experiment, node, settings, expected", [
+    ("syscall", {"name": "local", "runner": "local"}, {"batches": 2},
+     "iolab: experiments.syscall: batches: 2 is less than the minimum of 10"),
+    ("echo", {"name": "local", "runner": "local"}, {"presets": {"epoll": []}, "duration": 0,
+                                                   "cells": [["epoll", 1, 128]]},
+     "iolab: experiments.echo: duration: 0 is less than or equal to the minimum of 0"),
+    ("syscall", {"name": "local", "runner": "local", "port": 0}, {},
+     "iolab: node 'local': port: 0 is less than the minimum of 1"),
+])
+def test_a_section_given_by_hand_is_held_to_the_schemas_ranges(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                               experiment: str, node: dict, settings: dict,
+                                                               expected: str) -> None:
+    # python -m iolab.measure, as a user may call it with a section written by
+    # hand: the ranges Snakemake's validation would have applied still hold.
+    from iolab import measure
+
+    out = tmp_path / "raw" / "rep1.csv"
+    status = measure.main([experiment, "--node", json.dumps(node), "--settings", json.dumps(settings),
+                           "--rep", "1", "--seed", "1", "--output", str(out)])
+    assert status == 1
+    assert capsys.readouterr().err.strip() == expected
+    assert not out.parent.exists()

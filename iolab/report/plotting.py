@@ -35,6 +35,14 @@ def apply_style() -> None:
     })
 
 
+def log_axes(ax, xlabel: str) -> None:  # type: ignore[no-untyped-def]
+    """Both axes logarithmic: x in powers of two (sizes and batch sizes are
+    swept as powers of two), y in decades."""
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+
+
 def syscall_cost_figure(measured, overall):  # type: ignore[no-untyped-def]
     """Left: ns/call of every measured batch, by variant and repetition, with
     each repetition's median (tick) and the median over repetitions with its
@@ -147,9 +155,7 @@ def uring_batch_figure(uring, nop, inputs):  # type: ignore[no-untyped-def]
     ax.plot([], [], ":", color="black", label="model B fit (default)")
     ax.plot([], [], "--", color="grey", label="model A fit (default)")
     for a in (ax, ax2):
-        a.set_xscale("log", base=2)
-        a.set_yscale("log")
-        a.set_xlabel("SQEs per io_uring_enter (n)")
+        log_axes(a, "SQEs per io_uring_enter (n)")
     ax.set_ylabel("ns per io_uring_enter")
     ax.set_title("U(n) = s + T(n)")
     ax2.set_ylabel("ns per SQE")
@@ -199,9 +205,7 @@ def per_request_figure(inputs, summary, echo=None):  # type: ignore[no-untyped-d
             waits = float(ep["events_per_wait"].median())
             ax.axhline(costmodel.epoll_request_with_wait(inputs, waits), color=PALETTE[0], lw=0.8,
                        ls="--", label=f"epoll + wait amortised over {waits:.1f} events")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("batch size n (SQEs per io_uring_enter)")
+    log_axes(ax, "batch size n (SQEs per io_uring_enter)")
     ax.set_ylabel("CPU ns per echo request")
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -382,9 +386,7 @@ def mpi_pingpong_figure(summary, hockney, rate_mbit=None):  # type: ignore[no-un
         ax_b.annotate(f"tbf {rate_mbit:g} Mbit/s", (ax_b.get_xlim()[0], rate_mbit / 8), fontsize=7,
                       xytext=(4, 3), textcoords="offset points")
     for ax in (ax_t, ax_b):
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("message size (bytes)")
+        log_axes(ax, "message size (bytes)")
     ax_t.set_ylabel("one-way latency (µs)")
     ax_t.set_title("Ping-pong latency (lines: Hockney fits)")
     ax_b.set_ylabel("bandwidth (MB/s)")
@@ -414,10 +416,8 @@ def mpi_collectives_figure(summary, curves):  # type: ignore[no-untyped-def]
                 f = curves.get((transport, bench, model))
                 if f is not None:
                     ax.plot(m, f(np.full_like(m, p), m) / 1e3, color=color, ls=ls, lw=0.7)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
+        log_axes(ax, "bytes per rank")
         ax.set_title(bench)
-        ax.set_xlabel("bytes per rank")
     axes[0][0].set_ylabel("time, max over ranks (µs)")
     fig.legend(loc="lower center", ncol=3, fontsize=6.5, bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
