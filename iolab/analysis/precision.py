@@ -114,6 +114,19 @@ def _label(f: Finding) -> str:
     return f"{f.claim} {f.part}"
 
 
+def _round_costs(todo: Mapping[str, list[Any]], reps: list[int], seconds_per_rep: Mapping[str, float],
+                 seconds_per_cell: float | None) -> list[tuple[float, str, dict[str, Any]]]:
+    """(seconds, experiment, what to measure) for each experiment's share of
+    a round of ``reps``: whole repetitions, or for echo only its unsettled cells."""
+    costed = []
+    for experiment, cells in sorted(todo.items()):
+        if experiment == "echo" and cells and seconds_per_cell is not None:
+            costed.append((seconds_per_cell * len(cells) * len(reps), experiment, {"reps": reps, "cells": cells}))
+        else:
+            costed.append((seconds_per_rep.get(experiment, 0.0) * len(reps), experiment, {"reps": reps}))
+    return costed
+
+
 def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int,
                precision: Mapping[str, Any] | PrecisionSettings,
                spent_seconds: float, seconds_per_rep: Mapping[str, float],
@@ -142,16 +155,10 @@ def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int,
     todo = wanted(within_reach, target)
     first = repeats + round_ * per_round + 1
     reps = list(range(first, first + per_round))
-    # What each experiment's share of the round costs; the cheapest go first,
-    # so one expensive experiment (MPI, minutes a repetition) that no longer
-    # fits the budget does not keep the cheap echo cells and cost probes from
-    # being decided.
-    costed: list[tuple[float, str, dict[str, Any]]] = []
-    for experiment, cells in sorted(todo.items()):
-        if experiment == "echo" and cells and seconds_per_cell is not None:
-            costed.append((seconds_per_cell * len(cells) * per_round, experiment, {"reps": reps, "cells": cells}))
-        else:
-            costed.append((seconds_per_rep.get(experiment, 0.0) * per_round, experiment, {"reps": reps}))
+    # The cheapest go first, so one expensive experiment (MPI, minutes a
+    # repetition) that no longer fits the budget does not keep the cheap echo
+    # cells and cost probes from being decided.
+    costed = _round_costs(todo, reps, seconds_per_rep, seconds_per_cell)
     cost = 0.0
     nxt: dict[str, dict[str, Any]] = {}
     for seconds, experiment, what in sorted(costed, key=lambda t: (t[0], t[1])):
