@@ -112,6 +112,16 @@ def native_build() -> Path:
     return REPO / "native" / "build"
 
 
+@pytest.fixture(scope="session")
+def mpi_build() -> Path:
+    """The optimised and the sanitizer builds of the MPI probes only."""
+    for extra in ([], ["SAN=1"]):
+        res = subprocess.run(["make", "-C", str(REPO / "native"), "mpi", *extra], capture_output=True,
+                             text=True, timeout=600)
+        assert res.returncode == 0, res.stdout + res.stderr
+    return REPO / "native" / "build"
+
+
 def write_sshd_files(d: Path, settings: str) -> Path:
     """Host and user keys, authorized_keys and an sshd_config (``settings``
     plus key-only root login) in ``d`` for a test's own sshd; the config's path."""

@@ -24,18 +24,8 @@ from iolab.runners.local import RunError
 
 from conftest import REPO
 
-BUILD = REPO / "native" / "build"
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="network namespaces need root")
-
-
-@pytest.fixture(scope="module")
-def mpi_build() -> Path:
-    for extra in ([], ["SAN=1"]):
-        res = subprocess.run(["make", "-C", str(REPO / "native"), "mpi", *extra], capture_output=True,
-                             text=True, timeout=600)
-        assert res.returncode == 0, res.stdout + res.stderr
-    return BUILD
 
 
 def mpirun(*args: str, np_: int = 2, btl: str = "self,vader", timeout: float = 120,

@@ -14,7 +14,7 @@ from iolab import formats, tables
 from iolab.experiments import mpi
 from iolab.analysis import mpistats
 
-from test_mpi import mpi_build, mpirun, settings  # noqa: F401  (the fixture builds the probes)
+from test_mpi import mpirun, settings
 
 
 def _rows(path: Path) -> pd.DataFrame:
