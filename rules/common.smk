@@ -26,12 +26,14 @@ except ConfigError as e:
     fail_config(str(e))
 
 NODES = [n.name for n in RUN.nodes]
+# The entries as the config holds them: run keys digest them, and the
+# measurements get them as JSON.
 NODE_BY_NAME = {n["name"]: n for n in config["nodes"]}
 # Nodes that cannot run here, with the reason (a vm node without hardware
 # KVM); the rest of the run goes on, and the reason is in results/nodes.json.
 from iolab.runners.qemu import skip_reason  # noqa: E402
 
-SKIPPED_NODES = {n["name"]: r for n in config["nodes"] if (r := skip_reason(n))}
+SKIPPED_NODES = {n.name: r for n in RUN.nodes if (r := skip_reason(n))}
 for _name, _reason in SKIPPED_NODES.items():
     print(f"iolab: skipping node {_name}: {_reason}", file=sys.stderr)
 REPS = list(range(1, RUN.repeats + 1))
