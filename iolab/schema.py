@@ -9,10 +9,11 @@ its part of the schema names.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, Self
 
+import fastjsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -39,19 +40,25 @@ def schema_default(*path: str) -> Any:
     return subschema(*path).get("default")
 
 
+@cache
+def _compiled(*path: str) -> Callable[[Any], Any]:
+    # fastjsonschema, not jsonschema: importing jsonschema builds its format
+    # checkers' grammars, about 2 s here, and every measurement job pays it.
+    return fastjsonschema.compile(subschema(*path))
+
+
 def schema_problem(value: Mapping[str, Any], *path: str) -> str | None:
     """What the schema of ``path`` finds wrong with ``value`` that the models
     leave to it (ranges, patterns, list lengths), as one line naming the key
     within ``value``; None if nothing. For a section that did not come
     through Snakemake's validation."""
-    import jsonschema
-
-    schema = subschema(*path)
-    error = jsonschema.exceptions.best_match(jsonschema.validators.validator_for(schema)(schema).iter_errors(value))
-    if error is None:
-        return None
-    key = ".".join(str(k) for k in error.absolute_path)
-    return f"{key}: {error.message}" if key else error.message
+    try:
+        _compiled(*path)(dict(value))
+    except fastjsonschema.JsonSchemaValueException as e:
+        key = ".".join(str(p) for p in e.path[1:])          # path[0] is "data", the value itself
+        what = f"{e.message.removeprefix(e.name).strip()} (it is {e.value!r})"
+        return f"{key}: {what}" if key else what
+    return None
 
 
 def from_schema(*path: str) -> Any:

@@ -330,12 +330,12 @@ def test_a_config_the_model_cannot_type_is_one_line() -> None:
 
 @pytest.mark.parametrize("experiment, node, settings, expected", [
     ("syscall", {"name": "local", "runner": "local"}, {"batches": 2},
-     "iolab: experiments.syscall: batches: 2 is less than the minimum of 10"),
+     "iolab: experiments.syscall: batches: must be bigger than or equal to 10 (it is 2)"),
     ("echo", {"name": "local", "runner": "local"}, {"presets": {"epoll": []}, "duration": 0,
                                                    "cells": [["epoll", 1, 128]]},
-     "iolab: experiments.echo: duration: 0 is less than or equal to the minimum of 0"),
+     "iolab: experiments.echo: duration: must be bigger than 0 (it is 0)"),
     ("syscall", {"name": "local", "runner": "local", "port": 0}, {},
-     "iolab: node 'local': port: 0 is less than the minimum of 1"),
+     "iolab: node 'local': port: must be bigger than or equal to 1 (it is 0)"),
 ])
 def test_a_section_given_by_hand_is_held_to_the_schemas_ranges(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                experiment: str, node: dict, settings: dict,
