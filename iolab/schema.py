@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any, Self
 
-import fastjsonschema
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -44,6 +43,10 @@ def schema_default(*path: str) -> Any:
 def _compiled(*path: str) -> Callable[[Any], Any]:
     # fastjsonschema, not jsonschema: importing jsonschema builds its format
     # checkers' grammars, about 2 s here, and every measurement job pays it.
+    # Imported here: only python -m iolab.measure checks ranges, and every
+    # notebook and the Snakefile import this module.
+    import fastjsonschema
+
     return fastjsonschema.compile(subschema(*path))
 
 
@@ -52,9 +55,11 @@ def schema_problem(value: Mapping[str, Any], *path: str) -> str | None:
     leave to it (ranges, patterns, list lengths), as one line naming the key
     within ``value``; None if nothing. For a section that did not come
     through Snakemake's validation."""
+    from fastjsonschema import JsonSchemaValueException
+
     try:
         _compiled(*path)(dict(value))
-    except fastjsonschema.JsonSchemaValueException as e:
+    except JsonSchemaValueException as e:
         key = ".".join(str(p) for p in e.path[1:])          # path[0] is "data", the value itself
         what = f"{e.message.removeprefix(e.name).strip()} (it is {e.value!r})"
         return f"{key}: {what}" if key else what

@@ -114,12 +114,12 @@ def _label(f: Finding) -> str:
     return f"{f.claim} {f.part}"
 
 
-def _round_costs(todo: Mapping[str, list[Any]], reps: list[int], seconds_per_rep: Mapping[str, float],
+def _round_costs(to_repeat: Mapping[str, list[Any]], reps: list[int], seconds_per_rep: Mapping[str, float],
                  seconds_per_cell: float | None) -> list[tuple[float, str, dict[str, Any]]]:
     """(seconds, experiment, what to measure) for each experiment's share of
     a round of ``reps``: whole repetitions, or for echo only its unsettled cells."""
     costed = []
-    for experiment, cells in sorted(todo.items()):
+    for experiment, cells in sorted(to_repeat.items()):
         if experiment == "echo" and cells and seconds_per_cell is not None:
             costed.append((seconds_per_cell * len(cells) * len(reps), experiment, {"reps": reps, "cells": cells}))
         else:
@@ -152,13 +152,13 @@ def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int,
         plan.reason = ("the undecided verdicts need more repetitions than the remaining rounds can add "
                        "(the claims table gives each one's estimate)")
         return plan
-    todo = wanted(within_reach, target)
+    to_repeat = wanted(within_reach, target)
     first = repeats + round_ * per_round + 1
     reps = list(range(first, first + per_round))
     # The cheapest go first, so one expensive experiment (MPI, minutes a
     # repetition) that no longer fits the budget does not keep the cheap echo
     # cells and cost probes from being decided.
-    costed = _round_costs(todo, reps, seconds_per_rep, seconds_per_cell)
+    costed = _round_costs(to_repeat, reps, seconds_per_rep, seconds_per_cell)
     cost = 0.0
     nxt: dict[str, dict[str, Any]] = {}
     for seconds, experiment, what in sorted(costed, key=lambda t: (t[0], t[1])):
