@@ -30,6 +30,20 @@ def test_median_ci_is_the_order_statistic_interval() -> None:
     assert stats.median_ci([3, 1, 2, 6, 5, 4]) == (1.0, 6.0)
 
 
+def test_median_ci_equals_scipys_quantile_test_on_the_data_itself() -> None:
+    """median_ci asks scipy for the ranks once per sample size; on any data
+    (ties, infinities, unsorted) it must equal scipy's interval on that data."""
+    rng = np.random.default_rng(3)
+    for n in range(1, 60):
+        for confidence in (0.9, 0.95, 0.99):
+            a = rng.lognormal(0, 0.2, n).round(1)  # rounding makes ties
+            if n > 3:
+                a[rng.integers(n)] = math.inf
+            ci = sps.quantile_test(a, p=0.5).confidence_interval(confidence)
+            want = (-math.inf if math.isnan(ci.low) else ci.low, math.inf if math.isnan(ci.high) else ci.high)
+            assert stats.median_ci(a, confidence) == want, (n, confidence)
+
+
 def test_too_few_repetitions_give_an_unbounded_interval() -> None:
     est = stats.across_reps([1.0, 1.1, 0.9])
     assert est.value == 1.0 and (est.low, est.high) == (-math.inf, math.inf) and est.n == 3

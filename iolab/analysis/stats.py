@@ -17,6 +17,7 @@ depends on it is undecided.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,15 +67,28 @@ def _finite_or_inf(values: ArrayLike) -> np.ndarray:
     return np.sort(a[~np.isnan(a)])
 
 
+@functools.lru_cache(maxsize=None)
+def _median_ci_ranks(n: int, confidence: float) -> tuple[int, int] | None:
+    """The 0-based order statistics that bound the median's CI for a sample
+    of ``n``, or None when no pair covers it. They depend on n alone, so
+    scipy's interval is asked once per n (the claims ask thousands of times)."""
+    ci = sps.quantile_test(np.arange(n, dtype=float), p=0.5).confidence_interval(confidence)
+    if math.isnan(ci.low) or math.isnan(ci.high):
+        return None
+    return int(ci.low), int(ci.high)
+
+
 def median_ci(values: ArrayLike, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Distribution-free CI for the median of ``values`` (one per repetition);
-    (-inf, inf) when there are too few of them for the confidence asked."""
+    """Distribution-free CI for the median of ``values`` (one per repetition):
+    ``scipy.stats.quantile_test``'s order statistics; (-inf, inf) when there
+    are too few of them for the confidence asked."""
     a = _finite_or_inf(values)
     if a.size == 0:
         raise ValueError("median_ci of an empty sample")
-    ci = sps.quantile_test(a, p=0.5).confidence_interval(confidence)
-    low, high = float(ci.low), float(ci.high)
-    return (-math.inf if math.isnan(low) else low, math.inf if math.isnan(high) else high)
+    ranks = _median_ci_ranks(int(a.size), confidence)
+    if ranks is None:
+        return -math.inf, math.inf
+    return float(a[ranks[0]]), float(a[ranks[1]])
 
 
 def across_reps(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 0) -> Estimate:
@@ -112,16 +126,14 @@ def expected_ci(per_rep: ArrayLike, reps: int, confidence: float = CONFIDENCE) -
     came from the distribution the ones at hand show: the order statistics
     scipy's interval picks for ``reps``, placed at the observed quantiles."""
     a = _finite_or_inf(per_rep)
-    ranks = np.arange(1.0, reps + 1)
-    ci = sps.quantile_test(ranks, p=0.5).confidence_interval(confidence)
-    if math.isnan(ci.low):
+    ranks = _median_ci_ranks(reps, confidence)
+    if ranks is None:
         return -math.inf, math.inf
-    # The sample is 1..reps, so the interval's ends are the ranks it chose;
-    # rank k of reps sits near quantile k / (reps + 1). Infinite values (a
-    # crossover that never happens) rule out interpolation.
+    # 1-based rank k of reps sits near quantile k / (reps + 1). Infinite
+    # values (a crossover that never happens) rule out interpolation.
     method = "linear" if np.isfinite(a).all() else "inverted_cdf"
-    return tuple(float(np.quantile(a, float(r) / (reps + 1), method=method))  # type: ignore[return-value]
-                 for r in (ci.low, ci.high))
+    return tuple(float(np.quantile(a, (r + 1) / (reps + 1), method=method))  # type: ignore[return-value]
+                 for r in ranks)
 
 
 def mean_of_smallest(x: ArrayLike, k: int = 3) -> float:
