@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -30,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import papermill
+
 from iolab.tables import raw_files_under
 
 REPO = Path(__file__).resolve().parent.parent
@@ -37,15 +38,12 @@ NOTEBOOKS = REPO / "notebooks"
 REFERENCE = "data/reference"
 # The kernel imports this checkout's iolab, whichever checkout the venv points to.
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-# A table parameter in a notebook's parameters cell: `echo_table = "auto"`.
-TABLE_PARAMETER = re.compile(r"^(\w+_table)\s*=", re.MULTILINE)
 
 
-def table_parameters(source: Path) -> list[str]:
-    parameters_cell = source.read_text().split('# %% tags=["parameters"]', 1)
-    if len(parameters_cell) != 2:
-        sys.exit(f"notebook_time: {source.name} has no parameters cell")
-    return TABLE_PARAMETER.findall(parameters_cell[1].split("# %%", 1)[0])
+def table_parameters(name: str) -> list[str]:
+    """The notebook's ``*_table`` parameters, read by papermill from the paired
+    .ipynb's parameters cell (tests/test_notebooks.py keeps the pair in sync)."""
+    return [p for p in papermill.inspect_notebook(str(NOTEBOOKS / f"{name}.ipynb")) if p.endswith("_table")]
 
 
 def tool(name: str) -> str:
@@ -61,7 +59,7 @@ def tool(name: str) -> str:
 def run_once(name: str, scratch: Path) -> float:
     source = NOTEBOOKS / f"{name}.py"
     flags = []
-    for table in table_parameters(source):
+    for table in table_parameters(name):
         experiment = table.removesuffix("_table")
         flags += ["-p", table, REFERENCE if raw_files_under(REPO / REFERENCE, experiment) else ""]
     out = scratch / name
