@@ -33,3 +33,23 @@ def test_repro_help_lists_every_command() -> None:
     listed = set(re.findall(r"^  ([a-z]+)\b", out, re.M))
     handled = set(re.findall(r"^  ([a-z]+)\)$", (REPO / "repro").read_text(), re.M))
     assert handled and handled <= listed, handled - listed
+
+
+def timing_rows(text: str) -> list[list[str]]:
+    """The cells of every Markdown table row in ``text``."""
+    return [[c.strip() for c in ln.strip().strip("|").split("|")] for ln in text.splitlines()
+            if ln.lstrip().startswith("|") and not re.fullmatch(r"[|\s:-]+", ln.strip())]
+
+
+def test_every_readme_wall_time_is_a_recorded_run() -> None:
+    # The README's "How long it takes" table quotes runs as "<N> s at <commit>";
+    # each must be a row of benchmarks/wall_times.md with that commit and time.
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("### How long it takes"):]
+    section = section[:section.index("\n#", 1)]
+    quoted = re.findall(r"\b(\d+) s at ([0-9a-f]{7})\b", section)
+    assert len(quoted) >= 4, quoted
+    rows = timing_rows((REPO / "benchmarks" / "wall_times.md").read_text())
+    missing = [(secs, commit) for secs, commit in quoted
+               if not any(commit in row and any(re.search(rf"\b{secs} s\b", c) for c in row) for row in rows)]
+    assert missing == [], f"README wall times not in benchmarks/wall_times.md: {missing}"
