@@ -56,20 +56,24 @@ def tool(name: str) -> str:
     return found
 
 
-def run_once(name: str, scratch: Path) -> float:
-    source = NOTEBOOKS / f"{name}.py"
+def reference_flags(name: str) -> list[str]:
+    """papermill -p flags pointing each of the notebook's tables at the reference data."""
     flags = []
     for table in table_parameters(name):
         experiment = table.removesuffix("_table")
         flags += ["-p", table, REFERENCE if raw_files_under(REPO / REFERENCE, experiment) else ""]
+    return flags
+
+
+def run_once(name: str, tables: list[str], jupytext: str, papermill_cli: str, scratch: Path) -> float:
     out = scratch / name
     out.mkdir(parents=True)
-    flags += ["-p", "figure_dir", str(out / "figures"), "-p", "numbers_out", str(out / "numbers.json"),
-              "-p", "manifest_out", str(out / "manifest.json")]
+    flags = [*tables, "-p", "figure_dir", str(out / "figures"), "-p", "numbers_out", str(out / "numbers.json"),
+             "-p", "manifest_out", str(out / "manifest.json")]
     start = time.monotonic()
-    notebook = subprocess.run([tool("jupytext"), "--quiet", "--to", "ipynb", "--output", "-",
-                               str(source)], cwd=REPO, capture_output=True, check=True).stdout
-    res = subprocess.run([tool("papermill"), "--no-progress-bar", "--cwd", ".", "-",
+    notebook = subprocess.run([jupytext, "--quiet", "--to", "ipynb", "--output", "-",
+                               str(NOTEBOOKS / f"{name}.py")], cwd=REPO, capture_output=True, check=True).stdout
+    res = subprocess.run([papermill_cli, "--no-progress-bar", "--cwd", ".", "-",
                           str(out / f"{name}.ipynb"), *flags],
                          cwd=REPO, input=notebook, capture_output=True, env=ENV)
     seconds = time.monotonic() - start
@@ -92,12 +96,15 @@ def main() -> None:
     if unknown:
         parser.error(f"no notebook {', '.join(unknown)} (there are: {', '.join(available)})")
     names = args.notebooks or available
-    tool("jupytext"), tool("papermill")
+    # Tools and parameters are looked up once, outside the timed runs.
+    jupytext, papermill_cli = tool("jupytext"), tool("papermill")
+    tables = {name: reference_flags(name) for name in names}
     times: dict[str, list[float]] = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="iolab-notebooks-") as scratch:
         for n in range(args.rounds):
             for name in names:
-                times[name].append(run_once(name, Path(scratch) / f"round{n}"))
+                times[name].append(run_once(name, tables[name], jupytext, papermill_cli,
+                                            Path(scratch) / f"round{n}"))
             print(f"round {n + 1}/{args.rounds}", file=sys.stderr)
     for name, values in times.items():
         print(f"{name:12s} median {statistics.median(values):5.1f} s  "
