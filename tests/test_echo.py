@@ -543,6 +543,49 @@ def test_loadgen_reports_a_server_that_stops_answering(native_build: Path, model
     assert "2 timeouts" in res.stderr
 
 
+def context_switches_and_cpu_ticks(pid: int) -> tuple[int, int]:
+    """All of a process's threads' context switches, and its CPU time in clock ticks."""
+    switches = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        switches += int(fields["voluntary_ctxt_switches"]) + int(fields["nonvoluntary_ctxt_switches"])
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return switches, int(stat[11]) + int(stat[12])   # utime, stime
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_threads_at_the_start_line_sleep_until_every_connection_is_up(native_build: Path, model: str) -> None:
+    """A listener that never accepts, its queue full, holds two of four
+    connect()s and so the start line; the threads that got through, and
+    loadgen's main thread, must sleep there. A thousand threads polling
+    every millisecond once cost 20 s of CPU to start a 1.5 s run; polling
+    adds about 500 switches per thread per half second, spinning about 50
+    ticks."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)   # two connections fill the queue; later SYNs are dropped, their connect() retries
+    argv = [str(native_build / "loadgen"), "--port", str(listener.getsockname()[1]), "--bytes", "64",
+            "--duration", "1", "--warmup", "0", "--model", model]
+    # Four threads of one connection each: the queue takes two, two wait in connect().
+    argv += ["--connections", "4"] + ([] if model == "thread-per-connection" else ["--threads", "4"])
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(Path(f"/proc/{proc.pid}/task").iterdir())) < 5:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            time.sleep(0.05)
+        time.sleep(0.3)   # the first connection through, its thread at the start line
+        before = context_switches_and_cpu_ticks(proc.pid)
+        time.sleep(0.5)
+        after = context_switches_and_cpu_ticks(proc.pid)
+        assert proc.poll() is None
+        assert after[0] - before[0] < 20 and after[1] - before[1] < 5, (before, after)
+    finally:
+        proc.kill()
+        proc.wait()
+        listener.close()
+
+
 @pytest.mark.parametrize("flags", [["--pipeline", "2"], ["--rate", "100"], ["--threads", "2"]])
 def test_thread_per_connection_refuses_event_loop_flags(native_build: Path, flags: list[str]) -> None:
     res = subprocess.run([str(native_build / "loadgen"), "--port", "1", "--model", "thread-per-connection",

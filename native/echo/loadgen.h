@@ -61,7 +61,7 @@ void fail_setup(const char *what);
 int connect_one(void);
 /* Count this thread as connected, then wait until every thread is and the
  * clock has started (the ramp-up is not measured). */
-void ready_then_wait_for_clock(int sleep_between);
+void ready_then_wait_for_clock(void);
 
 /* Payload bytes [off, off + len) of request seq on connection conn into buf. */
 void fill_payload(uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len);

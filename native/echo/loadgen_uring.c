@@ -277,7 +277,7 @@ void *run_uring_thread(void *arg)
 		if (open_connection(t, &t->conns[i]) == 0)
 			arm_recv(&u, &t->conns[i], i);
 	}
-	ready_then_wait_for_clock(0);
+	ready_then_wait_for_clock();
 	for (int i = 0; i < t->nconn; i++) {
 		start_connection_clock(t, &t->conns[i], i);
 		try_send(&u, &t->conns[i], i, now_ns());
