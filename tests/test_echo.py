@@ -572,7 +572,8 @@ def test_threads_at_the_start_line_sleep_until_every_connection_is_up(native_bui
     try:
         deadline = time.monotonic() + 30
         while len(list(Path(f"/proc/{proc.pid}/task").iterdir())) < 5:
-            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "loadgen did not start its 4 threads within 30 s"
             time.sleep(0.05)
         time.sleep(0.3)   # the first connection through, its thread at the start line
         before = context_switches_and_cpu_ticks(proc.pid)

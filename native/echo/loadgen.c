@@ -32,7 +32,6 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
