@@ -59,6 +59,15 @@ def test_lock_has_hashes_for_every_package() -> None:
     assert pkgs and all("--hash=sha256:" in b for b in pkgs)
 
 
+def test_the_lock_leaves_out_the_iri_grammar_jsonschema_compiles_at_import() -> None:
+    # DESIGN (entry point): about 1 s of every Snakemake, papermill and
+    # jupytext start; a lock regenerated without --no-emit-package brings it back.
+    lock = lock_pins()
+    assert "rfc3987-syntax" not in lock and "lark" not in lock, \
+        "regenerate the lock with --no-emit-package rfc3987-syntax --no-emit-package lark"
+    assert "--no-emit-package rfc3987-syntax --no-emit-package lark" in (REPO / "requirements.lock").read_text()
+
+
 def test_conda_provides_the_native_dependencies() -> None:
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     names = {d.split("=")[0] for d in env["dependencies"] if isinstance(d, str)}
