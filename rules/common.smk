@@ -165,6 +165,7 @@ PRECISION = RUN.precision
 # (iolab.analysis.claims.evaluate: the first in name order).
 CLAIM_EXPERIMENTS = ["syscall", "sendrecv", "uring_batch", "echo", "mpi"]
 CLAIM_NODE = sorted(n for n in NODES if n not in SKIPPED_NODES and node_runs(n, "syscall"))[0]
+PRECISION_PLAN = "results/precision/round{round}.json"
 
 
 def precision_plan(round_):
@@ -201,6 +202,12 @@ def table_inputs(experiment):
     """The raw files a tidy table is built from: with adaptive precision, every round's."""
     if not PRECISION.enabled or experiment not in CLAIM_EXPERIMENTS or not node_runs(CLAIM_NODE, experiment):
         return raw_files(experiment)
+    if not os.path.exists(PRECISION_PLAN.format(round=0)):
+        # Round 0's plan as a plain input until it exists: asked through the
+        # checkpoint, Snakemake keeps a table that exists (e.g. from a run
+        # without precision) and neither plans nor measures anything. Once the
+        # plan is written, the checkpoint's dependants are evaluated again.
+        return raw_files(experiment) + [PRECISION_PLAN.format(round=0)]
     return raw_files_through(experiment, final_round())
 
 

@@ -10,7 +10,7 @@ checkpoint precision_plan:
         raw=lambda w: [f for e in CLAIM_EXPERIMENTS if e in EXPERIMENTS and node_runs(CLAIM_NODE, e)
                        for f in raw_files_through(e, int(w.round))],
     output:
-        "results/precision/round{round}.json",
+        PRECISION_PLAN,
     wildcard_constraints:
         round=r"\d+",
     params:

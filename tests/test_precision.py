@@ -153,3 +153,30 @@ def test_a_spent_budget_adds_nothing(workflow: Path, tmp_path: Path) -> None:
     plan0 = json.loads((workflow / "results" / "precision" / "round0.json").read_text())
     assert plan0["stop"] and "would overrun the budget" in plan0["reason"]
     assert sorted(pd.read_parquet(workflow / "results" / "tables" / "syscall.parquet")["rep"].unique()) == [1, 2]
+
+
+def test_turning_precision_on_over_a_finished_run_plans_and_rebuilds_its_tables(workflow: Path,
+                                                                               tmp_path: Path) -> None:
+    # The README's order: the default profile first, then the paper profile
+    # (precision on) in the same checkout. Snakemake keeps a table that exists
+    # when the checkpoint it waits for has never run; the paper would then be
+    # built from the first run's tables.
+    without = tmp_path / "without.yaml"
+    without.write_text(yaml.safe_dump({"precision": {"enabled": False},
+                                       "experiments": {"echo": {"enabled": False}, "mpi": {"enabled": False},
+                                                       "trace": {"enabled": False}}}))
+    first = snakemake(workflow, "results/tables/syscall.parquet", "--cores", "all",
+                      "--configfile", "config/profiles/smoke.yaml", str(without))
+    assert first.returncode == 0, first.stderr[-4000:]
+    table = workflow / "results" / "tables" / "syscall.parquet"
+    built = table.stat().st_mtime_ns
+    assert not (workflow / "results" / "precision").exists()
+    precision = overlay(tmp_path, {"budget_minutes": 30, "reps_per_round": 1, "max_rounds": 1}, echo=False)
+    res = snakemake(workflow, "results/tables/syscall.parquet", "--cores", "all",
+                    "--configfile", "config/profiles/smoke.yaml", str(precision))
+    assert res.returncode == 0, res.stderr[-4000:]
+    # Two repetitions give no interval, so round 0 plans a third.
+    plan0 = json.loads((workflow / "results" / "precision" / "round0.json").read_text())
+    assert plan0["next"]["syscall"]["reps"] == [3], plan0
+    assert table.stat().st_mtime_ns > built, "the table was kept from the run without precision"
+    assert sorted(pd.read_parquet(table)["rep"].unique()) == [1, 2, 3]
