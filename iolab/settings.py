@@ -113,7 +113,7 @@ def _presets(specs: Any) -> Any:
 
 
 class EchoSetup(Section):
-    client: Literal["event-loop", "event-loop-uring", "thread-per-connection"]
+    client: Literal["auto", "event-loop", "event-loop-uring", "thread-per-connection"]
     layout: Literal["pinned", "shared"]
     only: tuple[str, ...] | None = None      # these presets only (None: every one)
 

@@ -52,8 +52,9 @@ out = Outputs("echo", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
 all_echo = tables.load("echo", echo_table, reps=reps)
 node = models.choose_node(all_echo, node)
-# Our event-loop client's cells where both client models ran (the claims
-# notebook judges the sources' claims with theirs).
+# Our event-loop client's cells (on io_uring where the node ran it) where
+# several client models ran (the claims notebook judges the sources' claims
+# with theirs).
 echo = echostats.one_setup(echostats.select(all_echo, node, presets), echostats.OUR_SETUP)
 print("setup:", echostats.setup_note(echo))
 summary = echostats.summarize(echo)

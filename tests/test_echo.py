@@ -18,6 +18,7 @@ import signal
 import socket
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -695,6 +696,70 @@ def test_a_sweep_cell_runs_under_the_uring_client(native_build: Path, tmp_path: 
     assert (report["model"], report["pipeline"], report["threads"]) == ("event-loop-uring", 2, 2)
 
 
+def loadgen_check(exe: Path, model: str, uid: int | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(exe), "--model", model, "--check"], capture_output=True, text=True, timeout=60,
+                          user=uid, group=uid, extra_groups=[] if uid is not None else None, check=False)
+
+
+IO_URING_DISABLED = Path("/proc/sys/kernel/io_uring_disabled")
+
+
+@pytest.mark.skipif(not IO_URING_DISABLED.exists(), reason="needs kernel.io_uring_disabled (Linux 6.6)")
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to set kernel.io_uring_disabled")
+def test_the_auto_client_takes_io_uring_where_the_kernel_allows_it_else_epoll(native_build: Path) -> None:
+    """--model auto is the io_uring loop on a kernel that allows its ring, and
+    the epoll loop, with the kernel's reason, on one that refuses it: here a
+    process the kernel denies io_uring (kernel.io_uring_disabled = 1 denies
+    it to processes without CAP_SYS_ADMIN outside io_uring_group)."""
+    here = loadgen_check(native_build / "loadgen", "auto")
+    assert here.returncode == 0, here.stderr
+    assert json.loads(here.stdout) == {"model": "event-loop-uring", "uring_unavailable": ""}
+    # A copy that uid 65534 can run: the checkout may sit under a directory only root enters.
+    outside = Path(tempfile.mkdtemp(prefix="iolab-loadgen-"))
+    try:
+        outside.chmod(0o755)
+        exe = Path(shutil.copy2(native_build / "loadgen", outside / "loadgen"))
+        before = IO_URING_DISABLED.read_text().strip()
+        IO_URING_DISABLED.write_text("1")
+        try:
+            denied_auto = loadgen_check(exe, "auto", uid=65534)
+            denied_uring = loadgen_check(exe, "event-loop-uring", uid=65534)
+        finally:
+            IO_URING_DISABLED.write_text(before)
+    finally:
+        shutil.rmtree(outside)
+    assert denied_auto.returncode == 0, denied_auto.stderr
+    picked = json.loads(denied_auto.stdout)
+    assert picked["model"] == "event-loop"
+    assert "refused a SINGLE_ISSUER|DEFER_TASKRUN ring: Operation not permitted" in picked["uring_unavailable"]
+    assert "kernel.io_uring_disabled" in picked["uring_unavailable"]
+    # Asked for by name, the io_uring loop is refused in one line rather than replaced.
+    assert denied_uring.returncode == 2 and denied_uring.stdout == ""
+    assert denied_uring.stderr.count("\n") == 1 and "--model event-loop-uring: the kernel refused" in denied_uring.stderr
+
+
+def test_a_sweep_resolves_the_auto_client_once_and_records_what_ran(native_build: Path, tmp_path: Path) -> None:
+    """The default setup's client "auto" is resolved before the first cell:
+    the table names the model that ran, a setup that then repeats another
+    is measured once, and the provenance says what "auto" chose."""
+    settings = {**SWEEP, "connections": [2], "presets": {"epoll": [], "default": []},
+                "setups": [{"client": "auto", "layout": "pinned"},
+                           {"client": "event-loop-uring", "layout": "pinned"}]}
+    planned, picked = echo_exp.resolve_auto_client(echo_exp.cells(settings, 3), LocalRunner())
+    assert picked == {"model": "event-loop-uring", "uring_unavailable": ""}
+    assert sorted((c.preset, c.client) for c in planned) == [("default", "event-loop-uring"),
+                                                              ("epoll", "event-loop-uring")]
+    # No "auto" anywhere: nothing to resolve, nothing recorded.
+    explicit = echo_exp.cells({**settings, "setups": settings["setups"][1:]}, 3)
+    assert echo_exp.resolve_auto_client(explicit, LocalRunner()) == (explicit, {})
+    raw = tmp_path / "rep1.csv"
+    extra = echo_exp.run_sweep(settings, {"server": 0, "client": "1"}, 3, raw, histograms_path(raw),
+                               progress=False)
+    assert extra["echo"]["client_auto"] == picked and extra["echo"]["cells"] == 2
+    table = tables.read_echo_csv(raw)
+    assert (table["status"] == "ok").all() and set(table["client"]) == {"event-loop-uring"}
+
+
 def test_uring_client_sees_a_server_that_closes(native_build: Path) -> None:
     """The server goes away mid-run: every connection ends as an early
     close (a receive of 0 bytes or a failed send), nothing hangs."""
@@ -946,9 +1011,10 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     assert sorted(ratios["layout"]) == ["pinned", "shared"]
     with pytest.raises(ValueError, match="keep one setup"):
         echostats.ratio_per_rep(ratios, 3, 64)
-    for setup in echostats.OUR_SETUP, echostats.SOURCE_SETUP:
+    # Ours prefers the io_uring client; this node ran the epoll one, so that is ours here.
+    for setup, client in (echostats.OUR_SETUP, "event-loop"), (echostats.SOURCE_SETUP, "thread-per-connection"):
         one = echostats.one_setup(table, setup)
-        assert set(one["client"]) == {setup["client"]} and set(one["layout"]) == {setup["layout"]}
+        assert set(one["client"]) == {client} and set(one["layout"]) == {setup["layout"]}
         assert len(echostats.ratio_per_rep(echostats.paired_ratios(one, "default", "epoll"), 3, 64)) == 1
     assert echostats.seed_table(table)["our setup"].iloc[0].startswith("thread-per-connection client, shared")
     # Files written before the client model and the layout were recorded:

@@ -211,7 +211,7 @@ def test_pipeline_runs_echo_mpi_and_ib_on_ssh_nodes(two_nodes: dict, tmp_path: P
     echo = tables.read_echo_csv(echo_raw)
     # Both servers at c = 50 under both client setups, the client on this machine.
     assert (echo["status"] == "ok").all()
-    assert echo["client"].value_counts().to_dict() == {"event-loop": 2, "thread-per-connection": 2}
+    assert echo["client"].value_counts().to_dict() == {"event-loop-uring": 2, "thread-per-connection": 2}
     assert echo["layout"].value_counts().to_dict() == {"pinned": 2, "shared": 2}
     side = json.loads(echo_raw.with_name("rep1.provenance.json").read_text())
     assert side["echo"]["client_node"] == "local" and side["echo"]["bind"] == "0.0.0.0"

@@ -170,7 +170,7 @@ def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
     assert (echo.loc[~helpers, "status"] == "ok").all() and (echo.loc[~helpers, "helper_cpus"] == "").all()
     echo = echo[echo["status"] == "ok"]
     assert (echo["server_ns_per_request"] > 0).all()
-    assert set(zip(echo["client"], echo["layout"], strict=True)) == {("event-loop", "pinned"),
+    assert set(zip(echo["client"], echo["layout"], strict=True)) == {("event-loop-uring", "pinned"),
                                                                      ("thread-per-connection", "shared")}
     assert set(echo["server"]) == {"epoll", "uring", "go-net", "go-uring"}
     numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())

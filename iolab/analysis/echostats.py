@@ -9,12 +9,14 @@ Cells measured under several setups (the load generator's client model and
 the layout) are kept apart (``client`` and ``layout`` are part of every
 key); ``one_setup`` keeps one per node: the sources' (rust_echo_bench's
 thread-per-connection client, server and client sharing every CPU) for the
-claims, ours (event-loop client, each pinned to its own CPUs) for the
-figures, each where it ran."""
+claims, ours (our event-loop client, on io_uring where the node's kernel
+allowed it, else on epoll, each pinned to its own CPUs) for the figures,
+each where it ran."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -25,28 +27,35 @@ from .stats import across_reps
 KEYS = ["node", "client", "layout", "preset", "server", "connections", "bytes"]
 SETUP = ["client", "layout"]
 SOURCE_CLIENT = "thread-per-connection"   # rust_echo_bench's model, which every source used
-OUR_CLIENT = "event-loop"
+# Ours: the default setup's client "auto" runs the io_uring loop where the
+# node's kernel allows it, else the epoll one (``echo.resolve_auto_client``).
+OUR_CLIENTS = ("event-loop-uring", "event-loop")
 SOURCE_LAYOUT = "shared"                  # the sources pinned nothing
 OUR_LAYOUT = "pinned"
-SOURCE_SETUP = {"client": SOURCE_CLIENT, "layout": SOURCE_LAYOUT}
-OUR_SETUP = {"client": OUR_CLIENT, "layout": OUR_LAYOUT}
+SOURCE_SETUP: dict[str, str | tuple[str, ...]] = {"client": SOURCE_CLIENT, "layout": SOURCE_LAYOUT}
+OUR_SETUP: dict[str, str | tuple[str, ...]] = {"client": OUR_CLIENTS, "layout": OUR_LAYOUT}
+# What tables written before the client and layout columns existed ran.
+UNRECORDED_SETUP = {"client": "event-loop", "layout": OUR_LAYOUT}
 
 
 def with_setup(echo: pd.DataFrame) -> pd.DataFrame:
     """``echo`` with ``client`` and ``layout`` columns (tables from before
-    they existed were measured with the event-loop client, pinned)."""
-    missing = {c: OUR_SETUP[c] for c in SETUP if c not in echo}
+    they existed were measured with the epoll event-loop client, pinned)."""
+    missing = {c: UNRECORDED_SETUP[c] for c in SETUP if c not in echo}
     return echo.assign(**missing) if missing else echo
 
 
-def one_setup(echo: pd.DataFrame, prefer: dict[str, str]) -> pd.DataFrame:
+def one_setup(echo: pd.DataFrame, prefer: Mapping[str, str | Sequence[str]]) -> pd.DataFrame:
     """Per node, the cells of the ``prefer`` setup: for the client model and
-    then the layout, the preferred one where that node ran it, else what it ran."""
+    then the layout, the first preferred one that node ran (a column may name
+    several, best first), else everything it ran."""
     echo = with_setup(echo)
     for column in SETUP:
-        has = set(echo.loc[echo[column] == prefer[column], "node"])
-        keep = (echo[column] == prefer[column]) | ~echo["node"].isin(has)
-        echo = echo[keep.to_numpy()]
+        wanted = prefer[column]
+        for value in (wanted,) if isinstance(wanted, str) else wanted:
+            has = set(echo.loc[echo[column] == value, "node"])
+            keep = (echo[column] == value) | ~echo["node"].isin(has)
+            echo = echo[keep.to_numpy()]
     return echo
 
 

@@ -56,7 +56,7 @@ class Cell:
     flags: tuple[str, ...]
     connections: int
     bytes: int
-    client: str = "event-loop"          # loadgen --model
+    client: str = "event-loop"          # loadgen --model ("auto": resolved before a sweep)
     server: str = ""                    # presets.SERVER_PROGRAMS key; "" -> from the preset's name
     layout: str = "pinned"              # pinned: the node's cpus.server/client; shared: unpinned
     rate: float = 0.0                   # open loop at this many requests/s (loadgen --rate); 0: closed loop
@@ -327,6 +327,23 @@ def build_optional_servers(planned: Sequence[Cell], runner: Runner) -> dict[str,
     return unavailable
 
 
+def resolve_auto_client(planned: Sequence[Cell], runner: Runner) -> tuple[list[Cell], dict[str, str]]:
+    """``planned`` with the client model "auto" replaced by the one
+    ``loadgen --model auto --check`` picks on the load generator's node (the
+    io_uring loop where its kernel allows, else the epoll loop), less any
+    cell that then repeats another; and what it picked, and why, for the
+    provenance ({} when no cell asks for "auto")."""
+    if not any(c.client == "auto" for c in planned):
+        return list(planned), {}
+    with tempfile.TemporaryDirectory() as tmp:
+        answer = Path(tmp) / "check.json"
+        runner.run([runner.exe("loadgen"), "--model", "auto", "--check"], answer, timeout=60,
+                   name="load generator's model check")
+        picked: dict[str, str] = json.loads(answer.read_text().strip().splitlines()[-1])
+    resolved = [replace(c, client=picked["model"]) if c.client == "auto" else c for c in planned]
+    return list(dict.fromkeys(resolved)), picked
+
+
 class SweepFiles:
     """A sweep's two raw files, written a cell at a time as it is measured:
     one CSV row per cell, and the cell's latency buckets (``histogram(i)``,
@@ -366,7 +383,7 @@ def run_sweep(settings: Mapping[str, Any] | EchoSettings, cpus: Mapping[str, int
     """Measure every cell into out_csv and out_hist (both written by the
     caller's atomic paths). Returns provenance extras."""
     typed = EchoSettings.of(settings)
-    planned = cells(typed, seed)
+    planned, auto_client = resolve_auto_client(cells(typed, seed), client_runner or server_runner or LocalRunner())
     unbuilt = build_optional_servers(planned, server_runner or LocalRunner())
     failures: list[str] = []
     with SweepFiles(out_csv, out_hist, CELL_COLUMNS) as files:
@@ -393,7 +410,8 @@ def run_sweep(settings: Mapping[str, Any] | EchoSettings, cpus: Mapping[str, int
                       + (f" {float(row['rps']):,.0f} req/s" if row["status"] == "ok" else f" ({row['reason']})")
                       + f" [{time.monotonic() - start:.1f} s]", flush=True)
     return {"echo": {"cells": len(planned), "failed": failures, "order_seed": seed,
-                     "placement": dict(cpus), "bind": bind, "address": address}}
+                     "placement": dict(cpus), "bind": bind, "address": address,
+                     **({"client_auto": auto_client} if auto_client else {})}}
 
 
 def run_repetition(rep: Repetition) -> Measured:

@@ -18,7 +18,9 @@
  *
  * --model event-loop-uring runs the event loop on io_uring instead of epoll
  * (loadgen_uring.c): a cheaper client, so that the server, not the client,
- * is what a run measures.
+ * is what a run measures. --model auto takes it where the kernel allows
+ * (Linux 6.1), else the epoll loop; --check prints the model a run would use
+ * and exits, so a sweep resolves "auto" once and records what it measured.
  *
  * Prints one JSON line; --histogram FILE writes the raw latency buckets.
  * Exits 1 if any byte mismatched, a connection closed early, or a request
@@ -59,7 +61,7 @@
 
 static const char *const MODEL_NAMES[] = {
 	[MODEL_EVENT_LOOP] = "event-loop", [MODEL_URING_LOOP] = "event-loop-uring",
-	[MODEL_THREAD_PER_CONNECTION] = "thread-per-connection",
+	[MODEL_THREAD_PER_CONNECTION] = "thread-per-connection", [MODEL_AUTO] = "auto",
 };
 
 static enum client_model model_named(const char *name)
@@ -67,7 +69,7 @@ static enum client_model model_named(const char *name)
 	for (size_t m = 0; m < sizeof(MODEL_NAMES) / sizeof(MODEL_NAMES[0]); m++)
 		if (strcmp(name, MODEL_NAMES[m]) == 0)
 			return (enum client_model)m;
-	fprintf(stderr, PROG ": --model %s: event-loop, event-loop-uring or thread-per-connection\n", name);
+	fprintf(stderr, PROG ": --model %s: event-loop, event-loop-uring, thread-per-connection or auto\n", name);
 	exit(2);
 }
 
@@ -185,6 +187,10 @@ static void usage(FILE *f)
 		"                      or thread-per-connection (rust_echo_bench's: a\n"
 		"                      blocking socket per thread, write the request, read\n"
 		"                      the echo; closed-loop ping-pong only)\n"
+		"                      or auto (event-loop-uring where the kernel allows,\n"
+		"                      else event-loop)\n"
+		"  --check             print the model this run would use, as JSON, and\n"
+		"                      exit: 0, or 2 with the reason where it cannot run\n"
 		"  --threads T         event-loop threads (default 1)\n"
 		"  --pipeline D        requests in flight per connection, closed loop\n"
 		"                      (default 1: ping-pong)\n"
@@ -735,7 +741,7 @@ static uint64_t tv_ns(struct timeval tv)
 int main(int argc, char **argv)
 {
 	enum { O_HOST = 256, O_PORT, O_CONN, O_BYTES, O_DUR, O_WARM, O_THREADS, O_PIPE, O_RATE, O_TIMEOUT, O_HIST,
-	       O_MODEL };
+	       O_MODEL, O_CHECK };
 	static const struct option longopts[] = {
 		{ "host", required_argument, NULL, O_HOST }, { "port", required_argument, NULL, O_PORT },
 		{ "connections", required_argument, NULL, O_CONN }, { "bytes", required_argument, NULL, O_BYTES },
@@ -743,7 +749,7 @@ int main(int argc, char **argv)
 		{ "threads", required_argument, NULL, O_THREADS }, { "pipeline", required_argument, NULL, O_PIPE },
 		{ "rate", required_argument, NULL, O_RATE }, { "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "histogram", required_argument, NULL, O_HIST }, { "model", required_argument, NULL, O_MODEL },
-		{ "help", no_argument, NULL, 'h' },
+		{ "check", no_argument, NULL, O_CHECK }, { "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct lthread *threads;
@@ -753,7 +759,8 @@ int main(int argc, char **argv)
 	pthread_attr_t attr;
 	double secs, maxv = 0;
 	char p50[32], p99[32], p999[32];
-	int opt, failed, threads_given = 0;
+	const char *auto_why = NULL;
+	int opt, failed, threads_given = 0, check = 0;
 
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (opt) {
@@ -774,11 +781,31 @@ int main(int argc, char **argv)
 		case O_RATE: o.rate = parse_seconds_flag(PROG, "--rate", optarg); break;	/* requests/s */
 		case O_TIMEOUT: o.timeout = parse_seconds_flag(PROG, "--timeout", optarg); break;
 		case O_HIST: o.histogram = optarg; break;
+		case O_CHECK: check = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: fprintf(stderr, PROG ": bad option; see --help\n"); return 2;
 		}
 	}
 	reject_extra_args(PROG, optind, argc, argv);
+	if (o.model == MODEL_AUTO) {
+		auto_why = uring_loop_unavailable();   /* sets up a trial ring: once */
+		o.model = auto_why ? MODEL_EVENT_LOOP : MODEL_URING_LOOP;
+	} else if (o.model == MODEL_URING_LOOP) {
+		const char *why = uring_loop_unavailable();
+
+		if (why) {
+			fprintf(stderr, PROG ": --model event-loop-uring: %s\n", why);
+			return 2;
+		}
+	}
+	if (check) {
+		/* The reason goes with the answer, for the sweep's provenance. */
+		printf("{\"model\": \"%s\", \"uring_unavailable\": \"", MODEL_NAMES[o.model]);
+		for (const char *c = auto_why ? auto_why : ""; *c; c++)
+			printf(*c == '"' || *c == '\\' ? "\\%c" : "%c", *c);
+		printf("\"}\n");
+		return 0;
+	}
 	require_flag(PROG, o.port >= 0, "--port");
 	if (o.duration <= 0 || o.timeout <= 0) {
 		fprintf(stderr, PROG ": --duration and --timeout must be positive\n");
@@ -791,14 +818,6 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		o.threads = o.connections;
-	}
-	if (o.model == MODEL_URING_LOOP) {
-		const char *why = uring_loop_unavailable();   /* sets up a trial ring: once */
-
-		if (why) {
-			fprintf(stderr, PROG ": --model event-loop-uring: %s\n", why);
-			return 2;
-		}
 	}
 	if (o.threads > o.connections)
 		o.threads = o.connections;

@@ -12,7 +12,9 @@
 
 #define PROG "loadgen"
 
-enum client_model { MODEL_EVENT_LOOP, MODEL_URING_LOOP, MODEL_THREAD_PER_CONNECTION };
+/* MODEL_AUTO is resolved in main() to the io_uring loop where the kernel has
+ * what it needs, else the epoll loop; no thread ever runs it. */
+enum client_model { MODEL_EVENT_LOOP, MODEL_URING_LOOP, MODEL_THREAD_PER_CONNECTION, MODEL_AUTO };
 
 struct options {
 	const char *host;

@@ -89,14 +89,14 @@ static int setup_buf_ring(struct io_uring *ring, struct io_uring_buf_ring **br, 
 
 const char *uring_loop_unavailable(void)
 {
-	static char why[160];
+	static char why[192];
 	struct io_uring ring;
 	struct io_uring_buf_ring *br;
 	int ret = setup_ring(&ring, 8);
 
 	if (ret < 0) {
-		snprintf(why, sizeof(why), "the kernel refused a SINGLE_ISSUER|DEFER_TASKRUN ring: %s (needs Linux 6.1)",
-			 strerror(-ret));
+		snprintf(why, sizeof(why), "the kernel refused a SINGLE_ISSUER|DEFER_TASKRUN ring: %s (%s)",
+			 strerror(-ret), ret == -EPERM ? "see sysctl kernel.io_uring_disabled" : "needs Linux 6.1");
 		return why;
 	}
 	ret = setup_buf_ring(&ring, &br, 8);
