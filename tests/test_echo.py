@@ -5,6 +5,7 @@ verification; and the sweep's handling of refused or failing configurations."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -515,6 +516,83 @@ def test_loadgen_fails_on_a_corrupting_server(native_build: Path, model: str) ->
     report = json.loads(res.stdout.strip().splitlines()[-1])
     assert report["mismatches"] > 0 and report["model"] == model
     assert "FAILED" in res.stderr and "mismatched bytes" in res.stderr
+
+
+U64 = (1 << 64) - 1
+
+
+def payload_word(conn: int, seq: int, word: int) -> int:
+    """Word ``word`` of request ``seq`` on connection ``conn``, as loadgen's
+    documented byte stream defines it (a splitmix64-style mix)."""
+    x = (((seq + 1) * 0x9E3779B97F4A7C15) & U64) ^ (conn << 32) ^ ((word * 0xBF58476D1CE4E5B9) & U64)
+    x ^= x >> 31
+    x = (x * 0x94D049BB133111EB) & U64
+    return x ^ (x >> 29)
+
+
+def payload(conn: int, seq: int, size: int) -> bytes:
+    """A request's bytes: byte i is byte i % 8 of word i // 8, least significant first."""
+    return b"".join(payload_word(conn, seq, w).to_bytes(8, "little") for w in range((size + 7) // 8))[:size]
+
+
+class CheckingServer(threading.Thread):
+    """Checks every request against ``payload`` and echoes it 19 bytes at a
+    time, so the client verifies pieces that start and end inside a word;
+    request 2 of each connection comes back with the bytes at ``FLIPPED``
+    wrong (two in one word, one in the next, and some in pieces that start
+    inside a word)."""
+
+    FLIPPED = (5, 6, 13, 27, 40, 41, 98)
+
+    def __init__(self, connections: int, size: int) -> None:
+        super().__init__(daemon=True)
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=connections)
+        self.port = self.listener.getsockname()[1]
+        self.connections, self.size = connections, size
+        self.checked, self.wrong = 0, 0
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.listener.accept()
+                threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn: socket.socket) -> None:
+        identity, seq = None, 0
+        with conn, contextlib.suppress(OSError):
+            while request := conn.recv(self.size, socket.MSG_WAITALL):
+                if len(request) < self.size:
+                    return
+                if identity is None:   # which connection this is, from its first request
+                    identity = next((c for c in range(self.connections) if payload(c, 0, self.size) == request), -1)
+                with self.lock:
+                    self.checked += 1
+                    self.wrong += request != payload(identity, seq, self.size)
+                echo = bytearray(request)
+                for i in self.FLIPPED if seq == 2 else ():
+                    echo[i] ^= 0x10
+                for i in range(0, self.size, 19):
+                    conn.sendall(echo[i:i + 19])
+                    time.sleep(0.001)
+                seq += 1
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_loadgen_sends_the_documented_bytes_and_counts_each_wrong_one(native_build: Path, model: str) -> None:
+    """Every request is the documented byte stream (checked here byte for
+    byte, independently of loadgen's code), and each wrong echoed byte is
+    counted once, whatever piece of a word it arrives in."""
+    srv = CheckingServer(connections=3, size=100)
+    srv.start()
+    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "3",
+                          "--bytes", "100", "--duration", "0.8", "--warmup", "0", "--model", model],
+                         capture_output=True, text=True, timeout=60)
+    srv.listener.close()
+    report = json.loads(res.stdout.strip().splitlines()[-1])
+    assert res.returncode == 1 and "mismatched bytes" in res.stderr
+    assert srv.checked >= 3 * 4 and srv.wrong == 0
+    assert report["mismatches"] == 3 * len(CheckingServer.FLIPPED)
 
 
 def test_thread_per_connection_catches_a_byte_added_at_the_end(native_build: Path) -> None:

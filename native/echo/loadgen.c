@@ -101,7 +101,22 @@ static inline uint64_t payload_word(uint32_t conn, uint64_t seq, uint64_t word)
 	return x ^ (x >> 29);
 }
 
-void fill_payload(uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len)
+/* Payload byte pos is byte pos & 7 of word pos >> 3, least significant
+ * first. Whole words are written and compared 8 bytes at a time: byte by
+ * byte, generating and checking 512 B took 0.76 us here, 15 % of what the
+ * server spends on the request. */
+static inline void put_word(uint8_t *p, uint64_t w)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy(p, &w, sizeof(w));
+#else
+	for (unsigned k = 0; k < 8; k++)
+		p[k] = (uint8_t)(w >> (8 * k));
+#endif
+}
+
+/* Bytes [off, off + len) of one word's span, written one at a time. */
+static void fill_bytes(uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len)
 {
 	for (size_t i = 0; i < len;) {
 		uint64_t pos = off + i, w = payload_word(conn, seq, pos >> 3);
@@ -111,13 +126,28 @@ void fill_payload(uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_
 	}
 }
 
-/* How many of buf[0, len) differ from payload bytes [off, off + len) of
- * request seq; *first gets the offset of the first that does. */
-static uint64_t count_mismatches(const uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len,
-				 long long *first)
+/* How many bytes before the next word boundary, at most len. */
+static size_t to_boundary(uint64_t off, size_t len)
 {
-	uint64_t bad = 0;
+	size_t head = (size_t)((8 - (off & 7)) & 7);
 
+	return head < len ? head : len;
+}
+
+void fill_payload(uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len)
+{
+	size_t i = to_boundary(off, len);
+
+	fill_bytes(buf, conn, seq, off, i);
+	for (; i + 8 <= len; i += 8)
+		put_word(buf + i, payload_word(conn, seq, (off + i) >> 3));
+	fill_bytes(buf + i, conn, seq, off + i, len - i);
+}
+
+/* count_mismatches, one byte at a time; bad: the count so far. */
+static uint64_t count_byte_mismatches(const uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len,
+				      long long *first, uint64_t bad)
+{
 	for (size_t i = 0; i < len;) {
 		uint64_t pos = off + i, w = payload_word(conn, seq, pos >> 3);
 
@@ -129,6 +159,24 @@ static uint64_t count_mismatches(const uint8_t *buf, uint32_t conn, uint64_t seq
 			}
 	}
 	return bad;
+}
+
+/* How many of buf[0, len) differ from payload bytes [off, off + len) of
+ * request seq; *first gets the offset of the first that does. */
+static uint64_t count_mismatches(const uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len,
+				 long long *first)
+{
+	size_t i = to_boundary(off, len);
+	uint64_t bad = count_byte_mismatches(buf, conn, seq, off, i, first, 0);
+
+	for (; i + 8 <= len; i += 8) {
+		uint8_t want[8];
+
+		put_word(want, payload_word(conn, seq, (off + i) >> 3));
+		if (memcmp(buf + i, want, sizeof(want)) != 0)
+			bad = count_byte_mismatches(buf + i, conn, seq, off + i, 8, first, bad);
+	}
+	return count_byte_mismatches(buf + i, conn, seq, off + i, len - i, first, bad);
 }
 
 static unsigned bucket_of(uint64_t ns)
