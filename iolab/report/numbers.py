@@ -101,6 +101,7 @@ def echo(out: Outputs, *, echo_table: pd.DataFrame, summary: pd.DataFrame, floor
             if len(busy):
                 out.number(f"echo_{side}_busy_c{int(c)}_pct", 100 * float(busy.median()), unit="%")
     out.number("echo_floor_ns", floor, unit="ns")
+    out.text("echo_setup", echostats.setup_note(echo_table))
     out.number("echo_bytes", size)
     out.text("echo_connections", ", ".join(str(int(c)) for c in conns))
     out.number("echo_repeats", int(echo_table["rep"].nunique()))
