@@ -245,6 +245,23 @@ def test_changed_settings_measure_into_a_new_directory(smoke_copy: Path) -> None
         assert not p.stat().st_mode & 0o222, f"{p} is writable"
 
 
+def test_jobs_run_on_snakemakes_own_python_when_the_venv_is_not_activated(smoke_copy: Path) -> None:
+    """Started as .venv/bin/snakemake with the venv's bin not on PATH (not
+    activated), a measurement job's `python -m iolab.measure` still runs on
+    the venv's interpreter: one more repetition is measured and tabulated."""
+    wd = smoke_copy
+    env = tool_env()
+    bindir = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != bindir)
+    res = subprocess.run([os.path.join(bindir, "snakemake"), "results/tables/syscall.parquet", "--cores", "all",
+                          "--configfile", "config/profiles/smoke.yaml", "--config", "repeats=3"],
+                         cwd=wd, env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    reps = {p.name for p in (wd / "data" / "raw" / "local" / "syscall").glob("*/rep*.csv")}
+    assert reps == {"rep1.csv", "rep2.csv", "rep3.csv"}
+    assert "measure_syscall" in res.stderr
+
+
 def test_html_report_has_the_figures_in_categories(smoke_copy: Path) -> None:
     wd = smoke_copy
     res = snakemake(wd, "--report", "report.html", "--configfile", "config/profiles/smoke.yaml")
