@@ -115,7 +115,7 @@ static inline void put_word(uint8_t *p, uint64_t w)
 #endif
 }
 
-/* Bytes [off, off + len) of one word's span, written one at a time. */
+/* Payload bytes [off, off + len), one at a time: the partial words at either end. */
 static void fill_bytes(uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len)
 {
 	for (size_t i = 0; i < len;) {
