@@ -39,6 +39,15 @@ class CellError(RuntimeError):
     """A cell could not be measured; the message says why in one line."""
 
 
+def last_json_line(output: str) -> Any:
+    """The JSON a native program printed as its last line (its report);
+    ValueError when it printed nothing, or not JSON."""
+    lines = output.strip().splitlines()
+    if not lines:
+        raise ValueError("no output")
+    return json.loads(lines[-1])
+
+
 def failed_status(reason: str) -> str:
     """A cell's status from why it was not measured: "unavailable" when the
     configuration cannot run there (the kernel refused it, a server could
@@ -201,8 +210,8 @@ def stop_server(proc: subprocess.Popen[str], runner: Runner) -> dict[str, Any]:
     if proc.returncode != 0:
         raise CellError(f"server exited with status {proc.returncode}: {err.strip()[-200:]}")
     try:
-        return json.loads(out.strip().splitlines()[-1])
-    except (IndexError, ValueError) as e:
+        return last_json_line(out)
+    except ValueError as e:
         raise CellError("server printed no final counters") from e
 
 
@@ -222,11 +231,11 @@ def run_loadgen(port: int, cell: Cell, run: LoadgenRun, cpu: int | str | None,
     report_path = histogram.with_suffix(".report")
     try:
         runner.run(argv, report_path, timeout=budget, name="load generator")
-        report = json.loads(report_path.read_text().strip().splitlines()[-1])
+        report = last_json_line(report_path.read_text())
         histogram.write_text(runner.read_file(remote_hist))
     except RunError as e:
         raise CellError(f"load generator failed: {str(e).split(': ', 1)[-1]}") from e
-    except (IndexError, ValueError) as e:
+    except ValueError as e:
         raise CellError("load generator failed: it printed no report") from e
     return report
 
@@ -339,7 +348,10 @@ def resolve_auto_client(planned: Sequence[Cell], runner: Runner) -> tuple[list[C
         answer = Path(tmp) / "check.json"
         runner.run([runner.exe("loadgen"), "--model", "auto", "--check"], answer, timeout=60,
                    name="load generator's model check")
-        picked: dict[str, str] = json.loads(answer.read_text().strip().splitlines()[-1])
+        try:
+            picked: dict[str, str] = last_json_line(answer.read_text())
+        except ValueError as e:
+            raise ValueError(f"loadgen --model auto --check gave no answer ({e})") from e
     resolved = [replace(c, client=picked["model"]) if c.client == "auto" else c for c in planned]
     return list(dict.fromkeys(resolved)), picked
 
