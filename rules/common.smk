@@ -9,6 +9,8 @@ import zlib
 from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, workflow.basedir)  # iolab/ without an installed package
+from iolab.config import ConfigError, validate_config  # noqa: E402
+
 # Jobs call python, papermill and jupytext by name: they are the ones beside
 # the interpreter running Snakemake (the venv's, even when started as
 # .venv/bin/snakemake without activating it). --use-conda puts its
@@ -20,7 +22,6 @@ envvars:
 _TOOL_BIN = os.path.dirname(sys.executable)
 if os.environ.get("PATH", "").split(os.pathsep)[0] != _TOOL_BIN:
     os.environ["PATH"] = os.pathsep.join(p for p in (_TOOL_BIN, os.environ.get("PATH")) if p)
-from iolab.config import ConfigError, validate_config  # noqa: E402
 
 
 def fail_config(message):
