@@ -86,7 +86,7 @@ SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:exitcode=23:abort_on_error=0",
 # exercise no differently; they get the correctness tests by default and the
 # stress tests in the release tier (--full).
 STRUCTURAL = {"epoll", "default", "multishot", "sqpoll", "rings_granule", "fixed_files", "send_zc",
-              "few_buffers", "go_net", "go_uring", "go_uring_sqpoll", "go_uring_small_sq"}
+              "few_buffers", "go_net", "go_uring", "go_uring_sqpoll", "go_uring_small_sq", "poll_first"}
 
 
 TSAN_ENV = {"TSAN_OPTIONS": "halt_on_error=1:exitcode=66:second_deadlock_stack=1"}

@@ -81,17 +81,26 @@ def test_a_bpftrace_that_never_attaches_fails_within_the_deadline(tmp_path: Path
 def test_traced_echo_workloads_show_where_task_work_runs() -> None:
     """The default ring runs its completions' task work in the server's task
     (after a kick); DEFER_TASKRUN runs it deferred, at the server's next wait,
-    and never the other way."""
+    and never the other way. The poll-first server (C3's) completes every
+    receive and send in the enter that submits it: io_uring never arms a
+    poll for one, where the default ring arms one for receives that find
+    no data (only its accepts do); neither hands a request to io-wq."""
     cpus = {"server": 0, "client": 1}
     default = trace.run_workload("echo_default", seconds=1, cpu=None, seed=1, cpus=cpus)
     deferred = trace.run_workload("echo_defer_taskrun", seconds=1, cpu=None, seed=1, cpus=cpus)
-    for maps in default, deferred:
+    polled = trace.run_workload("echo_poll_first", seconds=1, cpu=None, seed=1, cpus=cpus)
+    for maps in default, deferred, polled:
         assert maps["echoed_requests"]["count"] > 1000
     def runs(maps: dict, name: str) -> int:   # bpftrace may print an unused count as 0, or not at all
         return maps.get(name, {"count": 0})["count"]
 
     assert runs(default, "task_work_run") > 0 and runs(default, "local_work_run") == 0
     assert runs(deferred, "local_work_run") > 0 and runs(deferred, "task_work_run") == 0
+    assert runs(default, "poll_arm") > 0.05 * default["echoed_requests"]["count"]
+    # Only the accepts that found no connection yet arm a poll (at most one per
+    # connection of the 50), never a receive or send.
+    assert runs(polled, "poll_arm") <= 50
+    assert runs(default, "queue_async_work") == runs(polled, "queue_async_work") == 0
     rows = [{"node": "n", "workload": w, "map": m, "count": v["count"], "avg_ns": 0, "total_ns": 0,
              "skipped": ""} for w, maps in (("echo_default", default), ("echo_defer_taskrun", deferred))
             for m, v in maps.items()]

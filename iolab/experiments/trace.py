@@ -36,6 +36,9 @@ SYSCALLS = ("getppid", "sendto", "recvfrom", "io_uring_enter")
 # before attaching): the workload starts only after this line.
 ATTACHED = "iolab: probes attached"
 
+# The io_uring tracepoints counted under the echo workloads.
+ECHO_TRACEPOINTS = ("task_work_run", "local_work_run", "poll_arm", "queue_async_work")
+
 SCRIPT = "\n".join(
     [f'BEGIN {{ printf("{ATTACHED}\\n"); }}']
     + [f"""tracepoint:syscalls:sys_enter_{sc} /comm == "cost-probe"/ {{ @t_{sc}[tid] = nsecs; }}
@@ -46,9 +49,12 @@ tracepoint:syscalls:sys_exit_{sc} /@t_{sc}[tid]/ {{
     # The echo workloads: how often the server ran io_uring task work, in its
     # own task (task_work_run: after being kicked, the notification the
     # rescheduling IPIs carry) or deferred to its next wait (local_work_run:
-    # DEFER_TASKRUN).
+    # DEFER_TASKRUN); how often a receive or send did not complete in its
+    # submission, so io_uring armed a poll for it (poll_arm), whose wake-up
+    # completes it later as task work; and how often io_uring handed a
+    # request to an io-wq worker (queue_async_work).
     + [f"""tracepoint:io_uring:io_uring_{tp} /comm == "echo-uring"/ {{ @{tp} = count(); }}"""
-       for tp in ("task_work_run", "local_work_run")]
+       for tp in ECHO_TRACEPOINTS]
     + ["END { " + " ".join(f"clear(@t_{sc});" for sc in SYSCALLS) + " }"]
 )
 
@@ -67,10 +73,12 @@ ECHO_WORKLOADS: dict[str, list[str]] = {
     "echo_default": [],
     "echo_coop_taskrun": ["--coop-taskrun", "--taskrun-flag"],
     "echo_defer_taskrun": ["--single-issuer", "--defer-taskrun"],
+    # The OpenAnolis server (C3): receives and sends complete in their submission.
+    "echo_poll_first": ["--poll-first"],
 }
 ECHO_CONNECTIONS, ECHO_BYTES = 50, 128
 
-_STATS = re.compile(r"^@(ns_\w+|submit_req|task_work_run|local_work_run):\s*(?:count (\d+), average (\d+), total (\d+)|(\d+))\s*$")
+_STATS = re.compile(r"^@(ns_\w+|submit_req|task_work_run|local_work_run|poll_arm|queue_async_work):\s*(?:count (\d+), average (\d+), total (\d+)|(\d+))\s*$")
 
 
 @dataclass(frozen=True)

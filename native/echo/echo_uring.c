@@ -86,6 +86,12 @@ static void check_combinations(void)
 		refuse("--granule routes connections between rings; it needs --rings 2 or more");
 	if (opts.attach_wq && opts.rings < 2)
 		refuse("--attach-wq shares one io-wq between rings; it needs --rings 2 or more");
+	if (opts.poll_first && (opts.buf_ring || opts.buf_select || opts.multishot_recv))
+		refuse("--poll-first receives into each connection's own buffer; it cannot be combined with "
+		       "--buf-ring, --buf-select or --multishot-recv");
+	if (opts.poll_first && (opts.async || opts.drain || opts.link_timeout_ms > 0 || opts.send_zc))
+		refuse("--poll-first completes every receive and send in its submission; it cannot be combined "
+		       "with --async, --drain, --link-timeout or --send-zc");
 	if (opts.buf_count == 0 || (opts.buf_count & (opts.buf_count - 1)) || opts.buf_count > 32768)
 		refuse("--buf-count must be a power of two up to 32768");
 }
@@ -258,6 +264,10 @@ static void usage(FILE *f)
 		"  --multishot-accept   one multishot accept\n"
 		"  --multishot-recv     multishot receive (needs --buf-ring or --buf-select)\n"
 		"  --send-zc            zero-copy send (IORING_OP_SEND_ZC)\n"
+		"  --poll-first         a multishot poll per connection; on readiness a RECV, and\n"
+		"                       every SEND, with MSG_DONTWAIT, so each completes inside\n"
+		"                       the io_uring_enter that submits it (no task work, no\n"
+		"                       io-wq), as the OpenAnolis study's server\n"
 		"Rings:\n"
 		"  --rings N            one ring per thread (default 1)\n"
 		"  --granule G          ring 0 accepts; fd goes to ring (fd / G) %% N\n"
@@ -272,7 +282,7 @@ static void parse_args(int argc, char **argv)
 		OPT_PORT = 256, OPT_BIND, OPT_ENTRIES, OPT_CQ, OPT_CLAMP, OPT_SQPOLL, OPT_IDLE, OPT_AFF, OPT_ATTACH,
 		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
 		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
-		OPT_IOWQ_AFF,
+		OPT_IOWQ_AFF, OPT_POLL_FIRST,
 	};
 	static const struct option longopts[] = {
 		{ "port", required_argument, NULL, OPT_PORT }, { "bind", required_argument, NULL, OPT_BIND },
@@ -290,6 +300,7 @@ static void parse_args(int argc, char **argv)
 		{ "multishot-accept", no_argument, NULL, OPT_MSA }, { "multishot-recv", no_argument, NULL, OPT_MSR },
 		{ "send-zc", no_argument, NULL, OPT_ZC }, { "rings", required_argument, NULL, OPT_RINGS },
 		{ "granule", required_argument, NULL, OPT_GRAN }, { "iowq-aff", required_argument, NULL, OPT_IOWQ_AFF },
+		{ "poll-first", no_argument, NULL, OPT_POLL_FIRST },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -327,6 +338,7 @@ static void parse_args(int argc, char **argv)
 		case OPT_MSA: opts.multishot_accept = 1; break;
 		case OPT_MSR: opts.multishot_recv = 1; break;
 		case OPT_ZC: opts.send_zc = 1; break;
+		case OPT_POLL_FIRST: opts.poll_first = 1; break;
 		case OPT_RINGS: opts.rings = (int)parse_int_flag(PROG, "--rings", optarg, 1, 1024); break;
 		case OPT_GRAN: opts.granule = (int)parse_int_flag(PROG, "--granule", optarg, 1, 1 << 20); break;
 		case 'h': usage(stdout); exit(0);
@@ -440,14 +452,14 @@ static void print_counters(int iowq)
 		 "\"defer_taskrun\": %d, \"register_ring_fd\": %d, \"async\": %d, \"buf_select\": %d, "
 		 "\"buf_ring\": %d, \"buf_size\": %u, \"buf_count\": %u, \"fixed_files\": %d, "
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
-		 "\"multishot_recv\": %d, \"send_zc\": %d, \"rings\": %d, \"granule\": %d, "
+		 "\"multishot_recv\": %d, \"send_zc\": %d, \"poll_first\": %d, \"rings\": %d, \"granule\": %d, "
 		 "\"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
 		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
 		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
 		 opts.ring.coop_taskrun, opts.ring.taskrun_flag, opts.ring.single_issuer, opts.ring.defer_taskrun,
 		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
 		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
-		 opts.multishot_recv, opts.send_zc, opts.rings, opts.granule, opts.iowq_aff, iowq,
+		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.iowq_aff, iowq,
 		 IOLAB_LIBURING_VERSION) < 0)
 		die("formatting the counters", ENOMEM);
 	print_final(stdout, "uring", &total, config);

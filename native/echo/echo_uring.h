@@ -19,7 +19,10 @@
 #define MAX_QUEUED_CHUNKS 8   /* per connection, before backpressure */
 #define STOP_CHECK_MS 100     /* how often ring 0 looks for SIGTERM/SIGINT */
 
-enum op { OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_TIMEOUT, OP_PROVIDE, OP_HANDOFF, OP_CANCEL, OP_MSG, OP_STOP };
+enum op {
+	OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_TIMEOUT, OP_PROVIDE, OP_HANDOFF, OP_CANCEL, OP_MSG, OP_STOP,
+	OP_POLL, OP_POLLOUT,
+};
 
 struct options {
 	const char *bind;
@@ -28,6 +31,7 @@ struct options {
 	int attach_wq;
 	int async, buf_select, buf_ring, fixed_files, link_timeout_ms, hardlink, drain;
 	int multishot_accept, multishot_recv, send_zc;
+	int poll_first;         /* --poll-first: see uring_conn.c */
 	int rings, granule;
 	const char *iowq_aff;   /* --iowq-aff as given, "" without it */
 	unsigned buf_size, buf_count;
@@ -44,7 +48,11 @@ struct chunk {
 #define COPIED     (-2)  /* a heap copy, freed with the chunk */
 
 struct uconn {
+	/* recv_armed: the receive (with --poll-first, the multishot poll) is armed */
 	int open, closing, recv_armed, recv_cancelling, send_inflight, zc_wait, send_failed;
+	/* --poll-first: a RECV is in flight; the poll saw data while the buffer
+	 * was busy; the poll saw the peer's end (read after the data before it) */
+	int recv_inflight, readable, hup;
 	uint32_t gen;
 	int ring;            /* owning ring */
 	char *buf;           /* own receive buffer (no provided buffers) */
@@ -99,6 +107,8 @@ void arm_recv(struct uring_ctx *r, int fd);
 void conn_open(struct uring_ctx *r, int fd);
 void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
 void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
+void on_poll(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
+void on_pollout(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
 void route_or_open(struct uring_ctx *r, int fd);
 
 /* uring_buffers.c: provided buffers */

@@ -30,6 +30,7 @@ void counters_add(struct echo_counters *into, const struct echo_counters *c)
 	into->timeouts += c->timeouts;
 	into->nobufs += c->nobufs;
 	into->zc_notifs += c->zc_notifs;
+	into->would_block += c->would_block;
 }
 
 static void on_stop(int sig)
@@ -135,7 +136,7 @@ void print_final(FILE *out, const char *server, const struct echo_counters *c,
 		"{\"server\": \"%s\", \"requests\": %llu, \"bytes\": %llu, \"accepted\": %llu, "
 		"\"closed\": %llu, \"waits\": %llu, \"events\": %llu, \"io_uring_enter\": %llu, \"submits\": %llu, "
 		"\"sqes\": %llu, \"cqes\": %llu, \"short_writes\": %llu, \"async_sqes\": %llu, "
-		"\"link_timeouts\": %llu, \"nobufs\": %llu, \"zc_notifs\": %llu, "
+		"\"link_timeouts\": %llu, \"nobufs\": %llu, \"zc_notifs\": %llu, \"would_block\": %llu, "
 		"\"user_cpu_ns\": %llu, \"sys_cpu_ns\": %llu, \"config\": %s}\n",
 		server, (unsigned long long)c->requests, (unsigned long long)c->bytes,
 		(unsigned long long)c->accepted, (unsigned long long)c->closed,
@@ -145,7 +146,7 @@ void print_final(FILE *out, const char *server, const struct echo_counters *c,
 		(unsigned long long)(uring ? c->events : 0), (unsigned long long)c->short_writes,
 		(unsigned long long)c->async_sqes, (unsigned long long)c->timeouts,
 		(unsigned long long)c->nobufs, (unsigned long long)c->zc_notifs,
-		(unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
+		(unsigned long long)c->would_block, (unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
 		config_json);
 	fflush(out);
 }

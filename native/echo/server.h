@@ -26,6 +26,7 @@ struct echo_counters {
 	uint64_t timeouts;     /* link timeouts that fired */
 	uint64_t nobufs;       /* receives that found no provided buffer */
 	uint64_t zc_notifs;    /* zero-copy send notifications */
+	uint64_t would_block;  /* receives and sends that found nothing to do (EAGAIN; --poll-first) */
 };
 
 void counters_add(struct echo_counters *into, const struct echo_counters *c);

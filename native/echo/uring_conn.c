@@ -1,10 +1,19 @@
 /* echo-uring: one connection's life. Receives and sends alternate with at
  * most one SEND in flight, so bytes are never reordered; a short send is
  * resubmitted for the rest. Received chunks queue per connection; a full
- * queue cancels the multishot receive (backpressure) until it drains. */
+ * queue cancels the multishot receive (backpressure) until it drains.
+ *
+ * --poll-first is the OpenAnolis study's server: a multishot POLL_ADD tells
+ * when a connection is readable, and only then is a RECV submitted, with
+ * MSG_DONTWAIT, as is every SEND. The kernel then completes each RECV and
+ * SEND inside the io_uring_enter that submits it (io_submit_sqes), with data
+ * or EAGAIN: it never arms a poll of its own for them, never runs their
+ * completion as task work, and never hands them to io-wq. A send that finds
+ * the socket full waits on a one-shot POLLOUT and is sent again. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <liburing.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +33,40 @@ void arm_accept(struct uring_ctx *r)
 	io_uring_sqe_set_data64(sqe, ud(OP_ACCEPT, 0, 0));
 }
 
+/* --poll-first: one multishot poll per connection, armed for its life. */
+static void arm_poll(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+	struct io_uring_sqe *sqe = sqe_get(r);
+
+	io_uring_prep_poll_multishot(sqe, fd, POLLIN | POLLRDHUP);
+	data_flags(r, sqe);
+	io_uring_sqe_set_data64(sqe, ud(OP_POLL, c->gen, fd));
+	c->recv_armed = 1;
+}
+
+/* --poll-first: a RECV the kernel completes in the submission that carries it. */
+static void recv_now(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+	struct io_uring_sqe *sqe = sqe_get(r);
+
+	io_uring_prep_recv(sqe, fd, c->buf, opts.buf_size, MSG_DONTWAIT);
+	data_flags(r, sqe);
+	io_uring_sqe_set_data64(sqe, ud(OP_RECV, c->gen, fd));
+	c->recv_inflight = 1;
+	c->readable = 0;
+}
+
 void arm_recv(struct uring_ctx *r, int fd)
 {
 	struct uconn *c = &r->conns[fd];
 	struct io_uring_sqe *sqe;
 
+	if (opts.poll_first) {
+		arm_poll(r, fd);
+		return;
+	}
 	/* A receive and its link timeout must go in the same submission. */
 	make_room(r, opts.link_timeout_ms > 0 ? 2 : 1);
 	sqe = sqe_get(r);
@@ -96,6 +134,38 @@ static void conn_close(struct uring_ctx *r, int fd)
 	r->c.closed++;
 }
 
+/* Whether the kernel still holds a receive of this connection: the armed
+ * receive (with --poll-first, the poll) or a RECV in flight. */
+static int receiving(const struct uconn *c)
+{
+	return c->recv_armed || c->recv_inflight;
+}
+
+/* Close once nothing of this connection is queued or left in the kernel. */
+static void close_when_idle(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+
+	if (!c->head && !c->send_inflight && !c->zc_wait && !receiving(c))
+		conn_close(r, fd);
+}
+
+static void cancel_recv(struct uring_ctx *r, int fd);
+static void end_failed_send(struct uring_ctx *r, int fd);
+
+/* The connection ends: echo what is queued, then close. With --poll-first
+ * the poll lives as long as the connection, so it is cancelled now; it holds
+ * the socket open until its last completion. */
+static void start_closing(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+
+	c->closing = 1;
+	if (opts.poll_first && c->recv_armed && !c->recv_cancelling)
+		cancel_recv(r, fd);
+	close_when_idle(r, fd);
+}
+
 void conn_open(struct uring_ctx *r, int fd)
 {
 	struct uconn *c;
@@ -107,6 +177,7 @@ void conn_open(struct uring_ctx *r, int fd)
 	c = &r->conns[fd];
 	c->open = 1;
 	c->closing = c->recv_armed = c->recv_cancelling = c->send_inflight = c->zc_wait = c->send_failed = 0;
+	c->recv_inflight = c->readable = c->hup = 0;
 	c->ring = r->idx;
 	c->head = c->tail = NULL;
 	c->queued = 0;
@@ -142,7 +213,8 @@ static void send_head(struct uring_ctx *r, int fd)
 	if (opts.send_zc)
 		io_uring_prep_send_zc(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL, 0);
 	else
-		io_uring_prep_send(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL);
+		io_uring_prep_send(sqe, fd, ch->data + ch->off, ch->len - ch->off,
+				   MSG_NOSIGNAL | (opts.poll_first ? MSG_DONTWAIT : 0));
 	data_flags(r, sqe);
 	io_uring_sqe_set_data64(sqe, ud(OP_SEND, c->gen, fd));
 	c->send_inflight = 1;
@@ -167,8 +239,14 @@ static void after_send(struct uring_ctx *r, int fd)
 		return;
 	}
 	if (c->closing) {
-		if (!c->recv_armed)
-			conn_close(r, fd);
+		close_when_idle(r, fd);
+		return;
+	}
+	if (opts.poll_first) {
+		/* The poll stays armed; data it reported while the buffer was busy
+		 * is read now. */
+		if (c->readable && !c->recv_inflight)
+			recv_now(r, fd);
 		return;
 	}
 	if (!c->recv_armed)
@@ -197,9 +275,39 @@ static void cancel_recv(struct uring_ctx *r, int fd)
 {
 	struct io_uring_sqe *sqe = sqe_get(r);
 
-	io_uring_prep_cancel64(sqe, ud(OP_RECV, r->conns[fd].gen, fd), 0);
+	io_uring_prep_cancel64(sqe, ud(opts.poll_first ? OP_POLL : OP_RECV, r->conns[fd].gen, fd), 0);
 	io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, 0, 0));
 	r->conns[fd].recv_cancelling = 1;
+}
+
+/* --poll-first: a RECV, completed in the submission that carried it. */
+static void on_polled_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+
+	c->recv_inflight = 0;
+	if (cqe->res == -EAGAIN) {
+		/* The poll's wake-up found the data already read: wait for the next. */
+		r->c.would_block++;
+		if (c->closing)
+			close_when_idle(r, fd);
+		return;
+	}
+	if (cqe->res > 0 && !c->closing) {
+		r->c.requests++;
+		/* A full buffer may leave bytes in the socket, and the peer's end
+		 * may wait behind this data: neither raises a new poll event, so
+		 * read again once this echo has gone. */
+		if ((unsigned)cqe->res == opts.buf_size || c->hup)
+			c->readable = 1;
+		queue_chunk(r, fd, c->buf, (unsigned)cqe->res, OWN_BUFFER);
+		return;
+	}
+	if (cqe->res > 0) {   /* after a failed send: the peer reads nothing more */
+		close_when_idle(r, fd);
+		return;
+	}
+	start_closing(r, fd);
 }
 
 void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
@@ -214,6 +322,10 @@ void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 	if (stale) {
 		if (has_buf)
 			buf_return(r, bid);
+		return;
+	}
+	if (opts.poll_first) {
+		on_polled_recv(r, cqe, fd);
 		return;
 	}
 	if (!more) {
@@ -274,9 +386,54 @@ void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 	}
 	/* 0: the peer closed (or half-closed) its side; errors end it too.
 	 * Echo what is queued, then close. */
-	c->closing = 1;
-	if (!c->head && !c->send_inflight && !c->zc_wait && !c->recv_armed)
-		conn_close(r, fd);
+	start_closing(r, fd);
+}
+
+void on_poll(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
+{
+	struct uconn *c = &r->conns[fd];
+
+	if (stale)
+		return;
+	if (!(cqe->flags & IORING_CQE_F_MORE)) {
+		/* The poll ended: cancelled as the connection closes, failed, or
+		 * stopped by the kernel (a full CQ); re-armed unless closing. */
+		c->recv_armed = 0;
+		c->recv_cancelling = 0;
+		if (c->closing) {
+			close_when_idle(r, fd);
+			return;
+		}
+		if (cqe->res < 0 && cqe->res != -ECANCELED) {
+			start_closing(r, fd);
+			return;
+		}
+		arm_poll(r, fd);
+	}
+	if (cqe->res <= 0 || c->closing)
+		return;
+	if (cqe->res & (POLLRDHUP | POLLHUP | POLLERR))
+		c->hup = 1;
+	if (c->recv_inflight || c->head || c->send_inflight || c->zc_wait)
+		c->readable = 1;   /* the buffer is in use: read once the echo has gone */
+	else
+		recv_now(r, fd);
+}
+
+void on_pollout(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
+{
+	struct uconn *c = &r->conns[fd];
+
+	if (stale)
+		return;
+	c->send_inflight = 0;
+	if (cqe->res < 0) {
+		c->closing = 1;
+		c->send_failed = 1;
+		end_failed_send(r, fd);
+		return;
+	}
+	send_head(r, fd);   /* room in the socket again */
 }
 
 /* A send failed (the peer is gone) and the kernel holds none of its
@@ -286,9 +443,9 @@ static void end_failed_send(struct uring_ctx *r, int fd)
 	struct uconn *c = &r->conns[fd];
 
 	drop_queue(r, c);
-	if (!c->recv_armed)
+	if (!receiving(c))
 		conn_close(r, fd);
-	else if (!c->recv_cancelling)
+	else if (c->recv_armed && !c->recv_cancelling)
 		cancel_recv(r, fd);
 }
 
@@ -310,6 +467,17 @@ void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 		return;
 	}
 	c->send_inflight = 0;
+	if (cqe->res == -EAGAIN && opts.poll_first) {
+		/* MSG_DONTWAIT found the socket full: send again once it has room. */
+		struct io_uring_sqe *sqe = sqe_get(r);
+
+		r->c.would_block++;
+		io_uring_prep_poll_add(sqe, fd, POLLOUT);
+		data_flags(r, sqe);
+		io_uring_sqe_set_data64(sqe, ud(OP_POLLOUT, c->gen, fd));
+		c->send_inflight = 1;
+		return;
+	}
 	if (cqe->res < 0) {
 		c->closing = 1;
 		c->send_failed = 1;

@@ -101,6 +101,12 @@ static void handle(struct uring_ctx *r, struct io_uring_cqe *cqe)
 	case OP_SEND:
 		on_send(r, cqe, fd, stale);
 		break;
+	case OP_POLL:
+		on_poll(r, cqe, fd, stale);
+		break;
+	case OP_POLLOUT:
+		on_pollout(r, cqe, fd, stale);
+		break;
 	case OP_TIMEOUT:
 		if (cqe->res == -ETIME)
 			r->c.timeouts++;

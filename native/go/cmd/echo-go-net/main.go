@@ -1,6 +1,16 @@
 // echo-go-net: a TCP echo server on Go's standard net package, one
-// goroutine per connection on the runtime's netpoller: the baseline the Habr
-// series ran its io_uring reactor against (labelled net/http there).
+// goroutine per connection: the baseline the Habr series ran its io_uring
+// reactor against (labelled net/http there).
+//
+// The source's example server (go-uring's example/echo-server-multi-thread,
+// which the article links as its method) took each *net.TCPConn's File()
+// and that file's Fd() to index a buffer table. File() duplicates the
+// descriptor, and Fd() switches the duplicate to blocking mode; the two
+// share one open file description, so the connection itself becomes
+// blocking, and every Read and Write then blocks an OS thread of its own
+// instead of parking on the netpoller. --blocking-file does the same.
+// The source also left GOMAXPROCS at Go's default in this mode (it set
+// 2 x NumCPU only for its io_uring modes), which is our default too.
 package main
 
 import (
@@ -29,7 +39,8 @@ exits 0 on SIGTERM or SIGINT.
 func main() {
 	port := flag.Int("port", -1, "TCP port to listen on (required; 0 picks a free one, reported on stderr as 'listening on ADDR:PORT')")
 	bind := flag.String("bind", "127.0.0.1", "IPv4 address to bind")
-	procs := flag.Int("gomaxprocs", 2*runtime.NumCPU(), "GOMAXPROCS (default: twice the CPUs this process may run on, as the source set it)")
+	procs := flag.Int("gomaxprocs", runtime.GOMAXPROCS(0), "GOMAXPROCS (default: Go's own, the CPUs this process may run on, as the source's server left it in this mode)")
+	blocking := flag.Bool("blocking-file", false, "take each connection's File() and Fd(), as the source's handler did: the socket turns blocking, and each Read and Write blocks an OS thread")
 	bufSize := flag.Int("buf-size", 32<<10, "read buffer per connection, bytes")
 	flag.Usage = usage
 	flag.Parse()
@@ -66,21 +77,29 @@ func main() {
 				serve.Fail(prog, 1, "accept: %v", err)
 			}
 			c.Accepted.Add(1)
-			go echo(conn, &c, *bufSize)
+			go echo(conn, &c, *bufSize, *blocking)
 		}
 	}()
 	<-stop
 	serve.PrintFinal("go-net", &c, map[string]any{"gomaxprocs": *procs, "buf_size": *bufSize,
-		"go": runtime.Version()})
+		"blocking_file": *blocking, "go": runtime.Version()})
 }
 
 // echo writes back every byte read until the peer closes or an error ends
 // the connection.
-func echo(conn net.Conn, c *serve.Counters, bufSize int) {
+func echo(conn net.Conn, c *serve.Counters, bufSize int, blocking bool) {
 	defer func() {
 		conn.Close()
 		c.Closed.Add(1)
 	}()
+	if blocking {
+		f, err := conn.(*net.TCPConn).File()
+		if err != nil {
+			return
+		}
+		f.Fd() // the source's handler: the shared socket becomes blocking
+		defer f.Close()
+	}
 	buf := make([]byte, bufSize)
 	for {
 		n, err := conn.Read(buf)
