@@ -34,6 +34,7 @@ for f in /sys/devices/system/cpu/vulnerabilities/*; do [ -r "$f" ] && { section 
 section cc; cc --version 2>/dev/null | head -n 1
 section mpirun; mpirun --version 2>/dev/null | head -n 1
 section kvm; [ -e /dev/kvm ] && echo present || echo absent
+section nics; for n in /sys/class/net/*; do [ -e "$n" ] || continue; d=$(readlink "$n/device/driver" 2>/dev/null); v=0; [ -e "$n/device/physfn" ] && v=1; echo "${n##*/} ${d##*/} $v"; done
 section kvm_modules; cat /proc/modules 2>/dev/null | awk '$1 ~ /^kvm/ {print $1}'
 true
 """.replace("__DMI__", " ".join(DMI_FIELDS))
@@ -111,9 +112,50 @@ class HostFacts:
         except ValueError:
             return None
 
+    @property
+    def nics(self) -> dict[str, dict[str, str | bool]]:
+        """Network interfaces: name -> {"driver", "vf" (an SR-IOV virtual
+        function: the device has a physfn), "kind" (``nic_kind``)}."""
+        out: dict[str, dict[str, str | bool]] = {}
+        for line in self.raw.get("nics", "").splitlines():
+            name, _, rest = line.partition(" ")
+            driver, _, vf = rest.rpartition(" ")
+            if name:
+                out[name] = {"driver": driver, "vf": vf == "1", "kind": nic_kind(name, driver, vf == "1")}
+        return out
+
+    @property
+    def nic_summary(self) -> str:
+        """The kinds of this node's network interfaces besides loopback and
+        software bridges ("" where none was read)."""
+        kinds = sorted({str(v["kind"]) for v in self.nics.values()} - {"loopback", "software"})
+        return ", ".join(kinds)
+
     def kind(self) -> KindEvidence:
         vm, ct = self.detect_virt
         return detect_kind(vm, ct, self.raw.get("cpuinfo", ""), self.dmi)
+
+
+# NIC drivers by what they are to a guest: a paravirtual device, an emulated
+# one, or (with a physfn) an SR-IOV virtual function of a physical NIC.
+PARAVIRTUAL_DRIVERS = ("virtio_net", "vmxnet3", "netvsc", "xen-netfront", "ena", "gve")
+EMULATED_DRIVERS = ("e1000", "e1000e", "rtl8139", "8139cp", "ne2k-pci", "pcnet32", "tulip")
+
+
+def nic_kind(name: str, driver: str, vf: bool) -> str:
+    """One network interface's kind: "sr-iov vf", "paravirtual", "emulated",
+    "physical", "loopback" or "software" (veth, bridges, tunnels: no device)."""
+    if name == "lo":
+        return "loopback"
+    if vf or driver.endswith("vf") or driver in ("mlx5_core_vf", "ixgbevf", "iavf", "i40evf"):
+        return "sr-iov vf"
+    if not driver:
+        return "software"
+    if driver in PARAVIRTUAL_DRIVERS:
+        return "paravirtual"
+    if driver in EMULATED_DRIVERS:
+        return "emulated"
+    return "physical"
 
 
 def gather(run_shell: Callable[[str], subprocess.CompletedProcess[str]] | None = None) -> HostFacts:

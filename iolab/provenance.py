@@ -90,6 +90,9 @@ def capture(
         "mitigations": {"state": mitigation_state(vulns, cmdline), "vulnerabilities": vulns},
         "virtualization": {"kind": node.kind, "reason": node.kind_reason,
                            "container": node.container, "hypervisor": node.hypervisor},
+        # Each NIC's driver and kind (an SR-IOV VF, paravirtual, emulated):
+        # the HPC HUB claims count only on the seed's fabric.
+        "network": {"nics": facts.nics, "nic_kind": facts.nic_summary},
         "toolchain": {
             "cc": build.get("cc_version") or facts.get("cc"),
             "cflags": build.get("cflags"),

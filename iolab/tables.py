@@ -131,11 +131,12 @@ def ib_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     """Tidy perftest results: one row per node, repetition, program, size and
     metric (``value``); none where the experiment was skipped (``skipped``
     then holds the reason, on one row without values)."""
-    return _skippable_table(raw_files, read_ib_csv, IB_COLUMNS)
+    return _skippable_table(raw_files, read_ib_csv, IB_COLUMNS, _network)
 
 
 def _skippable_table(raw_files: Iterable[str | Path], read: Callable[[Path], pd.DataFrame],
-                     columns: Sequence[str]) -> pd.DataFrame:
+                     columns: Sequence[str], network: Callable[[Path], dict[str, Any]] | None = None
+                     ) -> pd.DataFrame:
     """The raw files' rows with their context; a file of a skipped run gives
     one row without values and the reason in ``skipped``."""
     frames = []
@@ -144,7 +145,7 @@ def _skippable_table(raw_files: Iterable[str | Path], read: Callable[[Path], pd.
         skipped = read_metadata(raw).get("skipped", "")
         if frame.empty:
             frame = pd.DataFrame([{c: None for c in columns}])
-        frames.append(frame.assign(**_context(raw), skipped=skipped))
+        frames.append(frame.assign(**_context(raw), skipped=skipped, **(network(raw) if network else {})))
     if not frames:
         raise RawFormatError("no raw files given")
     return pd.concat(frames, ignore_index=True)
@@ -169,6 +170,16 @@ def load_sidecar(raw: str | Path) -> dict[str, Any]:
         return json.loads(Path(side).read_text())
     except FileNotFoundError as e:
         raise RawFormatError(f"{raw}: provenance sidecar {side.name} is missing") from e
+
+
+def _network(raw: Path) -> dict[str, Any]:
+    """The node's NIC kinds (``nic_kind``: "" where not recorded), which the
+    HPC HUB claims read, and for perftest the RDMA device's link layer."""
+    side = load_sidecar(raw)
+    devices = (side.get("ib") or {}).get("device") or {}
+    mine = devices.get(side["node"]["name"]) or {}
+    return {"nic_kind": str((side.get("network") or {}).get("nic_kind") or ""),
+            "link_layer": next((str(v) for k, v in mine.items() if k.endswith(".link_layer")), "")}
 
 
 def _context(raw: Path) -> dict[str, Any]:
@@ -258,7 +269,7 @@ def read_mpi_csv(path: str | Path) -> pd.DataFrame:
 
 # What each MPI launch decided and ran, as columns of its samples.
 LAUNCH_COLUMNS = ("oversubscribed", "binding", "selection", "algorithm", "pinned", "sync", "hosts",
-                  "rate_mbit", "peers")
+                  "rate_mbit", "peers", "fabric")
 
 
 def launch_columns(rec: dict[str, Any], bench: str) -> dict[str, Any]:
@@ -280,6 +291,8 @@ def launch_columns(rec: dict[str, Any], bench: str) -> dict[str, Any]:
         "hosts": len(set(procs)) if procs else (len(cluster.get("hosts", [])) or len(spread) or 1),
         "rate_mbit": cluster.get("rate_mbit"),
         "peers": ",".join(group.get("nodes", [])[1:]),
+        # The launch's fabric kind (launches recorded before it: "").
+        "fabric": (rec.get("fabric") or {}).get("kind", ""),
     }
 
 
@@ -323,7 +336,7 @@ def mpi_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
                 per_launch[index, bench] = launch_columns(records[index], bench)
             for c in LAUNCH_COLUMNS:
                 cols[c].append(per_launch[index, bench][c])
-        frames.append(frame.assign(**cols, **_context(raw)))
+        frames.append(frame.assign(**cols, **_context(raw), nic_kind=_network(raw)["nic_kind"]))
     if not frames:
         raise RawFormatError("no raw files given")
     out = pd.concat(frames, ignore_index=True)

@@ -32,7 +32,9 @@ uring_batch_table = "auto"
 echo_table = "auto"  # "" when the echo experiment is disabled
 mpi_table = "auto"  # "" when the mpi experiment is disabled
 ib_table = ""  # perftest (M1); "" when no node ran the ib experiment
+trace_table = "auto"  # bpftrace counts (U5: io-wq use); "" when the trace experiment is disabled
 node = ""                 # "": the first node in name order
+anytime_after = 0         # adaptive precision added rounds after a round 0 of this many repetitions: 0 if not
 reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/claims.json"
@@ -48,7 +50,7 @@ from iolab.report.outputs import Outputs
 
 plotting.apply_style()
 sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
-           "echo": echo_table, "mpi": mpi_table, "ib": ib_table}
+           "echo": echo_table, "mpi": mpi_table, "ib": ib_table, "trace": trace_table}
 out = Outputs("claims", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
 syscall = tables.load("syscall", syscall_table, reps=reps)
@@ -57,8 +59,10 @@ mpi = tables.load("mpi", mpi_table, reps=reps) if mpi_table else None
 node = models.choose_node(syscall, node)
 findings = claims.evaluate(syscall, tables.load("sendrecv", sendrecv_table, reps=reps),
                            tables.load("uring_batch", uring_batch_table, reps=reps), echo, mpi, node=node,
-                           ib=tables.load("ib", ib_table, reps=reps) if ib_table else None)
-print(verdicts.RULE_TEXT)
+                           ib=tables.load("ib", ib_table, reps=reps) if ib_table else None,
+                           trace=tables.load("trace", trace_table, reps=reps) if trace_table else None,
+                           anytime_after=anytime_after)
+print(verdicts.RULE_TEXT, verdicts.ERROR_TEXT)
 verdicts.table(findings)
 
 # %% [markdown]

@@ -129,6 +129,14 @@ per_rep_point = models.per_rep_estimates(syscall, sendrecv, uring, node)
 per_rep_point
 
 # %% [markdown]
+# ## How far our t(1) is from the source's
+# The source timed io_submit_sqes alone; our t(1) is a whole io_uring_enter
+# minus s. A bare enter (no SQE) beyond s bounds the part outside submission.
+
+# %%
+costmodel.enter_overhead(nop, syscall, node)
+
+# %% [markdown]
 # ## Kernel-side view (bpftrace tracepoints)
 
 # %%
@@ -141,6 +149,7 @@ kernel_view
 # %%
 numbers.cost_model(out, node=node, syscall=syscall, sendrecv=sendrecv, overall=overall, summary=summary,
                    per_rep_point=per_rep_point, inputs=inputs, uring_batch_source=uring_batch_table,
-                   kernel_view=kernel_view, overlay=overlay)
+                   kernel_view=kernel_view, overlay=overlay, w_pattern=costmodel.w_pattern(per_rep_inputs),
+                   enter=costmodel.enter_overhead(nop, syscall, node), cost_per_rep=per_rep)
 out.finish()
 out.texts()

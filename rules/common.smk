@@ -175,7 +175,7 @@ def raw_files(experiment):
 PRECISION = RUN.precision
 # The experiments claims are judged from, and the node they are judged on
 # (iolab.analysis.claims.evaluate: the first in name order).
-CLAIM_EXPERIMENTS = ["syscall", "sendrecv", "uring_batch", "echo", "mpi"]
+CLAIM_EXPERIMENTS = ["syscall", "sendrecv", "uring_batch", "echo", "mpi", "trace"]
 CLAIM_NODE = sorted(n for n in NODES if n not in SKIPPED_NODES and node_runs(n, "syscall"))[0]
 PRECISION_PLAN = "results/precision/round{round}.json"
 
@@ -287,7 +287,7 @@ NOTEBOOK_TABLES = {
     "cost_model": ["syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"],
     "echo": ["echo", "syscall", "sendrecv", "uring_batch", "latency"],
     "collectives": ["mpi"],
-    "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib"],
+    "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib", "trace"],
     "nodes": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"],
 }
 NOTEBOOK_CATEGORY = {"cost_model": "Cost model", "echo": "Echo servers", "collectives": "MPI collectives",
@@ -323,6 +323,21 @@ def notebook_table_params(notebook):
     """papermill -p flags: each table, or "" for an experiment that is disabled."""
     tables = {e: f"results/tables/{e}.parquet" if e in EXPERIMENTS else "" for e in NOTEBOOK_TABLES[notebook]}
     return " ".join(f"-p {e}_table {shlex.quote(path)}" for e, path in tables.items())
+
+
+def notebook_plans(notebook):
+    """The precision plans the claims notebook's verdicts depend on (every
+    round's, with adaptive precision): none otherwise."""
+    if notebook != "claims" or not PRECISION.enabled or "syscall" not in EXPERIMENTS:
+        return []
+    return [PRECISION_PLAN.format(round=k) for k in range(final_round() + 1)]
+
+
+def notebook_extra_params(input):
+    """papermill -p flags besides the tables: for the claims, the round-0
+    count when adaptive precision added rounds after it (its verdicts then
+    use confidence sequences); ``input.plans``: notebook_plans."""
+    return f"-p anytime_after {RUN.repeats}" if len(input.plans) > 1 else ""
 
 
 def figure_files(notebook):

@@ -16,6 +16,7 @@ for _notebook in NOTEBOOKS:
             tables=notebook_tables(_notebook),
             code=ANALYSIS_CODE,
             captions=expand("report/captions/{figure}.rst", figure=NOTEBOOK_FIGURES[_notebook]),
+            plans=lambda w, notebook=_notebook: notebook_plans(notebook),
         output:
             executed=f"results/notebooks/{_notebook}.ipynb",
             numbers=f"results/numbers/{_notebook}.json",
@@ -28,12 +29,13 @@ for _notebook in NOTEBOOKS:
                for figure in NOTEBOOK_FIGURES[_notebook]},
         params:
             tables=notebook_table_params(_notebook),
+            extra=lambda w, input: notebook_extra_params(input),
         log:
             f"results/logs/notebooks/{_notebook}.log",
         conda:
             "../environment.yml"
         shell:
             "jupytext --quiet --to ipynb --output - {input.notebook}"
-            " | papermill --no-progress-bar --cwd . - {output.executed} {params.tables}"
+            " | papermill --no-progress-bar --cwd . - {output.executed} {params.tables} {params.extra}"
             " -p figure_dir paper/figures -p numbers_out {output.numbers}"
             " -p manifest_out {output.manifest} 2>&1 | tee {log}"

@@ -111,7 +111,7 @@ def expected_u1_c50_ratio() -> float:
 
 NOTEBOOK_TABLES = {"cost_model": ["syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"],
                    "echo": ["echo", "syscall", "sendrecv", "uring_batch", "latency"], "collectives": ["mpi"],
-                   "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"],
+                   "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi", "trace"],
                    "nodes": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"]}
 
 

@@ -82,7 +82,8 @@ def _f(outcome: Outcome) -> Finding:
 
 
 @pytest.mark.parametrize("parts,expected", [
-    ([R, R], R), ([R, N], N), ([R, U], U), ([U, N], N), ([R, Outcome.NOT_TESTABLE], R),
+    ([R, R], R), ([R, N], N), ([R, U], U), ([U, N], N), ([R, Outcome.NOT_TESTABLE], Outcome.INCOMPLETE),
+    ([N, Outcome.NOT_TESTABLE], N), ([U, Outcome.NOT_TESTABLE], U),
     ([Outcome.NOT_TESTABLE], Outcome.NOT_TESTABLE),
 ])
 def test_combining_parts(parts: list[Outcome], expected: Outcome) -> None:

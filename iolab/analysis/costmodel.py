@@ -7,9 +7,18 @@ Per operation (one send or one recv):
 
 What the probes give:
   s        median ns per getppid call (cost-probe syscall)
-  s + w    median ns per send or recv call, 16 B, TCP, one connection, echo
-           (ping-pong) ACK regime (cost-probe sendrecv)
-  U(n)     ns per io_uring_enter with n SQEs = s + T(n) (cost-probe uring-batch)
+  s + w    median ns per send or recv call, 16 B, TCP, echo (ping-pong) ACK
+           regime (cost-probe sendrecv), on one connection (``w``) and
+           round-robin over many (``w_rr``)
+  U(n)     ns per io_uring_enter with n SQEs = s + T(n) (cost-probe uring-batch);
+           its n SQEs go to n connections
+
+Like is compared with like. The source's cell, t at n = 1 against w (C1),
+has one connection on both sides: w from one connection. Model B's per-SQE
+cost b comes from batches spread over many connections, so everything it is
+compared with (the epoll request, the crossover n*, the floor) takes w from
+the round-robin series; where a run measured no round-robin series, from the
+single connection (``w_rr`` then equals ``w``).
 
 Per echo request there is one recv and one send, so request costs add the
 two operations; at batch size n each enter carries n SQEs.
@@ -83,14 +92,20 @@ class CostInputs:
     """Point estimates the request-cost formulas need (ns)."""
 
     s: float
-    w: Mapping[str, float]                  # per op
+    w: Mapping[str, float]                  # per op, one connection
     fits: Mapping[str, Mapping[str, Fit]]   # op -> model -> Fit
     t1: Mapping[str, float]                 # per op: U(1) - s, the article's t at n = 1
+    w_rr: Mapping[str, float] = field(default_factory=dict)   # per op, round-robin over connections
+
+    def w_many(self, op: str) -> float:
+        """w as model B's batches meet it: round-robin, else one connection."""
+        return self.w_rr.get(op, self.w[op])
 
 
 def epoll_request(ci: CostInputs) -> float:
-    """One recv plus one send through plain syscalls."""
-    return sum(ci.s + ci.w[op] for op in OPS)
+    """One recv plus one send through plain syscalls, on a server with many
+    connections (round-robin w)."""
+    return sum(ci.s + ci.w_many(op) for op in OPS)
 
 
 def uring_request(ci: CostInputs, model: str, n: np.ndarray | float) -> np.ndarray:
@@ -148,8 +163,9 @@ class Samples:
     """Raw per-batch samples behind every estimate, for the bootstrap."""
 
     s: np.ndarray
-    sw: dict[str, np.ndarray]                              # op -> s+w per call
+    sw: dict[str, np.ndarray]                              # op -> s+w per call, one connection
     enter: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)  # op -> n -> U
+    sw_rr: dict[str, np.ndarray] = field(default_factory=dict)   # op -> s+w per call, round-robin
 
 
 def collect(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, *,
@@ -163,14 +179,17 @@ def collect(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, 
 
     sc = syscall[keep(syscall) & (syscall["variant"] == "getppid")]
     sr = sendrecv[keep(sendrecv) & (sendrecv["transport"] == transport)
-                  & (sendrecv["pattern"] == "single")
                   & (sendrecv["ack"] == ("pingpong" if transport == "tcp" else "-"))
                   & (sendrecv["bytes"] == bytes_)]
     ub = uring[keep(uring) & (uring["pattern"] == preset) & (uring["bytes"] == bytes_)]
-    samples = Samples(
-        s=sc["ns_per_call"].to_numpy(float),
-        sw={op: sr.loc[sr["variant"] == op, "ns_per_call"].to_numpy(float) for op in OPS},
-    )
+
+    def calls(pattern: str) -> dict[str, np.ndarray]:
+        rows = sr[sr["pattern"] == pattern]
+        return {op: rows.loc[rows["variant"] == op, "ns_per_call"].to_numpy(float) for op in OPS}
+
+    rr = calls("roundrobin")
+    samples = Samples(s=sc["ns_per_call"].to_numpy(float), sw=calls("single"),
+                      sw_rr=rr if all(a.size for a in rr.values()) else {})
     for op in OPS:
         rows = ub[ub["variant"] == op]
         samples.enter[op] = {int(n): g["ns_per_call"].to_numpy(float) for n, g in rows.groupby("n")}
@@ -185,6 +204,7 @@ def estimate(samples: Samples) -> CostInputs:
     """Point estimates from the medians of the batches."""
     s = float(np.median(samples.s))
     w = {op: float(np.median(samples.sw[op])) - s for op in OPS}
+    w_rr = {op: float(np.median(samples.sw_rr[op])) - s for op in samples.sw_rr}
     fits: dict[str, dict[str, Fit]] = {}
     t1: dict[str, float] = {}
     for op in OPS:
@@ -192,25 +212,36 @@ def estimate(samples: Samples) -> CostInputs:
         u = np.array([float(np.median(samples.enter[op][n])) for n in ns])
         fits[op] = {"A": fit_model_a(ns, u, s), "B": fit_model_b(ns, u, s)}
         t1[op] = float(u[ns == 1][0] - s) if (ns == 1).any() else math.nan
-    return CostInputs(s=s, w=w, fits=fits, t1=t1)
+    return CostInputs(s=s, w=w, fits=fits, t1=t1, w_rr=w_rr)
 
 
 def derived(ci: CostInputs) -> dict[str, float]:
     """Every scalar the paper reports, from one set of inputs."""
     out = {"s": ci.s, "epoll_request": epoll_request(ci),
            "w_mean": (ci.w["send"] + ci.w["recv"]) / 2, "t1_mean": (ci.t1["send"] + ci.t1["recv"]) / 2,
-           "floor_request": ci.w["send"] + ci.w["recv"],
+           # The kernel work of one echo request through system calls, 2w,
+           # with w as model B meets it (many connections), and on one.
+           "floor_request": ci.w_many("send") + ci.w_many("recv"),
+           "floor_request_single": ci.w["send"] + ci.w["recv"],
+           "epoll_request_single": sum(ci.s + ci.w[op] for op in OPS),
            "nstar_A": crossover(ci, "A"), "nstar_B": crossover(ci, "B")}
-    # Ratios that carry over between machines (claims C2/C3): the source's t
-    # at n = 1 against w, and model B's per-SQE cost of a request against
-    # the epoll request (io_uring can win at some n only when it is below 1).
+    # Ratios that carry over between machines (claims C1-C3), each side from
+    # the same connection pattern. The source's cell (one connection): t at
+    # n = 1 against w, and a request at n = 1, t(1) + s, against epoll's s + w.
     out["t1_over_w"] = out["t1_mean"] / out["w_mean"]
-    # A request's syscall part at n = 1: io_uring's t(1) + s against epoll's s + w.
     out["uring_n1_over_epoll"] = (out["t1_mean"] + ci.s) / (ci.s + out["w_mean"])
-    out["per_sqe_over_epoll"] = (ci.fits["send"]["B"].params["b"] + ci.fits["recv"]["B"].params["b"]) \
-        / out["epoll_request"]
+    # The source's model read per SQE: an operation costs s/n + t against
+    # s + w, which io_uring never undercuts at any n exactly when t >= s + w.
+    out["t1_over_s_plus_w"] = out["t1_mean"] / (ci.s + out["w_mean"])
+    # Model B's per-SQE cost of a request against the epoll request (both
+    # over many connections): io_uring wins at some n only when it is below 1.
+    out["b_request"] = ci.fits["send"]["B"].params["b"] + ci.fits["recv"]["B"].params["b"]
+    out["per_sqe_over_epoll"] = out["b_request"] / out["epoll_request"]
+    # Below 1: a batch's per-SQE kernel work undercuts a system call's w.
+    out["b_over_floor"] = out["b_request"] / out["floor_request"]
     for op in OPS:
         out[f"w_{op}"] = ci.w[op]
+        out[f"w_rr_{op}"] = ci.w_many(op)
         out[f"t_{op}"] = ci.fits[op]["A"].params["t"]
         out[f"t1_{op}"] = ci.t1[op]
         out[f"a_{op}"] = ci.fits[op]["B"].params["a"]
@@ -264,8 +295,39 @@ def central_inputs(inputs: Mapping[int, CostInputs]) -> CostInputs:
     fits = {op: {m: Fit(m, {k: med([c.fits[op][m].params[k] for c in cis]) for k in cis[0].fits[op][m].params},
                         med([c.fits[op][m].rss for c in cis]), cis[0].fits[op][m].points)
                  for m in ("A", "B")} for op in OPS}
+    w_rr = {op: med([c.w_many(op) for c in cis]) for op in OPS} if all(c.w_rr for c in cis) else {}
     return CostInputs(s=med([c.s for c in cis]), w={op: med([c.w[op] for c in cis]) for op in OPS},
-                      fits=fits, t1={op: med([c.t1[op] for c in cis]) for op in OPS})
+                      fits=fits, t1={op: med([c.t1[op] for c in cis]) for op in OPS}, w_rr=w_rr)
+
+
+def w_pattern(inputs: Mapping[int, CostInputs]) -> str:
+    """Which series the model's w (epoll request, floor, n*) came from."""
+    return "round-robin over many connections" if all(ci.w_rr for ci in inputs.values()) \
+        else "one connection (no round-robin series was measured)"
+
+
+def enter_overhead(nop: pd.DataFrame, syscall: pd.DataFrame, node: str) -> pd.DataFrame:
+    """Per repetition, from the nop probe on the default ring: a bare
+    io_uring_enter (n = 0) beyond s, the part of an enter that the source's
+    t (io_submit_sqes alone) leaves out, which our t(1) (the whole enter
+    minus s) includes; and io_uring's own cost per SQE (the NOP slope).
+    Rows: rep; columns: s, enter0_beyond_s, nop_per_sqe."""
+    def mine(t: pd.DataFrame) -> pd.DataFrame:
+        return t[(t["node"] == node) & ~t["warmup"]]
+
+    n = mine(nop)
+    n = n[n["pattern"] == "default"] if "default" in set(n["pattern"]) else n
+    sc = mine(syscall)
+    sc = sc[sc["variant"] == "getppid"]
+    rows = []
+    for rep in sorted(set(n["rep"].astype(int)) & set(sc["rep"].astype(int))):
+        s = float(sc.loc[sc["rep"] == rep, "ns_per_call"].median())
+        med = n[n["rep"] == rep].groupby("n")["ns_per_call"].median()
+        if 0 not in med.index or len(med) < 2:
+            continue
+        slope = float(np.polyfit(med.index.to_numpy(float), med.to_numpy(float), 1)[0])
+        rows.append({"rep": rep, "s": s, "enter0_beyond_s": float(med.loc[0]) - s, "nop_per_sqe": slope})
+    return pd.DataFrame(rows, columns=["rep", "s", "enter0_beyond_s", "nop_per_sqe"]).set_index("rep")
 
 
 def preferred_model(point: Mapping[str, float]) -> str:

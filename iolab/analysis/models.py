@@ -177,11 +177,37 @@ def kernel_view(trace: pd.DataFrame, node: str) -> dict[str, Any]:
         subs = count(f"uring_n{n}", "submit_req")
         out[f"trace_enter_n{n}_ns"] = enter
         out[f"trace_sqes_per_enter_n{n}"] = subs / enters if enters else math.nan
-    # The echo workloads (rows from before they were traced have none): io_uring
-    # task-work runs per request echoed, in the server's task or deferred.
-    for workload in sorted(w for w in rows["workload"].dropna().unique() if str(w).startswith("echo_")):
+    # The echo workloads (rows from before they were traced have none): per
+    # request echoed, io_uring task-work runs (in the server's task or
+    # deferred), polls io_uring armed for a receive or send that did not
+    # complete in its submission, and requests handed to io-wq. A run traced
+    # before the last two were counted (it has no echo_poll_first workload)
+    # reports only the first two: bpftrace omits a count that stayed 0, so
+    # a missing map cannot tell "none" from "not traced".
+    workloads = set(rows["workload"].dropna())
+    maps = ("task_work_run", "local_work_run") + (
+        ("poll_arm", "queue_async_work") if "echo_poll_first" in workloads else ())
+    for workload in sorted(w for w in workloads if str(w).startswith("echo_")):
         echoed = count(workload, "echoed_requests")
         if echoed:
-            for name in ("task_work_run", "local_work_run"):
+            for name in maps:
                 out[f"trace_{workload}_{name}_per_request"] = count(workload, name) / echoed
+    return out
+
+
+def trace_rates(trace: pd.DataFrame, node: str, workload: str, name: str) -> dict[int, float]:
+    """Per repetition, one traced count per echoed request of an echo
+    workload (e.g. io-wq requests under the default ring); empty where the
+    run did not count it (traced before the echo_poll_first workload and
+    its counts were added: bpftrace omits a count that stayed 0, so only
+    that marker tells "none" from "not traced")."""
+    rows = trace[(trace["node"] == node)]
+    if "rep" not in rows or "echo_poll_first" not in set(rows["workload"].dropna()):
+        return {}
+    out = {}
+    for rep, g in rows.groupby("rep"):
+        echoed = g.loc[(g["workload"] == workload) & (g["map"] == "echoed_requests"), "count"].astype(float).sum()
+        if echoed:
+            hits = g.loc[(g["workload"] == workload) & (g["map"] == name), "count"].astype(float).sum()
+            out[int(rep)] = float(hits / echoed)
     return out

@@ -35,7 +35,7 @@ from .claims import evaluate
 from .stats import MIN_REPS_FOR_CI
 from .verdicts import Finding, Outcome
 
-CLAIM_EXPERIMENTS = ("syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib")
+CLAIM_EXPERIMENTS = ("syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib", "trace")
 
 
 @dataclass
@@ -208,8 +208,11 @@ def plan_from_raw(raw_files: Sequence[Path], *, round_: int, repeats: int,
     missing = [e for e in ("syscall", "sendrecv", "uring_batch") if e not in loaded]
     if missing:
         raise ValueError(f"precision planning needs the cost probes' raw files; missing: {', '.join(missing)}")
+    # Round 0 looks at a count fixed in advance; every later look, at counts
+    # the earlier looks chose: confidence sequences there.
     findings = evaluate(loaded["syscall"], loaded["sendrecv"], loaded["uring_batch"],
-                        loaded.get("echo"), loaded.get("mpi"), ib=loaded.get("ib"))
+                        loaded.get("echo"), loaded.get("mpi"), ib=loaded.get("ib"), trace=loaded.get("trace"),
+                        anytime_after=repeats if round_ > 0 else 0)
     spent, per_rep, per_cell = _timings(raw_files, repeats)
     return plan_round(findings, round_=round_, repeats=repeats, precision=precision, spent_seconds=spent,
                       seconds_per_rep=per_rep, seconds_per_cell=per_cell)

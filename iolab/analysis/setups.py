@@ -10,21 +10,27 @@ from . import echostats
 from .claims import SOURCE_U1_BYTES, SOURCE_U1_CONNECTIONS, SOURCE_U2_BYTES, SOURCE_U2_CONNECTIONS
 from .sources import SOURCE_SETUPS
 
-ASPECTS = ("system", "hardware", "kernel", "client", "layout", "cells")
+ASPECTS = ("system", "hardware", "kernel", "client", "layout", "cells", "duration")
 
 _SYSTEMS = {
     "C1": "cost-probe: getppid(2) loops for s; send(2)/recv(2) over TCP loopback for w; one io_uring_enter "
           "with n SEND/RECV SQEs for t(n)",
     "C2": "models A and B fitted to our t(n) per repetition",
-    "C3": "echo-uring, multishot preset (single-threaded) against echo-epoll",
+    "C3": "echo-uring --poll-first (single-threaded; receives and sends complete in their submission, no io-wq: "
+          "the trace experiment counts no poll armed for them) against echo-epoll",
+    "C4": "echo-uring --poll-first against echo-epoll, server CPU per request at the largest message size",
     "U1": "echo-uring, default ring, against echo-epoll (C)",
     "U2": "echo-go-uring (our pure-Go reactor with the source's defaults) against echo-go-net; second row: "
           "echo-uring with 2 rings, granule 75, attach_wq against echo-epoll",
     "U3": "echo-go-uring --sqpoll --rings 2 against echo-go-uring; second row: echo-uring sqpoll against "
           "the default ring",
     "U4": "echo-uring with each ring option against its base preset",
+    "U5": "echo-go-uring with other ring counts and granule 1, echo-uring's rings against one ring with "
+          "IOSQE_ASYNC and with or without ATTACH_WQ (the reactor profile); io-wq requests counted by the "
+          "trace experiment",
     "M1": "mpi-probe ping-pong and perftest where a node pair ran them",
     "M2": "mpi-probe collectives (OSU's method where it ran), Open MPI's default algorithms where they ran",
+    "M3": "mpi-probe collectives across nodes: the largest native/VM ratio",
 }
 
 
@@ -56,6 +62,7 @@ def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame
     rows = []
     for claim, theirs in SOURCE_SETUPS.items():
         rows.append({"claim": claim, "side": "source", **{a: getattr(theirs, a) for a in ASPECTS}})
+        duration = _durations(claim, cost_node, echo_here, mpi)
         if claim in ("C1", "C2"):
             hardware, kernel = _machine(cost_node)
             client, layout, cells = "-", "the probe pinned to one CPU", "1 connection per SQE, 16 B and up"
@@ -74,8 +81,23 @@ def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame
                 cells = {"U1": _echo_cells(echo_here, SOURCE_U1_CONNECTIONS, SOURCE_U1_BYTES),
                          "U2": _echo_cells(echo_here, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES),
                          "U3": _echo_cells(echo_here, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES),
-                         "C3": _echo_cells(echo_here, (1000,), tuple(sorted(set(echo_here["bytes"]))))
+                         "C3": _echo_cells(echo_here, (1000,), tuple(sorted(set(echo_here["bytes"])))),
+                         "C4": "the largest message size measured"
                          }.get(claim, "the largest c measured, smallest size")
         rows.append({"claim": claim, "side": "ours", "system": _SYSTEMS[claim], "hardware": hardware,
-                     "kernel": kernel, "client": client, "layout": layout, "cells": cells})
+                     "kernel": kernel, "client": client, "layout": layout, "cells": cells, "duration": duration})
     return pd.DataFrame(rows)
+
+
+def _durations(claim: str, cost: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame | None) -> str:
+    """How long our measurement of a claim ran, per repetition and cell."""
+    if claim in ("C1", "C2"):
+        reps = cost["rep"].nunique() if len(cost) else 0
+        return f"{reps} repetitions of batches of about 50 µs each"
+    if claim.startswith("M"):
+        return f"{mpi['rep'].nunique()} repetitions" if mpi is not None and len(mpi) else "not measured"
+    if echo is None or "loaded_s" not in echo:
+        return "not measured"
+    lengths = sorted({round(float(x), 2) for x in echo["loaded_s"].dropna()})
+    span = f"{lengths[0]:g}" + (f"-{lengths[-1]:g}" if len(lengths) > 1 else "")
+    return f"{span} s per cell, warm-up included ({echo['rep'].nunique()} repetitions); the sources ran 60 s"

@@ -39,11 +39,13 @@ HPCHUB = "HPC HUB virtual cluster study (seed 004)"
 
 QUOTED: dict[str, Quoted] = {
     "c1_s_mitigations_on_ns": Quoted("700", "ns", OPENANOLIS,
-                                     "s with CPU mitigations on; Xeon E5-2682 v4, bpftrace kprobes"),
+                                     "s with CPU mitigations on; Xeon E5-2682 v4, measured by a dedicated "
+                                     "program"),
     "c1_s_mitigations_off_ns": Quoted("230", "ns", OPENANOLIS,
                                       "s with CPU mitigations off; Xeon E5-2682 v4"),
-    "c1_w_ns": Quoted("1500", "ns", OPENANOLIS, "w, kernel work of one send/recv, 16 B"),
-    "c1_t1_ns": Quoted("1900", "ns", OPENANOLIS, "t at n = 1 (io_submit_sqes)"),
+    "c1_w_ns": Quoted("1500", "ns", OPENANOLIS, "w, kernel work of one send/recv, 16 B (bpftrace kprobes on "
+                      "__sys_sendto/__sys_recvfrom)"),
+    "c1_t1_ns": Quoted("1900", "ns", OPENANOLIS, "t at n = 1 (bpftrace kprobe on io_submit_sqes, per SQE)"),
 
     "m1_latency_native_us": Quoted("0.83", "µs", HPCHUB, "ib_send_lat small-message latency, bare metal, "
                                    "ConnectX-3 FDR InfiniBand"),
@@ -77,12 +79,17 @@ U1_RPS: dict[str, dict[tuple[int, int], float]] = {
               (1000, 128): 156449, (1000, 512): 155492},
 }
 
-# Part 3's reactor benchmark (Go). The printed header names the columns
-# "c: 100 bytes: 128 | c: 50 bytes: 1024 | c: 500 bytes: 128 | c: 1000 bytes: 128 |
-# c: 1000 bytes: 128 | c: 1000 bytes: 1024"; two columns carry the same label.
+# Part 3's reactor benchmark (Go). The article's printed header is garbled
+# ("c: 100 bytes: 128 | c: 50 bytes: 1024 | c: 500 bytes: 128 | c: 1000 bytes: 128 |
+# c: 1000 bytes: 128 | c: 1000 bytes: 1024": c = 50 and a repeated label). The
+# article links go-uring's example/echo-server-multi-thread/Benchmark.md as
+# "the full description of the testing": "5 runs for each combination of 128
+# and 1024 bytes message size with 100, 500 and 1000 clients", and its own
+# table's header is {100, 500, 1000} x {128, 1024} in that order, with the
+# same net/http row as the article (132 664 ... 139 617). Those are the cells.
 HABR_PART3 = "Habr io_uring part 3 (seeds 000/001)"
-U2_COLUMNS = ["c=100 128 B", "c=50 1024 B", "c=500 128 B", "c=1000 128 B", "c=1000 128 B (2nd)",
-              "c=1000 1024 B"]
+GO_URING_BENCHMARK = "go-uring's example/echo-server-multi-thread/Benchmark.md (linked by part 3 as its method)"
+U2_COLUMNS = ["c=100 128 B", "c=100 1024 B", "c=500 128 B", "c=500 1024 B", "c=1000 128 B", "c=1000 1024 B"]
 U2_RPS: dict[str, list[float]] = {
     "net/http (epoll netpoller)": [132664, 139206, 133039, 139171, 133480, 139617],
     "go-uring reactor": [34202, 33159, 147362, 139313, 158483, 154194],
@@ -91,7 +98,7 @@ U2_RPS: dict[str, list[float]] = {
 
 
 def cell_of(label: str) -> tuple[int, int]:
-    c, b = label.replace("c=", "").replace(" B", "").replace(" (2nd)", "").split()
+    c, b = label.replace("c=", "").replace(" B", "").split()
     return int(c), int(b)
 
 
@@ -125,34 +132,53 @@ class SourceSetup:
     client: str
     layout: str
     cells: str
+    duration: str = "not stated"
 
 
 _OPENANOLIS_HW = "Xeon E5-2682 v4 2.50 GHz"
 _PART3 = SourceSetup(
-    "Go io_uring reactor (go-uring: 6 rings = 2 x cores - 2, fd -> ring granule 75, 2 shared worker "
-    "pools, GOMAXPROCS = 2 x NumCPU) against Go's net package; SQ_POLL mode with 2 rings",
-    "i5-7500, 4 cores, in a VirtualBox VM", "5.16",
-    "rust_echo_bench on the same VM (thread per connection), 5 runs of 60 s, mean req/s",
-    "unpinned, client and server on the same VM", "c 100/500/1000 x 128/1024 B")
+    "Go io_uring reactor (rings = 2 x cores - 2, fd -> ring granule 75) against Go's net package; per "
+    "go-uring's Benchmark.md and example server: 6 rings, 2 shared worker pools, GOMAXPROCS = 2 x NumCPU "
+    "in the io_uring modes only, SQ_POLL mode with 2 rings; its net server took each connection's "
+    "File().Fd(), which makes the socket blocking",
+    "i5-7500, 4 cores (per Benchmark.md: in a VirtualBox VM)", "5.16 (per Benchmark.md)",
+    "rust_echo_bench (thread per connection) on the same VM; per Benchmark.md 5 runs per cell "
+    "(the statistic is not stated)",
+    "not stated; client and server on one VM, so we infer nothing pinned",
+    "c 100/500/1000 x 128/1024 B (cells per Benchmark.md; the article's header is garbled)",
+    "60 s per run (per Benchmark.md)")
 SOURCE_SETUPS: dict[str, SourceSetup] = {
-    "C1": SourceSetup("s: a dedicated program; w, t: bpftrace kprobes on __sys_sendto/__sys_recvfrom and "
-                      "io_submit_sqes in single-threaded C echo servers", _OPENANOLIS_HW, "not stated",
-                      "not stated (about 1000 TPS)", "not stated", "1 connection, 16 B"),
+    "C1": SourceSetup("s: a dedicated program (not shown); w, t: bpftrace kprobes on __sys_sendto/__sys_recvfrom "
+                      "and io_submit_sqes (t per SQE) in single-threaded C echo servers", _OPENANOLIS_HW, "not stated",
+                      "not stated (about 1000 TPS)", "not stated", "1 connection, 16 B",
+                      "bpftrace printed every 5 s, 13-17 intervals"),
     "C2": SourceSetup("the cost model epoll = s + w, io_uring = (t + s)/n, with C1's values",
                       _OPENANOLIS_HW, "not stated", "-", "-", "model only"),
-    "C3": SourceSetup("single-threaded C echo servers: io_uring multishot without io-wq against epoll",
+    "C3": SourceSetup("single-threaded C echo servers: io_uring with SEND and RECV completing in "
+                      "io_submit_sqes (its 'multi-shot mode', no task work), no io-wq, against epoll",
                       _OPENANOLIS_HW, "not stated", "not stated", "not stated", "1000 connections"),
     "U1": SourceSetup("C echo servers on liburing (default ring) and on epoll", "i5-7500, 4 cores, 16 GB",
-                      "5.11", "rust_echo_bench (thread per connection), 60 s", "unpinned, one machine",
-                      "c 50/500/1000 x 128/512 B"),
+                      "5.11", "rust_echo_bench (thread per connection)",
+                      "not stated; one machine, so we infer nothing pinned", "c 50/500/1000 x 128/512 B",
+                      "60 s per cell"),
     "U2": _PART3,
     "U3": _PART3,
+    "C4": SourceSetup("the cost model's conclusion: if w is large, io_uring and epoll are close",
+                      _OPENANOLIS_HW, "not stated", "-", "-", "model only"),
     "U4": SourceSetup("the part 3 reactor with each ring option", "i5-7500, 4 cores, in a VirtualBox VM",
-                      "5.16", "rust_echo_bench", "unpinned", "the author's opinion, no table"),
+                      "5.16", "rust_echo_bench", "not stated", "the author's opinion, no table"),
+    "U5": SourceSetup("the part 3 reactor's design: rings = 2 x cores - 2, fd -> ring granule 75, several "
+                      "rings rather than one with IOSQE_ASYNC, shared io-wq pools (ATTACH_WQ)",
+                      "i5-7500, 4 cores, in a VirtualBox VM", "5.16", "rust_echo_bench", "not stated",
+                      "the author's opinion, no table"),
     "M1": SourceSetup("perftest ib_send_lat/ib_send_bw, bare metal against KVM guests with SR-IOV VFs",
-                      "ConnectX-3 FDR InfiniBand", "not stated", "-", "one process per node", "perftest -a"),
+                      "ConnectX-3 FDR InfiniBand", "not stated", "-", "one process per node", "perftest -a",
+                      "perftest's defaults"),
     "M2": SourceSetup("OSU 5.3.1 bcast/allreduce/alltoall, Open MPI 1.10 default algorithms, mean of the 3 "
                       "smallest of 10-20 runs", "2 nodes per kind, ConnectX-3 FDR, SR-IOV, KVM",
-                      "not stated", "-", "20 ranks per node", "OSU's sizes"),
+                      "not stated", "-", "20 ranks per node", "OSU's sizes", "10-20 runs per size"),
+    "M3": SourceSetup("OSU 5.3.1 collectives and perftest, bare metal against KVM guests with SR-IOV VFs",
+                      "2 nodes per kind, ConnectX-3 FDR, SR-IOV, KVM", "not stated", "-", "20 ranks per node",
+                      "OSU's sizes", "10-20 runs per size"),
 }
 

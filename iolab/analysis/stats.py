@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy import special
 from scipy import stats as sps
 
 CONFIDENCE = 0.95
@@ -78,6 +79,13 @@ def _median_ci_ranks(n: int, confidence: float) -> tuple[int, int] | None:
     return int(ci.low), int(ci.high)
 
 
+def fixed_side_alpha(n: int, confidence: float = CONFIDENCE) -> float:
+    """The one-sided level of the fixed-sample interval at n repetitions
+    (1/64 at 6 for 95 %); 0 where it is unbounded."""
+    ranks = _median_ci_ranks(n, confidence)
+    return 0.0 if ranks is None else float(sps.binom.cdf(ranks[0], n, 0.5))
+
+
 def median_ci(values: ArrayLike, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Distribution-free CI for the median of ``values`` (one per repetition):
     ``scipy.stats.quantile_test``'s order statistics; (-inf, inf) when there
@@ -91,16 +99,19 @@ def median_ci(values: ArrayLike, confidence: float = CONFIDENCE) -> tuple[float,
     return float(a[ranks[0]]), float(a[ranks[1]])
 
 
-def across_reps(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 0) -> Estimate:
+def across_reps(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 0,
+                predict: bool = True) -> Estimate:
     """The estimate of a quantity from its per-repetition values (inf allowed,
-    NaN dropped): their median, the median's CI, and a prediction interval
-    for the median a repeated run of as many repetitions would give."""
+    NaN dropped): their median, the median's CI, and (``predict``) a
+    prediction interval for the median a repeated run of as many repetitions
+    would give."""
     a = _finite_or_inf(per_rep)
     if a.size == 0:
         raise ValueError("across_reps of an empty sample")
     med = float(np.median(a))
     low, high = median_ci(a, confidence)
-    return Estimate(med, low, high, int(a.size), *prediction_interval(a, confidence, seed))
+    pred = prediction_interval(a, confidence, seed) if predict else (math.nan, math.nan)
+    return Estimate(med, low, high, int(a.size), *pred)
 
 
 def prediction_interval(per_rep: ArrayLike, confidence: float = CONFIDENCE,
@@ -121,12 +132,14 @@ def prediction_interval(per_rep: ArrayLike, confidence: float = CONFIDENCE,
     return med - half, med + half
 
 
-def expected_ci(per_rep: ArrayLike, reps: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+def expected_ci(per_rep: ArrayLike, reps: int, confidence: float = CONFIDENCE,
+                anytime: bool = False) -> tuple[float, float]:
     """The interval ``reps`` repetitions would be expected to give, if they
     came from the distribution the ones at hand show: the order statistics
-    scipy's interval picks for ``reps``, placed at the observed quantiles."""
+    scipy's interval (``anytime``: the confidence sequence's) picks for
+    ``reps``, placed at the observed quantiles."""
     a = _finite_or_inf(per_rep)
-    ranks = _median_ci_ranks(reps, confidence)
+    ranks = _anytime_ranks(reps, confidence) if anytime else _median_ci_ranks(reps, confidence)
     if ranks is None:
         return -math.inf, math.inf
     # 1-based rank k of reps sits near quantile k / (reps + 1). Infinite
@@ -134,6 +147,21 @@ def expected_ci(per_rep: ArrayLike, reps: int, confidence: float = CONFIDENCE) -
     method = "linear" if np.isfinite(a).all() else "inverted_cdf"
     return tuple(float(np.quantile(a, (r + 1) / (reps + 1), method=method))  # type: ignore[return-value]
                  for r in ranks)
+
+
+def expected_cis(per_rep: ArrayLike, reps: Sequence[int] | np.ndarray, confidence: float = CONFIDENCE,
+                 anytime: bool = False) -> list[tuple[float, float]]:
+    """``expected_ci`` for each count in ``reps`` at once (one quantile pass)."""
+    a = _finite_or_inf(per_rep)
+    method = "linear" if np.isfinite(a).all() else "inverted_cdf"
+    probs, where = [], []
+    for n in reps:
+        ranks = _anytime_ranks(int(n), confidence) if anytime else _median_ci_ranks(int(n), confidence)
+        where.append(ranks is not None)
+        if ranks is not None:
+            probs += [(ranks[0] + 1) / (n + 1), (ranks[1] + 1) / (n + 1)]
+    q = iter(np.quantile(a, probs, method=method).tolist() if probs else [])
+    return [(next(q), next(q)) if ok else (-math.inf, math.inf) for ok in where]
 
 
 def mean_of_smallest(x: ArrayLike, k: int = 3) -> float:
@@ -148,3 +176,85 @@ def spread_pct(values: Sequence[float] | np.ndarray) -> float:
     """(max - min) / median of repeated estimates, in percent."""
     a = np.asarray(values, dtype=float)
     return float((a.max() - a.min()) / np.median(a) * 100)
+
+
+# --- sign tests: fixed-sample and anytime-valid ------------------------------------
+#
+# A claim part asks on which side of a bound the median of the per-repetition
+# values lies. The sign test counts the repetitions on one side: under "the
+# median is on the other side (or at the bound)", each falls there with
+# probability at most 1/2. With a count fixed in advance, its p-value is the
+# binomial tail, and inverting it gives the order-statistic interval above.
+# Adaptive precision looks at the data after every round and adds
+# repetitions while a verdict is undecided: re-checking a fixed-sample
+# p-value that way inflates the error with every look. There the evidence is
+# Robbins' (1970) beta-binomial mixture of likelihood ratios, a nonnegative
+# supermartingale under the null, so by Ville's inequality its running
+# maximum exceeds 1/alpha with probability at most alpha however many looks
+# are taken and whenever one stops (Howard & Ramdas, "Sequential estimation
+# of quantiles with applications to A/B-testing and best-arm
+# identification", Bernoulli 2022). Inverted, it gives a confidence sequence
+# for the median: an interval valid at every number of repetitions at once.
+
+
+def log_mixture(k: ArrayLike, n: ArrayLike) -> np.ndarray:
+    """log of the one-sided beta-binomial mixture after k of n repetitions
+    fell on the alternative's side: 2^n times the mean over theta, uniform on
+    (1/2, 1], of theta^k (1 - theta)^(n - k)."""
+    k = np.asarray(k, dtype=float)
+    n = np.asarray(n, dtype=float)
+    with np.errstate(divide="ignore"):
+        tail = np.log1p(-special.betainc(k + 1, n - k + 1, 0.5))
+    return (n + 1) * math.log(2) + special.betaln(k + 1, n - k + 1) + tail
+
+
+def sign_p(values: ArrayLike, side: str, bound: float, anytime: bool = False) -> float:
+    """The p-value against "the median is at or beyond ``bound`` on the far
+    side": evidence that it is ``side`` ("below" or "above") the bound, from
+    the values (in the order measured) strictly on that side. ``anytime``:
+    valid at every number of repetitions, however they were chosen (the
+    mixture's running maximum); else the exact binomial tail for a count
+    fixed in advance."""
+    a = np.asarray(values, dtype=float)
+    a = a[~np.isnan(a)]
+    if a.size == 0:
+        return 1.0
+    hits = a < bound if side == "below" else a > bound
+    if not anytime:
+        return float(sps.binom.sf(int(hits.sum()) - 1, a.size, 0.5))
+    k = np.cumsum(hits)
+    logm = log_mixture(k, np.arange(1, a.size + 1))
+    return float(min(1.0, math.exp(-float(np.max(logm)))))
+
+
+def confidence_sequence(values: ArrayLike, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The median's anytime-valid interval from values in the order measured:
+    every bound the one-sided tests (each at (1 - confidence)/2) do not
+    reject, over all repetitions so far. Unbounded on a side none rejects."""
+    a = np.asarray(values, dtype=float)
+    a = a[~np.isnan(a)]
+    side_alpha = (1 - confidence) / 2
+    low, high = -math.inf, math.inf
+    n = np.arange(1, a.size + 1)
+    for c in np.unique(a):
+        # Just below c: the values at or above c are above it.
+        if math.exp(-float(np.max(log_mixture(np.cumsum(a >= c), n)))) <= side_alpha:
+            low = float(c)
+    for c in np.unique(a)[::-1]:
+        if math.exp(-float(np.max(log_mixture(np.cumsum(a <= c), n)))) <= side_alpha:
+            high = float(c)
+    return low, high
+
+
+@functools.lru_cache(maxsize=None)
+def _anytime_ranks(n: int, confidence: float) -> tuple[int, int] | None:
+    """The 0-based order statistics a confidence sequence ends at after n
+    repetitions whose counts only grew at the end (its last look alone):
+    for forecasting how many repetitions would decide a part."""
+    side_alpha = (1 - confidence) / 2
+    ks = np.arange(n + 1)
+    strong = ks[np.exp(-log_mixture(ks, np.full(n + 1, n))) <= side_alpha]
+    if strong.size == 0:
+        return None
+    k = int(strong.min())        # at least k values beyond a bound reject it
+    return n - k, k - 1

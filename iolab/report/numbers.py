@@ -12,21 +12,29 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import costmodel, echostats, latency, models, mpimodels, mpistats, setups
+from ..analysis import claims, costmodel, echostats, latency, models, mpimodels, mpistats, setups
 from ..analysis.stats import ESTIMATOR, Estimate, across_reps
-from ..analysis.verdicts import RULE_TEXT, Finding, Outcome, combine
+from ..analysis.verdicts import RULE_TEXT, Finding, Outcome, claim_verdict
 from .outputs import Outputs
 
 COST_QUANTITIES = ("w_send", "w_recv", "w_mean", "t1_send", "t1_recv", "t1_mean", "a_send", "b_send",
-                   "a_recv", "b_recv", "epoll_request", "floor_request", "t1_over_w", "per_sqe_over_epoll")
+                   "a_recv", "b_recv", "epoll_request", "floor_request", "t1_over_w", "per_sqe_over_epoll",
+                   "w_rr_send", "w_rr_recv", "floor_request_single", "b_request", "b_over_floor",
+                   "t1_over_s_plus_w")
+RATIOS = ("t1_over_w", "per_sqe_over_epoll", "b_over_floor", "t1_over_s_plus_w")
 
 
 def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.DataFrame,
                overall: pd.DataFrame, summary: pd.DataFrame, per_rep_point: pd.DataFrame,
                inputs: costmodel.CostInputs, uring_batch_source: str | Path,
-               kernel_view: Mapping[str, Any] | None, overlay: pd.DataFrame | None) -> None:
+               kernel_view: Mapping[str, Any] | None, overlay: pd.DataFrame | None,
+               w_pattern: str = "", enter: pd.DataFrame | None = None,
+               cost_per_rep: pd.DataFrame | None = None) -> None:
     """The cost-model section: s, w, t(n), the fits, crossovers, spreads and
-    the kernel-side view (``summary``: costmodel.summarize)."""
+    the kernel-side view (``summary``: costmodel.summarize); ``w_pattern``:
+    which series the model's w came from; ``enter``: costmodel.enter_overhead,
+    the bound on how far our t(1) is from the source's io_submit_sqes;
+    ``cost_per_rep``: costmodel.per_rep."""
     for variant in ("getppid", "enosys"):
         row = overall[(overall["node"] == node) & (overall["variant"] == variant)]
         if len(row):
@@ -38,9 +46,26 @@ def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.D
     out.number("s_repeats", mine["rep"].nunique())
     out.number("s_batches", int((~mine["warmup"]).sum()))
     for q in COST_QUANTITIES:
-        digits = 2 if q in ("t1_over_w", "per_sqe_over_epoll") else 0
+        if q not in summary.index:
+            continue
+        digits = 2 if q in RATIOS else 0
         out.number(f"{q}_ns" if digits == 0 else q, summary.loc[q, "value"], unit="ns" if digits == 0 else "",
                    digits=digits, estimate=models.as_estimate(summary, q))
+    if w_pattern:
+        out.text("model_w_pattern", w_pattern)
+    if enter is not None and len(enter):
+        for col, name in (("enter0_beyond_s", "enter0_beyond_s_ns"), ("nop_per_sqe", "nop_per_sqe_ns")):
+            e = across_reps(enter[col].to_numpy(float))
+            out.number(name, e.value, unit="ns", estimate=e)
+        if cost_per_rep is not None:
+            # t(1) less the part of an enter outside submission (at most a bare
+            # enter beyond s, where that is positive), over w: the source's
+            # t/w bounded from below, per repetition.
+            both = enter.join(cost_per_rep[["t1_mean", "w_mean"]], how="inner")
+            low = (both["t1_mean"] - both["enter0_beyond_s"].clip(lower=0)) / both["w_mean"]
+            if len(low):
+                e = across_reps(low.to_numpy(float))
+                out.number("t1_over_w_bias_bound", e.value, digits=2, estimate=e)
     for q in ("nstar_A", "nstar_B"):
         if math.isinf(summary.loc[q, "value"]):
             out.text(q, "never")
@@ -233,23 +258,17 @@ def transport_comparison(ratio_tables: Sequence[pd.DataFrame]) -> str:
     return "; ".join(worst) if worst else "no transport comparison was measured"
 
 
-CLAIM_IDS = ("C1", "C2", "C3", "U1", "U2", "U3", "U4", "M1", "M2")
+CLAIM_IDS = ("C1", "C2", "C3", "C4", "U1", "U2", "U3", "U4", "U5", "M1", "M2", "M3")
 
 
 def claim_verdicts(findings: Sequence[Finding]) -> dict[str, str]:
-    """Per claim id: the combined outcome and how many parts decided it."""
+    """Per claim id: its verdict line (iolab.analysis.verdicts.ClaimVerdict):
+    the outcome, the parts decided and not testable, the source cells covered."""
     out = {}
     for claim in CLAIM_IDS:
-        parts = [f for f in findings if f.claim.split(" ")[0] == claim and not f.context]
-        if not parts:
-            continue
-        outcome = combine(parts)
-        if outcome is Outcome.NOT_TESTABLE:
-            out[claim] = f"{outcome.value}: {parts[0].reason}"
-            continue
-        testable = [f for f in parts if f.outcome is not Outcome.NOT_TESTABLE]
-        decided = sum(f.outcome in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED) for f in testable)
-        out[claim] = f"{outcome.value} ({decided} of {len(testable)} parts decided)"
+        parts = [f for f in findings if f.claim == claim]
+        if parts:
+            out[claim] = claim_verdict(claim, parts, claims.SOURCE_CELLS.get(claim, ())).line()
     return out
 
 
@@ -263,6 +282,16 @@ def claims_numbers(out: Outputs, findings: Sequence[Finding]) -> None:
     counts = {o: sum(f.outcome is o for f in findings if not f.context) for o in Outcome}
     for o, n in counts.items():
         out.number(f"findings_{o.name.lower()}", n)
+    out.rows("claims_tested", claims_tested())
+
+
+def claims_tested() -> pd.DataFrame:
+    """The paper's "How each claim is tested": per claim, the source's words
+    (translated), what we measure, the margins and why, the setup it needs,
+    and what we could not match (iolab.analysis.claims.CLAIM_TESTS)."""
+    return pd.DataFrame([{"claim": claim, "source": t.source, "words": t.words, "measure": t.measure,
+                          "margin": "; ".join(t.margins), "needs": t.needs, "unmatched": t.unmatched}
+                         for claim, t in claims.CLAIM_TESTS.items()])
 
 
 def claims_setups(out: Outputs, *, syscall: pd.DataFrame, echo: pd.DataFrame | None,

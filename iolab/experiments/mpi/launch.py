@@ -127,6 +127,19 @@ def mca_params(settings: Settings, launch: Launch, btl_shm: str,
     return mca
 
 
+def fabric(mca: Mapping[str, str]) -> dict[str, str]:
+    """What carried a launch's messages, read from its MCA parameters: the
+    pml (a btl list implies ob1), the btl list and interface, and the kind:
+    "infiniband" (openib or uct btl), "ucx" (the ucx pml), "tcp", "shared
+    memory", or "default" (Open MPI chose; nothing recorded forces one)."""
+    btl = mca.get("btl", "")
+    pml = mca.get("pml", "ob1" if btl else "")
+    parts = set(btl.split(",")) - {"", "self"}
+    kind = ("ucx" if pml == "ucx" else "infiniband" if parts & {"openib", "uct"} else
+            "tcp" if "tcp" in parts else "shared memory" if parts else "default")
+    return {"kind": kind, "pml": pml, "btl": btl, "interface": mca.get("btl_tcp_if_include", "")}
+
+
 def mpirun_path(settings: MpiSettings, remote: bool) -> str:
     """mpirun as configured: looked up on this PATH here, on the node's PATH there."""
     return settings.mpirun if remote else shutil.which(settings.mpirun) or settings.mpirun
@@ -164,13 +177,13 @@ def mpirun_argv(settings: Settings, launch: Launch, program: Path | str, args: l
         binding = "host-cpu"
     else:
         binding = "none" if oversubscribed else "core"
-    argv += _placement_flags(oversubscribed, "none" if binding == "host-cpu" else binding,
-                             mca_params(settings, launch, btl_shm, cluster, oversubscribed))
+    mca = mca_params(settings, launch, btl_shm, cluster, oversubscribed)
+    argv += _placement_flags(oversubscribed, "none" if binding == "host-cpu" else binding, mca)
     argv += [str(program), *args]
     if cluster is not None:
         argv = cluster.wrap(argv, host=0)
     decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
-               "binding": binding, "usable_cpus": cpus}
+               "binding": binding, "usable_cpus": cpus, "fabric": fabric(mca)}
     return argv, decided
 
 
@@ -181,12 +194,12 @@ def nodes_mpirun_argv(settings: MpiSettings, launch: Launch, args: list[str], bt
     node's own build (iolab.runners.mpigroup)."""
     oversubscribed = group.oversubscribed(launch.ranks)
     binding = "none" if oversubscribed else group.bind_to
+    mca = mca_params(settings, launch, btl_shm, None, oversubscribed, group)
     argv = [*_mpirun_head(settings, remote), "--hostfile", group.hostfile,
-            *_placement_flags(oversubscribed, binding,
-                              mca_params(settings, launch, btl_shm, None, oversubscribed, group)),
+            *_placement_flags(oversubscribed, binding, mca),
             *group.contexts(launch.ranks, launch.program, args)]
     decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
-               "binding": binding, "usable_cpus": sum(m.slots for m in group.members)}
+               "binding": binding, "usable_cpus": sum(m.slots for m in group.members), "fabric": fabric(mca)}
     return argv, decided
 
 
@@ -196,8 +209,8 @@ def srun_argv(settings: MpiSettings, launch: Launch, program: str, args: list[st
     parameters passed as OMPI_MCA_* variables, since srun has no --mca."""
     cpus = cpus if cpus is not None else usable_cpus()
     oversubscribed = launch.ranks > cpus
-    env = {f"OMPI_MCA_{key}": value
-           for key, value in mca_params(settings, launch, btl_shm, None, oversubscribed).items()}
+    mca = mca_params(settings, launch, btl_shm, None, oversubscribed)
+    env = {f"OMPI_MCA_{key}": value for key, value in mca.items()}
     # Binding is left to the cluster's TaskPlugin (task/affinity binds;
     # task/none cannot, and srun refuses --cpu-bind there).
     argv = ["srun", "--overlap", f"--mpi={SRUN_MPI}", "-n", str(launch.ranks),
@@ -209,7 +222,7 @@ def srun_argv(settings: MpiSettings, launch: Launch, program: str, args: list[st
     # which --export=NAME=VALUE lists cannot carry.
     decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
                "binding": "slurm TaskPlugin default", "usable_cpus": cpus, "launcher": "srun",
-               "environment": env}
+               "environment": env, "fabric": fabric(mca)}
     return argv, decided
 
 
