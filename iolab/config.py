@@ -93,6 +93,11 @@ def describe_validation_error(err: Any) -> str:
         return f"config error at {where}: {err.instance!r} is not one of {err.validator_value}"
     if validator == "type":
         return f"config error at {where}: {err.instance!r} should be of type {err.validator_value}"
+    if validator == "pattern" and err.schema.get("description"):
+        # The pattern itself says little to a user; its description's first
+        # sentence says what fits.
+        what = " ".join(err.schema["description"].split()).split(". ")[0].rstrip(".")
+        return f"config error at {where}: {err.instance!r} is not allowed here: {what}"
     return f"config error at {where}: {err.message}"
 
 

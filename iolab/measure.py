@@ -13,6 +13,7 @@ the provenance sidecar is renamed into place just before it.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import atomic, paths, provenance
+from . import atomic, integrity, live, paths, provenance
 from .experiments import REGISTRY, Repetition, run_repetition
 from .inventory import NodeEntry
 from .nodes import resolve_node
@@ -45,6 +46,8 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
     peers = [NodeEntry.of(p) for p in peer_entries]
     for stale in atomic.remove_stale_temporaries(output):
         print(f"iolab: removed {paths.relative(stale)}, left by an interrupted run", file=sys.stderr)
+    for stale in live.remove_stale_tempdirs():
+        print(f"iolab: removed {stale}, left by process {stale.name}, which no longer runs", file=sys.stderr)
     runner = runner_for(entry)
     remote = Capability.THIS_MACHINE not in runner.capabilities
     with runner.session(REGISTRY[experiment].programs) as node_runner:
@@ -56,12 +59,17 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
             measured = run_repetition(Repetition(experiment, entry, node, node_runner, facts, typed,
                                                  seed, tmp, output, client, peers))
             seconds = time.monotonic() - start
+            # The raw file's fingerprint (and its companions', already in
+            # place), taken before either file is renamed into place.
+            files = {output.name: tmp, **{f"{output.stem}.{extra}": output.with_name(f"{output.stem}.{extra}")
+                                          for extra in REGISTRY[experiment].extra_outputs}}
             side = provenance.capture(
                 node, experiment, {**settings, "rep": rep, "seed": seed}, command=measured.command,
                 placement=dict(measured.placement), started=started, facts=facts, built_here=not remote,
                 extra={"run_seconds": round(seconds, 3), "runner": entry.runner,
                        "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "accel": None,
-                       **node_runner.provenance(), **measured.extra},
+                       **node_runner.provenance(), **measured.extra,
+                       integrity.KEY: integrity.fingerprints(files)},
             )
             atomic.write_json(provenance.sidecar_for(output), side)
     print(f"iolab: wrote {paths.relative(output)} ({measured.summary}, {seconds:.1f} s)", file=sys.stderr)
@@ -110,7 +118,19 @@ def main(argv: list[str] | None = None) -> int:
         check_ranges(args.experiment, settings, [node, *([client] if client else []), *peers])
         measure(args.experiment, node, settings, args.rep, args.seed, args.output, client, peers)
     except (RunError, ValueError) as e:
-        print(f"iolab: {e}", file=sys.stderr)
+        if os.strerror(errno.ENOSPC) in str(e):
+            # A probe that could not write its standard output wrote into the
+            # raw file's temporary: name the file the user knows.
+            print(f"iolab: could not write {paths.relative(args.output)}: {os.strerror(errno.ENOSPC)} "
+                  f"({e}); nothing partial was kept", file=sys.stderr)
+        else:
+            print(f"iolab: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        # A full disk, a read-only directory: one line naming the file; the
+        # temporaries are gone, nothing partial is kept.
+        where = paths.relative(Path(e.filename)) if e.filename else paths.relative(args.output)
+        print(f"iolab: could not write {where}: {e.strerror or e}; nothing partial was kept", file=sys.stderr)
         return 1
     return 0
 

@@ -116,6 +116,9 @@ class EchoSetup(Section):
     client: Literal["auto", "event-loop", "event-loop-uring", "thread-per-connection"]
     layout: Literal["pinned", "shared"]
     only: tuple[str, ...] | None = None      # these presets only (None: every one)
+    # These cells only (None: the sweep's connections and bytes).
+    connections: tuple[int, ...] | None = None
+    bytes: tuple[int, ...] | None = None
 
 
 class EchoSettings(ExperimentSettings):

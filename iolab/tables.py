@@ -10,7 +10,6 @@ SHA-256) that the figure manifest links to.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import sys
@@ -21,110 +20,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import atomic, paths
-from .formats import (CELL_COLUMNS, CELL_OPTIONAL, IB_COLUMNS, LATENCY_COLUMNS, MPI_COLUMNS, OSU_PREFIX, REFERENCE_BENCH,
-                      bench_method, histograms_path, launch_rows, launch_selection)
+from . import atomic, integrity, paths
+from .formats import IB_COLUMNS, OSU_PREFIX, REFERENCE_BENCH, bench_method, histograms_path, launch_rows, launch_selection
+from .readers import (TRACE_COLUMNS, RawFormatError, read_echo_csv, read_histograms_csv, read_ib_csv, read_latency_csv,
+                      read_metadata, read_mpi_csv, read_raw_csv, read_trace_csv, read_unavailable, sha256)
+from .presets import preset_server
 from .provenance import sidecar_for
 
-# cost-probe raw format v2: every mode writes these columns.
-PROBE_COLUMNS = ["mode", "variant", "transport", "pattern", "ack", "bytes", "n", "connections",
-                 "seq", "batch", "warmup", "calls", "ns", "cpu", "emptied", "not_inline"]
-TRACE_COLUMNS = ["workload", "map", "count", "avg_ns", "total_ns"]
-_META = re.compile(r"^#\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _RAW_NAME = re.compile(r"^rep\d+\.csv$")   # not rep<N>.histograms.csv
-_UNAVAILABLE = re.compile(r"^#\s*unavailable:\s*preset=(\S+)\s+reason=(.*)$")
-
-
-class RawFormatError(ValueError):
-    """A raw file does not have the expected shape."""
-
-
-def read_metadata(path: str | Path) -> dict[str, str]:
-    meta: dict[str, str] = {}
-    with open(path) as f:
-        for line in f:
-            if not line.startswith("#"):
-                break
-            m = _META.match(line.strip())
-            if m:
-                meta[m.group(1)] = m.group(2)
-    return meta
-
-
-def read_unavailable(path: str | Path) -> list[dict[str, str]]:
-    """Ring presets the probe reported as unavailable or not applicable."""
-    out = []
-    with open(path) as f:
-        for line in f:
-            if not line.startswith("#"):
-                break
-            m = _UNAVAILABLE.match(line.strip())
-            if m:
-                out.append({"preset": m.group(1), "reason": m.group(2)})
-    return out
-
-
-def _read_csv(path: str | Path, columns: list[str], complete: list[str]) -> pd.DataFrame:
-    try:
-        frame = pd.read_csv(path, comment="#")
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
-        raise RawFormatError(f"{path}: not a valid raw CSV ({e})") from e
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise RawFormatError(f"{path}: missing columns {missing}")
-    if frame[complete].isna().any().any():
-        raise RawFormatError(f"{path}: incomplete rows (truncated file?)")
-    return frame
-
-
-def read_echo_csv(path: str | Path) -> pd.DataFrame:
-    """An echo sweep's raw CSV (one row per cell)."""
-    required = [c for c in CELL_COLUMNS if c not in CELL_OPTIONAL]
-    frame = _read_csv(path, required, ["order", "connections", "bytes", "status"])
-    for column, default in CELL_OPTIONAL.items():
-        if column not in frame:
-            frame[column] = default
-    # CPU sets as taskset wrote them ("0", "0-3"), not as floats.
-    for column in ("server_cpu", "client_cpu"):
-        frame[column] = frame[column].map(lambda v: None if pd.isna(v) else
-                                          str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
-    # The CPUs a preset's placeholders became ("2", "2-3"), "" where none.
-    frame["helper_cpus"] = frame["helper_cpus"].map(lambda v: "" if pd.isna(v) else
-                                                    str(int(v)) if isinstance(v, float) else str(v))
-    if (frame["layout"] == "").any():
-        frame["layout"] = frame["layout"].where(frame["layout"] != "", frame["server_cpu"].notna().map(
-            {True: "pinned", False: "shared"}))
-    return frame
-
-
-def read_latency_csv(path: str | Path) -> pd.DataFrame:
-    """An open-loop latency sweep's raw CSV (one row per cell)."""
-    frame = _read_csv(path, LATENCY_COLUMNS, ["order", "phase", "load", "status"])
-    frame["reason"] = frame["reason"].astype(object).where(frame["reason"].notna(), "")
-    return frame
-
-
-def read_histograms_csv(path: str | Path) -> dict[int, tuple[list[int], list[int]]]:
-    """A sweep's ``rep<N>.histograms.csv``: cell order -> (bucket lower
-    bounds in ns, counts), as the load generator wrote them."""
-    try:
-        frame = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, FileNotFoundError) as e:
-        raise RawFormatError(f"{path}: not a valid histogram file ({e})") from e
-    if list(frame.columns) != ["order", "low_ns", "high_ns", "count"] or frame.isna().any().any():
-        raise RawFormatError(f"{path}: not a histogram file (columns order,low_ns,high_ns,count, all set)")
-    return {int(order): (g["low_ns"].astype(int).tolist(), g["count"].astype(int).tolist())
-            for order, g in frame.groupby("order", sort=True)}
-
-
-def read_raw_csv(path: str | Path) -> pd.DataFrame:
-    """A cost-probe raw CSV as a frame; raises RawFormatError if malformed."""
-    return _read_csv(path, PROBE_COLUMNS, ["seq", "calls", "ns", "not_inline"])
-
-
-def read_ib_csv(path: str | Path) -> pd.DataFrame:
-    """A perftest raw CSV (possibly empty, when no RDMA device was found)."""
-    return _read_csv(path, IB_COLUMNS, IB_COLUMNS)
 
 
 def ib_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
@@ -151,19 +54,6 @@ def _skippable_table(raw_files: Iterable[str | Path], read: Callable[[Path], pd.
     return pd.concat(frames, ignore_index=True)
 
 
-def read_trace_csv(path: str | Path) -> pd.DataFrame:
-    """A bpftrace raw CSV (possibly empty, when tracing was skipped)."""
-    return _read_csv(path, TRACE_COLUMNS, ["count", "avg_ns"])
-
-
-def sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def load_sidecar(raw: str | Path) -> dict[str, Any]:
     side = sidecar_for(raw)
     try:
@@ -183,8 +73,14 @@ def _network(raw: Path) -> dict[str, Any]:
 
 
 def _context(raw: Path) -> dict[str, Any]:
-    """Columns every tidy row carries from its raw file's sidecar."""
+    """Columns every tidy row carries from its raw file's sidecar, once the
+    file (and any measured with it) is checked against the fingerprints the
+    sidecar recorded (iolab.integrity: an edited file stops the build)."""
     side = load_sidecar(raw)
+    try:
+        integrity.verify(raw)
+    except integrity.EditedRawError as e:
+        raise RawFormatError(str(e)) from e
     return {
         "node": side["node"]["name"],
         "kind": side["node"]["kind"],
@@ -239,7 +135,11 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
         settings = load_sidecar(raw)["settings"]
         # Each cell's wall-clock time under load: the load generator's warm-up and measured seconds.
         loaded_s = float(settings.get("duration", "nan")) + float(settings.get("warmup", "nan"))
-        frame = frame.assign(**_context(raw), loaded_s=loaded_s)
+        # Each preset's flags as the sweep ran them, so the table says what
+        # every configuration was without its raw files.
+        flags = {name: " ".join(preset_server(name, spec)[1])
+                 for name, spec in (settings.get("presets") or {}).items()}
+        frame = frame.assign(**_context(raw), loaded_s=loaded_s, flags=frame["preset"].map(flags).fillna(""))
         frames.append(frame)
     if not frames:
         raise RawFormatError("no raw files given")
@@ -260,11 +160,6 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
                                        / echoed).where(ok & out["server_cpu"].notna())
     out["reason"] = out["reason"].astype(object).where(out["reason"].notna(), "")
     return out
-
-
-def read_mpi_csv(path: str | Path) -> pd.DataFrame:
-    """An MPI repetition's raw CSV: one row per timed iteration and rank."""
-    return _read_csv(path, MPI_COLUMNS, MPI_COLUMNS)
 
 
 # What each MPI launch decided and ran, as columns of its samples.
@@ -383,7 +278,6 @@ def raw_files_under(root: str | Path, experiment: str) -> list[Path]:
     (``<node>/<experiment>/<run key>/rep<N>.csv``)."""
     return sorted(p for p in Path(root).glob(f"*/{experiment}/*/rep*.csv")
                   if _RAW_NAME.match(p.name))
-
 
 
 # What a notebook opened by hand reads: the pipeline's latest tidy table when

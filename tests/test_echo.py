@@ -31,7 +31,7 @@ import yaml
 from conftest import REPO
 
 from iolab.experiments import echo as echo_exp
-from iolab import tables
+from iolab import readers, tables
 from iolab.formats import histograms_path
 from iolab.presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server, server_flags
 from iolab.analysis import echostats
@@ -834,7 +834,7 @@ def test_a_sweep_resolves_the_auto_client_once_and_records_what_ran(native_build
     extra = echo_exp.run_sweep(settings, {"server": 0, "client": "1"}, 3, raw, histograms_path(raw),
                                progress=False)
     assert extra["echo"]["client_auto"] == picked and extra["echo"]["cells"] == 2
-    table = tables.read_echo_csv(raw)
+    table = readers.read_echo_csv(raw)
     assert (table["status"] == "ok").all() and set(table["client"]) == {"event-loop-uring"}
 
 
@@ -1002,11 +1002,11 @@ def test_a_sweep_puts_helpers_on_a_spare_cpu_or_records_why_not(native_build: Pa
     settings = {**SWEEP, "presets": {"async_iowq_spare": ["--async", "--iowq-aff", "{spare_cpus}"]}}
     echo_exp.run_sweep(settings, {"server": 0, "client": 0}, 1, tmp_path / "a.csv", tmp_path / "a.hist",
                        progress=False)
-    row = tables.read_echo_csv(tmp_path / "a.csv").iloc[0]
+    row = readers.read_echo_csv(tmp_path / "a.csv").iloc[0]
     assert row["status"] == "ok" and row["helper_cpus"] == "1" and row["iowq_workers"] > 0
     echo_exp.run_sweep(settings, {"server": 0, "client": 1}, 1, tmp_path / "b.csv", tmp_path / "b.hist",
                        progress=False)
-    row = tables.read_echo_csv(tmp_path / "b.csv").iloc[0]
+    row = readers.read_echo_csv(tmp_path / "b.csv").iloc[0]
     assert row["status"] == "unavailable" and "besides the server's (0) and the load generator's (1)" in row["reason"]
 
 
@@ -1046,6 +1046,20 @@ def test_a_server_killed_mid_run_fails_the_cell_clearly(native_build: Path, tmp_
     proc.wait()
     with pytest.raises(echo_exp.CellError, match="server died during the run"):
         echo_exp.stop_server(proc, runner)
+
+
+def test_a_killed_servers_cell_blames_the_server_not_the_load_generator(native_build: Path,
+                                                                        tmp_path: Path) -> None:
+    # The load generator fails too ("early closes"): the cell says why it failed.
+    cell = echo_exp.Cell("default", (), 50, 64)
+    timer = threading.Timer(0.5, lambda: subprocess.run(["pkill", "-KILL", "-f", "echo-uring --port"]))
+    timer.start()
+    try:
+        with pytest.raises(echo_exp.CellError) as e:
+            echo_exp.measure_cell(cell, echo_exp.LoadgenRun(3, 0.1), {}, tmp_path / "h.csv", LocalRunner())
+    finally:
+        timer.cancel()
+    assert str(e.value) == "the server died during the run: it was killed by signal 9"
 
 
 def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Path) -> None:
@@ -1101,7 +1115,7 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     header = old[0].split(",")
     drop = {header.index("client"), header.index("layout")}
     raw.write_text("\n".join(",".join(f for i, f in enumerate(ln.split(",")) if i not in drop) for ln in old) + "\n")
-    legacy = tables.read_echo_csv(raw)
+    legacy = readers.read_echo_csv(raw)
     assert set(legacy["client"]) == {"event-loop"}
     assert sorted(legacy["layout"]) == ["pinned", "pinned", "shared", "shared"]
 
@@ -1137,3 +1151,54 @@ def test_rings_without_taskrun_flags_kick_the_server_with_ipis(native_build: Pat
                                        tmp_path / f"{name}.csv")
         ipis[name] = result["server_resched_ipis"]
     assert ipis["default"] > 10 * (ipis["single_issuer_defer_taskrun"] + 5), ipis
+
+
+@pytest.mark.parametrize("name", ["epoll", "default", "multishot", "go_net", "go_uring"])
+def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(native_build: Path,
+                                                                               name: str) -> None:
+    """ulimit -n 256 and 500 clients: accept fails with EMFILE while the
+    connections wait in the backlog. The server pauses accepting, reports it
+    at most once a second, and keeps echoing on the connections it has
+    (it used to print the error a million times in 4 s, at full CPU)."""
+    _, program, flags = next(s for s in SERVERS if s[0] == name)
+    raise_nofile(2048)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    proc = subprocess.Popen([str(native_build / program), "--port", "0", *flags], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+    try:
+        assert proc.stderr is not None
+        port = int(re.search(r":(\d+)$", proc.stderr.readline().strip()).group(1))
+        first = [connect(port) for _ in range(50)]
+        for s in first:
+            s.sendall(b"x" * 64)
+            assert s.recv(64, socket.MSG_WAITALL) == b"x" * 64
+        crowd = []
+        for _ in range(450):      # more than the server can hold: the rest wait in the backlog
+            try:
+                crowd.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+            except OSError:
+                break
+        deadline = time.monotonic() + 2.5
+        rounds = 0
+        while time.monotonic() < deadline:       # the open connections still echo, throughout
+            for s in first:
+                s.sendall(b"y" * 64)
+                assert s.recv(64, socket.MSG_WAITALL) == b"y" * 64
+            rounds += 1
+            time.sleep(0.05)
+        assert rounds > 10
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        for s in first + crowd:
+            s.close()
+    assert proc.returncode == 0, err[-2000:]
+    reports = [ln for ln in err.splitlines() if "accept:" in ln]
+    # One report per second at most (the run lasted about 3 s), each with its count.
+    assert 1 <= len(reports) <= 5 and all("pausing accepts" in ln for ln in reports), err[-2000:]
+    assert len(err) < 4000
+    counters = json.loads(out.strip().splitlines()[-1])
+    assert counters["requests"] >= 50 * (rounds + 1) * (1 if name.startswith("go") else 1) // 2

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab import atomic, hostfacts, provenance, tables
+from iolab import atomic, hostfacts, provenance, readers, tables
 from iolab.report import paper
 from iolab.config import ConfigError, check_semantics, key_path, load, validate_config
 from iolab.nodes import Node
@@ -77,20 +77,20 @@ def test_probe_table_subtracts_timer_and_divides(tmp_path: Path) -> None:
 
 def test_truncated_raw_file_is_rejected(tmp_path: Path) -> None:
     raw = write_raw(tmp_path, body=RAW.rsplit(",", 2)[0] + "\n")
-    with pytest.raises(tables.RawFormatError):
+    with pytest.raises(readers.RawFormatError):
         tables.probe_table([raw])
 
 
 def test_unavailable_presets_are_read(tmp_path: Path) -> None:
     raw = write_raw(tmp_path)
-    assert tables.read_unavailable(raw) == [{"preset": "sqpoll",
+    assert readers.read_unavailable(raw) == [{"preset": "sqpoll",
                                             "reason": "not applicable: no enter to time"}]
 
 
 def test_raw_file_without_sidecar_is_rejected(tmp_path: Path) -> None:
     raw = write_raw(tmp_path)
     provenance.sidecar_for(raw).unlink()
-    with pytest.raises(tables.RawFormatError, match="sidecar"):
+    with pytest.raises(readers.RawFormatError, match="sidecar"):
         tables.probe_table([raw])
 
 
@@ -204,10 +204,10 @@ def test_figures_are_cropped_as_savefig_crops_them(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
     from PIL import Image
 
-    from iolab.report import plotting
+    from iolab.report import plots
     from iolab.report.outputs import Outputs
 
-    plotting.apply_style()
+    plots.style.apply()
     # Long tick labels, as in the claims' forest plot: measured at the
     # figure's own 110 dpi they come out about 2 % wider.
     fig, ax = plt.subplots(figsize=(7, 7))

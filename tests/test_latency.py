@@ -25,7 +25,7 @@ from iolab import tables
 from iolab.formats import histograms_path
 from iolab.analysis import latency
 from iolab.config import ConfigError, check_semantics, load
-from iolab.report import plotting
+from iolab.report import plots
 from iolab.runners import LocalRunner
 
 TWO_CPUS = (os.cpu_count() or 1) >= 2
@@ -176,8 +176,8 @@ def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Pat
         ("default", 0.2), ("default", 0.6), ("default", 1.0), ("epoll", 0.2), ("epoll", 0.6), ("epoll", 1.0)]
     # One repetition: a value, no interval; the merged view is that repetition's.
     assert (curves["p99_us"] == curves["p99_us_merged"]).all() and np.isinf(curves["p99_us_low"]).all()
-    fig = plotting.open_loop_latency_figure(curves)
-    assert [ax.get_title() for ax in fig.axes] == ["p50, open loop", "p99, open loop", "p99.9, open loop"]
+    fig = plots.echo.open_loop_figure(curves)
+    assert [ax.get_title() for ax in fig.axes] == ["p50", "p99", "p99.9"]
     ratio = latency.paired_ratio(table, "default", "epoll", 0.6)
     assert len(ratio) == 1 and ratio[0] > 0
     out = tmp_path / "latency.parquet"

@@ -1,4 +1,7 @@
-"""Imports only go down the data flow: runners <- experiments <- analysis <- report.
+"""The package is a Y over a shared base (DESIGN.md): the run side (measure ->
+experiments -> runners) and the read side (notebooks -> report -> analysis
+-> tables) both import the base (config, settings, formats, readers,
+provenance, ...) and never each other.
 
 Checked on the whole import closure (iolab.paths.module_closure), so an
 indirect import through a third module counts too.
@@ -28,8 +31,18 @@ def under(paths: list[str], folder: str) -> list[str]:
     return [p for p in paths if p.startswith(f"iolab/{folder}/")]
 
 
-@pytest.mark.parametrize("layer", ["iolab.analysis", "iolab.report"])
-def test_analysis_and_report_never_reach_the_runners_or_the_run_code(layer: str) -> None:
+READ_SIDE = ("iolab/tables.py", "iolab/analysis/", "iolab/report/")
+
+
+@pytest.mark.parametrize("root", ["iolab.measure", "iolab.runners",
+                                  *[f"iolab.experiments.{m}" for m in EXPERIMENT_MODULES]])
+def test_the_run_side_never_reaches_the_read_side(root: str) -> None:
+    closure = module_closure([root])
+    assert [p for p in closure if p.startswith(READ_SIDE)] == []
+
+
+@pytest.mark.parametrize("layer", ["iolab.tables", "iolab.analysis", "iolab.report"])
+def test_the_read_side_never_reaches_the_runners_or_the_run_code(layer: str) -> None:
     closure = module_closure([layer])
     assert under(closure, "runners") == []
     assert sorted(RUN_CODE & set(closure)) == []

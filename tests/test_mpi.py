@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from iolab import formats, tables
+from iolab import formats, readers, tables
 from iolab.experiments import mpi
 from iolab.experiments.mpi import launch as mpi_launch
 from iolab.analysis import mpimodels, mpistats
@@ -178,8 +178,8 @@ def test_raw_file_is_parsed_by_the_loaders(mpi_build: Path, tmp_path: Path) -> N
     # A truncated raw file is refused, not half-read.
     lines = out.read_text().splitlines()
     out.write_text("\n".join(lines[:-1]) + "\n" + lines[-1].rsplit(",", 3)[0] + "\n")
-    with pytest.raises(tables.RawFormatError):
-        tables.read_mpi_csv(out)
+    with pytest.raises(readers.RawFormatError):
+        readers.read_mpi_csv(out)
 
 
 def test_plan_runs_both_algorithm_selections_and_ping_pong_once() -> None:
@@ -233,7 +233,7 @@ def test_both_selections_are_told_apart_in_the_raw_file(mpi_build: Path, tmp_pat
     first = next(i for i, ln in enumerate(lines) if ln.startswith("shm,"))
     lines[first] = lines[first].replace("shm,", "tcp,", 1)
     out.write_text("\n".join(lines) + "\n")
-    with pytest.raises(tables.RawFormatError, match="under the launch record of"):
+    with pytest.raises(readers.RawFormatError, match="under the launch record of"):
         tables.load("mpi", tmp_path)
 
 
@@ -266,7 +266,7 @@ def test_tbf_rate_is_recovered_across_two_namespaces(mpi_build: Path, tmp_path: 
     launch = extra["mpi"]["launches"][0]
     assert launch["cluster"]["rate_mbit"] == rate
     assert len(set(launch["probe_meta"]["processors"])) == 2   # two separate hosts
-    frame = tables.read_mpi_csv(out)
+    frame = readers.read_mpi_csv(out)
     pp = frame[frame["rank"] == 0].groupby("bytes")["ns"].median() / 2
     mb_s, _ = mpimodels.transfer_rate(pp.index.to_numpy(), pp.to_numpy())
     fitted_mbit = mb_s * 8
@@ -391,12 +391,12 @@ def test_transport_ratios_are_formed_within_each_repetition() -> None:
 def test_the_ratio_figure_says_so_when_no_transport_pair_was_measured() -> None:
     # transports: [shm] (or shm and nodes on an ssh node) forms no pair; the
     # workflow still lists the figure, so the notebook must draw one.
-    from iolab.report import numbers, plotting
+    from iolab.report import numbers, plots
     rows = [{"transport": "shm", "bench": "bcast", "ranks": 2, "bytes": 8, "rep": r, "time_ns": 1000.0,
              "oversubscribed": False} for r in (1, 2)]
     tables_ = mpistats.transport_ratios(pd.DataFrame(rows), ["shm", "nodes"])
     assert tables_ == []
-    fig = plotting.mpi_ratio_figure(tables_)
+    fig = plots.mpi.ratio_figure(tables_)
     (text,) = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert text.startswith("No transport pair was measured") and "tcp/nodes" in text
     assert numbers.transport_comparison(tables_) == "no transport comparison was measured"

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake, write_sshd_files
 
-from iolab import formats, tables
+from iolab import formats, readers, tables
 from iolab.experiments import mpi
 from iolab.analysis import mpistats
 from iolab.inventory import NodeEntry
@@ -82,6 +82,21 @@ def test_agent_runs_each_peers_setup_and_refuses_strangers(tmp_path: Path) -> No
                               "identity_file": "~/.ssh/id", "known_hosts": "~/.ssh/kh"})
     assert "Host 10.0.0.2\n" in block and "Port 2222" in block and "StrictHostKeyChecking yes" in block
     assert "IdentityFile ~/.ssh/id" in block and "UserKnownHostsFile ~/.ssh/kh" in block
+
+
+def test_no_value_changes_meaning_by_its_spelling(tmp_path: Path) -> None:
+    # The schema refuses these first (tests/test_config.py); an entry that
+    # did not come through it is refused here, before a file is written.
+    with pytest.raises(RunError, match="node b: ssh User 'bench\\\\nHost \\*' contains a line break"):
+        ssh_config_block({"name": "b", "runner": "ssh", "address": "10.0.0.2", "user": "bench\nHost *"})
+    group = MpiNodeGroup(_member("a", "10.0.0.1"), [_member("b", "10.0.0.2\n10.6.6.6 slots=64")])
+    group._dir = str(tmp_path)
+    with pytest.raises(RunError, match="node b: address"):
+        group.hostfile_text()
+    # ssh reads the host after "--" as the destination, never as an option.
+    argv = SshRunner({"name": "b", "runner": "ssh", "host": "-oProxyCommand=x"}).ssh_argv()
+    assert argv[-2:] == ["--", "-oProxyCommand=x"]
+    assert 'exec ssh -F' in group.agent_text() and ' -- "$host"' in group.agent_text()
 
 
 def test_report_rows_bring_in_the_nodes_transport_from_the_node_that_ran_it() -> None:
@@ -172,7 +187,7 @@ def test_this_machine_launches_across_an_ssh_peer(two_nodes: dict, tmp_path: Pat
     across = launches[("nodes", 2)]
     assert across["probe_meta"]["processors"] == [os.uname().nodename, cluster.names[1]]
     assert across["argv"][0].startswith("/") and "--allow-run-as-root" in across["argv"]
-    frame = tables.read_mpi_csv(out)
+    frame = readers.read_mpi_csv(out)
     assert (frame.loc[frame["transport"] == "nodes", "ns"] > 0).all()
 
 
@@ -208,7 +223,7 @@ def test_pipeline_runs_echo_mpi_and_ib_on_ssh_nodes(two_nodes: dict, tmp_path: P
         assert side["runner"] == "ssh" and side["node"]["name"] == "nsa"
         assert side["host"]["kernel"] == os.uname().release and side["toolchain"]["cc"]
     echo_raw = next((wd / "data" / "raw" / "nsa" / "echo").glob("*/rep1.csv"))
-    echo = tables.read_echo_csv(echo_raw)
+    echo = readers.read_echo_csv(echo_raw)
     # Both servers at c = 50 under both client setups, the client on this machine.
     assert (echo["status"] == "ok").all()
     assert echo["client"].value_counts().to_dict() == {"event-loop-uring": 2, "thread-per-connection": 2}
@@ -252,7 +267,7 @@ def test_pipeline_runs_echo_mpi_and_ib_on_ssh_nodes(two_nodes: dict, tmp_path: P
     assert (wd / "paper" / "paper.pdf").exists()
     ib_raw = next((wd / "data" / "raw" / "nsa" / "ib").glob("*/rep1.csv"))
     reason = "no RDMA device under /sys/class/infiniband on nsa or nsb"
-    assert reason in tables.read_metadata(ib_raw)["skipped"]
+    assert reason in readers.read_metadata(ib_raw)["skipped"]
     assert ib_raw.with_name("rep1.perftest.txt").read_text().startswith(f"skipped: {reason}")
     assert tables.load("ib", wd / "results" / "tables" / "ib.parquet")["skipped"].str.startswith(reason).all()
     claims_numbers = json.loads((wd / "results" / "numbers" / "claims.json").read_text())

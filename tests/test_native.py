@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab import tables
+from iolab import readers
 
 FLAGS = ["--batches", "--warmup-batches", "--batch-us", "--calls-per-batch", "--variants",
          "--seed", "--cpu", "--output", "--help", "--transports", "--ops", "--patterns",
@@ -62,12 +62,12 @@ def test_syscall_output_schema_parses(native_build: Path, tmp_path: Path, build:
     res = run([str(exe), "syscall", "--batches", "20", "--warmup-batches", "3",
                "--cpu", "0", "--output", str(out)])
     assert res.returncode == 0, res.stderr  # sanitizers abort with a report otherwise
-    frame = tables.read_raw_csv(out)
-    assert list(frame.columns) == tables.PROBE_COLUMNS
+    frame = readers.read_raw_csv(out)
+    assert list(frame.columns) == readers.PROBE_COLUMNS
     assert len(frame) == 2 * 23
     assert frame.groupby("variant")["warmup"].sum().to_dict() == {"enosys": 3, "getppid": 3}
     assert set(frame["cpu"]) == {0}
-    meta = tables.read_metadata(out)
+    meta = readers.read_metadata(out)
     assert float(meta["timer_overhead_ns"]) > 0
     # Timer overhead under 5 % of every batch, as the probe promises.
     assert (frame["ns"] * 0.05 > float(meta["timer_overhead_ns"])).all()
@@ -91,7 +91,7 @@ def test_sendrecv_covers_every_factor(native_build: Path, tmp_path: Path, build:
                "--warmup-batches", "1", "--bytes", "16,512", "--connections", "8",
                "--calls-per-batch", "8", "--output", str(out)])
     assert res.returncode == 0, res.stderr
-    frame = tables.read_raw_csv(out)
+    frame = readers.read_raw_csv(out)
     cells = frame.groupby(["transport", "variant", "pattern", "ack", "bytes"]).size()
     # TCP: 2 ops x 2 patterns x 2 ACK regimes x 2 sizes; UNIX has no ACK regimes.
     assert len(cells) == 16 + 8 and (cells == 5).all()
@@ -109,10 +109,10 @@ def test_uring_batch_completes_inline_and_reports_sqpoll(native_build: Path, tmp
                "--warmup-batches", "1", "--n", "1,8", "--presets",
                "default,single_issuer_defer_taskrun,register_ring_fd,sqpoll", "--output", str(out)])
     assert res.returncode == 0, res.stderr
-    frame = tables.read_raw_csv(out)
+    frame = readers.read_raw_csv(out)
     assert frame["not_inline"].sum() == 0
     assert set(frame["pattern"]) == {"default", "single_issuer_defer_taskrun", "register_ring_fd"}
-    unavailable = tables.read_unavailable(out)
+    unavailable = readers.read_unavailable(out)
     assert [u["preset"] for u in unavailable] == ["sqpoll"]
     assert "not applicable" in unavailable[0]["reason"]
 
@@ -132,5 +132,5 @@ def test_nop_times_a_bare_enter_for_n_zero(native_build: Path, tmp_path: Path) -
     res = run([str(native_build / "san" / "cost-probe"), "nop", "--batches", "5",
                "--warmup-batches", "1", "--n", "0,4", "--output", str(out)])
     assert res.returncode == 0, res.stderr
-    frame = tables.read_raw_csv(out)
+    frame = readers.read_raw_csv(out)
     assert sorted(set(frame["n"])) == [0, 4] and (frame["ns"] > 0).all()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab import tables
+from iolab import readers, tables
 from iolab.experiments import ib
 from iolab.runners import LocalRunner, qemu
 
@@ -122,7 +122,7 @@ def test_without_a_device_the_run_is_skipped_with_the_reason(tmp_path: Path) -> 
                                     transcript)
     reason = "no RDMA device under /sys/class/infiniband on n1 or n2 (InfiniBand or RoCE hardware, or rdma_rxe, is needed)"
     assert extra == {"ib": {"available": False, "reason": reason}}
-    assert tables.read_ib_csv(raw).empty and transcript.read_text() == f"skipped: {reason}\n"
+    assert readers.read_ib_csv(raw).empty and transcript.read_text() == f"skipped: {reason}\n"
     raw.with_name("rep1.provenance.json").write_text(json.dumps({
         "node": {"name": "n1", "kind": "bare-metal"}, "mitigations": {"state": "on"},
         "host": {"kernel": "test"}, "settings": {"rep": 1}}))

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import copy_workflow, snakemake, write_sshd_files
 
-from iolab import tables
+from iolab import readers
 from iolab.runners import RunError, SshRunner
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -66,7 +66,7 @@ def test_probe_runs_on_the_node_and_comes_back(sshd: dict, tmp_path: Path) -> No
         assert r.shell(f"test -x {r.exe('cost-probe')}").returncode == 0   # built there
         out = tmp_path / "syscall.csv"
         r.run([r.exe("cost-probe"), "syscall", "--batches", "20", "--warmup-batches", "2"], out)
-        frame = tables.read_raw_csv(out)
+        frame = readers.read_raw_csv(out)
         assert len(frame) >= 20 and (frame["ns"] > 0).all()
         facts = r.facts()
         assert facts.get("kernel") == os.uname().release and facts.cpu_count

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
 
-from iolab import tables
+from iolab import readers, tables
 from iolab.runners import qemu as vm
 
 CPU_NO_VMX = "processor\t: 0\nflags\t\t: fpu vme sse2 hypervisor avx2\n"
@@ -53,7 +53,7 @@ def test_tcg_guest_runs_a_probe_and_returns_its_output(tmp_path: Path) -> None:
     assert "mitigations=off" in res.cmdline
     out = tmp_path / "guest.csv"
     out.write_text(res.stdout)
-    frame = tables.read_raw_csv(out)
+    frame = readers.read_raw_csv(out)
     assert len(frame) >= 20 and (frame["ns"] > 0).all()
     # A failing command in the guest reports its status and message.
     bad = vm.run_in_guest([str(REPO / "native" / "build" / "cost-probe")],

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import atomic, tables
+from .. import atomic, readers, tables
 from ..provenance import sidecar_for
 from ..settings import PrecisionSettings
 from .claims import evaluate
@@ -192,7 +192,7 @@ def _timings(raw_files: Sequence[Path], repeats: int) -> tuple[float, dict[str, 
         else:
             per_rep[experiment].append(seconds)
         if experiment == "echo":
-            n = len(tables.read_echo_csv(raw))
+            n = len(readers.read_echo_csv(raw))
             cell_seconds, cells = cell_seconds + seconds, cells + n
     means = {e: sum(v) / len(v) for e, v in per_rep.items() if v}
     return spent, means, (cell_seconds / cells if cells else None)
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = plan_from_raw(args.raw, round_=args.round, repeats=args.repeats,
                              precision=json.loads(args.precision))
-    except (ValueError, tables.RawFormatError) as e:
+    except (ValueError, readers.RawFormatError) as e:
         print(f"iolab: {e}", file=sys.stderr)
         return 1
     print(plan.progress(), file=sys.stderr)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import paths, tables
+from .. import paths, readers
 from ..runners import RunError
 from ..settings import SETTINGS, ExperimentSettings
 from . import Measured, Repetition
@@ -40,8 +40,8 @@ def run_repetition(rep: Repetition) -> Measured:
     argv = probe_argv(rep.experiment, rep.settings, rep.seed, cpu, rep.runner.exe("cost-probe"))
     rep.runner.run(argv, rep.raw)
     # Parse before accepting: a truncated or malformed file is not a result.
-    frame = tables.read_raw_csv(rep.raw)
+    frame = readers.read_raw_csv(rep.raw)
     if frame.empty:
         raise RunError(f"{rep.experiment} on {rep.node.name}: the probe wrote no samples")
-    return Measured({"unavailable": tables.read_unavailable(rep.raw)}, argv, f"{len(frame)} batches",
+    return Measured({"unavailable": readers.read_unavailable(rep.raw)}, argv, f"{len(frame)} batches",
                     {"probe_cpu": cpu, "observed_cpus": sorted(set(frame["cpu"].tolist()))})

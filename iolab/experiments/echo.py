@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import atomic, tables
+from .. import atomic, readers
 from ..inventory import cpu_list
 from ..presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server
 from ..formats import CELL_COLUMNS, histograms_path
@@ -121,14 +121,22 @@ def cells(settings: Mapping[str, Any] | EchoSettings, seed: int) -> list[Cell]:
     presets = typed.presets
     chosen = typed.only or list(presets)
     wanted = set(typed.cells) if typed.cells else None
+
+    def grid(setup: Any) -> set[tuple[int, int]]:
+        return {(c, b) for c in (setup.connections or typed.connections) for b in (setup.bytes or typed.bytes)}
+
+    grids = [grid(setup) for setup in typed.setups]
     rng = random.Random(seed)
-    blocks = [(c, b) for c in typed.connections for b in typed.bytes]
+    blocks = sorted(set().union(*grids))
     rng.shuffle(blocks)
     out = []
     for c, b in blocks:
-        block = [Cell(name, presets[name].flags, c, b, setup.client, presets[name].server, setup.layout)
-                 for name in chosen for setup in typed.setups
-                 if (wanted is None or (name, c, b) in wanted) and name in (setup.only or [name])]
+        # A cell two setup entries share (same preset, client and layout) runs once.
+        block = list({(name, setup.client, setup.layout): Cell(name, presets[name].flags, c, b, setup.client,
+                                                                 presets[name].server, setup.layout)
+                      for name in chosen for setup, g in zip(typed.setups, grids, strict=True)
+                      if (c, b) in g and (wanted is None or (name, c, b) in wanted)
+                      and name in (setup.only or [name])}.values())
         rng.shuffle(block)
         out.extend(block)
     return out
@@ -195,11 +203,23 @@ def start_server(cell: Cell, cpu: int | str | None, runner: Runner, bind: str = 
     return proc, int(m.group(1))
 
 
+def server_death(proc: subprocess.Popen[str]) -> str | None:
+    """Why the server is no longer running ("" detail when it said nothing),
+    or None while it runs."""
+    if proc.poll() is None:
+        return None
+    err = proc.stderr.read().strip() if proc.stderr else ""
+    how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
+           else f"exited with status {proc.returncode}")
+    last = err.splitlines()[-1] if err else ""
+    return f"the server died during the run: it {how}" + (f" ({last[-200:]})" if last else "")
+
+
 def stop_server(proc: subprocess.Popen[str], runner: Runner) -> dict[str, Any]:
     """Stop the server (SIGTERM on its node) and parse its final JSON line of counters."""
-    if proc.poll() is not None:
-        err = proc.stderr.read().strip() if proc.stderr else ""
-        raise CellError(f"server died during the run (status {proc.returncode}): {err[-200:]}")
+    death = server_death(proc)
+    if death is not None:
+        raise CellError(death)
     runner.terminate(proc)
     try:
         out, err = proc.communicate(timeout=30)
@@ -302,9 +322,12 @@ def measure_cell(cell: Cell, run: LoadgenRun, cpus: Mapping[str, int | str | Non
         client = run_loadgen(port, cell, run, cpus.get("client"), histogram, client_runner,
                              host=address)
     except (CellError, subprocess.TimeoutExpired) as e:
-        proc.kill()
-        proc.wait()
-        raise CellError(str(e)) from e
+        # A server that died takes the load generator down with it: blame the server.
+        death = server_death(proc)
+        if death is None:
+            proc.kill()
+            proc.wait()
+        raise CellError(death or str(e)) from e
     ipis_after = resched_ipis(_interrupts(server_runner), cpus.get("server"))
     server = stop_server(proc, server_runner)
     return {
@@ -445,7 +468,7 @@ def run_repetition(rep: Repetition) -> Measured:
         extra = run_sweep(rep.settings, cpus, rep.seed, rep.raw, hist_tmp, server_runner=rep.runner,
                           client_runner=client_runner, bind=bind, address=address)
     extra["echo"]["client_node"] = (client_entry or node_entry).name
-    frame = tables.read_echo_csv(rep.raw)
+    frame = readers.read_echo_csv(rep.raw)
     ok = int((frame["status"] == "ok").sum())
     return Measured(extra, ["echo-epoll/echo-uring + loadgen", "(one run per cell)"],
                     f"{ok} of {len(frame)} cells measured", cpus)

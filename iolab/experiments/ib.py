@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import atomic, tables
+from .. import atomic, readers
 from ..formats import IB_COLUMNS, IB_RAW_HEADER
 from ..runners import qemu, runner_for
 from ..runners.local import RunError
@@ -313,7 +313,7 @@ def run_repetition(rep: Repetition) -> Measured:
             atomic.atomic_path(rep.output.with_name(rep.output.stem + ".perftest.txt")) as transcript:
         extra = run_experiment(rep.settings, rep.node.name, rep.runner, peer.name, peer_runner, str(peer.reach),
                                rep.raw, transcript)
-    frame = tables.read_ib_csv(rep.raw)
+    frame = readers.read_ib_csv(rep.raw)
     summary = (f"skipped: {extra['ib']['reason']}" if not extra["ib"]["available"]
                else f"{frame['bytes'].nunique()} sizes, {len(frame)} values")
     return Measured(extra, ["ib_send_lat/ib_send_bw -a", f"(server on {peer.name})"], summary,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import atomic, tables
+from .. import atomic, readers
 from ..formats import LATENCY_COLUMNS, histograms_path
 from ..runners import LocalRunner, Runner
 from ..settings import LatencySettings
@@ -119,6 +119,6 @@ def run_repetition(rep: Repetition) -> Measured:
     cpus = rep.server_client_cpus()
     with atomic.atomic_path(histograms_path(rep.output)) as hist_tmp:
         extra = run(rep.settings, cpus, rep.seed, rep.raw, hist_tmp, runner=rep.runner)
-    frame = tables.read_latency_csv(rep.raw)
+    frame = readers.read_latency_csv(rep.raw)
     return Measured(extra, ["echo server + loadgen --rate", "(one run per cell)"],
                     f"{int((frame['status'] == 'ok').sum())} of {len(frame)} cells measured", cpus)

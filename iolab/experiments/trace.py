@@ -24,7 +24,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from .. import paths, tables
+from .. import paths, readers
 from ..runners import LocalRunner, RunError
 from ..settings import TraceSettings
 from . import Measured, Repetition, echo
@@ -227,6 +227,6 @@ def run_repetition(rep: Repetition) -> Measured:
         extra = measure(rep.settings, cpu, rep.seed, rep.raw, rep.server_client_cpus())
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         raise RunError(f"trace on {rep.node.name}: {e}") from e
-    frame = tables.read_trace_csv(rep.raw)
+    frame = readers.read_trace_csv(rep.raw)
     summary = "skipped: " + extra["trace"]["reason"] if frame.empty else f"{len(frame)} rows"
     return Measured(extra, ["bpftrace", "-e", "<script in provenance>"], summary, {"probe_cpu": cpu})

@@ -8,14 +8,13 @@ import shutil
 import signal
 import subprocess
 import time
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import hostfacts, paths
+from .. import hostfacts, live, paths
 from .base import Capability
 
 
@@ -92,7 +91,7 @@ class LocalRunner:
     @contextmanager
     def session(self, programs: Sequence[str]) -> Iterator[LocalRunner]:
         """Programs are built by the measurement rule itself; nothing to set up."""
-        with tempfile.TemporaryDirectory(prefix="iolab-run-") as tmp:
+        with live.tempdir("iolab-run-") as tmp:
             self._scratch = Path(tmp)
             try:
                 yield self
@@ -131,7 +130,7 @@ class LocalRunner:
         if base is None:
             # Outside a session: a private directory that lives as long as this runner.
             if getattr(self, "_own_scratch", None) is None:
-                self._own_scratch = tempfile.TemporaryDirectory(prefix="iolab-run-")
+                self._own_scratch = live.tempdir("iolab-run-")
             base = Path(self._own_scratch.name)
         return str(base / name)
 

@@ -44,7 +44,7 @@ case "$host" in
 {cases}
   *) echo "iolab-mpi-agent: $host is not a peer of node {group}" >&2; exit 255 ;;
 esac
-exec ssh -F {config} "$host" "$setup$*"
+exec ssh -F {config} -- "$host" "$setup$*"
 """
 
 
@@ -75,10 +75,23 @@ class Member:
         return self.runner.exe(program)
 
 
+def one_line(value: str, what: str) -> str:
+    """``value``, which goes into a generated file's line; a line break in it
+    would start a line of its own (the schema's patterns refuse them first,
+    this holds for an entry that did not come through the schema)."""
+    if any(c in value for c in "\r\n\0"):
+        raise RunError(f"{what} {value!r} contains a line break; it would add a line to a generated file")
+    return value
+
+
 def ssh_config_block(entry: Mapping[str, Any] | NodeEntry) -> str:
     """The ssh_config lines that reach ``entry`` by its address from another
     node: the options the ssh runner uses, paths left for that node's ssh."""
-    return f"Host {NodeEntry.of(entry).reach}\n" + "".join(f"  {keyword} {value}\n" for keyword, value in ssh_options(entry))
+    node = NodeEntry.of(entry)
+    lines = [f"Host {one_line(str(node.reach), f'node {node.name}: address')}\n"]
+    lines += [f"  {keyword} {one_line(value, f'node {node.name}: ssh {keyword}')}\n"
+              for keyword, value in ssh_options(node)]
+    return "".join(lines)
 
 
 class MpiNodeGroup:
@@ -129,7 +142,8 @@ class MpiNodeGroup:
 
     def hostfile_text(self) -> str:
         head = f"# Open MPI hostfile of node {self.first.name}'s MPI group, from the iolab inventory\n"
-        return head + "".join(f"{m.address} slots={m.slots}  # {m.name}\n" for m in self.members)
+        return head + "".join(f"{one_line(m.address, f'node {m.name}: address')} slots={m.slots}  # {m.name}\n"
+                              for m in self.members)
 
     def agent_text(self) -> str:
         cases = []

@@ -32,6 +32,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from .. import live
 from .local import RunError
 
 PREFIX = "iol"
@@ -70,16 +71,6 @@ def require_root_and_iproute2() -> None:
     for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("taskset", "util-linux")):
         if shutil.which(tool) is None:
             raise RunError(f"netns transport needs '{tool}'; install it with: apt-get install {package}")
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def owned_namespaces() -> list[str]:
@@ -141,7 +132,7 @@ def remove_stale_clusters() -> list[int]:
         m = _OWNED.match(name)
         if m:
             owners.add(int(m.group(1)))
-    stale = sorted(o for o in owners if not _pid_alive(o))
+    stale = sorted(o for o in owners if not live.pid_alive(o))
     for owner in stale:
         remove_cluster(owner)
     return stale

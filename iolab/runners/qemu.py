@@ -24,13 +24,13 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import live
 from ..inventory import NodeEntry
 
 BEGIN, END, STATUS = "@@iolab-begin@@", "@@iolab-end@@", "@@iolab-status="
@@ -247,7 +247,7 @@ def run_in_guest(programs: Sequence[str], command: Sequence[str], accel: str = "
         if not ok:
             raise VmError(why)
     full_cmdline = f"console=ttyS0 panic=-1 rdinit=/init quiet {cmdline}".strip()
-    with tempfile.TemporaryDirectory(prefix="iolab-vm-") as tmp:
+    with live.tempdir("iolab-vm-") as tmp:
         initrd = build_initramfs(programs, command, Path(tmp) / "initrd.gz", extra_files, script)
         argv = [qemu, "-machine", f"q35,accel={accel}", "-m", str(memory_mb), "-smp", str(cpus),
                 "-kernel", kernel, "-initrd", str(initrd), "-append", full_cmdline,

@@ -134,7 +134,8 @@ class SshRunner:
         argv = ["ssh", "-o", "ServerAliveInterval=15"]
         for keyword, value in ssh_options(self.entry, _expand_here):
             argv += ["-o", f"{keyword}={value}"]
-        return [*argv, self.target]
+        # "--": the target is never read as an option, however it is spelled.
+        return [*argv, "--", self.target]
 
     def _remote(self, script: str) -> list[str]:
         prefix = "".join(f"{cmd} && " for cmd in self.entry.setup)

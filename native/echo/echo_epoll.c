@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../common/cli.h"
+#include "../common/timing.h"
 #include "server.h"
 
 #define PROG "echo-epoll"
@@ -38,6 +39,8 @@ struct worker {
 	int listen_fd, ep;
 	int max_events;
 	struct echo_counters c;
+	struct accept_pause pause;
+	uint64_t accept_resume_ns;   /* accepting is paused until then (0: not paused) */
 };
 
 struct options {
@@ -177,6 +180,18 @@ static void on_accept(struct worker *w)
 		if (fd < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
+			if (accept_should_pause(errno)) {
+				/* The listener stays readable: stop watching it for a while. */
+				struct epoll_event off = { .events = 0, .data.fd = w->listen_fd };
+
+				accept_paused(PROG, &w->pause, errno);
+				if (epoll_ctl(w->ep, EPOLL_CTL_MOD, w->listen_fd, &off) != 0) {
+					fprintf(stderr, PROG ": epoll_ctl: %s\n", strerror(errno));
+					exit(1);
+				}
+				w->accept_resume_ns = now_ns() + ACCEPT_PAUSE_MS * 1000000ull;
+				return;
+			}
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
 				fprintf(stderr, PROG ": accept: %s\n", strerror(errno));
 			return;
@@ -206,8 +221,25 @@ static void *run_loop(void *arg)
 		exit(1);
 	}
 	while (!echo_stop) {
-		int n = epoll_wait(w->ep, events, w->max_events, -1);
+		int timeout = -1;
+		int n;
 
+		if (w->accept_resume_ns) {
+			uint64_t now = now_ns();
+
+			if (now >= w->accept_resume_ns) {
+				struct epoll_event on = { .events = EPOLLIN, .data.fd = w->listen_fd };
+
+				if (epoll_ctl(w->ep, EPOLL_CTL_MOD, w->listen_fd, &on) != 0) {
+					fprintf(stderr, PROG ": epoll_ctl: %s\n", strerror(errno));
+					exit(1);
+				}
+				w->accept_resume_ns = 0;
+			} else {
+				timeout = (int)((w->accept_resume_ns - now) / 1000000ull) + 1;
+			}
+		}
+		n = epoll_wait(w->ep, events, w->max_events, timeout);
 		w->c.waits++;
 		if (n < 0) {
 			if (errno == EINTR)

@@ -21,7 +21,7 @@
 
 enum op {
 	OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_TIMEOUT, OP_PROVIDE, OP_HANDOFF, OP_CANCEL, OP_MSG, OP_STOP,
-	OP_POLL, OP_POLLOUT,
+	OP_POLL, OP_POLLOUT, OP_RESUME,
 };
 
 struct options {
@@ -72,6 +72,8 @@ struct uring_ctx {
 	char *bufs;
 	unsigned bufs_held;  /* provided buffers this program holds (CQE seen, not returned) */
 	struct echo_counters c;
+	struct accept_pause pause;
+	int accept_paused;   /* the descriptor table was full: accepting resumes after a timeout */
 };
 
 extern struct options opts;

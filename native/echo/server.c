@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "server.h"
+#include "../common/timing.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,6 +32,25 @@ void counters_add(struct echo_counters *into, const struct echo_counters *c)
 	into->nobufs += c->nobufs;
 	into->zc_notifs += c->zc_notifs;
 	into->would_block += c->would_block;
+}
+
+int accept_should_pause(int err)
+{
+	return err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM;
+}
+
+void accept_paused(const char *prog, struct accept_pause *p, int err)
+{
+	uint64_t now = now_ns();
+
+	p->unreported++;
+	if (p->last_report_ns && now - p->last_report_ns < 1000000000ull)
+		return;
+	fprintf(stderr, "%s: accept: %s (%llu time%s since the last report); pausing accepts for %d ms, "
+		"serving the open connections; raise the open-file limit (ulimit -n)\n", prog, strerror(err),
+		(unsigned long long)p->unreported, p->unreported == 1 ? "" : "s", ACCEPT_PAUSE_MS);
+	p->last_report_ns = now;
+	p->unreported = 0;
 }
 
 static void on_stop(int sig)

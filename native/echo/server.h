@@ -43,6 +43,24 @@ size_t raise_nofile(const char *prog);
  * reuseport, SO_REUSEPORT). Exits with a one-line reason on failure. */
 int listen_tcp(const char *prog, const char *bind_addr, int port, int reuseport, int nonblock);
 
+/* An accept that fails for want of descriptors or memory (EMFILE, ENFILE,
+ * ENOBUFS, ENOMEM) leaves the connection queued, so accepting again at once
+ * fails again: a server would spin. Servers pause accepting for
+ * ACCEPT_PAUSE_MS instead, keep serving what is open, and say so at most
+ * once per second, with a count. */
+#define ACCEPT_PAUSE_MS 10
+
+struct accept_pause {
+	uint64_t last_report_ns;
+	uint64_t unreported;
+};
+
+/* Whether ``err`` (an errno) is one accept_paused handles. */
+int accept_should_pause(int err);
+
+/* Count one refused accept; print one line per second at most. */
+void accept_paused(const char *prog, struct accept_pause *p, int err);
+
 /* TCP_NODELAY on an accepted socket; returns 0 or -1 with errno. */
 int set_nodelay(int fd);
 

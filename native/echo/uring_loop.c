@@ -80,6 +80,8 @@ void data_flags(struct uring_ctx *r, struct io_uring_sqe *sqe)
 		sqe->flags |= IOSQE_IO_DRAIN;
 }
 
+static struct __kernel_timespec accept_pause_ts = { .tv_sec = 0, .tv_nsec = ACCEPT_PAUSE_MS * 1000000L };
+
 static void handle(struct uring_ctx *r, struct io_uring_cqe *cqe)
 {
 	__u64 u = io_uring_cqe_get_data64(cqe);
@@ -88,11 +90,37 @@ static void handle(struct uring_ctx *r, struct io_uring_cqe *cqe)
 
 	switch (ud_op(u)) {
 	case OP_ACCEPT:
-		if (cqe->res >= 0)
+		if (cqe->res >= 0) {
 			route_or_open(r, cqe->res);
-		else if (cqe->res != -EINTR && cqe->res != -ECONNABORTED && cqe->res != -EAGAIN)
+		} else if (accept_should_pause(-cqe->res)) {
+			/* Accepting again at once would fail again: pause (a still
+			 * armed multishot accept is cancelled first). */
+			accept_paused(PROG, &r->pause, -cqe->res);
+			if (!r->accept_paused && (cqe->flags & IORING_CQE_F_MORE)) {
+				struct io_uring_sqe *sqe = sqe_get(r);
+
+				io_uring_prep_cancel64(sqe, ud(OP_ACCEPT, 0, 0), 0);
+				io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, 0, 0));
+			}
+			r->accept_paused = 1;
+		} else if (cqe->res != -EINTR && cqe->res != -ECONNABORTED && cqe->res != -EAGAIN
+			   && cqe->res != -ECANCELED) {
 			fprintf(stderr, PROG ": accept: %s\n", strerror(-cqe->res));
-		if (!(cqe->flags & IORING_CQE_F_MORE) && !atomic_load(&stopping))
+		}
+		if (!(cqe->flags & IORING_CQE_F_MORE) && !atomic_load(&stopping)) {
+			if (r->accept_paused) {
+				struct io_uring_sqe *sqe = sqe_get(r);
+
+				io_uring_prep_timeout(sqe, &accept_pause_ts, 0, 0);
+				io_uring_sqe_set_data64(sqe, ud(OP_RESUME, 0, 0));
+			} else {
+				arm_accept(r);
+			}
+		}
+		break;
+	case OP_RESUME:
+		r->accept_paused = 0;
+		if (!atomic_load(&stopping))
 			arm_accept(r);
 		break;
 	case OP_RECV:

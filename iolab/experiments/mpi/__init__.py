@@ -31,12 +31,11 @@ import contextlib
 import os
 import random
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ... import tables
+from ... import live, readers
 from ...formats import MPI_COLUMNS
 from ...hostfacts import HostFacts
 from ...inventory import NodeEntry
@@ -152,7 +151,7 @@ def run_experiment(settings: Settings, seed: int, output: Path,
     btl_shm = shm_btl(version)
     records = []
     netns = settings.netns
-    with tempfile.TemporaryDirectory(prefix="iolab-mpi-") as tmp, open(output, "w") as out:
+    with live.tempdir("iolab-mpi-") as tmp, open(output, "w") as out:
         out.write(",".join(MPI_COLUMNS) + "\n")
         for i, launch in enumerate(launches, 1):
             if progress:
@@ -191,7 +190,7 @@ def run_repetition(rep: Repetition) -> Measured:
                                cpus=rep.facts.cpu_count, launcher="srun" if in_slurm_job else "mpirun",
                                group=group, facts=rep.facts)
     extra["mpi"]["transports_left_out"] = left_out
-    frame = tables.read_mpi_csv(rep.raw)
+    frame = readers.read_mpi_csv(rep.raw)
     if frame.empty:
         raise RunError(f"mpi on {rep.node.name}: no samples were written")
     placement = {"launches": [{k: r[k] for k in ("transport", "ranks", "binding", "oversubscribed")}

@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 
 	"iolab/native/go/internal/serve"
 )
@@ -54,7 +55,15 @@ func main() {
 		serve.Fail(prog, 2, "--gomaxprocs and --buf-size must be positive")
 	}
 	runtime.GOMAXPROCS(*procs)
-	serve.RaiseNofile(prog)
+	nofile := serve.RaiseNofile(prog)
+	if *blocking {
+		// Each blocked connection holds an OS thread: up to one per
+		// descriptor. Go stops the program at 10,000 threads by default;
+		// the descriptor table is the limit here.
+		if limit := nofile + 1000; limit > 10000 {
+			debug.SetMaxThreads(limit)
+		}
+	}
 	stop := serve.StopSignals()
 
 	fd, bound := serve.Listen(prog, *bind, *port, false)
@@ -68,10 +77,14 @@ func main() {
 	serve.Announce(prog, *bind, bound)
 
 	go func() {
+		var pause serve.Pause
 		for {
 			conn, err := ln.Accept()
 			if err != nil {
 				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					continue
+				}
+				if pause.AcceptFailed(prog, err) {
 					continue
 				}
 				serve.Fail(prog, 1, "accept: %v", err)
@@ -98,7 +111,10 @@ func echo(conn net.Conn, c *serve.Counters, bufSize int, blocking bool) {
 			return
 		}
 		f.Fd() // the source's handler: the shared socket becomes blocking
-		defer f.Close()
+		// It stays blocking without the duplicate (the mode belongs to the
+		// open file description both share): close it, so a connection
+		// holds one descriptor, not two.
+		f.Close()
 	}
 	buf := make([]byte, bufSize)
 	for {

@@ -329,13 +329,14 @@ func main() {
 	serve.Announce(prog, *bind, bound)
 
 	go func() {
+		var pause serve.Pause
 		for {
 			fd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
 			if err == unix.EINTR || err == unix.ECONNABORTED {
 				continue
 			}
-			if err == unix.EMFILE || err == unix.ENFILE {
-				serve.Fail(prog, 1, "accept: %v (raise the open-file limit)", err)
+			if err != nil && pause.AcceptFailed(prog, err) {
+				continue
 			}
 			if err != nil {
 				serve.Fail(prog, 1, "accept: %v", err)

@@ -6,12 +6,14 @@ package serve
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/signal"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,6 +25,39 @@ type Counters struct {
 	LinkTimeouts                                        atomic.Uint64
 }
 
+// AcceptPause is how long accepting pauses when the descriptor table is
+// full (EMFILE, ENFILE) or memory is short: the connection stays queued, so
+// accepting again at once would fail again.
+const AcceptPause = 10 * time.Millisecond
+
+// Pause counts refused accepts and reports them at most once per second.
+type Pause struct {
+	last       time.Time
+	unreported int
+}
+
+// AcceptFailed reports whether err is one to pause on; if so it reports it
+// (at most once per second, with a count) and sleeps AcceptPause.
+func (p *Pause) AcceptFailed(prog string, err error) bool {
+	if !errors.Is(err, unix.EMFILE) && !errors.Is(err, unix.ENFILE) && !errors.Is(err, unix.ENOBUFS) &&
+		!errors.Is(err, unix.ENOMEM) {
+		return false
+	}
+	p.unreported++
+	if now := time.Now(); now.Sub(p.last) >= time.Second {
+		s := "s"
+		if p.unreported == 1 {
+			s = ""
+		}
+		fmt.Fprintf(os.Stderr, "%s: accept: %v (%d time%s since the last report); pausing accepts for %d ms, "+
+			"serving the open connections; raise the open-file limit (ulimit -n)\n", prog, err, p.unreported, s,
+			AcceptPause.Milliseconds())
+		p.last, p.unreported = now, 0
+	}
+	time.Sleep(AcceptPause)
+	return true
+}
+
 // Fail prints "prog: message" and exits with status.
 func Fail(prog string, status int, format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "%s: %s\n", prog, fmt.Sprintf(format, args...))
@@ -32,6 +67,10 @@ func Fail(prog string, status int, format string, args ...any) {
 // RaiseNofile lifts the soft open-file limit to the hard one (10 000
 // connections need it) and returns the limit.
 func RaiseNofile(prog string) int {
+	// The runtime creates its netpoller (an epoll fd) on the first timer; a
+	// server that first sleeps when its descriptor table is full (the accept
+	// pause) would die in netpollinit. Create it now, while fds are free.
+	time.Sleep(time.Microsecond)
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err != nil {
 		Fail(prog, 1, "getrlimit(RLIMIT_NOFILE): %v", err)

@@ -1,0 +1,118 @@
+"""This checkout's processes: measurements still running, and what killed
+runs left behind.
+
+Killing only Snakemake (the OOM killer does) leaves its measurement job
+running; a new run started beside it would measure the same thing on the
+same CPUs, and keep a result disturbed by the other. ``./repro all``
+refuses to start while any measurement of this checkout runs:
+
+    python -m iolab.live check [DIR]      # exit 1 with one line naming the PID
+
+A killed run also leaves temporary directories behind; each one's name
+carries its creator's PID (``tempdir``), and ``remove_stale_tempdirs``
+removes those whose creator is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from . import paths
+
+# What a measurement runs: the entry point, the native programs, Open MPI's launchers.
+MEASURING = ("echo-epoll", "echo-uring", "echo-go-net", "echo-go-uring", "loadgen", "cost-probe",
+             "mpi-probe", "mpi-pingpong-ref", "mpirun", "orterun", "prterun", "orted", "prted", "bpftrace",
+             "ib_send_lat", "ib_send_bw")
+# Temporary directories iolab makes: a prefix, then the creating PID, then "-".
+TEMP_PREFIXES = ("iolab-run-", "iolab-mpi-", "iolab-vm-")
+_STALE = re.compile(r"^(?:iolab-(?:run|mpi|vm)-|iol|ompi\.iol)(\d+)-")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _ancestors() -> set[int]:
+    """This process and the ones that started it (never counted as live)."""
+    out, pid = set(), os.getpid()
+    while pid > 1:
+        out.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat[stat.rindex(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def measurements(checkout: Path = paths.REPO) -> Iterator[tuple[int, str]]:
+    """(pid, command line) of every process measuring for ``checkout``: the
+    measurement entry point or a program it runs, started in the checkout
+    or from its build."""
+    checkout = checkout.resolve()
+    mine = _ancestors()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) in mine:
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            cwd = Path(os.readlink(proc / "cwd"))
+        except OSError:
+            continue
+        words = [a.decode(errors="replace") for a in argv if a]
+        if not words:
+            continue
+        measuring = ("iolab.measure" in words) or Path(words[0]).name in MEASURING
+        here = cwd == checkout or str(checkout) in words[0]
+        if measuring and here:
+            yield int(proc.name), " ".join(words)
+
+
+def tempdir(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    """A temporary directory named for this process, so that the next run can
+    tell whether its creator still runs."""
+    return tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-")
+
+
+def remove_stale_tempdirs(root: Path | None = None) -> list[Path]:
+    """Remove the temporary directories (iolab's, its namespaces', and Open
+    MPI's session directories of those namespaces' hosts) whose creating
+    process is gone; returns them."""
+    root = Path(root or tempfile.gettempdir())
+    removed = []
+    for entry in root.iterdir() if root.is_dir() else []:
+        m = _STALE.match(entry.name)
+        if m and entry.is_dir() and not entry.is_symlink() and not pid_alive(int(m.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "check":
+        print("usage: python -m iolab.live check [DIR]", file=sys.stderr)
+        return 2
+    checkout = Path(args[1]) if len(args) > 1 else paths.REPO
+    for pid, command in measurements(checkout):
+        print(f"repro: a measurement of this checkout is still running (pid {pid}: {command[:120]}); "
+              f"a new run would measure beside it: wait for it to end, or stop it with: kill {pid}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""Readers of the raw files, one per format: the code that measures (to
+check what it wrote) and the tidy tables (iolab.tables) both read raw files
+through these, so the run side never imports the read side. Each raises
+RawFormatError, one line naming the file, on a file of the wrong shape."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+
+from .formats import CELL_COLUMNS, CELL_OPTIONAL, IB_COLUMNS, LATENCY_COLUMNS, MPI_COLUMNS
+
+# cost-probe raw format v2: every mode writes these columns.
+PROBE_COLUMNS = ["mode", "variant", "transport", "pattern", "ack", "bytes", "n", "connections",
+                 "seq", "batch", "warmup", "calls", "ns", "cpu", "emptied", "not_inline"]
+TRACE_COLUMNS = ["workload", "map", "count", "avg_ns", "total_ns"]
+_META = re.compile(r"^#\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+_UNAVAILABLE = re.compile(r"^#\s*unavailable:\s*preset=(\S+)\s+reason=(.*)$")
+
+
+class RawFormatError(ValueError):
+    """A raw file does not have the expected shape."""
+
+
+def _header(path: str | Path) -> Iterator[str]:
+    """The ``#`` lines a raw file starts with, stripped."""
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("#"):
+                return
+            yield line.strip()
+
+
+def read_metadata(path: str | Path) -> dict[str, str]:
+    """The ``# key=value`` lines of a raw file's header."""
+    return {m.group(1): m.group(2) for line in _header(path) if (m := _META.match(line))}
+
+
+def read_unavailable(path: str | Path) -> list[dict[str, str]]:
+    """Ring presets the probe reported as unavailable or not applicable."""
+    return [{"preset": m.group(1), "reason": m.group(2)} for line in _header(path) if (m := _UNAVAILABLE.match(line))]
+
+
+def _read_csv(path: str | Path, columns: list[str], complete: list[str]) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path, comment="#")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise RawFormatError(f"{path}: not a valid raw CSV ({e})") from e
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise RawFormatError(f"{path}: missing columns {missing}")
+    if frame[complete].isna().any().any():
+        raise RawFormatError(f"{path}: incomplete rows (truncated file?)")
+    return frame
+
+
+def read_echo_csv(path: str | Path) -> pd.DataFrame:
+    """An echo sweep's raw CSV (one row per cell)."""
+    required = [c for c in CELL_COLUMNS if c not in CELL_OPTIONAL]
+    frame = _read_csv(path, required, ["order", "connections", "bytes", "status"])
+    for column, default in CELL_OPTIONAL.items():
+        if column not in frame:
+            frame[column] = default
+    # CPU sets as taskset wrote them ("0", "0-3"), not as floats.
+    for column in ("server_cpu", "client_cpu"):
+        frame[column] = frame[column].map(lambda v: None if pd.isna(v) else
+                                          str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
+    # The CPUs a preset's placeholders became ("2", "2-3"), "" where none.
+    frame["helper_cpus"] = frame["helper_cpus"].map(lambda v: "" if pd.isna(v) else
+                                                    str(int(v)) if isinstance(v, float) else str(v))
+    if (frame["layout"] == "").any():
+        frame["layout"] = frame["layout"].where(frame["layout"] != "", frame["server_cpu"].notna().map(
+            {True: "pinned", False: "shared"}))
+    return frame
+
+
+def read_latency_csv(path: str | Path) -> pd.DataFrame:
+    """An open-loop latency sweep's raw CSV (one row per cell)."""
+    frame = _read_csv(path, LATENCY_COLUMNS, ["order", "phase", "load", "status"])
+    frame["reason"] = frame["reason"].astype(object).where(frame["reason"].notna(), "")
+    return frame
+
+
+def read_histograms_csv(path: str | Path) -> dict[int, tuple[list[int], list[int]]]:
+    """A sweep's ``rep<N>.histograms.csv``: cell order -> (bucket lower
+    bounds in ns, counts), as the load generator wrote them."""
+    try:
+        frame = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, FileNotFoundError) as e:
+        raise RawFormatError(f"{path}: not a valid histogram file ({e})") from e
+    if list(frame.columns) != ["order", "low_ns", "high_ns", "count"] or frame.isna().any().any():
+        raise RawFormatError(f"{path}: not a histogram file (columns order,low_ns,high_ns,count, all set)")
+    return {int(order): (g["low_ns"].astype(int).tolist(), g["count"].astype(int).tolist())
+            for order, g in frame.groupby("order", sort=True)}
+
+
+def read_raw_csv(path: str | Path) -> pd.DataFrame:
+    """A cost-probe raw CSV as a frame; raises RawFormatError if malformed."""
+    return _read_csv(path, PROBE_COLUMNS, ["seq", "calls", "ns", "not_inline"])
+
+
+def read_ib_csv(path: str | Path) -> pd.DataFrame:
+    """A perftest raw CSV (possibly empty, when no RDMA device was found)."""
+    return _read_csv(path, IB_COLUMNS, IB_COLUMNS)
+
+
+def read_trace_csv(path: str | Path) -> pd.DataFrame:
+    """A bpftrace raw CSV (possibly empty, when tracing was skipped)."""
+    return _read_csv(path, TRACE_COLUMNS, ["count", "avg_ns"])
+
+
+def sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_mpi_csv(path: str | Path) -> pd.DataFrame:
+    """An MPI repetition's raw CSV: one row per timed iteration and rank."""
+    return _read_csv(path, MPI_COLUMNS, MPI_COLUMNS)
