@@ -44,11 +44,11 @@ manifest_out = "results/by-hand/figures/claims.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import claims, models, setups, verdicts
-from iolab.report import numbers, plotting
+from iolab.analysis import claims, costmodel, models, setups, verdicts
+from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 
-plotting.apply_style()
+plots.style.apply()
 sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
            "echo": echo_table, "mpi": mpi_table, "ib": ib_table, "trace": trace_table}
 out = Outputs("claims", figure_dir, numbers_out, manifest_out, tables=sources)
@@ -56,9 +56,10 @@ print(tables.describe_all(sources))
 syscall = tables.load("syscall", syscall_table, reps=reps)
 echo = tables.load("echo", echo_table, reps=reps) if echo_table else None
 mpi = tables.load("mpi", mpi_table, reps=reps) if mpi_table else None
+sendrecv = tables.load("sendrecv", sendrecv_table, reps=reps)
+uring = tables.load("uring_batch", uring_batch_table, reps=reps)
 node = models.choose_node(syscall, node)
-findings = claims.evaluate(syscall, tables.load("sendrecv", sendrecv_table, reps=reps),
-                           tables.load("uring_batch", uring_batch_table, reps=reps), echo, mpi, node=node,
+findings = claims.evaluate(syscall, sendrecv, uring, echo, mpi, node=node,
                            ib=tables.load("ib", ib_table, reps=reps) if ib_table else None,
                            trace=tables.load("trace", trace_table, reps=reps) if trace_table else None,
                            anytime_after=anytime_after)
@@ -78,15 +79,18 @@ setups.compared(syscall, echo, mpi, node)
 # ## Every finding against its threshold
 
 # %%
-fig = plotting.claims_forest_figure(findings)
-out.figure(fig, "claims_forest")
+fig = plots.claims.forest_figure(findings)
+out.figure(fig, "claims_forest", data=models.rows_of(syscall, node))
 plt.show()
 
 # %% [markdown]
 # ## Numbers for the paper
 
 # %%
+cost = costmodel.per_rep(costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node))
 numbers.claims_numbers(out, findings)
 numbers.claims_setups(out, syscall=syscall, echo=echo, mpi=mpi, node=node)
+out.text("regime_sentence", numbers.regime_sentence(cost, models.node_context(syscall, node)["mitigations"]))
+numbers.headline(out, findings=findings, syscall=syscall, cost=cost, echo=echo, node=node)
 out.finish()
 out.texts()

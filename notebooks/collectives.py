@@ -41,10 +41,10 @@ import matplotlib.pyplot as plt
 
 from iolab import tables
 from iolab.analysis import models, mpimodels, mpistats
-from iolab.report import numbers, plotting
+from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 
-plotting.apply_style()
+plots.style.apply()
 out = Outputs("collectives", figure_dir, numbers_out, manifest_out, tables={"mpi": mpi_table})
 print(tables.describe("mpi", mpi_table))
 # Pinned algorithms where both selections ran: the models need the algorithm.
@@ -68,8 +68,8 @@ mpistats.overview(summary)
 # %%
 hockney = mpimodels.hockney_fits(summary, per_rep)
 rate_mbit = mpistats.tbf_rate(summary)
-fig = plotting.mpi_pingpong_figure(summary, hockney, rate_mbit)
-out.figure(fig, "mpi_pingpong")
+fig = plots.mpi.pingpong_figure(summary, hockney, rate_mbit)
+out.figure(fig, "mpi_pingpong", data=raw)
 plt.show()
 mpimodels.hockney_table(hockney)
 
@@ -93,11 +93,11 @@ agreement
 
 # %%
 fits = mpimodels.collective_fits(summary, per_rep)
-fig = plotting.mpi_collectives_figure(summary, mpimodels.fit_curves(fits))
-out.figure(fig, "mpi_collectives")
+fig = plots.mpi.collectives_figure(summary, mpimodels.fit_curves(fits))
+out.figure(fig, "mpi_collectives", data=raw)
 plt.show()
-fig = plotting.mpi_prediction_error_figure(mpimodels.prediction_errors(fits))
-out.figure(fig, "mpi_prediction_error")
+fig = plots.mpi.prediction_error_figure(mpimodels.prediction_errors(fits), summary)
+out.figure(fig, "mpi_prediction_error", data=raw)
 plt.show()
 fits.drop(columns="errors")
 
@@ -109,8 +109,8 @@ fits.drop(columns="errors")
 
 # %%
 ratio_tables = mpistats.transport_ratios(per_rep, measured)
-fig = plotting.mpi_ratio_figure(ratio_tables)
-out.figure(fig, "mpi_transport_ratio")
+fig = plots.mpi.ratio_figure(ratio_tables)
+out.figure(fig, "mpi_transport_ratio", data=raw)
 plt.show()
 
 # %% [markdown]
@@ -123,8 +123,8 @@ plt.show()
 # %%
 method_ratios = mpistats.method_ratios(mpistats.osu_values(mpistats.report_rows(raw, node)))
 if len(method_ratios):
-    fig = plotting.mpi_method_ratio_figure(method_ratios)
-    out.figure(fig, "mpi_method_ratio")
+    fig = plots.mpi.method_ratio_figure(method_ratios)
+    out.figure(fig, "mpi_method_ratio", data=raw)
     plt.show()
 numbers.method_agreement(out, method_ratios)
 method_ratios

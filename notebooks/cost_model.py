@@ -48,10 +48,10 @@ import matplotlib.pyplot as plt
 from iolab import tables
 from iolab.analysis import costmodel, echostats, models
 from iolab.analysis.stats import ESTIMATOR
-from iolab.report import numbers, plotting
+from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 
-plotting.apply_style()
+plots.style.apply()
 sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
            "nop": nop_table, "trace": trace_table, "echo": echo_table}
 out = Outputs("cost_model", figure_dir, numbers_out, manifest_out, tables=sources)
@@ -71,8 +71,8 @@ print(f"node {node}: {models.node_context(syscall, node)}; every interval: {ESTI
 # %%
 measured = models.measured(syscall, node)
 overall = models.median_summary(models.measured(syscall), by=["node", "variant"])
-fig = plotting.syscall_cost_figure(measured, models.rows_of(overall, node))
-out.figure(fig, "syscall_cost")
+fig = plots.cost.syscall_cost_figure(measured, models.rows_of(overall, node))
+out.figure(fig, "syscall_cost", data=measured)
 plt.show()
 overall
 
@@ -84,8 +84,8 @@ overall
 
 # %%
 sr = models.measured(sendrecv, node)
-fig = plotting.sendrecv_figure(sr)
-out.figure(fig, "sendrecv_cost")
+fig = plots.cost.sendrecv_figure(sr)
+out.figure(fig, "sendrecv_cost", data=sr)
 plt.show()
 models.median_summary(sr, by=["transport", "variant", "pattern", "ack", "bytes"])
 
@@ -100,8 +100,8 @@ per_rep_inputs = costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node)
 per_rep = costmodel.per_rep(per_rep_inputs)
 summary = costmodel.summarize(per_rep)
 inputs = costmodel.central_inputs(per_rep_inputs)
-fig = plotting.uring_batch_figure(models.measured(uring, node), models.measured(nop, node), inputs)
-out.figure(fig, "uring_batch_time")
+fig = plots.cost.uring_batch_figure(models.measured(uring, node), models.measured(nop, node), inputs)
+out.figure(fig, "uring_batch_time", data=models.measured(uring, node))
 plt.show()
 print(models.inline_note(uring, node))
 summary
@@ -116,8 +116,8 @@ summary
 
 # %%
 overlay = echostats.node_overlay(tables.load("echo", echo_table, reps=reps), node) if echo_table else None
-fig = plotting.per_request_figure(inputs, summary, overlay)
-out.figure(fig, "cost_model_per_request")
+fig = plots.cost.per_request_figure(inputs, summary, per_rep_inputs, overlay)
+out.figure(fig, "cost_model_per_request", data=models.measured(uring, node))
 plt.show()
 overlay
 

@@ -42,10 +42,10 @@ import matplotlib.pyplot as plt
 
 from iolab import tables
 from iolab.analysis import echostats, latency, models
-from iolab.report import numbers, plotting
+from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 
-plotting.apply_style()
+plots.style.apply()
 sources = {"echo": echo_table, "syscall": syscall_table, "sendrecv": sendrecv_table,
            "uring_batch": uring_batch_table, "latency": latency_table}
 out = Outputs("echo", figure_dir, numbers_out, manifest_out, tables=sources)
@@ -68,25 +68,38 @@ print(echostats.describe(echo, node, floor, cost_node))
 echostats.unavailable(echo)
 
 # %% [markdown]
-# ## Throughput and CPU per request
+# ## Every preset against epoll, and what each preset runs
+# Ratios are formed within each repetition (cells of one repetition run
+# seconds apart), then summarised across repetitions: the median and its
+# 95 % interval, in the cells the paper discusses. The Go servers are set
+# against Go's net package.
 
 # %%
-fig = plotting.echo_rps_figure(summary)
-out.figure(fig, "echo_rps")
+cells = echostats.discussed_cells(echo)
+ratios = echostats.ratios_to_base(echo, cells)
+fig = plots.echo.ratio_figure(ratios, cells)
+out.figure(fig, "echo_rps", data=echo)
 plt.show()
-fig = plotting.echo_cpu_figure(summary, floor)
-out.figure(fig, "echo_cpu_per_request")
+flags = echostats.preset_flags(echo)
+flags
+
+# %% [markdown]
+# ## Server CPU per request, against the 2w floor
+
+# %%
+fig = plots.echo.cpu_figure(summary, floor)
+out.figure(fig, "echo_cpu_per_request", data=echo)
 plt.show()
 
 # %% [markdown]
 # ## Latency and the batch size each server reached
 
 # %%
-fig = plotting.echo_latency_figure(summary)
-out.figure(fig, "echo_latency")
+fig = plots.echo.latency_figure(summary)
+out.figure(fig, "echo_latency", data=echo)
 plt.show()
-fig = plotting.echo_batch_figure(summary)
-out.figure(fig, "echo_batch_size")
+fig = plots.echo.batch_figure(summary)
+out.figure(fig, "echo_batch_size", data=echo)
 plt.show()
 
 # %% [markdown]
@@ -104,8 +117,8 @@ open_loop = latency.select(tables.load("latency", latency_table, reps=reps), nod
 if open_loop is not None:
     print(latency.describe(open_loop, node))
     curves = latency.curves(open_loop)
-    fig = plotting.open_loop_latency_figure(curves)
-    out.figure(fig, "echo_open_loop_latency")
+    fig = plots.echo.open_loop_figure(curves)
+    out.figure(fig, "echo_open_loop_latency", data=open_loop)
     plt.show()
     numbers.open_loop(out, table=open_loop, curves=curves)
 curves if open_loop is not None else None
@@ -123,6 +136,6 @@ echostats.seed_table(echostats.select(all_echo, node, presets))
 # ## Numbers for the paper
 
 # %%
-numbers.echo(out, echo_table=echo, summary=summary, floor=floor)
+numbers.echo(out, echo_table=echo, summary=summary, floor=floor, ratios=ratios, flags=flags)
 out.finish()
 out.texts("echo_default")

@@ -41,10 +41,10 @@ import matplotlib.pyplot as plt
 
 from iolab import tables
 from iolab.analysis import nodecompare
-from iolab.report import numbers, plotting
+from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs, figure_caption
 
-plotting.apply_style()
+plots.style.apply()
 sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
            "echo": echo_table, "mpi": mpi_table}
 out = Outputs("nodes", figure_dir, numbers_out, manifest_out, tables=sources)
@@ -63,8 +63,8 @@ print(f"nodes: {kinds}; compared: {pair or 'nothing (one node kind)'}")
 
 # %%
 costs = nodecompare.costs_per_node(syscall, sendrecv, uring)
-fig = plotting.node_costs_figure(costs)
-out.figure(fig, "nodes_costs")
+fig = plots.nodes.costs_figure(costs)
+out.figure(fig, "nodes_costs", data=syscall)
 plt.show()
 costs
 
@@ -77,14 +77,14 @@ mpi_r = nodecompare.mpi_ratios(mpi_per_rep, *pair) if pair and mpi_per_rep is no
 echo_r = nodecompare.echo_ratios(echo_summary, *pair) if pair and echo_summary is not None else None
 title = nodecompare.pair_title(kinds, pair)
 if mpi_r is not None:
-    fig = plotting.node_mpi_ratio_figure(mpi_r, "MPI time ratio " + title, nodecompare.seed_lines())
-    out.figure(fig, "nodes_mpi_ratio", caption=f"{figure_caption('nodes_mpi_ratio')} Nodes: {title}.")
+    fig = plots.nodes.mpi_ratio_figure(mpi_r, "MPI time ratio " + title, nodecompare.seed_lines())
+    out.figure(fig, "nodes_mpi_ratio", caption=f"{figure_caption('nodes_mpi_ratio')} Nodes: {title}.", data=mpi)
     plt.show()
 if echo_r is not None:
-    fig = plotting.node_echo_ratio_figure(echo_r, "Echo metric ratio " + title)
+    fig = plots.nodes.echo_ratio_figure(echo_r, "Echo metric ratio " + title)
     out.figure(fig, "nodes_echo_ratio", caption=f"Echo ratios {title} per server configuration: "
                "req/s as second/first, CPU per request and p99 as first/second (below 1: the "
-               "second node is worse).")
+               "second node is worse).", data=echo)
     plt.show()
 mpi_r
 

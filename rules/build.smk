@@ -19,4 +19,4 @@ rule build_native:
     shell:
         # make decides what is stale; touch so snakemake sees a fresh output.
         "(python -m iolab.deps check {params.deps} && make -C native MPICC={params.mpicc:q}"
-        " build/{wildcards.program} && touch {output}) 2>&1 | tee {log}"
+        " build/{wildcards.program} && touch {output}) > {log} 2>&1"

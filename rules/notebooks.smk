@@ -38,4 +38,4 @@ for _notebook in NOTEBOOKS:
             "jupytext --quiet --to ipynb --output - {input.notebook}"
             " | papermill --no-progress-bar --cwd . - {output.executed} {params.tables} {params.extra}"
             " -p figure_dir paper/figures -p numbers_out {output.numbers}"
-            " -p manifest_out {output.manifest} 2>&1 | tee {log}"
+            " -p manifest_out {output.manifest} > {log} 2>&1"

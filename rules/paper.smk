@@ -17,7 +17,7 @@ rule paper_numbers:
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.report.paper numbers {input.numbers} --output {output} 2>&1 | tee {log}"
+        "python -m iolab.report.paper numbers {input.numbers} --output {output} > {log} 2>&1"
 
 
 rule figure_manifest:
@@ -30,7 +30,7 @@ rule figure_manifest:
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.report.paper manifest {input} --output {output} 2>&1 | tee {log}"
+        "python -m iolab.report.paper manifest {input} --output {output} > {log} 2>&1"
 
 
 rule paper_pdf:

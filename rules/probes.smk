@@ -53,4 +53,4 @@ for _experiment, _spec in REGISTRY.items():
             "(python -m iolab.deps check {params.deps} && {params.build}"
             " && python -m iolab.measure {params.experiment} --node {params.node:q}"
             " --settings {params.settings:q} {params.nodes} --rep {wildcards.rep} --seed {params.seed}"
-            " --output {output.raw}) 2>&1 | tee {log}"
+            " --output {output.raw}) > {log} 2>&1"

@@ -18,7 +18,7 @@ rule tidy_table:
         "../environment.yml"
     shell:
         "python -m iolab.tables {wildcards.experiment} --output {output.table} {input.raw}"
-        " 2>&1 | tee {log}"
+        " > {log} 2>&1"
 
 
 rule node_status:

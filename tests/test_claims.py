@@ -194,7 +194,7 @@ def test_u2_and_u3_need_as_many_cpus_as_the_sources_machine() -> None:
         parts = fn(part3_table(cpus=2))
         counted = [p for p in parts if not p.context]
         assert len(counted) == 6 and all(p.outcome is Outcome.NOT_TESTABLE for p in counted)
-        assert counted[0].reason.startswith(f"needs >= {claims.REACTOR_MIN_CPUS} CPUs")
+        assert counted[0].reason.startswith(f"needs at least {claims.REACTOR_MIN_CPUS} CPUs")
         # What was measured is still shown, as context: it decides nothing.
         assert any(p.context and p.estimate is not None for p in parts)
         assert claim_verdict(claim, parts, claims.SOURCE_CELLS[claim]).outcome is Outcome.NOT_TESTABLE

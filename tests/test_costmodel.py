@@ -135,7 +135,7 @@ def test_c3_is_not_testable_with_mitigations_off() -> None:
 ])
 def test_c2_with_mitigations_off(no_win: list[float], per_sqe: list[float], outcome: Outcome) -> None:
     parts = claims.c2(cost_frame(t1_over_s_plus_w=no_win, per_sqe_over_epoll=per_sqe), "off")
-    assert "t >= s + w" in parts[0].part and parts[2].outcome is Outcome.NOT_TESTABLE
+    assert "t ≥ s + w" in parts[0].part and parts[2].outcome is Outcome.NOT_TESTABLE
     assert combine(parts) is outcome
 
 

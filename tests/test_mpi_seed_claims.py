@@ -121,16 +121,16 @@ def test_intra_node_data_alone_is_not_testable() -> None:
     shm_only = two_pairs(SEED_LIKE, transport="shm", hosts=1)
     for f in [*claims.m1(shm_only), *claims.m2(shm_only)]:
         assert f.outcome is Outcome.NOT_TESTABLE
-        assert "needs MPI across two bare-metal nodes and two VMs" in f.reason and "shm" in f.reason
+        assert "needs MPI between two bare-metal nodes and between two VMs" in f.reason and "shared memory" in f.reason
     vm_pair_only = two_pairs(SEED_LIKE)
     vm_pair_only = vm_pair_only[vm_pair_only["kind"] == "vm"]
     (f,) = claims.m2(vm_pair_only)
-    assert f.outcome is Outcome.NOT_TESTABLE and "needs MPI across two bare-metal nodes (" in f.reason
+    assert f.outcome is Outcome.NOT_TESTABLE and "needs MPI between two bare-metal nodes;" in f.reason
 
 
 def test_default_algorithms_are_preferred_and_pinned_ones_are_labelled() -> None:
     pinned = two_pairs(SEED_LIKE, pinned=True)
-    assert "pinned algorithms (the seed used the defaults)" in claims.m2(pinned)[0].part
+    assert "pinned algorithms (the source used the defaults)" in claims.m2(pinned)[0].part
     # With both, the default selection decides (here it reproduces) and the
     # pinned algorithms follow as a second row of context parts, which would
     # not reproduce and do not count.
@@ -153,7 +153,7 @@ def test_another_fabric_than_the_seeds_makes_every_part_context() -> None:
     for fn in (claims.m1, claims.m2, claims.m3):
         first, *rest = fn(tcp)
         assert first.outcome is Outcome.NOT_TESTABLE and not first.context
-        assert first.reason.startswith("the seed ran InfiniBand verbs between the nodes, an SR-IOV virtual "
+        assert first.reason.startswith("the source ran InfiniBand verbs between the nodes, an SR-IOV virtual "
                                        "function in each VM; these launches ran tcp")
         assert rest and all(f.context for f in rest)
     # An InfiniBand fabric with a VM whose NIC is paravirtual only: still not the seed's.
@@ -175,7 +175,7 @@ def test_the_seeds_estimator_is_shown_beside_the_median() -> None:
                            "method": "osu", "mean3_ns": 1e4 * (r if n == "metal" else 1.0)}
                           for n, k in (("metal", "bare-metal"), ("guest", "vm"))
                           for s, r in zip(SIZES, [0.9, 0.85, 0.6, 0.8, 0.95], strict=True)])
-    assert "seed's estimator (mean of 3 smallest series) 0.6" in claims.m2(per_rep, mean3)[0].part
+    assert "the source's estimator (mean of 3 smallest series) 0.6" in claims.m2(per_rep, mean3)[0].part
 
 
 def perftest_rows(latency_ratio: list[float], bandwidth_ratio: float = 0.99) -> pd.DataFrame:

@@ -95,15 +95,24 @@ def test_interval_text_uses_significant_figures() -> None:
     assert interval_text(Estimate(0.8149, 0.79, 0.85, 6)) == "0.815 [0.790, 0.850]"
 
 
-def test_forest_says_a_shared_setup_note_once_and_labels_factors_of_two() -> None:
-    from iolab.report import plotting
+def test_forest_says_a_shared_setup_note_once_draws_context_hollow_and_each_claims_side() -> None:
+    from iolab.report import plots
 
     note = " [event-loop client, pinned CPUs]"
     findings = [Finding("U1", f"c={c} io_uring/epoll requests/s{note}", Rule("above", 1.0),
                         Estimate(1.1, 1.0, 1.2, 6)) for c in (50, 500)]
-    findings.append(Finding("C2", "t(1)/w", Rule("above", 1.0), Estimate(2.0, 1.5, 2.5, 6)))
-    ax = plotting.claims_forest_figure(findings).axes[0]
+    findings.append(Finding("C2", "t(1)/w", Rule("below", 1.0), Estimate(2.0, 1.5, 2.5, 6), context=True))
+    fig = plots.claims.forest_figure(findings)
+    ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
-    assert labels == ["C2: t(1)/w", "U1: c=500 io_uring/epoll requests/s *", "U1: c=50 io_uring/epoll requests/s *"]
-    assert ax.get_xlabel().count("event-loop client, pinned CPUs") == 1
+    assert labels == ["U1: c=50 io_uring/epoll requests/s", "U1: c=500 io_uring/epoll requests/s", "C2: t(1)/w"]
+    assert sum(t.get_text().count("event-loop client, pinned CPUs") for t in fig.texts) == 1
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.25", "0.5", "1", "2", "4"]
+    # The context row's point is hollow; counted rows are filled.
+    points = [line for line in ax.get_lines() if line.get_marker() == "o"]
+    assert [line.get_markerfacecolor() for line in points].count("white") == 1
+    # Each row shades the side where its claim holds: right of 1 for
+    # "above", left of it for "below".
+    from matplotlib.collections import PolyCollection
+    shaded = [c.get_paths()[0].vertices[:, 0] for c in ax.collections if isinstance(c, PolyCollection)]
+    assert shaded[0].min() == 1.0 and shaded[2].max() == 1.0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from conftest import snakemake, tool_env
 
-from iolab.tables import sha256
+from iolab.readers import sha256
 
 
 def planned_jobs(dry_run_output: str) -> dict[str, int]:
@@ -152,8 +152,8 @@ def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
 
     wd, _ = smoke_run
     echo = pd.read_parquet(wd / "results" / "tables" / "echo.parquet")
-    # smoke: 7 presets (C and Go) x 2 setups x 3 connection counts x 1 size x 2 repetitions
-    assert len(echo) == 84
+    # smoke: 10 presets (C and Go) x 2 setups x 3 connection counts x 1 size x 2 repetitions
+    assert len(echo) == 120
     # U4's helpers need a CPU besides the server's and the load generator's:
     # pinned apart on a 2-CPU node there is none (the cells say so); in the
     # shared layout every CPU is spare, and the cell records which it used.
@@ -177,9 +177,9 @@ def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
     # The sources' claims are judged on the sources' setup; U2 and U3 on the
     # sources' own systems (the Go servers), at c = 100 (part 3's cell).
     findings = numbers["findings"]["value"]
-    echo_parts = [f["part"] for f in findings if f["claim"].startswith("U") and f["value"]]
-    assert echo_parts and all(p.endswith("[thread-per-connection client, shared CPUs, as the sources]")
-                              for p in echo_parts)
+    echo_parts = [f for f in findings if f["claim"] in ("U1", "U2", "U3", "U4") and f["value"]]
+    assert echo_parts and all(f["setup"] == "thread-per-connection client, shared CPUs, as the sources"
+                              for f in echo_parts)
     assert any(f["claim"] == "U3" and f["value"] and "Go reactor SQPOLL/Go reactor" in f["part"]
                and "c=100 128 B" in f["part"] for f in findings)
     for key in ("u1_verdict", "u3_verdict", "echo_default_c50_rps", "echo_epoll_c50_rps"):
@@ -200,7 +200,8 @@ def test_smoke_mpi_results(smoke_run: tuple[Path, object]) -> None:
     for key in ("m1_verdict", "m2_verdict", "mpi_shm_latency_us", "mpi_netns_bandwidth_mb_s",
                 "mpi_tbf_fitted_mbit", "mpi_tcp_probe_over_reference", "mpi_algorithm_bcast"):
         assert key in numbers, key
-    assert numbers["m1_verdict"]["text"].startswith("not testable here: needs MPI across two bare-metal nodes and two VMs")
+    assert numbers["m1_verdict"]["text"].startswith(
+        "not testable here: needs MPI between two bare-metal nodes and between two VMs")
     assert numbers["mpi_algorithm_bcast"]["text"] == "binomial"
     assert "quoted_from" in numbers["m1_latency_ratio"]
     for name in ("mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio",

@@ -60,7 +60,7 @@ NOT_IMPRESSIVE_WHY = "below +10 %: a gain the source would call significant (ASY
 RARE_WHY = "at most 1 in 100 requests: 'very rarely'"
 BIG_DROP_WHY = "at least 20 % lost: 'a very big drop'"
 MOSTLY_WHY = "more than half the sizes: 'mostly'"
-M3_WHY = "at least 2 %: the smallest speed-up the seed reports"
+M3_WHY = "at least 2 %: the smallest speed-up the source reports"
 
 # --- the OpenAnolis cost model -----------------------------------------------------
 #
@@ -120,7 +120,7 @@ def _regime_gate(claim: str, wanted: str, mitigations: str, why: str) -> str:
         return ""
     return (f"the claim is about CPU mitigations {wanted}, and this node's syscall path is in the "
             f"'{mitigations}' regime ({why or 'mitigations ' + mitigations})"
-            + ("; a vm node with mitigations=off on the guest command line can test it" if wanted == "off" else ""))
+            + ("; a virtual machine booted with mitigations off can test it" if wanted == "off" else ""))
 
 
 # The source's single-threaded servers without io-wq, with SEND and RECV
@@ -172,7 +172,7 @@ def c2(cost: pd.DataFrame, mitigations: str, why: str = "", echo: pd.DataFrame |
     # "no advantage": io_uring at most 5 % ahead, half the +10 % the same
     # article calls an advantage with mitigations on (C3).
     no_advantage = Rule("below", HALF_OF_TEN, 0.0, NO_ADVANTAGE_WHY)
-    parts = [("t(1)/(s + w): the model's no-win condition t >= s + w, one connection", "t1_over_s_plus_w",
+    parts = [("t(1)/(s + w): the model's no-win condition t \u2265 s + w, one connection", "t1_over_s_plus_w",
               "1.10 (1900/1730 ns)"),
              ("model B per-SQE cost (b_send + b_recv) / epoll request (2s + 2w), many connections",
               "per_sqe_over_epoll", "")]
@@ -217,7 +217,7 @@ def c4(echo: pd.DataFrame | None) -> list[Finding]:
     """C4: at the largest message size of at least LARGE_W_BYTES, the source's
     io_uring server costs about what epoll does: server CPU per request
     within ±5 %, at the largest c measured there."""
-    label = f"io_uring/epoll server CPU per request at messages of >= {LARGE_W_BYTES // 1024} KiB"
+    label = f"io_uring/epoll server CPU per request at messages of {LARGE_W_BYTES // 1024} KiB or more"
     rule = Rule("within", 1.0, EQUIVALENCE_MARGIN, SAME_WHY)
     if echo is None:
         return [not_testable("C4", label, "the echo experiment did not run")]
@@ -338,7 +338,7 @@ def node_cpus(table: pd.DataFrame) -> int:
 def _cpu_gate(echo: pd.DataFrame, why: str) -> str:
     cpus = node_cpus(echo)
     if 0 < cpus < REACTOR_MIN_CPUS:
-        return f"needs >= {REACTOR_MIN_CPUS} CPUs ({why}; this node has {cpus}); the measured parts are context"
+        return f"needs at least {REACTOR_MIN_CPUS} CPUs ({why}; this node has {cpus}); the measured parts are context"
     return ""
 
 
@@ -552,7 +552,7 @@ def fabric_matches(per_rep: pd.DataFrame, pair: tuple[str, str]) -> str:
     vf, nics = _vm_has_vf(rows, pair[1])
     if fabrics == ["infiniband"] and vf:
         return ""
-    return (f"the seed ran {SEED_FABRIC}; these launches ran {', '.join(fabrics) or 'an unrecorded fabric'}"
+    return (f"the source ran {SEED_FABRIC}; these launches ran {', '.join(fabrics) or 'an unrecorded fabric'}"
             f" with the VM's NICs {nics}, so the parts are context")
 
 
@@ -565,12 +565,13 @@ def _kind_pair(per_rep: pd.DataFrame) -> tuple[str, str] | str:
     virtual = sorted(n for n, k in kinds.items() if k in VIRTUAL_KINDS)
     if native and virtual:
         return native[0], virtual[0]
-    missing = " and ".join(w for w, have in (("two bare-metal nodes", native), ("two VMs", virtual)) if not have)
-    seen = sorted(set(per_rep["transport"]))
-    return (f"needs MPI across {missing} (the nodes transport: a node whose mpi.peers are of its kind); "
-            f"measured: {', '.join(seen) or 'nothing'}"
-            + (f" on {', '.join(sorted(set(per_rep['kind'])))} nodes" if len(per_rep) else "")
-            + ", and intra-node transports do not show the cross-node penalty")
+    missing = " and between ".join(w for w, have in (("two bare-metal nodes", native), ("two VMs", virtual))
+                                   if not have)
+    seen = [mpistats.TRANSPORT_NAMES.get(t, t) for t in mpistats.TRANSPORT_ORDER if t in set(per_rep["transport"])]
+    kinds = " and ".join(sorted({"VM" if k == "vm" else k for k in per_rep["kind"]})) if len(per_rep) else ""
+    return (f"needs MPI between {missing}; this run measured "
+            + (f"{', '.join(seen)} on one {kinds} node" if seen else "no MPI")
+            + ", which shows no cross-node penalty")
 
 
 def _bench_rows(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str) -> pd.DataFrame:
@@ -606,7 +607,7 @@ def _pair_rows(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str,
     if bench == "pingpong":
         return rows, f"{max(ranks)} ranks, {method}"
     algos = ("Open MPI's default algorithms" if selection == "default"
-             else "pinned algorithms (the seed used the defaults)")
+             else "pinned algorithms (the source used the defaults)")
     return rows, f"{max(ranks)} ranks, {method}, {algos}"
 
 
@@ -629,7 +630,7 @@ def _seed_ratios(mean3: pd.DataFrame, pair: tuple[str, str], bench: str, ranks: 
 
 
 def _seed_text(x: float) -> str:
-    return f"; seed's estimator (mean of 3 smallest series) {x:.3g}" if np.isfinite(x) else ""
+    return f"; the source's estimator (mean of 3 smallest series) {x:.3g}" if np.isfinite(x) else ""
 
 
 def _ib_pair_ratio(ib: pd.DataFrame, pair: tuple[str, str], program: str, metric: str,
@@ -659,7 +660,7 @@ def _ib_fabric(ib: pd.DataFrame, pair: tuple[str, str]) -> str:
     vf, nics = _vm_has_vf(rows, pair[1])
     if links == ["InfiniBand"] and vf:
         return ""
-    return (f"the seed ran {SEED_FABRIC}; perftest here ran over {', '.join(links) or 'an unrecorded link layer'} "
+    return (f"the source ran {SEED_FABRIC}; perftest here ran over {', '.join(links) or 'an unrecorded link layer'} "
             f"with the VM's NICs {nics}, so the parts are context")
 
 
@@ -690,7 +691,7 @@ def m1_perftest(ib: pd.DataFrame) -> list[Finding] | None:
                            Rule("within", QUOTED[key].value, margin, why), QUOTED[key].display, {"ib": []},
                            context=bool(mismatch)))
     if mismatch:
-        out.insert(0, not_testable("M1", "latency and bandwidth ratios on the seed's fabric", mismatch))
+        out.insert(0, not_testable("M1", "latency and bandwidth ratios on the source's fabric", mismatch))
     return out
 
 
@@ -719,7 +720,7 @@ def m1(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None,
         return [not_testable("M1", "latency ratio", "no repetition measured ping-pong on both pairs")]
     mismatch = fabric_matches(per_rep, pair)
     seed = _seed_ratios(mean3, pair, "pingpong", int(rows["ranks"].iloc[0])) if mean3 is not None else None
-    out = [not_testable("M1", "latency and bandwidth ratios on the seed's fabric", mismatch)] if mismatch else []
+    out = [not_testable("M1", "latency and bandwidth ratios on the source's fabric", mismatch)] if mismatch else []
     for label, size, key, margin, why in (
             ("native/VM latency", ratios.index.min(), "m1_latency_ratio", 0.20, M1_LATENCY),
             ("VM/native bandwidth (native/VM time)", ratios.index.max(), "m1_bandwidth_ratio", 0.05, M1_BANDWIDTH)):
@@ -749,7 +750,7 @@ def m2(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None) -> list[Finding
     out = _m2_parts(per_rep, mean3, pair, None, context=bool(mismatch))
     if all(len(_selections_both_ran(_bench_rows(per_rep, pair, b), pair)) == 2 for b in M2_MOSTLY):
         out += _m2_parts(per_rep, mean3, pair, "pinned", context=True)
-    return ([not_testable("M2", "collective ratios on the seed's fabric", mismatch)] if mismatch else []) + out
+    return ([not_testable("M2", "collective ratios on the source's fabric", mismatch)] if mismatch else []) + out
 
 
 def _m2_parts(per_rep: pd.DataFrame, mean3: pd.DataFrame | None, pair: tuple[str, str],
@@ -822,7 +823,7 @@ def m3(per_rep: pd.DataFrame) -> list[Finding]:
     per_rep_best = pd.concat(best, axis=1).max(axis=1)
     rule = Rule("above", M3_FASTER, 0.0, M3_WHY)
     out = [finding("M3", label, per_rep_best.to_numpy(), rule, "1.02-1.05", {"mpi": []}, context=bool(mismatch))]
-    return ([not_testable("M3", "VM speed-ups on the seed's fabric", mismatch)] if mismatch else []) + out
+    return ([not_testable("M3", "VM speed-ups on the source's fabric", mismatch)] if mismatch else []) + out
 
 
 # --- how each claim is tested (the paper's section of that name) ------------------------
@@ -852,7 +853,7 @@ CLAIM_TESTS: dict[str, ClaimTest] = {
                     margins=(C1_T_OVER_W_WHY, C1_N1_WHY,)),
     "C2": ClaimTest("OpenAnolis", "with mitigations off, since t is greater than w, io_uring performs worse than "
                     "epoll even with a larger batch; it has no advantage, and may even be slower",
-                    "t(1)/(s + w) (the model's sufficient condition t >= s + w), model B's b over the epoll "
+                    "t(1)/(s + w) (the model's sufficient condition t ≥ s + w), model B's b over the epoll "
                     "request, and the poll-first server's requests/s over epoll's at the largest c",
                     "a node whose s is in the 'off' regime", "the source's own server and load generator",
                     margins=(MODEL_WHY, NO_ADVANTAGE_WHY,)),
@@ -876,11 +877,11 @@ CLAIM_TESTS: dict[str, ClaimTest] = {
     "U2": ClaimTest("Habr part 3", "with many connections the reactor beat Go's runtime; with few, a decent rps "
                     "was not achieved",
                     "Go reactor/Go net requests/s in the six cells of go-uring's Benchmark.md",
-                    ">= 4 CPUs and the sources' setup", "VirtualBox and Linux 5.16; the go-uring module itself "
+                    "at least 4 CPUs and the sources' setup", "VirtualBox and Linux 5.16; the go-uring module itself "
                     "(rewritten here in pure Go)",
                     margins=(DIRECTION_WHY,)),
     "U3": ClaimTest("Habr part 3", "the table: SQ_POLL mode below the default reactor in every cell",
-                    "Go reactor SQPOLL/Go reactor requests/s in the six cells", ">= 4 CPUs and the sources' setup",
+                    "Go reactor SQPOLL/Go reactor requests/s in the six cells", "at least 4 CPUs and the sources' setup",
                     "as U2",
                     margins=(DIRECTION_WHY,)),
     "U4": ClaimTest("Habr part 3", "SQ_AFF: rather a degradation; IOSQE_ASYNC with one ring: a significant gain; "
@@ -893,7 +894,7 @@ CLAIM_TESTS: dict[str, ClaimTest] = {
                     "a lot with few connections; several rings are much better than one with ASYNC; ATTACH_WQ "
                     "gives some gain; the worker pool is used very rarely",
                     "the reactor's ring counts and granules, C rings against ASYNC and shared io-wq (the reactor "
-                    "profile); io-wq requests per request (trace)", ">= 4 CPUs for the multi-ring parts",
+                    "profile); io-wq requests per request (trace)", "at least 4 CPUs for the multi-ring parts",
                     "no table in the source",
                     margins=(DIRECTION_WHY, BIG_DROP_WHY, RARE_WHY,)),
     "M1": ClaimTest("HPC HUB", "VM latency 1.10 against 0.83 µs native; bandwidth 6053.6 against 6116.4 MB/s",

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..presets import SERVER_PROGRAMS
 from .sources import U1_RPS, U2_COLUMNS, U2_RPS, cell_of
 from .stats import across_reps
 
@@ -222,3 +223,53 @@ def model_overlay(summary: pd.DataFrame, min_connections: int = 50) -> pd.DataFr
         "server": rows["server"],
     })
     return out.dropna(subset=["n", "server_ns_per_request"]).reset_index(drop=True)
+
+
+GO_BASE = "go_net"
+RATIO_METRICS = ("rps", "server_ns_per_request")
+
+
+def discussed_cells(echo: pd.DataFrame) -> list[tuple[int, int]]:
+    """The cells the paper's text discusses: c = 50 (or the nearest measured)
+    and the largest c, at the smallest message size."""
+    ok = with_setup(echo)
+    ok = ok[ok["status"] == "ok"]
+    if ok.empty:
+        return []
+    b = int(ok["bytes"].min())
+    conns = sorted(set(ok.loc[ok["bytes"] == b, "connections"].astype(int)))
+    first = min(conns, key=lambda c: abs(c - 50))
+    return list(dict.fromkeys([(first, b), (conns[-1], b)]))
+
+
+def ratios_to_base(echo: pd.DataFrame, cells: Sequence[tuple[int, int]]) -> pd.DataFrame:
+    """Every preset's requests/s and server CPU per request over its base's
+    (epoll for the C servers, Go net for the Go ones), formed within each
+    repetition, in ``cells``: median and 95 % interval across repetitions.
+    Columns: preset, base, metric, connections, bytes, ratio, low, high, reps."""
+    ok = with_setup(echo)
+    presets = sorted(set(ok.loc[ok["status"] == "ok", "preset"]))
+    rows = []
+    for preset in presets:
+        base = GO_BASE if preset.startswith("go_") else "epoll"
+        if preset == base or base not in presets:
+            continue
+        for metric in RATIO_METRICS:
+            r = paired_ratios(echo, preset, base, metric)
+            for c, b in cells:
+                per_rep = ratio_per_rep(r, c, b)
+                if len(per_rep):
+                    e = across_reps(per_rep, predict=False)
+                    rows.append({"preset": preset, "base": base, "metric": metric, "connections": c, "bytes": b,
+                                 "ratio": e.value, "low": e.low, "high": e.high, "reps": e.n})
+    return pd.DataFrame(rows, columns=["preset", "base", "metric", "connections", "bytes", "ratio", "low", "high",
+                                       "reps"])
+
+
+def preset_flags(echo: pd.DataFrame) -> pd.DataFrame:
+    """What each preset measured here runs: its server program and flags, as
+    the sweep's settings gave them (the table's ``flags``)."""
+    rows = [{"preset": name, "server": SERVER_PROGRAMS[str(g["server"].iloc[0])],
+             "flags": str(g["flags"].iloc[0]) or "(none)"}
+            for name, g in echo.groupby("preset", sort=True)]
+    return pd.DataFrame(rows, columns=["preset", "server", "flags"])

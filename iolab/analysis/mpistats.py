@@ -136,6 +136,9 @@ def summarize(times: pd.DataFrame) -> pd.DataFrame:
 
 
 TRANSPORT_ORDER = ("shm", "tcp", "netns", "netns_tbf", "nodes")
+# What each transport is, in words (the paper's text and reasons).
+TRANSPORT_NAMES = {"shm": "shared memory", "tcp": "TCP on loopback", "netns": "TCP between network namespaces",
+                   "netns_tbf": "TCP between rate-shaped namespaces", "nodes": "TCP between nodes"}
 # (faster, slower) transport pairs the ratio figure compares.
 TRANSPORT_PAIRS = (("shm", "tcp"), ("tcp", "netns"), ("shm", "netns"), ("tcp", "nodes"))
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from . import costmodel, echostats, mpistats
 from .sources import QUOTED
+from .stats import across_reps
 
 NATIVE_KINDS = ("bare-metal",)
 VIRTUAL_KINDS = ("vm",)
@@ -52,15 +53,18 @@ def pair_title(kinds: dict[str, str], pair: tuple[str, str] | None) -> str:
 
 
 def costs_per_node(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame) -> pd.DataFrame:
-    """s and w (send, recv, mean) per node, estimated as the cost model does."""
+    """s and w (send, recv, mean) per node, estimated as the cost model does,
+    with each one's 95 % interval across repetitions (``<name>_low/_high``)."""
     rows = []
     for node in sorted(set(syscall["node"]) & set(sendrecv["node"]) & set(uring["node"])):
-        ci = costmodel.central_inputs(costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node))
+        per_rep = costmodel.per_rep(costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node))
         kind = str(syscall.loc[syscall["node"] == node, "kind"].iloc[0])
         mit = str(syscall.loc[syscall["node"] == node, "mitigations"].iloc[0])
-        rows.append({"node": node, "kind": kind, "mitigations": mit, "s_ns": ci.s,
-                     "w_send_ns": ci.w["send"], "w_recv_ns": ci.w["recv"],
-                     "w_mean_ns": (ci.w["send"] + ci.w["recv"]) / 2})
+        row: dict[str, object] = {"node": node, "kind": kind, "mitigations": mit}
+        for name, col in (("s_ns", "s"), ("w_send_ns", "w_send"), ("w_recv_ns", "w_recv"), ("w_mean_ns", "w_mean")):
+            e = across_reps(per_rep[col].to_numpy(float), predict=False)
+            row.update({name: e.value, f"{name}_low": e.low, f"{name}_high": e.high})
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -84,9 +84,19 @@ def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame
                          "C3": _echo_cells(echo_here, (1000,), tuple(sorted(set(echo_here["bytes"])))),
                          "C4": "the largest message size measured"
                          }.get(claim, "the largest c measured, smallest size")
-        rows.append({"claim": claim, "side": "ours", "system": _SYSTEMS[claim], "hardware": hardware,
-                     "kernel": kernel, "client": client, "layout": layout, "cells": cells, "duration": duration})
+        # Our machine is said once (``our_machine``); a claim measured elsewhere names its own.
+        here_hw, here_kernel = _machine(cost_node)
+        rows.append({"claim": claim, "side": "ours", "system": _SYSTEMS[claim],
+                     "hardware": "this machine" if hardware == here_hw else hardware,
+                     "kernel": "this machine's" if kernel == here_kernel else kernel,
+                     "client": client, "layout": layout, "cells": cells, "duration": duration})
     return pd.DataFrame(rows)
+
+
+def our_machine(syscall: pd.DataFrame, node: str) -> str:
+    """This node's hardware and kernel, as the setups table says them."""
+    hardware, kernel = _machine(syscall[syscall["node"] == node])
+    return f"{hardware}; Linux {kernel}"
 
 
 def _durations(claim: str, cost: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame | None) -> str:

@@ -94,12 +94,19 @@ class Rule:
         return self.bound * (1 - self.margin), self.bound * (1 + self.margin)
 
     def text(self) -> str:
+        """The rule to 3 significant figures."""
         if self.kind == "above":
-            return f"\u2265 {self.bound:g}"
+            return f"\u2265 {_sig(self.bound)}"
         if self.kind == "below":
-            return f"\u2264 {self.bound:g}"
+            return f"\u2264 {_sig(self.bound)}"
         lo, hi = self.band
-        return f"within \u00b1{self.margin * 100:g} % of {self.bound:g} ({lo:g}\u2013{hi:g})"
+        return f"within \u00b1{self.margin * 100:g} % of {_sig(self.bound)} ({_sig(lo)}\u2013{_sig(hi)})"
+
+    def leaning(self, value: float) -> str:
+        """Which way an undecided part's median points."""
+        holds = (value >= self.bound if self.kind == "above" else value <= self.bound if self.kind == "below"
+                 else self.band[0] <= value <= self.band[1])
+        return "towards reproduced" if holds else "towards not reproduced"
 
     def judge(self, low: float, high: float) -> Outcome:
         if self.kind == "above":

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..analysis import claims, costmodel, echostats, latency, models, mpimodels, mpistats, setups
 from ..analysis.stats import ESTIMATOR, Estimate, across_reps
-from ..analysis.verdicts import RULE_TEXT, Finding, Outcome, claim_verdict
+from ..analysis.verdicts import ERROR_TEXT, RULE_TEXT, Finding, Outcome, claim_verdict
 from .outputs import Outputs
 
 COST_QUANTITIES = ("w_send", "w_recv", "w_mean", "t1_send", "t1_recv", "t1_mean", "a_send", "b_send",
@@ -106,9 +106,18 @@ def _echo_estimate(summary: pd.DataFrame, preset: str, c: int, size: int, metric
                     float(r[f"{metric}_pred_low"]), float(r[f"{metric}_pred_high"]))
 
 
-def echo(out: Outputs, *, echo_table: pd.DataFrame, summary: pd.DataFrame, floor: float) -> None:
+def echo(out: Outputs, *, echo_table: pd.DataFrame, summary: pd.DataFrame, floor: float,
+         ratios: pd.DataFrame | None = None, flags: pd.DataFrame | None = None) -> None:
     """The echo section: every configuration's medians at the smallest size,
-    the floor, and what could not run."""
+    the floor, what could not run, each preset's flags and its paired
+    ratios to epoll (``ratios``: echostats.ratios_to_base)."""
+    if flags is not None:
+        out.rows("echo_preset_flags", flags)
+    if ratios is not None:
+        for r in ratios.itertuples():
+            metric = "rps" if r.metric == "rps" else "cpu"
+            out.number(f"echo_ratio_{r.preset}_c{r.connections}_{metric}", r.ratio, digits=2,
+                       estimate=Estimate(r.ratio, r.low, r.high, int(r.reps)))
     conns = sorted(summary["connections"].unique())
     size = int(sorted(summary["bytes"].unique())[0])
     for preset in sorted(summary["preset"].unique()):
@@ -261,24 +270,52 @@ def transport_comparison(ratio_tables: Sequence[pd.DataFrame]) -> str:
 CLAIM_IDS = ("C1", "C2", "C3", "C4", "U1", "U2", "U3", "U4", "U5", "M1", "M2", "M3")
 
 
-def claim_verdicts(findings: Sequence[Finding]) -> dict[str, str]:
+def claim_verdicts(findings: Sequence[Finding], short: bool = False) -> dict[str, str]:
     """Per claim id: its verdict line (iolab.analysis.verdicts.ClaimVerdict):
-    the outcome, the parts decided and not testable, the source cells covered."""
+    the outcome, the parts decided and not testable, the source cells
+    covered; ``short``: a claim not testable at all gives its first reason
+    only, to its first parenthesis (the findings table has them whole)."""
     out = {}
     for claim in CLAIM_IDS:
         parts = [f for f in findings if f.claim == claim]
         if parts:
-            out[claim] = claim_verdict(claim, parts, claims.SOURCE_CELLS.get(claim, ())).line()
+            verdict = claim_verdict(claim, parts, claims.SOURCE_CELLS.get(claim, ()))
+            if short and verdict.outcome is Outcome.NOT_TESTABLE:
+                out[claim] = f"{verdict.outcome.value}: {short_reason(verdict.reason)}"
+            else:
+                out[claim] = verdict.line()
     return out
 
 
+def short_reason(reason: str) -> str:
+    """A reason's first clause: up to its first semicolon, without what it
+    puts in parentheses."""
+    first = reason.split("; ")[0]
+    depth, kept = 0, []
+    for ch in first:
+        depth += ch == "("
+        if depth == 0:
+            kept.append(ch)
+        depth -= ch == ")" and depth > 0
+    return " ".join("".join(kept).split()).replace(" ,", ",")
+
+
 def claims_numbers(out: Outputs, findings: Sequence[Finding]) -> None:
-    """The claims table: every finding, and one line per claim."""
+    """The claims table: every finding, and one line per claim with the
+    error its verdict is held to."""
     out.findings("findings", list(findings))
     out.text("method_estimator", ESTIMATOR)
     out.text("method_rule", RULE_TEXT)
-    for claim, text in claim_verdicts(findings).items():
+    out.text("method_error", ERROR_TEXT)
+    for claim, text in claim_verdicts(findings, short=True).items():
         out.text(f"{claim.lower()}_verdict", text)
+        counted = [f for f in findings if f.claim == claim and not f.context and f.estimate is not None]
+        anytime = any(f.anytime for f in counted)
+        out.text(f"{claim.lower()}_error", (f"Holm over {len(counted)} tested parts" if len(counted) > 1
+                                            else "one tested part" if counted else "nothing tested")
+                 + ("; confidence sequences" if anytime else "") + "; at most 2.5 % wrong each way")
+    setups = {f.part[f.part.rindex(" [") + 2:-1] for f in findings if f.part.endswith("]") and " [" in f.part}
+    out.text("findings_setup", "; ".join(sorted(setups)) or "no echo part was measured")
     counts = {o: sum(f.outcome is o for f in findings if not f.context) for o in Outcome}
     for o, n in counts.items():
         out.number(f"findings_{o.name.lower()}", n)
@@ -296,17 +333,125 @@ def claims_tested() -> pd.DataFrame:
 
 def claims_setups(out: Outputs, *, syscall: pd.DataFrame, echo: pd.DataFrame | None,
                   mpi: pd.DataFrame | None, node: str) -> None:
-    """How each source measured beside how we did, and the sources' quoted
-    echo tables (parts 1 and 3) beside our cells."""
+    """How each source measured beside how we did, the sentences that say
+    which setup and which mitigation regime the claims used, and the
+    sources' quoted echo tables (parts 1 and 3) beside our cells."""
     out.rows("setups_compared", setups.compared(syscall, echo, mpi, node))
+    out.text("our_machine", setups.our_machine(syscall, node))
     here = echostats.claims_view(echo, node)
+    out.text("claims_echo_setup", claims_echo_setup_sentence(here))
     if here is None:
         return   # the echo experiment ran on other nodes than the claims' node
     part1 = echostats.seed_table(here)
-    out.rows("quoted_part1", part1.drop(columns="our setup"), note=str(part1["our setup"].iloc[0]))
+    measured = part1.dropna(subset=["io_uring (ours)", "epoll (ours)"])
+    missing = part1[~part1.index.isin(measured.index)]
+    out.rows("quoted_part1", measured.drop(columns="our setup"), note=str(part1["our setup"].iloc[0]))
+    out.text("quoted_part1_missing", ", ".join(f"c = {r.connections}, {r.bytes} B" for r in missing.itertuples())
+             or "none")
     part3 = echostats.part3_table(here)
-    out.rows("quoted_part3", part3.drop(columns="our setup"), note=str(part3["our setup"].iloc[0]))
+    measured3 = part3.dropna(subset=["measured"])
+    out.rows("quoted_part3", measured3.drop(columns="our setup"), note=str(part3["our setup"].iloc[0]))
+    missing3 = part3[part3["measured"].isna()]
+    out.text("quoted_part3_missing", "; ".join(f"{s}: {', '.join(g['cell'])}" for s, g in missing3.groupby(
+        "system (quoted)")) or "none")
     out.text("quoted_setup", str(part3["our setup"].iloc[0]))
+
+
+def claims_echo_setup_sentence(here: pd.DataFrame | None) -> str:
+    """Which setup the echo claims were judged under, said from the cells."""
+    if here is None:
+        return "The echo experiment did not run on this node, so no echo claim was tested."
+    setup = echostats.with_setup(here)
+    if set(setup["client"]) == {echostats.SOURCE_CLIENT} and set(setup["layout"]) == {echostats.SOURCE_LAYOUT}:
+        return ("The echo claims were judged under the sources' setup: a blocking thread per connection in "
+                "the load generator, as rust_echo_bench, and nothing pinned.")
+    return (f"The sources' setup (a blocking thread per connection, nothing pinned) was not measured in this "
+            f"run: the echo cells ran with the {echostats.setup_note(here).split(';')[0]}, so the part 1 and "
+            "part 3 claims are shown as context and read not testable here; the smoke, part3 and paper "
+            "profiles measure the sources' setup.")
+
+
+def regime_sentence(cost: pd.DataFrame, flag: str) -> str:
+    """Which mitigation regime the claims used, and why (claims.regime)."""
+    state, why = claims.regime(cost, flag)
+    tested, untested = ("C2", "C3") if state == "off" else ("C3", "C2")
+    return (f"The claims read this node's syscall path as in the mitigations-{state} regime ({why}), so "
+            f"{tested} is tested here and {untested} is not.")
+
+
+def headline(out: Outputs, *, findings: Sequence[Finding], syscall: pd.DataFrame, cost: pd.DataFrame,
+             echo: pd.DataFrame | None, node: str) -> None:
+    """The title and the abstract's sentences, each from the run's numbers:
+    the machine, the cost model's answer with its interval, the servers
+    against epoll, every claim's verdict in a word, and the questions this
+    run could not answer, with why."""
+    mine = syscall[syscall["node"] == node]
+    first = mine.iloc[0]
+    kind = str(first["kind"])
+    cpus = int(mine["cpus"].max())
+    cpu = str(first.get("cpu_model", "")) or "an unrecorded CPU"
+    kernel = str(first["kernel"]).split("-")[0]
+    machine = (f"a {cpus}-vCPU {cpu} virtual machine" if kind == "vm" else f"a {cpus}-CPU {cpu} {kind} node")
+    verdicts = claim_verdicts(findings)
+    mpi_tested = any(not v.startswith(Outcome.NOT_TESTABLE.value) for c, v in verdicts.items() if c.startswith("M"))
+    out.text("paper_title", f"io_uring against epoll on {machine} (Linux {kernel})"
+             + (", and MPI collectives across node kinds" if mpi_tested else ", with MPI on one node")
+             + ": the sources' claims re-measured")
+    per_sqe = across_reps(cost["per_sqe_over_epoll"].to_numpy(float))
+    nstar = across_reps(cost["nstar_B"].to_numpy(float))
+    out.text("abstract_cost", (
+        f"On {machine}, a receive and a send added to an io_uring batch cost {per_sqe.value:.2f} "
+        f"{interval_words(per_sqe)} of an epoll request's two system calls, "
+        + (f"so batching pays from about {nstar.value:.0f} SQEs per io_uring_enter"
+           if math.isfinite(nstar.value) else "so no batch size lets io_uring win")
+        + " under the linear-batch model (model B; the AIC prefers model "
+        + costmodel.preferred_model(cost.median().to_dict()) + ")."))
+    out.text("abstract_servers", servers_sentence(echo, node))
+    words = {o: [c for c, v in verdicts.items() if v.startswith(o.value)] for o in Outcome}
+    parts = [f"{o.value}: {', '.join(cs)}" for o, cs in words.items() if cs]
+    out.text("abstract_claims", "Of the sources' claims, " + "; ".join(parts) + ".")
+    by_reason: dict[str, list[str]] = {}
+    for c, v in verdicts.items():
+        if v.startswith(Outcome.NOT_TESTABLE.value):
+            by_reason.setdefault(short_reason(v.split(": ", 1)[1]), []).append(c)
+    out.text("abstract_unanswered", ("Not answered here: " + "; ".join(
+        f"{', '.join(cs)}: {reason}" for reason, cs in by_reason.items()) + ".") if by_reason
+             else "Every claim was tested here.")
+
+
+def interval_words(e: Estimate) -> str:
+    """"(95 % interval a–b)", or why there is none."""
+    if not e.bounded:
+        return f"(no interval: {e.n} repetitions; 6 are needed)"
+    return f"(95 % interval {e.low:.2f}–{e.high:.2f})"
+
+
+def servers_sentence(echo: pd.DataFrame | None, node: str) -> str:
+    """The cheapest C ring's server CPU per request against epoll's, paired
+    within repetitions, in the first discussed cell of our setup."""
+    if echo is None:
+        return "The echo servers were not measured."
+    ours = echostats.one_setup(echo[echo["node"] == node], echostats.OUR_SETUP)
+    cells = echostats.discussed_cells(ours)
+    if not cells:
+        return "No echo cell was measured."
+    c, b = cells[0]
+    r = echostats.ratios_to_base(ours, [(c, b)])
+    cpu = r[(r["metric"] == "server_ns_per_request") & (r["base"] == "epoll")].sort_values("ratio")
+    if cpu.empty:
+        return "No io_uring server ran beside epoll."
+    best = cpu.iloc[0]
+    rps = r[(r["metric"] == "rps") & (r["preset"] == best["preset"])]
+    def est(r: pd.Series) -> Estimate:
+        return Estimate(float(r["ratio"]), float(r["low"]), float(r["high"]), int(r["reps"]))
+
+    text = (f"Among {len(cpu)} io_uring server configurations at {c} connections of {b} B, the cheapest, "
+            f"{best['preset']}, spent {best['ratio']:.2f} {interval_words(est(best))} of epoll's server CPU "
+            "per request")
+    if len(rps):
+        rr = rps.iloc[0]
+        text += f" and served {rr['ratio']:.2f} {interval_words(est(rr))} of its requests/s"
+    return text + ", each paired within a repetition."
 
 
 def nodes(out: Outputs, *, kinds: Mapping[str, str], costs: pd.DataFrame, pair: tuple[str, str] | None,

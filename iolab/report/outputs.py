@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 from .. import atomic, paths
 from ..analysis.stats import MIN_REPS_FOR_CI, Estimate
-from ..analysis.verdicts import Finding, interval_text
+from ..analysis.verdicts import Finding, Outcome, interval_text
 from ..provenance import git_state, sidecar_for, utc_now
 from ..tables import raw_files_under, resolve, sha256, table_sources
 
@@ -45,6 +45,26 @@ def figure_caption(name: str) -> str:
     if not path.exists():
         raise ValueError(f"figure {name!r} has no caption: write {paths.relative(path)}")
     return " ".join(path.read_text().split()).replace("\\*", "*")
+
+
+def machine(frame: "pd.DataFrame") -> dict[str, Any]:
+    """Where a figure's data were measured, from its tidy rows: node(s),
+    kind, CPU model, CPU count, kernel, repetitions."""
+    def values(col: str) -> list[str]:
+        return sorted({str(v) for v in frame[col].dropna()}) if col in frame else []
+
+    return {"nodes": values("node"), "kinds": values("kind"), "cpu": values("cpu_model"),
+            "cpus": int(frame["cpus"].max()) if "cpus" in frame and len(frame) else 0,
+            "kernel": values("kernel"), "repetitions": int(frame["rep"].nunique()) if "rep" in frame else 0}
+
+
+def stamp_text(where: dict[str, Any], date: str, commit: str) -> str:
+    """One line: the machine, the repetitions, the date and the commit."""
+    unit = "vCPUs" if where["kinds"] and all(k == "vm" for k in where["kinds"]) else "CPUs"
+    cpu = " / ".join(where["cpu"]) or "CPU not recorded"
+    kernel = ", ".join(where["kernel"]) or "not recorded"
+    return (f"{', '.join(where['nodes']) or 'node not recorded'}: {cpu}, {where['cpus']} {unit}, "
+            f"Linux {kernel} · {where['repetitions']} repetitions · {date} · iolab {commit}")
 
 
 def _tight_box(fig: Figure) -> Bbox:
@@ -81,11 +101,29 @@ class Outputs:
         self.numbers_path = paths.resolve(self.numbers_path)
         self.manifest_path = paths.resolve(self.manifest_path)
 
-    def figure(self, fig: Figure, name: str, caption: str | None = None) -> list[Path]:
+    def figure(self, fig: Figure, name: str, caption: str | None = None,
+               data: "pd.DataFrame | None" = None) -> list[Path]:
         """Save ``fig`` as <name>.pdf/.png/.svg and record it for the manifest.
         The caption is report/captions/<name>.rst (what the Snakemake report
-        shows too) unless one is given (a caption that names the data)."""
+        shows too) unless one is given (a caption that names the data).
+        ``data``: the tidy rows it draws, for the stamp (machine, repetitions,
+        date, commit) that goes under the figure, into each file's metadata
+        and into the manifest, where the paper's caption reads it."""
+        from .plots import style
+
         caption = caption if caption is not None else figure_caption(name)
+        git = git_state()
+        commit = (git["commit"][:8] + ("+changes" if git["dirty"] else "")) if git["commit"] else "(no git commit)"
+        where = machine(data) if data is not None else {"nodes": [], "kinds": [], "cpu": [], "cpus": 0,
+                                                          "kernel": [], "repetitions": 0}
+        date = utc_now()[:10]
+        stamp = stamp_text(where, date, commit)
+        # The stamp under everything else the figure holds, from its left
+        # edge, measured as the files will be (at the saving resolution).
+        pad = plt.rcParams["savefig.pad_inches"]
+        box = _tight_box(fig)
+        text = style.add_stamp(fig, stamp)
+        text.set_position(((box.x0 + pad) / fig.get_figwidth(), (box.y0 + pad) / fig.get_figheight() - 0.01))
         # The layout and the tight box once, then every format with layout
         # off: bbox_inches="tight" would draw the whole figure twice per
         # format (a dry run to measure, then the file), and drawing is most of
@@ -97,14 +135,20 @@ class Outputs:
         try:
             for ext in FIGURE_FORMATS:
                 dest = self.figure_dir / f"{name}.{ext}"
+                meta = dict(_FIG_METADATA[ext])
+                meta["Description" if ext != "pdf" else "Subject"] = f"{name}: {stamp}"
                 with atomic.atomic_path(dest) as tmp:
-                    fig.savefig(tmp, format=ext, bbox_inches=bbox, metadata=_FIG_METADATA[ext])
+                    fig.savefig(tmp, format=ext, bbox_inches=bbox, metadata=meta)
                 written.append(dest)
         finally:
             fig.set_layout_engine(engine)
         self.figures[name] = {
             "caption": caption,
             "files": [paths.relative(p) for p in written],
+            "machine": where, "date": date, "commit": commit, "stamp": stamp,
+            "width_in": round(bbox.width, 3),
+            "smallest_font_pt": round(style.smallest_font(fig, bbox.width), 2),
+            "intervals": style.draws_intervals(fig),
         }
         return written
 
@@ -138,15 +182,23 @@ class Outputs:
         return text
 
     def findings(self, key: str, findings: list[Finding]) -> None:
-        """The claims' findings, one dict each, for the paper's claims table."""
+        """The claims' findings, one dict each, for the paper's claims table:
+        the part without its setup note (``setup``, stated once below the
+        table), the interval to 3 significant figures, the rule and its
+        margin, the verdict and, for an undecided part, which way it leans."""
         rows = []
         for f in findings:
             est = f.estimate
-            rows.append({"claim": f.claim, "part": f.part, "outcome": f.outcome.value,
-                         "rule": f.rule.text() if f.rule else "", "quoted": f.quoted,
-                         "value": interval_text(est) if est else "", "reason": f.reason,
+            part, setup = f.part, ""
+            if part.endswith("]") and " [" in part:
+                part, setup = part[:part.rindex(" [")], part[part.rindex(" [") + 2:-1]
+            undecided = f.outcome is Outcome.UNDECIDED and est is not None and f.rule is not None
+            rows.append({"claim": f.claim, "part": part, "setup": setup, "outcome": f.outcome.value,
+                         "rule": f.rule.text() if f.rule else "", "margin": f.rule.why if f.rule else "",
+                         "quoted": f.quoted, "value": interval_text(est) if est else "", "reason": f.reason,
                          "reps": est.n if est else 0, "needed": f.needed, "summary": f.summary(),
-                         "context": f.context,
+                         "context": f.context, "held_back": f.held_back,
+                         "leaning": f.rule.leaning(est.value) if undecided else "",  # type: ignore[union-attr]
                          "estimate": None if est is None else {
                              k: (x if math.isfinite(x) else None) for k, x in (
                                  ("value", est.value), ("low", est.low), ("high", est.high),

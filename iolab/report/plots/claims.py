@@ -1,0 +1,90 @@
+"""The claims notebook's forest plot."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from ...analysis.verdicts import Finding, Outcome
+from .style import TEXT_WIDTH_IN, legend_below
+
+OUTCOME_COLORS = {Outcome.REPRODUCED: "#009e73", Outcome.NOT_REPRODUCED: "#d55e00",
+                  Outcome.UNDECIDED: "#e69f00"}
+LIMITS = (0.25, 4.0)
+ROWS_PER_COLUMN = 34
+
+
+def _label(f: Finding, shared: str) -> str:
+    part = f.part.removesuffix(shared) if shared and f.part.endswith(shared) else f.part
+    text = f"{f.claim}: {part}"
+    return text if len(text) <= 62 else text[:60] + "…"
+
+
+def _shared_note(rows: Sequence[Finding]) -> str:
+    """A setup note (" [...]") every row that has one shares, said once."""
+    notes = {f.part[f.part.rindex(" ["):] for f in rows if f.part.endswith("]") and " [" in f.part}
+    return notes.pop() if len(notes) == 1 else ""
+
+
+def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str) -> None:
+    lo_lim, hi_lim = LIMITS
+    for i, f in enumerate(rows):
+        assert f.rule is not None and f.estimate is not None
+        b = f.rule.bound
+        v, lo, hi = f.estimate.value / b, f.estimate.low / b, f.estimate.high / b
+        c = OUTCOME_COLORS.get(f.outcome, "#999999")
+        # The side of the bound where the claim holds, shaded faintly.
+        side = {"above": (1.0, hi_lim), "below": (lo_lim, 1.0)}.get(
+            f.rule.kind, (1 - f.rule.margin, 1 + f.rule.margin))
+        ax.fill_between(side, i - 0.42, i + 0.42, color="#009e73", alpha=0.08, lw=0)
+        left = max(lo, lo_lim) if math.isfinite(lo) else lo_lim
+        right = min(hi, hi_lim) if math.isfinite(hi) else hi_lim
+        mid = min(max(v, lo_lim), hi_lim)
+        bars = ax.errorbar([mid], [i], xerr=[[mid - left], [right - mid]], fmt="none", ecolor=c,
+                           elinewidth=0.9 if f.context else 1.6, capsize=0)
+        if f.context:
+            bars.lines[2][0].set_linestyle(":")
+        for end, limit, marker in ((lo, lo_lim, "<"), (hi, hi_lim, ">")):
+            if not np.isfinite(end) or (end < limit if marker == "<" else end > limit):
+                ax.plot([limit], [i], marker=marker, color=c, ms=3.5)
+        ax.plot([mid], [i], "o", ms=3.5, color=c, mfc="white" if f.context else c)
+    ax.axvline(1.0, color="black", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlim(lo_lim * 0.9, hi_lim * 1.1)
+    ticks = [0.25, 0.5, 1.0, 2.0, 4.0]
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([f"{t:g}" for t in ticks]))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.set_yticks(range(len(rows)), [_label(f, shared) for f in rows], fontsize=7)
+    ax.set_xlabel("our value / the claim's bound")
+    ax.grid(axis="y", visible=False)
+
+
+def forest_figure(findings: Sequence[Finding]) -> Figure:
+    """Every part with a value: the median and 95 % interval across
+    repetitions divided by the claim's bound, so every threshold sits at 1;
+    shaded, the side where the claim holds (an equivalence: its margin);
+    colour, the verdict; hollow and dotted, context rows, which no verdict
+    counts. Arrows: an interval that runs off the axis or is unbounded."""
+    rows = [f for f in findings if f.estimate is not None and f.rule is not None]
+    shared = _shared_note(rows)
+    columns = max(1, math.ceil(len(rows) / ROWS_PER_COLUMN))
+    per = math.ceil(len(rows) / columns) if rows else 1
+    fig, axes = plt.subplots(1, columns, figsize=(TEXT_WIDTH_IN * (1 if columns == 1 else 1.0),
+                                                   0.16 * max(per, 4) + 1.0), squeeze=False)
+    for k, ax in enumerate(axes[0]):
+        _draw(ax, rows[k * per:(k + 1) * per], shared)
+    handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=o.value) for o, c in OUTCOME_COLORS.items()]
+    handles.append(plt.Line2D([], [], color="#777777", marker="o", mfc="white", lw=0.9, ls=":",
+                              label="context, not counted"))
+    legend_below(fig, handles, [h.get_label() for h in handles], ncol=4)
+    if shared:
+        fig.text(0.5, 1.0, f"echo parts: {shared.strip()[1:-1]}", ha="center", va="bottom", fontsize=7.5)
+    fig.tight_layout()
+    return fig

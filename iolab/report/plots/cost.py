@@ -1,0 +1,183 @@
+"""The cost-model notebook's figures: s, w, t(n) and the per-request model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from ...analysis import costmodel
+from ...analysis.stats import across_reps
+from .style import PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, size_axes
+
+
+def rep_medians(measured: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
+    """Per group: each repetition's median of ``value``, then their median
+    with its 95 % interval across repetitions (columns value, low, high)."""
+    per_rep = measured.groupby([*by, "rep"])[value].median().reset_index()
+    rows = []
+    for key, g in per_rep.groupby(by, sort=True):
+        e = across_reps(g[value].to_numpy(float), predict=False)
+        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                     "value": e.value, "low": e.low, "high": e.high, "reps": e.n})
+    return pd.DataFrame(rows)
+
+
+def syscall_cost_figure(measured: pd.DataFrame, overall: pd.DataFrame) -> Figure:
+    """Left: each repetition's median ns per call, by variant, with the
+    median over repetitions and its 95 % interval (black). Right: every batch
+    of the first repetition in run order: drift, and that warm-up sufficed."""
+    fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.7), gridspec_kw={"width_ratios": [1, 1.2]})
+    variants = sorted(measured["variant"].unique())
+    per_rep = measured.groupby(["variant", "rep"])["ns_per_call"].median().reset_index()
+    for vi, variant in enumerate(variants):
+        pts = per_rep[per_rep["variant"] == variant]
+        jitter = np.linspace(-0.15, 0.15, len(pts)) if len(pts) > 1 else np.zeros(len(pts))
+        ax.plot(vi - 0.1 + jitter, pts["ns_per_call"], "o", ms=3, color=color(vi), alpha=0.7,
+                label="a repetition's median" if vi == 0 else None)
+        s = overall[overall["variant"] == variant]
+        if not s.empty:
+            r = s.iloc[0]
+            ax.errorbar([vi + 0.25], [r["median_ns"]],
+                        yerr=interval_bars([r["ci_low_ns"]], [r["median_ns"]], [r["ci_high_ns"]]),
+                        fmt="s", color="black", ms=3.5, capsize=3, lw=1.2,
+                        label="median, 95 % interval" if vi == 0 else None)
+    ax.set_xticks(range(len(variants)), variants)
+    ax.set_xlim(-0.6, len(variants) - 0.4)
+    ax.set_ylabel("ns per call")
+    ax.set_title(f"across {per_rep['rep'].nunique()} repetitions")
+    first = measured[measured["rep"] == measured["rep"].min()]
+    for vi, variant in enumerate(variants):
+        rows = first[first["variant"] == variant]
+        ax_t.plot(rows["seq"], rows["ns_per_call"], ".", ms=1.5, alpha=0.5, color=color(vi), label=variant)
+    lo, hi = first["ns_per_call"].quantile([0.005, 0.995])
+    ax_t.set_ylim(lo - 0.1 * (hi - lo) - 1, hi + 0.1 * (hi - lo) + 1)
+    ax_t.set_xlabel("batch in run order (first repetition)")
+    ax_t.set_title("every batch: drift over one run")
+    legend_below(fig, ncol=4)
+    fig.tight_layout()
+    return fig
+
+
+def sendrecv_figure(measured: pd.DataFrame) -> Figure:
+    """Median ns per send/recv call against message size, a panel per
+    operation, a line per transport, pattern and ACK regime; band: the 95 %
+    interval across repetitions of each repetition's median."""
+    ops = [op for op in ("send", "recv") if op in set(measured["variant"])]
+    fig, axes = plt.subplots(1, len(ops), figsize=(TEXT_WIDTH_IN, 2.7), sharey=True, squeeze=False)
+    table = rep_medians(measured, ["variant", "transport", "pattern", "ack", "bytes"], "ns_per_call")
+    groups = list(table.groupby(["transport", "pattern", "ack"], sort=True))
+    for ax, op in zip(axes[0], ops, strict=True):
+        for i, ((transport, pattern, ack), g) in enumerate(groups):
+            g = g[g["variant"] == op].sort_values("bytes")
+            if g.empty:
+                continue
+            label = f"{transport}, {pattern}" + ("" if ack == "-" else f", {ack}")
+            ax.plot(g["bytes"], g["value"], "-" if transport == "tcp" else "--", marker="o", ms=2.5,
+                    color=color(i), label=label)
+            ok = np.isfinite(g["low"]) & np.isfinite(g["high"])
+            ax.fill_between(g["bytes"][ok], g["low"][ok], g["high"][ok], alpha=0.15, color=color(i), lw=0)
+        ax.set_xscale("log", base=2)
+        sizes = sorted(set(measured["bytes"]))
+        ax.set_xticks(sizes, [str(b) for b in sizes])
+        ax.set_xlabel("message bytes")
+        ax.set_title(f"{op}(2): s + w per call")
+        ax.set_ylim(bottom=0)
+    axes[0][0].set_ylabel("ns per call")
+    legend_below(fig, ncol=3)
+    fig.tight_layout()
+    return fig
+
+
+def uring_batch_figure(uring: pd.DataFrame, nop: pd.DataFrame, inputs: costmodel.CostInputs) -> Figure:
+    """Left: ns per io_uring_enter against n per operation on the default
+    ring (band: 95 % interval across repetitions), the other ring presets
+    thin, and models (A) and (B) fitted. Right: ns per SQE, and NOPs for
+    io_uring's own share."""
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.9))
+    table = rep_medians(uring, ["variant", "pattern", "n"], "ns_per_call")
+    for oi, op in enumerate(("send", "recv")):
+        c = color(oi)
+        for preset in sorted(set(table["pattern"])):
+            g = table[(table["variant"] == op) & (table["pattern"] == preset)].sort_values("n")
+            if g.empty:
+                continue
+            if preset == "default":
+                ax.plot(g["n"], g["value"], marker="o", ms=2.5, lw=1.3, color=c, label=f"{op}, default ring")
+                ok = np.isfinite(g["low"]) & np.isfinite(g["high"])
+                ax.fill_between(g["n"][ok], g["low"][ok], g["high"][ok], color=c, alpha=0.2, lw=0)
+                ax2.errorbar(g["n"], g["value"] / g["n"], yerr=interval_bars(g["low"], g["value"], g["high"]) / g["n"].to_numpy(),
+                             marker="o", ms=2.5, lw=1.3, color=c, capsize=1.5, label=f"{op}, default ring")
+            else:
+                ax.plot(g["n"], g["value"], lw=0.6, alpha=0.45, color=c,
+                        label=f"{op}, other ring presets" if preset == sorted(set(table["pattern"]) - {"default"})[0]
+                        else None)
+        n = np.logspace(0, np.log2(max(uring["n"])), 50, base=2)
+        ax.plot(n, inputs.s + inputs.fits[op]["B"].batch_time(n), ":", color="black", lw=0.9,
+                label="model B fit" if oi == 0 else None)
+        ax.plot(n, inputs.s + inputs.fits[op]["A"].batch_time(n), "--", color="grey", lw=0.9,
+                label="model A fit" if oi == 0 else None)
+    nop_n = nop[nop["n"] > 0]
+    if not nop_n.empty:
+        g = nop_n[nop_n["pattern"] == "default"] if "default" in set(nop_n["pattern"]) else nop_n
+        t = rep_medians(g, ["n"], "ns_per_sqe").sort_values("n")
+        ax2.errorbar(t["n"], t["value"], yerr=interval_bars(t["low"], t["value"], t["high"]), color=PALETTE[6],
+                     marker="s", ms=2.5, lw=1, capsize=1.5, label="NOP, default ring")
+    size_axes(ax, "SQEs per io_uring_enter (n)", "one enter: U(n) = s + T(n)")
+    size_axes(ax2, "SQEs per io_uring_enter (n)", "per SQE (NOP: io_uring's own share)")
+    ax.set_ylabel("ns per io_uring_enter")
+    ax2.set_ylabel("ns per SQE")
+    legend_below(fig, ncol=3)
+    fig.tight_layout()
+    return fig
+
+
+def per_request_figure(inputs: costmodel.CostInputs, summary: pd.DataFrame,
+                       per_rep: dict[int, costmodel.CostInputs] | None = None,
+                       echo: pd.DataFrame | None = None) -> Figure:
+    """Predicted CPU ns per echo request (one recv + one send) against the
+    batch size n: epoll flat, io_uring under models (A) and (B), each with
+    its 95 % interval across repetitions (the model fitted to each
+    repetition alone), the 2w kernel work, and the crossovers n*; measured
+    echo servers at the batch size each reached (columns n,
+    server_ns_per_request, server) when given. The y axis spans the data."""
+    n = np.logspace(0, 9, 120, base=2)
+    fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 3.1))
+    epoll = summary.loc["epoll_request", "value"]
+    ax.axhline(epoll, color=PALETTE[6], lw=1.5, label="epoll: 2s + 2w")
+    lo, hi = summary.loc["epoll_request", "low"], summary.loc["epoll_request", "high"]
+    if np.isfinite(lo) and np.isfinite(hi):
+        ax.axhspan(lo, hi, color=PALETTE[6], alpha=0.1, lw=0)
+    for model, c, ls, label in (("A", PALETTE[1], "--", "io_uring, model A: (t + s)/n"),
+                                ("B", PALETTE[0], "-", "io_uring, model B: (s + a)/n + b")):
+        ax.plot(n, costmodel.uring_request(inputs, model, n), ls, color=c, lw=1.4, label=label)
+        if per_rep:
+            curves = np.array([costmodel.uring_request(ci, model, n) for ci in per_rep.values()])
+            bands = [across_reps(curves[:, j], predict=False) for j in range(len(n))]
+            low = np.array([b.low for b in bands])
+            high = np.array([b.high for b in bands])
+            ok = np.isfinite(low) & np.isfinite(high)
+            ax.fill_between(n[ok], low[ok], high[ok], color=c, alpha=0.15, lw=0)
+    floor = summary.loc["floor_request", "value"]
+    ax.axhline(floor, color="black", lw=0.8, ls=":", label="2w: a request's kernel work through syscalls")
+    for model, c in (("A", PALETTE[1]), ("B", PALETTE[0])):
+        ns = summary.loc[f"nstar_{model}", "value"]
+        if np.isfinite(ns) and ns <= n.max():
+            ax.axvline(ns, color=c, lw=0.7, alpha=0.7)
+            ax.annotate(f"n* = {ns:.1f}", (ns, epoll), textcoords="offset points", xytext=(3, 5), color=c)
+    ys = [costmodel.uring_request(inputs, "B", n).min(), floor, epoll]
+    if echo is not None and len(echo):
+        uring = echo[echo["server"] == "uring"]
+        ax.scatter(uring["n"], uring["server_ns_per_request"], s=10, color=PALETTE[3], zorder=5,
+                   label="io_uring servers (c ≥ 50), at their n")
+        ep = echo[echo["server"] == "epoll"]
+        ax.scatter(ep["n"], ep["server_ns_per_request"], s=18, marker="s", facecolors="none",
+                   edgecolors=PALETTE[6], zorder=5, label="epoll server (c ≥ 50)")
+        ys += list(echo["server_ns_per_request"])
+    size_axes(ax, "batch size n (SQEs per io_uring_enter)")
+    ax.set_ylim(min(ys) * 0.7, max(max(ys) * 1.3, costmodel.uring_request(inputs, "A", 1.0) * 1.1))
+    ax.set_ylabel("CPU ns per echo request")
+    legend_below(fig, ncol=2)
+    fig.tight_layout()
+    return fig

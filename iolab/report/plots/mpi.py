@@ -1,0 +1,179 @@
+"""The collectives notebook's figures. Points: median over repetitions with
+its 95 % interval; hollow: oversubscribed launches (more ranks than CPUs)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+from ...analysis import mpistats
+from .style import PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, size_axes
+
+TRANSPORT_STYLE = {"shm": (PALETTE[0], "o"), "tcp": (PALETTE[1], "s"), "netns": (PALETTE[2], "^"),
+                   "netns_tbf": (PALETTE[3], "D"), "nodes": (PALETTE[5], "v")}
+TRANSPORT_LABEL = {"shm": "shared memory", "tcp": "TCP, loopback", "netns": "TCP between namespaces",
+                   "netns_tbf": "namespaces, tbf-shaped", "nodes": "TCP between nodes"}
+
+
+def transport_style(transport: str) -> tuple[str, str]:
+    return TRANSPORT_STYLE.get(transport, (PALETTE[6], "x"))
+
+
+def _points(ax: plt.Axes, g: pd.DataFrame, y: str, low: str, high: str, c: str, marker: str,
+            label: str | None, scale: float = 1.0) -> None:
+    """Median points with interval bars, hollow where oversubscribed."""
+    for over, part in g.groupby("oversubscribed"):
+        ax.errorbar(part["bytes"], part[y] / scale,
+                    yerr=interval_bars(part[low], part[y], part[high]) / scale,
+                    fmt=marker, ms=3, color=c, capsize=1.5, lw=0.8, mfc="none" if over else c,
+                    label=(label + (", oversubscribed" if over else "")) if label else None)
+
+
+def pingpong_figure(summary: pd.DataFrame, hockney: dict, rate_mbit: float | None = None) -> Figure:
+    """One-way latency and bandwidth against size per transport, with the
+    piecewise Hockney fits; the tbf rate as a horizontal line."""
+    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.8))
+    pp = summary[summary["bench"] == "pingpong"]
+    for transport, g in pp.groupby("transport"):
+        c, marker = transport_style(transport)
+        g = g.sort_values("bytes")
+        _points(ax_t, g, "median_ns", "low_ns", "high_ns", c, marker, TRANSPORT_LABEL.get(transport, transport), 1e3)
+        if transport in hockney:
+            m = np.geomspace(g["bytes"].min(), g["bytes"].max(), 200)
+            ax_t.plot(m, hockney[transport].predict(m) / 1e3, color=c, lw=0.8, alpha=0.7)
+        # Bandwidth's interval from the time's, ends swapped (unbounded
+        # times give no bar).
+        bw = g.assign(bw=g["bytes"] / g["median_ns"] * 1e3, bw_low=g["bytes"] / g["high_ns"] * 1e3,
+                      bw_high=(g["bytes"] / g["low_ns"] * 1e3).where(g["low_ns"] > 0, np.inf))
+        ax_b.errorbar(bw["bytes"], bw["bw"], yerr=interval_bars(bw["bw_low"], bw["bw"], bw["bw_high"]),
+                      marker=marker, ms=3, color=c, lw=0.8, capsize=1.5)
+    if rate_mbit:
+        ax_b.axhline(rate_mbit / 8, color=TRANSPORT_STYLE["netns_tbf"][0], ls="--", lw=0.8,
+                     label=f"tbf rate, {rate_mbit:g} Mbit/s")
+    size_axes(ax_t, "message size (bytes)", "latency (lines: Hockney fits)")
+    size_axes(ax_b, "message size (bytes)", "bandwidth m / T(m)")
+    ax_t.set_ylabel("one-way latency (µs)")
+    ax_b.set_ylabel("bandwidth (MB/s)")
+    legend_below(fig, ncol=3)
+    fig.tight_layout()
+    return fig
+
+
+def collectives_figure(summary: pd.DataFrame, curves: dict) -> Figure:
+    """Collective time against size per benchmark, per transport and rank
+    count, with the fitted HPC HUB formula (dashed) and the formula of the
+    algorithm that ran (dotted). ``curves``: (transport, bench, model) ->
+    callable(p, m) in ns."""
+    benches = [b for b in ("bcast", "allreduce", "alltoall") if b in set(summary["bench"])]
+    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 2.8), sharey=True, squeeze=False)
+    coll = summary[summary["bench"].isin(benches)]
+    for ax, bench in zip(axes[0], benches, strict=False):
+        for (transport, p), g in coll[coll["bench"] == bench].groupby(["transport", "ranks"]):
+            c, marker = transport_style(transport)
+            g = g.sort_values("bytes")
+            label = f"{TRANSPORT_LABEL.get(transport, transport)}, p = {p}"
+            _points(ax, g, "median_ns", "low_ns", "high_ns", c, marker if p == 2 else "v", label, 1e3)
+            m = np.geomspace(g["bytes"].min(), g["bytes"].max(), 100)
+            for model, ls in (("paper", "--"), ("algorithm", ":")):
+                f = curves.get((transport, bench, model))
+                if f is not None:
+                    ax.plot(m, f(np.full_like(m, p), m) / 1e3, color=c, ls=ls, lw=0.7)
+        size_axes(ax, "bytes per rank", bench)
+    axes[0][0].set_ylabel("time, max over ranks (µs)")
+    axes[0][0].plot([], [], "--", color="grey", lw=0.7, label="HPC HUB formula, fitted")
+    axes[0][0].plot([], [], ":", color="grey", lw=0.7, label="the algorithm's formula, fitted")
+    legend_below(fig, ncol=3)
+    fig.tight_layout()
+    return fig
+
+
+def prediction_error_figure(errors: pd.DataFrame, summary: pd.DataFrame) -> Figure:
+    """Each fitted model's relative error per size against the measured
+    median, p = 2 (the rank counts that fit on the CPUs); bars: the error
+    against the ends of the median's 95 % interval across repetitions.
+    Dashed: the HPC HUB formula; dotted: the algorithm's formula."""
+    benches = [b for b in ("bcast", "allreduce", "alltoall") if b in set(errors["bench"])]
+    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 2.6), sharey=True, squeeze=False)
+    keys = ["transport", "bench", "ranks", "bytes"]
+    merged = errors.merge(summary[[*keys, "median_ns", "low_ns", "high_ns"]], on=keys, how="left")
+    model_ns = (1 + merged["error"]) * merged["median_ns"]
+    merged["err_low"] = model_ns / merged["high_ns"] - 1
+    merged["err_high"] = model_ns / merged["low_ns"] - 1
+    for ax, bench in zip(axes[0], benches, strict=False):
+        for (transport, model), g in merged[(merged["bench"] == bench) & (merged["ranks"] == 2)].groupby(
+                ["transport", "model"]):
+            c, marker = transport_style(transport)
+            g = g.sort_values("bytes")
+            lo, hi = np.minimum(g["err_low"], g["err_high"]), np.maximum(g["err_low"], g["err_high"])
+            ax.errorbar(g["bytes"], 100 * g["error"], yerr=100 * interval_bars(lo, g["error"], hi),
+                        color=c, ls="--" if model == "paper" else ":", marker=marker, ms=2.5, lw=0.8, capsize=1,
+                        label=f"{TRANSPORT_LABEL.get(transport, transport)}, "
+                              f"{'HPC HUB formula' if model == 'paper' else 'algorithm formula'}")
+        ax.axhline(0, color="black", lw=0.6)
+        size_axes(ax, "bytes per rank", bench, ylog=False)
+    axes[0][0].set_ylabel("(model − measured) / measured, %")
+    legend_below(fig, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def ratio_figure(ratio_tables: list[pd.DataFrame]) -> Figure:
+    """Time ratio A/B of the transport pairs (each A the faster path by
+    design, so a ratio above 1 is where it was slower), per size and
+    benchmark, formed within each repetition: median and 95 % interval;
+    circles p = 2, triangles larger p, hollow where oversubscribed."""
+    if not any(len(t) for t in ratio_tables):
+        fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 1.0))
+        ax.axis("off")
+        pairs = ", ".join(f"{a}/{b}" for a, b in mpistats.TRANSPORT_PAIRS)
+        ax.text(0.5, 0.5, f"No transport pair was measured: a ratio needs both transports of one of {pairs}.",
+                ha="center", va="center", wrap=True)
+        return fig
+    r = pd.concat(ratio_tables, ignore_index=True)
+    benches = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(r["bench"])]
+    pairs = list(dict.fromkeys(zip(r["numerator"], r["denominator"], strict=True)))
+    colors = {pair: color(i) for i, pair in enumerate(pairs)}
+    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 2.6), sharey=True, squeeze=False)
+    handles: dict[str, object] = {}
+    for ax, bench in zip(axes[0], benches, strict=False):
+        for (num, den, p), g in r[r["bench"] == bench].groupby(["numerator", "denominator", "ranks"]):
+            g = g.sort_values("bytes")
+            over = bool(g["oversubscribed"].any())
+            c = colors[(num, den)]
+            label = f"{num}/{den}, p = {p}" + (", oversubscribed" if over else "")
+            h = ax.errorbar(g["bytes"], g["ratio"], yerr=interval_bars(g["low"], g["ratio"], g["high"]),
+                            color=c, lw=0.8, marker="o" if p == 2 else "v", ms=3, capsize=1,
+                            mfc="none" if over else c)
+            handles.setdefault(label, h)
+        ax.axhline(1, color="black", lw=0.6)
+        size_axes(ax, "bytes", bench)
+    axes[0][0].set_ylabel("time ratio A/B")
+    legend_below(fig, list(handles.values()), list(handles), ncol=3)
+    fig.tight_layout()
+    return fig
+
+
+def method_ratio_figure(ratios: pd.DataFrame) -> Figure:
+    """Our timing method against OSU's on OSU's statistic, per size: a panel
+    per operation, a line per transport and rank count, band: the 95 %
+    interval across repetitions; 1 = the methods agree, dotted: +-10 %."""
+    ops = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(ratios["operation"])]
+    fig, axes = plt.subplots(1, max(len(ops), 1), figsize=(TEXT_WIDTH_IN, 2.6), sharey=True, squeeze=False)
+    for ax, op in zip(axes[0], ops, strict=False):
+        for (transport, p), g in ratios[ratios["operation"] == op].groupby(["transport", "ranks"]):
+            g = g.sort_values("bytes")
+            c, marker = transport_style(transport)
+            ax.plot(g["bytes"], g["ratio"], color=c, marker=marker if p == 2 else "v", ms=2.5, lw=0.8,
+                    label=f"{TRANSPORT_LABEL.get(transport, transport)}, p = {p}")
+            ok = np.isfinite(g["low"]) & np.isfinite(g["high"])
+            ax.fill_between(g["bytes"][ok], g["low"][ok], g["high"][ok], color=c, alpha=0.15, lw=0)
+        ax.axhline(1, color="black", lw=0.6)
+        for edge in (0.9, 1.1):
+            ax.axhline(edge, color="grey", lw=0.5, ls=":")
+        size_axes(ax, "bytes", op, ylog=False)
+    axes[0][0].set_ylabel("ours / OSU's method")
+    legend_below(fig, ncol=3)
+    fig.tight_layout()
+    return fig

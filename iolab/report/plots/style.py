@@ -1,0 +1,126 @@
+"""One figure style for the paper: sizes that print at the paper's text width
+with fonts of at least MIN_FONT_PT, a colour-blind-safe palette, legends
+outside the data, and a stamp line saying where the numbers were measured.
+``smallest_font`` is what tests/test_figures.py checks every figure with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+# A4 with 2 cm margins (paper/paper.typ): figures print this wide.
+TEXT_WIDTH_IN = 6.69
+MIN_FONT_PT = 7.0
+# Okabe-Ito: distinguishable in colour-blind vision and in grey.
+PALETTE = ["#0072b2", "#d55e00", "#009e73", "#e69f00", "#56b4e9", "#cc79a7", "#000000", "#999999"]
+EPOLL_COLOR, DEFAULT_COLOR = "#000000", PALETTE[0]
+
+
+def apply() -> None:
+    """The rcParams every notebook starts with."""
+    plt.rcParams.update({
+        "figure.figsize": (TEXT_WIDTH_IN, 2.9),
+        "figure.dpi": 110,
+        "savefig.dpi": 200,
+        "font.size": 8.5,
+        "axes.titlesize": 8.5,
+        "axes.labelsize": 8.5,
+        "xtick.labelsize": 8,
+        "ytick.labelsize": 8,
+        "legend.fontsize": 7.5,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+        "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
+        "legend.frameon": False,
+        "svg.fonttype": "none",
+        "pdf.fonttype": 42,
+        # Fixed metadata so re-rendering the same data gives the same bytes.
+        "svg.hashsalt": "iolab",
+    })
+
+
+def color(i: int) -> str:
+    return PALETTE[i % len(PALETTE)]
+
+
+def legend_below(fig: Figure, handles: Sequence[object] | None = None, labels: Sequence[str] | None = None,
+                 ncol: int = 3) -> None:
+    """One legend under every panel, clear of the data."""
+    if handles is None:
+        seen: dict[str, object] = {}
+        for ax in fig.axes:
+            for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
+                seen.setdefault(lab, h)
+        handles, labels = list(seen.values()), list(seen)
+    if not handles:
+        return
+    # As many columns as fit the figure's width: a wider legend would widen
+    # the saved figure, and print every font smaller.
+    renderer = fig.canvas.get_renderer()
+    width = fig.get_figwidth() * fig.dpi
+    for columns in range(min(ncol, len(handles)), 0, -1):
+        legend = fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns,
+                            borderaxespad=0.2)
+        if columns == 1 or legend.get_window_extent(renderer).width <= width:
+            return
+        legend.remove()
+
+
+def size_axes(ax: Axes, xlabel: str, title: str | None = None, ylog: bool = True) -> None:
+    """An axis over sizes or batch counts: x in powers of two, y logarithmic
+    unless ``ylog`` is False."""
+    ax.set_xscale("log", base=2)
+    if ylog:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    if title is not None:
+        ax.set_title(title)
+
+
+def interval_bars(low: np.ndarray, value: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """errorbar's yerr from an interval, zero where it is unbounded (fewer
+    than 6 repetitions: the value is drawn without a bar)."""
+    low, value, high = (np.asarray(x, dtype=float) for x in (low, value, high))
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(low) & np.isfinite(high) & (low <= value) & (value <= high)
+    return np.vstack([np.where(ok, value - low, 0.0), np.where(ok, high - value, 0.0)])
+
+
+def add_stamp(fig: Figure, text: str) -> Text:
+    """The figure's identity as a footer line: machine, repetitions, date, commit."""
+    return fig.text(0.0, 0.0, text, fontsize=MIN_FONT_PT, color="#555555", ha="left", va="top",
+                    transform=fig.transFigure)
+
+
+def smallest_font(fig: Figure, width_in: float) -> float:
+    """The smallest font of any visible text, in points at print size, for
+    a figure saved ``width_in`` wide and printed at TEXT_WIDTH_IN."""
+    scale = TEXT_WIDTH_IN / width_in
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return min(sizes) * scale if sizes else float("inf")
+
+
+def draws_intervals(fig: Figure) -> bool:
+    """Whether the figure draws any interval: error bars, or a band
+    (fill_between, axhspan)."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.patches import Polygon, Rectangle
+
+    for ax in fig.axes:
+        if any(isinstance(c, ErrorbarContainer) for c in ax.containers):
+            return True
+        if any(isinstance(c, PolyCollection) for c in ax.collections):
+            return True
+        if any(isinstance(p, (Polygon, Rectangle)) and p is not ax.patch for p in ax.patches):
+            return True
+    return False

@@ -1,0 +1,86 @@
+"""The built paper as a reader sees it (the shared smoke run's): no raw key,
+no ">=", no "nan" or "inf", no number shown as missing; every figure draws
+the interval of what it estimates, prints at 7 pt or more, and is captioned
+with where it was measured; the sentences about the setup and the regime
+say what the claims used."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+# Figures that draw no estimate with an interval: none.
+NO_INTERVAL: set[str] = set()
+
+
+@pytest.fixture(scope="module")
+def built(smoke_run: tuple[Path, subprocess.CompletedProcess[str]]) -> tuple[Path, str, dict, dict]:
+    wd, res = smoke_run
+    assert res.returncode == 0, "the shared smoke run failed; see test_smoke_run_end_to_end"
+    text = subprocess.run(["pdftotext", "-layout", str(wd / "paper" / "paper.pdf"), "-"], capture_output=True,
+                          text=True, check=True).stdout
+    numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
+    manifest = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())
+    return wd, text, numbers, manifest
+
+
+def test_no_raw_key_comparison_operator_or_missing_number_reaches_the_reader(built) -> None:
+    wd, text, numbers, _ = built
+    flat = " ".join(text.split())
+    keys = [k for k in numbers if "_" in k and len(k) > 6 and k not in ("io_uring_enter",)]
+    leaked = [k for k in keys if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", flat)]
+    assert leaked == [], leaked
+    # A config key path, not a file name such as mpi.parquet.
+    config_paths = re.findall(r"\b(?:experiments|precision|cpus|mpi|ib|vm|slurm)\.(?!parquet\b|json\b|csv\b)[a-z_]+\b",
+                              flat)
+    assert config_paths == [], config_paths
+    assert ">=" not in flat and "<=" not in flat
+    assert re.findall(r"\b(?:nan|NaN|inf|Inf)\b", flat) == []
+    assert "(not in this run)" not in flat
+    import typst
+
+    tags = json.loads(typst.query(str(wd / "paper" / "paper.typ"), "<not-measured>", field="value", root=str(wd)))
+    assert tags == []
+
+
+def test_every_figure_draws_its_intervals_prints_large_enough_and_carries_its_stamp(built) -> None:
+    wd, _, _, manifest = built
+    assert manifest["figures"]
+    for name, fig in manifest["figures"].items():
+        assert fig["intervals"] or name in NO_INTERVAL, f"{name} draws no interval"
+        assert fig["smallest_font_pt"] >= 7.0, f"{name}: {fig['smallest_font_pt']} pt at print size"
+        assert fig["stamp"].startswith(fig["machine"]["nodes"][0] + ": ") and "repetitions" in fig["stamp"]
+        assert "vCPUs" in fig["stamp"] or "CPUs" in fig["stamp"]
+        with Image.open(wd / "paper" / "figures" / f"{name}.png") as png:
+            assert fig["stamp"] in png.text.get("Description", ""), f"{name}.png lacks the stamp in its metadata"
+        svg = (wd / "paper" / "figures" / f"{name}.svg").read_text()
+        assert fig["stamp"].split(" · ")[0] in svg
+
+
+def test_every_figure_caption_in_the_paper_has_its_machine_line(built) -> None:
+    wd, _, _, manifest = built
+    import typst
+
+    captions = json.loads(typst.query(str(wd / "paper" / "paper.typ"), "figure", field="caption", root=str(wd)))
+    with_images = [c for c in captions if c]
+    text = json.dumps(with_images)
+    shown = [name for name in manifest["figures"] if f'"{name}' in (wd / "paper" / "paper.typ").read_text()]
+    assert text.count("Measured on") >= len(shown) > 5
+
+
+def test_the_setup_and_regime_sentences_say_what_the_claims_used(built) -> None:
+    _, text, numbers, _ = built
+    flat = " ".join(text.split())
+    # The smoke profile runs the sources' setup beside ours: the claims use it.
+    assert numbers["claims_echo_setup"]["text"].startswith("The echo claims were judged under the sources' setup")
+    regime = numbers["regime_sentence"]["text"]
+    state = "off" if "mitigations-off regime" in regime else "on"
+    tested = "C2" if state == "off" else "C3"
+    assert f"{tested} is tested here" in regime
+    assert regime.split(" (")[0] in flat
+    assert numbers["paper_title"]["text"].split(":")[0] in flat
