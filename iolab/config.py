@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from .capabilities import Capability, capabilities_of, runs_experiments
 from .inventory import NodeEntry, cpu_list
 from .paths import CONFIG_SCHEMA
 from .presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, server_flags
@@ -178,7 +179,7 @@ def check_semantics(config: Mapping[str, Any] | RunConfig, cpu_count: int | None
     ncpu = cpu_count if cpu_count is not None else os.cpu_count() or 1
     _check_nodes(run)
     for i, node in enumerate(run.nodes):
-        if node.runner != "local":
+        if Capability.CPUS_HERE not in capabilities_of(node.runner):
             continue
         for role, cpu in sorted(node.cpus.model_dump().items()):
             highest = max(cpu_list(cpu)) if cpu is not None else -1
@@ -256,8 +257,8 @@ def _check_nodes(run: RunConfig) -> None:
     known_experiments = set(run.experiments.configured())
     for i, node in enumerate(nodes):
         where = f"config error at nodes[{i}]"
-        if node.runner == "ssh" and not node.host:
-            raise ConfigError(f"{where}.host: node {node.name!r} uses the ssh runner and needs a host")
+        if Capability.LOGIN in capabilities_of(node.runner) and not node.host:
+            raise ConfigError(f"{where}.host: node {node.name!r} uses the {node.runner} runner and needs a host")
         client = node.echo_client
         if client is not None and client not in names:
             raise ConfigError(f"{where}.echo_client: {client!r} is not a node in the inventory "
@@ -270,8 +271,8 @@ def _check_nodes(run: RunConfig) -> None:
                               f"(known: {', '.join(sorted(known_experiments))})")
         _check_mpi_peers(nodes, node, where)
         _check_ib_peer(nodes, node, where)
-        if node.runner == "netns":
-            raise ConfigError(f"{where}.runner: netns is an MPI transport of a local node "
+        if not runs_experiments(node.runner):
+            raise ConfigError(f"{where}.runner: {node.runner} is an MPI transport of a local node "
                               "(experiments.mpi.transports), not a node of its own")
 
 
@@ -292,7 +293,8 @@ def _check_ib_peer(nodes: Sequence[NodeEntry], node: NodeEntry, where: str) -> N
     if peer is None:
         return
     entry = _peer_entry(nodes, node, peer, f"{where}.ib.peer")
-    if entry.runner != "ssh" or node.runner not in ("local", "ssh"):
+    if (Capability.PEER not in capabilities_of(entry.runner)
+            or Capability.DRIVES_PEERS not in capabilities_of(node.runner)):
         raise ConfigError(f"{where}.ib.peer: perftest runs between a local or ssh node and an ssh peer")
     if not entry.reach:
         raise ConfigError(f"{where}.ib.peer: the client reaches {peer!r} by its address; set its address")
@@ -302,7 +304,7 @@ def _check_mpi_peers(nodes: Sequence[NodeEntry], node: NodeEntry, where: str) ->
     """A node's MPI settings: peers that exist and can be reached, transports it can run."""
     peers = node.mpi.peers
     transports = node.mpi.transports or ()
-    if peers and node.runner not in ("local", "ssh"):
+    if peers and Capability.DRIVES_PEERS not in capabilities_of(node.runner):
         raise ConfigError(f"{where}.mpi.peers: mpirun across nodes starts on a local or ssh node, "
                           f"not a {node.runner} node")
     if peers and not node.reach:
@@ -310,12 +312,12 @@ def _check_mpi_peers(nodes: Sequence[NodeEntry], node: NodeEntry, where: str) ->
                           "by its address; set address")
     for peer in peers:
         entry = _peer_entry(nodes, node, peer, f"{where}.mpi.peers")
-        if entry.runner != "ssh":
+        if Capability.PEER not in capabilities_of(entry.runner):
             raise ConfigError(f"{where}.mpi.peers: {peer!r} is a {entry.runner} node; "
                               "MPI peers are ssh nodes")
     if "nodes" in transports and not peers:
         raise ConfigError(f"{where}.mpi.transports: nodes runs across this node's mpi.peers; set them")
     netns = sorted({"netns", "netns_tbf"} & set(transports))
-    if netns and node.runner == "ssh":
+    if netns and Capability.THIS_MACHINE not in capabilities_of(node.runner):
         raise ConfigError(f"{where}.mpi.transports: {netns[0]} needs the network namespaces of "
                           "the machine the run starts on; an ssh node cannot run it")

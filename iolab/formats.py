@@ -27,6 +27,16 @@ CELL_OPTIONAL = {"client": "event-loop", "layout": "",
                  # The CPUs a preset's {spare_cpu}/{spare_cpus} became: none before.
                  "helper_cpus": ""}
 
+# Every raw file's header says its format and version (iolab.registry's
+# raw_format), on a line of its own: "# iolab-raw: <format>".
+RAW_FORMAT_PREFIX = "# iolab-raw: "
+
+
+def raw_format_line(raw_format: str) -> str:
+    """The header line that names a raw file's format."""
+    return f"{RAW_FORMAT_PREFIX}{raw_format}\n"
+
+
 def histograms_path(raw: Path) -> Path:
     """The latency buckets an echo or latency sweep writes beside ``rep<N>.csv``."""
     return raw.with_name(raw.stem + ".histograms.csv")
@@ -45,7 +55,6 @@ MPI_PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "
 MPI_COLUMNS = ["transport", *MPI_PROBE_COLUMNS]
 REFERENCE_BENCH = "reference_pingpong"
 # The ib experiment's raw CSV (iolab.experiments.ib): one row per program, size and metric.
-IB_RAW_HEADER = "# iolab-raw: perftest v1"
 IB_COLUMNS = ["program", "bytes", "iterations", "metric", "value"]
 OSU_PREFIX = "osu_"
 

@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import atomic, integrity, live, paths, provenance
-from .experiments import REGISTRY, Repetition, run_repetition
+from .experiments import Repetition, run_repetition
 from .inventory import NodeEntry
 from .nodes import resolve_node
+from .registry import REGISTRY
 from .runners import Capability, RunError, runner_for
 from .schema import schema_problem
-from .settings import SETTINGS
 
 EXPERIMENTS = tuple(REGISTRY)
 
@@ -41,7 +41,7 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
     provenance sidecar; the experiment's module (iolab/experiments/) runs it."""
     started = provenance.utc_now()
     entry = NodeEntry.of(node_entry)
-    typed = SETTINGS[experiment].of(settings)
+    typed = REGISTRY[experiment].settings.of(settings)
     client = NodeEntry.of(client_entry) if client_entry is not None else None
     peers = [NodeEntry.of(p) for p in peer_entries]
     for stale in atomic.remove_stale_temporaries(output):
@@ -52,11 +52,11 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
     remote = Capability.THIS_MACHINE not in runner.capabilities
     with runner.session(REGISTRY[experiment].programs) as node_runner:
         facts = node_runner.facts()
-        node = resolve_node(entry, facts.kind())
+        node = resolve_node(entry, facts.kind(), facts)
         print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
         with atomic.atomic_path(output) as tmp:
             start = time.monotonic()
-            measured = run_repetition(Repetition(experiment, entry, node, node_runner, facts, typed,
+            measured = run_repetition(Repetition(experiment, node, node_runner, typed,
                                                  seed, tmp, output, client, peers))
             seconds = time.monotonic() - start
             # The raw file's fingerprint (and its companions', already in
@@ -80,7 +80,7 @@ def check_ranges(experiment: str, settings: Mapping[str, Any], nodes: Sequence[M
     """The schema's ranges, patterns and list lengths, which the typed models
     do not repeat, for what came on the command line: a section written by
     hand has not been through Snakemake's validation. ValueError, one line."""
-    model = SETTINGS[experiment]
+    model = REGISTRY[experiment].settings
     section = {k: v for k, v in settings.items() if k not in model.WORKFLOW_KEYS}
     problem = schema_problem(section, "experiments", experiment)
     if problem:

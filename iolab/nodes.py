@@ -9,10 +9,13 @@ layer: a container on a VM is a ``vm`` node, with the container recorded.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from .inventory import NodeEntry
+
+if TYPE_CHECKING:
+    from .hostfacts import HostFacts
 
 KINDS = ("bare-metal", "vm", "container")
 
@@ -85,7 +88,9 @@ def detect_kind(
 
 @dataclass(frozen=True)
 class Node:
-    """One place experiments run. ``kind`` is resolved (never ``auto``)."""
+    """One place experiments run, as a measurement sees it: its inventory
+    ``entry``, its ``kind`` resolved (never ``auto``), and the host ``facts``
+    gathered on it (None before they are)."""
 
     name: str
     runner: str
@@ -94,14 +99,21 @@ class Node:
     container: str | None = None
     hypervisor: str | None = None
     cpus: Mapping[str, int | str | None] = field(default_factory=dict)
+    entry: NodeEntry | None = field(default=None, compare=False, repr=False)
+    facts: HostFacts | None = field(default=None, compare=False, repr=False)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """What the provenance records of the node (its entry and facts
+        have their own places there)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("entry", "facts")}
+        out["cpus"] = dict(self.cpus)
+        return out
 
 
-def resolve_node(entry: Mapping[str, Any] | NodeEntry, evidence: KindEvidence) -> Node:
+def resolve_node(entry: Mapping[str, Any] | NodeEntry, evidence: KindEvidence,
+                 facts: HostFacts | None = None) -> Node:
     """A config ``nodes[]`` entry with its kind detected on the node itself
-    (``evidence`` from its host facts, iolab.hostfacts) or overridden in
+    (``evidence`` from its host ``facts``, iolab.hostfacts) or overridden in
     the config."""
     node = NodeEntry.of(entry)
     kind = node.kind
@@ -117,4 +129,6 @@ def resolve_node(entry: Mapping[str, Any] | NodeEntry, evidence: KindEvidence) -
         container=evidence.container,
         hypervisor=evidence.hypervisor,
         cpus=node.cpus.model_dump(),
+        entry=node,
+        facts=facts,
     )

@@ -1,18 +1,22 @@
 """Readers of the raw files, one per format: the code that measures (to
 check what it wrote) and the tidy tables (iolab.tables) both read raw files
 through these, so the run side never imports the read side. Each raises
-RawFormatError, one line naming the file, on a file of the wrong shape."""
+RawFormatError, one line naming the file, on a file of the wrong shape or
+of a format it does not read (the header's "# iolab-raw:" line against
+iolab.registry's raw_format; files written before that line existed have
+none, and are read by their columns)."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pandas as pd
 
-from .formats import CELL_COLUMNS, CELL_OPTIONAL, IB_COLUMNS, LATENCY_COLUMNS, MPI_COLUMNS
+from .formats import CELL_COLUMNS, CELL_OPTIONAL, IB_COLUMNS, LATENCY_COLUMNS, MPI_COLUMNS, RAW_FORMAT_PREFIX
+from .registry import REGISTRY
 
 # cost-probe raw format v2: every mode writes these columns.
 PROBE_COLUMNS = ["mode", "variant", "transport", "pattern", "ack", "bytes", "n", "connections",
@@ -45,7 +49,25 @@ def read_unavailable(path: str | Path) -> list[dict[str, str]]:
     return [{"preset": m.group(1), "reason": m.group(2)} for line in _header(path) if (m := _UNAVAILABLE.match(line))]
 
 
-def _read_csv(path: str | Path, columns: list[str], complete: list[str]) -> pd.DataFrame:
+def formats_of(*experiments: str) -> frozenset[str]:
+    """The raw formats of ``experiments`` (iolab.registry)."""
+    return frozenset(REGISTRY[e].raw_format for e in experiments)
+
+
+def raw_format(path: str | Path) -> str:
+    """The format a raw file's header names ("" for a file without the line)."""
+    prefix = RAW_FORMAT_PREFIX.strip()
+    return next((line[len(prefix):].strip() for line in _header(path) if line.startswith(prefix)), "")
+
+
+def _read_csv(path: str | Path, columns: list[str], complete: list[str], formats: Collection[str]) -> pd.DataFrame:
+    try:
+        found = raw_format(path)
+    except (OSError, UnicodeDecodeError) as e:
+        raise RawFormatError(f"{path}: cannot be read ({e})") from e
+    if found and found not in formats:
+        raise RawFormatError(f"{path}: its format is {found!r}, which this iolab does not read (it reads "
+                             f"{', '.join(sorted(formats))}); read it with the iolab commit its sidecar records")
     try:
         frame = pd.read_csv(path, comment="#")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
@@ -61,7 +83,7 @@ def _read_csv(path: str | Path, columns: list[str], complete: list[str]) -> pd.D
 def read_echo_csv(path: str | Path) -> pd.DataFrame:
     """An echo sweep's raw CSV (one row per cell)."""
     required = [c for c in CELL_COLUMNS if c not in CELL_OPTIONAL]
-    frame = _read_csv(path, required, ["order", "connections", "bytes", "status"])
+    frame = _read_csv(path, required, ["order", "connections", "bytes", "status"], formats_of("echo"))
     for column, default in CELL_OPTIONAL.items():
         if column not in frame:
             frame[column] = default
@@ -80,7 +102,7 @@ def read_echo_csv(path: str | Path) -> pd.DataFrame:
 
 def read_latency_csv(path: str | Path) -> pd.DataFrame:
     """An open-loop latency sweep's raw CSV (one row per cell)."""
-    frame = _read_csv(path, LATENCY_COLUMNS, ["order", "phase", "load", "status"])
+    frame = _read_csv(path, LATENCY_COLUMNS, ["order", "phase", "load", "status"], formats_of("latency"))
     frame["reason"] = frame["reason"].astype(object).where(frame["reason"].notna(), "")
     return frame
 
@@ -100,17 +122,18 @@ def read_histograms_csv(path: str | Path) -> dict[int, tuple[list[int], list[int
 
 def read_raw_csv(path: str | Path) -> pd.DataFrame:
     """A cost-probe raw CSV as a frame; raises RawFormatError if malformed."""
-    return _read_csv(path, PROBE_COLUMNS, ["seq", "calls", "ns", "not_inline"])
+    probes = [name for name, e in REGISTRY.items() if e.probe_mode]
+    return _read_csv(path, PROBE_COLUMNS, ["seq", "calls", "ns", "not_inline"], formats_of(*probes))
 
 
 def read_ib_csv(path: str | Path) -> pd.DataFrame:
     """A perftest raw CSV (possibly empty, when no RDMA device was found)."""
-    return _read_csv(path, IB_COLUMNS, IB_COLUMNS)
+    return _read_csv(path, IB_COLUMNS, IB_COLUMNS, formats_of("ib"))
 
 
 def read_trace_csv(path: str | Path) -> pd.DataFrame:
     """A bpftrace raw CSV (possibly empty, when tracing was skipped)."""
-    return _read_csv(path, TRACE_COLUMNS, ["count", "avg_ns"])
+    return _read_csv(path, TRACE_COLUMNS, ["count", "avg_ns"], formats_of("trace"))
 
 
 def sha256(path: str | Path) -> str:
@@ -123,4 +146,4 @@ def sha256(path: str | Path) -> str:
 
 def read_mpi_csv(path: str | Path) -> pd.DataFrame:
     """An MPI repetition's raw CSV: one row per timed iteration and rank."""
-    return _read_csv(path, MPI_COLUMNS, MPI_COLUMNS)
+    return _read_csv(path, MPI_COLUMNS, MPI_COLUMNS, formats_of("mpi"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
-from pydantic import PlainValidator, field_validator
+from pydantic import PlainValidator, create_model, field_validator
 
 from .inventory import NodeEntry
 from .presets import preset_server
@@ -41,7 +41,20 @@ def _d(*path: str) -> Any:
 
 
 class ExperimentSettings(Section):
+    """An experiment's section; each subclass is one experiment's, and the
+    ``experiments`` model below is built from them (iolab.registry names
+    each experiment's)."""
+
     EXPERIMENT: ClassVar[str] = ""
+    # Whether every config has the section (the cost probes always run).
+    ALWAYS: ClassVar[bool] = False
+
+    @classmethod
+    def from_workflow(cls, section: Mapping[str, Any], experiments: Mapping[str, Any]) -> dict[str, Any]:
+        """The section as the workflow hands it to the measurement:
+        ``section`` as configured, plus the WORKFLOW_KEYS it derives from the
+        rest of ``experiments`` (the config's, as validated)."""
+        return dict(section)
     # Keys the workflow adds to the config section (rules/common.smk).
     WORKFLOW_KEYS: ClassVar[frozenset[str]] = frozenset()
 
@@ -54,6 +67,7 @@ class ExperimentSettings(Section):
 
 class SyscallSettings(ExperimentSettings):
     EXPERIMENT = "syscall"
+    ALWAYS = True
     batches: int = _d("syscall", "batches")
     warmup_batches: int = _d("syscall", "warmup_batches")
     batch_us: int = _d("syscall", "batch_us")
@@ -62,6 +76,7 @@ class SyscallSettings(ExperimentSettings):
 
 class SendrecvSettings(ExperimentSettings):
     EXPERIMENT = "sendrecv"
+    ALWAYS = True
     batches: int = _d("sendrecv", "batches")
     warmup_batches: int = _d("sendrecv", "warmup_batches")
     transports: tuple[Literal["tcp", "unix"], ...] = _d("sendrecv", "transports")
@@ -75,6 +90,7 @@ class SendrecvSettings(ExperimentSettings):
 
 class UringBatchSettings(ExperimentSettings):
     EXPERIMENT = "uring_batch"
+    ALWAYS = True
     batches: int = _d("uring_batch", "batches")
     warmup_batches: int = _d("uring_batch", "warmup_batches")
     ops: tuple[Literal["send", "recv"], ...] = _d("uring_batch", "ops")
@@ -86,6 +102,7 @@ class UringBatchSettings(ExperimentSettings):
 
 class NopSettings(ExperimentSettings):
     EXPERIMENT = "nop"
+    ALWAYS = True
     batches: int = _d("nop", "batches")
     warmup_batches: int = _d("nop", "warmup_batches")
     n: tuple[int, ...] = _d("nop", "n")
@@ -157,6 +174,11 @@ class LatencySettings(ExperimentSettings):
     preset_specs: dict[str, Preset] = {}
 
     _preset_specs = field_validator("preset_specs", mode="before")(_presets)
+
+    @classmethod
+    def from_workflow(cls, section: Mapping[str, Any], experiments: Mapping[str, Any]) -> dict[str, Any]:
+        specs = experiments["echo"]["presets"]
+        return {**section, "preset_specs": {p: specs[p] for p in section["presets"]}}
 
 
 # -- MPI ------------------------------------------------------------------------
@@ -250,26 +272,19 @@ class PrecisionSettings(Section):
         return "precision"
 
 
-SETTINGS: dict[str, type[ExperimentSettings]] = {m.EXPERIMENT: m for m in (
-    SyscallSettings, SendrecvSettings, UringBatchSettings, NopSettings, EchoSettings, LatencySettings,
-    MpiSettings, TraceSettings, IbSettings)}
-
-
-class Experiments(Section):
-    """``experiments``: the four cost probes always, the rest where configured."""
-    syscall: SyscallSettings
-    sendrecv: SendrecvSettings
-    uring_batch: UringBatchSettings
-    nop: NopSettings
-    echo: EchoSettings | None = None
-    latency: LatencySettings | None = None
-    mpi: MpiSettings | None = None
-    trace: TraceSettings | None = None
-    ib: IbSettings | None = None
-
+class _ExperimentsBase(Section):
     def configured(self) -> dict[str, ExperimentSettings]:
         """experiment -> its section, for those the config has."""
-        return {name: getattr(self, name) for name in SETTINGS if getattr(self, name) is not None}
+        return {name: section for name in type(self).model_fields
+                if (section := getattr(self, name)) is not None}
+
+
+# ``experiments``: one field per experiment's section model, required for
+# those every config has; declared by the section classes above.
+Experiments: type[_ExperimentsBase] = create_model(  # type: ignore[call-overload]
+    "Experiments", __base__=_ExperimentsBase,
+    **{cls.EXPERIMENT: (cls, ...) if cls.ALWAYS else (cls | None, None)
+       for cls in ExperimentSettings.__subclasses__()})
 
 
 class PaperSettings(Section):

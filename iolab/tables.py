@@ -26,6 +26,7 @@ from .readers import (TRACE_COLUMNS, RawFormatError, read_echo_csv, read_histogr
                       read_metadata, read_mpi_csv, read_raw_csv, read_trace_csv, read_unavailable, sha256)
 from .presets import preset_server
 from .provenance import sidecar_for
+from .registry import REGISTRY
 
 _RAW_NAME = re.compile(r"^rep\d+\.csv$")   # not rep<N>.histograms.csv
 
@@ -259,12 +260,9 @@ def latency_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     return out
 
 
-# The tables built from the raw latency buckets as well as the raw CSV.
-READS_HISTOGRAMS = {"latency"}
-
-TABLES = {"syscall": probe_table, "sendrecv": probe_table, "uring_batch": probe_table,
-          "nop": probe_table, "trace": trace_table, "echo": echo_table, "mpi": mpi_table, "ib": ib_table,
-          "latency": latency_table}
+# experiment -> the function that builds its tidy table (iolab.registry's ``tidy``).
+TABLES: dict[str, Callable[[Iterable[str | Path]], pd.DataFrame]] = {
+    name: globals()[e.tidy] for name, e in REGISTRY.items()}
 
 
 def unavailable_configurations(raw_files: Iterable[str | Path]) -> pd.DataFrame:
@@ -381,7 +379,8 @@ def write_table(experiment: str, raw_files: Sequence[str | Path], output: str | 
                 "provenance": paths.relative(sidecar_for(p)),
                 # The latency buckets beside it, where the table reads them.
                 **({"histograms": paths.relative(h), "histograms_sha256": sha256(h)}
-                   if experiment in READS_HISTOGRAMS and (h := histograms_path(p)).exists() else {})}
+                   if "histograms.csv" in REGISTRY[experiment].table_reads
+                      and (h := histograms_path(p)).exists() else {})}
                for p in sorted(map(Path, raw_files))]
     atomic.write_json(sources_path(output), {"table": paths.relative(output), "raw": sources})
 

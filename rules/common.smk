@@ -43,20 +43,22 @@ NODES = [n.name for n in RUN.nodes]
 NODE_BY_NAME = {n["name"]: n for n in config["nodes"]}
 # Nodes that cannot run here, with the reason (a vm node without hardware
 # KVM); the rest of the run goes on, and the reason is in results/nodes.json.
-from iolab.runners.qemu import skip_reason  # noqa: E402
+from iolab.runners import skip_reason  # noqa: E402
 
 SKIPPED_NODES = {n.name: r for n in RUN.nodes if (r := skip_reason(n))}
 for _name, _reason in SKIPPED_NODES.items():
     print(f"iolab: skipping node {_name}: {_reason}", file=sys.stderr)
 REPS = list(range(1, RUN.repeats + 1))
-from iolab.experiments import can_host, has_setting  # noqa: E402
-from iolab.runners import capabilities_of  # noqa: E402
+from iolab.capabilities import Capability, capabilities_of  # noqa: E402
+from iolab.registry import NOTEBOOKS as NOTEBOOKS_REGISTRY  # noqa: E402
+from iolab.registry import (REGISTRY, can_host, claim_experiments, figures_drawn, has_setting,  # noqa: E402
+                            notebooks_run, peer_names)
 
 
 def node_runs(node, experiment):
     """Whether ``experiment`` runs on ``node``: its `experiments` list, and
     whether its runner has what the experiment needs (iolab/experiments/__init__.py:
-    bpftrace needs this machine's kernel; echo servers; MPI)."""
+    bpftrace needs this machine's kernel; echo servers; MPI; perftest its ib.peer)."""
     entry = NODE_BY_NAME[node]
     chosen = entry.get("experiments")
     if chosen is not None and experiment not in chosen:
@@ -109,36 +111,22 @@ NATIVE_PROGRAMS = program_sources()
 MPICC = RUN.experiments.mpi.mpicc if RUN.experiments.mpi else MpiSettings().mpicc
 
 # Each experiment's programs, and any other code that decides what it
-# measures (iolab/experiments/__init__.py). The run key digests these with the
+# measures (iolab/registry.py). The run key digests these with the
 # settings, so new settings or new probe code measure into a new directory
 # and raw data already measured is never overwritten.
-from iolab.experiments import REGISTRY  # noqa: E402
-
-
-def mpi_peers(node):
-    """The inventory entries of a node's MPI peers (the nodes transport)."""
-    return [NODE_BY_NAME[p] for p in (NODE_BY_NAME[node].get("mpi") or {}).get("peers") or []]
 
 
 def peer_entries(experiment, node):
-    """The other nodes a measurement runs on besides ``node``: its MPI peers
-    (mpi), or its perftest server (ib)."""
-    if experiment == "mpi":
-        return mpi_peers(node)
-    if experiment == "ib":
-        return [NODE_BY_NAME[NODE_BY_NAME[node]["ib"]["peer"]]]
-    return []
+    """The other nodes a measurement runs on besides ``node`` (the
+    experiment's ``peers`` setting: MPI peers, the perftest server)."""
+    return [NODE_BY_NAME[p] for p in peer_names(NODE_BY_NAME[node], experiment)]
 
 
 def experiment_settings(experiment):
-    """An experiment's config section as its measurement gets it: the
-    latency experiment's presets come with their echo flags (so new flags
-    measure into a new directory there too)."""
-    settings = config["experiments"][experiment]
-    if experiment == "latency":
-        specs = config["experiments"]["echo"]["presets"]
-        settings = {**settings, "preset_specs": {p: specs[p] for p in settings["presets"]}}
-    return settings
+    """An experiment's config section as its measurement gets it, with what
+    its settings model derives from the rest of the config (the latency
+    presets' echo flags, so new flags measure into a new directory there too)."""
+    return REGISTRY[experiment].settings.from_workflow(config["experiments"][experiment], config["experiments"])
 
 
 def run_key(experiment, node):
@@ -175,7 +163,7 @@ def raw_files(experiment):
 PRECISION = RUN.precision
 # The experiments claims are judged from, and the node they are judged on
 # (iolab.analysis.claims.evaluate: the first in name order).
-CLAIM_EXPERIMENTS = ["syscall", "sendrecv", "uring_batch", "echo", "mpi", "trace"]
+CLAIM_EXPERIMENTS = claim_experiments()
 CLAIM_NODE = sorted(n for n in NODES if n not in SKIPPED_NODES and node_runs(n, "syscall"))[0]
 PRECISION_PLAN = "results/precision/round{round}.json"
 
@@ -239,16 +227,17 @@ def rep_settings(experiment, rep):
 
 
 def other_nodes_flag(experiment, node):
-    """The other nodes a measurement involves: the echo load generator's node,
-    or the nodes it spans (MPI peers, the perftest server)."""
-    if experiment == "echo":
-        return client_node_flag(node)
+    """The other nodes a measurement involves: its load generator's node
+    (the echo_client), or the nodes it spans (MPI peers, the perftest server)."""
+    if REGISTRY[experiment].client_setting:
+        return client_node_flag(node, REGISTRY[experiment].client_setting)
     return peer_nodes_flag(experiment, node)
 
 
-def client_node_flag(node):
-    """`--client-node JSON` when the echo load generator runs on another node, else ""."""
-    client = NODE_BY_NAME[node].get("echo_client")
+def client_node_flag(node, setting):
+    """`--client-node JSON` when the load generator runs on another node
+    (the inventory's ``setting``), else ""."""
+    client = NODE_BY_NAME[node].get(setting)
     if not client or client == node:
         return ""
     return f"--client-node {shlex.quote(json.dumps(NODE_BY_NAME[client]))}"
@@ -266,7 +255,8 @@ def dependency_groups(experiment, node):
     experiment's client runs here."""
     programs = set(REGISTRY[experiment].programs)
     if not programs:
-        return "ib" if NODE_BY_NAME[node]["runner"] == "local" else "ssh"
+        here = Capability.THIS_MACHINE in capabilities_of(NODE_BY_NAME[node]["runner"])
+        return "ib" if here else "ssh"
     return "build mpi" if programs & set(MPI_PROGRAMS) else "build"
 
 
@@ -282,36 +272,14 @@ def slurm_resource(node, key):
 
 
 # Notebooks, the tables each one reads (its `<experiment>_table` parameters),
-# and the figures each one writes (stable names, cited by users).
-NOTEBOOK_TABLES = {
-    "cost_model": ["syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"],
-    "echo": ["echo", "syscall", "sendrecv", "uring_batch", "latency"],
-    "collectives": ["mpi"],
-    "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib", "trace"],
-    "nodes": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"],
-}
-NOTEBOOK_CATEGORY = {"cost_model": "Cost model", "echo": "Echo servers", "collectives": "MPI collectives",
-                     "claims": "Claims re-tested", "nodes": "Nodes compared"}
-NOTEBOOKS = (["cost_model", "claims"] + (["echo"] if "echo" in EXPERIMENTS else [])
-             + (["collectives"] if "mpi" in EXPERIMENTS else []))
-# With more than one node, the nodes notebook sets them side by side (and
-# compares node kinds when the inventory turns out to have more than one).
+# the figures each one writes (stable names, cited by users) and their report
+# category: iolab/registry.py. With more than one node, the nodes notebook
+# sets them side by side.
 ACTIVE_NODES = [n for n in NODES if n not in SKIPPED_NODES]
-if len(ACTIVE_NODES) > 1:
-    NOTEBOOKS.append("nodes")
-NOTEBOOK_FIGURES = {
-    "cost_model": ["syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"],
-    "echo": ["echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"]
-    + (["echo_open_loop_latency"] if "latency" in EXPERIMENTS else []),
-    "collectives": ["mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio"]
-    # Drawn when both timing methods run.
-    + (["mpi_method_ratio"] if RUN.experiments.mpi and {"probe", "osu"} <= set(RUN.experiments.mpi.methods)
-       else []),
-    "claims": ["claims_forest"],
-    # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds were
-    # measured; the manifest lists them then.
-    "nodes": ["nodes_costs"],
-}
+NOTEBOOKS = notebooks_run(set(EXPERIMENTS), RUN, len(ACTIVE_NODES))
+NOTEBOOK_TABLES = {name: list(nb.tables) for name, nb in NOTEBOOKS_REGISTRY.items()}
+NOTEBOOK_CATEGORY = {name: nb.category for name, nb in NOTEBOOKS_REGISTRY.items()}
+NOTEBOOK_FIGURES = {name: figures_drawn(name, set(EXPERIMENTS), RUN, len(ACTIVE_NODES)) for name in NOTEBOOKS}
 
 
 def notebook_tables(notebook):
@@ -328,7 +296,7 @@ def notebook_table_params(notebook):
 def notebook_plans(notebook):
     """The precision plans the claims notebook's verdicts depend on (every
     round's, with adaptive precision): none otherwise."""
-    if notebook != "claims" or not PRECISION.enabled or "syscall" not in EXPERIMENTS:
+    if not NOTEBOOKS_REGISTRY[notebook].judges_claims or not PRECISION.enabled or "syscall" not in EXPERIMENTS:
         return []
     return [PRECISION_PLAN.format(round=k) for k in range(final_round() + 1)]
 

@@ -8,8 +8,8 @@
 # write-protected: measured data is never edited or overwritten. One rule per
 # experiment of the registry (iolab/experiments/__init__.py), all from this definition;
 # mpirun launches on the node: shared memory, TCP, a cluster of network
-# namespaces (iolab/runners/netns.py), and across the node's mpi.peers over
-# ssh (iolab/runners/mpigroup.py).
+# namespaces (iolab/experiments/mpi/netns.py), and across the node's mpi.peers over
+# ssh (iolab/experiments/mpi/group.py).
 
 
 for _experiment, _spec in REGISTRY.items():

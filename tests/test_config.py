@@ -17,9 +17,9 @@ from conftest import REPO, snakemake
 
 from iolab import config as iolab_config
 from iolab.inventory import NodeEntry, node_schema
-from iolab.experiments import REGISTRY
+from iolab.registry import REGISTRY
 from iolab.schema import subschema
-from iolab.settings import SETTINGS, Experiments, PrecisionSettings, RunConfig
+from iolab.settings import ExperimentSettings, Experiments, PrecisionSettings, RunConfig
 
 # (overlay, text the one-line error must contain)
 BAD_CONFIGS = [
@@ -245,8 +245,16 @@ def test_a_bad_node_entry_is_one_line_naming_the_key(entry: dict, expected: str)
 
 # -- the typed experiment sections (iolab/settings.py) ------------------------------
 
+# experiment -> its section's model, as the registry declares it.
+SETTINGS = {name: e.settings for name, e in REGISTRY.items()}
+
+
 def test_every_experiment_has_a_typed_section() -> None:
-    assert sorted(SETTINGS) == sorted(REGISTRY)
+    # The registry's models are the section classes, each naming its
+    # experiment, and the config's experiments model is made of them.
+    assert all(model.EXPERIMENT == name for name, model in SETTINGS.items())
+    assert set(SETTINGS.values()) == set(ExperimentSettings.__subclasses__())
+    assert set(Experiments.model_fields) == set(SETTINGS)
 
 
 @pytest.mark.parametrize("experiment", sorted(SETTINGS))

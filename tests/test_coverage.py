@@ -67,7 +67,7 @@ def test_repro_coverage_measures_iolab_and_the_servers_and_puts_the_build_back(w
     # One test with a real server and load generator (in-process iolab), one
     # that runs Snakemake (iolab in a subprocess).
     res = subprocess.run(["./repro", "coverage", "-q", "-p", "no:cacheprovider",
-                          "tests/test_echo.py::test_rings_without_taskrun_flags_kick_the_server_with_ipis",
+                          "tests/test_echo_sweep.py::test_rings_without_taskrun_flags_kick_the_server_with_ipis",
                           "tests/test_config.py::test_example_inventory_is_valid_and_plans_mpi_across_nodes"],
                          cwd=workflow, env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

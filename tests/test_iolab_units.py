@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from iolab import atomic, hostfacts, provenance, readers, tables
 from iolab.report import paper
 from iolab.config import ConfigError, check_semantics, key_path, load, validate_config
 from iolab.nodes import Node
+from iolab.registry import REGISTRY
 
 NODE = Node(name="t", runner="local", kind="vm", kind_reason="test")
 
@@ -85,6 +87,28 @@ def test_unavailable_presets_are_read(tmp_path: Path) -> None:
     raw = write_raw(tmp_path)
     assert readers.read_unavailable(raw) == [{"preset": "sqpoll",
                                             "reason": "not applicable: no enter to time"}]
+
+
+def test_each_reader_checks_the_format_its_header_names(tmp_path: Path) -> None:
+    # A newer version of a format, or another format, is refused by name; a
+    # file from before the header line existed is read by its columns.
+    newer = write_raw(tmp_path, body="# iolab-raw: cost-probe syscall v9\n" + RAW)
+    with pytest.raises(readers.RawFormatError, match=r"its format is 'cost-probe syscall v9', which this iolab "
+                                                     r"does not read \(it reads cost-probe nop v2, "):
+        readers.read_raw_csv(newer)
+    other = write_raw(tmp_path, rep=2, body="# iolab-raw: mpi iterations v1\n" + RAW)
+    with pytest.raises(readers.RawFormatError, match="'mpi iterations v1'"):
+        readers.read_raw_csv(other)
+    assert len(readers.read_raw_csv(write_raw(tmp_path, rep=3))) == 3
+    assert readers.raw_format(write_raw(tmp_path, rep=4, body="# x=1\n# iolab-raw: cost-probe nop v2\n" + RAW)) \
+        == "cost-probe nop v2"
+
+
+def test_the_cost_probes_format_version_is_the_registrys() -> None:
+    header = (Path(__file__).resolve().parents[1] / "native" / "probes" / "probe.h").read_text()
+    version = int(re.search(r"#define RAW_FORMAT_VERSION (\d+)", header).group(1))
+    assert {e.raw_format for e in REGISTRY.values() if e.probe_mode} == {
+        f"cost-probe {e.probe_mode} v{version}" for e in REGISTRY.values() if e.probe_mode}
 
 
 def test_raw_file_without_sidecar_is_rejected(tmp_path: Path) -> None:

@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO, copy_workflow, default_sigint, snakemake, tool_env
 
+from iolab.registry import NOTEBOOKS as REGISTERED_NOTEBOOKS
+
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
                                 reason="Debian's chromium and chromium-driver are not installed")
-NOTEBOOKS = ["cost_model", "echo", "collectives", "claims", "nodes"]
+NOTEBOOKS = list(REGISTERED_NOTEBOOKS)
 WAIT = 240   # seconds a notebook may take to run all its cells in the browser
 
 

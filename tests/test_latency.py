@@ -5,7 +5,6 @@ runs from plan to tidy table to curves and figure with real servers."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import random
@@ -21,12 +20,13 @@ import pytest
 
 from iolab.experiments import echo as echo_exp
 from iolab.experiments import latency as latency_exp
-from iolab import tables
+from iolab import readers, tables
 from iolab.formats import histograms_path
 from iolab.analysis import latency
 from iolab.config import ConfigError, check_semantics, load
 from iolab.report import plots
 from iolab.runners import LocalRunner
+from iolab.settings import LatencySettings
 
 TWO_CPUS = (os.cpu_count() or 1) >= 2
 
@@ -142,20 +142,20 @@ SETTINGS = {"duration": 0.3, "warmup": 0.1, "connections": 8, "bytes": 64, "port
 
 
 def test_the_plan_measures_capacity_first_then_shuffles_every_load() -> None:
-    planned = latency_exp.plan(SETTINGS, 3)
+    planned = latency_exp.plan(LatencySettings.of(SETTINGS), 3)
     assert [c.phase for c in planned] == ["capacity"] * 3 + ["open"] * 6
     assert sorted((c.preset, c.load) for c in planned[3:]) == sorted(
         (p, x) for p in SETTINGS["presets"] for x in SETTINGS["loads"])
-    assert planned == latency_exp.plan(SETTINGS, 3)
-    assert any(latency_exp.plan(SETTINGS, s) != planned for s in range(4, 10))
+    assert planned == latency_exp.plan(LatencySettings.of(SETTINGS), 3)
+    assert any(latency_exp.plan(LatencySettings.of(SETTINGS), s) != planned for s in range(4, 10))
 
 
 def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Path) -> None:
     raw = tmp_path / "n1" / "latency" / "k" / "rep1.csv"
     raw.parent.mkdir(parents=True)
     cpus = {"server": 0, "client": 1} if TWO_CPUS else {"server": None, "client": None}
-    extra = latency_exp.run(SETTINGS, cpus, 3, raw, histograms_path(raw), progress=False)
-    rows = list(csv.DictReader(raw.open()))
+    extra = latency_exp.run(LatencySettings.of(SETTINGS), cpus, 3, raw, histograms_path(raw), progress=False)
+    rows = readers.read_latency_csv(raw).to_dict("records")
     capacity = extra["latency"]["capacity_rps"]
     assert set(capacity) == {"epoll", "default"} and min(capacity.values()) > 0
     for r in rows:

@@ -19,8 +19,9 @@ from iolab import formats, readers, tables
 from iolab.experiments import mpi
 from iolab.experiments.mpi import launch as mpi_launch
 from iolab.analysis import mpimodels, mpistats
-from iolab.runners import netns
-from iolab.runners.local import RunError
+from iolab.experiments.mpi import netns
+from iolab.runners import RunError
+from iolab.settings import MpiSettings
 
 from conftest import REPO
 
@@ -38,10 +39,15 @@ def mpirun(*args: str, np_: int = 2, btl: str = "self,vader", timeout: float = 1
     return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
-def settings(**over: object) -> dict:
+def settings(**over: object) -> MpiSettings:
+    """The default config's MPI section with ``over`` changed, typed as the
+    measurement entry point types it."""
     base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["mpi"]
     base.update(over)
-    return base
+    return MpiSettings.of(base)
+
+
+NO_REFERENCE = {"enabled": False}
 
 
 # ---- the probe -------------------------------------------------------------
@@ -184,7 +190,7 @@ def test_raw_file_is_parsed_by_the_loaders(mpi_build: Path, tmp_path: Path) -> N
 
 def test_plan_runs_both_algorithm_selections_and_ping_pong_once() -> None:
     both = settings(transports=["shm"], ranks=[2, 4], selections=["pinned", "default"],
-                    reference={**settings()["reference"], "enabled": False})
+                    reference=NO_REFERENCE)
     labels = sorted(lc.label() for lc in mpi.plan(both, seed=1))
     assert labels == ["shm p=2 bcast,allreduce,alltoall,barrier (Open MPI's default algorithms)",
                       "shm p=2 pingpong,bcast,allreduce,alltoall,barrier",
@@ -206,7 +212,7 @@ def test_both_selections_are_told_apart_in_the_raw_file(mpi_build: Path, tmp_pat
     out.parent.mkdir(parents=True)
     s = settings(transports=["shm"], ranks=[2], sizes=[64], series=1, iterations=3, warmup=1,
                  benchmarks=["bcast", "alltoall"], selections=["pinned", "default"],
-                 reference={**settings()["reference"], "enabled": False})
+                 reference=NO_REFERENCE)
     extra = mpi.run_experiment(s, seed=5, output=out, progress=False)
     assert sorted(r["selection"] for r in extra["mpi"]["launches"]) == ["default", "pinned"]
     (out.with_name("rep1.provenance.json")).write_text(json.dumps({
@@ -257,8 +263,7 @@ def test_tbf_rate_is_recovered_across_two_namespaces(mpi_build: Path, tmp_path: 
     out = tmp_path / "local" / "mpi" / "k" / "rep1.csv"
     out.parent.mkdir(parents=True)
     s = settings(transports=["netns_tbf"], ranks=[2], series=2, iterations=5, large_iterations=5,
-                 warmup=1)
-    s["netns"] = dict(s["netns"], tbf_rate_mbit=rate, tbf_sizes=[262144, 524288, 1048576])
+                 warmup=1, netns={"tbf_rate_mbit": rate, "tbf_sizes": [262144, 524288, 1048576]})
     before = _root_addresses()
     extra = mpi.run_experiment(s, seed=5, output=out, progress=False)
     assert _root_addresses() == before  # nothing outside the cluster's subnet was touched
@@ -283,7 +288,7 @@ def test_failed_run_leaves_no_namespace_veth_or_bridge(mpi_build: Path) -> None:
             argv, _ = mpi_launch.mpirun_argv(s, launch, mpi_build / "mpi-probe",
                                       ["--bench", "allreduce", "--sizes", "64", "--series", "1",
                                        "--iterations", "2", "--inject-error", "1"], "vader", cluster)
-            from iolab.runners.local import LocalRunner
+            from iolab.runners import LocalRunner
             LocalRunner().run(argv, Path(os.devnull), timeout=120, error_line=mpi_launch.mpi_error_line,
                               env=mpi_launch._mpi_env())
     assert netns.leftovers() == []
@@ -292,7 +297,7 @@ def test_failed_run_leaves_no_namespace_veth_or_bridge(mpi_build: Path) -> None:
 @needs_root
 def test_leftovers_of_a_killed_run_are_removed(tmp_path: Path) -> None:
     # A process builds a cluster and is killed with SIGKILL: no teardown ran.
-    code = ("import time\nfrom iolab.runners.netns import NetnsCluster\n"
+    code = ("import time\nfrom iolab.experiments.mpi.netns import NetnsCluster\n"
             "c = NetnsCluster(2).__enter__()\nprint('up', flush=True)\ntime.sleep(60)\n")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
@@ -307,7 +312,7 @@ def test_leftovers_of_a_killed_run_are_removed(tmp_path: Path) -> None:
 def test_refuses_without_root_or_iproute2() -> None:
     # The module is imported first, then the process drops to nobody: a clone
     # under a directory only root can enter (root's home) stays readable.
-    code = ("import os\nfrom iolab.runners.netns import require_root_and_iproute2 as r\n"
+    code = ("import os\nfrom iolab.experiments.mpi.netns import require_root_and_iproute2 as r\n"
             "if os.environ.get('DROP'):\n os.setuid(65534)\n"
             "try:\n r()\nexcept Exception as e:\n print(e)\n")
     if IS_ROOT:

@@ -25,8 +25,9 @@ from iolab.analysis import mpistats
 from iolab.inventory import NodeEntry
 from iolab.measure import measure
 from iolab.runners import LocalRunner, RunError, SshRunner
-from iolab.runners.mpigroup import Member, MpiNodeGroup, ssh_config_block
-from iolab.runners.netns import NetnsCluster, _ip
+from iolab.experiments.mpi.group import Member, MpiNodeGroup, ssh_config_block
+from iolab.experiments.mpi.netns import NetnsCluster, _ip
+from iolab.settings import MpiSettings
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 needs_services = pytest.mark.skipif(
@@ -44,15 +45,15 @@ def _member(name: str, address: str, slots: int | None = None, setup: list[str] 
 
 
 def test_node_transports_follow_the_runner_and_the_peers() -> None:
-    settings = {"transports": ["shm", "tcp", "netns", "netns_tbf"]}
-    assert mpi.node_transports({"name": "a", "runner": "local"}, settings) == (
+    settings = MpiSettings.of({"transports": ["shm", "tcp", "netns", "netns_tbf"]})
+    assert mpi.node_transports(NodeEntry.of({"name": "a", "runner": "local"}), settings) == (
         ["shm", "tcp", "netns", "netns_tbf"], [])
     # An ssh node cannot host this machine's namespaces; peers add "nodes".
     ssh = {"name": "b", "runner": "ssh", "host": "b", "mpi": {"peers": ["c"]}}
-    assert mpi.node_transports(ssh, settings) == (["shm", "tcp", "nodes"], ["netns", "netns_tbf"])
+    assert mpi.node_transports(NodeEntry.of(ssh), settings) == (["shm", "tcp", "nodes"], ["netns", "netns_tbf"])
     # A node's own list is taken as written.
     own = {**ssh, "mpi": {"peers": ["c"], "transports": ["nodes"]}}
-    assert mpi.node_transports(own, settings) == (["nodes"], [])
+    assert mpi.node_transports(NodeEntry.of(own), settings) == (["nodes"], [])
 
 
 def test_ranks_go_in_blocks_one_context_per_node_with_its_own_build() -> None:
@@ -78,8 +79,8 @@ def test_agent_runs_each_peers_setup_and_refuses_strangers(tmp_path: Path) -> No
     proc = subprocess.run([str(agent), "10.9.9.9", "true"], capture_output=True, text=True, check=False)
     assert proc.returncode == 255 and "10.9.9.9 is not a peer of node a" in proc.stderr
     assert "10.0.0.2) setup='module load openmpi/4.1 && '" in group.agent_text()
-    block = ssh_config_block({"name": "b", "runner": "ssh", "address": "10.0.0.2", "port": 2222, "user": "bench",
-                              "identity_file": "~/.ssh/id", "known_hosts": "~/.ssh/kh"})
+    block = ssh_config_block(NodeEntry.of({"name": "b", "runner": "ssh", "address": "10.0.0.2", "port": 2222,
+                                           "user": "bench", "identity_file": "~/.ssh/id", "known_hosts": "~/.ssh/kh"}))
     assert "Host 10.0.0.2\n" in block and "Port 2222" in block and "StrictHostKeyChecking yes" in block
     assert "IdentityFile ~/.ssh/id" in block and "UserKnownHostsFile ~/.ssh/kh" in block
 
@@ -88,7 +89,7 @@ def test_no_value_changes_meaning_by_its_spelling(tmp_path: Path) -> None:
     # The schema refuses these first (tests/test_config.py); an entry that
     # did not come through it is refused here, before a file is written.
     with pytest.raises(RunError, match="node b: ssh User 'bench\\\\nHost \\*' contains a line break"):
-        ssh_config_block({"name": "b", "runner": "ssh", "address": "10.0.0.2", "user": "bench\nHost *"})
+        ssh_config_block(NodeEntry.of({"name": "b", "runner": "ssh", "address": "10.0.0.2", "user": "bench\nHost *"}))
     group = MpiNodeGroup(_member("a", "10.0.0.1"), [_member("b", "10.0.0.2\n10.6.6.6 slots=64")])
     group._dir = str(tmp_path)
     with pytest.raises(RunError, match="node b: address"):

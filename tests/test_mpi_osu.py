@@ -120,7 +120,7 @@ def test_both_methods_through_the_launcher_and_loaders(mpi_build: Path, tmp_path
     out.parent.mkdir(parents=True)
     s = settings(transports=["shm"], ranks=[2], sizes=[4, 1024], series=3, iterations=5, warmup=1,
                  benchmarks=["pingpong", "bcast", "allreduce", "alltoall"],
-                 methods=["probe", "osu"], osu_iterations=50, reference={**settings()["reference"], "enabled": False})
+                 methods=["probe", "osu"], osu_iterations=50, reference={"enabled": False})
     extra = mpi.run_experiment(s, seed=3, output=out, progress=False)
     assert sorted(r["method"] for r in extra["mpi"]["launches"]) == ["osu", "probe"]
     out.with_name("rep1.provenance.json").write_text(json.dumps({

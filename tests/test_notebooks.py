@@ -16,6 +16,8 @@ import pandas as pd
 import pytest
 from conftest import REPO, tool_env
 
+from iolab.registry import NOTEBOOKS as NOTEBOOKS_REGISTRY
+
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.py"))
 
 
@@ -109,10 +111,10 @@ def expected_u1_c50_ratio() -> float:
     return float(np.median(ratios))
 
 
-NOTEBOOK_TABLES = {"cost_model": ["syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"],
-                   "echo": ["echo", "syscall", "sendrecv", "uring_batch", "latency"], "collectives": ["mpi"],
-                   "claims": ["syscall", "sendrecv", "uring_batch", "echo", "mpi", "trace"],
-                   "nodes": ["syscall", "sendrecv", "uring_batch", "echo", "mpi"]}
+# notebook -> the experiments whose tables it reads (iolab.registry), where
+# the reference data has them (it has no ib run).
+REFERENCE = {p.parent.parent.name for p in (REPO / "data" / "reference").glob("*/*/*/rep*.csv")}
+NOTEBOOK_TABLES = {name: [e for e in nb.tables if e in REFERENCE] for name, nb in NOTEBOOKS_REGISTRY.items()}
 
 
 def papermill(cwd: Path, notebook: str, out: Path, *params: str) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,9 @@ import pytest
 
 from iolab import readers, tables
 from iolab.experiments import ib
+from iolab.experiments.ib import guest as ib_guest
 from iolab.runners import LocalRunner, qemu
+from iolab.settings import IbSettings
 
 from conftest import REPO
 
@@ -86,7 +88,7 @@ def test_soft_roce_in_a_guest() -> None:
     """Both perftest ends over rdma_rxe in one emulated guest: functional
     only (it proves the commands, the device facts and the parser, not a
     fabric's performance)."""
-    results, facts, run = ib.soft_roce_guest(iterations=5)
+    results, facts, run = ib_guest.soft_roce_guest(iterations=5)
     assert run.accel == "tcg"
     assert facts["rxe0"]["port1.link_layer"] == "Ethernet"
     lat, bw = results
@@ -118,7 +120,7 @@ def test_without_a_device_the_run_is_skipped_with_the_reason(tmp_path: Path) -> 
     raw.parent.mkdir(parents=True)
     transcript = raw.with_name("rep1.perftest.txt")
     settings = {"iterations": 10, "device": None, "gid_index": None, "timeout": 60}
-    extra = ib.run_experiment(settings, "n1", LocalRunner(), "n2", LocalRunner(), "127.0.0.1", raw,
+    extra = ib.run_experiment(IbSettings.of(settings), "n1", LocalRunner(), "n2", LocalRunner(), "127.0.0.1", raw,
                                     transcript)
     reason = "no RDMA device under /sys/class/infiniband on n1 or n2 (InfiniBand or RoCE hardware, or rdma_rxe, is needed)"
     assert extra == {"ib": {"available": False, "reason": reason}}

@@ -106,8 +106,12 @@ def test_a_target_half_width_repeats_decided_but_wide_findings() -> None:
 
 def test_progress_names_what_is_undecided() -> None:
     line = plan([echo_finding(UNDECIDED, 500)]).progress()
-    assert line.startswith("iolab: precision round 0: 1 unsettled (U3 c=500 128 B); next round adds 3 "
+    assert line.startswith("iolab: precision round 0: 1 parts undecided (U3 c=500 128 B); next round adds 3 "
                            "repetitions of echo (2 cells)")
+    # Many parts: counted per claim, each listed in the plan file.
+    many = plan([echo_finding(UNDECIDED, c) for c in (50, 100, 500, 1000)]
+                + [finding("C1", "t(1)/w", UNDECIDED, Rule("within", 1.0, 0.01), decides={"syscall": []})])
+    assert "5 parts undecided (U3: 4, C1); next round" in many.progress()
 
 
 # --- the checkpoint loop, for real --------------------------------------------------

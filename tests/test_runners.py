@@ -4,16 +4,18 @@ of it, declares its capabilities, and callers never ask for a class."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 from conftest import REPO
 
-from iolab.experiments import REGISTRY, can_host
-from iolab.runners import (Capability, LocalRunner, RunError, Runner, SshRunner, VmRunner, capabilities_of,
-                           runner_for)
+from iolab.registry import REGISTRY, can_host
+from iolab.runners import (Capability, LocalRunner, RunError, Runner, SlurmRunner, SshRunner, VmRunner,
+                           capabilities_of, runner_for)
 
-RUNNER_CLASSES = ("LocalRunner", "SshRunner", "VmRunner")
+RUNNER_CLASSES = ("LocalRunner", "SlurmRunner", "SshRunner", "VmRunner")
+RUNNER_NAMES = {"local", "slurm", "ssh", "vm", "netns"}
 
 
 def test_every_runner_implements_the_whole_protocol() -> None:
@@ -40,8 +42,11 @@ def test_experiments_go_where_the_runner_has_what_they_need() -> None:
     assert can_host(capabilities_of("local"), "trace") and can_host(capabilities_of("slurm"), "trace")
     assert not can_host(capabilities_of("ssh"), "trace") and can_host(capabilities_of("ssh"), "mpi")
     assert [e for e in ("syscall", "echo", "mpi", "trace") if can_host(capabilities_of("vm"), e)] == ["syscall"]
-    assert Capability.MPI_PEER in capabilities_of("ssh") and Capability.MPI_PEER not in capabilities_of("local")
-    assert isinstance(runner_for({"name": "cn1", "runner": "slurm"}), LocalRunner)
+    assert Capability.PEER in capabilities_of("ssh") and Capability.PEER not in capabilities_of("local")
+    assert Capability.CPUS_HERE in capabilities_of("local") and Capability.CPUS_HERE not in capabilities_of("slurm")
+    slurm = runner_for({"name": "cn1", "runner": "slurm"})
+    assert isinstance(slurm, SlurmRunner) and slurm.mpi_launcher == "srun"
+    assert runner_for({"name": "a", "runner": "local"}).mpi_launcher == "mpirun"
 
 
 def test_what_an_experiment_needs_lives_in_the_registry_not_in_the_runners() -> None:
@@ -63,4 +68,31 @@ def test_no_caller_branches_on_a_runner_class() -> None:
                 named = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
                 if named & set(RUNNER_CLASSES):
                     offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert offenders == []
+
+
+def _compares_a_runner_name(node: ast.AST) -> bool:
+    """``x.runner == "ssh"``, ``runner in ("local", "ssh")`` and the like."""
+    if not isinstance(node, ast.Compare):
+        return False
+    names = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+    mentions_runner = any(isinstance(n, ast.Attribute) and n.attr == "runner" or
+                          isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == "runner"
+                          or isinstance(n, ast.Name) and n.id == "runner"
+                          for n in ast.walk(node))
+    return mentions_runner and bool(names & RUNNER_NAMES)
+
+
+def test_no_code_checks_a_runner_by_its_name() -> None:
+    # What a runner can do is iolab/capabilities.py's table; which class a
+    # name makes is the factory's (iolab/runners/__init__.py). Nothing else
+    # compares a runner's name.
+    offenders = [f"{path.relative_to(REPO)}:{node.lineno}" for path in sorted((REPO / "iolab").rglob("*.py"))
+                 if path != REPO / "iolab" / "runners" / "__init__.py"
+                 for node in ast.walk(ast.parse(path.read_text())) if _compares_a_runner_name(node)]
+    # The workflow's files are Snakemake, not Python: the same comparisons, by pattern.
+    pattern = re.compile(r"""runner["']?\]?\)?\s*(==|!=|(not\s+)?in\b)""")
+    offenders += [f"{path.relative_to(REPO)}:{i}" for path in [*sorted((REPO / "rules").glob("*.smk")),
+                                                              REPO / "Snakefile"]
+                  for i, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
     assert offenders == []

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from conftest import snakemake, tool_env
 
+from iolab import readers
 from iolab.readers import sha256
+from iolab.registry import REGISTRY
 
 
 def planned_jobs(dry_run_output: str) -> dict[str, int]:
@@ -86,6 +88,15 @@ def test_a_number_the_config_left_out_shows_as_not_measured_and_is_named(smoke_c
         'iolab: warning: the paper shows "not measured" for 1 number(s) this run did not produce: '
         "echo_default_c50_rps (its text discusses the paper profile's cells; this config leaves them out)"]
     assert pdf.read_bytes().startswith(b"%PDF")
+
+
+def test_every_raw_file_names_its_registered_format(smoke_run: tuple[Path, object]) -> None:
+    wd, _ = smoke_run
+    raws = [p for p in (wd / "data" / "raw").glob("*/*/*/rep*.csv") if not p.name.endswith(".histograms.csv")]
+    assert {p.parent.parent.name for p in raws} >= {"syscall", "sendrecv", "uring_batch", "nop", "echo", "mpi"}
+    wrong = [(str(p), readers.raw_format(p)) for p in raws
+             if readers.raw_format(p) != REGISTRY[p.parent.parent.name].raw_format]
+    assert wrong == []
 
 
 def test_smoke_numbers_come_from_the_measurement(smoke_run: tuple[Path, object]) -> None:

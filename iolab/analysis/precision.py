@@ -30,12 +30,13 @@ from typing import Any
 
 from .. import atomic, readers, tables
 from ..provenance import sidecar_for
+from ..registry import claim_experiments
 from ..settings import PrecisionSettings
 from .claims import evaluate
 from .stats import MIN_REPS_FOR_CI
 from .verdicts import Finding, Outcome
 
-CLAIM_EXPERIMENTS = ("syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib", "trace")
+CLAIM_EXPERIMENTS = tuple(claim_experiments())
 
 
 @dataclass
@@ -57,17 +58,28 @@ class Plan:
                 "next": self.next, "deferred": self.deferred, "spent_seconds": round(self.spent_seconds, 1),
                 "next_seconds": round(self.next_seconds, 1), "budget_seconds": self.budget_seconds}
 
+    def undecided_by_claim(self) -> str:
+        """The unsettled parts, counted per claim ("C1: 2, U1: 10"); the plan
+        file lists each part."""
+        counts: dict[str, int] = {}
+        for part in self.unsettled:
+            claim = part.split(" ", 1)[0]
+            counts[claim] = counts.get(claim, 0) + 1
+        return ", ".join(f"{claim}: {n}" if n > 1 else claim for claim, n in counts.items())
+
     def progress(self) -> str:
-        """One line for the terminal."""
+        """One line for the terminal: what is undecided, per claim (the
+        parts themselves when few), and what the next round measures."""
         head = f"iolab: precision round {self.round}: "
         spent = f"{self.spent_seconds / 60:.1f} of {self.budget_seconds / 60:.0f} min of extra measuring spent"
+        parts = ", ".join(self.unsettled) if len(self.unsettled) <= 3 else self.undecided_by_claim()
         if self.stop:
-            still = f"; still undecided: {', '.join(self.unsettled)}" if self.unsettled else ""
+            still = f"; still undecided: {parts}" if self.unsettled else ""
             return head + f"stopping ({self.reason}); {spent}{still}"
         what = ", ".join(f"{e} ({len(v['cells'])} cells)" if "cells" in v else e for e, v in self.next.items())
         left = (f"; {', '.join(self.deferred)} left out (its repetitions would overrun the budget)"
                 if self.deferred else "")
-        return (head + f"{len(self.unsettled)} unsettled ({', '.join(self.unsettled)}); next round adds "
+        return (head + f"{len(self.unsettled)} parts undecided ({parts}); next round adds "
                 f"{len(next(iter(self.next.values()))['reps'])} repetitions of {what}, about "
                 f"{self.next_seconds / 60:.1f} min; {spent}{left}")
 

@@ -3,30 +3,25 @@ cost-probe command line from a config section, and one repetition of it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from .. import paths, readers
+from ..registry import REGISTRY
 from ..runners import RunError
-from ..settings import SETTINGS, ExperimentSettings
+from ..settings import ExperimentSettings
 from . import Measured, Repetition
-
-# experiment name -> cost-probe mode
-PROBE_MODES = {"syscall": "syscall", "sendrecv": "sendrecv", "uring_batch": "uring-batch", "nop": "nop"}
-
 
 
 def _value(v: Any) -> str:
     return ",".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
 
 
-def probe_argv(experiment: str, settings: Mapping[str, Any] | ExperimentSettings, seed: int,
-               cpu: int | None, exe: str | None = None) -> list[str]:
+def probe_argv(experiment: str, settings: ExperimentSettings, seed: int, cpu: int | None,
+               exe: str | None = None) -> list[str]:
     """cost-probe's command line (``exe``: its path on the node; default:
     here). Each key of the experiment's section is the flag of its name."""
-    typed = SETTINGS[experiment].of(settings)
-    argv = [exe or str(paths.NATIVE_BUILD / "cost-probe"), PROBE_MODES[experiment]]
-    for key, value in typed.model_dump().items():
+    argv = [exe or str(paths.NATIVE_BUILD / "cost-probe"), REGISTRY[experiment].probe_mode]
+    for key, value in settings.model_dump().items():
         argv += ["--" + key.replace("_", "-"), _value(value)]
     argv += ["--seed", str(seed)]
     if cpu is not None:

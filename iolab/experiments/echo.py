@@ -26,11 +26,12 @@ from typing import Any
 from .. import atomic, readers
 from ..inventory import cpu_list
 from ..presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server
-from ..formats import CELL_COLUMNS, histograms_path
+from ..formats import CELL_COLUMNS, histograms_path, raw_format_line
 from ..runners import LocalRunner, Runner, runner_for
-from ..runners.local import RunError, build_failure
+from ..runners import RunError, build_failure
 from ..settings import EchoSettings
-from . import REGISTRY, Measured, Repetition
+from ..registry import REGISTRY
+from . import Measured, Repetition, settings_of
 
 _LISTENING = re.compile(r"listening on [0-9.]+:(\d+)")
 
@@ -105,11 +106,11 @@ class LoadgenRun:
     port: int = 0
 
     @classmethod
-    def of(cls, settings: EchoSettings) -> LoadgenRun:
+    def for_sweep(cls, settings: EchoSettings) -> LoadgenRun:
         return cls(settings.duration, settings.warmup, settings.loadgen_threads, settings.pipeline, settings.port)
 
 
-def cells(settings: Mapping[str, Any] | EchoSettings, seed: int) -> list[Cell]:
+def cells(settings: EchoSettings, seed: int) -> list[Cell]:
     """Every (preset, setup, connections, bytes) of the sweep, in a seeded
     random order that keeps the cells of one (connections, bytes) together:
     the blocks come in a random order and the presets and setups (client
@@ -117,7 +118,7 @@ def cells(settings: Mapping[str, Any] | EchoSettings, seed: int) -> list[Cell]:
     (formed per repetition) then compare cells measured seconds apart.
     ``cells``, when given, restricts the sweep to those [preset,
     connections, bytes], under every setup (an adaptive-precision round)."""
-    typed = EchoSettings.of(settings)
+    typed = settings
     presets = typed.presets
     chosen = typed.only or list(presets)
     wanted = set(typed.cells) if typed.cells else None
@@ -384,9 +385,10 @@ class SweepFiles:
     one CSV row per cell, and the cell's latency buckets (``histogram(i)``,
     where the load generator writes them) prefixed with its order."""
 
-    def __init__(self, out_csv: Path, out_hist: Path, columns: Sequence[str]) -> None:
+    def __init__(self, out_csv: Path, out_hist: Path, columns: Sequence[str], raw_format: str) -> None:
         self._stack = contextlib.ExitStack()
         self._csv = self._stack.enter_context(open(out_csv, "w", newline=""))
+        self._csv.write(raw_format_line(raw_format))
         self._hist = self._stack.enter_context(open(out_hist, "w"))
         self._tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory()))
         self._writer = csv.DictWriter(self._csv, fieldnames=list(columns))
@@ -411,17 +413,17 @@ class SweepFiles:
         self._csv.flush()
 
 
-def run_sweep(settings: Mapping[str, Any] | EchoSettings, cpus: Mapping[str, int | str | None], seed: int,
+def run_sweep(settings: EchoSettings, cpus: Mapping[str, int | str | None], seed: int,
               out_csv: Path, out_hist: Path, progress: bool = True,
               server_runner: Runner | None = None, client_runner: Runner | None = None,
               bind: str = "127.0.0.1", address: str = "127.0.0.1") -> dict[str, Any]:
     """Measure every cell into out_csv and out_hist (both written by the
     caller's atomic paths). Returns provenance extras."""
-    typed = EchoSettings.of(settings)
+    typed = settings
     planned, auto_client = resolve_auto_client(cells(typed, seed), client_runner or server_runner or LocalRunner())
     unbuilt = build_optional_servers(planned, server_runner or LocalRunner())
     failures: list[str] = []
-    with SweepFiles(out_csv, out_hist, CELL_COLUMNS) as files:
+    with SweepFiles(out_csv, out_hist, CELL_COLUMNS, REGISTRY["echo"].raw_format) as files:
         for i, cell in enumerate(planned):
             row: dict[str, Any] = {c: "" for c in CELL_COLUMNS}
             placed = cell.placement(cpus)
@@ -432,7 +434,7 @@ def run_sweep(settings: Mapping[str, Any] | EchoSettings, cpus: Mapping[str, int
             try:
                 if cell.program in unbuilt:
                     raise CellError(unbuilt[cell.program])
-                row.update(measure_cell(cell, LoadgenRun.of(typed), cpus, files.histogram(i), server_runner, client_runner,
+                row.update(measure_cell(cell, LoadgenRun.for_sweep(typed), cpus, files.histogram(i), server_runner, client_runner,
                                         bind, address), status="ok")
             except CellError as e:
                 reason = str(e)
@@ -455,7 +457,7 @@ def run_repetition(rep: Repetition) -> Measured:
     listens on all addresses and the client connects to the node's
     ``address``)."""
     cpus = rep.server_client_cpus()
-    node_entry, client_entry = rep.node_entry, rep.client_entry
+    node_entry, client_entry = rep.entry, rep.client_entry
     if client_entry is None or client_entry.name == node_entry.name:
         client_cm: Any = contextlib.nullcontext(rep.runner)
         bind = address = "127.0.0.1"
@@ -465,7 +467,7 @@ def run_repetition(rep: Repetition) -> Measured:
         address = node_entry.reach or "127.0.0.1"
         cpus["client"] = client_entry.cpus.client
     with client_cm as client_runner, atomic.atomic_path(histograms_path(rep.output)) as hist_tmp:
-        extra = run_sweep(rep.settings, cpus, rep.seed, rep.raw, hist_tmp, server_runner=rep.runner,
+        extra = run_sweep(settings_of(rep, EchoSettings), cpus, rep.seed, rep.raw, hist_tmp, server_runner=rep.runner,
                           client_runner=client_runner, bind=bind, address=address)
     extra["echo"]["client_node"] = (client_entry or node_entry).name
     frame = readers.read_echo_csv(rep.raw)

@@ -29,9 +29,10 @@ from typing import Any
 
 from .. import atomic, readers
 from ..formats import LATENCY_COLUMNS, histograms_path
+from ..registry import REGISTRY
 from ..runners import LocalRunner, Runner
 from ..settings import LatencySettings
-from . import Measured, Repetition
+from . import Measured, Repetition, settings_of
 from .echo import Cell, CellError, LoadgenRun, SweepFiles, build_optional_servers, failed_status, measure_cell
 
 
@@ -45,13 +46,12 @@ class LoadCell:
         return "capacity" if self.load == 0 else "open"
 
 
-def plan(settings: Mapping[str, Any] | LatencySettings, seed: int) -> list[LoadCell]:
+def plan(settings: LatencySettings, seed: int) -> list[LoadCell]:
     """The capacity cells (presets shuffled), then every open-loop cell (shuffled)."""
-    typed = LatencySettings.of(settings)
     rng = random.Random(seed)
-    presets = list(typed.presets)
+    presets = list(settings.presets)
     rng.shuffle(presets)
-    opened = [LoadCell(p, float(load)) for p in presets for load in typed.loads]
+    opened = [LoadCell(p, float(load)) for p in presets for load in settings.loads]
     rng.shuffle(opened)
     return [LoadCell(p, 0.0) for p in presets] + opened
 
@@ -61,13 +61,12 @@ def echo_cell(cell: LoadCell, settings: LatencySettings, rate: float) -> Cell:
     return Cell(cell.preset, flags, settings.connections, settings.bytes, server=server, rate=rate)
 
 
-def run(settings: Mapping[str, Any] | LatencySettings, cpus: Mapping[str, int | str | None], seed: int,
+def run(settings: LatencySettings, cpus: Mapping[str, int | str | None], seed: int,
         out_csv: Path, out_hist: Path, runner: Runner | None = None,
         progress: bool = True) -> dict[str, Any]:
     """Measure one repetition into out_csv and out_hist (the caller's atomic
     paths). Returns provenance extras."""
     runner = runner or LocalRunner()
-    settings = LatencySettings.of(settings)
     # One request in flight per connection: the open loop sets the rate.
     loadgen = LoadgenRun(settings.duration, settings.warmup, threads=1, pipeline=1, port=settings.port)
     planned = plan(settings, seed)
@@ -75,7 +74,7 @@ def run(settings: Mapping[str, Any] | LatencySettings, cpus: Mapping[str, int | 
     capacity: dict[str, float] = {}
     no_capacity: dict[str, str] = {}
     failures: list[str] = []
-    with SweepFiles(out_csv, out_hist, LATENCY_COLUMNS) as files:
+    with SweepFiles(out_csv, out_hist, LATENCY_COLUMNS, REGISTRY["latency"].raw_format) as files:
         for i, cell in enumerate(planned):
             rate = cell.load * capacity.get(cell.preset, 0.0)
             row: dict[str, Any] = {c: "" for c in LATENCY_COLUMNS}
@@ -118,7 +117,7 @@ def run_repetition(rep: Repetition) -> Measured:
     """The open-loop sweep with the server and the load generator on the node."""
     cpus = rep.server_client_cpus()
     with atomic.atomic_path(histograms_path(rep.output)) as hist_tmp:
-        extra = run(rep.settings, cpus, rep.seed, rep.raw, hist_tmp, runner=rep.runner)
+        extra = run(settings_of(rep, LatencySettings), cpus, rep.seed, rep.raw, hist_tmp, runner=rep.runner)
     frame = readers.read_latency_csv(rep.raw)
     return Measured(extra, ["echo server + loadgen --rate", "(one run per cell)"],
                     f"{int((frame['status'] == 'ok').sum())} of {len(frame)} cells measured", cpus)

@@ -25,9 +25,11 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 from .. import paths, readers
+from ..formats import raw_format_line
+from ..registry import REGISTRY
 from ..runners import LocalRunner, RunError
 from ..settings import TraceSettings
-from . import Measured, Repetition, echo
+from . import Measured, Repetition, echo, settings_of
 
 TRACEFS = Path("/sys/kernel/tracing")
 SYSCALLS = ("getppid", "sendto", "recvfrom", "io_uring_enter")
@@ -192,14 +194,14 @@ def run_workload(name: str, seconds: int, cpu: int | None, seed: int,
     return {**parse_output(out), **extra}
 
 
-def measure(settings: Mapping[str, Any] | TraceSettings, cpu: int | None, seed: int,
+def measure(settings: TraceSettings, cpu: int | None, seed: int,
             out_path: Path, cpus: Mapping[str, int | str | None] | None = None) -> dict[str, Any]:
     """Write the trace raw CSV (one row per workload and traced map);
     returns what the provenance sidecar should record."""
-    seconds = TraceSettings.of(settings).seconds
+    seconds = settings.seconds
     avail = availability()
     with open(out_path, "w") as f:
-        f.write("# iolab-raw: bpftrace syscall durations v1\n")
+        f.write(raw_format_line(REGISTRY["trace"].raw_format))
         if not avail.available:
             f.write(f"# skipped={avail.reason}\n")
             f.write("workload,map,count,avg_ns,total_ns\n")
@@ -224,7 +226,7 @@ def run_repetition(rep: Repetition) -> Measured:
         raise RunError(f"trace on {rep.node.name}: bpftrace runs on local nodes only")
     cpu = rep.node.cpus.get("probe")
     try:
-        extra = measure(rep.settings, cpu, rep.seed, rep.raw, rep.server_client_cpus())
+        extra = measure(settings_of(rep, TraceSettings), cpu, rep.seed, rep.raw, rep.server_client_cpus())
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         raise RunError(f"trace on {rep.node.name}: {e}") from e
     frame = readers.read_trace_csv(rep.raw)

@@ -2,8 +2,7 @@
 
 ``local`` (and ``slurm``, whose jobs the executor already placed on the
 node) runs here; ``ssh`` copies the sources to a remote node, builds and
-runs there; ``vm`` boots a QEMU guest per command. The MPI experiment's
-``netns`` transports use the namespace cluster in ``netns.py``. Every runner
+runs there; ``vm`` boots a QEMU guest per command. Every runner
 implements the ``Runner`` protocol (``base.py``) and declares its
 capabilities; callers ask for those, never for a runner class.
 """
@@ -13,37 +12,33 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..capabilities import Capability, capabilities_of
 from ..inventory import NodeEntry
-from .base import Capability, Runner
-from .local import LocalRunner, RunError
-from .ssh import SshRunner
+from .base import Runner, RunError, RunResult, build_failure
+from .local import LocalRunner, SlurmRunner
+from .ssh import SshRunner, ssh_failure, ssh_options
 from .vm import VmRunner
 
-__all__ = ["Capability", "LocalRunner", "RunError", "Runner", "SshRunner", "VmRunner",
-           "capabilities_of", "runner_for"]
+__all__ = ["Capability", "LocalRunner", "RunError", "RunResult", "Runner", "SlurmRunner", "SshRunner", "VmRunner",
+           "build_failure", "capabilities_of", "runner_for", "skip_reason", "ssh_failure", "ssh_options"]
 
-# runner name in the inventory -> the class whose capabilities it has (a
-# slurm node's jobs already run on the node, as local ones).
-_CLASSES = {"local": LocalRunner, "slurm": LocalRunner, "ssh": SshRunner, "vm": VmRunner}
-
-
-def capabilities_of(runner: str) -> frozenset[Capability]:
-    """What a runner named in the inventory can do (for planning, before any node is reached)."""
-    cls = _CLASSES.get(runner)
-    return cls.capabilities if cls is not None else frozenset()
+_CLASSES: dict[str, type] = {"local": LocalRunner, "slurm": SlurmRunner, "ssh": SshRunner, "vm": VmRunner}
 
 
 def runner_for(entry: Mapping[str, Any] | NodeEntry) -> Runner:
     """The runner for a config ``nodes[]`` entry."""
     node = NodeEntry.of(entry)
-    runner = node.runner
-    if runner in ("local", "slurm"):
-        # A slurm node's jobs are already on the node (the executor plugin
-        # submitted them there), so they run locally.
-        return LocalRunner()
-    if runner == "ssh":
-        return SshRunner(node)
-    if runner == "vm":
-        return VmRunner(node)
-    raise RunError(f"node {node.name!r}: runner {runner!r} cannot run experiments "
-                   "(netns is an MPI transport of a local node: experiments.mpi.transports)")
+    cls = _CLASSES.get(node.runner)
+    if cls is None:
+        raise RunError(f"node {node.name!r}: runner {node.runner!r} cannot run experiments "
+                       "(netns is an MPI transport of a local node: experiments.mpi.transports)")
+    runner: Runner = cls() if cls in (LocalRunner, SlurmRunner) else cls(node)
+    return runner
+
+
+def skip_reason(entry: Mapping[str, Any] | NodeEntry) -> str | None:
+    """Why a node cannot run here (None: it can): its runner's answer (a
+    QEMU guest without its emulator, guest kernel or KVM)."""
+    node = NodeEntry.of(entry)
+    cls = _CLASSES.get(node.runner)
+    return cls.skip_reason(node) if cls is not None else None

@@ -6,27 +6,33 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from enum import Enum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from .. import hostfacts
+from ..capabilities import Capability
+from ..inventory import NodeEntry
 
 
-class Capability(str, Enum):
-    # Commands run on the machine snakemake runs on: its files, its kernel.
-    THIS_MACHINE = "this machine"
-    # Long-running processes next to the measurement (the echo server and
-    # its load generator): popen, terminate, read_file, write_file, scratch.
-    SERVERS = "servers"
-    # mpirun on the node.
-    MPI = "mpi"
-    # Start mpirun across ssh peers (the nodes transport).
-    MPI_ACROSS_PEERS = "mpi across peers"
-    # Be such a peer.
-    MPI_PEER = "mpi peer"
-    # bpftrace on the kernel of the machine snakemake runs on.
-    KERNEL_TRACING = "kernel tracing"
+class RunError(RuntimeError):
+    """A command failed; the message is one line naming the cause."""
+
+
+def build_failure(output: str, status: int) -> str:
+    """One line saying why ``make`` failed: the Makefile's "missing
+    dependency:" line where it printed one, else make's last line."""
+    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
+    missing = [ln for ln in lines if ln.startswith("missing dependency:")]
+    return missing[0] if missing else lines[-1] if lines else f"make exited with status {status}"
+
+
+@dataclass(frozen=True)
+class RunResult:
+    argv: list[str]
+    returncode: int
+    seconds: float
+    stderr: str
 
 
 @runtime_checkable
@@ -37,6 +43,14 @@ class Runner(Protocol):
 
     name: str
     capabilities: frozenset[Capability]
+    # How MPI ranks are started on the node: "mpirun", or "srun" inside a
+    # SLURM job's allocation.
+    mpi_launcher: str
+
+    @staticmethod
+    def skip_reason(entry: NodeEntry) -> str | None:
+        """Why a node of this runner cannot run here at all (None: it can),
+        checked when the workflow plans, before anything runs."""
 
     def session(self, programs: Sequence[str]) -> AbstractContextManager[Runner]:
         """Make ``programs`` runnable on the node (build them there), for the

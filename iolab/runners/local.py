@@ -10,12 +10,13 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import hostfacts, live, paths
-from .base import Capability
+from ..capabilities import RUNNER_CAPABILITIES
+from ..inventory import NodeEntry
+from .base import RunError, RunResult
 
 
 PR_SET_PDEATHSIG = 1
@@ -28,33 +29,17 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-class RunError(RuntimeError):
-    """A command failed; the message is one line naming the cause."""
-
-
-def build_failure(output: str, status: int) -> str:
-    """One line saying why ``make`` failed: the Makefile's "missing
-    dependency:" line where it printed one, else make's last line."""
-    lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
-    missing = [ln for ln in lines if ln.startswith("missing dependency:")]
-    return missing[0] if missing else lines[-1] if lines else f"make exited with status {status}"
-
-
-@dataclass(frozen=True)
-class RunResult:
-    argv: list[str]
-    returncode: int
-    seconds: float
-    stderr: str
-
-
 class LocalRunner:
-    """This machine (and a SLURM job's node, where the executor already placed
-    the job)."""
+    """This machine."""
 
     name = "local"
-    capabilities = frozenset({Capability.THIS_MACHINE, Capability.SERVERS, Capability.MPI,
-                              Capability.MPI_ACROSS_PEERS, Capability.KERNEL_TRACING})
+    capabilities = RUNNER_CAPABILITIES["local"]
+    mpi_launcher = "mpirun"
+
+    @staticmethod
+    def skip_reason(entry: NodeEntry) -> str | None:
+        """This machine can always run."""
+        return None
 
     def run(self, argv: list[str], stdout_path: Path, timeout: float = 3600.0,
             error_line: Callable[[str], str] | None = None, env: Mapping[str, str] | None = None,
@@ -142,3 +127,12 @@ class LocalRunner:
 
     def provenance(self) -> dict[str, Any]:
         return {}
+
+
+class SlurmRunner(LocalRunner):
+    """A SLURM node: its jobs already run on the node the executor placed
+    them on, as local ones; MPI ranks start with srun inside the job."""
+
+    name = "slurm"
+    capabilities = RUNNER_CAPABILITIES["slurm"]
+    mpi_launcher = "srun"

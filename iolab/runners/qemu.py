@@ -72,10 +72,8 @@ def kvm_status(cpuinfo: str | None = None, modules: str | None = None,
 
 
 def skip_reason(entry: Mapping[str, Any] | NodeEntry) -> str | None:
-    """Why a node cannot run here (None: it can). Only vm nodes are ever skipped."""
+    """Why a vm node cannot run here (None: it can)."""
     node = NodeEntry.of(entry)
-    if node.runner != "vm":
-        return None
     accel = node.vm.accel
     if shutil.which(QEMU) is None:
         return f"{QEMU} is missing; install it with: apt-get install qemu-system-x86"

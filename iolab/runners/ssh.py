@@ -30,8 +30,9 @@ from typing import Any
 
 from .. import hostfacts, paths
 from ..inventory import NodeEntry
-from .base import Capability
-from .local import RunError, RunResult, _die_with_parent, build_failure
+from ..capabilities import RUNNER_CAPABILITIES
+from .base import RunError, RunResult, build_failure
+from .local import _die_with_parent
 
 # Files a node needs to build the native programs.
 SOURCES = ("native",)
@@ -70,7 +71,7 @@ def _source_tarball() -> bytes:
 
 def ssh_options(entry: Mapping[str, Any] | NodeEntry, expand: Callable[[str], str] = str) -> list[tuple[str, str]]:
     """The ssh options of an inventory node, as (keyword, value): for ``-o``
-    here and for an ssh_config on another node (iolab/runners/mpigroup.py).
+    here and for an ssh_config on another node (iolab/experiments/mpi/group.py).
     ``expand`` maps the key and known_hosts paths (``~`` expanded here; left
     for ssh to expand on another node)."""
     node = NodeEntry.of(entry)
@@ -112,8 +113,14 @@ class SshRunner:
     """One ssh node from the inventory (see config/schema.yaml, nodes[])."""
 
     name = "ssh"
-    capabilities = frozenset({Capability.SERVERS, Capability.MPI, Capability.MPI_ACROSS_PEERS,
-                              Capability.MPI_PEER})
+    capabilities = RUNNER_CAPABILITIES["ssh"]
+    mpi_launcher = "mpirun"
+
+    @staticmethod
+    def skip_reason(entry: NodeEntry) -> str | None:
+        """Never skipped up front: an unreachable host is the measurement's
+        one-line error, and the other nodes go on."""
+        return None
 
     def __init__(self, entry: Mapping[str, Any] | NodeEntry) -> None:
         self.entry = NodeEntry.of(entry)
@@ -122,7 +129,7 @@ class SshRunner:
             raise RunError(f"node {self.node}: an ssh node needs 'host'")
         self.host: str = self.entry.host
         # Relative to the login directory until the session resolves it: an
-        # absolute path is what mpirun on another node needs (iolab/runners/mpigroup.py).
+        # absolute path is what mpirun on another node needs (iolab/experiments/mpi/group.py).
         self.workdir = f".cache/iolab/{source_digest()}-{self.node}"
 
     # -- ssh plumbing ---------------------------------------------------------

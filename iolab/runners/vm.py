@@ -17,13 +17,19 @@ from typing import Any
 from .. import hostfacts, paths
 from ..inventory import NodeEntry
 from . import qemu as vm
-from .base import Capability
-from .local import RunError, RunResult
+from ..capabilities import RUNNER_CAPABILITIES, Capability
+from .base import RunError, RunResult
 
 
 class VmRunner:
     name = "vm"
-    capabilities: frozenset[Capability] = frozenset()
+    capabilities: frozenset[Capability] = RUNNER_CAPABILITIES["vm"]
+    mpi_launcher = "mpirun"
+
+    @staticmethod
+    def skip_reason(entry: NodeEntry) -> str | None:
+        """Why a guest cannot start here (None: it can)."""
+        return vm.skip_reason(entry)
 
     def __init__(self, entry: Mapping[str, Any] | NodeEntry) -> None:
         node = self.entry = NodeEntry.of(entry)

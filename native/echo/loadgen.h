@@ -1,16 +1,27 @@
-/* loadgen's pieces shared by its client models: the options, a connection's
- * request bookkeeping and the byte verification. loadgen.c holds the epoll
- * event loop, the thread-per-connection model and main(); loadgen_uring.c
- * the io_uring event loop. */
+/* loadgen's pieces shared by its client models (loadgen_core.c): the
+ * options, the start line, a connection's request bookkeeping, the byte
+ * verification and the latency histogram. The models: loadgen_epoll.c (the
+ * epoll event loop), loadgen_uring.c (the same loop on io_uring) and
+ * loadgen_blocking.c (a thread per connection); loadgen.c the command line
+ * and the report. */
 #ifndef IOLAB_LOADGEN_H
 #define IOLAB_LOADGEN_H
 
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define PROG "loadgen"
+
+/* Log-linear latency histogram: 64 sub-buckets per power of two of
+ * nanoseconds, so relative resolution is better than 2 % and absolute
+ * better than 1 µs below 64 µs. */
+#define SUB_BITS 6
+#define SUB (1u << SUB_BITS)
+#define MAX_EXP 42
+#define NBUCKETS ((MAX_EXP + 1) * SUB)
 
 /* MODEL_AUTO is resolved in main() to the io_uring loop where the kernel has
  * what it needs, else the epoll loop; no thread ever runs it. */
@@ -57,6 +68,7 @@ struct lthread {
 };
 
 extern struct options o;
+extern struct sockaddr_in server_addr;                 /* the server, from --host and --port */
 extern uint64_t t_start_ns, t_measure_ns, t_end_ns;   /* set once all threads connected */
 
 void fail_setup(const char *what);
@@ -64,9 +76,24 @@ int connect_one(void);
 /* Count this thread as connected, then wait until every thread is and the
  * clock has started (the ramp-up is not measured). */
 void ready_then_wait_for_clock(void);
+/* main: once every thread is ready, start the clock and release them. */
+void start_clock_when_all_ready(void);
 
 /* Payload bytes [off, off + len) of request seq on connection conn into buf. */
 void fill_payload(uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len);
+/* How many of buf[0, len) differ from payload bytes [off, off + len) of
+ * request seq; *first gets the offset of the first that does. */
+uint64_t count_mismatches(const uint8_t *buf, uint32_t conn, uint64_t seq, uint64_t off, size_t len,
+			  long long *first);
+/* Count bad mismatched bytes of request seq, remembering where the run's
+ * first one was (first: its offset in the request). */
+void note_mismatches(struct lthread *t, struct lconn *c, uint64_t seq, uint64_t bad, long long first);
+
+/* One latency into t's histogram; a bucket's [low, high) in ns; the q
+ * quantile of total requests in hist, in µs (NaN when there are none). */
+void record_latency(struct lthread *t, uint64_t ns);
+void bucket_range(unsigned b, uint64_t *low, uint64_t *high);
+double percentile(const uint64_t *hist, uint64_t total, double q);
 
 /* Whether connection c may put (more of) a request on the wire now. */
 int may_send(const struct lconn *c, uint64_t now);
@@ -94,9 +121,11 @@ void check_timeouts(struct lthread *t, uint64_t now);
 /* How long the loop may wait: 100 ms, or until the next open-loop request. */
 int wait_ms(const struct lthread *t, uint64_t now);
 
-/* The io_uring loop (loadgen_uring.c). NULL when it can run here, else why
- * not, in one line. */
+/* The client models, each a thread's body (arg: its struct lthread). */
+void *run_epoll_thread(void *arg);          /* loadgen_epoll.c */
+void *run_blocking_connection(void *arg);   /* loadgen_blocking.c: one connection */
+void *run_uring_thread(void *arg);          /* loadgen_uring.c */
+/* NULL when the io_uring loop can run here, else why not, in one line. */
 const char *uring_loop_unavailable(void);
-void *run_uring_thread(void *arg);
 
 #endif

@@ -5,7 +5,7 @@ Transports on one machine:
   shm        ranks on this host, Open MPI's shared-memory BTL (vader; sm in 5.x)
   tcp        ranks on this host, TCP BTL forced onto loopback
              (btl_tcp_if_include=lo: Open MPI excludes 127.0.0.0/8 by default)
-  netns      one rank group per network namespace (iolab.runners.netns),
+  netns      one rank group per network namespace (iolab.experiments.mpi.netns),
              TCP over veth + bridge: separate TCP/IP stacks
   netns_tbf  as netns with tbf rate shaping on every host's egress: a known
              bandwidth, the ground truth for t_w (ping-pong only)
@@ -13,7 +13,7 @@ Transports on one machine:
 Across machines:
   nodes      ranks in blocks over the node and its inventory ``mpi.peers``,
              mpirun on the node launching the peers over ssh
-             (iolab.runners.mpigroup); TCP between nodes, shared memory
+             (iolab.experiments.mpi.group); TCP between nodes, shared memory
              within one
 
 A node runs ``experiments.mpi.transports`` unless its ``mpi.transports``
@@ -31,20 +31,20 @@ import contextlib
 import os
 import random
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ... import live, readers
-from ...formats import MPI_COLUMNS
+from ...formats import MPI_COLUMNS, raw_format_line
 from ...hostfacts import HostFacts
 from ...inventory import NodeEntry
-from ...runners import Capability, LocalRunner, Runner, runner_for
-from ...runners.local import RunError
-from ...runners.mpigroup import Member, MpiNodeGroup
-from ...runners.netns import NetnsCluster, require_root_and_iproute2
+from ...runners import Capability, LocalRunner, Runner, RunError, capabilities_of, runner_for
+from .group import Member, MpiNodeGroup
+from .netns import NetnsCluster, require_root_and_iproute2
 from ...settings import MpiSettings
-from .. import REGISTRY, Measured, Repetition
+from ...registry import REGISTRY
+from .. import Measured, Repetition, settings_of
 from .launch import Launch, Settings, mpirun_path, mpirun_version, run_launch, shm_btl, usable_cpus
 
 TRANSPORTS = ("shm", "tcp", "netns", "netns_tbf", "nodes")
@@ -55,9 +55,8 @@ BENCHMARKS = ("pingpong", "bcast", "allreduce", "alltoall", "barrier")
 def selections(settings: Settings) -> list[str]:
     """The algorithm selections launches run: ``selections`` as configured,
     where "pinned" with nothing pinned is Open MPI's default selection."""
-    typed = MpiSettings.of(settings)
-    pinned = bool(typed.pinned_algorithms())
-    return list(dict.fromkeys(s if pinned else "default" for s in typed.selections))
+    pinned = bool(settings.pinned_algorithms())
+    return list(dict.fromkeys(s if pinned else "default" for s in settings.selections))
 
 
 def default_sizes(settings: MpiSettings) -> list[int]:
@@ -72,19 +71,18 @@ def default_sizes(settings: MpiSettings) -> list[int]:
     return out
 
 
-def node_transports(entry: Mapping[str, Any] | NodeEntry, settings: Settings) -> tuple[list[str], list[str]]:
+def node_transports(node: NodeEntry, settings: Settings) -> tuple[list[str], list[str]]:
     """(transports this node runs, configured ones it leaves out).
 
     A node's ``mpi.transports`` is taken as written (the config check
     refuses what the node cannot do). Otherwise the experiment's list: the
     netns transports need this machine's namespaces, so an ssh node leaves
     them out, and a node with ``mpi.peers`` adds ``nodes``."""
-    node = NodeEntry.of(entry)
     if node.mpi.transports:
         return list(node.mpi.transports), []
-    configured = list(MpiSettings.of(settings).transports)
-    remote = node.runner == "ssh"
-    chosen = [t for t in configured if not (remote and t in NETNS_TRANSPORTS)]
+    configured = list(settings.transports)
+    here = Capability.THIS_MACHINE in capabilities_of(node.runner)
+    chosen = [t for t in configured if here or t not in NETNS_TRANSPORTS]
     left_out = [t for t in configured if t not in chosen]
     if node.mpi.peers and "nodes" not in chosen:
         chosen.append("nodes")
@@ -97,7 +95,6 @@ def plan(settings: Settings, seed: int) -> list[Launch]:
     Ping-pong runs in the 2-rank launch only (with more ranks the others
     would just wait); the tbf-shaped cluster runs ping-pong at its own sizes.
     """
-    settings = MpiSettings.of(settings)
     benches = [b for b in BENCHMARKS if b in settings.benchmarks]
     ranks = sorted(settings.ranks)
     sizes = default_sizes(settings)
@@ -133,7 +130,6 @@ def run_experiment(settings: Settings, seed: int, output: Path,
     version is read from them);
     ``launcher``: mpirun, or srun inside a SLURM job (shm and tcp transports);
     ``group``: the node and its peers, for the nodes transport (prepared)."""
-    settings = MpiSettings.of(settings)
     runner = runner or LocalRunner()
     remote = Capability.THIS_MACHINE not in runner.capabilities
     launches = plan(settings, seed)
@@ -152,7 +148,7 @@ def run_experiment(settings: Settings, seed: int, output: Path,
     records = []
     netns = settings.netns
     with live.tempdir("iolab-mpi-") as tmp, open(output, "w") as out:
-        out.write(",".join(MPI_COLUMNS) + "\n")
+        out.write(raw_format_line(REGISTRY["mpi"].raw_format) + ",".join(MPI_COLUMNS) + "\n")
         for i, launch in enumerate(launches, 1):
             if progress:
                 print(f"iolab: mpi [{i}/{len(launches)}] {launch.label()}", flush=True)
@@ -177,17 +173,19 @@ def run_experiment(settings: Settings, seed: int, output: Path,
 def run_repetition(rep: Repetition) -> Measured:
     """Every launch of one repetition: the transports this node can run
     (mpirun here, or srun inside a SLURM job), with its peers for ``nodes``."""
-    in_slurm_job = rep.node_entry.runner == "slurm" and "SLURM_JOB_ID" in os.environ
-    interface = rep.node_entry.mpi.interface
-    transports, left_out = node_transports(rep.node_entry, rep.settings)
+    # srun only inside a job's allocation; mpirun otherwise (a SLURM node's
+    # runner launches with srun, every other with mpirun).
+    launcher = rep.runner.mpi_launcher if "SLURM_JOB_ID" in os.environ else "mpirun"
+    interface = rep.entry.mpi.interface
+    transports, left_out = node_transports(rep.entry, settings_of(rep, MpiSettings))
     if left_out:
         print(f"iolab: mpi on {rep.node.name}: leaving out {', '.join(left_out)} (they need "
               "this machine's network namespaces; nodes[].mpi.transports chooses)", file=sys.stderr)
-    settings = MpiSettings.of(rep.settings).model_copy(
+    settings = settings_of(rep, MpiSettings).model_copy(
         update={"transports": tuple(transports), **({"tcp_interface": interface} if interface else {})})
     with _node_group(rep, transports) as group:
         extra = run_experiment(settings, rep.seed, rep.raw, runner=rep.runner,
-                               cpus=rep.facts.cpu_count, launcher="srun" if in_slurm_job else "mpirun",
+                               cpus=rep.facts.cpu_count, launcher=launcher,
                                group=group, facts=rep.facts)
     extra["mpi"]["transports_left_out"] = left_out
     frame = readers.read_mpi_csv(rep.raw)
@@ -206,20 +204,20 @@ def _node_group(rep: Repetition, transports: Sequence[str]) -> Iterator[MpiNodeG
     if "nodes" not in transports:
         yield None
         return
-    name = rep.node_entry.name
+    name = rep.entry.name
     if not rep.peer_entries:
         raise RunError(f"mpi on {name}: the nodes transport needs mpi.peers (pass them with --peer-nodes)")
-    if Capability.MPI_ACROSS_PEERS not in rep.runner.capabilities:
+    if Capability.DRIVES_PEERS not in rep.runner.capabilities:
         raise RunError(f"mpi on {name}: mpirun across nodes starts on a local or ssh node")
     programs = REGISTRY["mpi"].programs
     with contextlib.ExitStack() as stack:
         peers = []
         for entry in rep.peer_entries:
             runner = runner_for(entry)
-            if Capability.MPI_PEER not in runner.capabilities:
+            if Capability.PEER not in runner.capabilities:
                 raise RunError(f"mpi on {name}: peer {entry.name} is not an ssh node")
             session = stack.enter_context(runner.session(programs))
             peers.append(Member(entry, session, session.facts()))
-        group = MpiNodeGroup(Member(rep.node_entry, rep.runner, rep.facts), peers)
+        group = MpiNodeGroup(Member(rep.entry, rep.runner, rep.facts), peers)
         group.prepare()
         yield group

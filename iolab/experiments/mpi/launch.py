@@ -19,15 +19,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ...formats import MPI_PROBE_COLUMNS, REFERENCE_BENCH
-from ...runners import Capability, LocalRunner, Runner
-from ...runners.local import RunError
-from ...runners.mpigroup import MpiNodeGroup
-from ...runners.netns import NetnsCluster
+from ...runners import Capability, LocalRunner, Runner, RunError
+from .group import MpiNodeGroup
+from .netns import NetnsCluster
 from ...settings import MpiSettings
 
 # srun's process-management interface to Open MPI.
 SRUN_MPI = "pmix"
-Settings = Mapping[str, Any] | MpiSettings
+Settings = MpiSettings
 
 
 @dataclass
@@ -91,7 +90,6 @@ def mca_params(settings: Settings, launch: Launch, btl_shm: str,
                group: MpiNodeGroup | None = None) -> dict[str, str]:
     """The MCA parameters of a launch (mpirun takes them as --mca, srun's
     ranks as OMPI_MCA_* variables)."""
-    settings = MpiSettings.of(settings)
     mca: dict[str, str] = {}
     if launch.transport == "shm":
         mca["btl"] = f"self,{btl_shm}"
@@ -164,7 +162,6 @@ def mpirun_argv(settings: Settings, launch: Launch, program: Path | str, args: l
     """The full command and what it decided (binding, oversubscription).
     ``cpus``: the node's usable CPUs (default: this machine's); ``remote``:
     mpirun is found on the node's PATH and root is allowed by environment."""
-    settings = MpiSettings.of(settings)
     cpus = cpus if cpus is not None else usable_cpus()
     oversubscribed = launch.ranks > cpus
     argv = [*_mpirun_head(settings, remote), "-np", str(launch.ranks)]
@@ -191,7 +188,7 @@ def nodes_mpirun_argv(settings: MpiSettings, launch: Launch, args: list[str], bt
                       group: MpiNodeGroup, remote: bool) -> tuple[list[str], dict[str, Any]]:
     """mpirun on the group's first node: the inventory's hostfile, the
     agent that reaches the peers, and one app context per node with that
-    node's own build (iolab.runners.mpigroup)."""
+    node's own build (iolab.experiments.mpi.group)."""
     oversubscribed = group.oversubscribed(launch.ranks)
     binding = "none" if oversubscribed else group.bind_to
     mca = mca_params(settings, launch, btl_shm, None, oversubscribed, group)

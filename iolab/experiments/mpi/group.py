@@ -26,15 +26,13 @@ and a 2-rank launch puts one rank on each of two nodes.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .. import hostfacts
-from ..inventory import NodeEntry
-from .base import Runner
-from .local import RunError
-from .ssh import ssh_failure, ssh_options
+from ... import hostfacts
+from ...inventory import NodeEntry
+from ...runners import Runner, RunError, ssh_failure, ssh_options
 
 AGENT = """#!/bin/sh
 # plm_rsh_agent of iolab's MPI node group {group}: "AGENT HOST COMMAND..."
@@ -84,10 +82,9 @@ def one_line(value: str, what: str) -> str:
     return value
 
 
-def ssh_config_block(entry: Mapping[str, Any] | NodeEntry) -> str:
-    """The ssh_config lines that reach ``entry`` by its address from another
+def ssh_config_block(node: NodeEntry) -> str:
+    """The ssh_config lines that reach ``node`` by its address from another
     node: the options the ssh runner uses, paths left for that node's ssh."""
-    node = NodeEntry.of(entry)
     lines = [f"Host {one_line(str(node.reach), f'node {node.name}: address')}\n"]
     lines += [f"  {keyword} {one_line(value, f'node {node.name}: ssh {keyword}')}\n"
               for keyword, value in ssh_options(node)]

@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from .. import live
-from .local import RunError
+from ... import live
+from ...runners import RunError
 
 PREFIX = "iol"
 NETNS_ETC = Path("/etc/netns")

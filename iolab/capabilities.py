@@ -1,0 +1,57 @@
+"""What each runner named in the inventory can do: the one table the
+runners, the config checks and the workflow's planning read. Callers ask
+for a capability, never for a runner's name (tests/test_runners.py)."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class Capability(str, Enum):
+    # Commands run on the machine the measurement job runs on: its files,
+    # its kernel (a SLURM job's node is that machine for its jobs).
+    THIS_MACHINE = "this machine"
+    # The node's CPU numbers are those of the machine the workflow starts
+    # on, so the config can check them there.
+    CPUS_HERE = "cpus here"
+    # Reached by logging in to a host: the entry needs `host`.
+    LOGIN = "login"
+    # Long-running processes next to the measurement (the echo server and
+    # its load generator): popen, terminate, read_file, write_file, scratch.
+    SERVERS = "servers"
+    # mpirun on the node.
+    MPI = "mpi"
+    # Start programs on other nodes over ssh: mpirun across mpi.peers,
+    # perftest's client against its ib.peer.
+    DRIVES_PEERS = "drives peers"
+    # Be such a peer.
+    PEER = "peer"
+    # bpftrace on the kernel of the machine the job runs on.
+    KERNEL_TRACING = "kernel tracing"
+
+
+_HERE = frozenset({Capability.THIS_MACHINE, Capability.SERVERS, Capability.MPI, Capability.DRIVES_PEERS,
+                   Capability.KERNEL_TRACING})
+
+# Runner name in the inventory -> what it can do. A SLURM node's jobs run
+# on the node the executor placed them on, as local ones do there; its CPU
+# numbers are that node's. A QEMU guest runs the cost probes only. netns is
+# no runner: it is an MPI transport of a local node.
+RUNNER_CAPABILITIES: dict[str, frozenset[Capability]] = {
+    "local": _HERE | {Capability.CPUS_HERE},
+    "slurm": _HERE,
+    "ssh": frozenset({Capability.LOGIN, Capability.SERVERS, Capability.MPI, Capability.DRIVES_PEERS,
+                      Capability.PEER}),
+    "vm": frozenset(),
+}
+
+
+def capabilities_of(runner: str) -> frozenset[Capability]:
+    """What a runner named in the inventory can do (empty for a name that
+    runs nothing, such as netns)."""
+    return RUNNER_CAPABILITIES.get(runner, frozenset())
+
+
+def runs_experiments(runner: str) -> bool:
+    """Whether ``runner`` is one that runs measurements at all."""
+    return runner in RUNNER_CAPABILITIES

@@ -1,0 +1,223 @@
+"""The two registries everything else derives its lists from.
+
+``EXPERIMENTS`` (also ``REGISTRY``): one entry per experiment, what it runs
+and what decides what it measures, what one repetition writes and in which
+format, its settings model, the tidy table built from it, what it needs from
+a node, the other nodes it spans, and whether the claims read it. The
+workflow (rules/common.smk), the measurement entry point (iolab.measure),
+the readers, the tables and the precision planner read it.
+
+``NOTEBOOKS``: one entry per notebook, the tables it reads, the figures it
+writes (each with its caption in report/captions/<figure>.rst) and the
+report category they go under. The workflow, the paper and the tests read
+it.
+
+Adding an experiment: an entry here, its module under iolab/experiments/
+(with a ``run_repetition``), its settings (a schema section and its model
+in iolab/settings.py), and its reader and tidy step if its raw format is new;
+then the notebook cell, figure, numbers and paper text that present it.
+
+This module is in the base of the package: light (the workflow imports it
+at every start), and imported by both the run side and the read side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .capabilities import Capability
+from .settings import (EchoSettings, ExperimentSettings, IbSettings, LatencySettings, MpiSettings, NopSettings,
+                       SendrecvSettings, SyscallSettings, TraceSettings, UringBatchSettings)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    # Its config section, typed (iolab.settings), with the schema's defaults.
+    settings: type[ExperimentSettings]
+    # The iolab.tables function that builds its tidy table from raw files.
+    tidy: str
+    # The module under iolab/experiments/ whose run_repetition(Repetition)
+    # measures one repetition.
+    module: str
+    # The raw file's format and version: its header has the line
+    # "# iolab-raw: <raw_format>" (iolab.formats), which its reader checks;
+    # bump the version with a reader kept for the old one.
+    raw_format: str
+    # Native programs it runs (built on the node); see native/programs.mk.
+    programs: tuple[str, ...] = ()
+    # Python modules whose code decides what it measures: digested into the
+    # run key with the programs' sources, so new code measures into a new
+    # directory.
+    code: tuple[str, ...] = ()
+    # cost-probe's subcommand, for the cost probes.
+    probe_mode: str = ""
+    # Files one repetition writes besides rep<N>.csv and its sidecar, and
+    # those of them its tidy table reads.
+    extra_outputs: tuple[str, ...] = ()
+    table_reads: tuple[str, ...] = ()
+    # What the runner of a node must be able to do for it to run there.
+    needs: frozenset[Capability] = frozenset()
+    # The inventory setting naming the other nodes it spans ("mpi.peers",
+    # "ib.peer": a list or one name), or "" for none.
+    peers: str = ""
+    # Whether a node must set ``peers`` for it to run there (perftest needs
+    # its server end; MPI runs on one node without peers).
+    needs_peers: bool = False
+    # The inventory setting naming the node its load generator runs on
+    # ("echo_client"), or "" when the client runs beside the server.
+    client_setting: str = ""
+    # Programs built only where the node has their toolchain (the Go
+    # servers): the experiment builds them itself and records why one could
+    # not be built; its sources are digested into the run key all the same.
+    optional_programs: tuple[str, ...] = ()
+    # Whether the claims read its table (and adaptive precision may add
+    # repetitions of it).
+    claims: bool = False
+
+
+COST_PROBE = ("cost-probe",)
+COST_PROBE_CODE = ("iolab/experiments/cost_probes.py",)
+ECHO_CODE = "iolab/experiments/echo.py"
+ECHO_PROGRAMS = ("echo-epoll", "echo-uring", "loadgen")
+GO_SERVERS = ("echo-go-net", "echo-go-uring")
+MPI_CODE = ("iolab/experiments/mpi/__init__.py", "iolab/experiments/mpi/launch.py",
+            "iolab/experiments/mpi/netns.py", "iolab/experiments/mpi/group.py")
+
+EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
+    Experiment("syscall", SyscallSettings, "probe_table", "cost_probes", "cost-probe syscall v2", COST_PROBE,
+               COST_PROBE_CODE, probe_mode="syscall", claims=True),
+    Experiment("sendrecv", SendrecvSettings, "probe_table", "cost_probes", "cost-probe sendrecv v2", COST_PROBE,
+               COST_PROBE_CODE, probe_mode="sendrecv", claims=True),
+    Experiment("uring_batch", UringBatchSettings, "probe_table", "cost_probes", "cost-probe uring-batch v2",
+               COST_PROBE, COST_PROBE_CODE, probe_mode="uring-batch", claims=True),
+    Experiment("nop", NopSettings, "probe_table", "cost_probes", "cost-probe nop v2", COST_PROBE,
+               COST_PROBE_CODE, probe_mode="nop"),
+    Experiment("trace", TraceSettings, "trace_table", "trace", "bpftrace syscall durations v1",
+               (*COST_PROBE, "echo-uring", "loadgen"), ("iolab/experiments/trace.py", ECHO_CODE),
+               needs=frozenset({Capability.KERNEL_TRACING}), claims=True),
+    Experiment("echo", EchoSettings, "echo_table", "echo", "echo cells v1", ECHO_PROGRAMS, (ECHO_CODE,),
+               extra_outputs=("histograms.csv",), needs=frozenset({Capability.SERVERS}),
+               client_setting="echo_client", optional_programs=GO_SERVERS, claims=True),
+    Experiment("latency", LatencySettings, "latency_table", "latency", "echo open-loop v1", ECHO_PROGRAMS,
+               ("iolab/experiments/latency.py", ECHO_CODE), extra_outputs=("histograms.csv",),
+               table_reads=("histograms.csv",), needs=frozenset({Capability.SERVERS}),
+               optional_programs=GO_SERVERS),
+    Experiment("mpi", MpiSettings, "mpi_table", "mpi", "mpi iterations v1", ("mpi-probe", "mpi-pingpong-ref"),
+               MPI_CODE, needs=frozenset({Capability.MPI}), peers="mpi.peers", claims=True),
+    # perftest comes from the node's packages, not from native/.
+    Experiment("ib", IbSettings, "ib_table", "ib", "perftest v1", (), ("iolab/experiments/ib/__init__.py",),
+               extra_outputs=("perftest.txt",), needs=frozenset({Capability.SERVERS}), peers="ib.peer",
+               needs_peers=True, claims=True),
+)}
+REGISTRY = EXPERIMENTS
+
+
+def can_host(capabilities: frozenset[Capability], experiment: str) -> bool:
+    """Whether a runner with ``capabilities`` can run ``experiment``."""
+    return EXPERIMENTS[experiment].needs <= capabilities
+
+
+def peer_names(entry: Mapping[str, Any], experiment: str) -> list[str]:
+    """The names of the other nodes ``experiment`` spans from the node of
+    inventory ``entry`` (its ``peers`` setting: a list or one name)."""
+    dotted = EXPERIMENTS[experiment].peers
+    if not dotted:
+        return []
+    value: object = entry
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    if not value:
+        return []
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+
+
+def has_setting(entry: Mapping[str, Any], experiment: str) -> bool:
+    """Whether a node's inventory entry sets what ``experiment`` needs there."""
+    return not EXPERIMENTS[experiment].needs_peers or bool(peer_names(entry, experiment))
+
+
+# -- notebooks ---------------------------------------------------------------
+
+# What a figure or notebook may depend on besides the experiments that ran:
+# the run's typed config (iolab.settings.RunConfig) and the nodes measured.
+Condition = Callable[[Any, int], bool]
+
+
+def _always(run: Any, nodes: int) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    # Drawn only when this experiment runs ("": always).
+    needs: str = ""
+    # And only when this holds of the run (e.g. both MPI timing methods ran).
+    when: Condition = _always
+
+
+@dataclass(frozen=True)
+class Notebook:
+    name: str
+    # The experiments whose tables it reads (its `<experiment>_table` parameters).
+    tables: tuple[str, ...]
+    # The figures it writes, under stable names (users cite them); each has
+    # its caption in report/captions/<name>.rst.
+    figures: tuple[Figure, ...]
+    # The Snakemake report's category for its figures.
+    category: str
+    # It runs when every one of these experiments runs...
+    needs: tuple[str, ...] = ()
+    # ... and this holds (e.g. more than one node was measured).
+    when: Condition = _always
+    # Whether it judges the claims: it then reads adaptive precision's plans
+    # (its verdicts use anytime-valid intervals once rounds were added).
+    judges_claims: bool = False
+
+
+def _both_mpi_methods(run: Any, nodes: int) -> bool:
+    return bool(run.experiments.mpi) and {"probe", "osu"} <= set(run.experiments.mpi.methods)
+
+
+def _several_nodes(run: Any, nodes: int) -> bool:
+    return nodes > 1
+
+
+NOTEBOOKS: dict[str, Notebook] = {n.name: n for n in (
+    Notebook("cost_model", ("syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"),
+             (Figure("syscall_cost"), Figure("sendrecv_cost"), Figure("uring_batch_time"),
+              Figure("cost_model_per_request")), "Cost model"),
+    Notebook("claims", ("syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib", "trace"),
+             (Figure("claims_forest"),), "Claims re-tested", judges_claims=True),
+    Notebook("echo", ("echo", "syscall", "sendrecv", "uring_batch", "latency"),
+             (Figure("echo_rps"), Figure("echo_cpu_per_request"), Figure("echo_latency"), Figure("echo_batch_size"),
+              Figure("echo_open_loop_latency", needs="latency")), "Echo servers", needs=("echo",)),
+    Notebook("collectives", ("mpi",),
+             (Figure("mpi_pingpong"), Figure("mpi_collectives"), Figure("mpi_prediction_error"),
+              Figure("mpi_transport_ratio"), Figure("mpi_method_ratio", when=_both_mpi_methods)),
+             "MPI collectives", needs=("mpi",)),
+    # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds
+    # were measured, which only the measurements tell: the manifest lists
+    # them then.
+    Notebook("nodes", ("syscall", "sendrecv", "uring_batch", "echo", "mpi"), (Figure("nodes_costs"),),
+             "Nodes compared", when=_several_nodes),
+)}
+
+
+def notebooks_run(experiments: set[str], run: Any, nodes: int) -> list[str]:
+    """The notebooks a run executes, in registry order."""
+    return [n.name for n in NOTEBOOKS.values() if set(n.needs) <= experiments and n.when(run, nodes)]
+
+
+def figures_drawn(notebook: str, experiments: set[str], run: Any, nodes: int) -> list[str]:
+    """The figures ``notebook`` draws in a run of ``experiments``."""
+    return [f.name for f in NOTEBOOKS[notebook].figures
+            if (not f.needs or f.needs in experiments) and f.when(run, nodes)]
+
+
+def claim_experiments() -> list[str]:
+    """The experiments the claims read."""
+    return [name for name, e in EXPERIMENTS.items() if e.claims]
