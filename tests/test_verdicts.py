@@ -116,3 +116,19 @@ def test_forest_says_a_shared_setup_note_once_draws_context_hollow_and_each_clai
     from matplotlib.collections import PolyCollection
     shaded = [c.get_paths()[0].vertices[:, 0] for c in ax.collections if isinstance(c, PolyCollection)]
     assert shaded[0].min() == 1.0 and shaded[2].max() == 1.0
+
+
+def test_forest_draws_intervals_that_lie_wholly_off_its_axis_at_the_edge() -> None:
+    # U5's io-wq share is often exactly 0 against a bound of 0.01: the whole
+    # interval lies left of the axis. A default run failed here once.
+    from iolab.report import plots
+
+    findings = [Finding("U5", "io-wq requests per echoed request", Rule("below", 0.01), Estimate(0.0, 0.0, 0.0, 6)),
+                Finding("C1", "far above", Rule("above", 1.0), Estimate(9.0, 7.0, 11.0, 6)),
+                Finding("C2", "unbounded", Rule("above", 1.0), Estimate(1.1, -np.inf, np.inf, 6))]
+    ax = plots.claims.forest_figure(findings).axes[0]
+    points = [line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "o"]
+    assert points == [0.25, 4.0, 1.1]
+    arrows = sorted((line.get_marker(), line.get_xdata()[0]) for line in ax.get_lines()
+                    if line.get_marker() in ("<", ">"))
+    assert arrows == [("<", 0.25), ("<", 0.25), (">", 4.0), (">", 4.0)]

@@ -31,6 +31,10 @@ def _shared_note(rows: Sequence[Finding]) -> str:
     return notes.pop() if len(notes) == 1 else ""
 
 
+def _clip(x: float) -> float:
+    return min(max(x, LIMITS[0]), LIMITS[1])
+
+
 def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str) -> None:
     lo_lim, hi_lim = LIMITS
     for i, f in enumerate(rows):
@@ -42,9 +46,11 @@ def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str) -> None:
         side = {"above": (1.0, hi_lim), "below": (lo_lim, 1.0)}.get(
             f.rule.kind, (1 - f.rule.margin, 1 + f.rule.margin))
         ax.fill_between(side, i - 0.42, i + 0.42, color="#009e73", alpha=0.08, lw=0)
-        left = max(lo, lo_lim) if math.isfinite(lo) else lo_lim
-        right = min(hi, hi_lim) if math.isfinite(hi) else hi_lim
-        mid = min(max(v, lo_lim), hi_lim)
+        # Everything drawn is clipped to the axis, and an interval that lies
+        # wholly off it collapses onto its edge (its arrow says which way).
+        left = _clip(lo if math.isfinite(lo) else lo_lim)
+        right = _clip(hi if math.isfinite(hi) else hi_lim)
+        mid = min(max(_clip(v), left), right)
         bars = ax.errorbar([mid], [i], xerr=[[mid - left], [right - mid]], fmt="none", ecolor=c,
                            elinewidth=0.9 if f.context else 1.6, capsize=0)
         if f.context:
