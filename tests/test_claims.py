@@ -309,3 +309,20 @@ def test_every_rule_states_a_margin_the_paper_prints_for_its_claim() -> None:
             assert f.rule.why in claims.CLAIM_TESTS[f.claim].margins, (f.claim, f.rule.why)
     table = numbers.claims_tested()
     assert list(table["claim"]) == list(numbers.CLAIM_IDS) and table["margin"].str.len().min() > 10
+
+
+def test_the_abstract_puts_each_claim_under_one_outcome() -> None:
+    # A default run's abstract once read "reproduced: U5; ...; reproduced where
+    # testable, not testable in part: U5": that outcome also starts with
+    # "reproduced".
+    verdicts = {"C1": "undecided at this precision (decided 1 of 2 parts, 0 not testable here)",
+                "C3": "not testable here: the claim is about CPU mitigations on",
+                "U1": "not reproduced (decided 12 of 12 parts, 0 not testable here)",
+                "U2": "reproduced (decided 6 of 6 parts, 0 not testable here)",
+                "U5": "reproduced where testable, not testable in part (decided 1 of 5 parts, 4 not testable here)"}
+    assert numbers.claims_by_outcome(verdicts) == (
+        "Of the sources' claims, reproduced: U2; not reproduced: U1; undecided at this precision: C1; "
+        "not testable here: C3; reproduced where testable, not testable in part: U5.")
+    assert {c: numbers.outcome_of(v) for c, v in verdicts.items()} == {
+        "C1": Outcome.UNDECIDED, "C3": Outcome.NOT_TESTABLE, "U1": Outcome.NOT_REPRODUCED,
+        "U2": Outcome.REPRODUCED, "U5": Outcome.INCOMPLETE}

@@ -300,6 +300,18 @@ def short_reason(reason: str) -> str:
     return " ".join("".join(kept).split()).replace(" ,", ",")
 
 
+def outcome_of(verdict_line: str) -> Outcome:
+    """The outcome a verdict line starts with: the longest that fits, as
+    "reproduced where testable, ..." also starts with "reproduced"."""
+    return max((o for o in Outcome if verdict_line.startswith(o.value)), key=lambda o: len(o.value))
+
+
+def claims_by_outcome(verdicts: Mapping[str, str]) -> str:
+    """The abstract's sentence: every claim under its one outcome."""
+    words = {o: [c for c, v in verdicts.items() if outcome_of(v) is o] for o in Outcome}
+    return "Of the sources' claims, " + "; ".join(f"{o.value}: {', '.join(cs)}" for o, cs in words.items() if cs) + "."
+
+
 def claims_numbers(out: Outputs, findings: Sequence[Finding]) -> None:
     """The claims table: every finding, and one line per claim with the
     error its verdict is held to."""
@@ -393,7 +405,7 @@ def headline(out: Outputs, *, findings: Sequence[Finding], syscall: pd.DataFrame
     kernel = str(first["kernel"]).split("-")[0]
     machine = (f"a {cpus}-vCPU {cpu} virtual machine" if kind == "vm" else f"a {cpus}-CPU {cpu} {kind} node")
     verdicts = claim_verdicts(findings)
-    mpi_tested = any(not v.startswith(Outcome.NOT_TESTABLE.value) for c, v in verdicts.items() if c.startswith("M"))
+    mpi_tested = any(outcome_of(v) is not Outcome.NOT_TESTABLE for c, v in verdicts.items() if c.startswith("M"))
     out.text("paper_title", f"io_uring against epoll on {machine} (Linux {kernel})"
              + (", and MPI collectives across node kinds" if mpi_tested else ", with MPI on one node")
              + ": the sources' claims re-measured")
@@ -407,12 +419,10 @@ def headline(out: Outputs, *, findings: Sequence[Finding], syscall: pd.DataFrame
         + " under the linear-batch model (model B; the AIC prefers model "
         + costmodel.preferred_model(cost.median().to_dict()) + ")."))
     out.text("abstract_servers", servers_sentence(echo, node))
-    words = {o: [c for c, v in verdicts.items() if v.startswith(o.value)] for o in Outcome}
-    parts = [f"{o.value}: {', '.join(cs)}" for o, cs in words.items() if cs]
-    out.text("abstract_claims", "Of the sources' claims, " + "; ".join(parts) + ".")
+    out.text("abstract_claims", claims_by_outcome(verdicts))
     by_reason: dict[str, list[str]] = {}
     for c, v in verdicts.items():
-        if v.startswith(Outcome.NOT_TESTABLE.value):
+        if outcome_of(v) is Outcome.NOT_TESTABLE:
             by_reason.setdefault(short_reason(v.split(": ", 1)[1]), []).append(c)
     out.text("abstract_unanswered", ("Not answered here: " + "; ".join(
         f"{', '.join(cs)}: {reason}" for reason, cs in by_reason.items()) + ".") if by_reason
