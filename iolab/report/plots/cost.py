@@ -161,11 +161,14 @@ def per_request_figure(inputs: costmodel.CostInputs, summary: pd.DataFrame,
             ax.fill_between(n[ok], low[ok], high[ok], color=c, alpha=0.15, lw=0)
     floor = summary.loc["floor_request", "value"]
     ax.axhline(floor, color="black", lw=0.8, ls=":", label="2w: a request's kernel work through syscalls")
-    for model, c in (("A", PALETTE[1]), ("B", PALETTE[0])):
-        ns = summary.loc[f"nstar_{model}", "value"]
+    # The two crossovers sit close together: the lower one labelled to the
+    # left of its line, the higher to the right, so the labels never overlap.
+    crossovers = sorted((summary.loc[f"nstar_{m}", "value"], c) for m, c in (("A", PALETTE[1]), ("B", PALETTE[0])))
+    for k, (ns, c) in enumerate(crossovers):
         if np.isfinite(ns) and ns <= n.max():
             ax.axvline(ns, color=c, lw=0.7, alpha=0.7)
-            ax.annotate(f"n* = {ns:.1f}", (ns, epoll), textcoords="offset points", xytext=(3, 5), color=c)
+            ax.annotate(f"n* = {ns:.1f}", (ns, epoll), textcoords="offset points", xytext=(-3 if k == 0 else 3, 5),
+                        ha="right" if k == 0 else "left", color=c)
     ys = [costmodel.uring_request(inputs, "B", n).min(), floor, epoll]
     if echo is not None and len(echo):
         uring = echo[echo["server"] == "uring"]
