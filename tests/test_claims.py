@@ -313,16 +313,16 @@ def test_every_rule_states_a_margin_the_paper_prints_for_its_claim() -> None:
 
 def test_the_abstract_puts_each_claim_under_one_outcome() -> None:
     # A default run's abstract once read "reproduced: U5; ...; reproduced where
-    # testable, not testable in part: U5": that outcome also starts with
-    # "reproduced".
-    verdicts = {"C1": "undecided at this precision (decided 1 of 2 parts, 0 not testable here)",
-                "C3": "not testable here: the claim is about CPU mitigations on",
-                "U1": "not reproduced (decided 12 of 12 parts, 0 not testable here)",
-                "U2": "reproduced (decided 6 of 6 parts, 0 not testable here)",
-                "U5": "reproduced where testable, not testable in part (decided 1 of 5 parts, 4 not testable here)"}
-    assert numbers.claims_by_outcome(verdicts) == (
+    # testable, not testable in part: U5": the outcome was read back from the
+    # verdict line by prefix. It now comes from each claim's verdict itself.
+    fs = [finding("U5", "one part", [0.0] * 6, claims.Rule("below", 0.01)),
+          not_testable("U5", "another part", "needs at least 4 CPUs"),
+          not_testable("C3", "a part", "the claim is about CPU mitigations on")]
+    verdicts = numbers.claim_verdict_objects(fs)
+    assert verdicts["U5"].line().startswith(Outcome.INCOMPLETE.value)
+    assert {c: v.outcome for c, v in verdicts.items()} == {"C3": Outcome.NOT_TESTABLE, "U5": Outcome.INCOMPLETE}
+    outcomes = {"C1": Outcome.UNDECIDED, "C3": Outcome.NOT_TESTABLE, "U1": Outcome.NOT_REPRODUCED,
+                "U2": Outcome.REPRODUCED, "U5": Outcome.INCOMPLETE}
+    assert numbers.claims_by_outcome(outcomes) == (
         "Of the sources' claims, reproduced: U2; not reproduced: U1; undecided at this precision: C1; "
         "not testable here: C3; reproduced where testable, not testable in part: U5.")
-    assert {c: numbers.outcome_of(v) for c, v in verdicts.items()} == {
-        "C1": Outcome.UNDECIDED, "C3": Outcome.NOT_TESTABLE, "U1": Outcome.NOT_REPRODUCED,
-        "U2": Outcome.REPRODUCED, "U5": Outcome.INCOMPLETE}

@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..analysis import claims, costmodel, echostats, latency, models, mpimodels, mpistats, setups
 from ..analysis.stats import ESTIMATOR, Estimate, across_reps
-from ..analysis.verdicts import ERROR_TEXT, RULE_TEXT, Finding, Outcome, claim_verdict
+from ..analysis.verdicts import ERROR_TEXT, RULE_TEXT, ClaimVerdict, Finding, Outcome, claim_verdict
 from .outputs import Outputs
 
 COST_QUANTITIES = ("w_send", "w_recv", "w_mean", "t1_send", "t1_recv", "t1_mean", "a_send", "b_send",
@@ -270,21 +270,24 @@ def transport_comparison(ratio_tables: Sequence[pd.DataFrame]) -> str:
 CLAIM_IDS = ("C1", "C2", "C3", "C4", "U1", "U2", "U3", "U4", "U5", "M1", "M2", "M3")
 
 
+def claim_verdict_objects(findings: Sequence[Finding]) -> dict[str, ClaimVerdict]:
+    """Per claim id with findings: its verdict (outcome, counts, reason)."""
+    out = {}
+    for claim in CLAIM_IDS:
+        parts = [f for f in findings if f.claim == claim]
+        if parts:
+            out[claim] = claim_verdict(claim, parts, claims.SOURCE_CELLS.get(claim, ()))
+    return out
+
+
 def claim_verdicts(findings: Sequence[Finding], short: bool = False) -> dict[str, str]:
     """Per claim id: its verdict line (iolab.analysis.verdicts.ClaimVerdict):
     the outcome, the parts decided and not testable, the source cells
     covered; ``short``: a claim not testable at all gives its first reason
     only, to its first parenthesis (the findings table has them whole)."""
-    out = {}
-    for claim in CLAIM_IDS:
-        parts = [f for f in findings if f.claim == claim]
-        if parts:
-            verdict = claim_verdict(claim, parts, claims.SOURCE_CELLS.get(claim, ()))
-            if short and verdict.outcome is Outcome.NOT_TESTABLE:
-                out[claim] = f"{verdict.outcome.value}: {short_reason(verdict.reason)}"
-            else:
-                out[claim] = verdict.line()
-    return out
+    return {claim: f"{v.outcome.value}: {short_reason(v.reason)}"
+            if short and v.outcome is Outcome.NOT_TESTABLE else v.line()
+            for claim, v in claim_verdict_objects(findings).items()}
 
 
 def short_reason(reason: str) -> str:
@@ -300,15 +303,9 @@ def short_reason(reason: str) -> str:
     return " ".join("".join(kept).split()).replace(" ,", ",")
 
 
-def outcome_of(verdict_line: str) -> Outcome:
-    """The outcome a verdict line starts with: the longest that fits, as
-    "reproduced where testable, ..." also starts with "reproduced"."""
-    return max((o for o in Outcome if verdict_line.startswith(o.value)), key=lambda o: len(o.value))
-
-
-def claims_by_outcome(verdicts: Mapping[str, str]) -> str:
+def claims_by_outcome(outcomes: Mapping[str, Outcome]) -> str:
     """The abstract's sentence: every claim under its one outcome."""
-    words = {o: [c for c, v in verdicts.items() if outcome_of(v) is o] for o in Outcome}
+    words = {o: [c for c, v in outcomes.items() if v is o] for o in Outcome}
     return "Of the sources' claims, " + "; ".join(f"{o.value}: {', '.join(cs)}" for o, cs in words.items() if cs) + "."
 
 
@@ -404,8 +401,8 @@ def headline(out: Outputs, *, findings: Sequence[Finding], syscall: pd.DataFrame
     cpu = str(first.get("cpu_model", "")) or "an unrecorded CPU"
     kernel = str(first["kernel"]).split("-")[0]
     machine = (f"a {cpus}-vCPU {cpu} virtual machine" if kind == "vm" else f"a {cpus}-CPU {cpu} {kind} node")
-    verdicts = claim_verdicts(findings)
-    mpi_tested = any(outcome_of(v) is not Outcome.NOT_TESTABLE for c, v in verdicts.items() if c.startswith("M"))
+    verdicts = claim_verdict_objects(findings)
+    mpi_tested = any(v.outcome is not Outcome.NOT_TESTABLE for c, v in verdicts.items() if c.startswith("M"))
     out.text("paper_title", f"io_uring against epoll on {machine} (Linux {kernel})"
              + (", and MPI collectives across node kinds" if mpi_tested else ", with MPI on one node")
              + ": the sources' claims re-measured")
@@ -419,11 +416,11 @@ def headline(out: Outputs, *, findings: Sequence[Finding], syscall: pd.DataFrame
         + " under the linear-batch model (model B; the AIC prefers model "
         + costmodel.preferred_model(cost.median().to_dict()) + ")."))
     out.text("abstract_servers", servers_sentence(echo, node))
-    out.text("abstract_claims", claims_by_outcome(verdicts))
+    out.text("abstract_claims", claims_by_outcome({c: v.outcome for c, v in verdicts.items()}))
     by_reason: dict[str, list[str]] = {}
     for c, v in verdicts.items():
-        if outcome_of(v) is Outcome.NOT_TESTABLE:
-            by_reason.setdefault(short_reason(v.split(": ", 1)[1]), []).append(c)
+        if v.outcome is Outcome.NOT_TESTABLE:
+            by_reason.setdefault(short_reason(v.reason), []).append(c)
     out.text("abstract_unanswered", ("Not answered here: " + "; ".join(
         f"{', '.join(cs)}: {reason}" for reason, cs in by_reason.items()) + ".") if by_reason
              else "Every claim was tested here.")
