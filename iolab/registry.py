@@ -29,7 +29,7 @@ from typing import Any
 
 from .capabilities import Capability
 from .settings import (EchoSettings, ExperimentSettings, IbSettings, LatencySettings, MpiSettings, NopSettings,
-                       SendrecvSettings, SyscallSettings, TraceSettings, UringBatchSettings)
+                       SendrecvSettings, SyscallSettings, TraceSettings, UringBatchSettings, settings_model)
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,9 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                COST_PROBE, COST_PROBE_CODE, probe_mode="uring-batch", claims=True),
     Experiment("nop", NopSettings, "probe_table", "cost_probes", "cost-probe nop v2", COST_PROBE,
                COST_PROBE_CODE, probe_mode="nop"),
+    # Its settings model is built from its schema section (iolab.settings).
+    Experiment("send_zc", settings_model("send_zc"), "send_zc_table", "cost_probes", "cost-probe send-zc v2",
+               COST_PROBE, COST_PROBE_CODE, probe_mode="send-zc"),
     Experiment("trace", TraceSettings, "trace_table", "trace", "bpftrace syscall durations v1",
                (*COST_PROBE, "echo-uring", "loadgen"), ("iolab/experiments/trace.py", ECHO_CODE),
                needs=frozenset({Capability.KERNEL_TRACING}), claims=True),
@@ -187,9 +190,9 @@ def _several_nodes(run: Any, nodes: int) -> bool:
 
 
 NOTEBOOKS: dict[str, Notebook] = {n.name: n for n in (
-    Notebook("cost_model", ("syscall", "sendrecv", "uring_batch", "nop", "trace", "echo"),
+    Notebook("cost_model", ("syscall", "sendrecv", "uring_batch", "nop", "trace", "echo", "send_zc"),
              (Figure("syscall_cost"), Figure("sendrecv_cost"), Figure("uring_batch_time"),
-              Figure("cost_model_per_request")), "Cost model"),
+              Figure("cost_model_per_request"), Figure("send_zc_cost", needs="send_zc")), "Cost model"),
     Notebook("claims", ("syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib", "trace"),
              (Figure("claims_forest"),), "Claims re-tested", judges_claims=True),
     Notebook("echo", ("echo", "syscall", "sendrecv", "uring_batch", "latency"),

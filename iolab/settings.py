@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
-from pydantic import PlainValidator, create_model, field_validator
+from pydantic import Field, PlainValidator, create_model, field_validator
 
 from .inventory import NodeEntry
 from .presets import preset_server
-from .schema import Section, from_schema
+from .schema import Section, from_schema, subschema
 
 
 
@@ -270,6 +270,41 @@ class PrecisionSettings(Section):
     @classmethod
     def where(cls, value: Mapping[str, Any]) -> str:
         return "precision"
+
+
+# -- sections declared by the schema alone ------------------------------------
+
+def _schema_type(prop: Mapping[str, Any]) -> Any:
+    """The field type of a schema property of a flat section."""
+    if prop.get("type") == "array":
+        return tuple[_schema_type(prop["items"]), ...]  # type: ignore[misc]
+    if "enum" in prop:
+        return Literal[tuple(prop["enum"])]
+    return {"integer": int, "number": Number, "boolean": bool, "string": str}[prop["type"]]
+
+
+def _section_from_schema(name: str) -> type[ExperimentSettings]:
+    """The settings model of a flat experiment section (scalars and lists,
+    like the cost probes'), built from its schema alone: a new experiment of
+    that shape needs no class here."""
+    section = subschema("experiments", name)
+    fields = {key: (_schema_type(prop), Field(default=prop.get("default")))
+              for key, prop in section["properties"].items()}
+    model: type[ExperimentSettings] = create_model(  # type: ignore[call-overload]
+        "".join(part.title() for part in name.split("_")) + "Settings", __base__=ExperimentSettings, **fields)
+    model.EXPERIMENT = name
+    model.ALWAYS = name in subschema("experiments").get("required", ())
+    return model
+
+
+for _name in subschema("experiments")["properties"]:
+    if _name not in {cls.EXPERIMENT for cls in ExperimentSettings.__subclasses__()}:
+        _section_from_schema(_name)
+
+
+def settings_model(experiment: str) -> type[ExperimentSettings]:
+    """The settings model of ``experiment``'s section."""
+    return next(cls for cls in ExperimentSettings.__subclasses__() if cls.EXPERIMENT == experiment)
 
 
 class _ExperimentsBase(Section):

@@ -23,7 +23,7 @@ import pandas as pd
 from . import atomic, integrity, paths
 from .formats import IB_COLUMNS, OSU_PREFIX, REFERENCE_BENCH, bench_method, histograms_path, launch_rows, launch_selection
 from .readers import (TRACE_COLUMNS, RawFormatError, read_echo_csv, read_histograms_csv, read_ib_csv, read_latency_csv,
-                      read_metadata, read_mpi_csv, read_raw_csv, read_trace_csv, read_unavailable, sha256)
+                      read_metadata, read_mpi_csv, read_raw_csv, read_trace_csv, read_unavailable, read_zc_usage, sha256)
 from .presets import preset_server
 from .provenance import sidecar_for
 from .registry import REGISTRY
@@ -117,6 +117,20 @@ def probe_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     out = pd.concat(frames, ignore_index=True)
     out["warmup"] = out["warmup"].astype(bool)
     return out
+
+
+def send_zc_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
+    """probe_table's rows of cost-probe send-zc, each zero-copy cell with
+    its notifications and the copies they reported (``zc_notifications``,
+    ``zc_copied``: per repetition and cell, measured batches only; 0 for
+    plain send)."""
+    files = sorted(Path(p) for p in raw_files)
+    table = probe_table(files)
+    usage = pd.concat([read_zc_usage(raw).assign(raw_file=paths.relative(raw)) for raw in files],
+                      ignore_index=True)
+    table = table.merge(usage, on=["raw_file", "variant", "bytes"], how="left", validate="many_to_one")
+    return table.fillna({"zc_notifications": 0, "zc_copied": 0}).astype({"zc_notifications": int,
+                                                                       "zc_copied": int})
 
 
 def trace_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:

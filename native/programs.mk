@@ -10,7 +10,7 @@ RING_SRCS := common/ring_setup.c common/ring_setup.h
 # The raw-data writer, for every program that records measurements to a file.
 RAW_SRCS := common/raw_out.c common/raw_out.h
 cost-probe_SRCS := probes/cost_probe.c probes/probe.c probes/probe.h probes/syscall_mode.c \
-	probes/sendrecv_mode.c probes/uring_mode.c $(RING_SRCS) $(RAW_SRCS) $(COMMON_SRCS)
+	probes/sendrecv_mode.c probes/uring_mode.c probes/send_zc_mode.c common/uring_compat.h $(RING_SRCS) $(RAW_SRCS) $(COMMON_SRCS)
 echo-epoll_SRCS := echo/echo_epoll.c $(ECHO_SRCS) $(COMMON_SRCS)
 echo-uring_SRCS := echo/echo_uring.c echo/echo_uring.h echo/uring_loop.c echo/uring_conn.c \
 	echo/uring_buffers.c $(RING_SRCS) $(ECHO_SRCS) $(COMMON_SRCS)

@@ -36,6 +36,7 @@ uring_batch_table = "auto"
 nop_table = "auto"
 trace_table = "auto"  # "" when the trace experiment is disabled
 echo_table = "auto"  # "" when the echo experiment is disabled
+send_zc_table = "auto"  # "" when the send_zc experiment did not run
 node = ""                 # "": the first node in name order
 reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
@@ -46,14 +47,14 @@ manifest_out = "results/by-hand/figures/cost_model.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import costmodel, echostats, models
+from iolab.analysis import costmodel, echostats, models, zerocopy
 from iolab.analysis.stats import ESTIMATOR
 from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 
 plots.style.apply()
 sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
-           "nop": nop_table, "trace": trace_table, "echo": echo_table}
+           "nop": nop_table, "trace": trace_table, "echo": echo_table, "send_zc": send_zc_table}
 out = Outputs("cost_model", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
 syscall = tables.load("syscall", syscall_table, reps=reps)
@@ -137,6 +138,27 @@ per_rep_point
 costmodel.enter_overhead(nop, syscall, node)
 
 # %% [markdown]
+# ## Zero-copy send against plain send
+# SEND_ZC sends from the user's pages instead of copying them, and pays for
+# pinning them and for a second completion. Both kinds of send, and SEND_ZC
+# from a registered buffer, run interleaved in one process; the ratio is
+# per repetition, then its median and 95 % interval. The kernel reports
+# each send it had to copy after all (loopback and veth deliver locally,
+# and a local receiver gets a copy).
+
+# %%
+send_zc = tables.load("send_zc", send_zc_table, reps=reps) if send_zc_table else None
+zc_summary = zerocopy.ratios(send_zc, node) if send_zc is not None else None
+if zc_summary is not None and len(zc_summary):
+    fig = plots.cost.send_zc_figure(zc_summary)
+    out.figure(fig, "send_zc_cost", data=models.measured(send_zc, node))
+    plt.show()
+    for variant in zerocopy.ZERO_COPY:
+        if variant in set(zc_summary["variant"]):
+            print(zerocopy.crossover(zc_summary, variant).sentence())
+zc_summary
+
+# %% [markdown]
 # ## Kernel-side view (bpftrace tracepoints)
 
 # %%
@@ -151,5 +173,7 @@ numbers.cost_model(out, node=node, syscall=syscall, sendrecv=sendrecv, overall=o
                    per_rep_point=per_rep_point, inputs=inputs, uring_batch_source=uring_batch_table,
                    kernel_view=kernel_view, overlay=overlay, w_pattern=costmodel.w_pattern(per_rep_inputs),
                    enter=costmodel.enter_overhead(nop, syscall, node), cost_per_rep=per_rep)
+if zc_summary is not None and len(zc_summary):
+    numbers.send_zc(out, zc_summary)
 out.finish()
 out.texts()

@@ -41,6 +41,9 @@ def test_help_documents_every_flag(native_build: Path) -> None:
     (["uring-batch", "--n", "0"], "--n: 0 is out of range"),
     (["uring-batch", "--max-not-inline", "1.5"], "--max-not-inline: '1.5' is not a fraction"),
     (["nop", "--presets", "sqpoll"], "no usable ring preset"),
+    (["send-zc", "--variants", "sendfile"], "--variants: unknown value 'sendfile'"),
+    (["send-zc", "--bytes", "65536", "--calls-per-batch", "32"], "exceeds the 1 MiB a batch may queue"),
+    (["send-zc", "--n", "4"], "--n does not apply to mode send-zc"),
     ([], "missing MODE"),
     (["syscall", "--cpu", "1000"], "--cpu 1000: cannot pin"),
     (["syscall", "--output", "/nonexistent/dir/x.csv"], "--output /nonexistent/dir/x.csv"),
@@ -134,3 +137,37 @@ def test_nop_times_a_bare_enter_for_n_zero(native_build: Path, tmp_path: Path) -
     assert res.returncode == 0, res.stderr
     frame = readers.read_raw_csv(out)
     assert sorted(set(frame["n"])) == [0, 4] and (frame["ns"] > 0).all()
+
+
+@pytest.mark.parametrize("build", ["", "san"])
+def test_send_zc_counts_the_sends_the_kernel_copied(native_build: Path, tmp_path: Path, build: str) -> None:
+    # Loopback delivers to a local socket, which must get a copy of data
+    # still in user pages: every zero-copy send reports it copied, and each
+    # one's notification arrived (none is left outstanding or lost).
+    out = tmp_path / "zc.csv"
+    res = run([str(native_build / build / "cost-probe"), "send-zc", "--batches", "4", "--warmup-batches", "1",
+               "--bytes", "512,16384", "--calls-per-batch", "3", "--output", str(out)])
+    assert res.returncode == 0, res.stderr
+    assert readers.raw_format(out) == "cost-probe send-zc v2"
+    frame = readers.read_raw_csv(out)
+    cells = frame.groupby(["variant", "bytes"]).size()
+    assert len(cells) == 6 and (cells == 5).all()
+    assert (frame["calls"] == 3).all() and (frame["ns"] > 0).all()
+    usage = readers.read_zc_usage(out)
+    assert sorted(zip(usage["variant"], usage["bytes"])) == [
+        ("send_zc", 512), ("send_zc", 16384), ("send_zc_fixed", 512), ("send_zc_fixed", 16384)]
+    assert (usage["zc_notifications"] == 4 * 3).all()     # measured batches x sends
+    assert (usage["zc_copied"] == usage["zc_notifications"]).all()
+
+
+def test_the_compatibility_header_matches_the_kernel_abi() -> None:
+    # Each constant the compatibility header supplies must be the kernel's
+    # own value (linux-libc-dev's UAPI header, newer than liburing 2.3's).
+    compat = (Path(__file__).resolve().parents[1] / "native" / "common" / "uring_compat.h").read_text()
+    ours = dict(re.findall(r"#define (IORING_\w+)\s+(\(.+?\))", compat))
+    assert ours, "the compatibility header defines nothing"
+    uapi = Path("/usr/include/linux/io_uring.h").read_text()
+    for name, value in ours.items():
+        found = re.search(rf"#define {name}\s+(\(.+?\))", uapi)
+        assert found, f"{name} is not in the kernel's UAPI header"
+        assert found.group(1).replace(" ", "") == value.replace(" ", ""), name

@@ -1,6 +1,7 @@
 """The numbers each notebook hands to the paper: one function per notebook,
 so that notebooks only load tables, call iolab and plot, and every number's
-derivation is tested code (tests/test_report_numbers.py).
+derivation is tested code (tests/test_notebooks.py records every number the
+reference data gives).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..analysis import claims, costmodel, echostats, latency, models, mpimodels, mpistats, setups
+from ..analysis import claims, costmodel, echostats, latency, models, mpimodels, mpistats, setups, zerocopy
 from ..analysis.stats import ESTIMATOR, Estimate, across_reps
 from ..analysis.verdicts import ERROR_TEXT, RULE_TEXT, ClaimVerdict, Finding, Outcome, claim_verdict
 from .outputs import Outputs
@@ -95,6 +96,24 @@ def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.D
 
 ECHO_METRICS = (("rps", "", 0), ("server_ns_per_request", "ns", 0), ("client_ns_per_request", "ns", 0),
                 ("p99_us", "µs", 1), ("sqes_per_enter", "", 2), ("resched_ipis_per_request", "", 3))
+
+
+def send_zc(out: Outputs, summary: pd.DataFrame) -> None:
+    """Zero-copy send against plain send (``summary``: zerocopy.ratios):
+    each variant's ratio at every size, where it starts to pay, and the
+    share of its sends the kernel copied."""
+    for row in summary.itertuples():
+        out.number(f"zc_ratio_{row.variant}_{row.bytes}", row.ratio, digits=2, estimate=row.estimate)
+        if math.isfinite(row.copied_share):
+            out.number(f"zc_copied_pct_{row.variant}_{row.bytes}", 100 * row.copied_share, unit="%")
+    for variant in sorted(set(summary["variant"])):
+        cross = zerocopy.crossover(summary, variant)
+        out.text(f"zc_crossover_{variant}", cross.sentence())
+        if cross.bytes is not None:
+            out.number(f"zc_crossover_bytes_{variant}", cross.bytes, unit="B")
+    shares = summary["copied_share"].dropna()
+    if len(shares):
+        out.number("zc_copied_pct_min", 100 * float(shares.min()), unit="%")
 
 
 def _echo_estimate(summary: pd.DataFrame, preset: str, c: int, size: int, metric: str) -> Estimate | None:

@@ -172,6 +172,16 @@ void echo_rounds(const char *prog, struct conn *c, size_t n, int rounds, char *b
 	}
 }
 
+void set_quickack(const char *prog, int fd)
+{
+	int one = 1;
+
+	if (setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one)) != 0) {
+		fprintf(stderr, "%s: setsockopt(TCP_QUICKACK): %s\n", prog, strerror(errno));
+		exit(1);
+	}
+}
+
 void wait_queued(const char *prog, int fd, size_t bytes)
 {
 	struct timespec start, now;

@@ -28,6 +28,10 @@ void drain_exact(const char *prog, int fd, size_t len);
  * ends in delayed-ACK ping-pong mode, the state of an echo connection. */
 void echo_rounds(const char *prog, struct conn *c, size_t n, int rounds, char *buf, size_t bytes);
 
+/* TCP_QUICKACK on `fd`: ACK every segment at once until the kernel leaves
+ * quick-ACK mode again; exits on error. */
+void set_quickack(const char *prog, int fd);
+
 /* Spin until `fd` has at least `bytes` queued for reading (SIOCINQ). */
 void wait_queued(const char *prog, int fd, size_t bytes);
 

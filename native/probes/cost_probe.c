@@ -33,6 +33,8 @@ static void usage(FILE *f)
 		"                connections; checks every SQE completed inline\n"
 		"  nop           io_uring's own cost: n NOP SQEs per io_uring_enter\n"
 		"                (n = 0: a bare io_uring_enter)\n"
+		"  send-zc       the sender's time per send by message size: io_uring SEND\n"
+		"                against SEND_ZC, which reports whether the kernel copied\n"
 		"\n"
 		"Options for every mode:\n"
 		"  --batches N          measured batches per configuration (default 200)\n"
@@ -78,6 +80,13 @@ static void usage(FILE *f)
 		"  --starve             queue no data before RECV (forces non-inline\n"
 		"                       completion; for testing the check)\n"
 		"\n"
+		"send-zc:\n"
+		"  --variants LIST      subset of send,send_zc,send_zc_fixed (default all)\n"
+		"  --bytes LIST         message sizes (default 1024,4096,16384,65536)\n"
+		"  --calls-per-batch K  sends per batch on one connection (default 8)\n"
+		"  After the samples, one '# zc_usage:' line per zero-copy cell counts its\n"
+		"  notifications and those that report the kernel copied the data.\n"
+		"\n"
 		"Output columns:\n"
 		"  mode,variant,transport,pattern,ack,bytes,n,connections,seq,batch,warmup,\n"
 		"  calls,ns,cpu,emptied,not_inline\n"
@@ -113,6 +122,7 @@ static const struct mode modes[] = {
 	{ "uring-batch", mode_uring_batch,
 	  F_COMMON | F_PRESETS | F_N | F_OPS | F_BYTES | F_MAX_NOT_INLINE | F_STARVE },
 	{ "nop", mode_nop, F_COMMON | F_PRESETS | F_N },
+	{ "send-zc", mode_send_zc, F_COMMON | F_VARIANTS | F_BYTES | F_CALLS },
 };
 
 static const struct option longopts[] = {
@@ -168,7 +178,7 @@ int main(int argc, char **argv)
 		.transports = "tcp,unix", .patterns = "single,roundrobin", .ops = "send,recv",
 		.presets = "default", .ack_modes = "pingpong,quickack", .connections = 64, .max_not_inline = 0.01, .starve = 0,
 	};
-	const char *bytes_text = NULL, *n_text = NULL, *output = NULL;
+	const char *bytes_text = NULL, *n_text = NULL, *output = NULL, *variants = NULL;
 	const struct mode *mode = NULL;
 	struct raw_out out;
 	int opt, rc;
@@ -178,14 +188,14 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc < 2 || argv[1][0] == '-') {
-		fprintf(stderr, PROG ": missing MODE (one of: syscall, sendrecv, uring-batch, nop); see --help\n");
+		fprintf(stderr, PROG ": missing MODE (one of: syscall, sendrecv, uring-batch, nop, send-zc); see --help\n");
 		return 2;
 	}
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
 		if (strcmp(argv[1], modes[i].name) == 0)
 			mode = &modes[i];
 	if (!mode) {
-		fprintf(stderr, PROG ": unknown mode '%s' (known: syscall, sendrecv, uring-batch, nop); see --help\n",
+		fprintf(stderr, PROG ": unknown mode '%s' (known: syscall, sendrecv, uring-batch, nop, send-zc); see --help\n",
 			argv[1]);
 		return 2;
 	}
@@ -210,7 +220,7 @@ int main(int argc, char **argv)
 		case F_SEED: o.seed = parse_int_flag(PROG, "--seed", optarg, 0, INT64_MAX); break;
 		case F_CPU: o.cpu = (int)parse_int_flag(PROG, "--cpu", optarg, 0, CPU_SETSIZE - 1); break;
 		case F_OUTPUT: output = optarg; break;
-		case F_VARIANTS: o.variants = optarg; break;
+		case F_VARIANTS: variants = optarg; break;
 		case F_BATCH_US: o.batch_us = parse_int_flag(PROG, "--batch-us", optarg, 1, 60000000); break;
 		case F_CALLS: o.calls_per_batch = parse_int_flag(PROG, "--calls-per-batch", optarg, 1, 1000000000); break;
 		case F_TRANSPORTS: o.transports = optarg; break;
@@ -226,8 +236,13 @@ int main(int argc, char **argv)
 		}
 	}
 	reject_extra_args(PROG, optind, argc, argv);
+	if (mode->run == mode_send_zc)
+		o.variants = "send,send_zc,send_zc_fixed";
+	if (variants)
+		o.variants = variants;
 	o.bytes = parse_int_list(PROG, "--bytes", bytes_text ? bytes_text :
-				 (mode->run == mode_sendrecv ? "16,128,512,1024" : "16"), 1, 1 << 20);
+				 mode->run == mode_sendrecv ? "16,128,512,1024" :
+				 mode->run == mode_send_zc ? "1024,4096,16384,65536" : "16", 1, 1 << 20);
 	o.n = parse_int_list(PROG, "--n", n_text ? n_text : "1,2,4,8,16,32,64,128,256",
 			     mode->run == mode_nop ? 0 : 1, 4096);
 	if (o.cpu >= 0)

@@ -2,6 +2,7 @@
 #include "probe.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../common/timing.h"
@@ -30,6 +31,21 @@ void shuffle_size(size_t *a, size_t n, uint64_t seed)
 		a[i - 1] = a[j];
 		a[j] = t;
 	}
+}
+
+long long max_queued_bytes(const struct int_list *bytes, long long calls)
+{
+	long long maxbytes = 1;
+
+	for (size_t i = 0; i < bytes->n; i++)
+		if (bytes->v[i] > maxbytes)
+			maxbytes = bytes->v[i];
+	if (calls * maxbytes > (1 << 20)) {
+		fprintf(stderr, PROG ": --calls-per-batch %lld x %lld bytes exceeds the 1 MiB a batch may queue; lower one of them\n",
+			calls, maxbytes);
+		exit(2);
+	}
+	return maxbytes;
 }
 
 int write_header(struct raw_out *out, const char *mode, const struct probe_opts *o, double timer_ns)

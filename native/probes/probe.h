@@ -14,7 +14,7 @@
 struct probe_opts {
 	long long batches, warmup_batches, seed;
 	int cpu;                          /* -1: not pinned */
-	/* syscall */
+	/* syscall, send-zc */
 	long long batch_us, calls_per_batch;
 	const char *variants;
 	/* sendrecv, uring-batch */
@@ -52,11 +52,17 @@ int write_header(struct raw_out *out, const char *mode, const struct probe_opts 
 int run_cells(struct raw_out *out, const char *mode, const struct probe_opts *o, struct cell *cells,
 	      size_t ncells, batch_fn fn);
 
+/* The largest of --bytes, after checking that `calls` messages of that size
+ * fit the 1 MiB a batch may leave queued on one connection (the socket
+ * buffers are 4 MiB); exits 2 with a one-line reason if not. */
+long long max_queued_bytes(const struct int_list *bytes, long long calls);
+
 void shuffle_size(size_t *a, size_t n, uint64_t seed);
 
 int mode_syscall(const struct probe_opts *o, struct raw_out *out);
 int mode_sendrecv(const struct probe_opts *o, struct raw_out *out);
 int mode_uring_batch(const struct probe_opts *o, struct raw_out *out);
 int mode_nop(const struct probe_opts *o, struct raw_out *out);
+int mode_send_zc(const struct probe_opts *o, struct raw_out *out);
 
 #endif

@@ -57,24 +57,14 @@ static void fail_io(const char *what, ssize_t got, long long want)
 	exit(1);
 }
 
-static void set_quickack(int fd)
-{
-	int one = 1;
-
-	if (setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one)) != 0) {
-		fprintf(stderr, PROG ": setsockopt(TCP_QUICKACK): %s\n", strerror(errno));
-		exit(1);
-	}
-}
-
 static void prepare_ack_regime(struct sr_ctx *x, long long used, size_t m)
 {
 	for (long long i = 0; i < used; i++) {
 		if (x->ack == ACK_PINGPONG) {
 			echo_rounds(PROG, &x->conns[i], 1, 1, x->buf, m);
 		} else if (x->ack == ACK_QUICKACK) {
-			set_quickack(x->conns[i].a);
-			set_quickack(x->conns[i].b);
+			set_quickack(PROG, x->conns[i].a);
+			set_quickack(PROG, x->conns[i].b);
 		}
 	}
 }
@@ -148,15 +138,7 @@ int mode_sendrecv(const struct probe_opts *o, struct raw_out *out)
 		perror("calloc");
 		return 1;
 	}
-	for (size_t i = 0; i < o->bytes.n; i++)
-		if (o->bytes.v[i] > maxbytes)
-			maxbytes = o->bytes.v[i];
-	/* Queued messages must fit the socket buffers (4 MiB requested). */
-	if (calls_single * maxbytes > (1 << 20)) {
-		fprintf(stderr, PROG ": --calls-per-batch %lld x %lld bytes exceeds the 1 MiB a batch may queue; lower one of them\n",
-			calls_single, maxbytes);
-		return 2;
-	}
+	maxbytes = max_queued_bytes(&o->bytes, calls_single);
 	buf = malloc((size_t)maxbytes);
 	if (!buf) {
 		perror("malloc");

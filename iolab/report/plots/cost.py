@@ -184,3 +184,37 @@ def per_request_figure(inputs: costmodel.CostInputs, summary: pd.DataFrame,
     legend_below(fig, ncol=2)
     fig.tight_layout()
     return fig
+
+
+def send_zc_figure(summary: pd.DataFrame) -> Figure:
+    """Left: ns per byte sent against message size, plain send and each
+    zero-copy variant (medians over repetitions). Right: each zero-copy
+    variant's time per send over plain send's at the same size (median and
+    95 % interval across repetitions), with the share of its sends the
+    kernel reported as copied (along the bottom)."""
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.9))
+    plain = summary.drop_duplicates("bytes").sort_values("bytes")
+    ax.plot(plain["bytes"], plain["send_ns_per_byte"], marker="o", ms=2.5, lw=1.3, color=PALETTE[6],
+            label="send")
+    for i, (variant, g) in enumerate(summary.groupby("variant", sort=True)):
+        g = g.sort_values("bytes")
+        c = color(i)
+        ax.plot(g["bytes"], g["zc_ns_per_byte"], marker="s", ms=2.5, lw=1.1, color=c, label=variant)
+        ax2.errorbar(g["bytes"] * (1.04 if i else 0.96), g["ratio"],
+                     yerr=interval_bars(g["low"], g["ratio"], g["high"]), marker="s", ms=3, lw=1.1, color=c,
+                     capsize=1.5, label=variant)
+        # The copied share, along the bottom edge: one row per variant.
+        for size, share in zip(g["bytes"], g["copied_share"], strict=True):
+            if np.isfinite(share):
+                ax2.annotate(f"{share:.0%}", (size, 0.03 + 0.07 * i), xycoords=("data", "axes fraction"),
+                             ha="center", color=c, alpha=0.8)
+    ax2.axhline(1.0, color="black", lw=0.8, ls=":")
+    low, high = ax2.get_ylim()
+    ax2.set_ylim(low - 0.2 * (high - low), high)
+    size_axes(ax, "message size (bytes)", "sender's ns per byte")
+    size_axes(ax2, "message size (bytes)", "zero-copy / plain send (% copied)", ylog=False)
+    ax.set_ylabel("ns per byte")
+    ax2.set_ylabel("time per send, ratio")
+    legend_below(fig, ncol=3)
+    fig.tight_layout()
+    return fig
