@@ -149,13 +149,11 @@ costmodel.enter_overhead(nop, syscall, node)
 # %%
 send_zc = tables.load("send_zc", send_zc_table, reps=reps) if send_zc_table else None
 zc_summary = zerocopy.ratios(send_zc, node) if send_zc is not None else None
-if zc_summary is not None and len(zc_summary):
+if zc_summary is not None:
     fig = plots.cost.send_zc_figure(zc_summary)
     out.figure(fig, "send_zc_cost", data=models.measured(send_zc, node))
     plt.show()
-    for variant in zerocopy.ZERO_COPY:
-        if variant in set(zc_summary["variant"]):
-            print(zerocopy.crossover(zc_summary, variant).sentence())
+    print(zerocopy.crossover_text(zc_summary))
 zc_summary
 
 # %% [markdown]
@@ -173,7 +171,7 @@ numbers.cost_model(out, node=node, syscall=syscall, sendrecv=sendrecv, overall=o
                    per_rep_point=per_rep_point, inputs=inputs, uring_batch_source=uring_batch_table,
                    kernel_view=kernel_view, overlay=overlay, w_pattern=costmodel.w_pattern(per_rep_inputs),
                    enter=costmodel.enter_overhead(nop, syscall, node), cost_per_rep=per_rep)
-if zc_summary is not None and len(zc_summary):
+if zc_summary is not None:
     numbers.send_zc(out, zc_summary)
 out.finish()
 out.texts()

@@ -57,3 +57,26 @@ def test_the_reference_data_copies_every_zero_copy_send_on_loopback() -> None:
     for row in rows.itertuples():
         assert row.send_ns_per_byte == pytest.approx(plain[row.bytes] / row.bytes)
         assert row.low <= row.ratio <= row.high
+
+
+def test_plain_send_alone_gives_an_empty_summary_that_still_draws_and_reports(tmp_path) -> None:
+    from iolab.report import numbers, plots
+    from iolab.report.outputs import Outputs
+
+    table = tables.load("send_zc", tables.REFERENCE)
+    rows = zerocopy.ratios(table[table["variant"] == zerocopy.PLAIN], "local")
+    assert rows.empty and list(rows.columns) == zerocopy.RATIO_COLUMNS
+    assert zerocopy.crossover_text(rows) == "no zero-copy variant was measured beside plain send"
+    plots.cost.send_zc_figure(rows)
+    out = Outputs("cost_model", str(tmp_path / "fig"), str(tmp_path / "numbers.json"), str(tmp_path / "m.json"),
+                  tables={})
+    numbers.send_zc(out, rows)
+    assert not [k for k in out.texts() if k.startswith("zc_")]
+
+
+def test_an_unbounded_interval_reads_as_none_in_the_sentence() -> None:
+    # Fewer than 6 repetitions give no distribution-free interval: the
+    # paper's text must not print "inf".
+    rows = summary({4096: (-math.inf, 1.1, math.inf)})
+    sentence = zerocopy.crossover(rows, "send_zc").sentence()
+    assert "inf" not in sentence and "no interval from 6 repetitions" in sentence

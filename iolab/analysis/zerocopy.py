@@ -23,6 +23,8 @@ from .stats import Estimate, across_reps
 
 ZERO_COPY = ("send_zc", "send_zc_fixed")
 PLAIN = "send"
+RATIO_COLUMNS = ["variant", "bytes", "ratio", "low", "high", "reps", "estimate", "zc_ns_per_byte",
+                 "send_ns_per_byte", "copied_share"]
 
 
 def per_rep_medians(table: pd.DataFrame, node: str) -> pd.DataFrame:
@@ -59,7 +61,7 @@ def ratios(table: pd.DataFrame, node: str) -> pd.DataFrame:
                          "send_ns_per_byte": float(pair[PLAIN].median()) / size,
                          "copied_share": (float(sent["zc_copied"]) / float(sent["zc_notifications"])
                                           if sent is not None and sent["zc_notifications"] > 0 else math.nan)})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=RATIO_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ class Crossover:
 
     def sentence(self) -> str:
         r = self.ratio
-        at = f"{r.value:.2f} [{r.low:.2f}, {r.high:.2f}]"
+        at = (f"{r.value:.2f} [{r.low:.2f}, {r.high:.2f}]" if math.isfinite(r.low) and math.isfinite(r.high)
+              else f"{r.value:.2f}, no interval from {r.n} repetitions")
         if self.bytes is None:
             return (f"{self.variant} costs less than plain send at no size measured, up to "
                     f"{self.largest_measured} B (ratio there {at})")
@@ -95,3 +98,11 @@ def crossover(summary: pd.DataFrame, variant: str) -> Crossover:
     at = rows.iloc[start if start is not None else len(rows) - 1]
     return Crossover(variant, int(at["bytes"]) if start is not None else None, int(rows["bytes"].max()),
                      at["estimate"])
+
+
+def crossover_text(summary: pd.DataFrame) -> str:
+    """One line per zero-copy variant measured: where it starts to pay."""
+    measured = sorted(set(summary["variant"])) if len(summary) else []
+    if not measured:
+        return "no zero-copy variant was measured beside plain send"
+    return "\n".join(crossover(summary, variant).sentence() for variant in measured)
