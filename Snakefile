@@ -3,6 +3,7 @@
 #   data/raw/<node>/<experiment>/ (probes.smk) -> [adaptive precision: more
 #   rounds of what decides undecided verdicts (precision.smk)] -> tidy tables (tables.smk)
 #   -> notebooks: fits and figures (notebooks.smk) -> paper (paper.smk)
+#   -> on request, the run's archive (archive.smk: `snakemake archive`)
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -19,6 +20,7 @@ include: "rules/precision.smk"
 include: "rules/tables.smk"
 include: "rules/notebooks.smk"
 include: "rules/paper.smk"
+include: "rules/archive.smk"
 
 
 localrules: all

@@ -9,6 +9,7 @@ compile the Typst source to PDF.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -39,6 +40,15 @@ def merge_numbers(fragments: list[Path]) -> dict[str, Any]:
     return merged
 
 
+def figure_id(name: str, raw: list[dict[str, Any]]) -> str:
+    """A figure's short identity: its name and the raw files it rests on
+    (repository paths, which are also their entities in a run's crate, and
+    their SHA-256), digested. The paper's appendix prints it; `python -m
+    iolab.report.crate figure-ids CRATE.zip` recomputes it from a crate."""
+    lines = [name, *sorted(f"{r['raw']} {r['sha256']}" for r in raw)]
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+
+
 def merge_manifest(fragments: list[Path]) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     for f in sorted(fragments):
@@ -54,6 +64,7 @@ def merge_manifest(fragments: list[Path]) -> dict[str, Any]:
                 "raw": frag["raw"],
                 "git": frag["git"],
                 "executed": frag["executed"],
+                "id": figure_id(name, frag["raw"]),
             }
     return {"format": "iolab-figures/1", "figures": figures}
 

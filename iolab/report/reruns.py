@@ -54,7 +54,7 @@ class Calibration:
         return self.inside / self.checked if self.checked else float("nan")
 
 
-def _intervals(numbers: Numbers, interval: str) -> dict[str, tuple[float | None, list | None]]:
+def intervals(numbers: Numbers, interval: str) -> dict[str, tuple[float | None, list | None]]:
     """key -> (value, [low, high]) for every number, and for every claim
     part's estimate (keyed ``claim: part``)."""
     out: dict[str, tuple[float | None, list | None]] = {}
@@ -73,7 +73,7 @@ def calibration(first: Numbers, later: Numbers, interval: str = "pi95") -> Calib
     """How many of ``first``'s values with a bounded ``interval`` hold
     ``later``'s value for the same key."""
     checked, inside, misses = 0, 0, []
-    ours, theirs = _intervals(first, interval), _intervals(later, interval)
+    ours, theirs = intervals(first, interval), intervals(later, interval)
     for key, (_, bounds) in sorted(ours.items()):
         value = theirs.get(key, (None, None))[0]
         if not bounds or None in bounds or value is None:

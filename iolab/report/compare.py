@@ -1,0 +1,175 @@
+"""Does it hold on another CPU or kernel? Compare runs archived as crates
+(./repro archive), side by side.
+
+    python -m iolab.report.compare A.crate.zip B.crate.zip [...] [--figures DIR]
+
+Prints, as Markdown: the machines (node, CPU, kernel, liburing and MPI
+versions, mitigations); every claim part's verdict in each crate, with flips
+(iolab.report.reruns); and every number with its 95 % interval in each crate,
+marked "differs" where two crates' intervals do not overlap, the only
+differences the intervals support. With --figures, one figure per question:
+the cost-model terms, the echo servers' CPU per request, MPI latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import reruns
+from .crate import CrateError
+
+# One figure per question: the numbers (by key) that answer it.
+QUESTIONS = {
+    "cost_model_terms": ("The cost model's terms (ns)",
+                         re.compile(r"^(s_getppid|w_send|w_recv|t1_send|t1_recv|a_send|b_send|a_recv|b_recv)_ns$")),
+    "echo_cpu_per_request": ("Echo servers: server CPU per request (ns), 50 connections",
+                             re.compile(r"^echo_.+_c50_server_ns_per_request$")),
+    "mpi_latency": ("MPI ping-pong latency (µs)", re.compile(r"^mpi_.+_latency_us$")),
+}
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    numbers: dict[str, Any]
+    environment: dict[str, Any]
+
+
+def load(crate_zip: Path) -> Run:
+    """A crate's numbers and environment."""
+    try:
+        with zipfile.ZipFile(crate_zip) as z:
+            numbers = json.loads(z.read("paper/generated/numbers.json"))
+            environment = json.loads(z.read("archive/environment.json"))
+            root = next(e for e in json.loads(z.read("ro-crate-metadata.json"))["@graph"] if e["@id"] == "./")
+    except (OSError, KeyError, StopIteration, zipfile.BadZipFile, json.JSONDecodeError) as e:
+        raise CrateError(f"{crate_zip}: not an iolab run crate ({e}); make one with ./repro archive") from e
+    return Run(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(root.get('version', ''))[:7]})", numbers,
+               environment)
+
+
+def machines(runs: Sequence[Run]) -> list[str]:
+    lines = ["## Machines", "", "| crate | node | CPU | kernel | liburing | MPI | mitigations |",
+             "|---|---|---|---|---|---|---|"]
+    for run in runs:
+        for node, facts in sorted(run.environment.get("nodes", {}).items()):
+            tool = facts.get("toolchain") or {}
+            lines.append(f"| {run.name} | {node} | {facts.get('cpu_model')} ×{facts.get('cpus')} | "
+                         f"{facts.get('kernel')} | {tool.get('liburing')} | {tool.get('mpi')} | "
+                         f"{facts.get('mitigations')} |")
+    return lines
+
+
+def disjoint(a: list[float] | None, b: list[float] | None) -> bool:
+    """Whether two 95 % intervals do not overlap (both bounded)."""
+    if not a or not b or None in a or None in b or not all(map(math.isfinite, [*a, *b])):
+        return False
+    return a[1] < b[0] or b[1] < a[0]
+
+
+def quantities(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """Every number with a value in each crate: key, per crate (value,
+    interval), and whether some pair of intervals is disjoint."""
+    tables = [reruns.intervals(r.numbers, "ci95") for r in runs]
+    rows = []
+    for key in sorted(set.intersection(*(set(t) for t in tables))):
+        cells = [t[key] for t in tables]
+        differs = any(disjoint(cells[i][1], cells[j][1]) for i in range(len(cells)) for j in range(i + 1, len(cells)))
+        rows.append({"key": key, "cells": cells, "differs": differs})
+    return rows
+
+
+def _cell(value: float | None, bounds: list | None) -> str:
+    if value is None:
+        return ""
+    if bounds and None not in bounds and all(map(math.isfinite, bounds)):
+        return f"{value:.4g} [{bounds[0]:.4g}, {bounds[1]:.4g}]"
+    return f"{value:.4g}"
+
+
+def report(runs: Sequence[Run]) -> str:
+    names = [r.name for r in runs]
+    lines = machines(runs) + [""]
+    lines += reruns.report([r.numbers for r in runs], names).split("\n## Calibration")[0].splitlines()
+    rows = quantities(runs)
+    supported = [r for r in rows if r["differs"]]
+    lines += ["## Numbers", "",
+              f"{len(rows)} numbers in every crate; {len(supported)} differ with disjoint 95 % intervals "
+              "(marked).", "", "| number | " + " | ".join(names) + " | |", "|---|" + "---|" * (len(names) + 1)]
+    for r in rows:
+        lines.append(f"| {r['key']} | " + " | ".join(_cell(*c) for c in r["cells"]) +
+                     f" | {'**differs**' if r['differs'] else ''} |")
+    return "\n".join(lines) + "\n"
+
+
+def figures(runs: Sequence[Run], out: Path) -> list[Path]:
+    """One figure per question: each number's value and interval per crate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .plots.style import PALETTE, TEXT_WIDTH_IN, apply, interval_bars
+
+    apply()
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    rows = quantities(runs)
+    for name, (title, pattern) in QUESTIONS.items():
+        mine = [r for r in rows if pattern.match(r["key"])]
+        if not mine:
+            continue
+        fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 0.8 + 0.28 * len(mine) * len(runs)))
+        for i, run in enumerate(runs):
+            ys = [k * (len(runs) + 1) + i for k in range(len(mine))]
+            values = [r["cells"][i][0] for r in mine]
+            bounds = [r["cells"][i][1] or [math.nan, math.nan] for r in mine]
+            err = interval_bars([b[0] if b[0] is not None else math.nan for b in bounds], values,
+                                [b[1] if b[1] is not None else math.nan for b in bounds])
+            ax.errorbar(values, ys, xerr=err, fmt="o", ms=3, capsize=2, color=PALETTE[i % len(PALETTE)],
+                        label=run.name)
+        ax.set_yticks([k * (len(runs) + 1) + (len(runs) - 1) / 2 for k in range(len(mine))],
+                      [r["key"] + (" *" if r["differs"] else "") for r in mine])
+        ax.invert_yaxis()
+        ax.set_title(f"{title}; * intervals disjoint")
+        ax.legend(loc="best")
+        fig.tight_layout()
+        path = out / f"compare_{name}.svg"
+        fig.savefig(path)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m iolab.report.compare", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("crates", nargs="+", type=Path, help="crates written by ./repro archive")
+    ap.add_argument("--figures", type=Path, help="also draw one figure per question into this directory")
+    args = ap.parse_args(argv)
+    if len(args.crates) < 2:
+        print("compare: give at least two crates", file=sys.stderr)
+        return 2
+    try:
+        runs = [load(c) for c in args.crates]
+    except CrateError as e:
+        print(f"compare: {e}", file=sys.stderr)
+        return 1
+    print(report(runs))
+    if args.figures:
+        for path in figures(runs, args.figures):
+            print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+# The run's archive: `snakemake archive` (or ./repro archive) packs the
+# finished run into archive/iolab-<commit>-<date>.crate.zip, a Provenance Run
+# Crate (iolab/report/crate.py). Never part of `all`: a run is archived on
+# purpose, once it is worth citing.
+
+localrules: archive
+
+rule archive:
+    input:
+        "paper/paper.pdf",
+        "paper/figures/manifest.json",
+        "results/nodes.json",
+    params:
+        profile=RUN.profile,
+    log:
+        "results/logs/archive.log",
+    shell:
+        "python -m iolab.report.crate build --profile {params.profile:q} 2>&1 | tee {log}"

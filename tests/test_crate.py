@@ -1,0 +1,217 @@
+"""The run archive: a Provenance Run Crate of a real smoke run that the
+RO-Crate validator accepts, whose checksums catch an edited raw file, and
+from which a fresh copy of the workflow rebuilds the paper without
+measuring, number for number.
+
+The validator resolves the RO-Crate 1.1 JSON-LD context over HTTP; these
+machines have no network, so its HTTP cache is seeded with the context's
+published text (tests/data/ro-crate-1.1-context.jsonld: ResearchObject/ro-crate,
+docs/_specification/1.1/context.jsonld at 4b4f939, CC0) and the validator
+runs with --offline.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, copy_workflow, tool_env
+
+CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"
+
+
+def crate_cli(wd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "iolab.report.crate", *args], cwd=wd, env=tool_env(),
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def smoke_crate(smoke_run: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    wd, _ = smoke_run
+    out = tmp_path_factory.mktemp("crate")
+    res = crate_cli(wd, "build", "--out", str(out), "--profile", "smoke")
+    assert res.returncode == 0, res.stderr
+    (crate,) = out.glob("iolab-*.crate.zip")
+    assert res.stdout.startswith(f"wrote {crate}") or str(crate.name) in res.stdout
+    return crate
+
+
+def seed_validator_cache(cache_home: Path) -> None:
+    """The validator's persistent HTTP cache, holding the 1.1 context."""
+    import requests
+    import urllib3
+    from requests_cache import CachedSession
+
+    body = (REPO / "tests" / "data" / "ro-crate-1.1-context.jsonld").read_bytes()
+    assert json.loads(body)["@id"] == CONTEXT_URL
+    path = cache_home / "rocrate-validator" / "http_cache"
+    path.parent.mkdir(parents=True)
+    session = CachedSession(cache_name=str(path), backend="sqlite", expire_after=-1)
+    response = requests.Response()
+    response.status_code, response._content, response.url, response.encoding = 200, body, CONTEXT_URL, "utf-8"
+    response.headers["Content-Type"] = "application/ld+json"
+    response.request = requests.Request("GET", CONTEXT_URL).prepare()
+    response.raw = urllib3.HTTPResponse(body=io.BytesIO(body), headers=dict(response.headers), status=200,
+                                        preload_content=False, request_url=CONTEXT_URL)
+    session.cache.save_response(response)
+
+
+def test_the_crate_is_a_valid_provenance_run_crate(smoke_crate: Path, tmp_path: Path) -> None:
+    unpacked = tmp_path / "crate"
+    with zipfile.ZipFile(smoke_crate) as z:
+        z.extractall(unpacked)
+    seed_validator_cache(tmp_path / "cache")
+    report = tmp_path / "report.json"
+    res = subprocess.run([str(Path(sys.executable).parent / "rocrate-validator"), "-y", "validate", "--offline",
+                          "-p", "provenance-run-crate-0.5", "-f", "json", "-o", str(report), str(unpacked)],
+                         env={**tool_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}, capture_output=True,
+                         text=True, timeout=600)
+    result = json.loads(report.read_text())
+    assert [i["message"] for i in result["issues"]] == [], res.stdout[-2000:]
+    assert result["passed"] is True
+    # The validator checked every profile the crate claims, through the inheritance chain.
+    assert {"ro-crate-1.1", "workflow-ro-crate-1.0", "workflow-run-crate-0.5", "provenance-run-crate-0.5"} \
+        <= set(result["statistics"]["profiles"])
+    assert result["statistics"]["total_passed_checks"] == result["statistics"]["total_checks"] > 50
+
+
+def test_the_crate_holds_every_raw_file_with_its_checksum_and_the_run_as_actions(smoke_crate: Path,
+                                                                                   smoke_run: tuple[Path, object]) -> None:
+    wd, _ = smoke_run
+    with zipfile.ZipFile(smoke_crate) as z:
+        graph = {e["@id"]: e for e in json.loads(z.read("ro-crate-metadata.json"))["@graph"]}
+        sources = [json.loads(p.read_text()) for p in (wd / "results" / "tables").glob("*.sources.json")]
+        raw = [entry for s in sources for entry in s["raw"]]
+        assert raw
+        for entry in raw:
+            assert graph[entry["raw"]]["sha256"] == entry["sha256"]
+            assert entry["provenance"] in z.namelist()
+        verdicts = json.loads(z.read("archive/verdicts.json"))
+        environment = json.loads(z.read("archive/environment.json"))
+    assert verdicts and {"claim", "part", "estimate", "rule", "margin", "outcome"} <= set(verdicts[0])
+    assert environment["nodes"]["local"]["kernel"] and environment["apt"]["liburing-dev"]
+    measured = [e for e in graph.values() if e.get("@type") == "CreateAction" and e["name"].startswith("measure_")]
+    assert len(measured) == len(raw)
+    assert all(e["startTime"] <= e["endTime"] for e in measured)
+    organize = next(e for e in graph.values() if e.get("@type") == "OrganizeAction")
+    assert len(organize["object"]) == sum(1 for e in graph.values() if e.get("@type") == "ControlAction")
+    assert graph["./"]["mainEntity"] == {"@id": "Snakefile"}
+
+
+def test_verify_names_a_raw_file_whose_bytes_changed(smoke_crate: Path, tmp_path: Path) -> None:
+    assert crate_cli(REPO, "verify", str(smoke_crate)).returncode == 0
+    tampered = tmp_path / "tampered.crate.zip"
+    with zipfile.ZipFile(smoke_crate) as src, zipfile.ZipFile(tampered, "w") as dst:
+        victim = next(n for n in src.namelist() if n.startswith("data/raw/") and n.endswith("rep1.csv"))
+        for item in src.infolist():
+            data = src.read(item.filename)
+            dst.writestr(item, data.replace(b",", b";", 1) if item.filename == victim else data)
+    res = crate_cli(REPO, "verify", str(tampered))
+    assert res.returncode == 1
+    assert f"{victim}: SHA-256" in res.stderr and "1 file(s) do not match" in res.stderr
+
+
+def test_a_checkout_that_measured_nothing_gets_one_line(workflow: Path, tmp_path: Path) -> None:
+    res = crate_cli(workflow, "build", "--out", str(tmp_path))
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines() == [
+        f"crate: nothing measured yet under {workflow}: run `./repro all` (or `snakemake --cores all`) first, "
+        "then archive"]
+    assert not list(tmp_path.glob("*.zip"))
+
+
+def test_a_fresh_copy_rebuilds_the_paper_from_the_crate_number_for_number(smoke_crate: Path, tmp_path: Path) -> None:
+    fresh = copy_workflow(tmp_path / "fresh")
+    res = subprocess.run([sys.executable, "-m", "iolab.report.reanalyse", str(smoke_crate)], cwd=fresh,
+                         env=tool_env(), capture_output=True, text=True, timeout=1200)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "numbers, identical to the crate's" in res.stdout
+    assert (fresh / "paper" / "paper.pdf").stat().st_size > 10_000
+    with zipfile.ZipFile(smoke_crate) as z:
+        assert json.loads(z.read("paper/generated/numbers.json")) == \
+            json.loads((fresh / "paper" / "generated" / "numbers.json").read_text())
+    # Nothing was measured: the only raw files are the crate's.
+    assert not list((fresh / "native").glob("build/cost-probe"))
+    # A second run in the same checkout would mix two runs: refused, nothing lost.
+    again = subprocess.run([sys.executable, "-m", "iolab.report.reanalyse", str(smoke_crate)], cwd=fresh,
+                           env=tool_env(), capture_output=True, text=True, timeout=600)
+    assert again.returncode == 1 and "re-analyse in a fresh clone" in again.stderr
+
+
+def test_zenodo_metadata_is_derived_from_the_citation_file() -> None:
+    res = crate_cli(REPO, "zenodo", "--check")
+    assert res.returncode == 0, res.stderr
+    cff = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    zenodo = json.loads((REPO / ".zenodo.json").read_text())
+    assert zenodo["title"] == cff["title"] and zenodo["license"] == cff["license"].lower()
+    assert [c["name"] for c in zenodo["creators"]] == [a["name"] for a in cff["authors"]]
+
+
+def test_each_figure_identity_in_the_paper_is_recomputed_from_the_crate(smoke_crate: Path,
+                                                                         smoke_run: tuple[Path, object]) -> None:
+    wd, _ = smoke_run
+    res = crate_cli(REPO, "figure-ids", str(smoke_crate))
+    assert res.returncode == 0, res.stdout + res.stderr
+    manifest = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())
+    lines = res.stdout.strip().splitlines()
+    assert len(lines) == len(manifest["figures"]) and all(line.endswith("matches the paper") for line in lines)
+    text = subprocess.run(["pdftotext", str(wd / "paper" / "paper.pdf"), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    for name, fig in manifest["figures"].items():
+        assert f"identity {fig['id']}" in text, name
+
+
+def test_compare_marks_only_differences_the_intervals_support() -> None:
+    from iolab.report import compare
+
+    def run(name: str, value: float, low: float, high: float) -> compare.Run:
+        return compare.Run(name, {"w_send_ns": {"value": value, "ci95": [low, high]},
+                                  "s_getppid_ns": {"value": 100.0, "ci95": [90.0, 110.0]}}, {"nodes": {}})
+
+    rows = {r["key"]: r for r in compare.quantities([run("a", 3000, 2900, 3100), run("b", 3300, 3150, 3400)])}
+    assert rows["w_send_ns"]["differs"] and not rows["s_getppid_ns"]["differs"]
+    # Overlapping intervals, or one without bounds, support no difference.
+    assert not compare.disjoint([1.0, 2.0], [2.0, 3.0]) and not compare.disjoint([1.0, 2.0], None)
+    assert not compare.disjoint([1.0, float("inf")], [5.0, 6.0])
+
+
+def test_compare_two_real_crates_side_by_side(smoke_crate: Path, tmp_path: Path) -> None:
+    # The same run archived twice compares equal in every number; the
+    # machines table names the node's CPU and kernel.
+    copy = tmp_path / "again.crate.zip"
+    copy.write_bytes(smoke_crate.read_bytes())
+    res = subprocess.run([sys.executable, "-m", "iolab.report.compare", str(smoke_crate), str(copy), "--figures",
+                          str(tmp_path / "fig")], cwd=REPO, env=tool_env(), capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert "## Machines" in res.stdout and "| local |" in res.stdout
+    assert re.search(r"\n(\d+) numbers in every crate; 0 differ", res.stdout)
+    assert "Flips (reproduced in one run, not reproduced in another): 0" in res.stdout
+    assert (tmp_path / "fig" / "compare_cost_model_terms.svg").exists()
+    bad = subprocess.run([sys.executable, "-m", "iolab.report.compare", str(smoke_crate), str(REPO / "README.md")],
+                         cwd=REPO, env=tool_env(), capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 1 and "not an iolab run crate" in bad.stderr
+
+
+@pytest.mark.full
+def test_the_shipped_reference_run_becomes_a_run_that_archives_and_compares(tmp_path: Path) -> None:
+    fresh = copy_workflow(tmp_path / "fresh")
+    res = subprocess.run([sys.executable, "-m", "iolab.report.reanalyse", "--raw-root", "data/reference"],
+                         cwd=fresh, env=tool_env(), capture_output=True, text=True, timeout=1200)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "numbers, built from raw files alone" in res.stdout
+    # Its numbers are the ones the notebooks give by hand on the same data.
+    record = json.loads((REPO / "tests" / "data" / "reference_numbers.json").read_text())
+    numbers = json.loads((fresh / "paper" / "generated" / "numbers.json").read_text())
+    assert numbers["w_send_ns"]["value"] == pytest.approx(record["cost_model"]["w_send_ns"]["value"], rel=1e-9)
+    built = crate_cli(fresh, "build", "--out", str(tmp_path / "out"))
+    assert built.returncode == 0, built.stderr
+    (crate,) = (tmp_path / "out").glob("*.crate.zip")
+    assert crate_cli(fresh, "verify", str(crate)).returncode == 0
