@@ -14,5 +14,7 @@ rule archive:
         profile=RUN.profile,
     log:
         "results/logs/archive.log",
+    conda:
+        "../environment.yml"
     shell:
         "python -m iolab.report.crate build --profile {params.profile:q} 2>&1 | tee {log}"

@@ -129,14 +129,23 @@ def test_a_checkout_that_measured_nothing_gets_one_line(workflow: Path, tmp_path
 
 def test_a_fresh_copy_rebuilds_the_paper_from_the_crate_number_for_number(smoke_crate: Path, tmp_path: Path) -> None:
     fresh = copy_workflow(tmp_path / "fresh")
+    # A clone of its own commit, which is not the one the crate recorded.
+    for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(["git", *git], cwd=fresh, check=True, capture_output=True)
     res = subprocess.run([sys.executable, "-m", "iolab.report.reanalyse", str(smoke_crate)], cwd=fresh,
                          env=tool_env(), capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "numbers, identical to the crate's" in res.stdout
     assert (fresh / "paper" / "paper.pdf").stat().st_size > 10_000
+    rebuilt = json.loads((fresh / "paper" / "generated" / "numbers.json").read_text())
+    note = rebuilt.pop("reanalysis_note")["text"]
     with zipfile.ZipFile(smoke_crate) as z:
-        assert json.loads(z.read("paper/generated/numbers.json")) == \
-            json.loads((fresh / "paper" / "generated" / "numbers.json").read_text())
+        assert json.loads(z.read("paper/generated/numbers.json")) == rebuilt
+    # The paper's first page says whose code re-analysed which run.
+    assert note.startswith("Re-analysed from an archived run measured at an unrecorded commit, with the code of")
+    first_page = subprocess.run(["pdftotext", "-l", "1", str(fresh / "paper" / "paper.pdf"), "-"],
+                                capture_output=True, text=True, check=True).stdout
+    assert "Re-analysed from an archived run" in " ".join(first_page.split())
     # Nothing was measured: the only raw files are the crate's.
     assert not list((fresh / "native").glob("build/cost-probe"))
     # A second run in the same checkout would mix two runs: refused, nothing lost.

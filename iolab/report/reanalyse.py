@@ -16,8 +16,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
+import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import zipfile
@@ -146,8 +147,10 @@ def reanalyse(crate_zip: Path, log: Any = print) -> dict[str, Any]:
         archived = json.loads(z.read("paper/generated/numbers.json")) \
             if "paper/generated/numbers.json" in z.namelist() else {}
     head = crate._git(root, "rev-parse", "HEAD")
-    note = (f"Re-analysed from an archived run measured at commit {crate_commit[:12]}, with the code of commit "
-            f"{head[:12]}." if crate_commit and head and crate_commit != head else "")
+    measured_at = f"commit {crate_commit[:12]}" if re.fullmatch(r"[0-9a-f]{40}", crate_commit) else \
+        "an unrecorded commit"
+    note = (f"Re-analysed from an archived run measured at {measured_at}, with the code of commit {head[:12]}."
+            if head and crate_commit != head else "")
     numbers, ran = rebuild(root, raw, params, note, log)
     return {"unpacked": unpacked, "tables": sorted(raw), "notebooks": ran, "crate_commit": crate_commit,
             "commit": head, "numbers": len(numbers), "differing": differences(archived, numbers),
