@@ -189,6 +189,9 @@ def test_compare_marks_only_differences_the_intervals_support() -> None:
     # Overlapping intervals, or one without bounds, support no difference.
     assert not compare.disjoint([1.0, 2.0], [2.0, 3.0]) and not compare.disjoint([1.0, 2.0], None)
     assert not compare.disjoint([1.0, float("inf")], [5.0, 6.0])
+    # The figures' row labels drop what every key of a question shares.
+    assert compare.short_labels([{"key": "echo_epoll_c50_server_ns_per_request"},
+                                 {"key": "echo_go_net_c50_server_ns_per_request"}]) == ["epoll", "go_net"]
 
 
 def test_compare_two_real_crates_side_by_side(smoke_crate: Path, tmp_path: Path) -> None:

@@ -111,6 +111,21 @@ def report(runs: Sequence[Run]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def short_labels(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """The keys without what they all share before the first and after the
+    last underscore-separated part ("echo_epoll_c50_server_ns" -> "epoll")."""
+    parts = [r["key"].split("_") for r in rows]
+    if len(parts) < 2:
+        return [r["key"] for r in rows]
+    head = 0
+    while all(len(p) > head + 1 and p[head] == parts[0][head] for p in parts):
+        head += 1
+    tail = 0
+    while all(len(p) > head + tail + 1 and p[-1 - tail] == parts[0][-1 - tail] for p in parts):
+        tail += 1
+    return ["_".join(p[head:len(p) - tail]) for p in parts]
+
+
 def figures(runs: Sequence[Run], out: Path) -> list[Path]:
     """One figure per question: each number's value and interval per crate."""
     import matplotlib
@@ -138,9 +153,9 @@ def figures(runs: Sequence[Run], out: Path) -> list[Path]:
             ax.errorbar(values, ys, xerr=err, fmt="o", ms=3, capsize=2, color=PALETTE[i % len(PALETTE)],
                         label=run.name)
         ax.set_yticks([k * (len(runs) + 1) + (len(runs) - 1) / 2 for k in range(len(mine))],
-                      [r["key"] + (" *" if r["differs"] else "") for r in mine])
+                      [label + (" *" if r["differs"] else "") for label, r in zip(short_labels(mine), mine, strict=True)])
         ax.invert_yaxis()
-        ax.set_title(f"{title}; * intervals disjoint")
+        ax.set_title(f"{title}\n* the crates' 95 % intervals are disjoint")
         ax.legend(loc="best")
         fig.tight_layout()
         path = out / f"compare_{name}.svg"
