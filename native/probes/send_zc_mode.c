@@ -145,14 +145,18 @@ static const char *zc_refusal(struct io_uring *ring, struct conn *conn, char *bu
 	struct io_uring_probe *probe = io_uring_get_probe_ring(ring);
 	struct io_uring_cqe *cqe;
 	int supported = probe && io_uring_opcode_supported(probe, IORING_OP_SEND_ZC);
-	int res, more;
+	int res, more, ret;
 
 	io_uring_free_probe(probe);
 	if (!supported)
 		return "unavailable: this kernel lacks IORING_OP_SEND_ZC (Linux 6.0)";
 	io_uring_prep_send_zc(io_uring_get_sqe(ring), conn->a, buf, 1, MSG_NOSIGNAL, IORING_SEND_ZC_REPORT_USAGE);
-	if (io_uring_submit_and_wait(ring, 1) < 0 || io_uring_wait_cqe(ring, &cqe) < 0) {
-		fprintf(stderr, PROG ": a first zero-copy send could not be submitted: %s\n", strerror(errno));
+	/* liburing returns -errno; errno is not set. */
+	ret = io_uring_submit_and_wait(ring, 1);
+	if (ret >= 0)
+		ret = io_uring_wait_cqe(ring, &cqe);
+	if (ret < 0) {
+		fprintf(stderr, PROG ": a first zero-copy send could not be submitted: %s\n", strerror(-ret));
 		exit(1);
 	}
 	res = cqe->res;
@@ -166,8 +170,14 @@ static const char *zc_refusal(struct io_uring *ring, struct conn *conn, char *bu
 		exit(1);
 	}
 	drain_exact(PROG, conn->b, 1);
-	if (more && io_uring_wait_cqe(ring, &cqe) == 0)
+	if (more) {
+		ret = io_uring_wait_cqe(ring, &cqe);
+		if (ret < 0) {
+			fprintf(stderr, PROG ": waiting for a first zero-copy notification: %s\n", strerror(-ret));
+			exit(1);
+		}
 		io_uring_cqe_seen(ring, cqe);
+	}
 	return NULL;
 }
 
