@@ -27,7 +27,7 @@ from . import atomic, integrity, live, paths, provenance
 from .experiments import Repetition, run_repetition
 from .inventory import NodeEntry
 from .nodes import resolve_node
-from .registry import REGISTRY
+from .registry import REGISTRY, extra_output_paths
 from .runners import Capability, RunError, runner_for
 from .schema import schema_problem
 
@@ -61,8 +61,7 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
             seconds = time.monotonic() - start
             # The raw file's fingerprint (and its companions', already in
             # place), taken before either file is renamed into place.
-            files = {output.name: tmp, **{f"{output.stem}.{extra}": output.with_name(f"{output.stem}.{extra}")
-                                          for extra in REGISTRY[experiment].extra_outputs}}
+            files = {output.name: tmp, **{p.name: p for p in extra_output_paths(experiment, output)}}
             side = provenance.capture(
                 node, experiment, {**settings, "rep": rep, "seed": seed}, command=measured.command,
                 placement=dict(measured.placement), started=started, facts=facts, built_here=not remote,

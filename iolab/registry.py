@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .capabilities import Capability
@@ -116,6 +117,12 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
                needs_peers=True, claims=True),
 )}
 REGISTRY = EXPERIMENTS
+
+
+def extra_output_paths(experiment: str, raw: Path) -> list[Path]:
+    """The files one repetition of ``experiment`` writes beside its raw file
+    ``rep<N>.csv`` (and its sidecar): ``rep<N>.<extra>`` for each declared extra."""
+    return [raw.with_name(f"{raw.stem}.{extra}") for extra in EXPERIMENTS[experiment].extra_outputs]
 
 
 def can_host(capabilities: frozenset[Capability], experiment: str) -> bool:

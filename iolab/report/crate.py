@@ -35,7 +35,9 @@ from typing import Any
 import yaml
 
 from .. import paths
-from ..registry import EXPERIMENTS, NOTEBOOKS
+from ..provenance import git_state
+from ..readers import sha256
+from ..registry import EXPERIMENTS, NOTEBOOKS, extra_output_paths
 
 PROFILES = {
     "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",
@@ -54,14 +56,6 @@ ENVIRONMENT_FILES = ("requirements.lock", "pyproject.toml", "native/build/build-
 
 class CrateError(RuntimeError):
     """Why a crate cannot be built or does not verify: one line."""
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _glob(root: Path, patterns: Iterable[str]) -> list[Path]:
@@ -108,11 +102,6 @@ def zenodo_metadata(root: Path) -> dict[str, Any]:
     return meta
 
 
-def _git(root: Path, *args: str) -> str:
-    res = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True)
-    return res.stdout.strip() if res.returncode == 0 else ""
-
-
 def apt_versions(root: Path) -> dict[str, str]:
     """Installed versions of the Debian packages ./repro installs (its
     apt_packages list, the one place they are named)."""
@@ -156,8 +145,8 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
     from rocrate.rocrate import ROCrate
 
     raw = measured_raw(root)
-    commit = _git(root, "rev-parse", "HEAD") or "unknown"
-    dirty = bool(_git(root, "status", "--porcelain", "--untracked-files=no"))
+    git = git_state(root)
+    commit, dirty = git["commit"] or "unknown", bool(git["dirty"])
     now = datetime.now(timezone.utc).replace(microsecond=0)
     cff = citation(root)
     # RO-Crate 1.1: the version the Workflow Run Crate profiles (0.5) build on.
@@ -230,16 +219,16 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
 
     raw_entities: dict[str, Any] = {}
     for entry in raw:
+        raw_path = root / entry["raw"]
         side_path = root / entry["provenance"]
         side = json.loads(side_path.read_text())
-        data = add_file(root / entry["raw"], encodingFormat="text/csv",
+        data = add_file(raw_path, encodingFormat="text/csv",
                         description=f"{entry['experiment']} raw measurement, {side['node']['name']}")
         if data["sha256"] != entry["sha256"]:
             raise CrateError(f"{entry['raw']}: its bytes no longer match the checksum its table recorded; "
                              "re-run the table (`./repro all`) before archiving")
         sidecar = add_file(side_path, encodingFormat="application/json", description="provenance sidecar")
-        extras = [add_file(p) for p in sorted(side_path.parent.glob(Path(entry["raw"]).stem + ".*"))
-                  if p not in (side_path, root / entry["raw"])]
+        extras = [add_file(p) for p in extra_output_paths(entry["experiment"], raw_path) if p.exists()]
         raw_entities[entry["raw"]] = data
         run_action(f"measure_{entry['experiment']}", f"iolab.experiments.{EXPERIMENTS[entry['experiment']].module}"
                    if entry["experiment"] in EXPERIMENTS else entry["experiment"], entry["raw"], run_config,

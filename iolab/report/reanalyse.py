@@ -14,10 +14,8 @@ checkout's code, and the paper's first page says so.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import atomic, paths, tables
-from ..registry import NOTEBOOKS
+from ..provenance import git_state, sidecar_for
+from ..registry import NOTEBOOKS, extra_output_paths
 from . import crate, paper
 
 NOTE_KEY = "reanalysis_note"
@@ -36,22 +35,25 @@ def _members(z: zipfile.ZipFile, prefix: str) -> list[str]:
     return sorted(n for n in z.namelist() if n.startswith(prefix) and not n.endswith("/"))
 
 
+def place(root: Path, rel: str, data: bytes) -> bool:
+    """Write ``data`` to root/rel unless that file is there already with the
+    same bytes (False); one with other bytes stops it, so nothing measured
+    is overwritten."""
+    target = root / rel
+    if target.exists():
+        if target.read_bytes() != data:
+            raise crate.CrateError(f"{rel} exists in this checkout with other bytes: re-analyse in a fresh "
+                                   "clone (git clone, then ./repro reanalyse)")
+        return False
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return True
+
+
 def unpack_raw(z: zipfile.ZipFile, root: Path) -> int:
-    """The crate's raw files and sidecars into root/data/raw; a file already
-    there with other bytes stops it (nothing measured is overwritten)."""
-    count = 0
-    for name in _members(z, "data/raw/"):
-        data = z.read(name)
-        target = root / name
-        if target.exists():
-            if target.read_bytes() != data:
-                raise crate.CrateError(f"{name} exists in this checkout with other bytes: re-analyse in a "
-                                       "fresh clone (git clone, then ./repro reanalyse CRATE.zip)")
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        count += 1
-    return count
+    """The crate's raw files and sidecars into root/data/raw; returns how
+    many were new."""
+    return sum(place(root, name, z.read(name)) for name in _members(z, "data/raw/"))
 
 
 def notebook_parameters(z: zipfile.ZipFile, notebook: str) -> dict[str, Any]:
@@ -146,15 +148,14 @@ def reanalyse(crate_zip: Path, log: Any = print) -> dict[str, Any]:
             (root / "results" / "nodes.json").write_bytes(z.read("results/nodes.json"))
         archived = json.loads(z.read("paper/generated/numbers.json")) \
             if "paper/generated/numbers.json" in z.namelist() else {}
-    head = crate._git(root, "rev-parse", "HEAD")
+    head = git_state(root)["commit"] or ""
     measured_at = f"commit {crate_commit[:12]}" if re.fullmatch(r"[0-9a-f]{40}", crate_commit) else \
         "an unrecorded commit"
     note = (f"Re-analysed from an archived run measured at {measured_at}, with the code of commit {head[:12]}."
             if head and crate_commit != head else "")
     numbers, ran = rebuild(root, raw, params, note, log)
     return {"unpacked": unpacked, "tables": sorted(raw), "notebooks": ran, "crate_commit": crate_commit,
-            "commit": head, "numbers": len(numbers), "differing": differences(archived, numbers),
-            "numbers_sha256": hashlib.sha256((root / "paper" / "generated" / "numbers.json").read_bytes()).hexdigest()}
+            "commit": head, "numbers": len(numbers), "differing": differences(archived, numbers)}
 
 
 def reanalyse_raw(raw_root: Path, log: Any = print) -> dict[str, Any]:
@@ -168,14 +169,9 @@ def reanalyse_raw(raw_root: Path, log: Any = print) -> dict[str, Any]:
         files = tables.raw_files_under(raw_root, experiment)
         for f in files:
             # The raw file, its sidecar and what the repetition wrote beside it.
-            for src in sorted(Path(f).parent.glob(Path(f).stem + ".*")):
-                target = root / "data" / "raw" / src.relative_to(raw_root)
-                if target.exists() and target.read_bytes() != src.read_bytes():
-                    raise crate.CrateError(f"{paths.relative(target)} exists with other bytes: use a fresh clone")
-                if not target.exists():
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(src, target)
-                    copied += 1
+            for src in (f, sidecar_for(f), *extra_output_paths(experiment, f)):
+                if src.exists():
+                    copied += place(root, f"data/raw/{src.relative_to(raw_root).as_posix()}", src.read_bytes())
         if files:
             raw[experiment] = [paths.relative(root / "data" / "raw" / Path(f).relative_to(raw_root)) for f in files]
     if not raw:
