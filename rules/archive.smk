@@ -1,6 +1,6 @@
 # The run's archive: `snakemake archive` (or ./repro archive) packs the
 # finished run into archive/iolab-<commit>-<date>.crate.zip, a Provenance Run
-# Crate (iolab/report/crate.py). Never part of `all`: a run is archived on
+# Crate (iolab/archive/crate.py). Never part of `all`: a run is archived on
 # purpose, once it is worth citing.
 
 localrules: archive
@@ -17,4 +17,4 @@ rule archive:
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.report.crate build --profile {params.profile:q} 2>&1 | tee {log}"
+        "python -m iolab.archive.crate build --profile {params.profile:q} 2>&1 | tee {log}"

@@ -28,7 +28,7 @@ CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"
 
 
 def crate_cli(wd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "iolab.report.crate", *args], cwd=wd, env=tool_env(),
+    return subprocess.run([sys.executable, "-m", "iolab.archive.crate", *args], cwd=wd, env=tool_env(),
                           capture_output=True, text=True, timeout=600)
 
 
@@ -132,7 +132,7 @@ def test_a_fresh_copy_rebuilds_the_paper_from_the_crate_number_for_number(smoke_
     # A clone of its own commit, which is not the one the crate recorded.
     for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
         subprocess.run(["git", *git], cwd=fresh, check=True, capture_output=True)
-    res = subprocess.run([sys.executable, "-m", "iolab.report.reanalyse", str(smoke_crate)], cwd=fresh,
+    res = subprocess.run([sys.executable, "-m", "iolab.archive.reanalyse", str(smoke_crate)], cwd=fresh,
                          env=tool_env(), capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "numbers, identical to the crate's" in res.stdout
@@ -149,7 +149,7 @@ def test_a_fresh_copy_rebuilds_the_paper_from_the_crate_number_for_number(smoke_
     # Nothing was measured: the only raw files are the crate's.
     assert not list((fresh / "native").glob("build/cost-probe"))
     # A second run in the same checkout would mix two runs: refused, nothing lost.
-    again = subprocess.run([sys.executable, "-m", "iolab.report.reanalyse", str(smoke_crate)], cwd=fresh,
+    again = subprocess.run([sys.executable, "-m", "iolab.archive.reanalyse", str(smoke_crate)], cwd=fresh,
                            env=tool_env(), capture_output=True, text=True, timeout=600)
     assert again.returncode == 1 and "re-analyse in a fresh clone" in again.stderr
 
@@ -199,7 +199,7 @@ def test_compare_two_real_crates_side_by_side(smoke_crate: Path, tmp_path: Path)
     # machines table names the node's CPU and kernel.
     copy = tmp_path / "again.crate.zip"
     copy.write_bytes(smoke_crate.read_bytes())
-    res = subprocess.run([sys.executable, "-m", "iolab.report.compare", str(smoke_crate), str(copy), "--figures",
+    res = subprocess.run([sys.executable, "-m", "iolab.archive.compare", str(smoke_crate), str(copy), "--figures",
                           str(tmp_path / "fig")], cwd=REPO, env=tool_env(), capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, res.stderr
@@ -207,7 +207,7 @@ def test_compare_two_real_crates_side_by_side(smoke_crate: Path, tmp_path: Path)
     assert re.search(r"\n(\d+) numbers in every crate; 0 differ", res.stdout)
     assert "Flips (reproduced in one run, not reproduced in another): 0" in res.stdout
     assert (tmp_path / "fig" / "compare_cost_model_terms.svg").exists()
-    bad = subprocess.run([sys.executable, "-m", "iolab.report.compare", str(smoke_crate), str(REPO / "README.md")],
+    bad = subprocess.run([sys.executable, "-m", "iolab.archive.compare", str(smoke_crate), str(REPO / "README.md")],
                          cwd=REPO, env=tool_env(), capture_output=True, text=True, timeout=600)
     assert bad.returncode == 1 and "not an iolab run crate" in bad.stderr
 
@@ -215,7 +215,7 @@ def test_compare_two_real_crates_side_by_side(smoke_crate: Path, tmp_path: Path)
 @pytest.mark.full
 def test_the_shipped_reference_run_becomes_a_run_that_archives_and_compares(tmp_path: Path) -> None:
     fresh = copy_workflow(tmp_path / "fresh")
-    res = subprocess.run([sys.executable, "-m", "iolab.report.reanalyse", "--raw-root", "data/reference"],
+    res = subprocess.run([sys.executable, "-m", "iolab.archive.reanalyse", "--raw-root", "data/reference"],
                          cwd=fresh, env=tool_env(), capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "numbers, built from raw files alone" in res.stdout

@@ -31,7 +31,7 @@ def under(paths: list[str], folder: str) -> list[str]:
     return [p for p in paths if p.startswith(f"iolab/{folder}/")]
 
 
-READ_SIDE = ("iolab/tables.py", "iolab/analysis/", "iolab/report/")
+READ_SIDE = ("iolab/tables.py", "iolab/analysis/", "iolab/report/", "iolab/archive/")
 
 
 @pytest.mark.parametrize("root", ["iolab.measure", "iolab.runners",
@@ -41,7 +41,7 @@ def test_the_run_side_never_reaches_the_read_side(root: str) -> None:
     assert [p for p in closure if p.startswith(READ_SIDE)] == []
 
 
-@pytest.mark.parametrize("layer", ["iolab.tables", "iolab.analysis", "iolab.report"])
+@pytest.mark.parametrize("layer", ["iolab.tables", "iolab.analysis", "iolab.report", "iolab.archive"])
 def test_the_read_side_never_reaches_the_runners_or_the_run_code(layer: str) -> None:
     closure = module_closure([layer])
     assert under(closure, "runners") == []
@@ -50,6 +50,11 @@ def test_the_read_side_never_reaches_the_runners_or_the_run_code(layer: str) -> 
 
 def test_analysis_never_imports_the_report() -> None:
     assert under(module_closure(["iolab.analysis"]), "report") == []
+
+
+def test_the_report_never_imports_the_archive() -> None:
+    # Archiving sits above the report (it rebuilds the paper from a crate).
+    assert under(module_closure(["iolab.report", "iolab.analysis", "iolab.tables"]), "archive") == []
 
 
 def test_runners_import_nothing_above_them() -> None:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from iolab.report import reruns
+from iolab.archive import reruns
 
 
 def numbers(outcomes: dict[str, str], values: dict[str, tuple[float, list[float]]]) -> dict:
@@ -40,11 +40,11 @@ def test_command_line_report(tmp_path: Path) -> None:
         p = tmp_path / f"n{i}.json"
         p.write_text(json.dumps(numbers({"U3: c=1": outcome}, {"s_ns": (100.0 + i, [95.0, 105.0])})))
         paths.append(str(p))
-    res = subprocess.run([sys.executable, "-m", "iolab.report.reruns", *paths], capture_output=True, text=True)
+    res = subprocess.run([sys.executable, "-m", "iolab.archive.reruns", *paths], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert "| U3: c=1 **(flip)** | reproduced | not reproduced |" in res.stdout
     assert "- run 2: 1 of 1 values inside (100%)" in res.stdout
-    one = subprocess.run([sys.executable, "-m", "iolab.report.reruns", paths[0]], capture_output=True, text=True)
+    one = subprocess.run([sys.executable, "-m", "iolab.archive.reruns", paths[0]], capture_output=True, text=True)
     assert one.returncode == 2 and one.stderr.strip() == "iolab: give the numbers files of at least two runs"
 
 

@@ -44,7 +44,7 @@ def figure_id(name: str, raw: list[dict[str, Any]]) -> str:
     """A figure's short identity: its name and the raw files it rests on
     (repository paths, which are also their entities in a run's crate, and
     their SHA-256), digested. The paper's appendix prints it; `python -m
-    iolab.report.crate figure-ids CRATE.zip` recomputes it from a crate."""
+    iolab.archive.crate figure-ids CRATE.zip` recomputes it from a crate."""
     lines = [name, *sorted(f"{r['raw']} {r['sha256']}" for r in raw)]
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
 

@@ -1,11 +1,11 @@
 """Does it hold on another CPU or kernel? Compare runs archived as crates
 (./repro archive), side by side.
 
-    python -m iolab.report.compare A.crate.zip B.crate.zip [...] [--figures DIR]
+    python -m iolab.archive.compare A.crate.zip B.crate.zip [...] [--figures DIR]
 
 Prints, as Markdown: the machines (node, CPU, kernel, liburing and MPI
 versions, mitigations); every claim part's verdict in each crate, with flips
-(iolab.report.reruns); and every number with its 95 % interval in each crate,
+(iolab.archive.reruns); and every number with its 95 % interval in each crate,
 marked "differs" where two crates' intervals do not overlap, the only
 differences the intervals support. With --figures, one figure per question:
 the cost-model terms, the echo servers' CPU per request, MPI latency.
@@ -133,7 +133,7 @@ def figures(runs: Sequence[Run], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .plots.style import PALETTE, TEXT_WIDTH_IN, apply, interval_bars
+    from ..report.plots.style import PALETTE, TEXT_WIDTH_IN, apply, interval_bars
 
     apply()
     out.mkdir(parents=True, exist_ok=True)
@@ -166,7 +166,7 @@ def figures(runs: Sequence[Run], out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.report.compare", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m iolab.archive.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("crates", nargs="+", type=Path, help="crates written by ./repro archive")
     ap.add_argument("--figures", type=Path, help="also draw one figure per question into this directory")

@@ -4,10 +4,10 @@ sidecar, the tables, notebooks, numbers, figures and paper, the software
 environment and the claims' verdicts as data; and the check of a crate's
 checksums.
 
-    python -m iolab.report.crate build [--out archive]        (./repro archive)
-    python -m iolab.report.crate verify CRATE.zip             (./repro verify)
-    python -m iolab.report.crate figure-ids CRATE.zip         (each figure's identity, as the paper prints it)
-    python -m iolab.report.crate zenodo [--check]             (.zenodo.json from CITATION.cff)
+    python -m iolab.archive.crate build [--out archive]        (./repro archive)
+    python -m iolab.archive.crate verify CRATE.zip             (./repro verify)
+    python -m iolab.archive.crate figure-ids CRATE.zip         (each figure's identity, as the paper prints it)
+    python -m iolab.archive.crate zenodo [--check]             (.zenodo.json from CITATION.cff)
 
 The crate is built with ro-crate-py. Each measurement job is a CreateAction
 (its raw file and sidecar the result, its start and end from the sidecar),
@@ -333,7 +333,7 @@ def figure_ids(crate_zip: Path) -> list[tuple[str, str, bool]]:
     """Per figure of the crate's manifest: its identity recomputed from the
     crate's own file entities (paper.figure_id), and whether it equals the
     one the manifest (and so the paper's appendix) printed."""
-    from .paper import figure_id
+    from ..report.paper import figure_id
 
     with zipfile.ZipFile(crate_zip) as z:
         entities = {e["@id"]: e for e in json.loads(z.read("ro-crate-metadata.json"))["@graph"]}
@@ -347,7 +347,7 @@ def figure_ids(crate_zip: Path) -> list[tuple[str, str, bool]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.report.crate", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m iolab.archive.crate", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="archive this checkout's latest run as a Provenance Run Crate zip")
     b.add_argument("--out", type=Path, default=paths.REPO / "archive", help="directory for the zip (default archive/)")
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
             target = paths.REPO / ".zenodo.json"
             if args.check:
                 if not target.exists() or target.read_text() != text:
-                    print(".zenodo.json is not what CITATION.cff gives: run python -m iolab.report.crate zenodo",
+                    print(".zenodo.json is not what CITATION.cff gives: run python -m iolab.archive.crate zenodo",
                           file=sys.stderr)
                     return 1
                 print(".zenodo.json matches CITATION.cff")

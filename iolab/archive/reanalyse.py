@@ -3,7 +3,7 @@ checkout, check every checksum, and rebuild the tables, notebooks, figures
 and paper from it exactly as the pipeline's analysis steps would, without
 measuring anything. Then compare the paper's numbers with the crate's.
 
-    python -m iolab.report.reanalyse CRATE.zip           (./repro reanalyse CRATE.zip)
+    python -m iolab.archive.reanalyse CRATE.zip           (./repro reanalyse CRATE.zip)
 
 Run it in a fresh clone: it writes data/raw/, results/ and paper/ as a
 pipeline run would, and refuses to mix the crate's run with one this
@@ -26,7 +26,8 @@ from typing import Any
 from .. import atomic, paths, tables
 from ..provenance import git_state, sidecar_for
 from ..registry import NOTEBOOKS, extra_output_paths
-from . import crate, paper
+from ..report import paper
+from . import crate
 
 NOTE_KEY = "reanalysis_note"
 
@@ -188,7 +189,7 @@ def reanalyse_raw(raw_root: Path, log: Any = print) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.report.reanalyse", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m iolab.archive.reanalyse", description=__doc__.split("\n\n")[0])
     ap.add_argument("crate", type=Path, nargs="?", help="a crate written by ./repro archive")
     ap.add_argument("--raw-root", type=Path, help="instead of a crate, a tree of raw files such as "
                     "data/reference (the shipped run), analysed as a run of its own")

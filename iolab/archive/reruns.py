@@ -1,6 +1,6 @@
 """Do independent runs agree? Compare the numbers files of two or more runs.
 
-    python -m iolab.report.reruns RUN1/paper/generated/numbers.json RUN2/... [RUN3/...]
+    python -m iolab.archive.reruns RUN1/paper/generated/numbers.json RUN2/... [RUN3/...]
 
 Prints, as Markdown:
 - every claim part's verdict in each run, flagging a part that is
@@ -107,7 +107,7 @@ def report(runs: Sequence[Numbers], names: Sequence[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.report.reruns", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m iolab.archive.reruns", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("numbers", nargs="+", type=Path, help="paper/generated/numbers.json of each run")
     args = ap.parse_args(argv)
