@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, copy_workflow, tool_env
+from crate_support import craft
 
 CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"
 
@@ -115,7 +116,7 @@ def test_verify_names_a_raw_file_whose_bytes_changed(smoke_crate: Path, tmp_path
             dst.writestr(item, data.replace(b",", b";", 1) if item.filename == victim else data)
     res = crate_cli(REPO, "verify", str(tampered))
     assert res.returncode == 1
-    assert f"{victim}: SHA-256" in res.stderr and "1 file(s) do not match" in res.stderr
+    assert f"{victim}: SHA-256" in res.stderr and "1 problem(s); do not use this crate" in res.stderr
 
 
 def test_a_checkout_that_measured_nothing_gets_one_line(workflow: Path, tmp_path: Path) -> None:
@@ -127,7 +128,30 @@ def test_a_checkout_that_measured_nothing_gets_one_line(workflow: Path, tmp_path
     assert not list(tmp_path.glob("*.zip"))
 
 
+def evil_parameters(crate: Path, out: Path, marker: Path, elsewhere: Path) -> Path:
+    """The crate with every executed notebook's recorded papermill
+    parameters poisoned: a parameter name that papermill would write as
+    code, and outputs and tables pointing outside the checkout."""
+    replace = {}
+    with zipfile.ZipFile(crate) as z:
+        for name in z.namelist():
+            if name.startswith("results/notebooks/") and name.endswith(".ipynb"):
+                nb = json.loads(z.read(name))
+                params = nb["metadata"]["papermill"]["parameters"]
+                params[f"x = 1\nimport pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\ny"] = 1
+                params.update(figure_dir=str(elsewhere / "figures"), numbers_out=str(elsewhere / "numbers.json"),
+                              manifest_out=str(elsewhere / "manifest.json"))
+                params.update({k: "/etc/passwd" for k in params if k.endswith("_table")})
+                replace[name] = json.dumps(nb).encode()
+    assert replace
+    return craft(crate, out, replace=replace)
+
+
 def test_a_fresh_copy_rebuilds_the_paper_from_the_crate_number_for_number(smoke_crate: Path, tmp_path: Path) -> None:
+    # The crate's notebooks recorded poisoned parameters: re-analysis builds
+    # its own, so none of it runs and nothing is written outside the checkout.
+    marker, elsewhere = tmp_path / "pwned", tmp_path / "elsewhere"
+    smoke_crate = evil_parameters(smoke_crate, tmp_path / "poisoned.crate.zip", marker, elsewhere)
     fresh = copy_workflow(tmp_path / "fresh")
     # A clone of its own commit, which is not the one the crate recorded.
     for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
@@ -146,6 +170,7 @@ def test_a_fresh_copy_rebuilds_the_paper_from_the_crate_number_for_number(smoke_
     first_page = subprocess.run(["pdftotext", "-l", "1", str(fresh / "paper" / "paper.pdf"), "-"],
                                 capture_output=True, text=True, check=True).stdout
     assert "Re-analysed from an archived run" in " ".join(first_page.split())
+    assert not marker.exists() and not elsewhere.exists()
     # Nothing was measured: the only raw files are the crate's.
     assert not list((fresh / "native").glob("build/cost-probe"))
     # A second run in the same checkout would mix two runs: refused, nothing lost.
@@ -178,7 +203,7 @@ def test_each_figure_identity_in_the_paper_is_recomputed_from_the_crate(smoke_cr
 
 
 def test_compare_marks_only_differences_the_intervals_support() -> None:
-    from iolab.report import compare
+    from iolab.archive import compare
 
     def run(name: str, value: float, low: float, high: float) -> compare.Run:
         return compare.Run(name, {"w_send_ns": {"value": value, "ci95": [low, high]},
@@ -209,7 +234,7 @@ def test_compare_two_real_crates_side_by_side(smoke_crate: Path, tmp_path: Path)
     assert (tmp_path / "fig" / "compare_cost_model_terms.svg").exists()
     bad = subprocess.run([sys.executable, "-m", "iolab.archive.compare", str(smoke_crate), str(REPO / "README.md")],
                          cwd=REPO, env=tool_env(), capture_output=True, text=True, timeout=600)
-    assert bad.returncode == 1 and "not an iolab run crate" in bad.stderr
+    assert bad.returncode == 1 and "README.md: not a readable zip" in bad.stderr
 
 
 @pytest.mark.full

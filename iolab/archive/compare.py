@@ -14,18 +14,17 @@ the cost-model terms, the echo servers' CPU per request, MPI latency.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from . import reruns
-from .crate import CrateError
+from .reruns import md_cell
+from .untrusted import Crate, CrateError, shown
 
 # One figure per question: the numbers (by key) that answer it.
 QUESTIONS = {
@@ -45,27 +44,34 @@ class Run:
 
 
 def load(crate_zip: Path) -> Run:
-    """A crate's numbers and environment."""
-    try:
-        with zipfile.ZipFile(crate_zip) as z:
-            numbers = json.loads(z.read("paper/generated/numbers.json"))
-            environment = json.loads(z.read("archive/environment.json"))
-            root = next(e for e in json.loads(z.read("ro-crate-metadata.json"))["@graph"] if e["@id"] == "./")
-    except (OSError, KeyError, StopIteration, zipfile.BadZipFile, json.JSONDecodeError) as e:
-        raise CrateError(f"{crate_zip}: not an iolab run crate ({e}); make one with ./repro archive") from e
-    return Run(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(root.get('version', ''))[:7]})", numbers,
-               environment)
+    """A crate's numbers and environment, once the crate verifies
+    (iolab.archive.untrusted: every member listed and matching its SHA-256)."""
+    with Crate(crate_zip) as crate:
+        problems = crate.problems + crate.checksum_problems()
+        if problems:
+            raise CrateError(f"{crate_zip}: {len(problems)} problem(s), first: {problems[0]}; see ./repro verify")
+        for name in ("paper/generated/numbers.json", "archive/environment.json"):
+            if not crate.has(name):
+                raise CrateError(f"{crate_zip}: no {name}: not an iolab run crate; make one with ./repro archive")
+        numbers = crate.read_json("paper/generated/numbers.json")
+        environment = crate.read_json("archive/environment.json")
+        version = crate.root.get("version", "")
+    if not isinstance(numbers, dict) or not isinstance(environment, dict):
+        raise CrateError(f"{crate_zip}: its numbers or environment is not a JSON object")
+    return Run(shown(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(version)[:7]})"), numbers, environment)
 
 
 def machines(runs: Sequence[Run]) -> list[str]:
     lines = ["## Machines", "", "| crate | node | CPU | kernel | liburing | MPI | mitigations |",
              "|---|---|---|---|---|---|---|"]
     for run in runs:
-        for node, facts in sorted(run.environment.get("nodes", {}).items()):
-            tool = facts.get("toolchain") or {}
-            lines.append(f"| {run.name} | {node} | {facts.get('cpu_model')} ×{facts.get('cpus')} | "
-                         f"{facts.get('kernel')} | {tool.get('liburing')} | {tool.get('mpi')} | "
-                         f"{facts.get('mitigations')} |")
+        nodes = run.environment.get("nodes")
+        for node, facts in sorted(nodes.items() if isinstance(nodes, dict) else []):
+            facts = facts if isinstance(facts, dict) else {}
+            tool = facts.get("toolchain") if isinstance(facts.get("toolchain"), dict) else {}
+            cells = [node, f"{facts.get('cpu_model')} ×{facts.get('cpus')}", facts.get("kernel"),
+                     tool.get("liburing"), tool.get("mpi"), facts.get("mitigations")]
+            lines.append(f"| {md_cell(run.name)} | " + " | ".join(md_cell(c) for c in cells) + " |")
     return lines
 
 
@@ -104,9 +110,9 @@ def report(runs: Sequence[Run]) -> str:
     supported = [r for r in rows if r["differs"]]
     lines += ["## Numbers", "",
               f"{len(rows)} numbers in every crate; {len(supported)} differ with disjoint 95 % intervals "
-              "(marked).", "", "| number | " + " | ".join(names) + " | |", "|---|" + "---|" * (len(names) + 1)]
+              "(marked).", "", "| number | " + " | ".join(md_cell(n) for n in names) + " | |", "|---|" + "---|" * (len(names) + 1)]
     for r in rows:
-        lines.append(f"| {r['key']} | " + " | ".join(_cell(*c) for c in r["cells"]) +
+        lines.append(f"| {md_cell(r['key'])} | " + " | ".join(_cell(*c) for c in r["cells"]) +
                      f" | {'**differs**' if r['differs'] else ''} |")
     return "\n".join(lines) + "\n"
 
@@ -151,7 +157,7 @@ def figures(runs: Sequence[Run], out: Path) -> list[Path]:
             err = interval_bars([b[0] if b[0] is not None else math.nan for b in bounds], values,
                                 [b[1] if b[1] is not None else math.nan for b in bounds])
             ax.errorbar(values, ys, xerr=err, fmt="o", ms=3, capsize=2, color=PALETTE[i % len(PALETTE)],
-                        label=run.name)
+                        label=run.name.replace("$", r"\$"))
         ax.set_yticks([k * (len(runs) + 1) + (len(runs) - 1) / 2 for k in range(len(mine))],
                       [label + (" *" if r["differs"] else "") for label, r in zip(short_labels(mine), mine, strict=True)])
         ax.invert_yaxis()

@@ -20,13 +20,11 @@ checks against the bytes in the zip.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import subprocess
 import sys
 import tempfile
-import zipfile
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +36,7 @@ from .. import paths
 from ..provenance import git_state
 from ..readers import sha256
 from ..registry import EXPERIMENTS, NOTEBOOKS, extra_output_paths
+from .untrusted import DEFAULT_MAX_BYTES, Crate, CrateError, verify
 
 PROFILES = {
     "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",
@@ -52,10 +51,6 @@ OUTPUT_FILES = ("results/tables/*.parquet", "results/tables/*.sources.json", "re
                 "paper/figures/*.pdf", "paper/figures/manifest.json", "paper/generated/numbers.json",
                 "paper/paper.pdf")
 ENVIRONMENT_FILES = ("requirements.lock", "pyproject.toml", "native/build/build-info.json")
-
-
-class CrateError(RuntimeError):
-    """Why a crate cannot be built or does not verify: one line."""
 
 
 def _glob(root: Path, patterns: Iterable[str]) -> list[Path]:
@@ -175,7 +170,8 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
     # A workflow with steps is also a HowTo (Provenance Run Crate).
     workflow = crate.add_workflow(root / "Snakefile", "Snakefile", main=True, lang="snakemake", properties={
         "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],
-        "sha256": sha256(root / "Snakefile"), "name": "iolab workflow"})
+        "sha256": sha256(root / "Snakefile"), "contentSize": (root / "Snakefile").stat().st_size,
+        "name": "iolab workflow"})
     # The rule files are the workflow's source; the configs are what it ran on.
     rule_files = [add_file(p, **{"@type": ["File", "SoftwareSourceCode"]}) for p in _glob(root, RULE_FILES)]
     config_files = [add_file(p, encodingFormat="application/yaml") for p in _glob(root, CONFIG_FILES)]
@@ -264,7 +260,8 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
         for name, what in (("environment.json", "software and nodes of this run"),
                            ("verdicts.json", "each claim part's value, interval, rule, margin and outcome")):
             crate.add_file(generated / name, f"archive/{name}", properties={
-                "sha256": sha256(generated / name), "encodingFormat": "application/json", "description": what})
+                "sha256": sha256(generated / name), "contentSize": (generated / name).stat().st_size,
+                "encodingFormat": "application/json", "description": what})
         run_result = [outputs[k] for k in ("paper/paper.pdf", "paper/figures/manifest.json") if k in outputs]
         main_run = crate.add(ContextEntity(crate, "#run", properties={
             "@type": "CreateAction", "name": crate.name, "instrument": workflow,
@@ -300,49 +297,27 @@ def _version(module: str) -> str:
         return ""
 
 
-def verify(crate_zip: Path) -> list[str]:
-    """What does not match in ``crate_zip``: each file whose bytes differ
-    from its recorded SHA-256, or that is missing; [] when all match."""
-    problems = []
-    try:
-        with zipfile.ZipFile(crate_zip) as z:
-            graph = json.loads(z.read("ro-crate-metadata.json"))["@graph"]
-            names = set(z.namelist())
-            for entity in graph:
-                types = entity.get("@type")
-                types = types if isinstance(types, list) else [types]
-                if "File" not in types or "sha256" not in entity:
-                    continue
-                ident = entity["@id"]
-                if ident not in names:
-                    problems.append(f"{ident}: listed in the crate but missing from the zip")
-                    continue
-                h = hashlib.sha256()
-                with z.open(ident) as f:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
-                if h.hexdigest() != entity["sha256"]:
-                    problems.append(f"{ident}: SHA-256 {h.hexdigest()[:16]}… does not match the recorded "
-                                    f"{entity['sha256'][:16]}…")
-    except (OSError, zipfile.BadZipFile, KeyError, json.JSONDecodeError) as e:
-        raise CrateError(f"{crate_zip}: not a readable RO-Crate zip ({e})") from e
-    return problems
-
-
 def figure_ids(crate_zip: Path) -> list[tuple[str, str, bool]]:
     """Per figure of the crate's manifest: its identity recomputed from the
     crate's own file entities (paper.figure_id), and whether it equals the
     one the manifest (and so the paper's appendix) printed."""
     from ..report.paper import figure_id
 
-    with zipfile.ZipFile(crate_zip) as z:
-        entities = {e["@id"]: e for e in json.loads(z.read("ro-crate-metadata.json"))["@graph"]}
-        manifest = json.loads(z.read("paper/figures/manifest.json"))
+    with Crate(crate_zip) as crate:
+        if crate.problems:
+            raise CrateError(f"{crate_zip}: {len(crate.problems)} problem(s), first: {crate.problems[0]}; "
+                             "see ./repro verify")
+        entities = crate.entities
+        manifest = crate.read_json("paper/figures/manifest.json")
     rows = []
-    for name, fig in sorted(manifest["figures"].items()):
-        raw = [{"raw": r["raw"], "sha256": entities.get(r["raw"], {}).get("sha256", "missing")} for r in fig["raw"]]
-        ident = figure_id(name, raw)
-        rows.append((name, ident, ident == fig.get("id")))
+    try:
+        for name, fig in sorted(manifest["figures"].items()):
+            raw = [{"raw": r["raw"], "sha256": entities.get(r["raw"], {}).get("sha256", "missing")}
+                   for r in fig["raw"]]
+            ident = figure_id(str(name), raw)
+            rows.append((str(name), ident, ident == fig.get("id")))
+    except (KeyError, TypeError, AttributeError) as e:
+        raise CrateError(f"{crate_zip}: paper/figures/manifest.json is not a figure manifest ({e!r})") from e
     return rows
 
 
@@ -352,8 +327,11 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="archive this checkout's latest run as a Provenance Run Crate zip")
     b.add_argument("--out", type=Path, default=paths.REPO / "archive", help="directory for the zip (default archive/)")
     b.add_argument("--profile", default="", help="the config profile the run used (recorded)")
-    v = sub.add_parser("verify", help="check every file of a crate against its recorded SHA-256")
+    v = sub.add_parser("verify", help="check that every member of a crate is a plain file its metadata lists, "
+                       "and that each matches its recorded SHA-256 and size")
     v.add_argument("crate", type=Path)
+    v.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
+                   help=f"the most the crate may expand to (default {DEFAULT_MAX_BYTES})")
     f = sub.add_parser("figure-ids", help="each figure's identity, recomputed from a crate's files")
     f.add_argument("crate", type=Path)
     z = sub.add_parser("zenodo", help="write .zenodo.json from CITATION.cff")
@@ -367,13 +345,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {paths.relative(target)}: {size:.1f} MB in {(datetime.now() - started).seconds} s; "
                   f"check it with ./repro verify {paths.relative(target)}")
         elif args.command == "verify":
-            problems = verify(args.crate)
+            problems, files = verify(args.crate, args.max_bytes)
             for p in problems:
                 print(p, file=sys.stderr)
             if problems:
-                print(f"{args.crate}: {len(problems)} file(s) do not match their checksums", file=sys.stderr)
+                print(f"{args.crate}: {len(problems)} problem(s); do not use this crate", file=sys.stderr)
                 return 1
-            print(f"{args.crate}: every file matches its recorded SHA-256")
+            print(f"{args.crate}: each of its {files} files is listed in its metadata and matches its recorded "
+                  "SHA-256 and size; no other member")
         elif args.command == "figure-ids":
             rows = figure_ids(args.crate)
             for name, ident, same in rows:

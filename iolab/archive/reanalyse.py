@@ -19,49 +19,81 @@ import re
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
 
 from .. import atomic, paths, tables
 from ..provenance import git_state, sidecar_for
-from ..registry import NOTEBOOKS, extra_output_paths
+from ..registry import NOTEBOOKS, REGISTRY, extra_output_paths
 from ..report import paper
-from . import crate
+from .untrusted import DEFAULT_MAX_BYTES, Crate, CrateError, shown
 
 NOTE_KEY = "reanalysis_note"
+# A raw member: data/raw/<node>/<experiment>/<key>/rep<N>.<suffix>, the
+# layout rules/probes.smk writes (the node's name as the schema allows it).
+RAW_MEMBER = re.compile(r"data/raw/(?P<node>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<experiment>[a-z0-9_]+)/"
+                        r"(?P<key>[0-9a-f]{12})/rep(?P<rep>[1-9][0-9]{0,5})\.(?P<suffix>[a-z0-9_.]+)")
 
 
-def _members(z: zipfile.ZipFile, prefix: str) -> list[str]:
-    return sorted(n for n in z.namelist() if n.startswith(prefix) and not n.endswith("/"))
+def raw_member_problem(name: str) -> str | None:
+    """Why ``name`` is not a raw file, sidecar or companion file the
+    registry declares for its experiment (None: it is one)."""
+    m = RAW_MEMBER.fullmatch(name)
+    if m is None:
+        return "not laid out as data/raw/<node>/<experiment>/<key>/rep<N>.<suffix>"
+    experiment = m["experiment"]
+    if experiment not in REGISTRY:
+        return f"no experiment is called {experiment!r}"
+    allowed = {"csv", "provenance.json", *REGISTRY[experiment].extra_outputs}
+    if m["suffix"] not in allowed:
+        return f"{experiment} writes no rep<N>.{m['suffix']}"
+    return None
+
+
+def pipeline_parameters(notebook: str, tables_present: set[str], anytime_after: int = 0) -> dict[str, Any]:
+    """The parameters rules/notebooks.smk passes ``notebook``: each table it
+    reads (\"\" for one the run has not), where its outputs go, and for the
+    claims the round-0 count of adaptive precision. Built here, never taken
+    from a crate: a crate's parameter names or paths would be code."""
+    nb = NOTEBOOKS[notebook]
+    params: dict[str, Any] = {f"{e}_table": f"results/tables/{e}.parquet" if e in tables_present else ""
+                              for e in nb.tables}
+    params |= {"figure_dir": "paper/figures", "numbers_out": f"results/numbers/{notebook}.json",
+               "manifest_out": f"results/figures/{notebook}.json"}
+    if nb.judges_claims and anytime_after:
+        params["anytime_after"] = anytime_after
+    return params
+
+
+def recorded_anytime_after(crate: Crate, notebook: str) -> int:
+    """The round-0 count the crate's run passed its claims notebook (0: it
+    added no rounds), read as one bounded integer; nothing else of the
+    executed notebook's parameters is used."""
+    executed = crate.read_json(f"results/notebooks/{notebook}.ipynb")
+    try:
+        value = executed["metadata"]["papermill"]["parameters"].get("anytime_after", 0)
+    except (KeyError, TypeError, AttributeError):
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 100_000:
+        raise CrateError(f"results/notebooks/{notebook}.ipynb: anytime_after is {str(value)[:40]!r}, not a "
+                         "repetition count")
+    return value
 
 
 def place(root: Path, rel: str, data: bytes) -> bool:
     """Write ``data`` to root/rel unless that file is there already with the
     same bytes (False); one with other bytes stops it, so nothing measured
-    is overwritten."""
+    is overwritten. For a local tree of raw files (``--raw-root``); a
+    crate's members go through ``Crate.extract``."""
     target = root / rel
     if target.exists():
         if target.read_bytes() != data:
-            raise crate.CrateError(f"{rel} exists in this checkout with other bytes: re-analyse in a fresh "
-                                   "clone (git clone, then ./repro reanalyse)")
+            raise CrateError(f"{rel} exists in this checkout with other bytes: re-analyse in a fresh "
+                             "clone (git clone, then ./repro reanalyse)")
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
     return True
-
-
-def unpack_raw(z: zipfile.ZipFile, root: Path) -> int:
-    """The crate's raw files and sidecars into root/data/raw; returns how
-    many were new."""
-    return sum(place(root, name, z.read(name)) for name in _members(z, "data/raw/"))
-
-
-def notebook_parameters(z: zipfile.ZipFile, notebook: str) -> dict[str, Any]:
-    """The parameters papermill ran ``notebook`` with in the archived run."""
-    executed = json.loads(z.read(f"results/notebooks/{notebook}.ipynb"))
-    params: dict[str, Any] = executed["metadata"]["papermill"]["parameters"]
-    return params
 
 
 def _papermill(root: Path, notebook: str, params: dict[str, Any]) -> None:
@@ -76,7 +108,7 @@ def _papermill(root: Path, notebook: str, params: dict[str, Any]) -> None:
                              input=script.stdout, capture_output=True, cwd=root)
     if res.returncode != 0:
         tail = res.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        raise crate.CrateError(f"notebook {notebook} failed on the crate's data: {' '.join(tail)}")
+        raise CrateError(f"notebook {notebook} failed on the crate's data: {' '.join(tail)}")
 
 
 def differences(want: dict[str, Any], got: dict[str, Any]) -> list[str]:
@@ -89,7 +121,7 @@ def differences(want: dict[str, Any], got: dict[str, Any]) -> list[str]:
 def _refuse_if_analysed(root: Path) -> None:
     existing = sorted((root / "results" / "tables").glob("*.parquet"))
     if existing:
-        raise crate.CrateError(f"this checkout has tables of its own ({paths.relative(existing[0])}): re-analyse "
+        raise CrateError(f"this checkout has tables of its own ({paths.relative(existing[0])}): re-analyse "
                                "in a fresh clone so the two runs do not mix")
 
 
@@ -102,8 +134,15 @@ def rebuild(root: Path, raw: dict[str, list[str]], params: dict[str, dict[str, A
     for experiment, files in sorted(raw.items()):
         out = root / "results" / "tables" / f"{experiment}.parquet"
         out.parent.mkdir(parents=True, exist_ok=True)
-        if tables.main([experiment, "--output", str(out), *(str(root / r) for r in files)]) != 0:
-            raise crate.CrateError(f"the {experiment} table could not be rebuilt from its raw files")
+        try:
+            built = tables.main([experiment, "--output", str(out), *(str(root / r) for r in files)]) == 0
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            # A raw file or sidecar that verifies but is not what its format
+            # says (a crate made by hand): one line, not a traceback.
+            raise CrateError(f"the {experiment} table could not be rebuilt from the crate's raw files: "
+                             f"{type(e).__name__}: {shown(e, 120)}") from e
+        if not built:
+            raise CrateError(f"the {experiment} table could not be rebuilt from its raw files")
     log(f"reanalyse: tables rebuilt: {', '.join(sorted(raw))}")
     (root / "results" / "notebooks").mkdir(parents=True, exist_ok=True)
     ran = []
@@ -125,30 +164,64 @@ def rebuild(root: Path, raw: dict[str, list[str]], params: dict[str, dict[str, A
     return numbers, ran
 
 
-def reanalyse(crate_zip: Path, log: Any = print) -> dict[str, Any]:
+def _raw_lists(crate: Crate, unpacked: set[str]) -> dict[str, list[str]]:
+    """experiment -> the raw files its table was built from, from the
+    crate's ``*.sources.json``; each must be a raw file the crate holds."""
+    raw: dict[str, list[str]] = {}
+    for name in crate.files("results/tables/"):
+        if not name.endswith(".sources.json"):
+            continue
+        experiment = Path(name).name.removesuffix(".sources.json")
+        if experiment not in tables.TABLES:
+            raise CrateError(f"{name}: no experiment is called {experiment!r}")
+        sources = crate.read_json(name)
+        entries = sources.get("raw") if isinstance(sources, dict) else None
+        if not isinstance(entries, list):
+            raise CrateError(f"{name}: has no list of raw files")
+        files = []
+        for entry in entries:
+            path = entry.get("raw") if isinstance(entry, dict) else None
+            if not isinstance(path, str) or path not in unpacked or not path.endswith(".csv"):
+                raise CrateError(f"{name}: lists {str(path)[:120]!r}, which is not a raw file of this crate")
+            files.append(path)
+        raw[experiment] = files
+    return raw
+
+
+def reanalyse(crate_zip: Path, log: Any = print, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
     """Rebuild this checkout's paper from ``crate_zip``; returns what it
     did: files unpacked, tables and notebooks rebuilt, the commits, the
-    numbers that differ from the crate's."""
+    numbers that differ from the crate's. The crate is untrusted data
+    (iolab.archive.untrusted): its members are checked before anything is
+    written, raw files land only under data/raw/, and the notebooks run
+    with parameters built here."""
     root = paths.REPO
-    problems = crate.verify(crate_zip)
-    if problems:
-        raise crate.CrateError(f"{crate_zip}: {len(problems)} file(s) do not match their checksums, first: "
-                               f"{problems[0]}")
-    _refuse_if_analysed(root)
-    with zipfile.ZipFile(crate_zip) as z:
-        metadata = {e["@id"]: e for e in json.loads(z.read("ro-crate-metadata.json"))["@graph"]}
-        crate_commit = str(metadata["./"].get("version", ""))
-        unpacked = unpack_raw(z, root)
+    with Crate(crate_zip, max_bytes) as crate:
+        problems = crate.problems + crate.checksum_problems()
+        if problems:
+            raise CrateError(f"{crate_zip}: {len(problems)} problem(s), first: {problems[0]}; nothing was unpacked")
+        raw_members = crate.files("data/raw/")
+        bad = next(((n, p) for n in raw_members if (p := raw_member_problem(n))), None)
+        if bad:
+            raise CrateError(f"{bad[0]}: refused, {bad[1]}; nothing was unpacked")
+        _refuse_if_analysed(root)
+        version = crate.root.get("version", "")
+        crate_commit = version if isinstance(version, str) else ""
+        unpacked = sum(crate.extract(name, root / "data" / "raw", root) for name in raw_members)
         log(f"reanalyse: {unpacked} raw files and sidecars unpacked, every checksum matches")
-        raw = {Path(name).name.removesuffix(".sources.json"): [e["raw"] for e in json.loads(z.read(name))["raw"]]
-               for name in _members(z, "results/tables/") if name.endswith(".sources.json")}
-        params = {nb: notebook_parameters(z, nb) for nb in NOTEBOOKS
-                  if f"results/notebooks/{nb}.ipynb" in z.namelist()}
-        if "results/nodes.json" in z.namelist():
-            (root / "results").mkdir(exist_ok=True)
-            (root / "results" / "nodes.json").write_bytes(z.read("results/nodes.json"))
-        archived = json.loads(z.read("paper/generated/numbers.json")) \
-            if "paper/generated/numbers.json" in z.namelist() else {}
+        raw = _raw_lists(crate, set(raw_members))
+        ran_here = [nb for nb in NOTEBOOKS if crate.has(f"results/notebooks/{nb}.ipynb")]
+        params = {nb: pipeline_parameters(nb, set(raw), recorded_anytime_after(crate, nb)
+                                          if NOTEBOOKS[nb].judges_claims else 0) for nb in ran_here}
+        if crate.has("results/nodes.json"):
+            nodes = crate.read_json("results/nodes.json")
+            if not isinstance(nodes, dict):
+                raise CrateError("results/nodes.json: not an object of nodes")
+            atomic.write_json(root / "results" / "nodes.json", nodes)
+        archived = crate.read_json("paper/generated/numbers.json") if crate.has("paper/generated/numbers.json") \
+            else {}
+        if not isinstance(archived, dict):
+            archived = {}
     head = git_state(root)["commit"] or ""
     measured_at = f"commit {crate_commit[:12]}" if re.fullmatch(r"[0-9a-f]{40}", crate_commit) else \
         "an unrecorded commit"
@@ -176,13 +249,9 @@ def reanalyse_raw(raw_root: Path, log: Any = print) -> dict[str, Any]:
         if files:
             raw[experiment] = [paths.relative(root / "data" / "raw" / Path(f).relative_to(raw_root)) for f in files]
     if not raw:
-        raise crate.CrateError(f"no raw files under {raw_root}")
+        raise CrateError(f"no raw files under {raw_root}")
     log(f"reanalyse: {copied} raw files and sidecars copied from {paths.relative(raw_root)}")
-    # As the pipeline passes them: each table this data has, "" for the others.
-    params = {name: {**{f"{e}_table": f"results/tables/{e}.parquet" if e in raw else "" for e in nb.tables},
-                     "figure_dir": "paper/figures", "numbers_out": f"results/numbers/{name}.json",
-                     "manifest_out": f"results/figures/{name}.json"}
-              for name, nb in NOTEBOOKS.items() if set(nb.needs) <= set(raw) and set(nb.tables) & set(raw)
+    params = {name: pipeline_parameters(name, set(raw)) for name, nb in NOTEBOOKS.items() if set(nb.needs) <= set(raw) and set(nb.tables) & set(raw)
               and nb.when(None, len({Path(f).parts[2] for files in raw.values() for f in files}))}
     numbers, ran = rebuild(root, raw, params, f"Built from the raw files in {paths.relative(raw_root)}.", log)
     return {"unpacked": copied, "tables": sorted(raw), "notebooks": ran, "numbers": len(numbers), "differing": []}
@@ -193,17 +262,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("crate", type=Path, nargs="?", help="a crate written by ./repro archive")
     ap.add_argument("--raw-root", type=Path, help="instead of a crate, a tree of raw files such as "
                     "data/reference (the shipped run), analysed as a run of its own")
+    ap.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
+                    help=f"the most a crate may expand to (default {DEFAULT_MAX_BYTES})")
     args = ap.parse_args(argv)
     if (args.crate is None) == (args.raw_root is None):
         ap.error("give a crate or --raw-root, not both")
     try:
-        done = reanalyse(args.crate.resolve()) if args.crate else reanalyse_raw(args.raw_root.resolve())
-    except crate.CrateError as e:
+        done = reanalyse(args.crate.resolve(), max_bytes=args.max_bytes) if args.crate else \
+            reanalyse_raw(args.raw_root.resolve())
+    except CrateError as e:
         print(f"reanalyse: {e}", file=sys.stderr)
         return 1
     same = ("built from raw files alone" if not args.crate else "identical to the crate's"
             if not done["differing"] else
-            f"{len(done['differing'])} differ from the crate's: {', '.join(done['differing'][:8])}")
+            f"{len(done['differing'])} differ from the crate's: {', '.join(shown(k, 60) for k in done['differing'][:8])}")
     source = args.crate.name if args.crate else paths.relative(args.raw_root.resolve())
     print(f"reanalyse: paper/paper.pdf rebuilt from {source}; {done['numbers']} numbers, {same}")
     return 0 if not done["differing"] else 3

@@ -17,14 +17,49 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-Numbers = Mapping[str, Mapping[str, Any]]
+Numbers = Mapping[str, Any]
 DECIDED = ("reproduced", "not reproduced")
+# Characters that Markdown would read as markup in a table cell.
+_MARKUP = str.maketrans({c: "\\" + c for c in "\\|*_`[]<>#~"})
+
+
+def md_cell(text: object, limit: int = 200) -> str:
+    """Text from a run's files as one Markdown table cell: on one line,
+    control characters escaped, markup characters escaped, cut at ``limit``."""
+    s = " ".join(str(text).split())
+    s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in s[:limit]) + ("…" if len(s) > limit else "")
+    return s.translate(_MARKUP)
+
+
+def _number(x: Any) -> float | None:
+    """A finite real number from a numbers file, else None."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def _bounds(x: Any) -> list[float] | None:
+    """[low, high] from a numbers file (infinite ends allowed), else None."""
+    if not isinstance(x, (list, tuple)) or len(x) != 2:
+        return None
+    ends = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v) else None
+            for v in x]
+    return None if None in ends else ends  # type: ignore[return-value]
+
+
+def _findings(numbers: Numbers) -> list[dict[str, Any]]:
+    """The claim parts a numbers file holds, each an object with a claim and a part."""
+    entry = numbers.get("findings")
+    found = entry.get("value") if isinstance(entry, dict) else None
+    return [f for f in found if isinstance(f, dict) and isinstance(f.get("claim"), str)
+            and isinstance(f.get("part"), str)] if isinstance(found, list) else []
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -33,7 +68,7 @@ def load(path: str | Path) -> dict[str, Any]:
 
 def verdicts(numbers: Numbers) -> dict[str, str]:
     """``claim: part`` -> outcome, from a numbers file's findings."""
-    return {f"{f['claim']}: {f['part']}": f["outcome"] for f in numbers.get("findings", {}).get("value", [])}
+    return {f"{f['claim']}: {f['part']}": str(f.get("outcome", "")) for f in _findings(numbers)}
 
 
 def flips(runs: Sequence[Numbers]) -> list[str]:
@@ -59,13 +94,15 @@ def intervals(numbers: Numbers, interval: str) -> dict[str, tuple[float | None, 
     part's estimate (keyed ``claim: part``)."""
     out: dict[str, tuple[float | None, list | None]] = {}
     for key, entry in numbers.items():
-        if isinstance(entry.get("value"), (int, float)) and not isinstance(entry.get("value"), bool):
-            out[key] = (entry["value"], entry.get(interval))
+        value = _number(entry.get("value")) if isinstance(entry, dict) else None
+        if value is not None:
+            out[str(key)] = (value, _bounds(entry.get(interval)))
     ends = {"pi95": ("pred_low", "pred_high"), "ci95": ("low", "high")}[interval]
-    for f in numbers.get("findings", {}).get("value", []):
+    for f in _findings(numbers):
         est = f.get("estimate")
-        if est:
-            out[f"{f['claim']}: {f['part']}"] = (est["value"], [est[ends[0]], est[ends[1]]])
+        value = _number(est.get("value")) if isinstance(est, dict) else None
+        if value is not None:
+            out[f"{f['claim']}: {f['part']}"] = (value, _bounds([est.get(ends[0]), est.get(ends[1])]))
     return out
 
 
@@ -88,20 +125,21 @@ def calibration(first: Numbers, later: Numbers, interval: str = "pi95") -> Calib
 
 
 def report(runs: Sequence[Numbers], names: Sequence[str]) -> str:
+    names = [md_cell(n) for n in names]
     lines = ["## Verdicts", "", "| part | " + " | ".join(names) + " |",
              "|---|" + "---|" * len(names)]
     table = [verdicts(r) for r in runs]
     flipped = set(flips(runs))
     for part in sorted(set().union(*table)):
         mark = " **(flip)**" if part in flipped else ""
-        lines.append(f"| {part}{mark} | " + " | ".join(t.get(part, "") for t in table) + " |")
+        lines.append(f"| {md_cell(part)}{mark} | " + " | ".join(md_cell(t.get(part, "")) for t in table) + " |")
     lines += ["", f"Flips (reproduced in one run, not reproduced in another): {len(flipped)}", ""]
     for interval, title in (("pi95", "prediction intervals"), ("ci95", "confidence intervals")):
         lines += [f"## Calibration: {title} of {names[0]}", ""]
         for name, later in zip(names[1:], runs[1:], strict=True):
             c = calibration(runs[0], later, interval)
             lines.append(f"- {name}: {c.inside} of {c.checked} values inside ({c.fraction:.0%})")
-            lines += [f"  - {m}" for m in c.misses]
+            lines += [f"  - {md_cell(m)}" for m in c.misses]
         lines.append("")
     return "\n".join(lines)
 
