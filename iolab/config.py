@@ -12,6 +12,7 @@ does, for tools and tests that check a config without starting a workflow.
 from __future__ import annotations
 
 import copy
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -53,6 +54,11 @@ def validate_config(config: dict[str, Any], schema: Path = SCHEMA) -> RunConfig:
     from snakemake.exceptions import WorkflowError
     from snakemake.utils import validate
 
+    # JSON Schema's minimum and maximum let NaN through (it compares false
+    # both ways), and YAML spells it .nan: refuse a non-finite number first.
+    bad = _non_finite(config)
+    if bad is not None:
+        raise ConfigError(f"config error at {key_path(bad[0])}: {bad[1]!r} is not a finite number")
     try:
         validate(config, str(schema))
     except WorkflowError as e:
@@ -60,6 +66,18 @@ def validate_config(config: dict[str, Any], schema: Path = SCHEMA) -> RunConfig:
         raise ConfigError(describe_validation_error(err) if err is not None
                           else f"config error: {e}") from None
     return check_semantics(config)
+
+
+def _non_finite(value: Any, where: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], float] | None:
+    """The first NaN or infinity in a config, with its key path."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        found = _non_finite(v, (*where, k))
+        if found is not None:
+            return found
+    return None
 
 
 def load(*overlays: Path, base: Iterable[Path] = BASE_FILES) -> dict[str, Any]:

@@ -66,6 +66,9 @@ BAD_CONFIGS = [
      "config error at experiments.echo.presets.x[0]: 'rm -rf /' does not match"),
     ({"experiments": {"uring_batch": {"max_not_inline": 2}}},
      "config error at experiments.uring_batch.max_not_inline: 2 is greater than the maximum of 1"),
+    # YAML's .nan passes JSON Schema's minimum and maximum (NaN compares false both ways).
+    ({"experiments": {"uring_batch": {"max_not_inline": float("nan")}}},
+     "config error at experiments.uring_batch.max_not_inline: nan is not a finite number"),
     ({"nodes": [{"name": "far", "runner": "ssh"}]},
      "config error at nodes[0].host: node 'far' uses the ssh runner and needs a host"),
     ({"nodes": [{"name": "a", "runner": "local", "echo_client": "b"}]},

@@ -163,7 +163,8 @@ static double parse_fraction(const char *text)
 
 	errno = 0;
 	v = strtod(text, &end);
-	if (errno || !end || *end || v < 0.0 || v > 1.0) {
+	/* NaN compares false both ways: ask for the range, not its outside. */
+	if (errno || !end || end == text || *end || !(v >= 0.0 && v <= 1.0)) {
 		fprintf(stderr, PROG ": --max-not-inline: '%s' is not a fraction in [0, 1]\n", text);
 		exit(2);
 	}
