@@ -17,8 +17,8 @@ import pytest
 from iolab.paths import module_closure
 
 # Run code: the measurement entry point and every experiment module, a file
-# or a package (the registry in iolab/experiments/__init__.py holds no run
-# code).
+# or a package (iolab/experiments/__init__.py only dispatches to them; the
+# registry is iolab/registry.py).
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "iolab" / "experiments"
 EXPERIMENT_MODULES = sorted([p.stem for p in EXPERIMENTS_DIR.glob("*.py") if p.name != "__init__.py"]
                             + [p.parent.name for p in EXPERIMENTS_DIR.glob("*/__init__.py")])
