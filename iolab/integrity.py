@@ -14,12 +14,15 @@ Write protection does not stop root, and this package runs as root.
 from __future__ import annotations
 
 import argparse
+import functools
 import getpass
 import hashlib
 import json
 import os
+import re
 import socket
 import stat
+import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +33,9 @@ from .provenance import sidecar_for, utc_now
 
 # The sidecar key that holds the fingerprints: file name -> fingerprint.
 KEY = "integrity"
+# The commit from which every sidecar records them: a sidecar written by it
+# or a later commit that has none lost them after it was written.
+FINGERPRINTS_SINCE = "dbe1f42b518ac9f423603966d951d3b86f29251a"
 
 
 class EditedRawError(ValueError):
@@ -83,11 +89,30 @@ def verify(raw: str | Path) -> None:
     fingerprints were recorded has nothing to check."""
     raw = Path(raw)
     side = json.loads(sidecar_for(raw).read_text())
+    if KEY not in side:
+        commit = str((side.get("git") or {}).get("commit") or "")
+        if _records_fingerprints(commit):
+            print(f"iolab: warning: {paths.relative(raw)}: its sidecar has no fingerprints, though the commit "
+                  f"that wrote it ({commit[:12]}) records them; its bytes cannot be checked", file=sys.stderr)
     problems = _differences(raw, side.get(KEY) or {})
     if problems:
         rel = paths.relative(raw)
         raise EditedRawError(f"{problems[0]}: re-measure it (remove {rel} and its sidecar, then run again) "
                              f"or accept the change with: ./repro figures --accept-edited {rel}")
+
+
+@functools.lru_cache(maxsize=None)
+def _records_fingerprints(commit: str) -> bool:
+    """Whether ``commit`` (a sidecar's) is FINGERPRINTS_SINCE or descends
+    from it in this checkout's history; False when git cannot tell."""
+    if not re.fullmatch(r"[0-9a-f]{40}", commit):
+        return False
+    try:
+        res = subprocess.run(["git", "merge-base", "--is-ancestor", FINGERPRINTS_SINCE, commit], cwd=paths.REPO,
+                             capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return res.returncode == 0
 
 
 def accept(raw: str | Path, who: str | None = None) -> dict[str, Any]:

@@ -3,8 +3,9 @@ runs left behind.
 
 Killing only Snakemake (the OOM killer does) leaves its measurement job
 running; a new run started beside it would measure the same thing on the
-same CPUs, and keep a result disturbed by the other. ``./repro all``
-refuses to start while any measurement of this checkout runs:
+same CPUs, and keep a result disturbed by the other. Every measurement
+(``iolab.measure``, however Snakemake was started) refuses to start while
+another of this checkout runs, and ``./repro all`` refuses before starting:
 
     python -m iolab.live check [DIR]      # exit 1 with one line naming the PID
 
@@ -31,7 +32,7 @@ MEASURING = ("echo-epoll", "echo-uring", "echo-go-net", "echo-go-uring", "loadge
              "ib_send_lat", "ib_send_bw")
 # Temporary directories iolab makes: a prefix, then the creating PID, then "-".
 TEMP_PREFIXES = ("iolab-run-", "iolab-mpi-", "iolab-vm-")
-_STALE = re.compile(r"^(?:iolab-(?:run|mpi|vm)-|iol|ompi\.iol)(\d+)-")
+_STALE = re.compile(r"^(?:iolab-(?:run|mpi|vm|nb)-|iol|ompi\.iol)(\d+)-")
 
 
 def pid_alive(pid: int) -> bool:
@@ -44,9 +45,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _ancestors() -> set[int]:
-    """This process and the ones that started it (never counted as live)."""
-    out, pid = set(), os.getpid()
+def _ancestors(pid: int | None = None) -> set[int]:
+    """A process (default: this one) and the ones that started it."""
+    out, pid = set(), os.getpid() if pid is None else pid
     while pid > 1:
         out.add(pid)
         try:
@@ -58,11 +59,13 @@ def _ancestors() -> set[int]:
 
 
 def measurements(checkout: Path = paths.REPO) -> Iterator[tuple[int, str]]:
-    """(pid, command line) of every process measuring for ``checkout``: the
-    measurement entry point or a program it runs, started in the checkout
-    or from its build."""
+    """(pid, command line) of every measurement running for ``checkout``:
+    the measurement entry point or a program it runs, started in the
+    checkout or from its build. A program started by a measurement already
+    named is part of it and not named again (its probes come and go)."""
     checkout = checkout.resolve()
     mine = _ancestors()
+    found: dict[int, str] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) in mine:
             continue
@@ -77,7 +80,10 @@ def measurements(checkout: Path = paths.REPO) -> Iterator[tuple[int, str]]:
         measuring = ("iolab.measure" in words) or Path(words[0]).name in MEASURING
         here = cwd == checkout or str(checkout) in words[0]
         if measuring and here:
-            yield int(proc.name), " ".join(words)
+            found[int(proc.name)] = " ".join(words)
+    for pid, command in sorted(found.items()):
+        if not (_ancestors(pid) - {pid}) & found.keys():
+            yield pid, command
 
 
 def tempdir(prefix: str) -> tempfile.TemporaryDirectory[str]:
@@ -100,17 +106,26 @@ def remove_stale_tempdirs(root: Path | None = None) -> list[Path]:
     return removed
 
 
+def beside(checkout: Path = paths.REPO) -> str | None:
+    """Why a measurement of ``checkout`` must not start now: one line naming
+    a measurement of it that is running (None: none is)."""
+    for pid, command in measurements(checkout):
+        return (f"a measurement of this checkout is still running (pid {pid}: {command[:120]}); "
+                f"a new one would measure beside it: wait for it to end, or stop it with: kill {pid}")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] != "check":
         print("usage: python -m iolab.live check [DIR]", file=sys.stderr)
         return 2
-    checkout = Path(args[1]) if len(args) > 1 else paths.REPO
-    for pid, command in measurements(checkout):
-        print(f"repro: a measurement of this checkout is still running (pid {pid}: {command[:120]}); "
-              f"a new run would measure beside it: wait for it to end, or stop it with: kill {pid}",
-              file=sys.stderr)
+    why = beside(Path(args[1]) if len(args) > 1 else paths.REPO)
+    if why:
+        print(f"repro: {why}", file=sys.stderr)
         return 1
+    # Nothing of this checkout runs: what killed runs left may go.
+    remove_stale_tempdirs()
     return 0
 
 

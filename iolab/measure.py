@@ -39,6 +39,16 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
             peer_entries: Sequence[Mapping[str, Any]] = ()) -> Path:
     """One repetition of ``experiment`` on the node into ``output``, with its
     provenance sidecar; the experiment's module (iolab/experiments/) runs it."""
+    if output.exists() and provenance.sidecar_for(output).exists():
+        # Measured already (its key says with these settings and this code):
+        # kept as it is. Snakemake asks again when only the text of a
+        # rule's parameters or code changed; a raw file is never deleted.
+        print(f"iolab: {paths.relative(output)} is measured already; kept as it is (to measure it again, "
+              "move it and its sidecar away first)", file=sys.stderr)
+        return output
+    busy = live.beside(paths.REPO)
+    if busy:
+        raise RunError(busy)
     started = provenance.utc_now()
     entry = NodeEntry.of(node_entry)
     typed = REGISTRY[experiment].settings.of(settings)
@@ -91,8 +101,10 @@ def check_ranges(experiment: str, settings: Mapping[str, Any], nodes: Sequence[M
 
 
 def _terminate(signum: int, _frame: Any) -> NoReturn:
-    # Turn SIGTERM (snakemake cancelling a job) into a normal unwind, so the
-    # temporary file is removed and nothing half-written is left behind.
+    # Turn SIGTERM (snakemake cancelling a job) and SIGINT (Ctrl-C) into a
+    # normal unwind, so the temporary file is removed and nothing
+    # half-written is left behind; one line in the job's log, no traceback.
+    print(f"iolab: stopped by {signal.Signals(signum).name}; nothing partial was kept", file=sys.stderr)
     raise SystemExit(128 + signum)
 
 
@@ -110,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                                          "(a JSON list)")
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _terminate)
     try:
         node, settings = json.loads(args.node), json.loads(args.settings)
         client = json.loads(args.client_node) if args.client_node else None

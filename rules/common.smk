@@ -57,7 +57,7 @@ from iolab.registry import (REGISTRY, can_host, claim_experiments, figures_drawn
 
 def node_runs(node, experiment):
     """Whether ``experiment`` runs on ``node``: its `experiments` list, and
-    whether its runner has what the experiment needs (iolab/experiments/__init__.py:
+    whether its runner has what the experiment needs (iolab/registry.py:
     bpftrace needs this machine's kernel; echo servers; MPI; perftest its ib.peer)."""
     entry = NODE_BY_NAME[node]
     chosen = entry.get("experiments")
@@ -240,13 +240,13 @@ def client_node_flag(node, setting):
     client = NODE_BY_NAME[node].get(setting)
     if not client or client == node:
         return ""
-    return f"--client-node {shlex.quote(json.dumps(NODE_BY_NAME[client]))}"
+    return f"--client-node {shlex.quote(json.dumps(NODE_BY_NAME[client], sort_keys=True))}"
 
 
 def peer_nodes_flag(experiment, node):
     """`--peer-nodes JSON` when the measurement spans other nodes, else ""."""
     peers = peer_entries(experiment, node)
-    return f"--peer-nodes {shlex.quote(json.dumps(peers))}" if peers else ""
+    return f"--peer-nodes {shlex.quote(json.dumps(peers, sort_keys=True))}" if peers else ""
 
 
 def dependency_groups(experiment, node):

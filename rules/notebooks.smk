@@ -34,8 +34,12 @@ for _notebook in NOTEBOOKS:
             f"results/logs/notebooks/{_notebook}.log",
         conda:
             "../environment.yml"
+        # The kernel's connection file goes to a temporary directory named
+        # for this job's shell (iolab.live): removed when the job ends, and
+        # by the next run if the job was killed.
         shell:
-            "jupytext --quiet --to ipynb --output - {input.notebook}"
+            "tmp=$(mktemp -d \"${{TMPDIR:-/tmp}}/iolab-nb-$$-XXXXXX\") && trap 'rm -rf \"$tmp\"' EXIT"
+            " && export TMPDIR=\"$tmp\" && jupytext --quiet --to ipynb --output - {input.notebook}"
             " | papermill --no-progress-bar --cwd . - {output.executed} {params.tables} {params.extra}"
             " -p figure_dir paper/figures -p numbers_out {output.numbers}"
             " -p manifest_out {output.manifest} > {log} 2>&1"

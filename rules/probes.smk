@@ -6,7 +6,7 @@
 # Raw files land in data/raw/<node>/<experiment>/<key>/, where <key> digests
 # the settings and the probe's sources (rules/common.smk), and are
 # write-protected: measured data is never edited or overwritten. One rule per
-# experiment of the registry (iolab/experiments/__init__.py), all from this definition;
+# experiment of the registry (iolab/registry.py), all from this definition;
 # mpirun launches on the node: shared memory, TCP, a cluster of network
 # namespaces (iolab/experiments/mpi/netns.py), and across the node's mpi.peers over
 # ssh (iolab/experiments/mpi/group.py).
@@ -20,16 +20,22 @@ for _experiment, _spec in REGISTRY.items():
         # No binary as input: the job builds what it runs (make rebuilds only
         # what is stale). The sources are digested into {key}, so new code
         # measures into a new directory, and a rebuild alone never re-measures.
+        # A raw file is never deleted: `update` keeps Snakemake from removing
+        # it before a job it decides to re-run (as root, `protected` alone
+        # does not: root may write a read-only file), and iolab.measure keeps
+        # a repetition already measured (the key says its settings are these).
         output:
-            raw=protected(f"data/raw/{{node}}/{_experiment}/{{key}}/rep{{rep}}.csv"),
-            provenance=protected(f"data/raw/{{node}}/{_experiment}/{{key}}/rep{{rep}}.provenance.json"),
-            **{suffix.split(".")[0]: protected(f"data/raw/{{node}}/{_experiment}/{{key}}/rep{{rep}}.{suffix}")
+            raw=protected(update(f"data/raw/{{node}}/{_experiment}/{{key}}/rep{{rep}}.csv")),
+            provenance=protected(update(f"data/raw/{{node}}/{_experiment}/{{key}}/rep{{rep}}.provenance.json")),
+            **{suffix.split(".")[0]: protected(update(f"data/raw/{{node}}/{_experiment}/{{key}}/rep{{rep}}.{suffix}"))
                for suffix in _spec.extra_outputs},
         params:
             experiment=_experiment,
             key=lambda w, e=_experiment: checked_run_key(w, e),
-            node=lambda w: json.dumps(NODE_BY_NAME[w.node]),
-            settings=lambda w, e=_experiment: json.dumps(rep_settings(e, w.rep)),
+            # Canonical JSON (sorted keys): the same settings read from another
+            # profile must be the same text, or Snakemake sees "params changed".
+            node=lambda w: json.dumps(NODE_BY_NAME[w.node], sort_keys=True),
+            settings=lambda w, e=_experiment: json.dumps(rep_settings(e, w.rep), sort_keys=True),
             seed=lambda w, e=_experiment: run_seed(e, w.node, w.rep),
             # Where the echo load generator runs, or the MPI peers of the node.
             nodes=lambda w, e=_experiment: other_nodes_flag(e, w.node),

@@ -67,6 +67,43 @@ def test_a_change_accepted_on_purpose_is_recorded_and_then_read(measured: Path) 
     assert len(tables.load("syscall", measured.parents[3])) == 85
 
 
+def test_a_sidecar_that_lost_its_fingerprints_is_named(measured: Path) -> None:
+    # Written by this checkout's code, which records fingerprints: a sidecar
+    # without them was edited, and the reader says so rather than stay silent.
+    side = json.loads(sidecar_for(measured).read_text())
+    assert side["git"]["commit"] and integrity._records_fingerprints(side["git"]["commit"])
+    del side[integrity.KEY]
+    sidecar_for(measured).write_text(json.dumps(side))
+    res = subprocess.run([sys.executable, "-m", "iolab.integrity", "verify", str(measured)], cwd=REPO,
+                         env=tool_env(), capture_output=True, text=True)
+    assert res.returncode == 0
+    assert res.stderr.strip() == (f"iolab: warning: {measured}: its sidecar has no fingerprints, though the commit "
+                                  f"that wrote it ({side['git']['commit'][:12]}) records them; its bytes cannot "
+                                  "be checked")
+    # A sidecar from before fingerprints (the commit predates them): nothing to say.
+    side["git"]["commit"] = "4389c89e09b209cfedc7b581e7c8471e28d1cda6"
+    sidecar_for(measured).write_text(json.dumps(side))
+    res = subprocess.run([sys.executable, "-m", "iolab.integrity", "verify", str(measured)], cwd=REPO,
+                         env=tool_env(), capture_output=True, text=True)
+    assert res.returncode == 0 and res.stderr == ""
+
+
+def test_a_repetition_measured_already_is_kept_byte_for_byte(measured: Path) -> None:
+    # Snakemake re-runs a job whose parameters' text or rule code changed;
+    # the key in the path says the settings are the same, so the raw file
+    # stays as measured (never deleted, never re-measured behind the user).
+    before = {p.name: p.read_bytes() for p in measured.parent.iterdir()}
+    res = subprocess.run([sys.executable, "-m", "iolab.measure", "syscall", "--node",
+                          json.dumps({"name": "local", "runner": "local"}), "--settings",
+                          json.dumps({"batches": 40, "warmup_batches": 4}), "--rep", "1", "--seed", "2",
+                          "--output", str(measured)], cwd=REPO, env=tool_env(), capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.strip() == (f"iolab: {measured} is measured already; kept as it is (to measure it again, "
+                                  "move it and its sidecar away first)")
+    assert {p.name: p.read_bytes() for p in measured.parent.iterdir()} == before
+
+
 def test_the_reference_data_carries_fingerprints() -> None:
     raws = sorted((REPO / "data" / "reference").glob("*/*/*/rep*.csv"))
     raws = [r for r in raws if r.name.count(".") == 1]

@@ -99,6 +99,11 @@ def test_ctrl_c_leaves_nothing_partial_and_resume_completes(workflow: Path, tmp_
     assert not list((workflow / "data" / "raw").rglob(".tmp-*"))
     assert_only_complete_results(workflow)
     assert live_processes(proc.pid) == [], "processes left running"
+    # The job's log says what happened in one line, without a traceback.
+    (job_log,) = (workflow / "results" / "logs" / "measure").rglob("syscall/*/rep1.log")
+    text = job_log.read_text()
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-2000:]
+    assert "iolab: stopped by SIGINT; nothing partial was kept" in text, text[-2000:]
 
     res = snakemake(workflow, "results/tables/syscall.parquet", "--cores", "all",
                     "--configfile", str(cfg))

@@ -49,6 +49,17 @@ def test_killing_only_snakemake_leaves_a_live_measurement_that_blocks_a_new_run(
         assert res.returncode != 0 and res.stderr.strip().splitlines()[-1] == line, res.stderr[-2000:]
         assert list((workflow / ".snakemake" / "locks").glob("*.lock"))
         assert [p for p, _ in live.measurements(workflow)] == [pid]
+        # Through snakemake directly, after the --unlock its lock message
+        # advises: the measurement itself refuses to start beside the orphan.
+        assert snakemake(workflow, "--unlock").returncode == 0
+        res = snakemake(workflow, "--cores", "all", "--configfile", "config/slow.yaml", "--until",
+                        "measure_sendrecv")
+        assert res.returncode != 0
+        (job_log,) = (workflow / "results" / "logs" / "measure").rglob("sendrecv/*/rep1.log")
+        assert f"iolab: {line.removeprefix('repro: ')}" in job_log.read_text(), job_log.read_text()[-2000:]
+        left = list(live.measurements(workflow))
+        assert [p for p, _ in left] == [pid], left
+        assert not list((workflow / "data" / "raw").rglob("sendrecv/*/rep1.csv"))
         os.kill(pid, signal.SIGTERM)
         for _ in range(300):
             if not live.pid_alive(pid):
@@ -71,12 +82,13 @@ def test_a_killed_runs_temporary_directories_are_removed_by_the_next(tmp_path: P
     dead = subprocess.Popen(["true"])
     dead.wait()
     mine = os.getpid()
+    # A killed notebook job's directory holds its kernel's connection file.
     names = [f"iolab-run-{dead.pid}-abc", f"iolab-mpi-{dead.pid}-x", f"iol{dead.pid}-0", f"ompi.iol{dead.pid}-1.0",
-             f"iolab-run-{mine}-kept", "iolab-run-unnamed", "other-123-x"]
+             f"iolab-nb-{dead.pid}-k", f"iolab-run-{mine}-kept", "iolab-run-unnamed", "other-123-x"]
     for n in names:
         (tmp_path / n).mkdir()
     removed = sorted(p.name for p in live.remove_stale_tempdirs(tmp_path))
-    assert removed == sorted(names[:4])
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[4:])
+    assert removed == sorted(names[:5])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[5:])
     with live.tempdir("iolab-run-") as d:
         assert Path(d).name.startswith(f"iolab-run-{mine}-")

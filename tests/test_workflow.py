@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from conftest import snakemake, tool_env
+from test_interrupt import repro_env
 
 from iolab import readers
 from iolab.readers import sha256
@@ -283,3 +284,60 @@ def test_html_report_has_the_figures_in_categories(smoke_copy: Path) -> None:
     assert "Cost model" in html
     for name in ("syscall_cost", "sendrecv_cost", "uring_batch_time", "cost_model_per_request"):
         assert f"{name}.png" in html
+
+
+def _raw_bytes(wd: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
+
+
+def test_switching_profile_plans_no_measured_file_again(smoke_copy: Path) -> None:
+    # The settings go to the measurement as canonical JSON. The default
+    # config gives trace the smoke profile's settings (one key directory),
+    # in another key order; with unsorted JSON Snakemake saw "params
+    # changed" and planned the measured repetitions again (checked on that
+    # version: trace rep1 and rep2 were planned).
+    wd = smoke_copy
+    have = {p.relative_to(wd).as_posix() for p in (wd / "data" / "raw").rglob("rep*.csv")}
+    for extra in (["--configfile", "config/profiles/smoke.yaml"], []):
+        res = snakemake(wd, "-n", "--cores", "1", *extra)
+        assert res.returncode == 0, res.stderr[-2000:]
+        outputs = " ".join(ln for ln in res.stdout.splitlines() if ln.strip().startswith("output:"))
+        planned = set(re.findall(r"data/raw/\S+?/rep\d+\.csv", outputs))
+        assert not planned & have, sorted(planned & have)[:5]
+        assert "Params have changed" not in res.stdout
+    # Not vacuous: the default plan adds repetitions beside measured ones.
+    assert {Path(p).parent for p in planned} & {Path(p).parent for p in have}
+
+
+def test_a_repetition_snakemake_asks_to_rerun_is_kept_byte_for_byte(smoke_copy: Path) -> None:
+    # Whatever makes Snakemake re-run a measurement job (changed parameter
+    # text or rule code; here asked outright), the raw file it has is kept:
+    # as root, write protection does not stop a delete, so the rule flags
+    # its outputs `update` and the measurement keeps what is measured.
+    wd = smoke_copy
+    before = _raw_bytes(wd)
+    res = snakemake(wd, "--cores", "all", "--configfile", "config/profiles/smoke.yaml",
+                    "--forcerun", "measure_syscall", "measure_sendrecv", "--until", "tidy_table")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert _raw_bytes(wd) == before
+    logs = list((wd / "results" / "logs" / "measure").rglob("syscall/*/rep*.log"))
+    assert logs and all("is measured already; kept as it is" in log.read_text() for log in logs)
+
+
+def test_figures_refuses_a_plan_that_would_measure(smoke_copy: Path) -> None:
+    # Without the run's --configfile the default config's raw files do not
+    # exist: ./repro figures says so in one line and starts nothing.
+    wd = smoke_copy
+    before = _raw_bytes(wd)
+    env = repro_env(wd)
+    res = subprocess.run(["./repro", "figures"], cwd=wd, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode != 0
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("repro: figures only re-derives from raw data already measured, and with this "
+                           "config") and "--configfile" in last, res.stderr[-2000:]
+    assert _raw_bytes(wd) == before and not list((wd / "data" / "raw").rglob(".tmp-*"))
+    # With the run's own config it re-derives, measuring nothing.
+    res = subprocess.run(["./repro", "figures", "--configfile", "config/profiles/smoke.yaml"], cwd=wd, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert _raw_bytes(wd) == before
