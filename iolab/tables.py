@@ -179,7 +179,7 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
 
 # What each MPI launch decided and ran, as columns of its samples.
 LAUNCH_COLUMNS = ("oversubscribed", "binding", "selection", "algorithm", "pinned", "sync", "hosts",
-                  "rate_mbit", "peers", "fabric")
+                  "rate_mbit", "peers", "fabric", "timer_ns")
 
 
 def launch_columns(rec: dict[str, Any], bench: str) -> dict[str, Any]:
@@ -201,6 +201,9 @@ def launch_columns(rec: dict[str, Any], bench: str) -> dict[str, Any]:
         "hosts": len(set(procs)) if procs else (len(cluster.get("hosts", [])) or len(spread) or 1),
         "rate_mbit": cluster.get("rate_mbit"),
         "peers": ",".join(group.get("nodes", [])[1:]),
+        # What one clock reading costs, inside every timed iteration (0 where
+        # the probe predates recording it).
+        "timer_ns": float(meta.get("timer_overhead_ns", 0.0)),
         # The launch's fabric kind (launches recorded before it: "").
         "fabric": (rec.get("fabric") or {}).get("kind", ""),
     }

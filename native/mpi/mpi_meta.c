@@ -80,9 +80,10 @@ void write_meta(struct raw_out *f, const struct options *o, char (*procs)[MPI_MA
 	}
 	raw_printf(f, "], \"sync\": \"%s\", \"warmup\": %lld, \"iterations\": %lld, \"series\": %lld, "
 		"\"large_bytes\": %lld, \"large_iterations\": %lld, \"seed\": %lld, \"timer\": \"CLOCK_MONOTONIC\", "
-		"\"pingpong_ns\": \"round trip on rank 0, timed after the peer's ready message (no barrier or window); the peer's own time from posting its receive to sending the echo\", ",
+		"\"pingpong_ns\": \"round trip on rank 0, timed after the peer's ready message (no barrier or window); the peer's own time from posting its receive to sending the echo\", "
+		"\"timer_overhead_ns\": %.1f, ",
 		sync_names[o->sync], o->warmup, o->iterations, o->series, o->large_bytes,
-		o->large_iterations, o->seed);
+		o->large_iterations, o->seed, timer_overhead_ns(10001));
 	raw_printf(f, "\"method\": \"%s\", ", method_names[o->method]);
 	if (o->method == METHOD_OSU)
 		raw_printf(f, "\"osu\": {\"modelled_on\": \"OSU micro-benchmarks 5.3\", \"large_above_elements\": %d, "
