@@ -36,6 +36,7 @@ section mpirun; mpirun --version 2>/dev/null | head -n 1
 section kvm; [ -e /dev/kvm ] && echo present || echo absent
 section nics; for n in /sys/class/net/*; do [ -e "$n" ] || continue; d=$(readlink "$n/device/driver" 2>/dev/null); v=0; [ -e "$n/device/physfn" ] && v=1; echo "${n##*/} ${d##*/} $v"; done
 section kvm_modules; cat /proc/modules 2>/dev/null | awk '$1 ~ /^kvm/ {print $1}'
+section rdma_ports; for p in /sys/class/infiniband/*/ports/*; do [ -r "$p/link_layer" ] || continue; d=${p%/ports/*}; echo "${d##*/} ${p##*/} $(cat "$p/link_layer") $(cat "$p/state" 2>/dev/null)"; done
 true
 """.replace("__DMI__", " ".join(DMI_FIELDS))
 
@@ -130,6 +131,24 @@ class HostFacts:
         software bridges ("" where none was read)."""
         kinds = sorted({str(v["kind"]) for v in self.nics.values()} - {"loopback", "software"})
         return ", ".join(kinds)
+
+    @property
+    def rdma_ports(self) -> list[dict[str, str]]:
+        """The RDMA ports the node's kernel shows (/sys/class/infiniband):
+        device, port, link layer ("InfiniBand", "Ethernet" for RoCE) and
+        state ("4: ACTIVE")."""
+        out = []
+        for line in self.raw.get("rdma_ports", "").splitlines():
+            parts = line.split(" ", 3)
+            if len(parts) >= 3:
+                out.append({"device": parts[0], "port": parts[1], "link_layer": parts[2],
+                            "state": parts[3] if len(parts) > 3 else ""})
+        return out
+
+    @property
+    def infiniband_active(self) -> bool:
+        """Whether a port with an InfiniBand link layer is up here."""
+        return any(p["link_layer"] == "InfiniBand" and "ACTIVE" in p["state"] for p in self.rdma_ports)
 
     def kind(self) -> KindEvidence:
         vm, ct = self.detect_virt

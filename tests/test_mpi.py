@@ -430,3 +430,31 @@ def test_timeout_kills_the_launch_and_says_so(mpi_build: Path, tmp_path: Path) -
                                                                    "warmup": 0})
     with pytest.raises(RunError, match=r"shm p=2 bcast did not finish within 2 s"):
         mpi.run_experiment(s, seed=1, output=tmp_path / "rep1.csv", progress=False)
+
+
+def test_an_rdma_fabric_counts_as_infiniband_only_where_every_node_showed_a_port() -> None:
+    ucx, openib = {"pml": "ucx"}, {"btl": "self,openib"}
+    assert mpi_launch.fabric(ucx, {"metal": True, "vm": True})["kind"] == "infiniband"
+    # One side without an active InfiniBand port: UCX fell back to TCP or
+    # shared memory, and that is what the launch is called.
+    assert mpi_launch.fabric(ucx, {"metal": True, "vm": False})["kind"] == "ucx"
+    assert mpi_launch.fabric(ucx)["kind"] == "ucx"
+    assert mpi_launch.fabric(openib, {"metal": True, "vm": False})["kind"] == "rdma, no InfiniBand port seen"
+    assert mpi_launch.fabric({"btl": "self,tcp"}, {"metal": True})["kind"] == "tcp"
+    assert mpi_launch.fabric(ucx, {"metal": True, "vm": True})["infiniband_seen"] == {"metal": True, "vm": True}
+
+
+def test_host_facts_read_the_rdma_ports_the_kernel_shows() -> None:
+    from iolab import hostfacts
+
+    here = hostfacts.gather()
+    shown = Path("/sys/class/infiniband")
+    ports = list(shown.glob("*/ports/*")) if shown.exists() else []
+    assert len(here.rdma_ports) == len(ports)
+    assert here.infiniband_active == any(
+        (p / "link_layer").read_text().strip() == "InfiniBand" and "ACTIVE" in (p / "state").read_text()
+        for p in ports)
+    # The script's line format, as a node with an HCA prints it.
+    facts = hostfacts.HostFacts({"rdma_ports": "mlx5_0 1 InfiniBand 4: ACTIVE\nmlx5_1 1 Ethernet 4: ACTIVE"})
+    assert facts.infiniband_active and [p["link_layer"] for p in facts.rdma_ports] == ["InfiniBand", "Ethernet"]
+    assert not hostfacts.HostFacts({"rdma_ports": "mlx5_0 1 InfiniBand 1: DOWN"}).infiniband_active

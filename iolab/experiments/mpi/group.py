@@ -188,6 +188,11 @@ class MpiNodeGroup:
             out += ["-np", str(k), "--host", f"{member.address}:{k}", member.exe(program), *args]
         return out
 
+    def infiniband_seen(self) -> dict[str, bool]:
+        """Per node: whether its host facts showed an active InfiniBand port
+        (False where the facts are missing: not seen is not assumed)."""
+        return {m.name: bool(m.facts is not None and m.facts.infiniband_active) for m in self.members}
+
     def describe(self, ranks: int | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
             "nodes": [m.name for m in self.members], "addresses": [m.address for m in self.members],

@@ -125,17 +125,29 @@ def mca_params(settings: Settings, launch: Launch, btl_shm: str,
     return mca
 
 
-def fabric(mca: Mapping[str, str]) -> dict[str, str]:
-    """What carried a launch's messages, read from its MCA parameters: the
-    pml (a btl list implies ob1), the btl list and interface, and the kind:
-    "infiniband" (openib or uct btl), "ucx" (the ucx pml), "tcp", "shared
+def fabric(mca: Mapping[str, str], infiniband_seen: Mapping[str, bool] | None = None) -> dict[str, Any]:
+    """What carried a launch's messages: the pml (a btl list implies ob1),
+    the btl list and interface as requested, and the kind. An RDMA
+    transport (the ucx pml, the openib or uct btl) is "infiniband" only
+    where every node of the launch showed an active InfiniBand port
+    (``infiniband_seen``: node -> seen, from its host facts); else "ucx"
+    for the ucx pml (UCX picks TCP or shared memory without one) and
+    "rdma, no InfiniBand port seen" for the btls. Otherwise "tcp", "shared
     memory", or "default" (Open MPI chose; nothing recorded forces one)."""
     btl = mca.get("btl", "")
     pml = mca.get("pml", "ob1" if btl else "")
     parts = set(btl.split(",")) - {"", "self"}
-    kind = ("ucx" if pml == "ucx" else "infiniband" if parts & {"openib", "uct"} else
-            "tcp" if "tcp" in parts else "shared memory" if parts else "default")
-    return {"kind": kind, "pml": pml, "btl": btl, "interface": mca.get("btl_tcp_if_include", "")}
+    rdma = pml == "ucx" or bool(parts & {"openib", "uct"})
+    seen = dict(infiniband_seen or {})
+    if rdma:
+        kind = ("infiniband" if seen and all(seen.values()) else
+                "ucx" if pml == "ucx" else "rdma, no InfiniBand port seen")
+    else:
+        kind = "tcp" if "tcp" in parts else "shared memory" if parts else "default"
+    out: dict[str, Any] = {"kind": kind, "pml": pml, "btl": btl, "interface": mca.get("btl_tcp_if_include", "")}
+    if rdma:
+        out["infiniband_seen"] = seen
+    return out
 
 
 def mpirun_path(settings: MpiSettings, remote: bool) -> str:
@@ -196,7 +208,8 @@ def nodes_mpirun_argv(settings: MpiSettings, launch: Launch, args: list[str], bt
             *_placement_flags(oversubscribed, binding, mca),
             *group.contexts(launch.ranks, launch.program, args)]
     decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
-               "binding": binding, "usable_cpus": sum(m.slots for m in group.members), "fabric": fabric(mca)}
+               "binding": binding, "usable_cpus": sum(m.slots for m in group.members),
+               "fabric": fabric(mca, group.infiniband_seen())}
     return argv, decided
 
 
