@@ -25,14 +25,15 @@ from echo_support import SAN_ENV, Server, TSAN_ENV, raise_nofile, tsan_program
 class CorruptingServer(threading.Thread):
     """A deliberately wrong echo server: flips one byte of every 1000th
     (``extra``: or echoes correctly and adds a byte of its own when the
-    client half-closes; ``mute``: or reads and never answers)."""
+    client half-closes; ``mute``: or reads and never answers; ``close_after``:
+    or echoes that many bytes correctly, then closes)."""
 
-    def __init__(self, extra: bool = False, mute: bool = False) -> None:
+    def __init__(self, extra: bool = False, mute: bool = False, close_after: int = 0) -> None:
         super().__init__(daemon=True)
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.stopped = False
-        self.extra, self.mute = extra, mute
+        self.extra, self.mute, self.close_after = extra, mute, close_after
 
     def run(self) -> None:
         self.listener.settimeout(0.2)
@@ -48,6 +49,12 @@ class CorruptingServer(threading.Thread):
         with conn:
             while data := conn.recv(65536):
                 if self.mute:
+                    continue
+                if self.close_after:
+                    conn.sendall(data)
+                    seen += len(data)
+                    if seen >= self.close_after:
+                        return
                     continue
                 buf = bytearray(data)
                 for i in range(len(buf)):
@@ -178,6 +185,22 @@ def test_loadgen_reports_a_server_that_stops_answering(native_build: Path, model
     report = json.loads(res.stdout)
     assert report["timeouts"] == 2 and report["requests"] == 0
     assert "2 timeouts" in res.stderr
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_server_closing_between_requests_is_an_early_close(native_build: Path, model: str) -> None:
+    """The server answers one request per connection and closes before the
+    run ends. No request is outstanding when the close arrives (the echo came
+    first), and it is still an early close: the client had more to send."""
+    srv = CorruptingServer(close_after=64)
+    srv.start()
+    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "32",
+                          "--bytes", "64", "--duration", "1", "--warmup", "0", "--model", model],
+                         capture_output=True, text=True, timeout=60)
+    srv.stopped = True
+    assert res.returncode == 1, res.stdout
+    assert json.loads(res.stdout)["short_closes"] == 32
+    assert "32 early closes" in res.stderr
 
 
 def context_switches_and_cpu_ticks(pid: int) -> tuple[int, int]:

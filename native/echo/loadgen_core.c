@@ -311,9 +311,11 @@ void consume_echo(struct lthread *t, struct lconn *c, const uint8_t *buf, size_t
 	}
 }
 
+/* The server closed the connection. Before the run's end that is an early
+ * close even between requests: the client still had requests to send. */
 void end_of_stream(struct lthread *t, struct lconn *c)
 {
-	if (c->done_seq < c->next_seq || c->recv_off || c->sent_off)
+	if (c->done_seq < c->next_seq || c->recv_off || c->sent_off || now_ns() < t_end_ns)
 		t->short_closes++;
 	c->dead = 1;
 }
