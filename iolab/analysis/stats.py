@@ -46,6 +46,8 @@ class Estimate:
     # Where a repeated run's value is expected, with 95 % probability.
     pred_low: float = math.nan
     pred_high: float = math.nan
+    # The per-repetition values it came from (empty where not kept).
+    values: tuple[float, ...] = ()
 
     @property
     def bounded(self) -> bool:
@@ -60,7 +62,7 @@ class Estimate:
     def scaled(self, factor: float) -> Estimate:
         """The same estimate in other units (factor > 0)."""
         return Estimate(self.value * factor, self.low * factor, self.high * factor, self.n,
-                        self.pred_low * factor, self.pred_high * factor)
+                        self.pred_low * factor, self.pred_high * factor, tuple(v * factor for v in self.values))
 
 
 def _finite_or_inf(values: ArrayLike) -> np.ndarray:
@@ -111,25 +113,19 @@ def across_reps(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 
     med = float(np.median(a))
     low, high = median_ci(a, confidence)
     pred = prediction_interval(a, confidence, seed) if predict else (math.nan, math.nan)
-    return Estimate(med, low, high, int(a.size), *pred)
+    # The values in the order measured (NaN dropped), for the occasion estimate.
+    measured = np.asarray(per_rep, dtype=float).ravel()
+    return Estimate(med, low, high, int(a.size), *pred, tuple(float(v) for v in measured[~np.isnan(measured)]))
 
 
 def prediction_interval(per_rep: ArrayLike, confidence: float = CONFIDENCE,
                         seed: int = 0) -> tuple[float, float]:
     """Where the median of a new, independent set of as many repetitions is
-    expected: median +- t * sqrt(2) * SE, with SE the bootstrap standard error
-    of the median (scipy.stats.bootstrap). The sqrt(2) counts the uncertainty
-    of both runs' medians. Unbounded below 3 finite repetitions."""
-    a = _finite_or_inf(per_rep)
-    if a.size < 3 or not np.isfinite(a).all():
-        return -math.inf, math.inf
-    if np.ptp(a) == 0:
-        return float(a[0]), float(a[0])
-    res = sps.bootstrap((a,), np.median, confidence_level=confidence, n_resamples=2000,
-                        method="percentile", rng=np.random.default_rng(seed))
-    half = float(sps.t.ppf(0.5 + confidence / 2, a.size - 1)) * math.sqrt(2) * float(res.standard_error)
-    med = float(np.median(a))
-    return med - half, med + half
+    expected, from this run alone (no occasion effect: the numbers of the
+    paper add it, iolab.analysis.occasions.prediction_interval)."""
+    from .occasions import prediction_interval as with_occasions
+
+    return with_occasions(np.asarray(per_rep, dtype=float).ravel(), 0.0, confidence, seed)
 
 
 def expected_ci(per_rep: ArrayLike, reps: int, confidence: float = CONFIDENCE,
