@@ -24,6 +24,7 @@ from .capabilities import Capability, capabilities_of, runs_experiments
 from .inventory import NodeEntry, cpu_list
 from .paths import CONFIG_SCHEMA
 from .presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, server_flags
+from .registry import REGISTRY
 from .settings import EchoSettings, MpiSettings, RunConfig
 
 REPO = Path(__file__).resolve().parent.parent
@@ -196,6 +197,10 @@ def check_semantics(config: Mapping[str, Any] | RunConfig, cpu_count: int | None
         raise ConfigError(f"config error at nodes: node name {dupes[0]!r} is used more than once")
     ncpu = cpu_count if cpu_count is not None else os.cpu_count() or 1
     _check_nodes(run)
+    unknown = sorted(set(run.experiment_repeats) - set(REGISTRY))
+    if unknown:
+        raise ConfigError(f"config error at experiment_repeats.{unknown[0]}: not an experiment "
+                          f"(known: {', '.join(sorted(REGISTRY))})")
     for i, node in enumerate(run.nodes):
         if Capability.CPUS_HERE not in capabilities_of(node.runner):
             continue

@@ -36,7 +36,7 @@ EXPERIMENTS = tuple(REGISTRY)
 
 def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[str, Any],
             rep: int, seed: int, output: Path, client_entry: Mapping[str, Any] | None = None,
-            peer_entries: Sequence[Mapping[str, Any]] = ()) -> Path:
+            peer_entries: Sequence[Mapping[str, Any]] = (), round_: int = 0) -> Path:
     """One repetition of ``experiment`` on the node into ``output``, with its
     provenance sidecar; the experiment's module (iolab/experiments/) runs it."""
     if output.exists() and provenance.sidecar_for(output).exists():
@@ -73,7 +73,7 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
             # place), taken before either file is renamed into place.
             files = {output.name: tmp, **{p.name: p for p in extra_output_paths(experiment, output)}}
             side = provenance.capture(
-                node, experiment, {**settings, "rep": rep, "seed": seed}, command=measured.command,
+                node, experiment, {**settings, "rep": rep, "seed": seed, "round": round_}, command=measured.command,
                 placement=dict(measured.placement), started=started, facts=facts, built_here=not remote,
                 extra={"run_seconds": round(seconds, 3), "runner": entry.runner,
                        "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "accel": None,
@@ -116,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--settings", required=True, help="the experiment's config section, as JSON")
     ap.add_argument("--rep", type=int, required=True, help="repetition number (1-based)")
     ap.add_argument("--seed", type=int, required=True, help="seed for the randomised run order")
+    ap.add_argument("--round", type=int, default=0, help="adaptive precision's round that added this "
+                                                         "repetition (0: planned in advance)")
     ap.add_argument("--output", type=Path, required=True, help="raw file to write")
     ap.add_argument("--client-node", help="echo: the node entry the load generator runs on, as JSON")
     ap.add_argument("--peer-nodes", help="mpi: the node entries of this node's mpi.peers; ib: its ib.peer "
@@ -129,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         client = json.loads(args.client_node) if args.client_node else None
         peers = json.loads(args.peer_nodes) if args.peer_nodes else []
         check_ranges(args.experiment, settings, [node, *([client] if client else []), *peers])
-        measure(args.experiment, node, settings, args.rep, args.seed, args.output, client, peers)
+        measure(args.experiment, node, settings, args.rep, args.seed, args.output, client, peers, args.round)
     except (RunError, ValueError) as e:
         if os.strerror(errno.ENOSPC) in str(e):
             # A probe that could not write its standard output wrote into the

@@ -184,7 +184,7 @@ class Notebook:
     # ... and this holds (e.g. more than one node was measured).
     when: Condition = _always
     # Whether it judges the claims: it then reads adaptive precision's plans
-    # (its verdicts use anytime-valid intervals once rounds were added).
+    # (its verdicts keep a share of their error budget for the later rounds).
     judges_claims: bool = False
 
 

@@ -332,6 +332,7 @@ class RunConfig(Section):
     profile: str = from_schema("profile")
     seed: int
     repeats: int
+    experiment_repeats: dict[str, int] = from_schema("experiment_repeats")
     nodes: tuple[NodeEntry, ...]
     experiments: Experiments
     precision: PrecisionSettings = from_schema("precision")
@@ -340,3 +341,7 @@ class RunConfig(Section):
     @classmethod
     def where(cls, value: Mapping[str, Any]) -> str:
         return ""   # the error's key path starts at the top of the config
+
+    def repeats_of(self, experiment: str) -> int:
+        """Round 0's repetitions of ``experiment``."""
+        return max(self.repeats, self.experiment_repeats.get(experiment, self.repeats))

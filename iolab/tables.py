@@ -90,7 +90,13 @@ def _context(raw: Path) -> dict[str, Any]:
         # The CPUs the node has: claims that need more are "not testable here".
         "cpus": int((side.get("cpu") or {}).get("count") or 0),
         "cpu_model": str((side.get("cpu") or {}).get("model") or ""),
+        # The hypervisor the node reported, and the virtual machine monitor
+        # its kernel command line names (inferred: none reports it).
+        "hypervisor": str((side.get("virtualization") or {}).get("hypervisor") or ""),
+        "vmm": "Firecracker" if "firecracker" in str((side.get("host") or {}).get("cmdline", "")).lower() else "",
         "rep": int(side["settings"]["rep"]),
+        # 0: a repetition planned in advance; k: added by adaptive precision's round k.
+        "round": int(side["settings"].get("round", 0)),
         # "tcg": an emulated guest, for functional tests only (see load()).
         "accel": side.get("accel") or "",
         "raw_file": paths.relative(raw),

@@ -48,7 +48,14 @@ from iolab.runners import skip_reason  # noqa: E402
 SKIPPED_NODES = {n.name: r for n in RUN.nodes if (r := skip_reason(n))}
 for _name, _reason in SKIPPED_NODES.items():
     print(f"iolab: skipping node {_name}: {_reason}", file=sys.stderr)
-REPS = list(range(1, RUN.repeats + 1))
+
+
+def reps(experiment):
+    """Round 0's repetitions of ``experiment``: ``repeats``, or more where
+    ``experiment_repeats`` asks (the paper profile, for reachable verdicts)."""
+    return list(range(1, RUN.repeats_of(experiment) + 1))
+
+
 from iolab.capabilities import Capability, capabilities_of  # noqa: E402
 from iolab.registry import NOTEBOOKS as NOTEBOOKS_REGISTRY  # noqa: E402
 from iolab.registry import (REGISTRY, can_host, claim_experiments, figures_drawn, has_setting,  # noqa: E402
@@ -156,7 +163,7 @@ def checked_run_key(wildcards, experiment):
 def raw_files(experiment):
     return [f"data/raw/{node}/{experiment}/{run_key(experiment, node)}/rep{rep}.csv"
             for node in NODES if node_runs(node, experiment) and node not in SKIPPED_NODES
-            for rep in REPS]
+            for rep in reps(experiment)]
 
 
 # --- adaptive precision (rules/precision.smk) --------------------------------
@@ -211,19 +218,26 @@ def table_inputs(experiment):
     return raw_files_through(experiment, final_round())
 
 
-def rep_settings(experiment, rep):
-    """An experiment's settings for one repetition: an extra round's echo
-    repetition measures only the cells its plan lists."""
-    settings = experiment_settings(experiment)
+def rep_round(experiment, rep):
+    """The round that added repetition ``rep`` (0: planned in advance), and
+    that round's plan for ``experiment`` (None for round 0)."""
     rep = int(rep)
-    if not PRECISION.enabled or rep <= RUN.repeats:
-        return settings
+    if not PRECISION.enabled or rep <= RUN.repeats_of(experiment):
+        return 0, None
     j = 0
     while True:
         planned = precision_plan(j)["next"].get(experiment, {})
         if rep in planned.get("reps", []):
-            return {**settings, "cells": planned["cells"]} if "cells" in planned else settings
+            return j + 1, planned
         j += 1
+
+
+def rep_settings(experiment, rep):
+    """An experiment's settings for one repetition: an extra round's echo
+    repetition measures only the cells its plan lists."""
+    settings = experiment_settings(experiment)
+    _, planned = rep_round(experiment, rep)
+    return {**settings, "cells": planned["cells"]} if planned and "cells" in planned else settings
 
 
 def other_nodes_flag(experiment, node):
@@ -302,10 +316,10 @@ def notebook_plans(notebook):
 
 
 def notebook_extra_params(input):
-    """papermill -p flags besides the tables: for the claims, the round-0
-    count when adaptive precision added rounds after it (its verdicts then
-    use confidence sequences); ``input.plans``: notebook_plans."""
-    return f"-p anytime_after {RUN.repeats}" if len(input.plans) > 1 else ""
+    """papermill -p flags besides the tables: for the claims under adaptive
+    precision, the round-0 count (their error budget keeps a share for later
+    rounds, chosen before any data are seen); ``input.plans``: notebook_plans."""
+    return f"-p anytime_after {RUN.repeats}" if input.plans else ""
 
 
 def figure_files(notebook):

@@ -15,12 +15,12 @@ checkpoint precision_plan:
         round=r"\d+",
     params:
         precision=PRECISION.model_dump_json(),
-        repeats=RUN.repeats,
+        repeats=json.dumps({e: RUN.repeats_of(e) for e in CLAIM_EXPERIMENTS}, sort_keys=True),
     localrule: True
     log:
         "results/logs/precision/round{round}.log",
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.analysis.precision plan --round {wildcards.round} --repeats {params.repeats}"
+        "python -m iolab.analysis.precision plan --round {wildcards.round} --repeats {params.repeats:q}"
         " --precision {params.precision:q} --output {output} {input.raw} 2>&1 | tee {log}"

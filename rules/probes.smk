@@ -37,6 +37,7 @@ for _experiment, _spec in REGISTRY.items():
             node=lambda w: json.dumps(NODE_BY_NAME[w.node], sort_keys=True),
             settings=lambda w, e=_experiment: json.dumps(rep_settings(e, w.rep), sort_keys=True),
             seed=lambda w, e=_experiment: run_seed(e, w.node, w.rep),
+            round=lambda w, e=_experiment: rep_round(e, w.rep)[0],
             # Where the echo load generator runs, or the MPI peers of the node.
             nodes=lambda w, e=_experiment: other_nodes_flag(e, w.node),
             deps=lambda w, e=_experiment: dependency_groups(e, w.node),
@@ -59,4 +60,5 @@ for _experiment, _spec in REGISTRY.items():
             "(python -m iolab.deps check {params.deps} && {params.build}"
             " && python -m iolab.measure {params.experiment} --node {params.node:q}"
             " --settings {params.settings:q} {params.nodes} --rep {wildcards.rep} --seed {params.seed}"
+            " --round {params.round}"
             " --output {output.raw}) > {log} 2>&1"

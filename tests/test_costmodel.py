@@ -127,16 +127,28 @@ def test_c3_is_not_testable_with_mitigations_off() -> None:
         assert f.outcome is Outcome.NOT_TESTABLE and "mitigations on" in f.reason
 
 
-@pytest.mark.parametrize("no_win,per_sqe,outcome", [
+@pytest.mark.parametrize("t1,per_sqe,outcome", [
     # Without the echo servers the throughput part is not testable: never "reproduced".
     ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.INCOMPLETE),
     ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [0.8, 0.85, 0.9, 0.82, 0.88, 0.86], Outcome.NOT_REPRODUCED),
-    ([0.9, 1.1, 0.95, 1.05, 0.98, 1.03], [1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.UNDECIDED),
+    ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [0.9, 1.1, 0.95, 1.05, 0.98, 1.03], Outcome.UNDECIDED),
+    # t(1) = a + b below s + w already contradicts C2, whatever b reads.
+    ([0.6, 0.65, 0.7, 0.62, 0.68, 0.66], [1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.NOT_REPRODUCED),
 ])
-def test_c2_with_mitigations_off(no_win: list[float], per_sqe: list[float], outcome: Outcome) -> None:
-    parts = claims.c2(cost_frame(t1_over_s_plus_w=no_win, per_sqe_over_epoll=per_sqe), "off")
-    assert "t ≥ s + w" in parts[0].part and parts[2].outcome is Outcome.NOT_TESTABLE
+def test_c2_with_mitigations_off(t1: list[float], per_sqe: list[float], outcome: Outcome) -> None:
+    """Model B's no-win condition b >= s + w decides; t(1) >= s + w is only
+    necessary (t(1) = a + b), so it counts against C2 and never for it."""
+    parts = claims.c2(cost_frame(t1_over_s_plus_w=t1, per_sqe_over_epoll=per_sqe), "off")
+    assert "b ≥ s + w" in parts[0].part and "necessary" in parts[1].part and parts[1].role == "against"
+    assert parts[2].outcome is Outcome.NOT_TESTABLE
     assert combine(parts) is outcome
+
+
+def test_c2_necessary_part_never_counts_for_the_claim() -> None:
+    """t(1) far above s + w beside an undecided no-win part: still undecided."""
+    parts = claims.c2(cost_frame(t1_over_s_plus_w=[3.0] * 6, per_sqe_over_epoll=[0.9, 1.1, 0.95, 1.05, 0.98, 1.03]),
+                      "off")
+    assert parts[1].outcome is Outcome.REPRODUCED and combine(parts) is Outcome.UNDECIDED
 
 
 def test_c2_is_not_testable_with_mitigations_on() -> None:
@@ -148,15 +160,18 @@ def test_c1_counts_the_ratios_that_carry_over_and_shows_absolute_costs_as_contex
     # This machine's costs are half the source's, in the same proportions.
     frame = cost_frame(s=[115.0, 120, 112, 118, 114, 116], w_mean=[750.0] * 6, t1_mean=[950.0] * 6,
                        t1_over_w=[950 / 750] * 6, uring_n1_over_epoll=[(950 + 115) / (115 + 750)] * 6)
-    t_w, n1, s_abs, w_abs, t_abs = claims.c1(frame, "off")
+    t_w, n1, premise, s_abs, w_abs, t_abs = claims.c1(frame, "off")
+    # Without the echo servers, the premise (requests are most of a server's cost) is not testable.
+    assert premise.outcome is Outcome.NOT_TESTABLE
     assert t_w.outcome is Outcome.REPRODUCED and t_w.quoted == "1.27 (1900/1500 ns)" and not t_w.context
     assert n1.outcome is Outcome.REPRODUCED and n1.quoted == "1.23 (2130/1730 ns)" and not n1.context
-    assert "t below w" in t_w.rule.why
+    # The why is computed from the band: its lower edge (1.27 / 1.25) stays above 1.
+    assert t_w.rule.why.startswith("1.01–1.52: its lower edge 1.01 keeps t/w above 1")
     # The absolute costs differ by 2x: not reproduced, but only as context.
     assert all(f.context and f.outcome is Outcome.NOT_REPRODUCED for f in (s_abs, w_abs, t_abs))
-    assert s_abs.quoted == "230 ns" and claims.c1(frame, "on")[2].quoted == "700 ns"
-    assert numbers.claim_verdicts([t_w, n1, s_abs, w_abs, t_abs])["C1"] == \
-        "reproduced (decided 2 of 2 parts, 0 not testable here)"
+    assert s_abs.quoted == "230 ns" and claims.c1(frame, "on")[3].quoted == "700 ns"
+    assert numbers.claim_verdicts([t_w, n1, premise, s_abs, w_abs, t_abs])["C1"].startswith(
+        "reproduced where testable")
 
 
 @pytest.mark.parametrize("s,flag,state", [(230.0, "on", "off"), (390.0, "on", "off"), (420.0, "off", "on"),

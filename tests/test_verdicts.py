@@ -74,11 +74,14 @@ def test_not_testable_is_never_not_reproduced() -> None:
 
 
 def _f(outcome: Outcome) -> Finding:
-    bounds = {R: (1.1, 1.2), N: (0.8, 0.9), U: (0.9, 1.1)}
+    """A part whose ten repetitions give ``outcome``: all above the bound,
+    all below it, or on both sides."""
     if outcome is Outcome.NOT_TESTABLE:
         return not_testable("X", "p", "why")
-    lo, hi = bounds[outcome]
-    return Finding("X", "p", Rule("above", 1.0), Estimate((lo + hi) / 2, lo, hi, 6))
+    values = {R: [1.2] * 10, N: [0.8] * 10, U: [0.9, 1.1] * 5}[outcome]
+    f = finding("X", "p", values, Rule("above", 1.0))
+    assert f.outcome is outcome
+    return f
 
 
 @pytest.mark.parametrize("parts,expected", [

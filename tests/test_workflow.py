@@ -193,7 +193,7 @@ def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
     echo_parts = [f for f in findings if f["claim"] in ("U1", "U2", "U3", "U4") and f["value"]]
     assert echo_parts and all(f["setup"] == "thread-per-connection client, shared CPUs, as the sources"
                               for f in echo_parts)
-    assert any(f["claim"] == "U3" and f["value"] and "Go reactor SQPOLL/Go reactor" in f["part"]
+    assert any(f["claim"] == "U3" and f["value"] and "Go reactor SQPOLL (2 rings)/Go reactor" in f["part"]
                and "c=100 128 B" in f["part"] for f in findings)
     for key in ("u1_verdict", "u3_verdict", "echo_default_c50_rps", "echo_epoll_c50_rps"):
         assert key in numbers, key

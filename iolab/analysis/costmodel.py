@@ -280,7 +280,7 @@ def summarize(per_rep_frame: pd.DataFrame) -> pd.DataFrame:
     for q in per_rep_frame.columns:
         e = across_reps(per_rep_frame[q].to_numpy(float))
         rows.append({"quantity": q, "value": e.value, "low": e.low, "high": e.high, "n": e.n,
-                     "pred_low": e.pred_low, "pred_high": e.pred_high})
+                     "pred_low": e.pred_low, "pred_high": e.pred_high, "estimate": e})
     return pd.DataFrame(rows).set_index("quantity")
 
 

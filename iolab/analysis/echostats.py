@@ -99,7 +99,7 @@ def summarize(echo: pd.DataFrame) -> pd.DataFrame:
                 continue
             e = across_reps(values)
             row.update({m: e.value, f"{m}_low": e.low, f"{m}_high": e.high,
-                        f"{m}_pred_low": e.pred_low, f"{m}_pred_high": e.pred_high})
+                        f"{m}_pred_low": e.pred_low, f"{m}_pred_high": e.pred_high, f"{m}_estimate": e})
         row["reps"] = len(g)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -117,17 +117,26 @@ def paired_ratios(echo: pd.DataFrame, numerator: str, denominator: str,
     b = ok[ok["preset"] == denominator][[*cell, metric]]
     both = a.merge(b, on=cell, suffixes=("_a", "_b"))
     both["ratio"] = both[f"{metric}_a"] / both[f"{metric}_b"]
-    return both[[*cell, "ratio"]]
+    both = both.rename(columns={f"{metric}_a": "numerator", f"{metric}_b": "denominator"})
+    return both[[*cell, "ratio", "numerator", "denominator"]]
 
 
-def ratio_per_rep(ratios: pd.DataFrame, connections: int, bytes_: int) -> np.ndarray:
+def ratio_per_rep(ratios: pd.DataFrame, connections: int, bytes_: int) -> pd.Series:
     """The per-repetition ratios of one cell (of one node and setup:
-    ``one_setup`` first where several ran)."""
+    ``one_setup`` first where several ran), indexed by repetition."""
     sel = ratios[(ratios["connections"] == connections) & (ratios["bytes"] == bytes_)]
     if sel[["node", *SETUP]].drop_duplicates().shape[0] > 1:
         raise ValueError("ratios of several nodes or setups in one cell; select one node "
                          "and keep one setup with echostats.one_setup")
-    return sel.sort_values("rep")["ratio"].to_numpy(float)
+    return sel.sort_values("rep").set_index("rep")["ratio"].astype(float)
+
+
+def ratio_of_means(ratios: pd.DataFrame, connections: int, bytes_: int) -> float:
+    """The mean over repetitions of the numerator over that of the
+    denominator, in one cell: shown beside the median of per-repetition
+    ratios (the verdicts' estimand) where a claim's margin is narrow."""
+    sel = ratios[(ratios["connections"] == connections) & (ratios["bytes"] == bytes_)]
+    return float(sel["numerator"].mean() / sel["denominator"].mean()) if len(sel) else float("nan")
 
 
 def select(echo: pd.DataFrame, node: str, presets: list[str] | None = None) -> pd.DataFrame:
@@ -261,9 +270,9 @@ def ratios_to_base(echo: pd.DataFrame, cells: Sequence[tuple[int, int]]) -> pd.D
                 if len(per_rep):
                     e = across_reps(per_rep, predict=False)
                     rows.append({"preset": preset, "base": base, "metric": metric, "connections": c, "bytes": b,
-                                 "ratio": e.value, "low": e.low, "high": e.high, "reps": e.n})
+                                 "ratio": e.value, "low": e.low, "high": e.high, "reps": e.n, "estimate": e})
     return pd.DataFrame(rows, columns=["preset", "base", "metric", "connections", "bytes", "ratio", "low", "high",
-                                       "reps"])
+                                       "reps", "estimate"])
 
 
 def preset_flags(echo: pd.DataFrame) -> pd.DataFrame:

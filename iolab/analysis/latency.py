@@ -77,7 +77,7 @@ def curves(table: pd.DataFrame) -> pd.DataFrame:
                "load": 1.0 if phase == "capacity" else float(load), "reps": int(g["rep"].nunique()),
                "requests": int(g["requests"].sum())}
         rps = across_reps(g["rps"].to_numpy(float))
-        row.update(rps=rps.value, rps_low=rps.low, rps_high=rps.high)
+        row.update(rps=rps.value, rps_low=rps.low, rps_high=rps.high, rps_estimate=rps)
         if phase == "open":
             ratio = across_reps(g["achieved_over_offered"].to_numpy(float))
             row.update(achieved_over_offered=ratio.value, achieved_low=ratio.low, achieved_high=ratio.high)
@@ -85,7 +85,7 @@ def curves(table: pd.DataFrame) -> pd.DataFrame:
         for name, pct in PERCENTILES.items():
             est = across_reps(np.array([percentile_us(h, pct) for h in hists]))
             row.update({f"{name}_us": est.value, f"{name}_us_low": est.low, f"{name}_us_high": est.high,
-                        f"{name}_us_merged": percentile_us(pooled, pct)})
+                        f"{name}_us_estimate": est, f"{name}_us_merged": percentile_us(pooled, pct)})
         rows.append(row)
     return pd.DataFrame(rows)
 

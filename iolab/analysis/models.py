@@ -89,6 +89,8 @@ def median_summary(measured: pd.DataFrame, by: Sequence[str],
 def as_estimate(summary: pd.DataFrame, quantity: str) -> Estimate:
     """A row of costmodel.summarize as an Estimate."""
     r = summary.loc[quantity]
+    if isinstance(r.get("estimate"), Estimate):
+        return r["estimate"]
     return Estimate(float(r["value"]), float(r["low"]), float(r["high"]), int(r["n"]),
                     float(r["pred_low"]), float(r["pred_high"]))
 

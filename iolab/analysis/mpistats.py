@@ -133,7 +133,7 @@ def summarize(times: pd.DataFrame) -> pd.DataFrame:
         rows.append({
             **dict(zip(GROUP, key, strict=True)),
             "median_ns": est.value, "low_ns": est.low, "high_ns": est.high, "reps": est.n,
-            "pred_low_ns": est.pred_low, "pred_high_ns": est.pred_high,
+            "pred_low_ns": est.pred_low, "pred_high_ns": est.pred_high, "estimate": est,
             "iterations": int(g["iterations"].sum()),
             "mean3_ns": mean_of_smallest(means, 3) if len(means) >= 3 else float("nan"),
             "series": len(means),
@@ -253,6 +253,8 @@ def reference_agreement(times: pd.DataFrame) -> pd.DataFrame:
 
 def estimate_us(row: pd.Series) -> Estimate:
     """A summary row's median and CI in microseconds."""
+    if isinstance(row.get("estimate"), Estimate):
+        return row["estimate"].scaled(1e-3)
     return Estimate(row["median_ns"], row["low_ns"], row["high_ns"], int(row["reps"]),
                     row["pred_low_ns"], row["pred_high_ns"]).scaled(1e-3)
 
@@ -354,7 +356,7 @@ def _seed_view_one(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         t = t[t["bench"].isin(("pingpong", *COLLECTIVES))]
         s = t.groupby([*SEED_KEYS, "rep", "series"], sort=True)["time_ns"].mean().reset_index()
         frames.append(s.assign(method="probe"))
-    cols = [*SEED_KEYS, "rep", "time_ns", "method", *carry_cols]
+    cols = [*SEED_KEYS, "rep", "time_ns", "mean3_ns", "method", *carry_cols]
     if not frames:
         return pd.DataFrame(columns=cols), pd.DataFrame(columns=[*SEED_KEYS, "method", "mean3_ns", "selection"])
     series = pd.concat(frames, ignore_index=True)
@@ -364,7 +366,12 @@ def _seed_view_one(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     series = series[(series["method"] == "osu") | series["_osu"].isna()].drop(columns="_osu")
     launch = table.assign(bench=table["bench"].map(operation)).groupby(
         ["node", "transport", "bench", "ranks"], sort=True)[carry_cols].first().reset_index()
-    per_rep = (series.groupby([*SEED_KEYS, "rep", "method"], sort=True)["time_ns"].median().reset_index()
+    grouped = series.groupby([*SEED_KEYS, "rep", "method"], sort=True)["time_ns"]
+    # Per repetition, the median over its series, and the seed's estimator
+    # within it: the mean of the 3 smallest series (of all, with fewer).
+    per_rep = (grouped.median().reset_index()
+               .merge(grouped.apply(lambda x: mean_of_smallest(x.to_numpy(), 3)).rename("mean3_ns").reset_index(),
+                      on=[*SEED_KEYS, "rep", "method"])
                .merge(launch, on=["node", "transport", "bench", "ranks"], how="left"))
     mean3 = series.groupby([*SEED_KEYS, "method"], sort=True)["time_ns"].apply(
         lambda x: mean_of_smallest(x.to_numpy(), 3) if len(x) >= 3 else float("nan")).rename("mean3_ns")

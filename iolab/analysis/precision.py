@@ -14,7 +14,8 @@ when nothing it wants fits in the rest of the budget, or after
 left out of a round while cheaper ones still fit.
 Raw data already measured is never discarded: every round only adds files.
 
-    python -m iolab.analysis.precision plan --round K --repeats N --precision JSON --output round<K>.json RAW...
+    python -m iolab.analysis.precision plan --round K --repeats '{"echo": N, ...}' --precision JSON \
+        --output round<K>.json RAW...
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import argparse
 import json
 import sys
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -126,12 +127,15 @@ def _label(f: Finding) -> str:
     return f"{f.claim} {f.part}"
 
 
-def _round_costs(to_repeat: Mapping[str, list[Any]], reps: list[int], seconds_per_rep: Mapping[str, float],
+def _round_costs(to_repeat: Mapping[str, list[Any]], next_reps: Callable[[str], list[int]],
+                 seconds_per_rep: Mapping[str, float],
                  seconds_per_cell: float | None) -> list[tuple[float, str, dict[str, Any]]]:
     """(seconds, experiment, what to measure) for each experiment's share of
-    a round of ``reps``: whole repetitions, or for echo only its unsettled cells."""
+    a round (``next_reps``: its repetitions): whole repetitions, or for echo
+    only its unsettled cells."""
     costed = []
     for experiment, cells in sorted(to_repeat.items()):
+        reps = next_reps(experiment)
         if experiment == "echo" and cells and seconds_per_cell is not None:
             costed.append((seconds_per_cell * len(cells) * len(reps), experiment, {"reps": reps, "cells": cells}))
         else:
@@ -139,12 +143,13 @@ def _round_costs(to_repeat: Mapping[str, list[Any]], reps: list[int], seconds_pe
     return costed
 
 
-def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int,
+def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int | Mapping[str, int],
                precision: Mapping[str, Any] | PrecisionSettings,
                spent_seconds: float, seconds_per_rep: Mapping[str, float],
                seconds_per_cell: float | None) -> Plan:
     """Decide what round ``round_ + 1`` measures, if anything.
 
+    ``repeats``: round 0's repetitions (per experiment, or one for all);
     ``seconds_per_rep``: measured seconds of one repetition per experiment;
     ``seconds_per_cell``: of one echo cell (for partial echo repetitions)."""
     precision = PrecisionSettings.of(precision)
@@ -165,12 +170,16 @@ def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int,
                        "(the claims table gives each one's estimate)")
         return plan
     to_repeat = wanted(within_reach, target)
-    first = repeats + round_ * per_round + 1
-    reps = list(range(first, first + per_round))
+
+    def next_reps(experiment: str) -> list[int]:
+        n0 = repeats if isinstance(repeats, int) else repeats.get(experiment, max(repeats.values(), default=0))
+        first = n0 + round_ * per_round + 1
+        return list(range(first, first + per_round))
+
     # The cheapest go first, so one expensive experiment (MPI, minutes a
     # repetition) that no longer fits the budget does not keep the cheap echo
     # cells and cost probes from being decided.
-    costed = _round_costs(to_repeat, reps, seconds_per_rep, seconds_per_cell)
+    costed = _round_costs(to_repeat, next_reps, seconds_per_rep, seconds_per_cell)
     cost = 0.0
     nxt: dict[str, dict[str, Any]] = {}
     for seconds, experiment, what in sorted(costed, key=lambda t: (t[0], t[1])):
@@ -190,16 +199,16 @@ def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int,
     return plan
 
 
-def _timings(raw_files: Sequence[Path], repeats: int) -> tuple[float, dict[str, float], float | None]:
-    """Seconds already spent on extra rounds, mean seconds per repetition by
+def _timings(raw_files: Sequence[Path]) -> tuple[float, dict[str, float], float | None]:
+    """Seconds already spent on extra rounds (the repetitions a round added,
+    as their sidecars record), mean seconds per repetition of round 0 by
     experiment, and mean seconds per echo cell."""
     spent, per_rep, cell_seconds, cells = 0.0, defaultdict(list), 0.0, 0
     for raw in raw_files:
         side = json.loads(Path(sidecar_for(raw)).read_text())
         seconds = float(side.get("run_seconds", 0.0))
-        rep = int(side["settings"]["rep"])
         experiment = side["experiment"]
-        if rep > repeats:
+        if int(side["settings"].get("round", 0)) > 0:
             spent += seconds
         else:
             per_rep[experiment].append(seconds)
@@ -210,7 +219,7 @@ def _timings(raw_files: Sequence[Path], repeats: int) -> tuple[float, dict[str, 
     return spent, means, (cell_seconds / cells if cells else None)
 
 
-def plan_from_raw(raw_files: Sequence[Path], *, round_: int, repeats: int,
+def plan_from_raw(raw_files: Sequence[Path], *, round_: int, repeats: Mapping[str, int],
                   precision: Mapping[str, Any]) -> Plan:
     by_experiment: dict[str, list[Path]] = defaultdict(list)
     for raw in raw_files:
@@ -220,12 +229,13 @@ def plan_from_raw(raw_files: Sequence[Path], *, round_: int, repeats: int,
     missing = [e for e in ("syscall", "sendrecv", "uring_batch") if e not in loaded]
     if missing:
         raise ValueError(f"precision planning needs the cost probes' raw files; missing: {', '.join(missing)}")
-    # Round 0 looks at a count fixed in advance; every later look, at counts
-    # the earlier looks chose: confidence sequences there.
+    # The verdicts' error budget is the adaptive one from round 0 on: the
+    # notebook judges the finished run with it, so a part decided here stays
+    # decided there (iolab.analysis.evidence).
     findings = evaluate(loaded["syscall"], loaded["sendrecv"], loaded["uring_batch"],
                         loaded.get("echo"), loaded.get("mpi"), ib=loaded.get("ib"), trace=loaded.get("trace"),
-                        anytime_after=repeats if round_ > 0 else 0)
-    spent, per_rep, per_cell = _timings(raw_files, repeats)
+                        anytime_after=min(repeats.values()))
+    spent, per_rep, per_cell = _timings(raw_files)
     return plan_round(findings, round_=round_, repeats=repeats, precision=precision, spent_seconds=spent,
                       seconds_per_rep=per_rep, seconds_per_cell=per_cell)
 
@@ -235,13 +245,13 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("action", choices=["plan"])
     ap.add_argument("--round", type=int, required=True)
-    ap.add_argument("--repeats", type=int, required=True, help="repetitions of round 0")
+    ap.add_argument("--repeats", required=True, help="repetitions of round 0 per experiment, as JSON")
     ap.add_argument("--precision", required=True, help="the config's precision block, as JSON")
     ap.add_argument("--output", type=Path, required=True)
     ap.add_argument("raw", nargs="+", type=Path)
     args = ap.parse_args(argv)
     try:
-        plan = plan_from_raw(args.raw, round_=args.round, repeats=args.repeats,
+        plan = plan_from_raw(args.raw, round_=args.round, repeats=json.loads(args.repeats),
                              precision=json.loads(args.precision))
     except (ValueError, readers.RawFormatError) as e:
         print(f"iolab: {e}", file=sys.stderr)

@@ -94,9 +94,27 @@ def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame
 
 
 def our_machine(syscall: pd.DataFrame, node: str) -> str:
-    """This node's hardware and kernel, as the setups table says them."""
-    hardware, kernel = _machine(syscall[syscall["node"] == node])
-    return f"{hardware}; Linux {kernel}"
+    """This node named from what it reported: CPU model and count, bare
+    metal or the hypervisor (and the monitor its kernel command line
+    names, as inferred), kernel, and the mitigations as the kernel reports
+    them."""
+    rows = syscall[syscall["node"] == node]
+    if not len(rows):
+        return "not measured"
+    first = rows.iloc[0]
+    model = str(first.get("cpu_model", "")) or "an unrecorded CPU"
+    cpus = int(rows["cpus"].max()) if "cpus" in rows else 0
+    kind = str(first.get("kind", ""))
+    if kind == "vm":
+        hv = str(first.get("hypervisor", "")) or "an unnamed hypervisor"
+        vmm = str(first.get("vmm", ""))
+        where = (f"a virtual machine with {cpus} vCPUs under {hv.upper() if hv == 'kvm' else hv}"
+                 + (f" ({vmm}, as its kernel command line names it)" if vmm else ""))
+    else:
+        where = f"{kind or 'a node of unrecorded kind'} with {cpus} CPUs"
+    kernels = ", ".join(sorted(set(rows["kernel"].astype(str))))
+    flags = ", ".join(sorted(set(rows["mitigations"].astype(str)))) if "mitigations" in rows else "not recorded"
+    return f"{model}, {where}; Linux {kernels}; CPU mitigations {flags} as the kernel reports them"
 
 
 def _durations(claim: str, cost: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame | None) -> str:

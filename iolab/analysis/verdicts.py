@@ -1,70 +1,56 @@
-"""Three-valued verdicts, decided by the 95 % interval, with the error of
-each claim's verdict controlled (stated once, here; the paper's Method
-section quotes ``RULE_TEXT`` and ``ERROR_TEXT``).
+"""Three-valued verdicts with each claim's error stated, decided in one
+place (the paper's Method section quotes ``RULE_TEXT`` and ``error_text``).
 
-- reproduced: the whole interval satisfies the claim;
-- not reproduced: the whole interval contradicts it;
-- undecided at this precision: otherwise. The finding then says how many
-  repetitions would be expected to decide it.
+- reproduced: the evidence that the claim's side of its bound holds;
+- not reproduced: the evidence that it does not, after the adjustment
+  over the claim's parts;
+- undecided at this precision: neither. The finding then says how many
+  repetitions would be expected to decide it, or that none would.
 
-"No visible difference" claims are equivalence claims with an explicit
-margin, judged by two one-sided tests: reproduced when the whole interval
-lies inside the margin, not reproduced when it lies wholly outside.
-A claim whose setup this node cannot provide is "not testable here", with
-the reason; that is never a "not reproduced".
-
-Error control. Each part is decided at 2.5 % each way (its 95 % interval).
-A claim is reproduced only when every part is (an intersection-union test:
-no adjustment is needed for that direction), and not reproduced when any
-part is, so that direction is adjusted over the claim's parts with Holm's
-step-down procedure: a part whose interval alone contradicts the claim is
-"not reproduced" only if its Holm-adjusted p-value (the sign test behind
-the interval) is at most 2.5 %. Where adaptive precision chose how many
-repetitions to take after looking at the data, the intervals are
-anytime-valid confidence sequences (iolab.analysis.stats), with round 0's
-fixed-sample level spent first: whatever the rounds did, each claim's
-verdict is wrong at most 2.5 % of the time in either direction.
+The estimand of a part is the median of its per-repetition values (a
+paired ratio, or a cost). The tests, their error budget and the occasion
+allowance are in iolab.analysis.evidence: each claim's verdict is wrong at
+most 2.5 % of the time in either direction, per claim, as long as the
+occasion effect is no larger than the between-occasion spread estimated
+from archived runs (iolab.analysis.occasions). "No visible difference"
+claims are equivalence claims with an explicit margin, judged by two
+one-sided tests. A claim whose setup this node cannot provide is "not
+testable here", with the reason; that is never a "not reproduced".
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from .stats import (CONFIDENCE, MIN_REPS_FOR_CI, Estimate, across_reps, confidence_sequence, expected_cis,
-                    fixed_side_alpha, sign_p)
+from . import evidence
+from .evidence import ALPHA_SIDE, Budget, Shifts
+from .stats import CONFIDENCE, MIN_REPS_FOR_CI, Estimate, expected_cis
 
 if TYPE_CHECKING:
     import pandas as pd
 
-RULE_TEXT = ("A claim is reproduced when the whole 95 % interval satisfies it, not reproduced "
-             "when the whole interval contradicts it, and undecided at this precision otherwise. "
-             "Equivalence claims (\u201cno visible difference\u201d) use a margin of \u00b15 % and two "
-             "one-sided tests: the interval must lie wholly inside the margin, or wholly outside "
-             "it for \u201cnot reproduced\u201d.")
+RULE_TEXT = ("A part is reproduced when the evidence says its median lies on the claim's side of the bound "
+             "(an interval wholly on that side), not reproduced when it says the opposite after the adjustment "
+             "over the claim's parts, and undecided at this precision otherwise. Equivalence parts (\u201cabout "
+             "the same\u201d) are judged by two one-sided tests against the margin each rule states.")
 EQUIVALENCE_MARGIN = 0.05
 # The most repetitions reps_needed looks ahead; beyond, "more than" this.
 MAX_REPS = 200
-# Each way, per claim: a wrong "reproduced", or a wrong "not reproduced".
-ALPHA_SIDE = (1 - CONFIDENCE) / 2
-ERROR_TEXT = ("Each part is decided by its 95 % interval; a claim is not reproduced only when a part "
-              "contradicts it after Holm's adjustment over the claim's parts, so each claim's verdict is "
-              "wrong at most 2.5 % of the time in either direction. Where adaptive precision added "
-              "repetitions after looking at the data, the intervals are anytime-valid confidence "
-              "sequences for the median, which keep that guarantee however many rounds were looked at.")
 
 
-def anytime_side_alpha(round0_reps: int) -> float:
-    """The level left for the confidence sequences of later rounds after
-    round 0's fixed-sample look (of ``round0_reps`` repetitions) spent its
-    own: together at most ALPHA_SIDE each way."""
-    return ALPHA_SIDE - fixed_side_alpha(round0_reps)
+def error_text(b: Budget, sigma_source: str) -> str:
+    """What each claim's verdict guarantees, and what it assumes."""
+    return (f"Per claim, a wrong \u201creproduced\u201d and a wrong \u201cnot reproduced\u201d each happen at "
+            f"most {ALPHA_SIDE * 100:g} % of the time: {b.text()}. A claim is not reproduced only when a part "
+            "contradicts it after Holm's adjustment over the claim's counted parts. The occasion allowance moves "
+            "each bound by the one-sided normal quantile of the between-occasion spread; "
+            f"{sigma_source}.")
 
 
 class Outcome(str, Enum):
@@ -123,40 +109,45 @@ class Rule:
         return Outcome.NOT_REPRODUCED if high < lo or low > hi else Outcome.UNDECIDED
 
 
-def reps_needed(per_rep: Sequence[float] | np.ndarray, rule: Rule, *, anytime: bool = False,
-                alpha_side: float = ALPHA_SIDE, family: int = 1) -> int | None:
+def reps_needed(per_rep: Sequence[float] | np.ndarray, rule: Rule, *, b: Budget = evidence.FIXED,
+                shifts: Shifts = Shifts(0.0, 0.0), family: int = 1, n0: int | None = None) -> int | None:
     """The fewest repetitions expected to decide ``rule`` if further ones
-    behave like these (``anytime``: with a confidence sequence at
-    ``alpha_side``; a "not reproduced" must also survive the adjustment over
-    a ``family`` of parts, taken at alpha_side / family); None when no count
-    up to MAX_REPS would (the estimate sits on the bound) or there are too
-    few values to tell."""
+    behave like these: round 0's exact test where the count is planned in
+    advance (``n0`` None), else the anytime test over the later rounds; a
+    "not reproduced" at Holm's strictest level over ``family`` parts and
+    with its wider occasion allowance. None when no count up to MAX_REPS
+    would (the estimate sits on the bound, or the occasion allowance alone
+    is wider than an equivalence margin), or there are too few values."""
     a = np.asarray(per_rep, dtype=float)
     a = a[~np.isnan(a)]
     if a.size < 2:
         return None
-    # More than are at hand: the interval of those at hand did not decide it.
-    # In chunks, most parts decide within a few more.
     first = max(MIN_REPS_FOR_CI, a.size + 1)
-    for start in range(first, MAX_REPS + 1, 16):
-        ns = np.arange(start, min(start + 16, MAX_REPS + 1))
-        lenient = expected_cis(a, ns, 1 - 2 * alpha_side, anytime)
-        strict = expected_cis(a, ns, 1 - 2 * alpha_side / family, anytime)
-        for n, (lo, hi), (slo, shi) in zip(ns, lenient, strict, strict=True):
-            if rule.judge(lo, hi) is Outcome.REPRODUCED or rule.judge(slo, shi) is Outcome.NOT_REPRODUCED:
-                return int(n)
+    anytime = n0 is not None and b.later > 0
+    level = b.later if anytime else b.round0
+    up_r, up_n = math.exp(shifts.reproduced), math.exp(shifts.not_reproduced)
+    ns = np.arange(first, MAX_REPS + 1)
+    # One quantile pass for every count (each ``expected_cis`` call sorts once).
+    lenient = expected_cis(a, ns, 1 - 2 * level, anytime)
+    strict = expected_cis(a, ns, 1 - 2 * level / family, anytime)
+    for n, (lo, hi), (slo, shi) in zip(ns, lenient, strict, strict=True):
+        if rule.judge(lo / up_r, hi * up_r) is Outcome.REPRODUCED or \
+                rule.judge(slo / up_n, shi * up_n) is Outcome.NOT_REPRODUCED:
+            return int(n)
     return None
 
 
 @dataclass
 class Finding:
-    """One testable part of a claim, with everything the claims table shows."""
+    """One testable part of a claim, with everything the claims table shows.
+    Its statistics (``budget``, ``sigma``, ``family``, ``rounds``) are set
+    by ``settle`` over the whole claim; ``refresh`` recomputes its interval."""
 
     claim: str                        # "U1"
     part: str                         # "c=50 128 B, io_uring/epoll requests/s"
     rule: Rule | None = None
     estimate: Estimate | None = None
-    per_rep: list[float] = field(default_factory=list)
+    per_rep: list[float] = field(default_factory=list)   # in the order measured
     quoted: str = ""                  # the source's value, as printed
     reason: str = ""                  # why not testable
     # What would decide it: experiment -> cells to repeat (experiment-specific keys).
@@ -166,54 +157,95 @@ class Finding:
     context: bool = False
     # The source's table cell this part tests ("c=50 128 B"), for coverage.
     cell: str = ""
-    # Error control: the interval is a confidence sequence (``anytime``) at
-    # ``alpha_side`` each way; the p-value against the claim adjusted over
-    # the claim's ``family`` of counted parts (None: not adjusted).
-    anytime: bool = False
-    alpha_side: float = ALPHA_SIDE
+    # The repetition of each value (where the quantity's table gave them),
+    # and its round: 0 for the repetitions planned in advance.
+    reps: list[int] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)
+    budget: Budget = evidence.FIXED
+    sigma: float = 0.0               # the between-occasion sd of its group (log scale)
+    group: str = ""                  # its occasion group (iolab.analysis.occasions)
+    family: int = 1                  # the claim's counted parts
     p_fails_adjusted: float | None = None
-    family: int = 1
+    # Later rounds drifted away from round 0 (set by ``settle``): their
+    # evidence is left out.
+    withheld: bool = False
+    # The ratio of the two sides' means over repetitions, beside the median
+    # of per-repetition ratios (the estimand), where the part is a ratio.
+    ratio_of_means: float | None = None
+    # "against": a necessary condition only, so it can count against its
+    # claim (a "not reproduced") but never for it.
+    role: Literal["both", "against"] = "both"
+
+    @property
+    def n0(self) -> int:
+        """How many of its values were planned in advance (round 0)."""
+        return sum(r == 0 for r in self.rounds) if self.rounds else len(self.per_rep)
+
+    @property
+    def shifts(self) -> Shifts:
+        return Shifts.of(self.sigma, self.budget, self.family)
+
+    def _values(self) -> np.ndarray:
+        return np.asarray(self.per_rep, dtype=float)
+
+    def p_holds(self) -> float:
+        """The combined p-value against the claim failing for this part."""
+        assert self.rule is not None
+        r = self.rule
+        return float(evidence.p_holds(r.kind, r.bound, r.band, self._values(), self.n0, self.budget,
+                                      self.shifts.reproduced, self.withheld))
+
+    def p_fails(self) -> float:
+        """The combined p-value against the claim holding for this part,
+        before the adjustment over the claim's parts."""
+        assert self.rule is not None
+        r = self.rule
+        return float(evidence.p_fails(r.kind, r.bound, r.band, self._values(), self.n0, self.budget,
+                                      self.shifts.not_reproduced, self.withheld))
+
+    def refresh(self) -> None:
+        """The verdict interval, from the values and the current statistics."""
+        if self.estimate is None or not self.per_rep:
+            return
+        low, high = evidence.interval(self.per_rep, self.n0, self.budget, self.shifts.reproduced, self.withheld)
+        self.estimate = Estimate(self.estimate.value, low, high, self.estimate.n, self.estimate.pred_low,
+                                 self.estimate.pred_high, self.estimate.values)
 
     @property
     def interval_outcome(self) -> Outcome:
-        """What the part's interval alone says."""
+        """What the part's verdict interval alone says."""
         if self.rule is None or self.estimate is None:
             return Outcome.NOT_TESTABLE
         return self.rule.judge(self.estimate.low, self.estimate.high)
 
     @property
     def outcome(self) -> Outcome:
-        """The interval's verdict, a "not reproduced" kept only where it
-        survives the adjustment over the claim's parts."""
-        o = self.interval_outcome
-        if o is Outcome.NOT_REPRODUCED and self.p_fails_adjusted is not None \
-                and self.p_fails_adjusted > self.alpha_side:
+        if self.rule is None or self.estimate is None:
+            return Outcome.NOT_TESTABLE
+        level = self.budget.tests
+        holds = self.p_holds() <= level
+        fails = (self.p_fails_adjusted if self.p_fails_adjusted is not None else self.p_fails()) <= level
+        if holds and fails:        # later rounds contradict round 0: neither stands
             return Outcome.UNDECIDED
-        return o
+        return Outcome.REPRODUCED if holds else Outcome.NOT_REPRODUCED if fails else Outcome.UNDECIDED
 
     @property
     def held_back(self) -> bool:
-        """Its interval contradicts the claim, but not after the adjustment."""
+        """Its interval contradicts the claim, but not after the adjustment
+        over the claim's parts and their wider occasion allowance."""
         return self.interval_outcome is Outcome.NOT_REPRODUCED and self.outcome is Outcome.UNDECIDED
 
-    def p_fails(self) -> float:
-        """The sign test's p-value against the claim holding for this part
-        (the evidence its interval wholly contradicts it rests on)."""
-        assert self.rule is not None
-        r, v, anytime = self.rule, self.per_rep, self.anytime
-        if r.kind == "above":
-            return sign_p(v, "below", r.bound, anytime)
-        if r.kind == "below":
-            return sign_p(v, "above", r.bound, anytime)
-        lo, hi = r.band
-        return min(sign_p(v, "below", lo, anytime), sign_p(v, "above", hi, anytime))
+    @property
+    def reachable(self) -> tuple[bool, bool]:
+        """(reproduced, not reproduced): what round 0's exact test can reach."""
+        return evidence.reachable(self.n0, self.family, self.budget)
 
     @property
     def needed(self) -> int | None:
         if self.outcome is not Outcome.UNDECIDED or self.rule is None:
             return None
-        return reps_needed(self.per_rep, self.rule, anytime=self.anytime, alpha_side=self.alpha_side,
-                           family=self.family)
+        return reps_needed(self.per_rep, self.rule, b=self.budget, shifts=self.shifts, family=self.family,
+                           n0=self.n0 if len(self.per_rep) > self.n0 else None)
 
     def summary(self, digits: int = 3) -> str:
         """One line: verdict, value with interval, and the rule."""
@@ -224,11 +256,119 @@ class Finding:
         if self.held_back:
             text += (f"; its interval contradicts the claim, but not after the adjustment over the "
                      f"claim's {self.family} parts")
+        if self.withheld:
+            text += "; its later rounds drifted from round 0 and were left out"
         if self.outcome is Outcome.UNDECIDED:
             n = self.needed
             text += (f"; about {n} repetitions would decide it" if n is not None
                      else f"; more than {MAX_REPS} repetitions would be needed")
         return text
+
+
+@dataclass
+class ExtremeFinding(Finding):
+    """A part about the largest (``extreme`` "max") or smallest ("min") of
+    several cells' medians: M2's worst ratio over message sizes, M3's best.
+    Taking the extreme of noisy cells biases it (the maximum of 63 noisy
+    ratios of 1.00 sits well above 1), so each cell is tested on its own
+    repetitions: a statement about *some* cell is Bonferroni-adjusted over
+    the cells (the null distribution of the maximum or minimum), a statement
+    about *every* cell is an intersection-union test at the part's level.
+    ``per_rep`` holds each repetition's extreme over the cells, for display."""
+
+    extreme: Literal["max", "min"] = "max"
+    cells: dict[str, list[float]] = field(default_factory=dict)
+
+    def _statement(self, direction: Literal["above", "below"], bound: float, b: Budget) -> float:
+        """The p-value that the extreme lies ``direction`` of ``bound``."""
+        some = (self.extreme == "max") == (direction == "above")
+        ps = [float(evidence.one_sided(np.asarray(v, dtype=float), self._n0(v), bound, direction, b))
+              for v in self.cells.values()]
+        if not ps:
+            return 1.0
+        return min(1.0, len(ps) * min(ps)) if some else max(ps)
+
+    def _n0(self, values: Sequence[float]) -> int:
+        return self.n0 if len(values) == len(self.per_rep) else len(values)
+
+    def p_holds(self) -> float:
+        assert self.rule is not None
+        r, up = self.rule, math.exp(self.shifts.reproduced)
+        if r.kind == "above":
+            return self._statement("above", r.bound * up, self.budget)
+        if r.kind == "below":
+            return self._statement("below", r.bound / up, self.budget)
+        return max(self._statement("above", r.band[0] * up, self.budget),
+                   self._statement("below", r.band[1] / up, self.budget))
+
+    def p_fails(self) -> float:
+        assert self.rule is not None
+        r, up = self.rule, math.exp(self.shifts.not_reproduced)
+        if r.kind == "above":
+            return self._statement("below", r.bound / up, self.budget)
+        if r.kind == "below":
+            return self._statement("above", r.bound * up, self.budget)
+        return min(self._statement("below", r.band[0] / up, self.budget),
+                   self._statement("above", r.band[1] * up, self.budget))
+
+    def refresh(self) -> None:
+        """The interval of the extreme: for the maximum, its low end from the
+        cell that clears the most (at the level split over the cells), its
+        high end from every cell (at the part's level); the minimum mirrored."""
+        if self.estimate is None or not self.cells:
+            return
+        b, k = self.budget, len(self.cells)
+        split = Budget(b.occasion, b.round0 / k, b.later / k)
+        shift = self.shifts.reproduced
+        wide = [evidence.interval(v, self._n0(v), split, shift) for v in self.cells.values()]
+        each = [evidence.interval(v, self._n0(v), b, shift) for v in self.cells.values()]
+        if self.extreme == "max":
+            low, high = max(w[0] for w in wide), max(e[1] for e in each)
+            value = max(float(np.median(v)) for v in self.cells.values())
+        else:
+            low, high = min(e[0] for e in each), min(w[1] for w in wide)
+            value = min(float(np.median(v)) for v in self.cells.values())
+        self.estimate = Estimate(value, low, high, self.estimate.n, self.estimate.pred_low, self.estimate.pred_high,
+                                 self.estimate.values)
+
+    def _some(self, direction: str) -> bool:
+        return (self.extreme == "max") == (direction == "above")
+
+    @property
+    def reachable(self) -> tuple[bool, bool]:
+        """A statement about some cell needs 2^-n <= level / cells; one about
+        every cell, 2^-n <= level (over the claim's parts for a "not
+        reproduced")."""
+        assert self.rule is not None
+        n, k, level = self.n0, max(len(self.cells), 1), self.budget.round0
+
+        def ok(direction: str, family: int) -> bool:
+            return 0.5 ** n <= level / (family * (k if self._some(direction) else 1))
+
+        holds = {"above": ["above"], "below": ["below"], "within": ["above", "below"]}[self.rule.kind]
+        fails = {"above": ["below"], "below": ["above"], "within": ["below", "above"]}[self.rule.kind]
+        return all(ok(d, 1) for d in holds), any(ok(d, self.family) for d in fails)
+
+
+def extreme_finding(claim: str, part: str, cells: Mapping[str, pd.Series], extreme: Literal["max", "min"],
+                    rule: Rule, quoted: str = "", decides: dict[str, list[list[object]]] | None = None,
+                    context: bool = False) -> Finding:
+    """An ``ExtremeFinding`` from each cell's per-repetition values (Series
+    indexed by repetition); repetitions every cell has, in order."""
+    series = [c.dropna() for c in cells.values() if len(c.dropna())]
+    if not series:
+        return Finding(claim, part, quoted=quoted, reason="nothing was measured for it", context=context)
+    common = sorted(set.intersection(*(set(int(r) for r in c.index) for c in series)))
+    by_cell = {str(k): [float(c.dropna().loc[r]) for r in common] for k, c in cells.items() if len(c.dropna())}
+    if not common:
+        return Finding(claim, part, quoted=quoted, reason="no repetition measured every cell", context=context)
+    pick = max if extreme == "max" else min
+    per_rep = [pick(v[i] for v in by_cell.values()) for i in range(len(common))]
+    f = ExtremeFinding(claim, part, rule, Estimate(float(np.median(per_rep)), -math.inf, math.inf, len(per_rep),
+                                                   values=tuple(per_rep)),
+                       per_rep, quoted, "", decides or {}, context, "", common, extreme=extreme, cells=by_cell)
+    f.refresh()
+    return f
 
 
 def _sig(x: float, digits: int = 3) -> str:
@@ -248,48 +388,69 @@ def interval_text(est: Estimate, digits: int = 3) -> str:
     return f"{_sig(est.value, digits)} [{_sig(est.low, digits)}, {_sig(est.high, digits)}]"
 
 
-def finding(claim: str, part: str, per_rep: Sequence[float] | np.ndarray, rule: Rule,
+def finding(claim: str, part: str, per_rep: Sequence[float] | np.ndarray | pd.Series, rule: Rule,
             quoted: str = "", decides: dict[str, list[list[object]]] | None = None,
-            context: bool = False, cell: str = "", predict: bool = True) -> Finding:
+            context: bool = False, cell: str = "") -> Finding:
     """A finding from per-repetition values of the claim's quantity, in the
-    order measured (``context``: shown, not counted in the claim's verdict;
-    ``cell``: the source's table cell it tests; ``predict``: with the
-    interval a re-run is expected in)."""
-    values = [float(v) for v in per_rep if not math.isnan(float(v))]
+    order measured (a Series indexed by repetition keeps which repetition
+    each came from); ``context``: shown, not counted in the claim's verdict;
+    ``cell``: the source's table cell it tests."""
+    reps: list[int] = []
+    if hasattr(per_rep, "index") and hasattr(per_rep, "to_numpy"):
+        series = per_rep.sort_index()          # a pandas Series: index = repetition
+        pairs = [(int(r), float(v)) for r, v in zip(series.index, series.to_numpy(float), strict=True)
+                 if not math.isnan(float(v))]
+        reps, values = [r for r, _ in pairs], [v for _, v in pairs]
+    else:
+        values = [float(v) for v in per_rep if not math.isnan(float(v))]
     if not values:
         return Finding(claim, part, quoted=quoted, reason="nothing was measured for it", context=context,
                        cell=cell)
-    return Finding(claim, part, rule, across_reps(values, predict=predict), values, quoted, "", decides or {},
-                   context, cell)
+    median = float(np.median(values))
+    f = Finding(claim, part, rule, Estimate(median, -math.inf, math.inf, len(values), values=tuple(values)),
+                values, quoted, "", decides or {}, context, cell, reps)
+    f.refresh()
+    return f
 
 
-def make_anytime(findings: Sequence[Finding], round0_reps: int) -> None:
-    """Adaptive precision chose the repetitions after looking at the data:
-    replace each interval by the median's confidence sequence at the level
-    round 0's look left (``anytime_side_alpha``)."""
-    alpha = anytime_side_alpha(round0_reps)
-    for f in findings:
-        f.anytime, f.alpha_side = True, alpha
-        if f.estimate is not None:
-            low, high = confidence_sequence(f.per_rep, 1 - 2 * alpha)
-            f.estimate = dataclasses.replace(f.estimate, low=low, high=high)
+def settle(findings: Sequence[Finding], b: Budget, sigma: Mapping[str, float] | None = None,
+           rounds: Mapping[str, Mapping[int, int]] | None = None, predict: bool = True) -> None:
+    """Give every testable finding its statistics and decide the claims'
+    "not reproduced" with Holm over each claim's counted parts.
+    ``sigma``: occasion group -> between-occasion sd (log scale), groups
+    from ``occasions.claims_group`` of the experiments a part decides;
+    ``rounds``: experiment -> repetition -> round (0: planned in advance);
+    ``predict``: with the interval a re-run on another occasion is expected in."""
+    from .occasions import claims_group, prediction_interval
 
-
-def control_family(findings: Sequence[Finding]) -> None:
-    """Holm's step-down adjustment of each claim's counted parts' p-values
-    against the claim (``Finding.p_fails``): the family-wise error of "not
-    reproduced" stays at each part's level."""
     families: dict[str, list[Finding]] = {}
     for f in findings:
-        if not f.context and f.rule is not None and f.estimate is not None:
+        if f.rule is None or f.estimate is None:
+            continue
+        f.budget = b
+        f.group = claims_group(f.decides)
+        f.sigma = float((sigma or {}).get(f.group, (sigma or {}).get("all", 0.0)))
+        experiment = next(iter(f.decides), "")
+        table = (rounds or {}).get(experiment, {})
+        f.rounds = [int(table.get(r, 0)) for r in f.reps] if f.reps and table else [0] * len(f.per_rep)
+        f.withheld = b.later > 0 and len(f.per_rep) > f.n0 and \
+            evidence.trend_p(f.per_rep, f.rounds) <= evidence.TREND_LEVEL
+        if not f.context:
             families.setdefault(f.claim, []).append(f)
     for family in families.values():
-        k = len(family)
-        ordered = sorted(family, key=lambda f: f.p_fails())
-        running = 0.0
-        for i, f in enumerate(ordered):
-            running = max(running, min(1.0, (k - i) * f.p_fails()))
-            f.p_fails_adjusted, f.family = running, k
+        for f in family:
+            f.family = len(family)
+        adjusted = evidence.holm(np.array([f.p_fails() for f in family]))
+        for f, p in zip(family, adjusted, strict=True):
+            f.p_fails_adjusted = float(p)
+    for f in findings:
+        if f.rule is not None and f.estimate is not None:
+            f.refresh()
+            if not predict:
+                continue
+            pred = prediction_interval(f.per_rep, f.sigma)
+            f.estimate = Estimate(f.estimate.value, f.estimate.low, f.estimate.high, f.estimate.n, *pred,
+                                  f.estimate.values)
 
 
 def not_testable(claim: str, part: str, reason: str, quoted: str = "", cell: str = "",
@@ -314,14 +475,18 @@ def combine(findings: Sequence[Finding]) -> Outcome:
     reproduced when any part is not; reproduced only when every part is
     (a part not testable here leaves it incomplete); not testable when no
     part is testable; otherwise undecided."""
-    counted = [f.outcome for f in findings if not f.context]
-    testable = [o for o in counted if o is not Outcome.NOT_TESTABLE]
+    counted = [f for f in findings if not f.context]
+    testable = [f for f in counted if f.outcome is not Outcome.NOT_TESTABLE]
     if not testable:
         return Outcome.NOT_TESTABLE
-    if Outcome.NOT_REPRODUCED in testable:
+    if any(f.outcome is Outcome.NOT_REPRODUCED for f in testable):
         return Outcome.NOT_REPRODUCED
-    if all(o is Outcome.REPRODUCED for o in testable):
-        return Outcome.REPRODUCED if len(testable) == len(counted) else Outcome.INCOMPLETE
+    # A part that can only count against its claim neither needs to be
+    # reproduced nor, when it is, makes the claim so.
+    supporting = [f for f in testable if f.role == "both"]
+    if supporting and all(f.outcome is Outcome.REPRODUCED or f.role == "against" for f in testable):
+        both = [f for f in counted if f.role == "both"]
+        return Outcome.REPRODUCED if len(supporting) == len(both) else Outcome.INCOMPLETE
     return Outcome.UNDECIDED
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from .. import atomic, paths
+from ..analysis import occasions
 from ..analysis.stats import MIN_REPS_FOR_CI, Estimate
 from ..analysis.verdicts import Finding, Outcome, interval_text
 from ..provenance import git_state, sidecar_for, utc_now
@@ -171,8 +172,16 @@ class Outputs:
                 return x if math.isfinite(x) else None
 
             entry["ci95"] = [finite(estimate.low), finite(estimate.high)]
-            entry["pi95"] = [finite(estimate.pred_low), finite(estimate.pred_high)]
+            # Where a re-run on another occasion is expected: this run's
+            # repetitions and the between-occasion spread of the number's
+            # group (iolab.analysis.occasions), on the log scale.
+            pred = (occasions.prediction_interval(estimate.values, occasions.load().sigma(
+                occasions.group_of(self.notebook, unit))) if estimate.values else
+                (estimate.pred_low, estimate.pred_high))
+            entry["pi95"] = [finite(pred[0]), finite(pred[1])]
             entry["n"] = estimate.n
+            if estimate.values:
+                entry["reps"] = [finite(v) for v in estimate.values]
             # Below MIN_REPS_FOR_CI repetitions there is no interval at all; an
             # end can still be infinite (a crossover some repetition never reaches).
             entry["ci_bounded"] = estimate.n >= MIN_REPS_FOR_CI
@@ -197,7 +206,12 @@ class Outputs:
                          "rule": f.rule.text() if f.rule else "", "margin": f.rule.why if f.rule else "",
                          "quoted": f.quoted, "value": interval_text(est) if est else "", "reason": f.reason,
                          "reps": est.n if est else 0, "needed": f.needed, "summary": f.summary(),
-                         "context": f.context, "held_back": f.held_back,
+                         "context": f.context, "held_back": f.held_back, "group": f.group,
+                         "per_rep": [v if math.isfinite(v) else None for v in f.per_rep],
+                         "round0": f.n0, "family": f.family, "withheld": f.withheld,
+                         "ratio_of_means": f.ratio_of_means if f.ratio_of_means is None
+                         or math.isfinite(f.ratio_of_means) else None,
+                         "reachable": list(f.reachable) if f.rule is not None and est is not None else None,
                          "leaning": f.rule.leaning(est.value) if undecided else "",  # type: ignore[union-attr]
                          "estimate": None if est is None else {
                              k: (x if math.isfinite(x) else None) for k, x in (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,8 +22,8 @@ ROWS_PER_COLUMN = 34
 
 def _label(f: Finding, shared: str) -> str:
     part = f.part.removesuffix(shared) if shared and f.part.endswith(shared) else f.part
-    text = f"{f.claim}: {part}"
-    return text if len(text) <= 62 else text[:60] + "…"
+    # Whole, over as many lines as it needs: a cut label hides what the row is.
+    return "\n".join(textwrap.wrap(f"{f.claim}: {part}", 62))
 
 
 def _shared_note(rows: Sequence[Finding]) -> str:
@@ -82,8 +83,11 @@ def forest_figure(findings: Sequence[Finding]) -> Figure:
     shared = _shared_note(rows)
     columns = max(1, math.ceil(len(rows) / ROWS_PER_COLUMN))
     per = math.ceil(len(rows) / columns) if rows else 1
+    # A wrapped label takes the room of its lines.
+    lines = max((sum(_label(f, shared).count("\n") for f in rows[k * per:(k + 1) * per])
+                 for k in range(columns)), default=0)
     fig, axes = plt.subplots(1, columns, figsize=(TEXT_WIDTH_IN * (1 if columns == 1 else 1.0),
-                                                   0.16 * max(per, 4) + 1.0), squeeze=False)
+                                                   0.16 * max(per, 4) + 0.11 * lines + 1.0), squeeze=False)
     for k, ax in enumerate(axes[0]):
         _draw(ax, rows[k * per:(k + 1) * per], shared)
     handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=o.value) for o, c in OUTCOME_COLORS.items()]

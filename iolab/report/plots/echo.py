@@ -93,7 +93,7 @@ def cpu_figure(summary: pd.DataFrame, floor_ns: float | None = None) -> Figure:
             ax.plot(client["connections"], client["client_ns_per_request"], "--", color=PALETTE[7], lw=1,
                     label="load generator (epoll cells)")
         if floor_ns is not None:
-            ax.axhline(floor_ns, color="black", ls=":", lw=0.9, label="2w floor")
+            ax.axhline(floor_ns, color="black", ls=":", lw=0.9, label="2w: kernel work of two system calls")
         ax.set_xscale("log")
         ax.set_xlabel("connections")
         ax.set_title(f"{size} B")

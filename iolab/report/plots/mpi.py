@@ -17,6 +17,15 @@ TRANSPORT_LABEL = {"shm": "shared memory", "tcp": "TCP, loopback", "netns": "TCP
                    "netns_tbf": "namespaces, tbf-shaped", "nodes": "TCP between nodes"}
 
 
+# How launches with more ranks than CPUs are drawn (the paper says so from here).
+OVERSUBSCRIBED_DRAWN = "hollow"
+
+
+def _over(value: object) -> bool:
+    """A table's oversubscribed flag, whatever its column's type."""
+    return str(value).strip().lower() in ("true", "1")
+
+
 def transport_style(transport: str) -> tuple[str, str]:
     return TRANSPORT_STYLE.get(transport, (PALETTE[6], "x"))
 
@@ -24,7 +33,7 @@ def transport_style(transport: str) -> tuple[str, str]:
 def _points(ax: plt.Axes, g: pd.DataFrame, y: str, low: str, high: str, c: str, marker: str,
             label: str | None, scale: float = 1.0) -> None:
     """Median points with interval bars, hollow where oversubscribed."""
-    for over, part in g.groupby("oversubscribed"):
+    for over, part in g.groupby(g["oversubscribed"].map(_over)):
         ax.errorbar(part["bytes"], part[y] / scale,
                     yerr=interval_bars(part[low], part[y], part[high]) / scale,
                     fmt=marker, ms=3, color=c, capsize=1.5, lw=0.8, mfc="none" if over else c,
@@ -140,7 +149,7 @@ def ratio_figure(ratio_tables: list[pd.DataFrame]) -> Figure:
     for ax, bench in zip(axes[0], benches, strict=False):
         for (num, den, p), g in r[r["bench"] == bench].groupby(["numerator", "denominator", "ranks"]):
             g = g.sort_values("bytes")
-            over = bool(g["oversubscribed"].any())
+            over = bool(g["oversubscribed"].map(_over).any())
             c = colors[(num, den)]
             label = f"{num}/{den}, p = {p}" + (", oversubscribed" if over else "")
             h = ax.errorbar(g["bytes"], g["ratio"], yerr=interval_bars(g["low"], g["ratio"], g["high"]),

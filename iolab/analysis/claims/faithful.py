@@ -1,0 +1,139 @@
+"""What a faithful replication would give here: each source's own table,
+measured again as many times as a profile repeats it, with a machine's
+spread between repetitions, judged by the real rules and the real error
+control. A rule a faithful replication cannot reproduce at a realistic
+spread is either wrong or needs more repetitions; the claims table says
+which, with the share of replications that reproduce it.
+
+The spread is the log standard deviation of a paired ratio between
+repetitions (each side's value gets half its variance). Only the claims
+whose source printed a table are replicated: U1 (part 1), U2 and U3 (part
+3, on the source's 4 CPUs), C1-C3 (OpenAnolis's numbers, in their
+mitigation regime). The rest state opinions or summaries without a table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from .. import echostats, evidence
+from ..sources import QUOTED, U1_RPS, U2_COLUMNS, U2_RPS, cell_of
+from ..verdicts import Finding, Outcome, claim_verdict, settle
+from . import habr, openanolis
+
+SOURCE_SETUP = {"client": echostats.SOURCE_CLIENT, "layout": echostats.SOURCE_LAYOUT}
+RUNS = 200
+
+
+def _side(rng: np.random.Generator, spread: float, n: int) -> np.ndarray:
+    return np.exp(rng.normal(0.0, spread / math.sqrt(2), n))
+
+
+def _echo_rows(rates: dict[str, dict[tuple[int, int], float]], reps: int, spread: float, rng: np.random.Generator,
+               cpus: int, busy: float = 0.6) -> pd.DataFrame:
+    """One row per repetition, preset and cell: the source's rate with
+    ``spread``, the server's CPU per request at equal load; the server
+    never the bottleneck's twin (busy 0.6, client 0.6 of 4 CPUs)."""
+    rows = []
+    for rep in range(1, reps + 1):
+        for preset, cells in rates.items():
+            noise = _side(rng, spread, len(cells))
+            for ((c, b), rate), e in zip(cells.items(), noise, strict=True):
+                rows.append({"node": "n1", "rep": rep, "round": 0, "preset": preset, "connections": c, "bytes": b,
+                             "status": "ok", "rps": rate * e, "server_busy": busy,
+                             "server_ns_per_request": busy * 1e9 / (rate * e), "client_busy": busy, "cpus": cpus,
+                             "iowq_workers": 0, **SOURCE_SETUP})
+    return pd.DataFrame(rows)
+
+
+def part1(reps: int, spread: float, rng: np.random.Generator) -> pd.DataFrame:
+    """Part 1's table (U1): the default ring and epoll in its six cells."""
+    return _echo_rows({"default": U1_RPS["io_uring"], "epoll": U1_RPS["epoll"]}, reps, spread, rng, cpus=4)
+
+
+def part3(reps: int, spread: float, rng: np.random.Generator, cpus: int = 4) -> pd.DataFrame:
+    """Part 3's table (U2, U3): each system in go-uring's Benchmark.md cells."""
+    rates = {preset: {cell_of(label): rps for label, rps in zip(U2_COLUMNS, U2_RPS[system], strict=True)}
+             for system, preset in echostats.PART3_SYSTEMS.items()}
+    return _echo_rows(rates, reps, spread, rng, cpus)
+
+
+def openanolis_cost(mitigations: str, reps: int, spread: float, rng: np.random.Generator) -> pd.DataFrame:
+    """The cost model's quantities per repetition at OpenAnolis's s, w and t
+    (per SQE, so b = t and a = 0 in model B) for one mitigation regime."""
+    s_key = "c1_s_mitigations_off_ns" if mitigations == "off" else "c1_s_mitigations_on_ns"
+    s, w, t = QUOTED[s_key].value, QUOTED["c1_w_ns"].value, QUOTED["c1_t1_ns"].value
+    # The source's epoll server: its requests take the vast majority of its
+    # cost, which we read as the model's 2s + 2w being 4/5 of it.
+    rows = []
+    for rep in range(1, reps + 1):
+        e = _side(rng, spread, 4)
+        rows.append({"rep": rep, "s": s * e[0], "w_mean": w * e[1], "t1_mean": t * e[2],
+                     "epoll_request_single": 2 * (s + w) * e[3]})
+    cost = pd.DataFrame(rows).set_index("rep")
+    cost["t1_over_w"] = cost["t1_mean"] / cost["w_mean"]
+    cost["uring_n1_over_epoll"] = (cost["t1_mean"] + cost["s"]) / (cost["s"] + cost["w_mean"])
+    cost["t1_over_s_plus_w"] = cost["t1_mean"] / (cost["s"] + cost["w_mean"])
+    cost["per_sqe_over_epoll"] = cost["t1_mean"] / (cost["s"] + cost["w_mean"])
+    return cost
+
+
+def openanolis_echo(reps: int, spread: float, rng: np.random.Generator, mitigations: str) -> pd.DataFrame:
+    """C3's (and C2's) throughput at 1000 connections: the source's +10 %
+    with mitigations on, no advantage (equal) with them off; and the epoll
+    server's cost as the source's perf saw it (the requests 4/5 of it)."""
+    s_key = "c1_s_mitigations_off_ns" if mitigations == "off" else "c1_s_mitigations_on_ns"
+    s, w = QUOTED[s_key].value, QUOTED["c1_w_ns"].value
+    gain = 1.10 if mitigations == "on" else 1.0
+    table = _echo_rows({"poll_first": {(1000, 128): 100_000 * gain}, "epoll": {(1000, 128): 100_000.0,
+                                                                            (1, 128): 1000.0}}, reps, spread, rng, 4)
+    single = table["connections"] == 1
+    table.loc[single, "server_ns_per_request"] = 2 * (s + w) / 0.8 * _side(rng, spread, int(single.sum()))
+    return table
+
+
+def _judge(found: list[Finding], claim: str, adaptive: bool, sigma: float) -> Outcome:
+    settle(found, evidence.budget(adaptive), {"all": sigma}, predict=False)
+    return claim_verdict(claim, [f for f in found if f.claim == claim]).outcome
+
+
+def replications(claim: str) -> Callable[[int, float, np.random.Generator], list[Finding]] | None:
+    """The claim's findings on one faithful replication of its source's
+    table, or None for a claim whose source printed no table."""
+    def u(fn: Callable[[pd.DataFrame], list[Finding]], table: Callable[..., pd.DataFrame]) -> Callable[
+            [int, float, np.random.Generator], list[Finding]]:
+        return lambda reps, spread, rng: fn(table(reps, spread, rng))
+
+    def c(name: str) -> Callable[[int, float, np.random.Generator], list[Finding]]:
+        regime = "on" if name == "C3" else "off"
+
+        def run(reps: int, spread: float, rng: np.random.Generator) -> list[Finding]:
+            cost = openanolis_cost(regime, reps, spread, rng)
+            echo = openanolis_echo(reps, spread, rng, regime)
+            if name == "C1":
+                return openanolis.c1(cost, regime, echo[echo["preset"] == "epoll"])
+            if name == "C2":
+                return openanolis.c2(cost, regime, echo=echo)
+            return openanolis.c3(cost, regime, echo)
+        return run
+
+    table: dict[str, Callable[[int, float, np.random.Generator], list[Finding]]] = {
+        "U1": u(habr.u1, part1), "U2": u(habr.u2, part3), "U3": u(habr.u3, part3),
+        "C1": c("C1"), "C2": c("C2"), "C3": c("C3")}
+    return table.get(claim)
+
+
+def reproduce_share(claim: str, reps: int, spread: float, *, adaptive: bool = True, sigma: float = 0.0,
+                    runs: int = RUNS, seed: int = 0) -> float | None:
+    """The share of ``runs`` faithful replications, at ``reps`` repetitions
+    and ``spread``, that reproduce ``claim`` (None: no source table)."""
+    make = replications(claim)
+    if make is None:
+        return None
+    rng = np.random.default_rng(seed)
+    hits = sum(_judge(make(reps, spread, rng), claim, adaptive, sigma) is Outcome.REPRODUCED for _ in range(runs))
+    return hits / runs
