@@ -19,11 +19,12 @@
 # Every claim of the paper's claims table, split into the parts that can be
 # measured. Each part's quantity (a ratio of two configurations measured in
 # the same repetition, or a cost) is estimated within every repetition; the
-# verdict is decided by the 95 % interval of the median over repetitions:
-# reproduced when the whole interval satisfies the claim, not reproduced
-# when the whole interval contradicts it, undecided at this precision
-# otherwise (with the number of repetitions expected to decide it).
-# "No visible difference" claims use a ±5 % equivalence margin.
+# verdict is decided by sign tests on those values, with each claim's error
+# held to 2.5 % each way (iolab.analysis.evidence): reproduced when the
+# part's verdict interval satisfies the claim, not reproduced when it
+# contradicts it after the adjustment over the claim's parts, undecided at
+# this precision otherwise (with the repetitions expected to decide it).
+# Each rule states its own margin.
 
 # %% tags=["parameters"]
 syscall_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
@@ -34,7 +35,7 @@ mpi_table = "auto"  # "" when the mpi experiment is disabled
 ib_table = ""  # perftest (M1); "" when no node ran the ib experiment
 trace_table = "auto"  # bpftrace counts (U5: io-wq use); "" when the trace experiment is disabled
 node = ""                 # "": the first node in name order
-anytime_after = 0         # adaptive precision added rounds after a round 0 of this many repetitions: 0 if not
+anytime_after = 0         # adaptive precision is on, with a round 0 of this many repetitions: 0 if it is off
 reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/claims.json"
@@ -63,7 +64,7 @@ findings = claims.evaluate(syscall, sendrecv, uring, echo, mpi, node=node,
                            ib=tables.load("ib", ib_table, reps=reps) if ib_table else None,
                            trace=tables.load("trace", trace_table, reps=reps) if trace_table else None,
                            anytime_after=anytime_after)
-print(verdicts.RULE_TEXT, verdicts.ERROR_TEXT)
+print(verdicts.RULE_TEXT)
 verdicts.table(findings)
 
 # %% [markdown]

@@ -37,6 +37,13 @@ def merge_numbers(fragments: list[Path]) -> dict[str, Any]:
                 raise ValueError(f"number {key!r} is produced by both {first} "
                                  f"and {entry['notebook']}")
             merged[key] = entry
+    # The abstract, written from everything the notebooks decided.
+    from .summary import write
+
+    for key, entry in write(merged).items():
+        if key in merged:
+            raise ValueError(f"number {key!r} is produced by both a notebook and the abstract")
+        merged[key] = entry
     return merged
 
 
