@@ -96,16 +96,17 @@ def test_soft_roce_in_a_guest() -> None:
     assert bw.program == "ib_send_bw" and bw.table["bytes"].tolist() == SIZES
     # The guest's clock fails now and then, on any size: fresh-clone runs
     # printed 0.000000 Mpps for 4 MiB and for 32 KiB, 0.00 MB/s and inf
-    # latency for 8 MiB. Bandwidth is also printed to 0.01 MB/s, which a 2 B
+    # latency for 8 MiB; beside a pipeline run on both CPUs, 6 of 23 message
+    # rates read 0. Bandwidth is also printed to 0.01 MB/s, which a 2 B
     # message there falls below. So every value printed must be a number
-    # >= 0 or missing, and each column must show positive readings on most
-    # sizes (a misaligned or misparsed column would not).
+    # >= 0 or missing, and each column must show positive readings on more
+    # than half the sizes (a misaligned or misparsed column would not).
     for r in results:
         values = r.table.drop(columns=["bytes", "iterations"])
         assert (values.isna() | (values >= 0)).all(axis=None)
     for column, table in (("t_typical_us", lat.table), ("msg_rate_mpps", bw.table),
                           ("bw_average_mb_s", bw.table)):
-        assert (table[column] > 0).sum() > len(SIZES) * 3 // 4, (column, table[column].tolist())
+        assert (table[column] > 0).sum() > len(SIZES) // 2, (column, table[column].tolist())
     # perftest's warnings (stderr) are kept apart from its table: a warning
     # printed mid-row once broke the parse on a CI machine.
     assert all(not w.split()[0].isdigit() for r in results for w in r.warnings)

@@ -96,15 +96,19 @@ def test_traced_echo_workloads_show_where_task_work_runs() -> None:
 
     assert runs(default, "task_work_run") > 0 and runs(default, "local_work_run") == 0
     assert runs(deferred, "local_work_run") > 0 and runs(deferred, "task_work_run") == 0
-    default_rate = runs(default, "poll_arm") / default["echoed_requests"]["count"]
-    polled_rate = runs(polled, "poll_arm") / polled["echoed_requests"]["count"]
-    assert default_rate > 0.05
+    # The default ring arms a poll for a receive that finds no data: how
+    # often depends on timing (above 5 % of requests on a quiet machine,
+    # 0.26 % beside a pipeline run on both CPUs, where data is mostly there
+    # by the time the server asks), so only that it happens is asserted.
+    assert runs(default, "poll_arm") > 0
     # The poll-first server reads and writes only what is ready (MSG_DONTWAIT
     # after its own poll): io_uring arms no poll per request, only for the
     # odd accept that found no connection yet. A count is what a quiet
     # machine happens to give (at most 50 alone, 114 beside a loaded CPU);
-    # the rate and its direction are what the mechanism guarantees.
-    assert polled_rate < 0.01 and polled_rate < default_rate / 10, (polled_rate, default_rate)
+    # the rate is what the mechanism guarantees (a server that armed one per
+    # request would read 0.5 or more).
+    polled_rate = runs(polled, "poll_arm") / polled["echoed_requests"]["count"]
+    assert polled_rate < 0.01, polled_rate
     assert runs(default, "queue_async_work") == runs(polled, "queue_async_work") == 0
     rows = [{"node": "n", "workload": w, "map": m, "count": v["count"], "avg_ns": 0, "total_ns": 0,
              "skipped": ""} for w, maps in (("echo_default", default), ("echo_defer_taskrun", deferred))
