@@ -48,9 +48,9 @@ def test_the_anytime_p_value_is_one_over_the_running_maximum() -> None:
     hits = np.cumsum(values > 0.0)
     best = max(mixture_by_quadrature(int(hits[t]), t + 1) for t in range(40))
     assert float(evidence.anytime_p(values, 0.0, "above")) == pytest.approx(min(1.0, 1 / best), rel=1e-8)
-    assert stats.sign_p(values, "above", 0.0, anytime=True) == pytest.approx(min(1.0, 1 / best), rel=1e-8)
     # Fixed-sample: the exact tail of the final count.
-    assert stats.sign_p(values, "above", 0.0) == pytest.approx(exact_tail(int(hits[-1]), 40), rel=1e-12)
+    assert float(evidence.fixed_p(values, 0.0, "above")) == pytest.approx(exact_tail(int(hits[-1]), 40),
+                                                                          rel=1e-12)
 
 
 def test_the_confidence_sequence_is_every_bound_the_anytime_tests_keep() -> None:

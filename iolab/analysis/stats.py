@@ -204,25 +204,6 @@ def log_mixture(k: ArrayLike, n: ArrayLike) -> np.ndarray:
     return (n + 1) * math.log(2) + special.betaln(k + 1, n - k + 1) + tail
 
 
-def sign_p(values: ArrayLike, side: str, bound: float, anytime: bool = False) -> float:
-    """The p-value against "the median is at or beyond ``bound`` on the far
-    side": evidence that it is ``side`` ("below" or "above") the bound, from
-    the values (in the order measured) strictly on that side. ``anytime``:
-    valid at every number of repetitions, however they were chosen (the
-    mixture's running maximum); else the exact binomial tail for a count
-    fixed in advance."""
-    a = np.asarray(values, dtype=float)
-    a = a[~np.isnan(a)]
-    if a.size == 0:
-        return 1.0
-    hits = a < bound if side == "below" else a > bound
-    if not anytime:
-        return float(sps.binom.sf(int(hits.sum()) - 1, a.size, 0.5))
-    k = np.cumsum(hits)
-    logm = log_mixture(k, np.arange(1, a.size + 1))
-    return float(min(1.0, math.exp(-float(np.max(logm)))))
-
-
 def confidence_sequence(values: ArrayLike, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """The median's anytime-valid interval from values in the order measured:
     every bound the one-sided tests (each at (1 - confidence)/2) do not
