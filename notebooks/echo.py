@@ -117,7 +117,7 @@ open_loop = latency.select(tables.load("latency", latency_table, reps=reps), nod
 if open_loop is not None:
     print(latency.describe(open_loop, node))
     curves = latency.curves(open_loop)
-    fig = plots.echo.open_loop_figure(curves)
+    fig = plots.echo.open_loop_figure(curves, latency.paired_ratios(open_loop))
     out.figure(fig, "echo_open_loop_latency", data=open_loop)
     plt.show()
     numbers.open_loop(out, table=open_loop, curves=curves)

@@ -176,8 +176,8 @@ def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Pat
         ("default", 0.2), ("default", 0.6), ("default", 1.0), ("epoll", 0.2), ("epoll", 0.6), ("epoll", 1.0)]
     # One repetition: a value, no interval; the merged view is that repetition's.
     assert (curves["p99_us"] == curves["p99_us_merged"]).all() and np.isinf(curves["p99_us_low"]).all()
-    fig = plots.echo.open_loop_figure(curves)
-    assert [ax.get_title() for ax in fig.axes] == ["p50", "p99", "p99.9"]
+    fig = plots.echo.open_loop_figure(curves, latency.paired_ratios(table))
+    assert [ax.get_title() for ax in fig.axes] == ["p99 latency", "p99 over epoll's, same repetition"]
     ratio = latency.paired_ratio(table, "default", "epoll", 0.6)
     assert len(ratio) == 1 and ratio[0] > 0
     out = tmp_path / "latency.parquet"
@@ -211,6 +211,10 @@ def test_curves_give_intervals_across_repetitions_and_a_merged_tail() -> None:
         assert row["p999_us_merged"] >= row["p99_us_merged"] >= row["p50_us_merged"]
     ratios = latency.paired_ratio(curves_table(6), "uring", "epoll", 0.5)
     assert len(ratios) == 6 and np.all((ratios > 0.7) & (ratios < 0.9))
+    summary = latency.paired_ratios(curves_table(6))
+    assert list(summary["preset"]) == ["uring"] and summary["reps"].tolist() == [6]
+    row = summary.iloc[0]
+    assert row["low"] <= row["ratio"] <= row["high"] < 1 and row["ratio"] == pytest.approx(0.8, rel=0.05)
 
 
 def test_a_latency_preset_must_be_an_echo_preset() -> None:

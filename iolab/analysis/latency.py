@@ -102,6 +102,22 @@ def paired_ratio(table: pd.DataFrame, numerator: str, denominator: str, load: fl
     return np.array([values[(numerator, r)] / values[(denominator, r)] for r in reps])
 
 
+def paired_ratios(table: pd.DataFrame, denominator: str = "epoll", percentile: str = "p99") -> pd.DataFrame:
+    """Every other preset's percentile over ``denominator``'s at each offered
+    load, formed within each repetition and summarised across them. Rows:
+    preset, load, ratio, low, high, reps, estimate."""
+    ok = table[(table["status"] == "ok") & (table["phase"] == "open")]
+    rows = []
+    for preset in sorted(set(ok["preset"]) - {denominator}):
+        for load in sorted(set(ok.loc[ok["preset"] == preset, "load"])):
+            per_rep = paired_ratio(table, preset, denominator, load, percentile)
+            if len(per_rep):
+                e = across_reps(per_rep, predict=False)
+                rows.append({"preset": preset, "load": float(load), "ratio": e.value, "low": e.low,
+                             "high": e.high, "reps": e.n, "estimate": e})
+    return pd.DataFrame(rows, columns=["preset", "load", "ratio", "low", "high", "reps", "estimate"])
+
+
 def select(table: pd.DataFrame, node: str) -> pd.DataFrame:
     """The node's rows (the echo notebook's node)."""
     return table[table["node"] == node].reset_index(drop=True)

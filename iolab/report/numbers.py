@@ -269,14 +269,9 @@ def open_loop(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> Non
             value = getattr(r, f"{name}_us")
             out.number(f"{key}_{name}_us", value, unit="µs", digits=0, estimate=getattr(r, f"{name}_us_estimate"))
             out.number(f"{key}_{name}_us_merged", getattr(r, f"{name}_us_merged"), unit="µs", digits=0)
-    parts = []
-    for preset in sorted(set(curves["preset"]) - {"epoll"}):
-        for load in open_loads:
-            per_rep = latency.paired_ratio(table, preset, "epoll", load)
-            if len(per_rep):
-                ratio = across_reps(per_rep)
-                parts.append(f"{preset}/epoll at {load:.0%} of capacity {ratio.value:.2f}"
-                             + (f" [{ratio.low:.2f}, {ratio.high:.2f}]" if ratio.bounded else " (no interval: < 6 repetitions)"))
+    parts = [f"{r.preset}/epoll at {r.load:.0%} of capacity {r.ratio:.2f}"
+             + (f" [{r.low:.2f}, {r.high:.2f}]" if r.estimate.bounded else " (no interval: < 6 repetitions)")
+             for r in latency.paired_ratios(table).itertuples()]
     out.text("open_loop_p99_vs_epoll", "; ".join(parts) or "no preset ran beside epoll")
     achieved = curves["achieved_over_offered"].dropna() if "achieved_over_offered" in curves else pd.Series([])
     if len(achieved):
