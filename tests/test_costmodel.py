@@ -192,3 +192,29 @@ def test_overlay_ratios_compare_servers_with_the_model() -> None:
     ratios = costmodel.overlay_ratios(ci, overlay)
     assert ratios["overlay_epoll_ratio"] == pytest.approx(3.0)
     assert ratios["overlay_uring_ratio"] == pytest.approx(2.0)
+
+
+CROSSING = dict(s=120.0, w={"send": 1300.0, "recv": 260.0}, a={"send": 3000.0, "recv": 3000.0},
+                b={"send": 500.0, "recv": 100.0})
+
+
+def test_the_per_request_figure_states_n_star_with_its_interval_and_labels_every_server() -> None:
+    from iolab.report import plots
+    per_rep = {rep: costmodel.estimate(synthetic(**CROSSING, noise=0.05, seed=rep)) for rep in range(1, 7)}
+    summary = costmodel.summarize(costmodel.per_rep(per_rep))
+    assert 4 < summary.loc["nstar_B", "value"] < 7
+    inputs = costmodel.central_inputs(per_rep)
+    overlay = pd.DataFrame({"server": ["epoll", "uring", "uring", "uring"], "n": [1.0, 8.0, 8.0, 20.0],
+                            "preset": ["epoll", "default", "default", "sqpoll"], "connections": [50, 50, 500, 50],
+                            "bytes": [128] * 4, "server_ns_per_request": [4000.0, 2000.0, 2100.0, 6000.0],
+                            "low": [3500.0, 1800.0, 1900.0, 5000.0], "high": [4500.0, 2300.0, 2400.0, 7000.0]})
+    fig = plots.cost.per_request_figure(inputs, summary, per_rep, overlay)
+    model_ax, servers_ax = fig.axes
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    n_star = summary.loc["nstar_B"]
+    assert f"n* (B) = {n_star['value']:.1f}, 95 % interval {n_star['low']:.1f}–{n_star['high']:.1f}" in labels
+    # The n* label sits in the legend, not over a model's band; 2w is not called a floor.
+    assert not model_ax.texts and not any("floor" in label for label in labels)
+    # Each server is a labelled row, ordered by its ratio to the model's price.
+    assert [t.get_text() for t in servers_ax.get_yticklabels()] == ["default", "epoll", "sqpoll"]
+    assert {"server, c = 50, 128 B", "server, c = 500, 128 B"} <= set(labels)

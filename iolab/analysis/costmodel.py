@@ -127,18 +127,23 @@ def epoll_request_with_wait(ci: CostInputs, events_per_wait: float) -> float:
     return epoll_request(ci) + ci.s / max(events_per_wait, 1.0)
 
 
+def overlay_prices(ci: CostInputs, overlay: pd.DataFrame) -> np.ndarray:
+    """What the model prices each measured server's request at: the epoll
+    request for epoll, model B at the batch size it reached for io_uring."""
+    uring = (overlay["server"] == "uring").to_numpy()
+    return np.where(uring, uring_request(ci, "B", overlay["n"].to_numpy(float)), epoll_request(ci))
+
+
 def overlay_ratios(ci: CostInputs, overlay: pd.DataFrame) -> dict[str, float]:
-    """How far measured servers sit above the model: the epoll server's CPU
-    per request over the epoll request cost, and each io_uring server's over
-    model B at the batch size it reached (medians)."""
-    ep = overlay[overlay["server"] == "epoll"]
-    ur = overlay[overlay["server"] == "uring"]
+    """How far measured servers sit above the model: the median over servers
+    of measured CPU per request over the model's price (``overlay_prices``),
+    for epoll and for io_uring."""
+    ratio = overlay["server_ns_per_request"].to_numpy(float) / overlay_prices(ci, overlay)
     out = {}
-    if len(ep):
-        out["overlay_epoll_ratio"] = float(ep["server_ns_per_request"].median() / epoll_request(ci))
-    if len(ur):
-        out["overlay_uring_ratio"] = float(
-            (ur["server_ns_per_request"] / uring_request(ci, "B", ur["n"].to_numpy())).median())
+    for server in ("epoll", "uring"):
+        mine = (overlay["server"] == server).to_numpy()
+        if mine.any():
+            out[f"overlay_{server}_ratio"] = float(np.median(ratio[mine]))
     return out
 
 

@@ -227,7 +227,12 @@ def model_overlay(summary: pd.DataFrame, min_connections: int = 50) -> pd.DataFr
     out = pd.DataFrame({
         "n": rows["sqes_per_enter"].where(rows["server"] == "uring", 1.0),
         "server_ns_per_request": rows["server_ns_per_request"],
+        "low": rows["server_ns_per_request_low"],
+        "high": rows["server_ns_per_request_high"],
         "events_per_wait": rows["events_per_wait"],
+        "preset": rows["preset"],
+        "connections": rows["connections"].astype(int),
+        "bytes": rows["bytes"].astype(int),
         "label": rows["preset"] + " c=" + rows["connections"].astype(str),
         "server": rows["server"],
     })

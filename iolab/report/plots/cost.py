@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from ...analysis import costmodel
 from ...analysis.stats import across_reps
@@ -133,17 +134,39 @@ def uring_batch_figure(uring: pd.DataFrame, nop: pd.DataFrame, inputs: costmodel
     return fig
 
 
+def _nstar_label(summary: pd.DataFrame, model: str) -> str:
+    """n* with its 95 % interval across repetitions, as the legend gives it."""
+    r = summary.loc[f"nstar_{model}"]
+
+    def show(x: float) -> str:
+        return "∞" if not np.isfinite(x) else f"{x:.1f}"
+
+    if not np.isfinite(r["value"]):
+        return f"n* ({model}): never"
+    interval = f", 95 % interval {show(r['low'])}–{show(r['high'])}" if np.isfinite(r["low"]) else ""
+    return f"n* ({model}) = {show(r['value'])}{interval}"
+
+
 def per_request_figure(inputs: costmodel.CostInputs, summary: pd.DataFrame,
                        per_rep: dict[int, costmodel.CostInputs] | None = None,
                        echo: pd.DataFrame | None = None) -> Figure:
-    """Predicted CPU ns per echo request (one recv + one send) against the
-    batch size n: epoll flat, io_uring under models (A) and (B), each with
-    its 95 % interval across repetitions (the model fitted to each
-    repetition alone), the 2w kernel work, and the crossovers n*; measured
-    echo servers at the batch size each reached (columns n,
-    server_ns_per_request, server) when given. The y axis spans the data."""
+    """Two questions, a panel each. Left: from which batch size n would
+    io_uring's request (one recv + one send SQE) cost less CPU than epoll's
+    two system calls? Epoll flat, io_uring under models (A) and (B), each
+    with its 95 % interval across repetitions (the model fitted to each
+    repetition alone) as a band, the kernel work 2w, and each crossover n*
+    as a line with its interval as a shaded span (named in the legend).
+    Right, when the echo servers ran (``echostats.model_overlay``): how far
+    each real server's CPU per request sits above what the model prices it
+    at (epoll: its two system calls; io_uring: model B at the batch size the
+    server reached), a row per server, a marker per connection count, bars
+    the measured 95 % interval."""
     n = np.logspace(0, 9, 120, base=2)
-    fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 3.1))
+    has_servers = echo is not None and len(echo) > 0
+    if has_servers:
+        fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 3.4), gridspec_kw={"width_ratios": [1.35, 1]})
+    else:
+        fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 3.1))
     epoll = summary.loc["epoll_request", "value"]
     ax.axhline(epoll, color=PALETTE[6], lw=1.5, label="epoll: 2s + 2w")
     lo, hi = summary.loc["epoll_request", "low"], summary.loc["epoll_request", "high"]
@@ -159,31 +182,50 @@ def per_request_figure(inputs: costmodel.CostInputs, summary: pd.DataFrame,
             high = np.array([b.high for b in bands])
             ok = np.isfinite(low) & np.isfinite(high)
             ax.fill_between(n[ok], low[ok], high[ok], color=c, alpha=0.15, lw=0)
+        ns, ns_low, ns_high = (summary.loc[f"nstar_{model}", k] for k in ("value", "low", "high"))
+        if np.isfinite(ns) and ns <= n.max():
+            ax.axvline(ns, color=c, lw=0.9, ls=ls, alpha=0.8, label=_nstar_label(summary, model))
+            if np.isfinite(ns_low):
+                ax.axvspan(ns_low, min(ns_high, n.max()), ymax=0.06, color=c, alpha=0.5, lw=0)
+        else:
+            ax.plot([], [], ls, color=c, lw=0.9, label=_nstar_label(summary, model))
     floor = summary.loc["floor_request", "value"]
     ax.axhline(floor, color="black", lw=0.8, ls=":", label="2w: a request's kernel work through syscalls")
-    # The two crossovers sit close together: the lower one labelled to the
-    # left of its line, the higher to the right, so the labels never overlap.
-    crossovers = sorted((summary.loc[f"nstar_{m}", "value"], c) for m, c in (("A", PALETTE[1]), ("B", PALETTE[0])))
-    for k, (ns, c) in enumerate(crossovers):
-        if np.isfinite(ns) and ns <= n.max():
-            ax.axvline(ns, color=c, lw=0.7, alpha=0.7)
-            ax.annotate(f"n* = {ns:.1f}", (ns, epoll), textcoords="offset points", xytext=(-3 if k == 0 else 3, 5),
-                        ha="right" if k == 0 else "left", color=c)
     ys = [costmodel.uring_request(inputs, "B", n).min(), floor, epoll]
-    if echo is not None and len(echo):
-        uring = echo[echo["server"] == "uring"]
-        ax.scatter(uring["n"], uring["server_ns_per_request"], s=10, color=PALETTE[3], zorder=5,
-                   label="io_uring servers (c ≥ 50), at their n")
-        ep = echo[echo["server"] == "epoll"]
-        ax.scatter(ep["n"], ep["server_ns_per_request"], s=18, marker="s", facecolors="none",
-                   edgecolors=PALETTE[6], zorder=5, label="epoll server (c ≥ 50)")
-        ys += list(echo["server_ns_per_request"])
-    size_axes(ax, "batch size n (SQEs per io_uring_enter)")
-    ax.set_ylim(min(ys) * 0.7, max(max(ys) * 1.3, costmodel.uring_request(inputs, "A", 1.0) * 1.1))
+    size_axes(ax, "batch size n (SQEs per io_uring_enter)", "the model: CPU per request")
+    ax.set_ylim(min(ys) * 0.7, max(ys) * 1.3 + costmodel.uring_request(inputs, "A", 1.0) * 0.2)
     ax.set_ylabel("CPU ns per echo request")
+    if has_servers:
+        assert echo is not None
+        _servers_over_model(ax_r, inputs, echo)
     legend_below(fig, ncol=2)
     fig.tight_layout()
     return fig
+
+
+def _servers_over_model(ax: plt.Axes, inputs: costmodel.CostInputs, echo: pd.DataFrame) -> None:
+    """The right panel of the per-request figure: measured over priced."""
+    price = costmodel.overlay_prices(inputs, echo)
+    rows = echo.assign(ratio=echo["server_ns_per_request"] / price, r_low=echo["low"] / price,
+                       r_high=echo["high"] / price)
+    order = rows.groupby("preset")["ratio"].median().sort_values().index.tolist()
+    y_of = {p: i for i, p in enumerate(order)}
+    cells = sorted(set(zip(rows["connections"], rows["bytes"], strict=True)))
+    conns = sorted({c for c, _ in cells})
+    smallest = min(b for _, b in cells)
+    for k, (c_count, size) in enumerate(cells):
+        g = rows[(rows["connections"] == c_count) & (rows["bytes"] == size)]
+        y = g["preset"].map(y_of).to_numpy(float) + (k - (len(cells) - 1) / 2) * 0.13
+        c = color(conns.index(c_count))
+        ax.errorbar(g["ratio"], y, xerr=interval_bars(g["r_low"], g["ratio"], g["r_high"]), fmt="os^Dv"[k % 5],
+                    ms=3, lw=0.6, capsize=1, color=c, mfc=c if size == smallest else "none",
+                    label=f"server, c = {c_count}, {size} B")
+    ax.axvline(1.0, color="black", lw=0.8, ls=":")
+    ax.set_yticks(range(len(order)), order)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("measured / model's price")
+    ax.set_title("real servers over the model")
 
 
 def send_zc_figure(summary: pd.DataFrame) -> Figure:
