@@ -461,3 +461,45 @@ def test_host_facts_read_the_rdma_ports_the_kernel_shows() -> None:
     facts = hostfacts.HostFacts({"rdma_ports": "mlx5_0 1 InfiniBand 4: ACTIVE\nmlx5_1 1 Ethernet 4: ACTIVE"})
     assert facts.infiniband_active and [p["link_layer"] for p in facts.rdma_ports] == ["InfiniBand", "Ethernet"]
     assert not hostfacts.HostFacts({"rdma_ports": "mlx5_0 1 InfiniBand 1: DOWN"}).infiniband_active
+
+
+def _collective_summary() -> pd.DataFrame:
+    """bcast over shared memory at p = 2 (fits the CPUs) and p = 4 (oversubscribed)."""
+    rows = []
+    for p, over in ((2, False), (4, True)):
+        for m in (8, 512, 32768):
+            t = (1000 + 0.5 * m) * np.log2(p)
+            rows.append({"transport": "shm", "bench": "bcast", "ranks": p, "bytes": m, "oversubscribed": over,
+                         "median_ns": t, "low_ns": 0.9 * t, "high_ns": 1.1 * t})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("algorithm_ts,dotted", [(1000.0, 0), (3000.0, 1)])
+def test_collective_figures_draw_the_algorithm_formula_only_where_it_differs(algorithm_ts: float,
+                                                                            dotted: int) -> None:
+    from iolab.report import plots
+    summary = _collective_summary()
+    curves = {("shm", "bcast", "paper"): lambda p, m: (1000 + 0.5 * m) * np.log2(p),
+              ("shm", "bcast", "algorithm"): lambda p, m: (algorithm_ts + 0.5 * m) * np.log2(p)}
+    fig = plots.mpi.collectives_figure(summary, curves)
+    (ax,) = fig.axes
+    drawn = [line for line in ax.get_lines() if line.get_linestyle() == ":" and len(line.get_xdata())]
+    assert len(drawn) == dotted
+    # The oversubscribed launch is left out, as the fits leave it out.
+    (points,) = ax.containers
+    assert len(points.lines[0].get_xdata()) == 3
+    errors = pd.DataFrame([{"transport": "shm", "bench": "bcast", "ranks": 2, "bytes": m, "model": model,
+                            "error": 0.05} for m in (8, 512, 32768) for model in ("paper", "algorithm")])
+    fig = plots.mpi.prediction_error_figure(errors, summary, curves)
+    assert len(fig.axes[0].get_lines()) - 1 == 1 + dotted     # one line per formula drawn, plus y = 0
+
+
+def test_oversubscribed_launches_are_drawn_as_the_paper_says() -> None:
+    from iolab.report import plots
+    assert "hollow" in plots.mpi.OVERSUBSCRIBED_DRAWN and "left out of the collectives" in plots.mpi.OVERSUBSCRIBED_DRAWN
+    ratios = pd.DataFrame([{"numerator": "shm", "denominator": "tcp", "bench": "bcast", "ranks": p, "bytes": m,
+                            "ratio": 0.5, "low": 0.4, "high": 0.6, "oversubscribed": p > 2}
+                           for p in (2, 4) for m in (8, 64)])
+    fig = plots.mpi.ratio_figure([ratios])
+    faces = sorted(str(c.lines[0].get_markerfacecolor()) for c in fig.axes[0].containers)
+    assert faces[-1] == "none" and faces[0] != "none"

@@ -1,5 +1,6 @@
 """The collectives notebook's figures. Points: median over repetitions with
-its 95 % interval; hollow: oversubscribed launches (more ranks than CPUs)."""
+its 95 % interval. Oversubscribed launches (more ranks than CPUs) are drawn
+hollow where drawn at all; the model figures leave them out, as the fits do."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ TRANSPORT_LABEL = {"shm": "shared memory", "tcp": "TCP, loopback", "netns": "TCP
 
 
 # How launches with more ranks than CPUs are drawn (the paper says so from here).
-OVERSUBSCRIBED_DRAWN = "hollow"
+OVERSUBSCRIBED_DRAWN = ("drawn hollow in the ping-pong and transport-ratio figures and left out of "
+                        "the collectives figures")
 
 
 def _over(value: object) -> bool:
@@ -70,39 +72,69 @@ def pingpong_figure(summary: pd.DataFrame, hockney: dict, rate_mbit: float | Non
     return fig
 
 
+def _fitted(g: pd.DataFrame) -> pd.DataFrame:
+    """The launches the model fits use: ranks that fit on the CPUs."""
+    return g[~g["oversubscribed"].map(_over)]
+
+
+def _formulas_differ(curves: dict, transport: str, bench: str, p: int, m: np.ndarray, tol: float = 0.01) -> bool:
+    """Whether the algorithm's fitted formula departs from the HPC HUB one by
+    more than ``tol`` anywhere in the range: at p = 2 they coincide, and
+    drawing both would draw one curve twice."""
+    paper, algorithm = curves.get((transport, bench, "paper")), curves.get((transport, bench, "algorithm"))
+    if paper is None or algorithm is None:
+        return algorithm is not None
+    a, b = paper(np.full_like(m, p), m), algorithm(np.full_like(m, p), m)
+    return bool(np.nanmax(np.abs(b / a - 1)) > tol)
+
+
 def collectives_figure(summary: pd.DataFrame, curves: dict) -> Figure:
-    """Collective time against size per benchmark, per transport and rank
-    count, with the fitted HPC HUB formula (dashed) and the formula of the
-    algorithm that ran (dotted). ``curves``: (transport, bench, model) ->
-    callable(p, m) in ns."""
+    """One question: does the fitted HPC HUB formula follow the measured
+    collective time across message sizes? A panel per benchmark; per
+    transport and rank count that fits on the CPUs, the median time (max
+    over ranks) with its 95 % interval across repetitions, and the fitted
+    HPC HUB formula (dashed); the formula of the algorithm that ran
+    (dotted) only where it differs from it (at p = 2 the two coincide).
+    Oversubscribed launches are left out, as the fits leave them out; the
+    transport-ratio figure shows them. ``curves``: (transport, bench, model)
+    -> callable(p, m) in ns."""
     benches = [b for b in ("bcast", "allreduce", "alltoall") if b in set(summary["bench"])]
     fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 2.8), sharey=True, squeeze=False)
-    coll = summary[summary["bench"].isin(benches)]
+    coll = _fitted(summary[summary["bench"].isin(benches)])
+    dotted = False
     for ax, bench in zip(axes[0], benches, strict=False):
         for (transport, p), g in coll[coll["bench"] == bench].groupby(["transport", "ranks"]):
             c, marker = transport_style(transport)
             g = g.sort_values("bytes")
-            label = f"{TRANSPORT_LABEL.get(transport, transport)}, p = {p}"
-            _points(ax, g, "median_ns", "low_ns", "high_ns", c, marker if p == 2 else "v", label, 1e3)
+            ax.errorbar(g["bytes"], g["median_ns"] / 1e3,
+                        yerr=interval_bars(g["low_ns"], g["median_ns"], g["high_ns"]) / 1e3,
+                        fmt=marker if p == 2 else "v", ms=2.5, color=c, capsize=1, lw=0.6,
+                        label=f"{TRANSPORT_LABEL.get(transport, transport)}, p = {p}")
             m = np.geomspace(g["bytes"].min(), g["bytes"].max(), 100)
-            for model, ls in (("paper", "--"), ("algorithm", ":")):
-                f = curves.get((transport, bench, model))
-                if f is not None:
-                    ax.plot(m, f(np.full_like(m, p), m) / 1e3, color=c, ls=ls, lw=0.7)
+            paper = curves.get((transport, bench, "paper"))
+            if paper is not None:
+                ax.plot(m, paper(np.full_like(m, p), m) / 1e3, color=c, ls="--", lw=0.9)
+            algorithm = curves.get((transport, bench, "algorithm"))
+            if algorithm is not None and _formulas_differ(curves, transport, bench, p, m):
+                ax.plot(m, algorithm(np.full_like(m, p), m) / 1e3, color=c, ls=":", lw=0.9)
+                dotted = True
         size_axes(ax, "bytes per rank", bench)
     axes[0][0].set_ylabel("time, max over ranks (µs)")
-    axes[0][0].plot([], [], "--", color="grey", lw=0.7, label="HPC HUB formula, fitted")
-    axes[0][0].plot([], [], ":", color="grey", lw=0.7, label="the algorithm's formula, fitted")
+    axes[0][0].plot([], [], "--", color="grey", lw=0.9, label="HPC HUB formula, fitted")
+    if dotted:
+        axes[0][0].plot([], [], ":", color="grey", lw=0.9, label="the algorithm's formula, fitted")
     legend_below(fig, ncol=3)
     fig.tight_layout()
     return fig
 
 
-def prediction_error_figure(errors: pd.DataFrame, summary: pd.DataFrame) -> Figure:
-    """Each fitted model's relative error per size against the measured
-    median, p = 2 (the rank counts that fit on the CPUs); bars: the error
+def prediction_error_figure(errors: pd.DataFrame, summary: pd.DataFrame, curves: dict) -> Figure:
+    """One question: at which sizes does a fitted formula miss the measured
+    time by more than the measurement's own spread? Each model's relative
+    error per size against the measured median, at p = 2; band: the error
     against the ends of the median's 95 % interval across repetitions.
-    Dashed: the HPC HUB formula; dotted: the algorithm's formula."""
+    Solid: the HPC HUB formula; dotted: the algorithm's formula, only where
+    it differs from it (``_formulas_differ``)."""
     benches = [b for b in ("bcast", "allreduce", "alltoall") if b in set(errors["bench"])]
     fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 2.6), sharey=True, squeeze=False)
     keys = ["transport", "bench", "ranks", "bytes"]
@@ -113,13 +145,16 @@ def prediction_error_figure(errors: pd.DataFrame, summary: pd.DataFrame) -> Figu
     for ax, bench in zip(axes[0], benches, strict=False):
         for (transport, model), g in merged[(merged["bench"] == bench) & (merged["ranks"] == 2)].groupby(
                 ["transport", "model"]):
-            c, marker = transport_style(transport)
             g = g.sort_values("bytes")
+            if model != "paper" and not _formulas_differ(curves, transport, bench, 2, g["bytes"].to_numpy(float)):
+                continue
+            c, marker = transport_style(transport)
             lo, hi = np.minimum(g["err_low"], g["err_high"]), np.maximum(g["err_low"], g["err_high"])
-            ax.errorbar(g["bytes"], 100 * g["error"], yerr=100 * interval_bars(lo, g["error"], hi),
-                        color=c, ls="--" if model == "paper" else ":", marker=marker, ms=2.5, lw=0.8, capsize=1,
-                        label=f"{TRANSPORT_LABEL.get(transport, transport)}, "
-                              f"{'HPC HUB formula' if model == 'paper' else 'algorithm formula'}")
+            ax.plot(g["bytes"], 100 * g["error"], color=c, ls="-" if model == "paper" else ":", marker=marker,
+                    ms=2.5, lw=0.9, label=f"{TRANSPORT_LABEL.get(transport, transport)}, "
+                                          f"{'HPC HUB formula' if model == 'paper' else 'algorithm formula'}")
+            ok = np.isfinite(lo) & np.isfinite(hi)
+            ax.fill_between(g["bytes"][ok], 100 * lo[ok], 100 * hi[ok], color=c, alpha=0.15, lw=0)
         ax.axhline(0, color="black", lw=0.6)
         size_axes(ax, "bytes per rank", bench, ylog=False)
     axes[0][0].set_ylabel("(model − measured) / measured, %")
