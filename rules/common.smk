@@ -84,6 +84,9 @@ EXPERIMENTS = [name for name, section in RUN.experiments.configured().items()
 from iolab.paths import module_closure  # noqa: E402
 
 ANALYSIS_CODE = module_closure(["iolab.analysis", "iolab.report"])
+# The tidy step's code: iolab.tables and every reader, format and check it
+# imports; editing any of them rebuilds the tables.
+TABLE_CODE = module_closure(["iolab.tables"])
 
 
 wildcard_constraints:

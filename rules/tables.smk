@@ -8,7 +8,7 @@ localrules: tidy_table, node_status
 rule tidy_table:
     input:
         raw=lambda w: table_inputs(w.experiment),
-        code="iolab/tables.py",
+        code=TABLE_CODE,
     output:
         table="results/tables/{experiment}.parquet",
         sources="results/tables/{experiment}.sources.json",

@@ -160,6 +160,19 @@ def test_editing_a_notebook_reruns_only_analysis(smoke_copy: Path) -> None:
     assert rules == {"notebook_cost_model", "paper_numbers", "figure_manifest", "paper_pdf", "all"}
 
 
+def test_editing_a_reader_rebuilds_the_tables(smoke_copy: Path) -> None:
+    # The tidy step's code is the closure of iolab.tables, not tables.py
+    # alone: a reader edited left the tables stale while the notebooks re-ran.
+    wd = smoke_copy
+    readers = wd / "iolab" / "readers.py"
+    readers.write_text(readers.read_text() + "\n# an edit\n")
+    res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
+    assert res.returncode == 0, res.stderr
+    jobs = planned_jobs(res.stdout + res.stderr)
+    assert jobs.get("tidy_table", 0) >= 1 and "notebook_cost_model" in jobs
+    assert not {rule for rule in jobs if rule.startswith("measure")}
+
+
 def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
     import pandas as pd
 
