@@ -87,13 +87,19 @@ def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.D
         else:   # counts per enter or per request
             out.number(name, value, digits=2)
     if overlay is not None:
-        for name, value in costmodel.overlay_ratios(inputs, overlay).items():
+        ratios = costmodel.overlay_ratios(inputs, overlay)
+        for name, value in ratios.items():
             out.number(name, value, digits=1)
+        out.text("overlay_direction", "more than" if min(ratios.values()) > 1 else
+                 "less than" if max(ratios.values()) < 1 else "not uniformly more or less than")
     if "b_over_floor" in summary.index:
         e = models.as_estimate(summary, "b_over_floor")
         out.text("b_floor_sentence", (
             "its whole interval lies below 1, so 2w bounds what a request costs through system calls, not "
-            "through a batch." if e.bounded and e.high < 1 else
+            "through a batch. Why a request in a batch can cost less than its system calls' kernel work was not "
+            "measured here; one candidate is that an SQE inside an enter that is already in the kernel skips "
+            "what each system call pays beyond the null call s (its own descriptor lookup and argument copies)."
+            if e.bounded and e.high < 1 else
             "its whole interval lies above 1: a request in a batch costs more than that kernel work." if e.bounded
             and e.low > 1 else "its interval includes 1, so this run does not tell whether a request in a batch "
             "costs less than that kernel work."))

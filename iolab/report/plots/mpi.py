@@ -19,8 +19,7 @@ TRANSPORT_LABEL = {"shm": "shared memory", "tcp": "TCP, loopback", "netns": "TCP
 
 
 # How launches with more ranks than CPUs are drawn (the paper says so from here).
-OVERSUBSCRIBED_DRAWN = ("drawn hollow in the ping-pong and transport-ratio figures and left out of "
-                        "the collectives figures")
+OVERSUBSCRIBED_DRAWN = "drawn hollow in the transport-ratio figure and left out of the collectives figures"
 
 
 def _over(value: object) -> bool:
