@@ -503,3 +503,11 @@ def test_oversubscribed_launches_are_drawn_as_the_paper_says() -> None:
     fig = plots.mpi.ratio_figure([ratios])
     faces = sorted(str(c.lines[0].get_markerfacecolor()) for c in fig.axes[0].containers)
     assert faces[-1] == "none" and faces[0] != "none"
+
+
+def test_the_formulas_shape_is_compared_only_where_p_can_tell_them_apart() -> None:
+    from iolab.report import numbers
+    fits = pd.DataFrame({"model": ["paper", "algorithm"], "median_abs_error": [0.20, 0.08]})
+    assert "cannot be told apart here" in numbers.fit_shapes_sentence(fits, [2])
+    assert numbers.fit_shapes_sentence(fits, [2, 4]) == (
+        "Median error over transports and collectives: algorithm formula 8 %; paper formula 20 %.")
