@@ -41,6 +41,11 @@ EXTRA_SERVERS = {
     "reuseport_rings": ["--rings", "2"],
     "sqpoll_idle": ["--sqpoll", "--sq-thread-idle", "10"],
     "multishot_accept": ["--multishot-accept"],
+    # Batched waits (min_wait_usec), on the cheapest ring and, through the
+    # other enter paths, with a kernel submission thread and a registered fd.
+    "batched_wait": ["--single-issuer", "--defer-taskrun", "--multishot-recv", "--buf-ring", "--wait-nr", "16",
+                     "--min-wait", "200"],
+    "batched_wait_sqpoll_regfd": ["--sqpoll", "--register-ring-fd", "--wait-nr", "16", "--min-wait", "200"],
     # The Go servers' flags no preset uses: one ring with a tiny SQ (every
     # burst waits for the publisher to drain it), three rings each owning
     # two consecutive fds, one worker pool, a small buffer (partial echoes),

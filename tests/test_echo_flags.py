@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO
-from echo_support import BUILDS, SAN_ENV, exchange
+from echo_support import BUILDS, SAN_ENV, Server, connect, echoed_within, exchange
 
 from iolab.experiments import echo as echo_exp
 from iolab.presets import SERVER_PROGRAMS, server_flags
@@ -27,6 +27,7 @@ from iolab.presets import SERVER_PROGRAMS, server_flags
     (["--multishot-recv"], "--multishot-recv needs provided buffers"),
     (["--granule", "75"], "--granule routes connections between rings"),
     (["--buf-count", "3"], "--buf-count must be a power of two"),
+    (["--wait-nr", "8"], "--wait-nr above 1 would wait for that many completions however long they take"),
 ])
 def test_refused_combinations_exit_2_with_one_line(native_build: Path, flags: list[str], message: str) -> None:
     res = subprocess.run([str(native_build / "echo-uring"), "--port", "0", *flags],
@@ -47,6 +48,27 @@ def test_help_documents_every_flag(native_build: Path) -> None:
         shown = (res.stdout + res.stderr).replace("\n  -", "\n  --")
         assert flags and all(f in shown for f in flags), (program, sorted(f for f in flags if f not in shown))
     assert set(SERVER_PROGRAMS.values()) <= set(declared)
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_a_batched_wait_returns_a_lone_completion_after_its_minimum_wait(native_build: Path, build: str) -> None:
+    # Each wait asks for 64 completions; a lone echo is one. The minimum wait
+    # (IORING_ENTER_EXT_ARG's min_wait_usec) must hand it back: without it
+    # ring 1, which waits with no timeout, would hold the echo forever.
+    exe = native_build / ("san" if build == "san" else "") / "echo-uring"
+    srv = Server(exe, ["--rings", "2", "--granule", "1", "--wait-nr", "64", "--min-wait", "500"], build == "san")
+    socks = [connect(srv.port) for _ in range(4)]    # consecutive fds: both rings get some
+    try:
+        for i, s in enumerate(socks):
+            s.sendall(b"lone %d" % i)
+            assert echoed_within(s, b"lone %d" % i, 10), f"connection {i}: the echo never came back"
+        exchange(srv.port, [bytes([i]) * 4096 for i in range(32)], random.Random(7))
+    finally:
+        for s in socks:
+            s.close()
+    counters = srv.stop()
+    assert counters["config"]["wait_nr"] == 64 and counters["config"]["min_wait_us"] == 500
+    assert counters["bytes"] >= 32 * 4096 + sum(len(b"lone %d" % i) for i in range(4))
 
 
 def iowq_worker_cpus(pid: int) -> set[str]:

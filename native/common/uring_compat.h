@@ -23,4 +23,15 @@
 #define IORING_NOTIF_USAGE_ZC_COPIED (1U << 31)
 #endif
 
+/* Batched waits (Linux 6.12): IORING_ENTER_EXT_ARG's getevents argument
+ * carries min_wait_usec, a time after which a wait for wait_nr completions
+ * returns with the ones that have arrived (at least one). A header that
+ * defines IORING_FEAT_MIN_TIMEOUT names the field; 2.3's calls it pad. */
+#ifdef IORING_FEAT_MIN_TIMEOUT
+#define IOLAB_GETEVENTS_MIN_WAIT(arg) ((arg).min_wait_usec)
+#else
+#define IORING_FEAT_MIN_TIMEOUT (1U << 15)
+#define IOLAB_GETEVENTS_MIN_WAIT(arg) ((arg).pad)
+#endif
+
 #endif

@@ -42,13 +42,14 @@
 
 #include "../common/cli.h"
 #include "../common/timing.h"
+#include "../common/uring_compat.h"
 #include "config.h"
 #include "echo_uring.h"
 #include "server.h"
 
 struct options opts = {
 	.bind = "127.0.0.1", .port = -1, .ring = RING_SETUP_DEFAULT(1024),
-	.rings = 1, .buf_size = 4096, .buf_count = 4096, .iowq_aff = "",
+	.rings = 1, .buf_size = 4096, .buf_count = 4096, .iowq_aff = "", .wait_nr = 1,
 };
 size_t nconns;             /* every connection table's size */
 struct uring_ctx *rings;
@@ -94,6 +95,9 @@ static void check_combinations(void)
 		       "with --async, --drain, --link-timeout or --send-zc");
 	if (opts.buf_count == 0 || (opts.buf_count & (opts.buf_count - 1)) || opts.buf_count > 32768)
 		refuse("--buf-count must be a power of two up to 32768");
+	if (opts.wait_nr > 1 && !opts.min_wait_us)
+		refuse("--wait-nr above 1 would wait for that many completions however long they take; "
+		       "add --min-wait USEC");
 }
 
 static void setup_ring(struct uring_ctx *r)
@@ -109,6 +113,8 @@ static void setup_ring(struct uring_ctx *r)
 		refuse(why);
 	if (!(features & IORING_FEAT_FAST_POLL))
 		refuse("this kernel lacks IORING_FEAT_FAST_POLL, which the server requires (Linux 5.7+)");
+	if (opts.min_wait_us && !(features & IORING_FEAT_MIN_TIMEOUT))
+		refuse("unavailable: this kernel lacks IORING_FEAT_MIN_TIMEOUT (--min-wait needs Linux 6.12+)");
 	if (opts.fixed_files) {
 		ret = io_uring_register_files_sparse(&r->ring, (unsigned)nconns);
 		if (ret < 0) {
@@ -264,6 +270,11 @@ static void usage(FILE *f)
 		"  --multishot-accept   one multishot accept\n"
 		"  --multishot-recv     multishot receive (needs --buf-ring or --buf-select)\n"
 		"  --send-zc            zero-copy send (IORING_OP_SEND_ZC)\n"
+		"  --wait-nr N          each wait asks for N completions (default 1); above 1\n"
+		"                       needs --min-wait\n"
+		"  --min-wait USEC      batched waits (IORING_ENTER_EXT_ARG min_wait_usec, Linux\n"
+		"                       6.12+): a wait returns after USEC with the completions\n"
+		"                       that arrived, at least one, or at once with N of them\n"
 		"  --poll-first         a multishot poll per connection; on readiness a RECV, and\n"
 		"                       every SEND, with MSG_DONTWAIT, so each completes inside\n"
 		"                       the io_uring_enter that submits it (no task work, no\n"
@@ -282,7 +293,7 @@ static void parse_args(int argc, char **argv)
 		OPT_PORT = 256, OPT_BIND, OPT_ENTRIES, OPT_CQ, OPT_CLAMP, OPT_SQPOLL, OPT_IDLE, OPT_AFF, OPT_ATTACH,
 		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
 		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
-		OPT_IOWQ_AFF, OPT_POLL_FIRST,
+		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT,
 	};
 	static const struct option longopts[] = {
 		{ "port", required_argument, NULL, OPT_PORT }, { "bind", required_argument, NULL, OPT_BIND },
@@ -301,6 +312,7 @@ static void parse_args(int argc, char **argv)
 		{ "send-zc", no_argument, NULL, OPT_ZC }, { "rings", required_argument, NULL, OPT_RINGS },
 		{ "granule", required_argument, NULL, OPT_GRAN }, { "iowq-aff", required_argument, NULL, OPT_IOWQ_AFF },
 		{ "poll-first", no_argument, NULL, OPT_POLL_FIRST },
+		{ "wait-nr", required_argument, NULL, OPT_WAIT_NR }, { "min-wait", required_argument, NULL, OPT_MIN_WAIT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -339,6 +351,10 @@ static void parse_args(int argc, char **argv)
 		case OPT_MSR: opts.multishot_recv = 1; break;
 		case OPT_ZC: opts.send_zc = 1; break;
 		case OPT_POLL_FIRST: opts.poll_first = 1; break;
+		case OPT_WAIT_NR: opts.wait_nr = (unsigned)parse_int_flag(PROG, "--wait-nr", optarg, 1, 1 << 20); break;
+		case OPT_MIN_WAIT:
+			opts.min_wait_us = (unsigned)parse_int_flag(PROG, "--min-wait", optarg, 1, 10000000);
+			break;
 		case OPT_RINGS: opts.rings = (int)parse_int_flag(PROG, "--rings", optarg, 1, 1024); break;
 		case OPT_GRAN: opts.granule = (int)parse_int_flag(PROG, "--granule", optarg, 1, 1 << 20); break;
 		case 'h': usage(stdout); exit(0);
@@ -453,13 +469,15 @@ static void print_counters(int iowq)
 		 "\"buf_ring\": %d, \"buf_size\": %u, \"buf_count\": %u, \"fixed_files\": %d, "
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"poll_first\": %d, \"rings\": %d, \"granule\": %d, "
+		 "\"wait_nr\": %u, \"min_wait_us\": %u, "
 		 "\"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
 		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
 		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
 		 opts.ring.coop_taskrun, opts.ring.taskrun_flag, opts.ring.single_issuer, opts.ring.defer_taskrun,
 		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
 		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
-		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.iowq_aff, iowq,
+		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.wait_nr,
+		 opts.min_wait_us, opts.iowq_aff, iowq,
 		 IOLAB_LIBURING_VERSION) < 0)
 		die("formatting the counters", ENOMEM);
 	print_final(stdout, "uring", &total, config);

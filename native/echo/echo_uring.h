@@ -35,6 +35,8 @@ struct options {
 	int rings, granule;
 	const char *iowq_aff;   /* --iowq-aff as given, "" without it */
 	unsigned buf_size, buf_count;
+	unsigned wait_nr;       /* --wait-nr: completions each wait asks for */
+	unsigned min_wait_us;   /* --min-wait: return after this with what arrived; 0: off */
 };
 
 struct chunk {

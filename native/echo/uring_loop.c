@@ -3,6 +3,8 @@
  * Ring 0 also reads the stop signals and wakes the other rings. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
+#include <stdint.h>
 #include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common/timing.h"
+#include "../common/uring_compat.h"
 #include "echo_uring.h"
 
 void die(const char *what, int err)
@@ -180,6 +183,47 @@ static int check_stop(void)
 	return 1;
 }
 
+/* Publish the queued SQEs to the kernel, as liburing's submit does before
+ * it enters (its flush is not exported): fill their SQ array slots, then
+ * move the tail. Returns how many the kernel has yet to consume. */
+static unsigned flush_sq(struct io_uring *ring)
+{
+	struct io_uring_sq *sq = &ring->sq;
+	unsigned tail = sq->sqe_tail;
+
+	if (sq->array)
+		for (unsigned i = sq->sqe_head; i != tail; i++)
+			sq->array[i & sq->ring_mask] = i & sq->ring_mask;
+	sq->sqe_head = tail;
+	io_uring_smp_store_release(sq->ktail, tail);
+	return tail - io_uring_smp_load_acquire(sq->khead);
+}
+
+/* Submit what is queued and wait for opts.wait_nr completions, returning
+ * after opts.min_wait_us with those that arrived (at least one), or at
+ * `ts` with none: one io_uring_enter with IORING_ENTER_EXT_ARG, which
+ * liburing 2.3 cannot pass min_wait_usec through. Returns the SQEs
+ * submitted, or -errno. */
+static int submit_and_wait_batched(struct uring_ctx *r, struct __kernel_timespec *ts)
+{
+	struct io_uring_getevents_arg arg = { .sigmask = 0, .sigmask_sz = _NSIG / 8,
+					      .ts = (__u64)(uintptr_t)ts };
+	unsigned flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG;
+	unsigned submit = flush_sq(&r->ring);
+	int fd = r->ring.ring_fd;
+	int ret;
+
+	IOLAB_GETEVENTS_MIN_WAIT(arg) = opts.min_wait_us;
+	if (opts.ring.sqpoll && (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP))
+		flags |= IORING_ENTER_SQ_WAKEUP;
+	if (opts.ring.register_ring_fd) {
+		fd = r->ring.enter_ring_fd;
+		flags |= IORING_ENTER_REGISTERED_RING;
+	}
+	ret = io_uring_enter2((unsigned)fd, submit, opts.wait_nr, flags, (sigset_t *)&arg, sizeof(arg));
+	return ret < 0 ? -errno : ret;
+}
+
 void *run_ring(void *arg)
 {
 	struct uring_ctx *r = arg;
@@ -198,14 +242,15 @@ void *run_ring(void *arg)
 			 * at most that often: one read() per interval under load. */
 			struct io_uring_cqe *first;
 
-			ret = io_uring_submit_and_wait_timeout(&r->ring, &first, 1, &check_every, NULL);
+			ret = opts.min_wait_us ? submit_and_wait_batched(r, &check_every)
+					       : io_uring_submit_and_wait_timeout(&r->ring, &first, 1, &check_every, NULL);
 			if (now_ns() >= next_check) {
 				next_check = now_ns() + STOP_CHECK_MS * 1000000ull;
 				if (check_stop())
 					break;
 			}
 		} else {
-			ret = io_uring_submit_and_wait(&r->ring, 1);
+			ret = opts.min_wait_us ? submit_and_wait_batched(r, NULL) : io_uring_submit_and_wait(&r->ring, 1);
 		}
 		/* Waiting for a completion always enters the kernel (liburing). */
 		r->c.waits++;
