@@ -121,6 +121,24 @@ def test_forest_says_a_shared_setup_note_once_draws_context_hollow_and_each_clai
     assert shaded[0].min() == 1.0 and shaded[2].max() == 1.0
 
 
+@pytest.mark.parametrize("rows", [35, 60])
+def test_forest_labels_stay_whole_and_clear_of_the_other_column(rows: int) -> None:
+    # A default run's 35 rows went into two columns whose labels, wrapped for
+    # the full width, ran over the left column's axis.
+    from iolab.report import plots
+    from iolab.report.plots.style import labels_over_other_axes
+
+    long = ("c=1000 128 B, the reactor's design: FD % rings routing drops throughput with few connections; "
+            "several rings beat one with ASYNC, ATTACH_WQ helps (the load generator, not the server, set the pace)")
+    parts = [(long if i % 5 == 0 else "c=50 128 B, io_uring/epoll requests/s") + f" {i}" for i in range(rows)]
+    findings = [Finding("U1", p, Rule("above", 1.0), Estimate(1.1, 0.9, 1.3, 6)) for p in parts]
+    fig = plots.claims.forest_figure(findings)
+    assert len(fig.axes) == (1 if rows <= plots.claims.ROWS_PER_COLUMN else 2)
+    assert labels_over_other_axes(fig) == []
+    shown = [" ".join(t.get_text().split()) for ax in fig.axes for t in ax.get_yticklabels()]
+    assert shown == [f"U1: {p}" for p in parts]
+
+
 def test_forest_draws_intervals_that_lie_wholly_off_its_axis_at_the_edge() -> None:
     # U5's io-wq share is often exactly 0 against a bound of 0.01: the whole
     # interval lies left of the axis. A default run failed here once.

@@ -17,13 +17,17 @@ from .style import TEXT_WIDTH_IN, legend_below
 OUTCOME_COLORS = {Outcome.REPRODUCED: "#009e73", Outcome.NOT_REPRODUCED: "#d55e00",
                   Outcome.UNDECIDED: "#e69f00"}
 LIMITS = (0.25, 4.0)
-ROWS_PER_COLUMN = 34
+# One column fits a page up to this many rows; beyond, two columns, each
+# with labels wrapped to half the width so that no label runs into the
+# other column's axis.
+ROWS_PER_COLUMN = 46
+LABEL_CHARS = {1: 70, 2: 30}
 
 
-def _label(f: Finding, shared: str) -> str:
+def _label(f: Finding, shared: str, columns: int = 1) -> str:
     part = f.part.removesuffix(shared) if shared and f.part.endswith(shared) else f.part
     # Whole, over as many lines as it needs: a cut label hides what the row is.
-    return "\n".join(textwrap.wrap(f"{f.claim}: {part}", 62))
+    return "\n".join(textwrap.wrap(f"{f.claim}: {part}", LABEL_CHARS.get(columns, 30)))
 
 
 def _shared_note(rows: Sequence[Finding]) -> str:
@@ -36,7 +40,7 @@ def _clip(x: float) -> float:
     return min(max(x, LIMITS[0]), LIMITS[1])
 
 
-def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str) -> None:
+def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str, columns: int) -> None:
     lo_lim, hi_lim = LIMITS
     for i, f in enumerate(rows):
         assert f.rule is not None and f.estimate is not None
@@ -68,7 +72,7 @@ def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str) -> None:
     ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([f"{t:g}" for t in ticks]))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_yticks(range(len(rows)), [_label(f, shared) for f in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), [_label(f, shared, columns) for f in rows], fontsize=7)
     ax.set_xlabel("our value / the claim's bound")
     ax.grid(axis="y", visible=False)
 
@@ -84,12 +88,12 @@ def forest_figure(findings: Sequence[Finding]) -> Figure:
     columns = max(1, math.ceil(len(rows) / ROWS_PER_COLUMN))
     per = math.ceil(len(rows) / columns) if rows else 1
     # A wrapped label takes the room of its lines.
-    lines = max((sum(_label(f, shared).count("\n") for f in rows[k * per:(k + 1) * per])
+    lines = max((sum(_label(f, shared, columns).count("\n") for f in rows[k * per:(k + 1) * per])
                  for k in range(columns)), default=0)
-    fig, axes = plt.subplots(1, columns, figsize=(TEXT_WIDTH_IN * (1 if columns == 1 else 1.0),
-                                                   0.16 * max(per, 4) + 0.11 * lines + 1.0), squeeze=False)
+    fig, axes = plt.subplots(1, columns, figsize=(TEXT_WIDTH_IN, 0.16 * max(per, 4) + 0.11 * lines + 1.0),
+                             squeeze=False)
     for k, ax in enumerate(axes[0]):
-        _draw(ax, rows[k * per:(k + 1) * per], shared)
+        _draw(ax, rows[k * per:(k + 1) * per], shared, columns)
     handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=o.value) for o, c in OUTCOME_COLORS.items()]
     handles.append(plt.Line2D([], [], color="#777777", marker="o", mfc="white", lw=0.9, ls=":",
                               label="context, not counted"))

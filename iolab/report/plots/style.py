@@ -124,3 +124,20 @@ def draws_intervals(fig: Figure) -> bool:
         if any(isinstance(p, (Polygon, Rectangle)) and p is not ax.patch for p in ax.patches):
             return True
     return False
+
+
+def labels_over_other_axes(fig: Figure) -> list[str]:
+    """Tick labels that run into another panel's plotting area: a label
+    drawn over the next panel's data is unreadable at any size."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()   # type: ignore[attr-defined]
+    boxes = [(ax, ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()]
+    hits = []
+    for ax, _ in boxes:
+        labels = [t for t in (*ax.get_xticklabels(), *ax.get_yticklabels()) if t.get_visible() and t.get_text()]
+        for label in labels:
+            extent = label.get_window_extent(renderer)
+            # A hair of slack: labels may touch the next panel's frame.
+            if any(other is not ax and extent.overlaps(box.shrunk(0.98, 0.98)) for other, box in boxes):
+                hits.append(label.get_text())
+    return hits
