@@ -54,7 +54,7 @@ def test_every_figure_draws_its_intervals_prints_large_enough_and_carries_its_st
     for name, fig in manifest["figures"].items():
         assert fig["intervals"] or name in NO_INTERVAL, f"{name} draws no interval"
         assert fig["smallest_font_pt"] >= 7.0, f"{name}: {fig['smallest_font_pt']} pt at print size"
-        assert fig["labels_over_other_axes"] == [], f"{name}: labels run into another panel"
+        assert fig["overlapping_labels"] == [], f"{name}: labels drawn over a panel or each other"
         assert fig["stamp"].startswith(fig["machine"]["nodes"][0] + ": ") and "repetitions" in fig["stamp"]
         assert "vCPUs" in fig["stamp"] or "CPUs" in fig["stamp"]
         with Image.open(wd / "paper" / "figures" / f"{name}.png") as png:

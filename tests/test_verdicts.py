@@ -126,7 +126,7 @@ def test_forest_labels_stay_whole_and_clear_of_the_other_column(rows: int) -> No
     # A default run's 35 rows went into two columns whose labels, wrapped for
     # the full width, ran over the left column's axis.
     from iolab.report import plots
-    from iolab.report.plots.style import labels_over_other_axes
+    from iolab.report.plots.style import overlapping_labels
 
     long = ("c=1000 128 B, the reactor's design: FD % rings routing drops throughput with few connections; "
             "several rings beat one with ASYNC, ATTACH_WQ helps (the load generator, not the server, set the pace)")
@@ -134,7 +134,7 @@ def test_forest_labels_stay_whole_and_clear_of_the_other_column(rows: int) -> No
     findings = [Finding("U1", p, Rule("above", 1.0), Estimate(1.1, 0.9, 1.3, 6)) for p in parts]
     fig = plots.claims.forest_figure(findings)
     assert len(fig.axes) == (1 if rows <= plots.claims.ROWS_PER_COLUMN else 2)
-    assert labels_over_other_axes(fig) == []
+    assert overlapping_labels(fig) == []
     shown = [" ".join(t.get_text().split()) for ax in fig.axes for t in ax.get_yticklabels()]
     assert shown == [f"U1: {p}" for p in parts]
 

@@ -150,7 +150,7 @@ class Outputs:
             "width_in": round(bbox.width, 3),
             "smallest_font_pt": round(style.smallest_font(fig, bbox.width), 2),
             "intervals": style.draws_intervals(fig),
-            "labels_over_other_axes": style.labels_over_other_axes(fig),
+            "overlapping_labels": style.overlapping_labels(fig),
         }
         return written
 

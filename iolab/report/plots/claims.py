@@ -40,9 +40,18 @@ def _clip(x: float) -> float:
     return min(max(x, LIMITS[0]), LIMITS[1])
 
 
+def _heights(labels: Sequence[str]) -> np.ndarray:
+    """Each row's height in row units: a label of several lines needs more
+    than one row's room, or it is drawn over its neighbours."""
+    return np.array([max(1.0, 0.8 * (label.count("\n") + 1)) for label in labels])
+
+
 def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str, columns: int) -> None:
     lo_lim, hi_lim = LIMITS
-    for i, f in enumerate(rows):
+    labels = [_label(f, shared, columns) for f in rows]
+    heights = _heights(labels)
+    centres = np.cumsum(heights) - heights / 2
+    for f, i in zip(rows, centres, strict=True):
         assert f.rule is not None and f.estimate is not None
         b = f.rule.bound
         v, lo, hi = f.estimate.value / b, f.estimate.low / b, f.estimate.high / b
@@ -71,8 +80,8 @@ def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str, columns: int) -> N
     ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
     ax.xaxis.set_major_formatter(matplotlib.ticker.FixedFormatter([f"{t:g}" for t in ticks]))
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_yticks(range(len(rows)), [_label(f, shared, columns) for f in rows], fontsize=7)
+    ax.set_ylim(float(heights.sum()), 0.0)
+    ax.set_yticks(centres, labels, fontsize=7)
     ax.set_xlabel("our value / the claim's bound")
     ax.grid(axis="y", visible=False)
 
@@ -88,10 +97,9 @@ def forest_figure(findings: Sequence[Finding]) -> Figure:
     columns = max(1, math.ceil(len(rows) / ROWS_PER_COLUMN))
     per = math.ceil(len(rows) / columns) if rows else 1
     # A wrapped label takes the room of its lines.
-    lines = max((sum(_label(f, shared, columns).count("\n") for f in rows[k * per:(k + 1) * per])
-                 for k in range(columns)), default=0)
-    fig, axes = plt.subplots(1, columns, figsize=(TEXT_WIDTH_IN, 0.16 * max(per, 4) + 0.11 * lines + 1.0),
-                             squeeze=False)
+    units = max((_heights([_label(f, shared, columns) for f in rows[k * per:(k + 1) * per]]).sum()
+                 for k in range(columns)), default=0.0)
+    fig, axes = plt.subplots(1, columns, figsize=(TEXT_WIDTH_IN, 0.17 * max(units, 4) + 1.0), squeeze=False)
     for k, ax in enumerate(axes[0]):
         _draw(ax, rows[k * per:(k + 1) * per], shared, columns)
     handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=o.value) for o, c in OUTCOME_COLORS.items()]

@@ -126,18 +126,20 @@ def draws_intervals(fig: Figure) -> bool:
     return False
 
 
-def labels_over_other_axes(fig: Figure) -> list[str]:
-    """Tick labels that run into another panel's plotting area: a label
-    drawn over the next panel's data is unreadable at any size."""
+def overlapping_labels(fig: Figure) -> list[str]:
+    """Tick labels drawn over another panel's plotting area or over another
+    label of their own axis: either is unreadable at any size."""
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()   # type: ignore[attr-defined]
     boxes = [(ax, ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()]
     hits = []
     for ax, _ in boxes:
-        labels = [t for t in (*ax.get_xticklabels(), *ax.get_yticklabels()) if t.get_visible() and t.get_text()]
-        for label in labels:
-            extent = label.get_window_extent(renderer)
-            # A hair of slack: labels may touch the next panel's frame.
-            if any(other is not ax and extent.overlaps(box.shrunk(0.98, 0.98)) for other, box in boxes):
-                hits.append(label.get_text())
+        for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
+            shown = [(t.get_text(), t.get_window_extent(renderer)) for t in ticks if t.get_visible() and t.get_text()]
+            for i, (text, extent) in enumerate(shown):
+                # A hair of slack: labels may touch the next panel's frame.
+                if any(other is not ax and extent.overlaps(box.shrunk(0.98, 0.98)) for other, box in boxes):
+                    hits.append(text)
+                elif any(extent.shrunk(0.98, 0.9).overlaps(e) for _, e in shown[i + 1:]):
+                    hits.append(text)
     return hits
