@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+MAX_PRINTED_HEIGHT_IN = 8.6
 # Figures that draw no estimate with an interval: none.
 NO_INTERVAL: set[str] = set()
 
@@ -55,6 +56,8 @@ def test_every_figure_draws_its_intervals_prints_large_enough_and_carries_its_st
         assert fig["intervals"] or name in NO_INTERVAL, f"{name} draws no interval"
         assert fig["smallest_font_pt"] >= 7.0, f"{name}: {fig['smallest_font_pt']} pt at print size"
         assert fig["overlapping_labels"] == [], f"{name}: labels drawn over a panel or each other"
+        # An A4 page's text is 10.1 in high at 2 cm margins; the caption needs the rest.
+        assert fig["printed_height_in"] <= MAX_PRINTED_HEIGHT_IN, f"{name}: {fig['printed_height_in']} in high"
         assert fig["stamp"].startswith(fig["machine"]["nodes"][0] + ": ") and "repetitions" in fig["stamp"]
         assert "vCPUs" in fig["stamp"] or "CPUs" in fig["stamp"]
         with Image.open(wd / "paper" / "figures" / f"{name}.png") as png:

@@ -148,6 +148,8 @@ class Outputs:
             "files": [paths.relative(p) for p in written],
             "machine": where, "date": date, "commit": commit, "stamp": stamp,
             "width_in": round(bbox.width, 3),
+            # As printed across the text width: what the page must hold.
+            "printed_height_in": round(bbox.height * style.TEXT_WIDTH_IN / bbox.width, 2),
             "smallest_font_pt": round(style.smallest_font(fig, bbox.width), 2),
             "intervals": style.draws_intervals(fig),
             "overlapping_labels": style.overlapping_labels(fig),

@@ -21,7 +21,8 @@ LIMITS = (0.25, 4.0)
 # with labels wrapped to half the width so that no label runs into the
 # other column's axis.
 ROWS_PER_COLUMN = 46
-LABEL_CHARS = {1: 70, 2: 30}
+LABEL_CHARS = {1: 84, 2: 30}
+ROW_IN = 0.145          # one row unit, inches at print size
 
 
 def _label(f: Finding, shared: str, columns: int = 1) -> str:
@@ -43,7 +44,7 @@ def _clip(x: float) -> float:
 def _heights(labels: Sequence[str]) -> np.ndarray:
     """Each row's height in row units: a label of several lines needs more
     than one row's room, or it is drawn over its neighbours."""
-    return np.array([max(1.0, 0.8 * (label.count("\n") + 1)) for label in labels])
+    return np.array([max(1.0, 0.85 * (label.count("\n") + 1)) for label in labels])
 
 
 def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str, columns: int) -> None:
@@ -99,7 +100,7 @@ def forest_figure(findings: Sequence[Finding]) -> Figure:
     # A wrapped label takes the room of its lines.
     units = max((_heights([_label(f, shared, columns) for f in rows[k * per:(k + 1) * per]]).sum()
                  for k in range(columns)), default=0.0)
-    fig, axes = plt.subplots(1, columns, figsize=(TEXT_WIDTH_IN, 0.17 * max(units, 4) + 1.0), squeeze=False)
+    fig, axes = plt.subplots(1, columns, figsize=(TEXT_WIDTH_IN, ROW_IN * max(units, 4) + 1.0), squeeze=False)
     for k, ax in enumerate(axes[0]):
         _draw(ax, rows[k * per:(k + 1) * per], shared, columns)
     handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=o.value) for o, c in OUTCOME_COLORS.items()]
