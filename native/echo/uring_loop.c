@@ -211,7 +211,6 @@ static int submit_and_wait_batched(struct uring_ctx *r, struct __kernel_timespec
 	unsigned flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG;
 	unsigned submit = flush_sq(&r->ring);
 	int fd = r->ring.ring_fd;
-	int ret;
 
 	IOLAB_GETEVENTS_MIN_WAIT(arg) = opts.min_wait_us;
 	if (opts.ring.sqpoll && (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP))
@@ -220,8 +219,8 @@ static int submit_and_wait_batched(struct uring_ctx *r, struct __kernel_timespec
 		fd = r->ring.enter_ring_fd;
 		flags |= IORING_ENTER_REGISTERED_RING;
 	}
-	ret = io_uring_enter2((unsigned)fd, submit, opts.wait_nr, flags, (sigset_t *)&arg, sizeof(arg));
-	return ret < 0 ? -errno : ret;
+	/* liburing's wrapper returns -errno itself and leaves errno alone. */
+	return io_uring_enter2((unsigned)fd, submit, opts.wait_nr, flags, (sigset_t *)&arg, sizeof(arg));
 }
 
 void *run_ring(void *arg)
