@@ -150,25 +150,25 @@ def test_noop_rerun_does_nothing(smoke_copy: Path) -> None:
     assert before == after
 
 
-def test_editing_a_notebook_reruns_only_analysis(smoke_copy: Path) -> None:
-    wd = smoke_copy
-    nb = wd / "notebooks" / "cost_model.py"
-    nb.write_text(nb.read_text() + "\n# %%\n# an edit\n")
+def planned_after_edit(wd: Path, relpath: str, line: str) -> dict[str, int]:
+    """The jobs a dry run of the smoke profile plans after appending
+    ``line`` to one file of the run's copy."""
+    edited = wd / relpath
+    edited.write_text(edited.read_text() + line)
     res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
     assert res.returncode == 0, res.stderr
-    rules = planned_rules(res.stdout + res.stderr)
+    return planned_jobs(res.stdout + res.stderr)
+
+
+def test_editing_a_notebook_reruns_only_analysis(smoke_copy: Path) -> None:
+    rules = set(planned_after_edit(smoke_copy, "notebooks/cost_model.py", "\n# %%\n# an edit\n"))
     assert rules == {"notebook_cost_model", "paper_numbers", "figure_manifest", "paper_pdf", "all"}
 
 
 def test_editing_a_reader_rebuilds_the_tables(smoke_copy: Path) -> None:
     # The tidy step's code is the closure of iolab.tables, not tables.py
     # alone: a reader edited left the tables stale while the notebooks re-ran.
-    wd = smoke_copy
-    readers = wd / "iolab" / "readers.py"
-    readers.write_text(readers.read_text() + "\n# an edit\n")
-    res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
-    assert res.returncode == 0, res.stderr
-    jobs = planned_jobs(res.stdout + res.stderr)
+    jobs = planned_after_edit(smoke_copy, "iolab/readers.py", "\n# an edit\n")
     assert jobs.get("tidy_table", 0) >= 1 and "notebook_cost_model" in jobs
     assert not {rule for rule in jobs if rule.startswith("measure")}
 

@@ -6,11 +6,10 @@ import numpy as np
 import pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 
 from ...analysis import costmodel
 from ...analysis.stats import across_reps
-from .style import PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, size_axes
+from .style import PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, plain_ticks, size_axes
 
 
 def rep_medians(measured: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
@@ -223,7 +222,7 @@ def _servers_over_model(ax: plt.Axes, inputs: costmodel.CostInputs, echo: pd.Dat
     ax.axvline(1.0, color="black", lw=0.8, ls=":")
     ax.set_yticks(range(len(order)), order)
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    plain_ticks(ax.xaxis)
     ax.set_xlabel("measured / model's price")
     ax.set_title("real servers over the model")
 

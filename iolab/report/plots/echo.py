@@ -8,10 +8,8 @@ import numpy as np
 import pandas as pd
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
 
-from ...analysis import latency
-from .style import EPOLL_COLOR, PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below
+from .style import EPOLL_COLOR, PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, plain_ticks
 
 # The presets the absolute figures draw (where measured): epoll, the default
 # ring, the cheapest ring measured here, and the OpenAnolis server.
@@ -69,7 +67,7 @@ def ratio_figure(ratios: pd.DataFrame, cells: list[tuple[int, int]]) -> Figure:
                 ax.tick_params(labelleft=False)
     for ax in axes[-1]:
         ax.set_xlabel("ratio (1: as the base; log scale)")
-        ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{v:g}"))
+        plain_ticks(ax.xaxis)
     legend_below(fig, ncol=4)
     fig.tight_layout()
     return fig
@@ -187,7 +185,7 @@ def open_loop_figure(curves: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
                       color=colors.get(preset, color(0)), marker="s", ms=3, lw=1.2, capsize=2)
     ax_r.axhline(1.0, color="black", lw=0.8, ls=":")
     ax_r.set_yscale("log")
-    ax_r.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    plain_ticks(ax_r.yaxis)
     ax_r.set_title("p99 over epoll's, same repetition")
     ax_r.set_xlabel("offered load / capacity")
     ax_r.set_ylabel("ratio (1: as epoll)")

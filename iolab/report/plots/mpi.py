@@ -105,10 +105,8 @@ def collectives_figure(summary: pd.DataFrame, curves: dict) -> Figure:
         for (transport, p), g in coll[coll["bench"] == bench].groupby(["transport", "ranks"]):
             c, marker = transport_style(transport)
             g = g.sort_values("bytes")
-            ax.errorbar(g["bytes"], g["median_ns"] / 1e3,
-                        yerr=interval_bars(g["low_ns"], g["median_ns"], g["high_ns"]) / 1e3,
-                        fmt=marker if p == 2 else "v", ms=2.5, color=c, capsize=1, lw=0.6,
-                        label=f"{TRANSPORT_LABEL.get(transport, transport)}, p = {p}")
+            _points(ax, g, "median_ns", "low_ns", "high_ns", c, marker if p == 2 else "v",
+                    f"{TRANSPORT_LABEL.get(transport, transport)}, p = {p}", 1e3)
             m = np.geomspace(g["bytes"].min(), g["bytes"].max(), 100)
             paper = curves.get((transport, bench, "paper"))
             if paper is not None:

@@ -12,8 +12,10 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.text import Text
+from matplotlib.ticker import FuncFormatter
 
 # A4 with 2 cm margins (paper/paper.typ): figures print this wide.
 TEXT_WIDTH_IN = 6.69
@@ -84,6 +86,12 @@ def size_axes(ax: Axes, xlabel: str, title: str | None = None, ylog: bool = True
     ax.set_xlabel(xlabel)
     if title is not None:
         ax.set_title(title)
+
+
+def plain_ticks(axis: Axis) -> None:
+    """Tick labels as plain numbers (0.5, 2, 4), not powers, on a log axis
+    of ratios or counts."""
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
 def interval_bars(low: np.ndarray, value: np.ndarray, high: np.ndarray) -> np.ndarray:
