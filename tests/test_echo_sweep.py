@@ -226,14 +226,27 @@ def test_rings_without_taskrun_flags_kick_the_server_with_ipis(native_build: Pat
     rescheduling IPI: the counter the echo sweep records per cell shows it.
     The rate varies a lot between runs and machines (0.13-0.88 per request
     in runs here, 0.035 on a CI machine, 0.004 in a run here while a
-    compiler shared the CPUs), so the test compares the two rings' counts
-    in one 1 s cell each: the default ring's is at least 10 times the
-    DEFER_TASKRUN ring's plus 5 (that ring took 0-4 per cell in every run
-    here: timers and other kicks, not completions)."""
-    ipis = {}
-    for name, flags in (("default", ()), ("single_issuer_defer_taskrun", ("--single-issuer", "--defer-taskrun"))):
-        cell = echo_exp.Cell(name, flags, 50, 128)
-        result = echo_exp.measure_cell(cell, echo_exp.LoadgenRun(1.0, 0.1), {"server": 0, "client": 1},
-                                       tmp_path / f"{name}.csv")
-        ipis[name] = result["server_resched_ipis"]
-    assert ipis["default"] > 10 * (ipis["single_issuer_defer_taskrun"] + 5), ipis
+    compiler shared the CPUs), and a single 1 s cell of each ring once
+    gave 70 against 3 on a CI machine, so the test sums three interleaved
+    pairs of 1 s cells: the default ring's total must exceed twice the
+    DEFER_TASKRUN ring's plus 30 (that ring took 0-4 per cell in quiet
+    runs here, timers and other kicks rather than completions; on a
+    machine busy with other runs both rings took thousands, the default
+    ring about 2.2 times as many). A second DEFER_TASKRUN ring, in the
+    same interleaving, is the negative control: against the first it must
+    fail the bound."""
+    deferred = ("--single-issuer", "--defer-taskrun")
+    rings = (("default", ()), ("single_issuer_defer_taskrun", deferred), ("control", deferred))
+    ipis = {name: 0 for name, _ in rings}
+    for pair in range(3):
+        for name, flags in rings:
+            cell = echo_exp.Cell(name, flags, 50, 128)
+            result = echo_exp.measure_cell(cell, echo_exp.LoadgenRun(1.0, 0.1), {"server": 0, "client": 1},
+                                           tmp_path / f"{name}-{pair}.csv")
+            ipis[name] += result["server_resched_ipis"]
+
+    def kicks_more(ring: str) -> bool:
+        return ipis[ring] > 2 * ipis["single_issuer_defer_taskrun"] + 30
+
+    assert kicks_more("default"), ipis
+    assert not kicks_more("control"), ipis
