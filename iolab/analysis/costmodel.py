@@ -49,9 +49,9 @@ OPS = ("send", "recv")
 class Fit:
     """One model fitted to U(n) of one operation."""
 
-    model: str                 # "A" or "B"
-    params: dict[str, float]   # A: {"t"}; B: {"a", "b"}
-    rss: float                 # weighted residual sum of squares on per-n medians
+    model: str  # "A" or "B"
+    params: dict[str, float]  # A: {"t"}; B: {"a", "b"}
+    rss: float  # weighted residual sum of squares on per-n medians
     points: int
 
     @property
@@ -92,10 +92,10 @@ class CostInputs:
     """Point estimates the request-cost formulas need (ns)."""
 
     s: float
-    w: Mapping[str, float]                  # per op, one connection
-    fits: Mapping[str, Mapping[str, Fit]]   # op -> model -> Fit
-    t1: Mapping[str, float]                 # per op: U(1) - s, the article's t at n = 1
-    w_rr: Mapping[str, float] = field(default_factory=dict)   # per op, round-robin over connections
+    w: Mapping[str, float]  # per op, one connection
+    fits: Mapping[str, Mapping[str, Fit]]  # op -> model -> Fit
+    t1: Mapping[str, float]  # per op: U(1) - s, the article's t at n = 1
+    w_rr: Mapping[str, float] = field(default_factory=dict)  # per op, round-robin over connections
 
     def w_many(self, op: str) -> float:
         """w as model B's batches meet it: round-robin, else one connection."""
@@ -163,29 +163,42 @@ def crossover(ci: CostInputs, model: str) -> float:
 
 # --- from tidy tables ------------------------------------------------------------
 
+
 @dataclass
 class Samples:
     """Raw per-batch samples behind every estimate, for the bootstrap."""
 
     s: np.ndarray
-    sw: dict[str, np.ndarray]                              # op -> s+w per call, one connection
+    sw: dict[str, np.ndarray]  # op -> s+w per call, one connection
     enter: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)  # op -> n -> U
-    sw_rr: dict[str, np.ndarray] = field(default_factory=dict)   # op -> s+w per call, round-robin
+    sw_rr: dict[str, np.ndarray] = field(default_factory=dict)  # op -> s+w per call, round-robin
 
 
-def collect(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, *,
-            node: str, bytes_: int = 16, preset: str = "default",
-            transport: str = "tcp", rep: int | None = None) -> Samples:
+def collect(
+    syscall: pd.DataFrame,
+    sendrecv: pd.DataFrame,
+    uring: pd.DataFrame,
+    *,
+    node: str,
+    bytes_: int = 16,
+    preset: str = "default",
+    transport: str = "tcp",
+    rep: int | None = None,
+) -> Samples:
     """Per-batch samples of one node (and optionally one repetition),
     warm-up excluded."""
+
     def keep(t: pd.DataFrame) -> pd.Series:
         m = (t["node"] == node) & ~t["warmup"]
         return m & (t["rep"] == rep) if rep is not None else m
 
     sc = syscall[keep(syscall) & (syscall["variant"] == "getppid")]
-    sr = sendrecv[keep(sendrecv) & (sendrecv["transport"] == transport)
-                  & (sendrecv["ack"] == ("pingpong" if transport == "tcp" else "-"))
-                  & (sendrecv["bytes"] == bytes_)]
+    sr = sendrecv[
+        keep(sendrecv)
+        & (sendrecv["transport"] == transport)
+        & (sendrecv["ack"] == ("pingpong" if transport == "tcp" else "-"))
+        & (sendrecv["bytes"] == bytes_)
+    ]
     ub = uring[keep(uring) & (uring["pattern"] == preset) & (uring["bytes"] == bytes_)]
 
     def calls(pattern: str) -> dict[str, np.ndarray]:
@@ -193,8 +206,9 @@ def collect(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, 
         return {op: rows.loc[rows["variant"] == op, "ns_per_call"].to_numpy(float) for op in OPS}
 
     rr = calls("roundrobin")
-    samples = Samples(s=sc["ns_per_call"].to_numpy(float), sw=calls("single"),
-                      sw_rr=rr if all(a.size for a in rr.values()) else {})
+    samples = Samples(
+        s=sc["ns_per_call"].to_numpy(float), sw=calls("single"), sw_rr=rr if all(a.size for a in rr.values()) else {}
+    )
     for op in OPS:
         rows = ub[ub["variant"] == op]
         samples.enter[op] = {int(n): g["ns_per_call"].to_numpy(float) for n, g in rows.groupby("n")}
@@ -222,14 +236,19 @@ def estimate(samples: Samples) -> CostInputs:
 
 def derived(ci: CostInputs) -> dict[str, float]:
     """Every scalar the paper reports, from one set of inputs."""
-    out = {"s": ci.s, "epoll_request": epoll_request(ci),
-           "w_mean": (ci.w["send"] + ci.w["recv"]) / 2, "t1_mean": (ci.t1["send"] + ci.t1["recv"]) / 2,
-           # The kernel work of one echo request through system calls, 2w,
-           # with w as model B meets it (many connections), and on one.
-           "floor_request": ci.w_many("send") + ci.w_many("recv"),
-           "floor_request_single": ci.w["send"] + ci.w["recv"],
-           "epoll_request_single": sum(ci.s + ci.w[op] for op in OPS),
-           "nstar_A": crossover(ci, "A"), "nstar_B": crossover(ci, "B")}
+    out = {
+        "s": ci.s,
+        "epoll_request": epoll_request(ci),
+        "w_mean": (ci.w["send"] + ci.w["recv"]) / 2,
+        "t1_mean": (ci.t1["send"] + ci.t1["recv"]) / 2,
+        # The kernel work of one echo request through system calls, 2w,
+        # with w as model B meets it (many connections), and on one.
+        "floor_request": ci.w_many("send") + ci.w_many("recv"),
+        "floor_request_single": ci.w["send"] + ci.w["recv"],
+        "epoll_request_single": sum(ci.s + ci.w[op] for op in OPS),
+        "nstar_A": crossover(ci, "A"),
+        "nstar_B": crossover(ci, "B"),
+    }
     # Ratios that carry over between machines (claims C1-C3), each side from
     # the same connection pattern. The source's cell (one connection): t at
     # n = 1 against w, and a request at n = 1, t(1) + s, against epoll's s + w.
@@ -258,13 +277,16 @@ def derived(ci: CostInputs) -> dict[str, float]:
 
 def reps_of(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, node: str) -> list[int]:
     """The repetitions in which all three cost probes ran on ``node``."""
+
     def of(t: pd.DataFrame) -> set[int]:
         return set(t.loc[t["node"] == node, "rep"].astype(int))
+
     return sorted(of(syscall) & of(sendrecv) & of(uring))
 
 
-def per_rep_inputs(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, *,
-                   node: str) -> dict[int, CostInputs]:
+def per_rep_inputs(
+    syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, *, node: str
+) -> dict[int, CostInputs]:
     """The model's inputs estimated from each repetition alone."""
     reps = reps_of(syscall, sendrecv, uring, node)
     if not reps:
@@ -284,8 +306,18 @@ def summarize(per_rep_frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for q in per_rep_frame.columns:
         e = across_reps(per_rep_frame[q].to_numpy(float))
-        rows.append({"quantity": q, "value": e.value, "low": e.low, "high": e.high, "n": e.n,
-                     "pred_low": e.pred_low, "pred_high": e.pred_high, "estimate": e})
+        rows.append(
+            {
+                "quantity": q,
+                "value": e.value,
+                "low": e.low,
+                "high": e.high,
+                "n": e.n,
+                "pred_low": e.pred_low,
+                "pred_high": e.pred_high,
+                "estimate": e,
+            }
+        )
     return pd.DataFrame(rows).set_index("quantity")
 
 
@@ -297,18 +329,35 @@ def central_inputs(inputs: Mapping[int, CostInputs]) -> CostInputs:
     def med(values: list[float]) -> float:
         return float(np.median(values))
 
-    fits = {op: {m: Fit(m, {k: med([c.fits[op][m].params[k] for c in cis]) for k in cis[0].fits[op][m].params},
-                        med([c.fits[op][m].rss for c in cis]), cis[0].fits[op][m].points)
-                 for m in ("A", "B")} for op in OPS}
+    fits = {
+        op: {
+            m: Fit(
+                m,
+                {k: med([c.fits[op][m].params[k] for c in cis]) for k in cis[0].fits[op][m].params},
+                med([c.fits[op][m].rss for c in cis]),
+                cis[0].fits[op][m].points,
+            )
+            for m in ("A", "B")
+        }
+        for op in OPS
+    }
     w_rr = {op: med([c.w_many(op) for c in cis]) for op in OPS} if all(c.w_rr for c in cis) else {}
-    return CostInputs(s=med([c.s for c in cis]), w={op: med([c.w[op] for c in cis]) for op in OPS},
-                      fits=fits, t1={op: med([c.t1[op] for c in cis]) for op in OPS}, w_rr=w_rr)
+    return CostInputs(
+        s=med([c.s for c in cis]),
+        w={op: med([c.w[op] for c in cis]) for op in OPS},
+        fits=fits,
+        t1={op: med([c.t1[op] for c in cis]) for op in OPS},
+        w_rr=w_rr,
+    )
 
 
 def w_pattern(inputs: Mapping[int, CostInputs]) -> str:
     """Which series the model's w (epoll request, floor, n*) came from."""
-    return "round-robin over many connections" if all(ci.w_rr for ci in inputs.values()) \
+    return (
+        "round-robin over many connections"
+        if all(ci.w_rr for ci in inputs.values())
         else "one connection (no round-robin series was measured)"
+    )
 
 
 def enter_overhead(nop: pd.DataFrame, syscall: pd.DataFrame, node: str) -> pd.DataFrame:
@@ -317,6 +366,7 @@ def enter_overhead(nop: pd.DataFrame, syscall: pd.DataFrame, node: str) -> pd.Da
     t (io_submit_sqes alone) leaves out, which our t(1) (the whole enter
     minus s) includes; and io_uring's own cost per SQE (the NOP slope).
     Rows: rep; columns: s, enter0_beyond_s, nop_per_sqe."""
+
     def mine(t: pd.DataFrame) -> pd.DataFrame:
         return t[(t["node"] == node) & ~t["warmup"]]
 

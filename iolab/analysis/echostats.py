@@ -27,11 +27,11 @@ from .stats import across_reps
 
 KEYS = ["node", "client", "layout", "preset", "server", "connections", "bytes"]
 SETUP = ["client", "layout"]
-SOURCE_CLIENT = "thread-per-connection"   # rust_echo_bench's model, which every source used
+SOURCE_CLIENT = "thread-per-connection"  # rust_echo_bench's model, which every source used
 # Ours: the default setup's client "auto" runs the io_uring loop where the
 # node's kernel allows it, else the epoll one (``echo.resolve_auto_client``).
 OUR_CLIENTS = ("event-loop-uring", "event-loop")
-SOURCE_LAYOUT = "shared"                  # the sources pinned nothing
+SOURCE_LAYOUT = "shared"  # the sources pinned nothing
 OUR_LAYOUT = "pinned"
 SOURCE_SETUP: dict[str, str | tuple[str, ...]] = {"client": SOURCE_CLIENT, "layout": SOURCE_LAYOUT}
 OUR_SETUP: dict[str, str | tuple[str, ...]] = {"client": OUR_CLIENTS, "layout": OUR_LAYOUT}
@@ -76,9 +76,20 @@ def setup_note(echo: pd.DataFrame) -> str:
         return f"{ours}, as the sources"
     return f"{ours}; the sources used thread-per-connection, shared CPUs"
 
-METRICS = ["rps", "server_ns_per_request", "client_ns_per_request", "p50_us", "p99_us",
-           "p999_us", "sqes_per_enter", "events_per_wait", "resched_ipis_per_request",
-           "client_busy", "server_busy"]
+
+METRICS = [
+    "rps",
+    "server_ns_per_request",
+    "client_ns_per_request",
+    "p50_us",
+    "p99_us",
+    "p999_us",
+    "sqes_per_enter",
+    "events_per_wait",
+    "resched_ipis_per_request",
+    "client_busy",
+    "server_busy",
+]
 
 
 def summarize(echo: pd.DataFrame) -> pd.DataFrame:
@@ -94,19 +105,33 @@ def summarize(echo: pd.DataFrame) -> pd.DataFrame:
         for m in METRICS:
             values = g[m].dropna().to_numpy(float)
             if values.size == 0:
-                row.update({m: math.nan, f"{m}_low": math.nan, f"{m}_high": math.nan,
-                            f"{m}_pred_low": math.nan, f"{m}_pred_high": math.nan})
+                row.update(
+                    {
+                        m: math.nan,
+                        f"{m}_low": math.nan,
+                        f"{m}_high": math.nan,
+                        f"{m}_pred_low": math.nan,
+                        f"{m}_pred_high": math.nan,
+                    }
+                )
                 continue
             e = across_reps(values)
-            row.update({m: e.value, f"{m}_low": e.low, f"{m}_high": e.high,
-                        f"{m}_pred_low": e.pred_low, f"{m}_pred_high": e.pred_high, f"{m}_estimate": e})
+            row.update(
+                {
+                    m: e.value,
+                    f"{m}_low": e.low,
+                    f"{m}_high": e.high,
+                    f"{m}_pred_low": e.pred_low,
+                    f"{m}_pred_high": e.pred_high,
+                    f"{m}_estimate": e,
+                }
+            )
         row["reps"] = len(g)
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def paired_ratios(echo: pd.DataFrame, numerator: str, denominator: str,
-                  metric: str = "rps") -> pd.DataFrame:
+def paired_ratios(echo: pd.DataFrame, numerator: str, denominator: str, metric: str = "rps") -> pd.DataFrame:
     """numerator/denominator of ``metric`` per node, repetition and cell
     (connections, bytes), from the two presets' cells of the same repetition
     and setup."""
@@ -126,8 +151,9 @@ def ratio_per_rep(ratios: pd.DataFrame, connections: int, bytes_: int) -> pd.Ser
     ``one_setup`` first where several ran), indexed by repetition."""
     sel = ratios[(ratios["connections"] == connections) & (ratios["bytes"] == bytes_)]
     if sel[["node", *SETUP]].drop_duplicates().shape[0] > 1:
-        raise ValueError("ratios of several nodes or setups in one cell; select one node "
-                         "and keep one setup with echostats.one_setup")
+        raise ValueError(
+            "ratios of several nodes or setups in one cell; select one node and keep one setup with echostats.one_setup"
+        )
     return sel.sort_values("rep").set_index("rep")["ratio"].astype(float)
 
 
@@ -145,16 +171,19 @@ def select(echo: pd.DataFrame, node: str, presets: list[str] | None = None) -> p
     if presets:
         unknown = sorted(set(presets) - set(rows["preset"]))
         if unknown:
-            raise ValueError(f"preset {unknown[0]!r} was not measured on {node} "
-                             f"(measured: {', '.join(sorted(set(rows['preset'])))})")
+            raise ValueError(
+                f"preset {unknown[0]!r} was not measured on {node} (measured: {', '.join(sorted(set(rows['preset'])))})"
+            )
         rows = rows[rows["preset"].isin(presets)]
     return rows
 
 
 def describe(echo: pd.DataFrame, node: str, floor: float, cost_node: str) -> str:
     """One line on what the echo table holds."""
-    return (f"node {node}: {len(echo)} cells, {int((echo['status'] == 'ok').sum())} measured, "
-            f"{echo['rep'].nunique()} repetitions; floor 2w = {floor:.0f} ns (cost probes of node {cost_node})")
+    return (
+        f"node {node}: {len(echo)} cells, {int((echo['status'] == 'ok').sum())} measured, "
+        f"{echo['rep'].nunique()} repetitions; floor 2w = {floor:.0f} ns (cost probes of node {cost_node})"
+    )
 
 
 def unavailable(echo: pd.DataFrame) -> pd.DataFrame:
@@ -163,12 +192,12 @@ def unavailable(echo: pd.DataFrame) -> pd.DataFrame:
     return bad.groupby(["preset", "status", "reason"]).size().rename("cells").reset_index()
 
 
-def value(summary: pd.DataFrame, preset: str, connections: int, bytes_: int,
-          metric: str = "rps") -> float:
+def value(summary: pd.DataFrame, preset: str, connections: int, bytes_: int, metric: str = "rps") -> float:
     if not len(summary):
         return float("nan")
-    row = summary[(summary["preset"] == preset) & (summary["connections"] == connections)
-                  & (summary["bytes"] == bytes_)]
+    row = summary[
+        (summary["preset"] == preset) & (summary["connections"] == connections) & (summary["bytes"] == bytes_)
+    ]
     return float(row[metric].iloc[0]) if len(row) else float("nan")
 
 
@@ -181,16 +210,26 @@ def seed_table(echo: pd.DataFrame) -> pd.DataFrame:
     setup = setup_note(chosen)
     rows = []
     for (c, b), quoted_uring in sorted(U1_RPS["io_uring"].items()):
-        rows.append({"connections": c, "bytes": b,
-                     "io_uring (quoted)": quoted_uring, "epoll (quoted)": U1_RPS["epoll"][(c, b)],
-                     "io_uring (ours)": value(summary, "default", c, b),
-                     "epoll (ours)": value(summary, "epoll", c, b), "our setup": setup})
+        rows.append(
+            {
+                "connections": c,
+                "bytes": b,
+                "io_uring (quoted)": quoted_uring,
+                "epoll (quoted)": U1_RPS["epoll"][(c, b)],
+                "io_uring (ours)": value(summary, "default", c, b),
+                "epoll (ours)": value(summary, "epoll", c, b),
+                "our setup": setup,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 # Part 3's systems and ours: the source's row label -> our preset.
-PART3_SYSTEMS = {"net/http (epoll netpoller)": "go_net", "go-uring reactor": "go_uring",
-                 "go-uring reactor, SQ_POLL": "go_uring_sqpoll"}
+PART3_SYSTEMS = {
+    "net/http (epoll netpoller)": "go_net",
+    "go-uring reactor": "go_uring",
+    "go-uring reactor, SQ_POLL": "go_uring_sqpoll",
+}
 
 
 def part3_table(echo: pd.DataFrame) -> pd.DataFrame:
@@ -204,8 +243,16 @@ def part3_table(echo: pd.DataFrame) -> pd.DataFrame:
     for system, preset in PART3_SYSTEMS.items():
         for label, quoted in zip(U2_COLUMNS, U2_RPS[system], strict=True):
             c, b = cell_of(label)
-            rows.append({"system (quoted)": system, "ours": preset, "cell": label, "quoted": quoted,
-                         "measured": value(summary, preset, c, b), "our setup": setup})
+            rows.append(
+                {
+                    "system (quoted)": system,
+                    "ours": preset,
+                    "cell": label,
+                    "quoted": quoted,
+                    "measured": value(summary, preset, c, b),
+                    "our setup": setup,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -224,18 +271,20 @@ def model_overlay(summary: pd.DataFrame, min_connections: int = 50) -> pd.DataFr
     servers only: the model prices system calls, and the Go servers add a
     runtime's own cost on top."""
     rows = summary[(summary["connections"] >= min_connections) & summary["server"].isin(["epoll", "uring"])]
-    out = pd.DataFrame({
-        "n": rows["sqes_per_enter"].where(rows["server"] == "uring", 1.0),
-        "server_ns_per_request": rows["server_ns_per_request"],
-        "low": rows["server_ns_per_request_low"],
-        "high": rows["server_ns_per_request_high"],
-        "events_per_wait": rows["events_per_wait"],
-        "preset": rows["preset"],
-        "connections": rows["connections"].astype(int),
-        "bytes": rows["bytes"].astype(int),
-        "label": rows["preset"] + " c=" + rows["connections"].astype(str),
-        "server": rows["server"],
-    })
+    out = pd.DataFrame(
+        {
+            "n": rows["sqes_per_enter"].where(rows["server"] == "uring", 1.0),
+            "server_ns_per_request": rows["server_ns_per_request"],
+            "low": rows["server_ns_per_request_low"],
+            "high": rows["server_ns_per_request_high"],
+            "events_per_wait": rows["events_per_wait"],
+            "preset": rows["preset"],
+            "connections": rows["connections"].astype(int),
+            "bytes": rows["bytes"].astype(int),
+            "label": rows["preset"] + " c=" + rows["connections"].astype(str),
+            "server": rows["server"],
+        }
+    )
     return out.dropna(subset=["n", "server_ns_per_request"]).reset_index(drop=True)
 
 
@@ -274,16 +323,34 @@ def ratios_to_base(echo: pd.DataFrame, cells: Sequence[tuple[int, int]]) -> pd.D
                 per_rep = ratio_per_rep(r, c, b)
                 if len(per_rep):
                     e = across_reps(per_rep, predict=False)
-                    rows.append({"preset": preset, "base": base, "metric": metric, "connections": c, "bytes": b,
-                                 "ratio": e.value, "low": e.low, "high": e.high, "reps": e.n, "estimate": e})
-    return pd.DataFrame(rows, columns=["preset", "base", "metric", "connections", "bytes", "ratio", "low", "high",
-                                       "reps", "estimate"])
+                    rows.append(
+                        {
+                            "preset": preset,
+                            "base": base,
+                            "metric": metric,
+                            "connections": c,
+                            "bytes": b,
+                            "ratio": e.value,
+                            "low": e.low,
+                            "high": e.high,
+                            "reps": e.n,
+                            "estimate": e,
+                        }
+                    )
+    return pd.DataFrame(
+        rows, columns=["preset", "base", "metric", "connections", "bytes", "ratio", "low", "high", "reps", "estimate"]
+    )
 
 
 def preset_flags(echo: pd.DataFrame) -> pd.DataFrame:
     """What each preset measured here runs: its server program and flags, as
     the sweep's settings gave them (the table's ``flags``)."""
-    rows = [{"preset": name, "server": SERVER_PROGRAMS[str(g["server"].iloc[0])],
-             "flags": str(g["flags"].iloc[0]) or "(none)"}
-            for name, g in echo.groupby("preset", sort=True)]
+    rows = [
+        {
+            "preset": name,
+            "server": SERVER_PROGRAMS[str(g["server"].iloc[0])],
+            "flags": str(g["flags"].iloc[0]) or "(none)",
+        }
+        for name, g in echo.groupby("preset", sort=True)
+    ]
     return pd.DataFrame(rows, columns=["preset", "server", "flags"])

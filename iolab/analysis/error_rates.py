@@ -51,9 +51,14 @@ class Claim:
 # non-inferiority on requests/s and equivalence on load); C2's three
 # one-sided parts; a single-part claim. Round 0 at the repetitions that make
 # every outcome reachable (iolab.analysis.evidence.reps_to_reach).
-U1_LIKE = Claim("U1-like", tuple(r for _ in range(6) for r in (Rule("above", 0.95), Rule("within", 1.0, 0.10))),
-                evidence.reps_to_reach(12, evidence.ADAPTIVE))
-C2_LIKE = Claim("C2-like", (Rule("above", 1.0),) * 2 + (Rule("below", 1.05),), evidence.reps_to_reach(3, evidence.ADAPTIVE))
+U1_LIKE = Claim(
+    "U1-like",
+    tuple(r for _ in range(6) for r in (Rule("above", 0.95), Rule("within", 1.0, 0.10))),
+    evidence.reps_to_reach(12, evidence.ADAPTIVE),
+)
+C2_LIKE = Claim(
+    "C2-like", (Rule("above", 1.0),) * 2 + (Rule("below", 1.05),), evidence.reps_to_reach(3, evidence.ADAPTIVE)
+)
 ONE_PART = Claim("one part", (Rule("above", 1.0),), evidence.reps_to_reach(1, evidence.ADAPTIVE))
 CLAIMS = (ONE_PART, C2_LIKE, U1_LIKE)
 
@@ -71,8 +76,12 @@ class Scenario:
 def scenarios(round_sd: float) -> tuple[Scenario, ...]:
     """iid values; a per-round random effect of the measured size; a trend
     of +-2 % per round."""
-    return (Scenario("iid"), Scenario("round effect", round_sd=round_sd),
-            Scenario("trend -2 %", trend=-TREND), Scenario("trend +2 %", trend=TREND))
+    return (
+        Scenario("iid"),
+        Scenario("round effect", round_sd=round_sd),
+        Scenario("trend -2 %", trend=-TREND),
+        Scenario("trend +2 %", trend=TREND),
+    )
 
 
 @dataclass(frozen=True)
@@ -82,30 +91,42 @@ class Procedure:
 
     name: str
     budget: Budget
-    holm: bool = True          # Holm over a claim's parts for "not reproduced"
-    rounds: bool = True        # False: every value counted as planned in advance, re-checked each round
-    occasion: bool = True      # the occasion allowance
-    t_interval: bool = False   # a plain t interval of the log values instead of the sign tests
+    holm: bool = True  # Holm over a claim's parts for "not reproduced"
+    rounds: bool = True  # False: every value counted as planned in advance, re-checked each round
+    occasion: bool = True  # the occasion allowance
+    t_interval: bool = False  # a plain t interval of the log values instead of the sign tests
 
     def __str__(self) -> str:
         return self.name
 
 
-PROCEDURES = {p.name: p for p in (
-    Procedure("iolab", evidence.ADAPTIVE),
-    # Holm, with a fixed-sample interval re-checked every round.
-    Procedure("holm, fixed-sample re-checked", Budget(evidence.ADAPTIVE.occasion, evidence.ADAPTIVE.tests, 0.0),
-              rounds=False),
-    # The anytime-valid tests without Holm over a claim's parts.
-    Procedure("anytime, no holm", evidence.ADAPTIVE, holm=False),
-    # A plain 95 % t interval re-checked every round, no Holm, no allowance.
-    Procedure("t interval re-checked", Budget(0.0, evidence.ALPHA_SIDE, 0.0), holm=False, rounds=False,
-              occasion=False, t_interval=True),
-    # No correction at all: the fixed-sample interval every round, no Holm.
-    Procedure("uncorrected", Budget(0.0, evidence.ALPHA_SIDE, 0.0), holm=False, rounds=False, occasion=False),
-    # The package's procedure without the occasion allowance.
-    Procedure("no occasion allowance", evidence.ADAPTIVE, occasion=False),
-)}
+PROCEDURES = {
+    p.name: p
+    for p in (
+        Procedure("iolab", evidence.ADAPTIVE),
+        # Holm, with a fixed-sample interval re-checked every round.
+        Procedure(
+            "holm, fixed-sample re-checked",
+            Budget(evidence.ADAPTIVE.occasion, evidence.ADAPTIVE.tests, 0.0),
+            rounds=False,
+        ),
+        # The anytime-valid tests without Holm over a claim's parts.
+        Procedure("anytime, no holm", evidence.ADAPTIVE, holm=False),
+        # A plain 95 % t interval re-checked every round, no Holm, no allowance.
+        Procedure(
+            "t interval re-checked",
+            Budget(0.0, evidence.ALPHA_SIDE, 0.0),
+            holm=False,
+            rounds=False,
+            occasion=False,
+            t_interval=True,
+        ),
+        # No correction at all: the fixed-sample interval every round, no Holm.
+        Procedure("uncorrected", Budget(0.0, evidence.ALPHA_SIDE, 0.0), holm=False, rounds=False, occasion=False),
+        # The package's procedure without the occasion allowance.
+        Procedure("no occasion allowance", evidence.ADAPTIVE, occasion=False),
+    )
+}
 
 
 class TFinding(Finding):
@@ -192,23 +213,37 @@ def _draw(rng: np.random.Generator, residuals: np.ndarray, truth: float, n: int,
 
 def _settle(found: list[Finding], p: Procedure, sigma: float, round_of_rep: dict[int, int]) -> None:
     """The procedure's statistics on one claim's findings."""
-    settle(found, p.budget, {"claims:echo": sigma if p.occasion else 0.0},
-           {"echo": round_of_rep} if p.rounds else {}, predict=False)
+    settle(
+        found,
+        p.budget,
+        {"claims:echo": sigma if p.occasion else 0.0},
+        {"echo": round_of_rep} if p.rounds else {},
+        predict=False,
+    )
     if not p.holm:
         for f in found:
             f.family, f.p_fails_adjusted = 1, None
 
 
-def run_claim(claim: Claim, where: str, residuals: np.ndarray, rng: np.random.Generator, *,
-              procedure: Procedure, scenario: Scenario, sigma: float,
-              precision: PrecisionSettings = PAPER_PRECISION) -> tuple[list[Finding], int]:
+def run_claim(
+    claim: Claim,
+    where: str,
+    residuals: np.ndarray,
+    rng: np.random.Generator,
+    *,
+    procedure: Procedure,
+    scenario: Scenario,
+    sigma: float,
+    precision: PrecisionSettings = PAPER_PRECISION,
+) -> tuple[list[Finding], int]:
     """One claim through every round the planner asks for; its final
     findings and the repetitions taken. Repetitions are numbered as the
     workflow numbers them: round 0's 1..n0, then each round's next ones,
     whichever parts it repeats."""
     truths = [truth_at(r, where) for r in claim.rules]
-    effects = [float(rng.normal(0, scenario.round_sd)) if scenario.round_sd else 0.0
-               for _ in range(precision.max_rounds + 1)]
+    effects = [
+        float(rng.normal(0, scenario.round_sd)) if scenario.round_sd else 0.0 for _ in range(precision.max_rounds + 1)
+    ]
 
     def shift(round_: int) -> float:
         return effects[round_] + round_ * math.log1p(scenario.trend)
@@ -220,12 +255,20 @@ def run_claim(claim: Claim, where: str, residuals: np.ndarray, rng: np.random.Ge
     for round_ in range(precision.max_rounds + 1):
         found = []
         for j, rule in enumerate(claim.rules):
-            f = finding("X", f"part {j}", pd.Series(values[j], index=reps[j]), rule,
-                        decides={"echo": [[f"p{j}", 0, 0]]})
+            f = finding(
+                "X", f"part {j}", pd.Series(values[j], index=reps[j]), rule, decides={"echo": [[f"p{j}", 0, 0]]}
+            )
             found.append(kind(**{k: getattr(f, k) for k in f.__dataclass_fields__}))
         _settle(found, procedure, sigma, round_of_rep)
-        plan = plan_round(found, round_=round_, repeats=claim.repeats, precision=precision, spent_seconds=0.0,
-                          seconds_per_rep={"echo": 0.0}, seconds_per_cell=0.0)
+        plan = plan_round(
+            found,
+            round_=round_,
+            repeats=claim.repeats,
+            precision=precision,
+            spent_seconds=0.0,
+            seconds_per_rep={"echo": 0.0},
+            seconds_per_cell=0.0,
+        )
         if plan.stop:
             break
         new = plan.next["echo"]["reps"]
@@ -237,8 +280,17 @@ def run_claim(claim: Claim, where: str, residuals: np.ndarray, rng: np.random.Ge
     return found, sum(len(v) for v in values)
 
 
-def simulate(claim: Claim, where: str, runs: int, residuals: np.ndarray, *, procedure: Procedure = PROCEDURES["iolab"],
-             scenario: Scenario = Scenario("iid"), sigma: float | None = None, seed: int = 0) -> Rates:
+def simulate(
+    claim: Claim,
+    where: str,
+    runs: int,
+    residuals: np.ndarray,
+    *,
+    procedure: Procedure = PROCEDURES["iolab"],
+    scenario: Scenario = Scenario("iid"),
+    sigma: float | None = None,
+    seed: int = 0,
+) -> Rates:
     """The error rates of ``claim`` with every part's truth at ``where``.
     ``sigma``: the occasion spread the procedure's allowance assumes
     (default: the measured one)."""
@@ -261,8 +313,16 @@ def simulate(claim: Claim, where: str, runs: int, residuals: np.ndarray, *, proc
         claim_r += verdict is Outcome.REPRODUCED and (where == "bound" or not all(truth_holds))
         claim_n += verdict is Outcome.NOT_REPRODUCED and (where == "bound" or all(truth_holds))
     parts = runs * len(claim.rules)
-    return Rates(runs, part_r / parts, part_n / parts, claim_r / runs, claim_n / runs, any_r / runs, any_n / runs,
-                 reps / runs / len(claim.rules))
+    return Rates(
+        runs,
+        part_r / parts,
+        part_n / parts,
+        claim_r / runs,
+        claim_n / runs,
+        any_r / runs,
+        any_n / runs,
+        reps / runs / len(claim.rules),
+    )
 
 
 def within_budget(rate: float, runs: int, side: float = evidence.ALPHA_SIDE) -> bool:
@@ -270,9 +330,15 @@ def within_budget(rate: float, runs: int, side: float = evidence.ALPHA_SIDE) -> 
     return rate <= side + 2 * math.sqrt(side * (1 - side) / runs)
 
 
-def table(runs: int, procedure: Procedure, claims: Sequence[Claim] = CLAIMS, seed: int = 0,
-          scenario_names: Sequence[str] | None = None, sigma: float | None = None,
-          round_sd: float | None = None) -> list[dict[str, object]]:
+def table(
+    runs: int,
+    procedure: Procedure,
+    claims: Sequence[Claim] = CLAIMS,
+    seed: int = 0,
+    scenario_names: Sequence[str] | None = None,
+    sigma: float | None = None,
+    round_sd: float | None = None,
+) -> list[dict[str, object]]:
     """Rates per scenario and claim shape. ``sigma``: the occasion spread
     the procedure's allowance assumes (default: the measured one);
     ``round_sd``: the round effect of the "round effect" scenario (default:
@@ -284,36 +350,62 @@ def table(runs: int, procedure: Procedure, claims: Sequence[Claim] = CLAIMS, see
         if scenario_names and scenario.name not in scenario_names:
             continue
         for claim in claims:
-            r = simulate(claim, "bound", runs, residuals, procedure=procedure, scenario=scenario, seed=seed,
-                         sigma=sigma)
-            rows.append({"procedure": procedure.name, "scenario": scenario.name, "claim": claim.name, "runs": runs,
-                         "part false reproduced": r.part_false_reproduced,
-                         "part false not reproduced": r.part_false_not_reproduced,
-                         "claim false reproduced": r.claim_false_reproduced,
-                         "claim false not reproduced": r.claim_false_not_reproduced,
-                         "repetitions per part": r.mean_reps,
-                         "holds": all(within_budget(float(r.__dict__[k]), runs) for k in (
-                             "part_false_reproduced", "part_false_not_reproduced", "claim_false_reproduced",
-                             "claim_false_not_reproduced"))})
+            r = simulate(
+                claim, "bound", runs, residuals, procedure=procedure, scenario=scenario, seed=seed, sigma=sigma
+            )
+            rows.append(
+                {
+                    "procedure": procedure.name,
+                    "scenario": scenario.name,
+                    "claim": claim.name,
+                    "runs": runs,
+                    "part false reproduced": r.part_false_reproduced,
+                    "part false not reproduced": r.part_false_not_reproduced,
+                    "claim false reproduced": r.claim_false_reproduced,
+                    "claim false not reproduced": r.claim_false_not_reproduced,
+                    "repetitions per part": r.mean_reps,
+                    "holds": all(
+                        within_budget(float(r.__dict__[k]), runs)
+                        for k in (
+                            "part_false_reproduced",
+                            "part_false_not_reproduced",
+                            "claim_false_reproduced",
+                            "claim_false_not_reproduced",
+                        )
+                    ),
+                }
+            )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.analysis.error_rates", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.analysis.error_rates",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--runs", type=int, default=400, help="simulated runs per claim and scenario (default 400)")
     ap.add_argument("--procedure", choices=sorted(PROCEDURES), default="iolab")
     ap.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
     ap.add_argument("--claim", action="append", choices=[c.name for c in CLAIMS], help="only this claim shape")
-    ap.add_argument("--assumed-sigma", type=float,
-                    help="the occasion spread the allowance assumes (default: the measured one; 0 shows the "
-                         "tests alone, in a world without drift)")
+    ap.add_argument(
+        "--assumed-sigma",
+        type=float,
+        help="the occasion spread the allowance assumes (default: the measured one; 0 shows the "
+        "tests alone, in a world without drift)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     print(f"round effect sd (log) {measured_round_sd():.4f}; stated rate {evidence.ALPHA_SIDE:.3f} each way")
     claims = [c for c in CLAIMS if not args.claim or c.name in args.claim]
-    for row in table(args.runs, PROCEDURES[args.procedure], claims, seed=args.seed, scenario_names=args.scenario,
-                     sigma=args.assumed_sigma):
+    for row in table(
+        args.runs,
+        PROCEDURES[args.procedure],
+        claims,
+        seed=args.seed,
+        scenario_names=args.scenario,
+        sigma=args.assumed_sigma,
+    ):
         print("  ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
     return 0
 

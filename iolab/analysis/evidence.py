@@ -75,8 +75,10 @@ class Budget:
         return self.occasion + self.round0 + self.later
 
     def text(self) -> str:
-        parts = [f"{self.occasion * 100:.1f} % for the occasion allowance",
-                 f"{self.round0 * 100:.1f} % for the exact sign test on the repetitions planned in advance"]
+        parts = [
+            f"{self.occasion * 100:.1f} % for the occasion allowance",
+            f"{self.round0 * 100:.1f} % for the exact sign test on the repetitions planned in advance",
+        ]
         if self.later:
             parts.append(f"{self.later * 100:.1f} % for the anytime-valid test over adaptive rounds")
         return ", ".join(parts)
@@ -159,8 +161,9 @@ def combine(p0: np.ndarray, p_later: np.ndarray, b: Budget) -> np.ndarray:
     return np.minimum(out, 1.0)
 
 
-def one_sided(values: np.ndarray, n0: int, bound: float, side: Side, b: Budget,
-              withhold_later: bool | np.ndarray = False) -> np.ndarray:
+def one_sided(
+    values: np.ndarray, n0: int, bound: float, side: Side, b: Budget, withhold_later: bool | np.ndarray = False
+) -> np.ndarray:
     """The combined p-value that the median lies ``side`` of ``bound``:
     the first ``n0`` values are round 0's; all of them feed the anytime
     test unless withheld."""
@@ -187,8 +190,16 @@ class Shifts:
         return cls(drift(sigma, b.occasion), drift(sigma, b.occasion / max(family, 1)))
 
 
-def p_holds(kind: str, bound: float, band: tuple[float, float], values: np.ndarray, n0: int, b: Budget,
-            shift: float, withhold: bool | np.ndarray = False) -> np.ndarray:
+def p_holds(
+    kind: str,
+    bound: float,
+    band: tuple[float, float],
+    values: np.ndarray,
+    n0: int,
+    b: Budget,
+    shift: float,
+    withhold: bool | np.ndarray = False,
+) -> np.ndarray:
     """The combined p-value against the claim failing (small: reproduced),
     with the bound moved ``shift`` (log) into the claim's side."""
     up, down = math.exp(shift), math.exp(-shift)
@@ -198,12 +209,21 @@ def p_holds(kind: str, bound: float, band: tuple[float, float], values: np.ndarr
         return one_sided(values, n0, bound * down, "below", b, withhold)
     lo, hi = band
     # Inside the band: both one-sided tests must reject (intersection-union).
-    return np.maximum(one_sided(values, n0, lo * up, "above", b, withhold),
-                      one_sided(values, n0, hi * down, "below", b, withhold))
+    return np.maximum(
+        one_sided(values, n0, lo * up, "above", b, withhold), one_sided(values, n0, hi * down, "below", b, withhold)
+    )
 
 
-def p_fails(kind: str, bound: float, band: tuple[float, float], values: np.ndarray, n0: int, b: Budget,
-            shift: float, withhold: bool | np.ndarray = False) -> np.ndarray:
+def p_fails(
+    kind: str,
+    bound: float,
+    band: tuple[float, float],
+    values: np.ndarray,
+    n0: int,
+    b: Budget,
+    shift: float,
+    withhold: bool | np.ndarray = False,
+) -> np.ndarray:
     """The combined p-value against the claim holding (small: not
     reproduced, before the adjustment over the claim's parts), with the
     bound moved ``shift`` (log) away from the claim's side: the opposite
@@ -212,8 +232,10 @@ def p_fails(kind: str, bound: float, band: tuple[float, float], values: np.ndarr
         return p_holds("below" if kind == "above" else "above", bound, band, values, n0, b, shift, withhold)
     lo, hi = band
     # Outside the band, on either side: the truth cannot be on both.
-    return np.minimum(p_holds("below", lo, band, values, n0, b, shift, withhold),
-                      p_holds("above", hi, band, values, n0, b, shift, withhold))
+    return np.minimum(
+        p_holds("below", lo, band, values, n0, b, shift, withhold),
+        p_holds("above", hi, band, values, n0, b, shift, withhold),
+    )
 
 
 def holm(p: np.ndarray) -> np.ndarray:
@@ -237,8 +259,7 @@ def _rank_bound(n: int, level: float) -> int | None:
     return None
 
 
-def interval(values: Sequence[float], n0: int, b: Budget, shift: float,
-             withhold: bool = False) -> tuple[float, float]:
+def interval(values: Sequence[float], n0: int, b: Budget, shift: float, withhold: bool = False) -> tuple[float, float]:
     """The verdict interval at the combined level: every bound neither
     combined one-sided test rejects, widened by the occasion allowance
     ``shift`` (log scale) on both ends. Unbounded on a side no test can
@@ -253,8 +274,10 @@ def interval(values: Sequence[float], n0: int, b: Budget, shift: float,
         cs_low, cs_high = confidence_sequence(v, 1 - 2 * b.later)
         low, high = max(low, cs_low), min(high, cs_high)
     up = math.exp(shift)
-    return (low / up if low > 0 else low * up if math.isfinite(low) else low,
-            high * up if high > 0 else high / up if math.isfinite(high) else high)
+    return (
+        low / up if low > 0 else low * up if math.isfinite(low) else low,
+        high * up if high > 0 else high / up if math.isfinite(high) else high,
+    )
 
 
 def reps_to_reach(family: int, b: Budget) -> int:
@@ -262,7 +285,7 @@ def reps_to_reach(family: int, b: Budget) -> int:
     parts can be "not reproduced" (Holm's smallest threshold, 2^-n <=
     round0 / family); a "reproduced" needs 2^-n <= round0 alone."""
     n = 1
-    while 0.5 ** n > b.round0 / max(family, 1):
+    while 0.5**n > b.round0 / max(family, 1):
         n += 1
     return n
 
@@ -270,4 +293,4 @@ def reps_to_reach(family: int, b: Budget) -> int:
 def reachable(n0: int, family: int, b: Budget) -> tuple[bool, bool]:
     """(reproduced, not reproduced): which outcomes round 0's exact test can
     reach with ``n0`` repetitions in a claim of ``family`` counted parts."""
-    return 0.5 ** n0 <= b.round0, n0 >= reps_to_reach(family, b)
+    return 0.5**n0 <= b.round0, n0 >= reps_to_reach(family, b)

@@ -26,7 +26,7 @@ from hdrh.histogram import HdrHistogram
 from .stats import across_reps
 
 LOWEST_NS = 1
-HIGHEST_NS = 3_600 * 10**9          # one hour: far above any --timeout
+HIGHEST_NS = 3_600 * 10**9  # one hour: far above any --timeout
 SIGNIFICANT_DIGITS = 2
 PERCENTILES = {"p50": 50.0, "p99": 99.0, "p999": 99.9}
 PERCENTILE_LABELS = {"p50": "p50", "p99": "p99", "p999": "p99.9"}
@@ -73,9 +73,14 @@ def curves(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (node, preset, phase, load), g in ok.groupby(["node", "preset", "phase", "load"], sort=True):
         hists = cell_histograms(g)
-        row = {"node": node, "preset": preset, "phase": phase,
-               "load": 1.0 if phase == "capacity" else float(load), "reps": int(g["rep"].nunique()),
-               "requests": int(g["requests"].sum())}
+        row = {
+            "node": node,
+            "preset": preset,
+            "phase": phase,
+            "load": 1.0 if phase == "capacity" else float(load),
+            "reps": int(g["rep"].nunique()),
+            "requests": int(g["requests"].sum()),
+        }
         rps = across_reps(g["rps"].to_numpy(float))
         row.update(rps=rps.value, rps_low=rps.low, rps_high=rps.high, rps_estimate=rps)
         if phase == "open":
@@ -84,14 +89,22 @@ def curves(table: pd.DataFrame) -> pd.DataFrame:
         pooled = merged(hists)
         for name, pct in PERCENTILES.items():
             est = across_reps(np.array([percentile_us(h, pct) for h in hists]))
-            row.update({f"{name}_us": est.value, f"{name}_us_low": est.low, f"{name}_us_high": est.high,
-                        f"{name}_us_estimate": est, f"{name}_us_merged": percentile_us(pooled, pct)})
+            row.update(
+                {
+                    f"{name}_us": est.value,
+                    f"{name}_us_low": est.low,
+                    f"{name}_us_high": est.high,
+                    f"{name}_us_estimate": est,
+                    f"{name}_us_merged": percentile_us(pooled, pct),
+                }
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def paired_ratio(table: pd.DataFrame, numerator: str, denominator: str, load: float,
-                 percentile: str = "p99") -> np.ndarray:
+def paired_ratio(
+    table: pd.DataFrame, numerator: str, denominator: str, load: float, percentile: str = "p99"
+) -> np.ndarray:
     """numerator/denominator of a percentile at one offered load, per
     repetition (the two cells of a repetition were measured seconds apart)."""
     ok = table[(table["status"] == "ok") & (table["phase"] == "open") & (table["load"] == load)]
@@ -113,8 +126,17 @@ def paired_ratios(table: pd.DataFrame, denominator: str = "epoll", percentile: s
             per_rep = paired_ratio(table, preset, denominator, load, percentile)
             if len(per_rep):
                 e = across_reps(per_rep, predict=False)
-                rows.append({"preset": preset, "load": float(load), "ratio": e.value, "low": e.low,
-                             "high": e.high, "reps": e.n, "estimate": e})
+                rows.append(
+                    {
+                        "preset": preset,
+                        "load": float(load),
+                        "ratio": e.value,
+                        "low": e.low,
+                        "high": e.high,
+                        "reps": e.n,
+                        "estimate": e,
+                    }
+                )
     return pd.DataFrame(rows, columns=["preset", "load", "ratio", "low", "high", "reps", "estimate"])
 
 
@@ -127,8 +149,10 @@ def describe(table: pd.DataFrame, node: str) -> str:
     """One line: what the curves are made of."""
     sub = select(table, node)
     bad = sub[sub["status"] != "ok"]
-    return (f"open-loop latency on {node}: {sub['rep'].nunique()} repetitions, "
-            f"{int(sub['connections'].iloc[0]) if len(sub) else 0} connections, "
-            f"{int(sub['bytes'].iloc[0]) if len(sub) else 0} B, presets {', '.join(sorted(sub['preset'].unique()))}; "
-            f"{len(bad)} of {len(sub)} cells not measured"
-            + ("".join(f"\n  {r.preset} load {r.load:g}: {r.reason}" for r in bad.itertuples()) if len(bad) else ""))
+    return (
+        f"open-loop latency on {node}: {sub['rep'].nunique()} repetitions, "
+        f"{int(sub['connections'].iloc[0]) if len(sub) else 0} connections, "
+        f"{int(sub['bytes'].iloc[0]) if len(sub) else 0} B, presets {', '.join(sorted(sub['preset'].unique()))}; "
+        f"{len(bad)} of {len(sub)} cells not measured"
+        + ("".join(f"\n  {r.preset} load {r.load:g}: {r.reason}" for r in bad.itertuples()) if len(bad) else "")
+    )

@@ -29,8 +29,10 @@ def choose_node(table: pd.DataFrame, wanted: str = "") -> str:
     if not wanted:
         return nodes[0]
     if wanted not in nodes:
-        raise ValueError(f"node {wanted!r} is not in this table (nodes: {', '.join(nodes)}); "
-                         "set the notebook's node parameter to one of them")
+        raise ValueError(
+            f"node {wanted!r} is not in this table (nodes: {', '.join(nodes)}); "
+            "set the notebook's node parameter to one of them"
+        )
     return wanted
 
 
@@ -61,18 +63,19 @@ def floor_request(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataF
 def inline_note(uring: pd.DataFrame, node: str) -> str:
     """How many SQEs did not complete inline (the probe fails above 1 %)."""
     rows = measured(uring, node)
-    return (f"SQEs not completed inline: {int(rows['not_inline'].sum())} of "
-            f"{int((rows['n'] * rows['calls']).sum())}")
+    return f"SQEs not completed inline: {int(rows['not_inline'].sum())} of {int((rows['n'] * rows['calls']).sum())}"
 
 
 def node_context(table: pd.DataFrame, node: str) -> dict[str, str]:
     rows = table[table["node"] == node]
-    return {"node_kind": str(rows["kind"].iloc[0]), "mitigations": str(rows["mitigations"].iloc[0]),
-            "kernel": str(rows["kernel"].iloc[0])}
+    return {
+        "node_kind": str(rows["kind"].iloc[0]),
+        "mitigations": str(rows["mitigations"].iloc[0]),
+        "kernel": str(rows["kernel"].iloc[0]),
+    }
 
 
-def median_summary(measured: pd.DataFrame, by: Sequence[str],
-                   column: str = "ns_per_call") -> pd.DataFrame:
+def median_summary(measured: pd.DataFrame, by: Sequence[str], column: str = "ns_per_call") -> pd.DataFrame:
     """Per group: the median of each repetition's batches, then the median
     over repetitions with its 95 % interval (iolab.analysis.stats). The
     Estimate object stays in ``estimate`` for the numbers file."""
@@ -80,9 +83,17 @@ def median_summary(measured: pd.DataFrame, by: Sequence[str],
     rows = []
     for key, group in per_rep.groupby(list(by), sort=True):
         est = across_reps(group["median"].to_numpy())
-        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))),
-                     "median_ns": est.value, "ci_low_ns": est.low, "ci_high_ns": est.high,
-                     "reps": est.n, "batches": int(group["size"].sum()), "estimate": est})
+        rows.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                "median_ns": est.value,
+                "ci_low_ns": est.low,
+                "ci_high_ns": est.high,
+                "reps": est.n,
+                "batches": int(group["size"].sum()),
+                "estimate": est,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -91,12 +102,12 @@ def as_estimate(summary: pd.DataFrame, quantity: str) -> Estimate:
     r = summary.loc[quantity]
     if isinstance(r.get("estimate"), Estimate):
         return r["estimate"]
-    return Estimate(float(r["value"]), float(r["low"]), float(r["high"]), int(r["n"]),
-                    float(r["pred_low"]), float(r["pred_high"]))
+    return Estimate(
+        float(r["value"]), float(r["low"]), float(r["high"]), int(r["n"]), float(r["pred_low"]), float(r["pred_high"])
+    )
 
 
-def per_rep_estimates(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame,
-                      node: str) -> pd.DataFrame:
+def per_rep_estimates(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame, node: str) -> pd.DataFrame:
     """s, w (TCP and UNIX), a and b estimated from each repetition alone."""
     rows = []
     for rep, ci in costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node).items():
@@ -115,25 +126,36 @@ def spreads(per_rep: pd.DataFrame) -> dict[str, float]:
     """(max - min) / median across repetitions, per quantity, in percent."""
     if len(per_rep) < 2:
         return {}
-    return {col: spread_pct(per_rep[col].to_numpy(float)) for col in per_rep.columns
-            if per_rep[col].notna().all() and per_rep[col].median() > 0}
+    return {
+        col: spread_pct(per_rep[col].to_numpy(float))
+        for col in per_rep.columns
+        if per_rep[col].notna().all() and per_rep[col].median() > 0
+    }
 
 
 def unix_w(sendrecv: pd.DataFrame, node: str, s: float, bytes_: int = 16) -> dict[str, float]:
     """w of send and recv over AF_UNIX stream sockets (single connection)."""
-    rows = sendrecv[(sendrecv["node"] == node) & ~sendrecv["warmup"]
-                    & (sendrecv["transport"] == "unix") & (sendrecv["pattern"] == "single")
-                    & (sendrecv["bytes"] == bytes_)]
-    return {f"w_unix_{op}_ns": float(g["ns_per_call"].median()) - s
-            for op, g in rows.groupby("variant")}
+    rows = sendrecv[
+        (sendrecv["node"] == node)
+        & ~sendrecv["warmup"]
+        & (sendrecv["transport"] == "unix")
+        & (sendrecv["pattern"] == "single")
+        & (sendrecv["bytes"] == bytes_)
+    ]
+    return {f"w_unix_{op}_ns": float(g["ns_per_call"].median()) - s for op, g in rows.groupby("variant")}
 
 
 def ack_cost(sendrecv: pd.DataFrame, node: str, bytes_: int = 16) -> float:
     """Extra ns of a TCP recv that empties its queue and sends an ACK: every
     round-robin recv under quickack minus the same under ping-pong."""
-    rows = sendrecv[(sendrecv["node"] == node) & ~sendrecv["warmup"]
-                    & (sendrecv["transport"] == "tcp") & (sendrecv["variant"] == "recv")
-                    & (sendrecv["pattern"] == "roundrobin") & (sendrecv["bytes"] == bytes_)]
+    rows = sendrecv[
+        (sendrecv["node"] == node)
+        & ~sendrecv["warmup"]
+        & (sendrecv["transport"] == "tcp")
+        & (sendrecv["variant"] == "recv")
+        & (sendrecv["pattern"] == "roundrobin")
+        & (sendrecv["bytes"] == bytes_)
+    ]
     med = rows.groupby("ack")["ns_per_call"].median()
     if not {"quickack", "pingpong"} <= set(med.index):
         return math.nan
@@ -170,9 +192,12 @@ def kernel_view(trace: pd.DataFrame, node: str) -> dict[str, Any]:
         return float(rows[(rows["workload"] == workload) & (rows["map"] == name)]["count"].astype(float).sum())
 
     calib = avg("getppid", "ns_getppid")
-    out: dict[str, Any] = {"trace_status": "measured", "trace_calibration_ns": calib,
-                           "trace_w_send_ns": avg("sendrecv", "ns_sendto") - calib,
-                           "trace_w_recv_ns": avg("sendrecv", "ns_recvfrom") - calib}
+    out: dict[str, Any] = {
+        "trace_status": "measured",
+        "trace_calibration_ns": calib,
+        "trace_w_send_ns": avg("sendrecv", "ns_sendto") - calib,
+        "trace_w_recv_ns": avg("sendrecv", "ns_recvfrom") - calib,
+    }
     for n in (1, 16):
         enter = avg(f"uring_n{n}", "ns_io_uring_enter") - calib
         enters = count(f"uring_n{n}", "ns_io_uring_enter")
@@ -188,7 +213,8 @@ def kernel_view(trace: pd.DataFrame, node: str) -> dict[str, Any]:
     # a missing map cannot tell "none" from "not traced".
     workloads = set(rows["workload"].dropna())
     maps = ("task_work_run", "local_work_run") + (
-        ("poll_arm", "queue_async_work") if "echo_poll_first" in workloads else ())
+        ("poll_arm", "queue_async_work") if "echo_poll_first" in workloads else ()
+    )
     for workload in sorted(w for w in workloads if str(w).startswith("echo_")):
         echoed = count(workload, "echoed_requests")
         if echoed:

@@ -43,26 +43,25 @@ PAPER_FORMULAS: dict[str, tuple[str, Terms]] = {
 ALGORITHM_FORMULAS: dict[tuple[str, str], tuple[str, Terms]] = {
     ("bcast", "binomial"): ("lg p (alpha + m beta)", lambda p, m: (_lg(p), m * _lg(p))),
     ("bcast", "basic_linear"): ("(p-1)(alpha + m beta)", lambda p, m: (p - 1, (p - 1) * m)),
-    ("bcast", "scatter_allgather"): ("(lg p + p - 1) alpha + 2 m (p-1)/p beta",
-                                     lambda p, m: (_lg(p) + p - 1, 2 * m * (p - 1) / p)),
-    ("allreduce", "recursive_doubling"): ("lg p (alpha + m beta + m gamma)",
-                                          lambda p, m: (_lg(p), m * _lg(p))),
+    ("bcast", "scatter_allgather"): (
+        "(lg p + p - 1) alpha + 2 m (p-1)/p beta",
+        lambda p, m: (_lg(p) + p - 1, 2 * m * (p - 1) / p),
+    ),
+    ("allreduce", "recursive_doubling"): ("lg p (alpha + m beta + m gamma)", lambda p, m: (_lg(p), m * _lg(p))),
     # beta' = beta + gamma/2: computation cannot be told apart from transfer here.
-    ("allreduce", "ring"): ("2(p-1) alpha + 2 m (p-1)/p beta'",
-                            lambda p, m: (2 * (p - 1), 2 * m * (p - 1) / p)),
-    ("allreduce", "rabenseifner"): ("2 lg p alpha + 2 m (p-1)/p beta'",
-                                    lambda p, m: (2 * _lg(p), 2 * m * (p - 1) / p)),
+    ("allreduce", "ring"): ("2(p-1) alpha + 2 m (p-1)/p beta'", lambda p, m: (2 * (p - 1), 2 * m * (p - 1) / p)),
+    ("allreduce", "rabenseifner"): ("2 lg p alpha + 2 m (p-1)/p beta'", lambda p, m: (2 * _lg(p), 2 * m * (p - 1) / p)),
     ("allreduce", "basic_linear"): ("2(p-1)(alpha + m beta)", lambda p, m: (2 * (p - 1), 2 * (p - 1) * m)),
     ("alltoall", "pairwise"): ("(p-1)(alpha + m beta)", lambda p, m: (p - 1, (p - 1) * m)),
     ("alltoall", "linear"): ("(p-1)(alpha + m beta)", lambda p, m: (p - 1, (p - 1) * m)),
-    ("alltoall", "modified_bruck"): ("lg p alpha + (m p / 2) lg p beta",
-                                     lambda p, m: (_lg(p), m * p / 2 * _lg(p))),
+    ("alltoall", "modified_bruck"): ("lg p alpha + (m p / 2) lg p beta", lambda p, m: (_lg(p), m * p / 2 * _lg(p))),
 }
 
 
 @dataclass
 class LinearFit:
     """T = ts * c_s(p, m) + tw * c_w(p, m), fitted to summarised medians."""
+
     formula: str
     ts_ns: float
     tw_ns_per_byte: float
@@ -84,8 +83,9 @@ def _fit(cs: np.ndarray, cw: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, flo
     return x, float(resid @ resid)
 
 
-def _rep_intervals(terms: Terms, per_rep: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
-                   ) -> tuple[tuple[float, float], tuple[float, float]]:
+def _rep_intervals(
+    terms: Terms, per_rep: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> tuple[tuple[float, float], tuple[float, float]]:
     """(t_s CI, t_w CI): the fit made to each repetition's points alone,
     summarised across repetitions."""
     fits = []
@@ -101,16 +101,29 @@ def _rep_intervals(terms: Terms, per_rep: list[tuple[np.ndarray, np.ndarray, np.
     return (ts.low, ts.high), (tw.low, tw.high)
 
 
-def fit_terms(formula: str, terms: Terms, p: np.ndarray, m: np.ndarray, y: np.ndarray,
-              per_rep: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None) -> LinearFit:
+def fit_terms(
+    formula: str,
+    terms: Terms,
+    p: np.ndarray,
+    m: np.ndarray,
+    y: np.ndarray,
+    per_rep: list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None,
+) -> LinearFit:
     """Fit to the points (p, m, y); ``per_rep``: each repetition's own points,
     for the parameters' intervals."""
     p, m, y = (np.asarray(a, dtype=float) for a in (p, m, y))
     cs, cw = (np.broadcast_to(np.asarray(c, dtype=float), y.shape).copy() for c in terms(p, m))
     x, rss = _fit(cs, cw, y)
     ts_ci, tw_ci = _rep_intervals(terms, per_rep) if per_rep else ((float("nan"),) * 2, (float("nan"),) * 2)
-    return LinearFit(formula, float(x[0]), float(x[1]), len(y), ts_ci, tw_ci,  # type: ignore[arg-type]
-                     {"weighted_rss": rss})
+    return LinearFit(
+        formula,
+        float(x[0]),
+        float(x[1]),
+        len(y),
+        ts_ci,
+        tw_ci,  # type: ignore[arg-type]
+        {"weighted_rss": rss},
+    )
 
 
 def predict(fit: LinearFit, terms: Terms, p: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -124,6 +137,7 @@ HOCKNEY: Terms = lambda p, m: (np.ones_like(m), m)  # noqa: E731
 @dataclass
 class Hockney:
     """Piecewise T(m) = t_s + t_w m: ``small`` up to ``breakpoint`` bytes, ``large`` above."""
+
     small: LinearFit
     large: LinearFit | None
     breakpoint: float
@@ -136,8 +150,9 @@ class Hockney:
         return np.where(m <= self.breakpoint, lo, predict(self.large, HOCKNEY, np.ones_like(m), m))
 
 
-def _rep_points(per_rep: pd.DataFrame | None, select: np.ndarray | None = None
-                ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+def _rep_points(
+    per_rep: pd.DataFrame | None, select: np.ndarray | None = None
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
     """Each repetition's (p, m, time) from a ``mpistats.rep_medians`` slice,
     restricted to the sizes in ``select``."""
     if per_rep is None or per_rep.empty:
@@ -150,8 +165,7 @@ def _rep_points(per_rep: pd.DataFrame | None, select: np.ndarray | None = None
     return out
 
 
-def fit_hockney(m: np.ndarray, t_ns: np.ndarray, min_points: int = 3,
-                per_rep: pd.DataFrame | None = None) -> Hockney:
+def fit_hockney(m: np.ndarray, t_ns: np.ndarray, min_points: int = 3, per_rep: pd.DataFrame | None = None) -> Hockney:
     """Piecewise Hockney fit of one-way latency medians over sizes ``m``;
     ``per_rep``: the same ping-pong's ``mpistats.rep_medians`` rows, for the
     intervals (each repetition fitted on the same ranges)."""
@@ -179,8 +193,11 @@ def hockney_fits(summary: pd.DataFrame, per_rep: pd.DataFrame | None = None) -> 
     for transport in sorted(set(summary["transport"]) - {"netns_tbf"}):
         pp = summary[(summary["bench"] == "pingpong") & (summary["transport"] == transport)]
         if len(pp) >= 2:
-            reps = None if per_rep is None else per_rep[(per_rep["bench"] == "pingpong")
-                                                          & (per_rep["transport"] == transport)]
+            reps = (
+                None
+                if per_rep is None
+                else per_rep[(per_rep["bench"] == "pingpong") & (per_rep["transport"] == transport)]
+            )
             out[transport] = fit_hockney(pp["bytes"].to_numpy(), pp["median_ns"].to_numpy(), per_rep=reps)
     return out
 
@@ -191,9 +208,17 @@ def hockney_table(fits: dict[str, Hockney]) -> pd.DataFrame:
     for transport, h in fits.items():
         for part, fit in (("small", h.small), ("large", h.large)):
             if fit is not None:
-                rows.append({"transport": transport, "range": part, "breakpoint_bytes": h.breakpoint,
-                             "t_s_us": fit.ts_ns / 1e3, "t_w_ns_per_byte": fit.tw_ns_per_byte,
-                             "bandwidth_MB_s": fit.bandwidth_mb_s, "tw_ci": fit.tw_ci})
+                rows.append(
+                    {
+                        "transport": transport,
+                        "range": part,
+                        "breakpoint_bytes": h.breakpoint,
+                        "t_s_us": fit.ts_ns / 1e3,
+                        "t_w_ns_per_byte": fit.tw_ns_per_byte,
+                        "bandwidth_MB_s": fit.bandwidth_mb_s,
+                        "tw_ci": fit.tw_ci,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -208,7 +233,8 @@ def collective_fits(summary: pd.DataFrame, per_rep: pd.DataFrame | None = None) 
     (``oversubscribed_in_fit`` says so)."""
     rows = []
     for (node, transport, bench), g in summary[summary["bench"].isin(PAPER_FORMULAS)].groupby(
-            ["node", "transport", "bench"]):
+        ["node", "transport", "bench"]
+    ):
         dedicated = g[~g["oversubscribed"]]
         with_over = dedicated.empty
         g = g if with_over else dedicated
@@ -221,29 +247,56 @@ def collective_fits(summary: pd.DataFrame, per_rep: pd.DataFrame | None = None) 
             candidates.append(("algorithm", *ALGORITHM_FORMULAS[(bench, algorithm)]))
         reps = None
         if per_rep is not None:
-            mine = per_rep[(per_rep["node"] == node) & (per_rep["transport"] == transport)
-                           & (per_rep["bench"] == bench) & per_rep["ranks"].isin(set(p.tolist()))]
+            mine = per_rep[
+                (per_rep["node"] == node)
+                & (per_rep["transport"] == transport)
+                & (per_rep["bench"] == bench)
+                & per_rep["ranks"].isin(set(p.tolist()))
+            ]
             reps = _rep_points(mine)
         for model, formula, terms in candidates:
             fit = fit_terms(formula, terms, p, m, y, reps)
             pred = predict(fit, terms, p, m)
             err = (pred - y) / y
-            rows.append({"node": node, "transport": transport, "bench": bench, "model": model,
-                         "algorithm": algorithm, "formula": formula, "ts_ns": fit.ts_ns,
-                         "ts_low": fit.ts_ci[0], "ts_high": fit.ts_ci[1],
-                         "tw_ns_per_byte": fit.tw_ns_per_byte, "tw_low": fit.tw_ci[0],
-                         "tw_high": fit.tw_ci[1], "points": fit.points,
-                         "ranks_fitted": sorted({int(x) for x in p}), "oversubscribed_in_fit": with_over,
-                         "median_abs_error": float(np.median(np.abs(err))),
-                         "errors": list(zip(p.tolist(), m.tolist(), err.tolist(), strict=True))})
+            rows.append(
+                {
+                    "node": node,
+                    "transport": transport,
+                    "bench": bench,
+                    "model": model,
+                    "algorithm": algorithm,
+                    "formula": formula,
+                    "ts_ns": fit.ts_ns,
+                    "ts_low": fit.ts_ci[0],
+                    "ts_high": fit.ts_ci[1],
+                    "tw_ns_per_byte": fit.tw_ns_per_byte,
+                    "tw_low": fit.tw_ci[0],
+                    "tw_high": fit.tw_ci[1],
+                    "points": fit.points,
+                    "ranks_fitted": sorted({int(x) for x in p}),
+                    "oversubscribed_in_fit": with_over,
+                    "median_abs_error": float(np.median(np.abs(err))),
+                    "errors": list(zip(p.tolist(), m.tolist(), err.tolist(), strict=True)),
+                }
+            )
     return pd.DataFrame(rows)
 
 
 def prediction_errors(fits: pd.DataFrame) -> pd.DataFrame:
     """Long table of relative prediction error per (model, p, size)."""
-    rows = [{"node": r.node, "transport": r.transport, "bench": r.bench, "model": r.model,
-             "ranks": int(p), "bytes": int(m), "error": e}
-            for r in fits.itertuples() for p, m, e in r.errors]
+    rows = [
+        {
+            "node": r.node,
+            "transport": r.transport,
+            "bench": r.bench,
+            "model": r.model,
+            "ranks": int(p),
+            "bytes": int(m),
+            "error": e,
+        }
+        for r in fits.itertuples()
+        for p, m, e in r.errors
+    ]
     return pd.DataFrame(rows)
 
 
@@ -263,9 +316,7 @@ def fit_curves(fits: pd.DataFrame) -> dict[tuple[str, str, str], Callable[[np.nd
     """(transport, bench, model) -> T(p, m) in ns, for drawing the fitted models."""
     curves = {}
     for r in fits.itertuples():
-        terms = (PAPER_FORMULAS[r.bench][1] if r.model == "paper"
-                 else ALGORITHM_FORMULAS[(r.bench, r.algorithm)][1])
+        terms = PAPER_FORMULAS[r.bench][1] if r.model == "paper" else ALGORITHM_FORMULAS[(r.bench, r.algorithm)][1]
         fit = LinearFit(r.formula, r.ts_ns, r.tw_ns_per_byte, r.points)
-        curves[(r.transport, r.bench, r.model)] = (
-            lambda p, m, fit=fit, terms=terms: predict(fit, terms, p, m))
+        curves[(r.transport, r.bench, r.model)] = lambda p, m, fit=fit, terms=terms: predict(fit, terms, p, m)
     return curves

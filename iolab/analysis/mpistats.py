@@ -91,8 +91,9 @@ def iteration_times(table: pd.DataFrame) -> pd.DataFrame:
     """One row per timed iteration, ``time_ns`` as described in the module doc."""
     table = with_selection(table)
     if table.groupby(CELL)["selection"].nunique().gt(1).any():
-        raise ValueError("both algorithm selections (pinned and default) ran in one cell; "
-                         "keep one with mpistats.one_selection first")
+        raise ValueError(
+            "both algorithm selections (pinned and default) ran in one cell; keep one with mpistats.one_selection first"
+        )
     valid = table[~table["late"]]
     keys = [*GROUP, "rep", "series", "iteration"]
     carry = CARRY
@@ -102,8 +103,11 @@ def iteration_times(table: pd.DataFrame) -> pd.DataFrame:
     coll = valid[valid["bench"].isin(COLLECTIVES + OSU_COLLECTIVES)]
     if coll.empty:
         return p2p.reset_index(drop=True)
-    agg = coll.groupby(keys, sort=False).agg(time_ns=("ns", "max"), ranks_seen=("rank", "nunique"),
-                                              **{c: (c, "first") for c in carry}).reset_index()
+    agg = (
+        coll.groupby(keys, sort=False)
+        .agg(time_ns=("ns", "max"), ranks_seen=("rank", "nunique"), **{c: (c, "first") for c in carry})
+        .reset_index()
+    )
     incomplete = agg["ranks_seen"] != agg["ranks"]
     if incomplete.any():
         raise ValueError(f"{int(incomplete.sum())} collective iterations miss some ranks' times")
@@ -116,8 +120,8 @@ def rep_medians(times: pd.DataFrame) -> pd.DataFrame:
     repetition's iterations (``time_ns``), how many there were, and what its
     launch decided."""
     agg = times.groupby([*GROUP, "rep"], sort=True).agg(
-        time_ns=("time_ns", "median"), iterations=("time_ns", "size"),
-        **{c: (c, "first") for c in CARRY})
+        time_ns=("time_ns", "median"), iterations=("time_ns", "size"), **{c: (c, "first") for c in CARRY}
+    )
     return agg.reset_index()
 
 
@@ -130,25 +134,40 @@ def summarize(times: pd.DataFrame) -> pd.DataFrame:
     for key, g in per_rep.groupby(GROUP, sort=True):
         est = across_reps(g["time_ns"].to_numpy())
         means = series_means.loc[key].to_numpy()
-        rows.append({
-            **dict(zip(GROUP, key, strict=True)),
-            "median_ns": est.value, "low_ns": est.low, "high_ns": est.high, "reps": est.n,
-            "pred_low_ns": est.pred_low, "pred_high_ns": est.pred_high, "estimate": est,
-            "iterations": int(g["iterations"].sum()),
-            "mean3_ns": mean_of_smallest(means, 3) if len(means) >= 3 else float("nan"),
-            "series": len(means),
-            "oversubscribed": bool(g["oversubscribed"].iloc[0]),
-            "algorithm": g["algorithm"].iloc[0], "pinned": bool(g["pinned"].iloc[0]),
-            "sync": g["sync"].iloc[0], "hosts": int(g["hosts"].iloc[0]),
-            "rate_mbit": g["rate_mbit"].iloc[0], "peers": g["peers"].iloc[0],
-        })
+        rows.append(
+            {
+                **dict(zip(GROUP, key, strict=True)),
+                "median_ns": est.value,
+                "low_ns": est.low,
+                "high_ns": est.high,
+                "reps": est.n,
+                "pred_low_ns": est.pred_low,
+                "pred_high_ns": est.pred_high,
+                "estimate": est,
+                "iterations": int(g["iterations"].sum()),
+                "mean3_ns": mean_of_smallest(means, 3) if len(means) >= 3 else float("nan"),
+                "series": len(means),
+                "oversubscribed": bool(g["oversubscribed"].iloc[0]),
+                "algorithm": g["algorithm"].iloc[0],
+                "pinned": bool(g["pinned"].iloc[0]),
+                "sync": g["sync"].iloc[0],
+                "hosts": int(g["hosts"].iloc[0]),
+                "rate_mbit": g["rate_mbit"].iloc[0],
+                "peers": g["peers"].iloc[0],
+            }
+        )
     return pd.DataFrame(rows)
 
 
 TRANSPORT_ORDER = ("shm", "tcp", "netns", "netns_tbf", "nodes")
 # What each transport is, in words (the paper's text and reasons).
-TRANSPORT_NAMES = {"shm": "shared memory", "tcp": "TCP on loopback", "netns": "TCP between network namespaces",
-                   "netns_tbf": "TCP between rate-shaped namespaces", "nodes": "TCP between nodes"}
+TRANSPORT_NAMES = {
+    "shm": "shared memory",
+    "tcp": "TCP on loopback",
+    "netns": "TCP between network namespaces",
+    "netns_tbf": "TCP between rate-shaped namespaces",
+    "nodes": "TCP between nodes",
+}
 # (faster, slower) transport pairs the ratio figure compares.
 TRANSPORT_PAIRS = (("shm", "tcp"), ("tcp", "netns"), ("shm", "netns"), ("tcp", "nodes"))
 
@@ -164,21 +183,28 @@ def select(raw: pd.DataFrame, transports: list[str] | None = None) -> pd.DataFra
         return raw
     unknown = sorted(set(transports) - set(raw["transport"]))
     if unknown:
-        raise ValueError(f"transport {unknown[0]!r} was not measured "
-                         f"(measured: {', '.join(sorted(set(raw['transport'])))})")
+        raise ValueError(
+            f"transport {unknown[0]!r} was not measured (measured: {', '.join(sorted(set(raw['transport'])))})"
+        )
     return raw[raw["transport"].isin(transports)]
 
 
 def describe(raw: pd.DataFrame, times: pd.DataFrame, node: str, transports: list[str]) -> str:
-    return (f"node {node}: {len(raw):,} rank-iteration samples, {len(times):,} iterations, "
-            f"{raw['rep'].nunique()} repetitions; transports {', '.join(transports)}")
+    return (
+        f"node {node}: {len(raw):,} rank-iteration samples, {len(times):,} iterations, "
+        f"{raw['rep'].nunique()} repetitions; transports {', '.join(transports)}"
+    )
 
 
 def overview(summary: pd.DataFrame) -> pd.DataFrame:
     """What was measured, per transport, benchmark and rank count."""
     return summary.groupby(["transport", "bench", "ranks"]).agg(
-        sizes=("bytes", "nunique"), iterations=("iterations", "sum"), reps=("reps", "max"),
-        algorithm=("algorithm", "first"), oversubscribed=("oversubscribed", "first"))
+        sizes=("bytes", "nunique"),
+        iterations=("iterations", "sum"),
+        reps=("reps", "max"),
+        algorithm=("algorithm", "first"),
+        oversubscribed=("oversubscribed", "first"),
+    )
 
 
 def tbf_rate(summary: pd.DataFrame) -> float | None:
@@ -220,9 +246,17 @@ def ratios(per_rep: pd.DataFrame, numerator: str, denominator: str, by: str = "t
     rows = []
     for key, g in both.groupby(keys, sort=True):
         est = across_reps(g["ratio"].to_numpy())
-        rows.append({**dict(zip(keys, key, strict=True)), "ratio": est.value, "low": est.low,
-                     "high": est.high, "reps": est.n, "oversubscribed": bool(g["oversubscribed"].any()),
-                     "per_rep": g.sort_values("rep")["ratio"].tolist()})
+        rows.append(
+            {
+                **dict(zip(keys, key, strict=True)),
+                "ratio": est.value,
+                "low": est.low,
+                "high": est.high,
+                "reps": est.n,
+                "oversubscribed": bool(g["oversubscribed"].any()),
+                "per_rep": g.sort_values("rep")["ratio"].tolist(),
+            }
+        )
     out = pd.DataFrame(rows, columns=[*keys, "ratio", "low", "high", "reps", "oversubscribed", "per_rep"])
     out["numerator"], out["denominator"] = numerator, denominator
     return out
@@ -255,14 +289,14 @@ def estimate_us(row: pd.Series) -> Estimate:
     """A summary row's median and CI in microseconds."""
     if isinstance(row.get("estimate"), Estimate):
         return row["estimate"].scaled(1e-3)
-    return Estimate(row["median_ns"], row["low_ns"], row["high_ns"], int(row["reps"]),
-                    row["pred_low_ns"], row["pred_high_ns"]).scaled(1e-3)
+    return Estimate(
+        row["median_ns"], row["low_ns"], row["high_ns"], int(row["reps"]), row["pred_low_ns"], row["pred_high_ns"]
+    ).scaled(1e-3)
 
 
 def pingpong_row(summary: pd.DataFrame, transport: str, size: int) -> pd.Series | None:
     """The summarised ping-pong at one size over one transport, if measured."""
-    row = summary[(summary["bench"] == "pingpong") & (summary["transport"] == transport)
-                  & (summary["bytes"] == size)]
+    row = summary[(summary["bench"] == "pingpong") & (summary["transport"] == transport) & (summary["bytes"] == size)]
     return row.iloc[0] if len(row) else None
 
 
@@ -288,14 +322,16 @@ def osu_values(table: pd.DataFrame) -> pd.DataFrame:
     if len(coll):
         per_rank = coll.groupby([*OSU_KEYS, "rank"], sort=True)["ns"].mean() / 1000.0
         over_ranks = per_rank.groupby(level=OSU_KEYS, sort=True)
-        frames.append(pd.DataFrame({"avg_us": over_ranks.mean(), "min_us": over_ranks.min(),
-                                    "max_us": over_ranks.max()}))
+        frames.append(
+            pd.DataFrame({"avg_us": over_ranks.mean(), "min_us": over_ranks.min(), "max_us": over_ranks.max()})
+        )
     cols = [*OSU_KEYS, "avg_us", "min_us", "max_us"]
     if not frames:
         return pd.DataFrame(columns=[*cols, "method", "operation"])
     out = pd.concat(frames).reset_index()[cols]
-    return out.assign(method=np.where(out["bench"].str.startswith(OSU_PREFIX), "osu", "probe"),
-                      operation=out["bench"].map(operation))
+    return out.assign(
+        method=np.where(out["bench"].str.startswith(OSU_PREFIX), "osu", "probe"), operation=out["bench"].map(operation)
+    )
 
 
 def method_ratios(values: pd.DataFrame) -> pd.DataFrame:
@@ -312,9 +348,17 @@ def method_ratios(values: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, g in both.groupby(keys, sort=True):
         est = across_reps((g["probe"] / g["osu"]).to_numpy())
-        rows.append({**dict(zip(keys, key, strict=True)), "ratio": est.value, "low": est.low,
-                     "high": est.high, "reps": est.n, "probe_us": float(g["probe"].median()),
-                     "osu_us": float(g["osu"].median())})
+        rows.append(
+            {
+                **dict(zip(keys, key, strict=True)),
+                "ratio": est.value,
+                "low": est.low,
+                "high": est.high,
+                "reps": est.n,
+                "probe_us": float(g["probe"].median()),
+                "osu_us": float(g["osu"].median()),
+            }
+        )
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -348,8 +392,9 @@ def _seed_view_one(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     frames = []
     if len(osu):
         v = osu_values(osu)
-        v = v.assign(time_ns=v["avg_us"] * 1000.0, bench=v["operation"])[[*SEED_KEYS, "rep", "series",
-                                                                           "time_ns", "method"]]
+        v = v.assign(time_ns=v["avg_us"] * 1000.0, bench=v["operation"])[
+            [*SEED_KEYS, "rep", "series", "time_ns", "method"]
+        ]
         frames.append(v)
     if len(ours):
         t = iteration_times(ours)
@@ -364,16 +409,28 @@ def _seed_view_one(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     has_osu = series[series["method"] == "osu"][SEED_KEYS].drop_duplicates().assign(_osu=True)
     series = series.merge(has_osu, on=SEED_KEYS, how="left")
     series = series[(series["method"] == "osu") | series["_osu"].isna()].drop(columns="_osu")
-    launch = table.assign(bench=table["bench"].map(operation)).groupby(
-        ["node", "transport", "bench", "ranks"], sort=True)[carry_cols].first().reset_index()
+    launch = (
+        table.assign(bench=table["bench"].map(operation))
+        .groupby(["node", "transport", "bench", "ranks"], sort=True)[carry_cols]
+        .first()
+        .reset_index()
+    )
     grouped = series.groupby([*SEED_KEYS, "rep", "method"], sort=True)["time_ns"]
     # Per repetition, the median over its series, and the seed's estimator
     # within it: the mean of the 3 smallest series (of all, with fewer).
-    per_rep = (grouped.median().reset_index()
-               .merge(grouped.apply(lambda x: mean_of_smallest(x.to_numpy(), 3)).rename("mean3_ns").reset_index(),
-                      on=[*SEED_KEYS, "rep", "method"])
-               .merge(launch, on=["node", "transport", "bench", "ranks"], how="left"))
-    mean3 = series.groupby([*SEED_KEYS, "method"], sort=True)["time_ns"].apply(
-        lambda x: mean_of_smallest(x.to_numpy(), 3) if len(x) >= 3 else float("nan")).rename("mean3_ns")
+    per_rep = (
+        grouped.median()
+        .reset_index()
+        .merge(
+            grouped.apply(lambda x: mean_of_smallest(x.to_numpy(), 3)).rename("mean3_ns").reset_index(),
+            on=[*SEED_KEYS, "rep", "method"],
+        )
+        .merge(launch, on=["node", "transport", "bench", "ranks"], how="left")
+    )
+    mean3 = (
+        series.groupby([*SEED_KEYS, "method"], sort=True)["time_ns"]
+        .apply(lambda x: mean_of_smallest(x.to_numpy(), 3) if len(x) >= 3 else float("nan"))
+        .rename("mean3_ns")
+    )
     selection = table["selection"].iloc[0] if len(table) else "default"
     return per_rep[cols], mean3.reset_index().assign(selection=selection)

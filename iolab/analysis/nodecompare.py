@@ -32,23 +32,21 @@ def node_kinds(*tables: pd.DataFrame) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def pick_pair(kinds: dict[str, str], kind_a: str | None = None,
-              kind_b: str | None = None) -> tuple[str, str] | None:
+def pick_pair(kinds: dict[str, str], kind_a: str | None = None, kind_b: str | None = None) -> tuple[str, str] | None:
     """(node of kind A, node of kind B): by default the first bare-metal node
     and the first VM; None when the inventory has only one kind."""
     present = sorted(set(kinds.values()))
     if len(present) < 2:
         return None
     a = kind_a or next((k for k in NATIVE_KINDS if k in present), present[0])
-    b = kind_b or next((k for k in VIRTUAL_KINDS if k in present and k != a),
-                       next(k for k in present if k != a))
+    b = kind_b or next((k for k in VIRTUAL_KINDS if k in present and k != a), next(k for k in present if k != a))
     node_a = next(n for n, k in kinds.items() if k == a)
     node_b = next(n for n, k in kinds.items() if k == b)
     return node_a, node_b
 
 
 def pair_title(kinds: dict[str, str], pair: tuple[str, str] | None) -> str:
-    """"a (bare-metal) / b (vm)" for figure titles; "" without a pair."""
+    """ "a (bare-metal) / b (vm)" for figure titles; "" without a pair."""
     return f"{pair[0]} ({kinds[pair[0]]}) / {pair[1]} ({kinds[pair[1]]})" if pair else ""
 
 
@@ -77,26 +75,46 @@ def mpi_ratios(mpi_per_rep: pd.DataFrame, node_a: str, node_b: str) -> pd.DataFr
         r = mpistats.ratios(sel, node_a, node_b, by="node")
         if len(r):
             frames.append(r.assign(transport=transport))
-    cols = ["transport", "bench", "ranks", "bytes", "ratio", "low", "high", "reps", "oversubscribed",
-            "per_rep", "numerator", "denominator"]
+    cols = [
+        "transport",
+        "bench",
+        "ranks",
+        "bytes",
+        "ratio",
+        "low",
+        "high",
+        "reps",
+        "oversubscribed",
+        "per_rep",
+        "numerator",
+        "denominator",
+    ]
     return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
 
 
 def seed_lines() -> dict[str, list[tuple[float, str]]]:
     """HPC HUB's quoted native/VM ratios to draw over ours, per collective:
     the worst ratio and the "mostly at or above" bound (quoted, not measured)."""
-    return {bench: [(QUOTED[f"m2_{bench}_worst_ratio"].value, "HPC HUB worst (quoted)"),
-                    (QUOTED[f"m2_{bench}_mostly"].value, "HPC HUB mostly \u2265 (quoted)")]
-            for bench in ("bcast", "allreduce", "alltoall")}
+    return {
+        bench: [
+            (QUOTED[f"m2_{bench}_worst_ratio"].value, "HPC HUB worst (quoted)"),
+            (QUOTED[f"m2_{bench}_mostly"].value, "HPC HUB mostly \u2265 (quoted)"),
+        ]
+        for bench in ("bcast", "allreduce", "alltoall")
+    }
 
 
 ECHO_METRICS = {  # metric -> True when larger is better (ratio taken B/A, not A/B)
-    "rps": True, "server_ns_per_request": False, "client_ns_per_request": False, "p99_us": False,
+    "rps": True,
+    "server_ns_per_request": False,
+    "client_ns_per_request": False,
+    "p99_us": False,
 }
 
 
-def echo_ratios(echo_summary: pd.DataFrame, node_a: str, node_b: str,
-                metrics: Sequence[str] = tuple(ECHO_METRICS)) -> pd.DataFrame:
+def echo_ratios(
+    echo_summary: pd.DataFrame, node_a: str, node_b: str, metrics: Sequence[str] = tuple(ECHO_METRICS)
+) -> pd.DataFrame:
     """Per (preset, connections, bytes): each echo metric's ratio, oriented so
     that below 1 means node B (the VM) is worse."""
     keys = ["client", "preset", "connections", "bytes"]
@@ -113,13 +131,16 @@ def echo_ratios(echo_summary: pd.DataFrame, node_a: str, node_b: str,
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=[*keys, "metric", "ratio"])
 
 
-def summaries(echo: pd.DataFrame | None, mpi: pd.DataFrame | None) -> tuple[pd.DataFrame | None,
-                                                                              pd.DataFrame | None]:
+def summaries(echo: pd.DataFrame | None, mpi: pd.DataFrame | None) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     """What the ratios are computed from: the echo summary (medians over
     repetitions per configuration) and the MPI per-repetition medians."""
-    echo_s = (echostats.summarize(echostats.one_setup(echo, echostats.OUR_SETUP))
-              if echo is not None and len(echo) else None)
+    echo_s = (
+        echostats.summarize(echostats.one_setup(echo, echostats.OUR_SETUP)) if echo is not None and len(echo) else None
+    )
     # Open MPI's default algorithms where both selections ran, as the seed.
-    mpi_r = (mpistats.rep_medians(mpistats.iteration_times(mpistats.one_selection(mpi, "default")))
-             if mpi is not None and len(mpi) else None)
+    mpi_r = (
+        mpistats.rep_medians(mpistats.iteration_times(mpistats.one_selection(mpi, "default")))
+        if mpi is not None and len(mpi)
+        else None
+    )
     return echo_s, mpi_r

@@ -46,8 +46,9 @@ SHIPPED = paths.REPO / "data" / "occasions.json"
 # measured in the same repetition (paired): its occasion effect is far
 # smaller than a cost's, so the two are estimated apart.
 RATIO_UNITS = ("", "×")
-METHOD = ("REML one-way random-effects model on log values per quantity group: "
-          "log y = mu_quantity + a_run + e_repetition")
+METHOD = (
+    "REML one-way random-effects model on log values per quantity group: log y = mu_quantity + a_run + e_repetition"
+)
 
 
 def group_of(notebook: str, unit: str) -> str:
@@ -60,8 +61,9 @@ def claims_group(experiments: Iterable[str]) -> str:
     """The group of a claim part: the experiment its ratio comes from (the
     cost probes share one group)."""
     names = sorted(set(experiments))
-    kind = "echo" if "echo" in names else "mpi" if {"mpi", "ib"} & set(names) else \
-        "trace" if "trace" in names else "cost"
+    kind = (
+        "echo" if "echo" in names else "mpi" if {"mpi", "ib"} & set(names) else "trace" if "trace" in names else "cost"
+    )
     return f"claims:{kind}"
 
 
@@ -77,8 +79,13 @@ class Spread:
     observations: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"sigma_occasion": round(self.sigma_occasion, 5), "sigma_within": round(self.sigma_within, 5),
-                "quantities": self.quantities, "runs": self.runs, "observations": self.observations}
+        return {
+            "sigma_occasion": round(self.sigma_occasion, 5),
+            "sigma_within": round(self.sigma_within, 5),
+            "quantities": self.quantities,
+            "runs": self.runs,
+            "observations": self.observations,
+        }
 
 
 def _neg2_reml(theta: np.ndarray, blocks: Sequence[Sequence[np.ndarray]]) -> float:
@@ -94,8 +101,13 @@ def _neg2_reml(theta: np.ndarray, blocks: Sequence[Sequence[np.ndarray]]) -> flo
         lam = sw2 + n * sb2
         w = n / lam
         mu = float((w * means).sum() / w.sum())
-        total += float(((n - 1) * math.log(sw2)).sum() + np.log(lam).sum() + ss / sw2
-                       + (n * (means - mu) ** 2 / lam).sum() + math.log(w.sum()))
+        total += float(
+            ((n - 1) * math.log(sw2)).sum()
+            + np.log(lam).sum()
+            + ss / sw2
+            + (n * (means - mu) ** 2 / lam).sum()
+            + math.log(w.sum())
+        )
     return total
 
 
@@ -111,13 +123,17 @@ def reml(blocks: Sequence[Sequence[Sequence[float] | np.ndarray]]) -> Spread:
     within = [float(((r - r.mean()) ** 2).sum()) / max(len(r) - 1, 1) for runs in usable for r in runs if len(r) > 1]
     start_w = max(float(np.mean(within)) if within else 1e-4, 1e-8)
     start = np.array([math.log(start_w), math.log(start_w / 4)])
-    res = optimize.minimize(_neg2_reml, start, args=(usable,), method="L-BFGS-B",
-                            bounds=[(-30.0, 5.0), (-30.0, 5.0)])
+    res = optimize.minimize(_neg2_reml, start, args=(usable,), method="L-BFGS-B", bounds=[(-30.0, 5.0), (-30.0, 5.0)])
     sw2, sb2 = math.exp(res.x[0]), math.exp(res.x[1])
     # The lower bound stands for zero: no detectable occasion effect.
     sigma_b = math.sqrt(sb2) if res.x[1] > -29.0 else 0.0
-    return Spread(sigma_b, math.sqrt(sw2), len(usable), max(len(runs) for runs in usable),
-                  sum(len(r) for runs in usable for r in runs))
+    return Spread(
+        sigma_b,
+        math.sqrt(sw2),
+        len(usable),
+        max(len(runs) for runs in usable),
+        sum(len(r) for runs in usable for r in runs),
+    )
 
 
 def _positive(values: Any) -> np.ndarray | None:
@@ -160,8 +176,9 @@ def estimate(runs: Sequence[Mapping[str, Any]]) -> dict[str, Spread]:
             blocks[q[0]].append(runs_of_q)
             blocks["all"].append(runs_of_q)
     if not blocks:
-        raise ValueError("the occasion effect needs a quantity measured in at least two runs, with its "
-                         "repetitions' values")
+        raise ValueError(
+            "the occasion effect needs a quantity measured in at least two runs, with its repetitions' values"
+        )
     return {g: reml(b) for g, b in sorted(blocks.items())}
 
 
@@ -184,8 +201,10 @@ class Occasions:
         if not self.groups:
             return "no between-occasion estimate is available: intervals describe this run's occasion only"
         runs = p.get("runs", [])
-        return (f"the between-occasion spread was estimated by REML from {len(runs)} archived runs "
-                f"({p.get('estimated', 'undated')}; {p.get('machines', 'machines unrecorded')})")
+        return (
+            f"the between-occasion spread was estimated by REML from {len(runs)} archived runs "
+            f"({p.get('estimated', 'undated')}; {p.get('machines', 'machines unrecorded')})"
+        )
 
 
 @functools.lru_cache(maxsize=4)
@@ -194,13 +213,22 @@ def load(path: Path = SHIPPED) -> Occasions:
     if not Path(path).exists():
         return Occasions({}, {})
     doc = json.loads(Path(path).read_text())
-    groups = {g: Spread(float(v["sigma_occasion"]), float(v["sigma_within"]), int(v["quantities"]),
-                        int(v["runs"]), int(v["observations"])) for g, v in doc.get("groups", {}).items()}
+    groups = {
+        g: Spread(
+            float(v["sigma_occasion"]),
+            float(v["sigma_within"]),
+            int(v["quantities"]),
+            int(v["runs"]),
+            int(v["observations"]),
+        )
+        for g, v in doc.get("groups", {}).items()
+    }
     return Occasions(groups, {k: v for k, v in doc.items() if k != "groups"})
 
 
-def prediction_interval(values: Sequence[float] | np.ndarray, sigma_occasion: float,
-                        confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+def prediction_interval(
+    values: Sequence[float] | np.ndarray, sigma_occasion: float, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
     """Where the median of a re-run of as many repetitions, on another
     occasion, is expected: on the log scale, this run's median plus or
     minus t x sqrt(2 SE^2 + 2 sigma_occasion^2), with SE the bootstrap
@@ -219,11 +247,17 @@ def prediction_interval(values: Sequence[float] | np.ndarray, sigma_occasion: fl
     if np.ptp(x) == 0:
         se = 0.0
     else:
-        res = sps.bootstrap((x,), np.median, confidence_level=confidence, n_resamples=2000, method="percentile",
-                            rng=np.random.default_rng(seed))
+        res = sps.bootstrap(
+            (x,),
+            np.median,
+            confidence_level=confidence,
+            n_resamples=2000,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
         se = float(res.standard_error)
     occasion = sigma_occasion if logs else 0.0
-    half = float(sps.t.ppf(0.5 + confidence / 2, a.size - 1)) * math.sqrt(2 * se ** 2 + 2 * occasion ** 2)
+    half = float(sps.t.ppf(0.5 + confidence / 2, a.size - 1)) * math.sqrt(2 * se**2 + 2 * occasion**2)
     if logs:
         return math.exp(center - half), math.exp(center + half)
     return center - half, center + half

@@ -36,8 +36,10 @@ class Power:
     runs: int
 
     def text(self) -> str:
-        return (f"{self.reproduce:.0%} to reproduce, {self.refute:.0%} to refute (truth {EFFECT:.0%} beyond "
-                f"the bound, {self.runs} simulated runs)")
+        return (
+            f"{self.reproduce:.0%} to reproduce, {self.refute:.0%} to refute (truth {EFFECT:.0%} beyond "
+            f"the bound, {self.runs} simulated runs)"
+        )
 
 
 def _truth(f: Finding, holds: bool) -> float:

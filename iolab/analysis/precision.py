@@ -55,9 +55,17 @@ class Plan:
     budget_seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"round": self.round, "stop": self.stop, "reason": self.reason, "unsettled": self.unsettled,
-                "next": self.next, "deferred": self.deferred, "spent_seconds": round(self.spent_seconds, 1),
-                "next_seconds": round(self.next_seconds, 1), "budget_seconds": self.budget_seconds}
+        return {
+            "round": self.round,
+            "stop": self.stop,
+            "reason": self.reason,
+            "unsettled": self.unsettled,
+            "next": self.next,
+            "deferred": self.deferred,
+            "spent_seconds": round(self.spent_seconds, 1),
+            "next_seconds": round(self.next_seconds, 1),
+            "budget_seconds": self.budget_seconds,
+        }
 
     def undecided_by_claim(self) -> str:
         """The unsettled parts, counted per claim ("C1: 2, U1: 10"); the plan
@@ -78,11 +86,14 @@ class Plan:
             still = f"; still undecided: {parts}" if self.unsettled else ""
             return head + f"stopping ({self.reason}); {spent}{still}"
         what = ", ".join(f"{e} ({len(v['cells'])} cells)" if "cells" in v else e for e, v in self.next.items())
-        left = (f"; {', '.join(self.deferred)} left out (its repetitions would overrun the budget)"
-                if self.deferred else "")
-        return (head + f"{len(self.unsettled)} parts undecided ({parts}); next round adds "
-                f"{len(next(iter(self.next.values()))['reps'])} repetitions of {what}, about "
-                f"{self.next_seconds / 60:.1f} min; {spent}{left}")
+        left = (
+            f"; {', '.join(self.deferred)} left out (its repetitions would overrun the budget)" if self.deferred else ""
+        )
+        return (
+            head + f"{len(self.unsettled)} parts undecided ({parts}); next round adds "
+            f"{len(next(iter(self.next.values()))['reps'])} repetitions of {what}, about "
+            f"{self.next_seconds / 60:.1f} min; {spent}{left}"
+        )
 
 
 def settled(f: Finding, target: float | None) -> bool:
@@ -127,9 +138,12 @@ def _label(f: Finding) -> str:
     return f"{f.claim} {f.part}"
 
 
-def _round_costs(to_repeat: Mapping[str, list[Any]], next_reps: Callable[[str], list[int]],
-                 seconds_per_rep: Mapping[str, float],
-                 seconds_per_cell: float | None) -> list[tuple[float, str, dict[str, Any]]]:
+def _round_costs(
+    to_repeat: Mapping[str, list[Any]],
+    next_reps: Callable[[str], list[int]],
+    seconds_per_rep: Mapping[str, float],
+    seconds_per_cell: float | None,
+) -> list[tuple[float, str, dict[str, Any]]]:
     """(seconds, experiment, what to measure) for each experiment's share of
     a round (``next_reps``: its repetitions): whole repetitions, or for echo
     only its unsettled cells."""
@@ -143,10 +157,16 @@ def _round_costs(to_repeat: Mapping[str, list[Any]], next_reps: Callable[[str], 
     return costed
 
 
-def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int | Mapping[str, int],
-               precision: Mapping[str, Any] | PrecisionSettings,
-               spent_seconds: float, seconds_per_rep: Mapping[str, float],
-               seconds_per_cell: float | None) -> Plan:
+def plan_round(
+    findings: Sequence[Finding],
+    *,
+    round_: int,
+    repeats: int | Mapping[str, int],
+    precision: Mapping[str, Any] | PrecisionSettings,
+    spent_seconds: float,
+    seconds_per_rep: Mapping[str, float],
+    seconds_per_cell: float | None,
+) -> Plan:
     """Decide what round ``round_ + 1`` measures, if anything.
 
     ``repeats``: round 0's repetitions (per experiment, or one for all);
@@ -166,8 +186,10 @@ def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int | Mappi
         return plan
     within_reach = [f for f in findings if not out_of_reach(f, round_, precision)]
     if all(settled(f, target) for f in within_reach):
-        plan.reason = ("the undecided verdicts need more repetitions than the remaining rounds can add "
-                       "(the claims table gives each one's estimate)")
+        plan.reason = (
+            "the undecided verdicts need more repetitions than the remaining rounds can add "
+            "(the claims table gives each one's estimate)"
+        )
         return plan
     to_repeat = wanted(within_reach, target)
 
@@ -191,8 +213,7 @@ def plan_round(findings: Sequence[Finding], *, round_: int, repeats: int | Mappi
     if not nxt:
         whole = sum(t[0] for t in costed)
         plan.next_seconds = whole
-        plan.reason = (f"the next round (about {whole / 60:.1f} min) would overrun the budget of "
-                       f"{budget / 60:.0f} min")
+        plan.reason = f"the next round (about {whole / 60:.1f} min) would overrun the budget of {budget / 60:.0f} min"
         return plan
     plan.next_seconds = cost
     plan.stop, plan.reason, plan.next = False, "unsettled findings remain", nxt
@@ -219,30 +240,51 @@ def _timings(raw_files: Sequence[Path]) -> tuple[float, dict[str, float], float 
     return spent, means, (cell_seconds / cells if cells else None)
 
 
-def plan_from_raw(raw_files: Sequence[Path], *, round_: int, repeats: Mapping[str, int],
-                  precision: Mapping[str, Any]) -> Plan:
+def plan_from_raw(
+    raw_files: Sequence[Path], *, round_: int, repeats: Mapping[str, int], precision: Mapping[str, Any]
+) -> Plan:
     by_experiment: dict[str, list[Path]] = defaultdict(list)
     for raw in raw_files:
         by_experiment[Path(raw).parent.parent.name].append(Path(raw))
-    loaded = {e: tables.performance_rows(tables.TABLES[e](files)) for e, files in by_experiment.items()
-              if e in CLAIM_EXPERIMENTS}
+    loaded = {
+        e: tables.performance_rows(tables.TABLES[e](files))
+        for e, files in by_experiment.items()
+        if e in CLAIM_EXPERIMENTS
+    }
     missing = [e for e in ("syscall", "sendrecv", "uring_batch") if e not in loaded]
     if missing:
         raise ValueError(f"precision planning needs the cost probes' raw files; missing: {', '.join(missing)}")
     # The verdicts' error budget is the adaptive one from round 0 on: the
     # notebook judges the finished run with it, so a part decided here stays
     # decided there (iolab.analysis.evidence).
-    findings = evaluate(loaded["syscall"], loaded["sendrecv"], loaded["uring_batch"],
-                        loaded.get("echo"), loaded.get("mpi"), ib=loaded.get("ib"), trace=loaded.get("trace"),
-                        anytime_after=min(repeats.values()))
+    findings = evaluate(
+        loaded["syscall"],
+        loaded["sendrecv"],
+        loaded["uring_batch"],
+        loaded.get("echo"),
+        loaded.get("mpi"),
+        ib=loaded.get("ib"),
+        trace=loaded.get("trace"),
+        anytime_after=min(repeats.values()),
+    )
     spent, per_rep, per_cell = _timings(raw_files)
-    return plan_round(findings, round_=round_, repeats=repeats, precision=precision, spent_seconds=spent,
-                      seconds_per_rep=per_rep, seconds_per_cell=per_cell)
+    return plan_round(
+        findings,
+        round_=round_,
+        repeats=repeats,
+        precision=precision,
+        spent_seconds=spent,
+        seconds_per_rep=per_rep,
+        seconds_per_cell=per_cell,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.analysis.precision", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.analysis.precision",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("action", choices=["plan"])
     ap.add_argument("--round", type=int, required=True)
     ap.add_argument("--repeats", required=True, help="repetitions of round 0 per experiment, as JSON")
@@ -251,8 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("raw", nargs="+", type=Path)
     args = ap.parse_args(argv)
     try:
-        plan = plan_from_raw(args.raw, round_=args.round, repeats=json.loads(args.repeats),
-                             precision=json.loads(args.precision))
+        plan = plan_from_raw(
+            args.raw, round_=args.round, repeats=json.loads(args.repeats), precision=json.loads(args.precision)
+        )
     except (ValueError, readers.RawFormatError) as e:
         print(f"iolab: {e}", file=sys.stderr)
         return 1
@@ -263,4 +306,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -14,20 +14,20 @@ ASPECTS = ("system", "hardware", "kernel", "client", "layout", "cells", "duratio
 
 _SYSTEMS = {
     "C1": "cost-probe: getppid(2) loops for s; send(2)/recv(2) over TCP loopback for w; one io_uring_enter "
-          "with n SEND/RECV SQEs for t(n)",
+    "with n SEND/RECV SQEs for t(n)",
     "C2": "models A and B fitted to our t(n) per repetition",
     "C3": "echo-uring --poll-first (single-threaded; receives and sends complete in their submission, no io-wq: "
-          "the trace experiment counts no poll armed for them) against echo-epoll",
+    "the trace experiment counts no poll armed for them) against echo-epoll",
     "C4": "echo-uring --poll-first against echo-epoll, server CPU per request at the largest message size",
     "U1": "echo-uring, default ring, against echo-epoll (C)",
     "U2": "echo-go-uring (our pure-Go reactor with the source's defaults) against echo-go-net; second row: "
-          "echo-uring with 2 rings, granule 75, attach_wq against echo-epoll",
+    "echo-uring with 2 rings, granule 75, attach_wq against echo-epoll",
     "U3": "echo-go-uring --sqpoll --rings 2 against echo-go-uring; second row: echo-uring sqpoll against "
-          "the default ring",
+    "the default ring",
     "U4": "echo-uring with each ring option against its base preset",
     "U5": "echo-go-uring with other ring counts and granule 1, echo-uring's rings against one ring with "
-          "IOSQE_ASYNC and with or without ATTACH_WQ (the reactor profile); io-wq requests counted by the "
-          "trace experiment",
+    "IOSQE_ASYNC and with or without ATTACH_WQ (the reactor profile); io-wq requests counted by the "
+    "trace experiment",
     "M1": "mpi-probe ping-pong and perftest where a node pair ran them",
     "M2": "mpi-probe collectives (OSU's method where it ran), Open MPI's default algorithms where they ran",
     "M3": "mpi-probe collectives across nodes: the largest native/VM ratio",
@@ -54,8 +54,7 @@ def _echo_cells(echo: pd.DataFrame, connections: tuple[int, ...], sizes: tuple[i
     return f"c {cs} x {bs} B"
 
 
-def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame | None,
-             node: str) -> pd.DataFrame:
+def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame | None, node: str) -> pd.DataFrame:
     """One row per claim and side ("source", quoted; "ours"), a column per aspect."""
     cost_node = syscall[syscall["node"] == node]
     echo_here = echostats.claims_view(echo, node)
@@ -78,18 +77,28 @@ def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame
                 setup = echostats.with_setup(echo_here)
                 client = " and ".join(sorted(set(setup["client"]))) + " load generator (loadgen --model)"
                 layout = " and ".join(sorted(set(setup["layout"]))) + " CPUs"
-                cells = {"U1": _echo_cells(echo_here, SOURCE_U1_CONNECTIONS, SOURCE_U1_BYTES),
-                         "U2": _echo_cells(echo_here, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES),
-                         "U3": _echo_cells(echo_here, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES),
-                         "C3": _echo_cells(echo_here, (1000,), tuple(sorted(set(echo_here["bytes"])))),
-                         "C4": "the largest message size measured"
-                         }.get(claim, "the largest c measured, smallest size")
+                cells = {
+                    "U1": _echo_cells(echo_here, SOURCE_U1_CONNECTIONS, SOURCE_U1_BYTES),
+                    "U2": _echo_cells(echo_here, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES),
+                    "U3": _echo_cells(echo_here, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES),
+                    "C3": _echo_cells(echo_here, (1000,), tuple(sorted(set(echo_here["bytes"])))),
+                    "C4": "the largest message size measured",
+                }.get(claim, "the largest c measured, smallest size")
         # Our machine is said once (``our_machine``); a claim measured elsewhere names its own.
         here_hw, here_kernel = _machine(cost_node)
-        rows.append({"claim": claim, "side": "ours", "system": _SYSTEMS[claim],
-                     "hardware": "this machine" if hardware == here_hw else hardware,
-                     "kernel": "this machine's" if kernel == here_kernel else kernel,
-                     "client": client, "layout": layout, "cells": cells, "duration": duration})
+        rows.append(
+            {
+                "claim": claim,
+                "side": "ours",
+                "system": _SYSTEMS[claim],
+                "hardware": "this machine" if hardware == here_hw else hardware,
+                "kernel": "this machine's" if kernel == here_kernel else kernel,
+                "client": client,
+                "layout": layout,
+                "cells": cells,
+                "duration": duration,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -108,8 +117,9 @@ def our_machine(syscall: pd.DataFrame, node: str) -> str:
     if kind == "vm":
         hv = str(first.get("hypervisor", "")) or "an unnamed hypervisor"
         vmm = str(first.get("vmm", ""))
-        where = (f"a virtual machine with {cpus} vCPUs under {hv.upper() if hv == 'kvm' else hv}"
-                 + (f" ({vmm}, as its kernel command line names it)" if vmm else ""))
+        where = f"a virtual machine with {cpus} vCPUs under {hv.upper() if hv == 'kvm' else hv}" + (
+            f" ({vmm}, as its kernel command line names it)" if vmm else ""
+        )
     else:
         where = f"{kind or 'a node of unrecorded kind'} with {cpus} CPUs"
     kernels = ", ".join(sorted(set(rows["kernel"].astype(str))))

@@ -31,8 +31,10 @@ CONFIDENCE = 0.95
 # The fewest repetitions whose extreme order statistics cover the median with
 # probability >= 95 %: 1 - 2 * 0.5**6 = 0.969.
 MIN_REPS_FOR_CI = 6
-ESTIMATOR = ("the median of per-repetition estimates, with a distribution-free 95 % confidence "
-             "interval for that median from binomial order statistics over repetitions")
+ESTIMATOR = (
+    "the median of per-repetition estimates, with a distribution-free 95 % confidence "
+    "interval for that median from binomial order statistics over repetitions"
+)
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,15 @@ class Estimate:
 
     def scaled(self, factor: float) -> Estimate:
         """The same estimate in other units (factor > 0)."""
-        return Estimate(self.value * factor, self.low * factor, self.high * factor, self.n,
-                        self.pred_low * factor, self.pred_high * factor, tuple(v * factor for v in self.values))
+        return Estimate(
+            self.value * factor,
+            self.low * factor,
+            self.high * factor,
+            self.n,
+            self.pred_low * factor,
+            self.pred_high * factor,
+            tuple(v * factor for v in self.values),
+        )
 
 
 def _finite_or_inf(values: ArrayLike) -> np.ndarray:
@@ -101,8 +110,7 @@ def median_ci(values: ArrayLike, confidence: float = CONFIDENCE) -> tuple[float,
     return float(a[ranks[0]]), float(a[ranks[1]])
 
 
-def across_reps(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 0,
-                predict: bool = True) -> Estimate:
+def across_reps(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 0, predict: bool = True) -> Estimate:
     """The estimate of a quantity from its per-repetition values (inf allowed,
     NaN dropped): their median, the median's CI, and (``predict``) a
     prediction interval for the median a repeated run of as many repetitions
@@ -118,8 +126,7 @@ def across_reps(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 
     return Estimate(med, low, high, int(a.size), *pred, tuple(float(v) for v in measured[~np.isnan(measured)]))
 
 
-def prediction_interval(per_rep: ArrayLike, confidence: float = CONFIDENCE,
-                        seed: int = 0) -> tuple[float, float]:
+def prediction_interval(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
     """Where the median of a new, independent set of as many repetitions is
     expected, from this run alone (no occasion effect: the numbers of the
     paper add it, iolab.analysis.occasions.prediction_interval)."""
@@ -128,8 +135,9 @@ def prediction_interval(per_rep: ArrayLike, confidence: float = CONFIDENCE,
     return with_occasions(np.asarray(per_rep, dtype=float).ravel(), 0.0, confidence, seed)
 
 
-def expected_ci(per_rep: ArrayLike, reps: int, confidence: float = CONFIDENCE,
-                anytime: bool = False) -> tuple[float, float]:
+def expected_ci(
+    per_rep: ArrayLike, reps: int, confidence: float = CONFIDENCE, anytime: bool = False
+) -> tuple[float, float]:
     """The interval ``reps`` repetitions would be expected to give, if they
     came from the distribution the ones at hand show: the order statistics
     scipy's interval (``anytime``: the confidence sequence's) picks for
@@ -141,12 +149,15 @@ def expected_ci(per_rep: ArrayLike, reps: int, confidence: float = CONFIDENCE,
     # 1-based rank k of reps sits near quantile k / (reps + 1). Infinite
     # values (a crossover that never happens) rule out interpolation.
     method = "linear" if np.isfinite(a).all() else "inverted_cdf"
-    return tuple(float(np.quantile(a, (r + 1) / (reps + 1), method=method))  # type: ignore[return-value]
-                 for r in ranks)
+    return tuple(
+        float(np.quantile(a, (r + 1) / (reps + 1), method=method))  # type: ignore[return-value]
+        for r in ranks
+    )
 
 
-def expected_cis(per_rep: ArrayLike, reps: Sequence[int] | np.ndarray, confidence: float = CONFIDENCE,
-                 anytime: bool = False) -> list[tuple[float, float]]:
+def expected_cis(
+    per_rep: ArrayLike, reps: Sequence[int] | np.ndarray, confidence: float = CONFIDENCE, anytime: bool = False
+) -> list[tuple[float, float]]:
     """``expected_ci`` for each count in ``reps`` at once (one quantile pass)."""
     a = _finite_or_inf(per_rep)
     method = "linear" if np.isfinite(a).all() else "inverted_cdf"
@@ -233,5 +244,5 @@ def _anytime_ranks(n: int, confidence: float) -> tuple[int, int] | None:
     strong = ks[np.exp(-log_mixture(ks, np.full(n + 1, n))) <= side_alpha]
     if strong.size == 0:
         return None
-    k = int(strong.min())        # at least k values beyond a bound reject it
+    k = int(strong.min())  # at least k values beyond a bound reject it
     return n - k, k - 1

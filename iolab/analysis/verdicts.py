@@ -35,10 +35,12 @@ from .stats import CONFIDENCE, MIN_REPS_FOR_CI, Estimate, expected_cis
 if TYPE_CHECKING:
     import pandas as pd
 
-RULE_TEXT = ("A part is reproduced when the evidence says its median lies on the claim's side of the bound "
-             "(an interval wholly on that side), not reproduced when it says the opposite after the adjustment "
-             "over the claim's parts, and undecided at this precision otherwise. Equivalence parts (\u201cabout "
-             "the same\u201d) are judged by two one-sided tests against the margin each rule states.")
+RULE_TEXT = (
+    "A part is reproduced when the evidence says its median lies on the claim's side of the bound "
+    "(an interval wholly on that side), not reproduced when it says the opposite after the adjustment "
+    "over the claim's parts, and undecided at this precision otherwise. Equivalence parts (\u201cabout "
+    "the same\u201d) are judged by two one-sided tests against the margin each rule states."
+)
 EQUIVALENCE_MARGIN = 0.05
 # The most repetitions reps_needed looks ahead; beyond, "more than" this.
 MAX_REPS = 200
@@ -46,11 +48,13 @@ MAX_REPS = 200
 
 def error_text(b: Budget, sigma_source: str) -> str:
     """What each claim's verdict guarantees, and what it assumes."""
-    return (f"Per claim, a wrong \u201creproduced\u201d and a wrong \u201cnot reproduced\u201d each happen at "
-            f"most {ALPHA_SIDE * 100:g} % of the time: {b.text()}. A claim is not reproduced only when a part "
-            "contradicts it after Holm's adjustment over the claim's counted parts. The occasion allowance moves "
-            "each bound by the one-sided normal quantile of the between-occasion spread; "
-            f"{sigma_source}.")
+    return (
+        f"Per claim, a wrong \u201creproduced\u201d and a wrong \u201cnot reproduced\u201d each happen at "
+        f"most {ALPHA_SIDE * 100:g} % of the time: {b.text()}. A claim is not reproduced only when a part "
+        "contradicts it after Holm's adjustment over the claim's counted parts. The occasion allowance moves "
+        "each bound by the one-sided normal quantile of the between-occasion spread; "
+        f"{sigma_source}."
+    )
 
 
 class Outcome(str, Enum):
@@ -90,8 +94,13 @@ class Rule:
 
     def leaning(self, value: float) -> str:
         """Which way an undecided part's median points."""
-        holds = (value >= self.bound if self.kind == "above" else value <= self.bound if self.kind == "below"
-                 else self.band[0] <= value <= self.band[1])
+        holds = (
+            value >= self.bound
+            if self.kind == "above"
+            else value <= self.bound
+            if self.kind == "below"
+            else self.band[0] <= value <= self.band[1]
+        )
         return "towards reproduced" if holds else "towards not reproduced"
 
     def judge(self, low: float, high: float) -> Outcome:
@@ -109,8 +118,15 @@ class Rule:
         return Outcome.NOT_REPRODUCED if high < lo or low > hi else Outcome.UNDECIDED
 
 
-def reps_needed(per_rep: Sequence[float] | np.ndarray, rule: Rule, *, b: Budget = evidence.FIXED,
-                shifts: Shifts = Shifts(0.0, 0.0), family: int = 1, n0: int | None = None) -> int | None:
+def reps_needed(
+    per_rep: Sequence[float] | np.ndarray,
+    rule: Rule,
+    *,
+    b: Budget = evidence.FIXED,
+    shifts: Shifts = Shifts(0.0, 0.0),
+    family: int = 1,
+    n0: int | None = None,
+) -> int | None:
     """The fewest repetitions expected to decide ``rule`` if further ones
     behave like these: round 0's exact test where the count is planned in
     advance (``n0`` None), else the anytime test over the later rounds; a
@@ -131,8 +147,10 @@ def reps_needed(per_rep: Sequence[float] | np.ndarray, rule: Rule, *, b: Budget 
     lenient = expected_cis(a, ns, 1 - 2 * level, anytime)
     strict = expected_cis(a, ns, 1 - 2 * level / family, anytime)
     for n, (lo, hi), (slo, shi) in zip(ns, lenient, strict, strict=True):
-        if rule.judge(lo / up_r, hi * up_r) is Outcome.REPRODUCED or \
-                rule.judge(slo / up_n, shi * up_n) is Outcome.NOT_REPRODUCED:
+        if (
+            rule.judge(lo / up_r, hi * up_r) is Outcome.REPRODUCED
+            or rule.judge(slo / up_n, shi * up_n) is Outcome.NOT_REPRODUCED
+        ):
             return int(n)
     return None
 
@@ -143,13 +161,13 @@ class Finding:
     Its statistics (``budget``, ``sigma``, ``family``, ``rounds``) are set
     by ``settle`` over the whole claim; ``refresh`` recomputes its interval."""
 
-    claim: str                        # "U1"
-    part: str                         # "c=50 128 B, io_uring/epoll requests/s"
+    claim: str  # "U1"
+    part: str  # "c=50 128 B, io_uring/epoll requests/s"
     rule: Rule | None = None
     estimate: Estimate | None = None
-    per_rep: list[float] = field(default_factory=list)   # in the order measured
-    quoted: str = ""                  # the source's value, as printed
-    reason: str = ""                  # why not testable
+    per_rep: list[float] = field(default_factory=list)  # in the order measured
+    quoted: str = ""  # the source's value, as printed
+    reason: str = ""  # why not testable
     # What would decide it: experiment -> cells to repeat (experiment-specific keys).
     decides: dict[str, list[list[object]]] = field(default_factory=dict)
     # Shown beside the claim's parts (e.g. the same quantity under another
@@ -162,9 +180,9 @@ class Finding:
     reps: list[int] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)
     budget: Budget = evidence.FIXED
-    sigma: float = 0.0               # the between-occasion sd of its group (log scale)
-    group: str = ""                  # its occasion group (iolab.analysis.occasions)
-    family: int = 1                  # the claim's counted parts
+    sigma: float = 0.0  # the between-occasion sd of its group (log scale)
+    group: str = ""  # its occasion group (iolab.analysis.occasions)
+    family: int = 1  # the claim's counted parts
     p_fails_adjusted: float | None = None
     # Later rounds drifted away from round 0 (set by ``settle``): their
     # evidence is left out.
@@ -192,24 +210,37 @@ class Finding:
         """The combined p-value against the claim failing for this part."""
         assert self.rule is not None
         r = self.rule
-        return float(evidence.p_holds(r.kind, r.bound, r.band, self._values(), self.n0, self.budget,
-                                      self.shifts.reproduced, self.withheld))
+        return float(
+            evidence.p_holds(
+                r.kind, r.bound, r.band, self._values(), self.n0, self.budget, self.shifts.reproduced, self.withheld
+            )
+        )
 
     def p_fails(self) -> float:
         """The combined p-value against the claim holding for this part,
         before the adjustment over the claim's parts."""
         assert self.rule is not None
         r = self.rule
-        return float(evidence.p_fails(r.kind, r.bound, r.band, self._values(), self.n0, self.budget,
-                                      self.shifts.not_reproduced, self.withheld))
+        return float(
+            evidence.p_fails(
+                r.kind, r.bound, r.band, self._values(), self.n0, self.budget, self.shifts.not_reproduced, self.withheld
+            )
+        )
 
     def refresh(self) -> None:
         """The verdict interval, from the values and the current statistics."""
         if self.estimate is None or not self.per_rep:
             return
         low, high = evidence.interval(self.per_rep, self.n0, self.budget, self.shifts.reproduced, self.withheld)
-        self.estimate = Estimate(self.estimate.value, low, high, self.estimate.n, self.estimate.pred_low,
-                                 self.estimate.pred_high, self.estimate.values)
+        self.estimate = Estimate(
+            self.estimate.value,
+            low,
+            high,
+            self.estimate.n,
+            self.estimate.pred_low,
+            self.estimate.pred_high,
+            self.estimate.values,
+        )
 
     @property
     def interval_outcome(self) -> Outcome:
@@ -225,7 +256,7 @@ class Finding:
         level = self.budget.tests
         holds = self.p_holds() <= level
         fails = (self.p_fails_adjusted if self.p_fails_adjusted is not None else self.p_fails()) <= level
-        if holds and fails:        # later rounds contradict round 0: neither stands
+        if holds and fails:  # later rounds contradict round 0: neither stands
             return Outcome.UNDECIDED
         return Outcome.REPRODUCED if holds else Outcome.NOT_REPRODUCED if fails else Outcome.UNDECIDED
 
@@ -244,8 +275,14 @@ class Finding:
     def needed(self) -> int | None:
         if self.outcome is not Outcome.UNDECIDED or self.rule is None:
             return None
-        return reps_needed(self.per_rep, self.rule, b=self.budget, shifts=self.shifts, family=self.family,
-                           n0=self.n0 if len(self.per_rep) > self.n0 else None)
+        return reps_needed(
+            self.per_rep,
+            self.rule,
+            b=self.budget,
+            shifts=self.shifts,
+            family=self.family,
+            n0=self.n0 if len(self.per_rep) > self.n0 else None,
+        )
 
     def summary(self, digits: int = 3) -> str:
         """One line: verdict, value with interval, and the rule."""
@@ -254,14 +291,19 @@ class Finding:
         assert self.estimate is not None and self.rule is not None
         text = f"{self.outcome.value}: {self.part} = {interval_text(self.estimate, digits)}, claim {self.rule.text()}"
         if self.held_back:
-            text += (f"; its interval contradicts the claim, but not after the adjustment over the "
-                     f"claim's {self.family} parts")
+            text += (
+                f"; its interval contradicts the claim, but not after the adjustment over the "
+                f"claim's {self.family} parts"
+            )
         if self.withheld:
             text += "; its later rounds drifted from round 0 and were left out"
         if self.outcome is Outcome.UNDECIDED:
             n = self.needed
-            text += (f"; about {n} repetitions would decide it" if n is not None
-                     else f"; more than {MAX_REPS} repetitions would be needed")
+            text += (
+                f"; about {n} repetitions would decide it"
+                if n is not None
+                else f"; more than {MAX_REPS} repetitions would be needed"
+            )
         return text
 
 
@@ -282,8 +324,10 @@ class ExtremeFinding(Finding):
     def _statement(self, direction: Literal["above", "below"], bound: float, b: Budget) -> float:
         """The p-value that the extreme lies ``direction`` of ``bound``."""
         some = (self.extreme == "max") == (direction == "above")
-        ps = [float(evidence.one_sided(np.asarray(v, dtype=float), self._n0(v), bound, direction, b))
-              for v in self.cells.values()]
+        ps = [
+            float(evidence.one_sided(np.asarray(v, dtype=float), self._n0(v), bound, direction, b))
+            for v in self.cells.values()
+        ]
         if not ps:
             return 1.0
         return min(1.0, len(ps) * min(ps)) if some else max(ps)
@@ -298,8 +342,9 @@ class ExtremeFinding(Finding):
             return self._statement("above", r.bound * up, self.budget)
         if r.kind == "below":
             return self._statement("below", r.bound / up, self.budget)
-        return max(self._statement("above", r.band[0] * up, self.budget),
-                   self._statement("below", r.band[1] / up, self.budget))
+        return max(
+            self._statement("above", r.band[0] * up, self.budget), self._statement("below", r.band[1] / up, self.budget)
+        )
 
     def p_fails(self) -> float:
         assert self.rule is not None
@@ -308,8 +353,9 @@ class ExtremeFinding(Finding):
             return self._statement("below", r.bound / up, self.budget)
         if r.kind == "below":
             return self._statement("above", r.bound * up, self.budget)
-        return min(self._statement("below", r.band[0] / up, self.budget),
-                   self._statement("above", r.band[1] * up, self.budget))
+        return min(
+            self._statement("below", r.band[0] / up, self.budget), self._statement("above", r.band[1] * up, self.budget)
+        )
 
     def refresh(self) -> None:
         """The interval of the extreme: for the maximum, its low end from the
@@ -328,8 +374,9 @@ class ExtremeFinding(Finding):
         else:
             low, high = min(e[0] for e in each), min(w[1] for w in wide)
             value = min(float(np.median(v)) for v in self.cells.values())
-        self.estimate = Estimate(value, low, high, self.estimate.n, self.estimate.pred_low, self.estimate.pred_high,
-                                 self.estimate.values)
+        self.estimate = Estimate(
+            value, low, high, self.estimate.n, self.estimate.pred_low, self.estimate.pred_high, self.estimate.values
+        )
 
     def _some(self, direction: str) -> bool:
         return (self.extreme == "max") == (direction == "above")
@@ -343,16 +390,23 @@ class ExtremeFinding(Finding):
         n, k, level = self.n0, max(len(self.cells), 1), self.budget.round0
 
         def ok(direction: str, family: int) -> bool:
-            return 0.5 ** n <= level / (family * (k if self._some(direction) else 1))
+            return 0.5**n <= level / (family * (k if self._some(direction) else 1))
 
         holds = {"above": ["above"], "below": ["below"], "within": ["above", "below"]}[self.rule.kind]
         fails = {"above": ["below"], "below": ["above"], "within": ["below", "above"]}[self.rule.kind]
         return all(ok(d, 1) for d in holds), any(ok(d, self.family) for d in fails)
 
 
-def extreme_finding(claim: str, part: str, cells: Mapping[str, pd.Series], extreme: Literal["max", "min"],
-                    rule: Rule, quoted: str = "", decides: dict[str, list[list[object]]] | None = None,
-                    context: bool = False) -> Finding:
+def extreme_finding(
+    claim: str,
+    part: str,
+    cells: Mapping[str, pd.Series],
+    extreme: Literal["max", "min"],
+    rule: Rule,
+    quoted: str = "",
+    decides: dict[str, list[list[object]]] | None = None,
+    context: bool = False,
+) -> Finding:
     """An ``ExtremeFinding`` from each cell's per-repetition values (Series
     indexed by repetition); repetitions every cell has, in order."""
     series = [c.dropna() for c in cells.values() if len(c.dropna())]
@@ -364,9 +418,21 @@ def extreme_finding(claim: str, part: str, cells: Mapping[str, pd.Series], extre
         return Finding(claim, part, quoted=quoted, reason="no repetition measured every cell", context=context)
     pick = max if extreme == "max" else min
     per_rep = [pick(v[i] for v in by_cell.values()) for i in range(len(common))]
-    f = ExtremeFinding(claim, part, rule, Estimate(float(np.median(per_rep)), -math.inf, math.inf, len(per_rep),
-                                                   values=tuple(per_rep)),
-                       per_rep, quoted, "", decides or {}, context, "", common, extreme=extreme, cells=by_cell)
+    f = ExtremeFinding(
+        claim,
+        part,
+        rule,
+        Estimate(float(np.median(per_rep)), -math.inf, math.inf, len(per_rep), values=tuple(per_rep)),
+        per_rep,
+        quoted,
+        "",
+        decides or {},
+        context,
+        "",
+        common,
+        extreme=extreme,
+        cells=by_cell,
+    )
     f.refresh()
     return f
 
@@ -382,39 +448,64 @@ def _sig(x: float, digits: int = 3) -> str:
 
 
 def interval_text(est: Estimate, digits: int = 3) -> str:
-    """"value [low, high]" to ``digits`` significant figures."""
+    """ "value [low, high]" to ``digits`` significant figures."""
     if not est.bounded and est.n < MIN_REPS_FOR_CI:
         return f"{_sig(est.value, digits)} (no interval: {est.n} repetitions, {MIN_REPS_FOR_CI} needed)"
     return f"{_sig(est.value, digits)} [{_sig(est.low, digits)}, {_sig(est.high, digits)}]"
 
 
-def finding(claim: str, part: str, per_rep: Sequence[float] | np.ndarray | pd.Series, rule: Rule,
-            quoted: str = "", decides: dict[str, list[list[object]]] | None = None,
-            context: bool = False, cell: str = "") -> Finding:
+def finding(
+    claim: str,
+    part: str,
+    per_rep: Sequence[float] | np.ndarray | pd.Series,
+    rule: Rule,
+    quoted: str = "",
+    decides: dict[str, list[list[object]]] | None = None,
+    context: bool = False,
+    cell: str = "",
+) -> Finding:
     """A finding from per-repetition values of the claim's quantity, in the
     order measured (a Series indexed by repetition keeps which repetition
     each came from); ``context``: shown, not counted in the claim's verdict;
     ``cell``: the source's table cell it tests."""
     reps: list[int] = []
     if hasattr(per_rep, "index") and hasattr(per_rep, "to_numpy"):
-        series = per_rep.sort_index()          # a pandas Series: index = repetition
-        pairs = [(int(r), float(v)) for r, v in zip(series.index, series.to_numpy(float), strict=True)
-                 if not math.isnan(float(v))]
+        series = per_rep.sort_index()  # a pandas Series: index = repetition
+        pairs = [
+            (int(r), float(v))
+            for r, v in zip(series.index, series.to_numpy(float), strict=True)
+            if not math.isnan(float(v))
+        ]
         reps, values = [r for r, _ in pairs], [v for _, v in pairs]
     else:
         values = [float(v) for v in per_rep if not math.isnan(float(v))]
     if not values:
-        return Finding(claim, part, quoted=quoted, reason="nothing was measured for it", context=context,
-                       cell=cell)
+        return Finding(claim, part, quoted=quoted, reason="nothing was measured for it", context=context, cell=cell)
     median = float(np.median(values))
-    f = Finding(claim, part, rule, Estimate(median, -math.inf, math.inf, len(values), values=tuple(values)),
-                values, quoted, "", decides or {}, context, cell, reps)
+    f = Finding(
+        claim,
+        part,
+        rule,
+        Estimate(median, -math.inf, math.inf, len(values), values=tuple(values)),
+        values,
+        quoted,
+        "",
+        decides or {},
+        context,
+        cell,
+        reps,
+    )
     f.refresh()
     return f
 
 
-def settle(findings: Sequence[Finding], b: Budget, sigma: Mapping[str, float] | None = None,
-           rounds: Mapping[str, Mapping[int, int]] | None = None, predict: bool = True) -> None:
+def settle(
+    findings: Sequence[Finding],
+    b: Budget,
+    sigma: Mapping[str, float] | None = None,
+    rounds: Mapping[str, Mapping[int, int]] | None = None,
+    predict: bool = True,
+) -> None:
     """Give every testable finding its statistics and decide the claims'
     "not reproduced" with Holm over each claim's counted parts.
     ``sigma``: occasion group -> between-occasion sd (log scale), groups
@@ -433,8 +524,9 @@ def settle(findings: Sequence[Finding], b: Budget, sigma: Mapping[str, float] | 
         experiment = next(iter(f.decides), "")
         table = (rounds or {}).get(experiment, {})
         f.rounds = [int(table.get(r, 0)) for r in f.reps] if f.reps and table else [0] * len(f.per_rep)
-        f.withheld = b.later > 0 and len(f.per_rep) > f.n0 and \
-            evidence.trend_p(f.per_rep, f.rounds) <= evidence.TREND_LEVEL
+        f.withheld = (
+            b.later > 0 and len(f.per_rep) > f.n0 and evidence.trend_p(f.per_rep, f.rounds) <= evidence.TREND_LEVEL
+        )
         if not f.context:
             families.setdefault(f.claim, []).append(f)
     for family in families.values():
@@ -449,12 +541,14 @@ def settle(findings: Sequence[Finding], b: Budget, sigma: Mapping[str, float] | 
             if not predict:
                 continue
             pred = prediction_interval(f.per_rep, f.sigma)
-            f.estimate = Estimate(f.estimate.value, f.estimate.low, f.estimate.high, f.estimate.n, *pred,
-                                  f.estimate.values)
+            f.estimate = Estimate(
+                f.estimate.value, f.estimate.low, f.estimate.high, f.estimate.n, *pred, f.estimate.values
+            )
 
 
-def not_testable(claim: str, part: str, reason: str, quoted: str = "", cell: str = "",
-                 context: bool = False) -> Finding:
+def not_testable(
+    claim: str, part: str, reason: str, quoted: str = "", cell: str = "", context: bool = False
+) -> Finding:
     return Finding(claim, part, quoted=quoted, reason=reason, cell=cell, context=context)
 
 
@@ -462,12 +556,23 @@ def table(findings: Sequence[Finding]) -> pd.DataFrame:
     """The findings as a table: claim, part, value [interval], rule, verdict."""
     import pandas as pd
 
-    return pd.DataFrame([{"claim": f.claim, "part": f.part,
-                          "ours": interval_text(f.estimate) if f.estimate else "",
-                          "quoted": f.quoted, "rule": f.rule.text() if f.rule else "",
-                          "margin, and why": f.rule.why if f.rule else "",
-                          "verdict": f.outcome.value, "repetitions to decide": f.needed,
-                          "reason": f.reason, "counted": not f.context} for f in findings])
+    return pd.DataFrame(
+        [
+            {
+                "claim": f.claim,
+                "part": f.part,
+                "ours": interval_text(f.estimate) if f.estimate else "",
+                "quoted": f.quoted,
+                "rule": f.rule.text() if f.rule else "",
+                "margin, and why": f.rule.why if f.rule else "",
+                "verdict": f.outcome.value,
+                "repetitions to decide": f.needed,
+                "reason": f.reason,
+                "counted": not f.context,
+            }
+            for f in findings
+        ]
+    )
 
 
 def combine(findings: Sequence[Finding]) -> Outcome:
@@ -503,13 +608,14 @@ class ClaimVerdict:
     not_testable: int
     cells_covered: int
     cells_total: int
-    reason: str = ""     # a claim not testable at all: its parts' reasons
+    reason: str = ""  # a claim not testable at all: its parts' reasons
 
     def line(self) -> str:
         if self.outcome is Outcome.NOT_TESTABLE:
             return f"{self.outcome.value}: {self.reason}"
-        text = (f"{self.outcome.value} (decided {self.decided} of {self.parts} parts, "
-                f"{self.not_testable} not testable here")
+        text = (
+            f"{self.outcome.value} (decided {self.decided} of {self.parts} parts, {self.not_testable} not testable here"
+        )
         if self.cells_total:
             text += f"; source cells covered {self.cells_covered} of {self.cells_total}"
         return text + ")"
@@ -523,5 +629,13 @@ def claim_verdict(claim: str, findings: Sequence[Finding], source_cells: Sequenc
     decided = sum(f.outcome in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED) for f in counted)
     tested_cells = {f.cell for f in counted if f.cell and f.outcome is not Outcome.NOT_TESTABLE}
     reasons = list(dict.fromkeys(f.reason for f in untestable))
-    return ClaimVerdict(claim, combine(counted), len(counted), decided, len(untestable),
-                        len(tested_cells & set(source_cells)), len(source_cells), "; ".join(reasons))
+    return ClaimVerdict(
+        claim,
+        combine(counted),
+        len(counted),
+        decided,
+        len(untestable),
+        len(tested_cells & set(source_cells)),
+        len(source_cells),
+        "; ".join(reasons),
+    )

@@ -23,16 +23,25 @@ from .stats import Estimate, across_reps
 
 ZERO_COPY = ("send_zc", "send_zc_fixed")
 PLAIN = "send"
-RATIO_COLUMNS = ["variant", "bytes", "ratio", "low", "high", "reps", "estimate", "zc_ns_per_byte",
-                 "send_ns_per_byte", "copied_share"]
+RATIO_COLUMNS = [
+    "variant",
+    "bytes",
+    "ratio",
+    "low",
+    "high",
+    "reps",
+    "estimate",
+    "zc_ns_per_byte",
+    "send_ns_per_byte",
+    "copied_share",
+]
 
 
 def per_rep_medians(table: pd.DataFrame, node: str) -> pd.DataFrame:
     """Per repetition, variant and size: the median ns per send over the
     measured batches (columns rep, variant, bytes, ns_per_send)."""
     mine = table[(table["node"] == node) & ~table["warmup"]]
-    return (mine.groupby(["rep", "variant", "bytes"])["ns_per_call"].median()
-            .rename("ns_per_send").reset_index())
+    return mine.groupby(["rep", "variant", "bytes"])["ns_per_call"].median().rename("ns_per_send").reset_index()
 
 
 def ratios(table: pd.DataFrame, node: str) -> pd.DataFrame:
@@ -40,11 +49,13 @@ def ratios(table: pd.DataFrame, node: str) -> pd.DataFrame:
     median over repetitions with its 95 % interval (``estimate``), each
     variant's median ns per byte, and the share of its sends the kernel
     reported as copied."""
-    med = per_rep_medians(table, node).pivot_table(index=["rep", "bytes"], columns="variant",
-                                                   values="ns_per_send")
+    med = per_rep_medians(table, node).pivot_table(index=["rep", "bytes"], columns="variant", values="ns_per_send")
     mine = table[(table["node"] == node) & ~table["warmup"]]
-    usage = (mine.drop_duplicates(["rep", "variant", "bytes"])
-             .groupby(["variant", "bytes"])[["zc_notifications", "zc_copied"]].sum())
+    usage = (
+        mine.drop_duplicates(["rep", "variant", "bytes"])
+        .groupby(["variant", "bytes"])[["zc_notifications", "zc_copied"]]
+        .sum()
+    )
     rows = []
     for variant in ZERO_COPY:
         if variant not in med.columns or PLAIN not in med.columns:
@@ -55,12 +66,24 @@ def ratios(table: pd.DataFrame, node: str) -> pd.DataFrame:
                 continue
             e = across_reps((pair[variant] / pair[PLAIN]).to_numpy(float))
             sent = usage.loc[(variant, size)] if (variant, size) in usage.index else None
-            rows.append({"variant": variant, "bytes": int(size), "ratio": e.value, "low": e.low, "high": e.high,
-                         "reps": e.n, "estimate": e,
-                         "zc_ns_per_byte": float(pair[variant].median()) / size,
-                         "send_ns_per_byte": float(pair[PLAIN].median()) / size,
-                         "copied_share": (float(sent["zc_copied"]) / float(sent["zc_notifications"])
-                                          if sent is not None and sent["zc_notifications"] > 0 else math.nan)})
+            rows.append(
+                {
+                    "variant": variant,
+                    "bytes": int(size),
+                    "ratio": e.value,
+                    "low": e.low,
+                    "high": e.high,
+                    "reps": e.n,
+                    "estimate": e,
+                    "zc_ns_per_byte": float(pair[variant].median()) / size,
+                    "send_ns_per_byte": float(pair[PLAIN].median()) / size,
+                    "copied_share": (
+                        float(sent["zc_copied"]) / float(sent["zc_notifications"])
+                        if sent is not None and sent["zc_notifications"] > 0
+                        else math.nan
+                    ),
+                }
+            )
     return pd.DataFrame(rows, columns=RATIO_COLUMNS)
 
 
@@ -77,11 +100,16 @@ class Crossover:
 
     def sentence(self) -> str:
         r = self.ratio
-        at = (f"{r.value:.2f} [{r.low:.2f}, {r.high:.2f}]" if math.isfinite(r.low) and math.isfinite(r.high)
-              else f"{r.value:.2f}, no interval from {r.n} repetitions")
+        at = (
+            f"{r.value:.2f} [{r.low:.2f}, {r.high:.2f}]"
+            if math.isfinite(r.low) and math.isfinite(r.high)
+            else f"{r.value:.2f}, no interval from {r.n} repetitions"
+        )
         if self.bytes is None:
-            return (f"{self.variant} costs less than plain send at no size measured, up to "
-                    f"{self.largest_measured} B (ratio there {at})")
+            return (
+                f"{self.variant} costs less than plain send at no size measured, up to "
+                f"{self.largest_measured} B (ratio there {at})"
+            )
         return f"{self.variant} costs less than plain send from {self.bytes} B on (ratio there {at})"
 
 
@@ -96,8 +124,7 @@ def crossover(summary: pd.DataFrame, variant: str) -> Crossover:
             break
         start = i
     at = rows.iloc[start if start is not None else len(rows) - 1]
-    return Crossover(variant, int(at["bytes"]) if start is not None else None, int(rows["bytes"].max()),
-                     at["estimate"])
+    return Crossover(variant, int(at["bytes"]) if start is not None else None, int(rows["bytes"].max()), at["estimate"])
 
 
 def crossover_text(summary: pd.DataFrame) -> str:

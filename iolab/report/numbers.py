@@ -14,26 +14,67 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..analysis import (claims, costmodel, echostats, evidence, latency, models, mpimodels, mpistats, occasions,
-                         power, setups, zerocopy)
+from ..analysis import (
+    claims,
+    costmodel,
+    echostats,
+    evidence,
+    latency,
+    models,
+    mpimodels,
+    mpistats,
+    occasions,
+    power,
+    setups,
+    zerocopy,
+)
 from ..analysis.claims import faithful
 from ..analysis.stats import ESTIMATOR, Estimate, across_reps
 from ..analysis.verdicts import RULE_TEXT, ClaimVerdict, Finding, Outcome, claim_verdict, error_text
 from .outputs import Outputs
 
-COST_QUANTITIES = ("w_send", "w_recv", "w_mean", "t1_send", "t1_recv", "t1_mean", "a_send", "b_send",
-                   "a_recv", "b_recv", "epoll_request", "floor_request", "t1_over_w", "per_sqe_over_epoll",
-                   "w_rr_send", "w_rr_recv", "floor_request_single", "b_request", "b_over_floor",
-                   "t1_over_s_plus_w")
+COST_QUANTITIES = (
+    "w_send",
+    "w_recv",
+    "w_mean",
+    "t1_send",
+    "t1_recv",
+    "t1_mean",
+    "a_send",
+    "b_send",
+    "a_recv",
+    "b_recv",
+    "epoll_request",
+    "floor_request",
+    "t1_over_w",
+    "per_sqe_over_epoll",
+    "w_rr_send",
+    "w_rr_recv",
+    "floor_request_single",
+    "b_request",
+    "b_over_floor",
+    "t1_over_s_plus_w",
+)
 RATIOS = ("t1_over_w", "per_sqe_over_epoll", "b_over_floor", "t1_over_s_plus_w")
 
 
-def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.DataFrame,
-               overall: pd.DataFrame, summary: pd.DataFrame, per_rep_point: pd.DataFrame,
-               inputs: costmodel.CostInputs, uring_batch_source: str | Path,
-               kernel_view: Mapping[str, Any] | None, overlay: pd.DataFrame | None,
-               w_pattern: str = "", enter: pd.DataFrame | None = None,
-               cost_per_rep: pd.DataFrame | None = None) -> None:
+def cost_model(
+    out: Outputs,
+    *,
+    node: str,
+    syscall: pd.DataFrame,
+    sendrecv: pd.DataFrame,
+    overall: pd.DataFrame,
+    summary: pd.DataFrame,
+    per_rep_point: pd.DataFrame,
+    inputs: costmodel.CostInputs,
+    uring_batch_source: str | Path,
+    kernel_view: Mapping[str, Any] | None,
+    overlay: pd.DataFrame | None,
+    w_pattern: str = "",
+    enter: pd.DataFrame | None = None,
+    cost_per_rep: pd.DataFrame | None = None,
+) -> None:
     """The cost-model section: s, w, t(n), the fits, crossovers, spreads and
     the kernel-side view (``summary``: costmodel.summarize); ``w_pattern``:
     which series the model's w came from; ``enter``: costmodel.enter_overhead,
@@ -42,8 +83,9 @@ def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.D
     for variant in ("getppid", "enosys"):
         row = overall[(overall["node"] == node) & (overall["variant"] == variant)]
         if len(row):
-            out.number(f"s_{variant}_ns", row["median_ns"].iloc[0], unit="ns", digits=1,
-                       estimate=row["estimate"].iloc[0])
+            out.number(
+                f"s_{variant}_ns", row["median_ns"].iloc[0], unit="ns", digits=1, estimate=row["estimate"].iloc[0]
+            )
     for key, value in models.node_context(syscall, node).items():
         out.text(f"s_{key}", str(value))
     mine = syscall[syscall["node"] == node]
@@ -53,8 +95,13 @@ def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.D
         if q not in summary.index:
             continue
         digits = 2 if q in RATIOS else 0
-        out.number(f"{q}_ns" if digits == 0 else q, summary.loc[q, "value"], unit="ns" if digits == 0 else "",
-                   digits=digits, estimate=models.as_estimate(summary, q))
+        out.number(
+            f"{q}_ns" if digits == 0 else q,
+            summary.loc[q, "value"],
+            unit="ns" if digits == 0 else "",
+            digits=digits,
+            estimate=models.as_estimate(summary, q),
+        )
     if w_pattern:
         out.text("model_w_pattern", w_pattern)
     if enter is not None and len(enter):
@@ -74,7 +121,9 @@ def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.D
     for name, value in models.unix_w(sendrecv, node, summary.loc["s", "value"]).items():
         out.number(name, value, unit="ns")
     out.number("ack_cost_ns", models.ack_cost(sendrecv, node), unit="ns")
-    out.text("sendrecv_bytes", ", ".join(str(b) for b in sorted(sendrecv.loc[sendrecv["node"] == node, "bytes"].unique())))
+    out.text(
+        "sendrecv_bytes", ", ".join(str(b) for b in sorted(sendrecv.loc[sendrecv["node"] == node, "bytes"].unique()))
+    )
     for name, value in models.spreads(per_rep_point).items():
         out.number(f"spread_{name}_pct", value, unit="%", digits=1)
     out.text("method_spread", spread_sentence(syscall, node, models.spreads(per_rep_point).get("s")))
@@ -84,45 +133,66 @@ def cost_model(out: Outputs, *, node: str, syscall: pd.DataFrame, sendrecv: pd.D
             out.text(name, value)
         elif name.endswith("_ns"):
             out.number(name, value, unit="ns")
-        else:   # counts per enter or per request
+        else:  # counts per enter or per request
             out.number(name, value, digits=2)
     if overlay is not None:
         ratios = costmodel.overlay_ratios(inputs, overlay)
         for name, value in ratios.items():
             out.number(name, value, digits=1)
-        out.text("overlay_direction", "more than" if min(ratios.values()) > 1 else
-                 "less than" if max(ratios.values()) < 1 else "not uniformly more or less than")
+        out.text(
+            "overlay_direction",
+            "more than"
+            if min(ratios.values()) > 1
+            else "less than"
+            if max(ratios.values()) < 1
+            else "not uniformly more or less than",
+        )
     if "b_over_floor" in summary.index:
         e = models.as_estimate(summary, "b_over_floor")
-        out.text("b_floor_sentence", (
-            "its whole interval lies below 1, so 2w bounds what a request costs through system calls, not "
-            "through a batch. Why a request in a batch can cost less than its system calls' kernel work was not "
-            "measured here; one candidate is that an SQE inside an enter that is already in the kernel skips "
-            "what each system call pays beyond the null call s (its own descriptor lookup and argument copies)."
-            if e.bounded and e.high < 1 else
-            "its whole interval lies above 1: a request in a batch costs more than that kernel work." if e.bounded
-            and e.low > 1 else "its interval includes 1, so this run does not tell whether a request in a batch "
-            "costs less than that kernel work."))
+        out.text(
+            "b_floor_sentence",
+            (
+                "its whole interval lies below 1, so 2w bounds what a request costs through system calls, not "
+                "through a batch. Why a request in a batch can cost less than its system calls' kernel work was not "
+                "measured here; one candidate is that an SQE inside an enter that is already in the kernel skips "
+                "what each system call pays beyond the null call s (its own descriptor lookup and argument copies)."
+                if e.bounded and e.high < 1
+                else "its whole interval lies above 1: a request in a batch costs more than that kernel work."
+                if e.bounded and e.low > 1
+                else "its interval includes 1, so this run does not tell whether a request in a batch "
+                "costs less than that kernel work."
+            ),
+        )
     rate = (kernel_view or {}).get("trace_echo_poll_first_poll_arm_per_request")
     if isinstance(rate, (int, float)):
-        out.text("trace_poll_first_sentence", (
-            "at most one request in a hundred waited for a poll of io_uring's own, so its receives and sends "
-            "completed in the enter that submitted them, as the OpenAnolis server's did" if rate <= 0.01 else
-            "more than one request in a hundred waited for a poll of io_uring's own, so its receives and sends "
-            "did not all complete in the enter that submitted them, unlike the OpenAnolis server's"))
+        out.text(
+            "trace_poll_first_sentence",
+            (
+                "at most one request in a hundred waited for a poll of io_uring's own, so its receives and sends "
+                "completed in the enter that submitted them, as the OpenAnolis server's did"
+                if rate <= 0.01
+                else "more than one request in a hundred waited for a poll of io_uring's own, so its receives and sends "
+                "did not all complete in the enter that submitted them, unlike the OpenAnolis server's"
+            ),
+        )
 
 
 def spread_sentence(syscall: pd.DataFrame, node: str, between_pct: float | None) -> str:
     """How much repetitions differ, against how much batches within one do,
     for s (getppid), as this run measured them."""
     rows = syscall[(syscall["node"] == node) & ~syscall["warmup"] & (syscall["variant"] == "getppid")]
-    within = [float((g["ns_per_call"].quantile(0.75) - g["ns_per_call"].quantile(0.25)) / g["ns_per_call"].median())
-              for _, g in rows.groupby("rep") if len(g) >= 4 and g["ns_per_call"].median() > 0]
+    within = [
+        float((g["ns_per_call"].quantile(0.75) - g["ns_per_call"].quantile(0.25)) / g["ns_per_call"].median())
+        for _, g in rows.groupby("rep")
+        if len(g) >= 4 and g["ns_per_call"].median() > 0
+    ]
     if between_pct is None or not within:
         return "this run has too few repetitions or batches to say how much each level varies."
-    return (f"in this run the repetitions' medians of s differ by {between_pct:.0f} % ((max - min)/median), "
-            f"while the batches within one repetition spread by {100 * float(np.median(within)):.1f} % "
-            "(interquartile range over median, the median over repetitions).")
+    return (
+        f"in this run the repetitions' medians of s differ by {between_pct:.0f} % ((max - min)/median), "
+        f"while the batches within one repetition spread by {100 * float(np.median(within)):.1f} % "
+        "(interquartile range over median, the median over repetitions)."
+    )
 
 
 def interval_sentence(reps: Sequence[int], level: float = 0.95) -> str:
@@ -140,10 +210,12 @@ def interval_sentence(reps: Sequence[int], level: float = 0.95) -> str:
             continue
         lo, hi = ranks
         cover = 1 - 2 * float(sps.binom.cdf(lo, n, 0.5))
-        where = ("their minimum and maximum" if lo == 0 and hi == n - 1 else
-                 f"the {lo + 1}th smallest and the {lo + 1}th largest of them")
-        parts.append(f"with {n} repetitions it is {where}, which hold the median with probability "
-                     f"{cover:.1%}")
+        where = (
+            "their minimum and maximum"
+            if lo == 0 and hi == n - 1
+            else f"the {lo + 1}th smallest and the {lo + 1}th largest of them"
+        )
+        parts.append(f"with {n} repetitions it is {where}, which hold the median with probability {cover:.1%}")
     return "This interval comes from the order statistics of the repetitions' values: " + "; ".join(parts) + "."
 
 
@@ -163,19 +235,28 @@ def t_bound(out: Outputs, enter: pd.DataFrame, cost_per_rep: pd.DataFrame) -> No
     gap = measured.value - upper.value
     if measured.bounded:
         width = measured.high - measured.low
-        compare = (f"{'less' if gap < width else 'more'} than the width of t(1)/w's own 95 % interval "
-                   f"({width:.2f})")
+        compare = f"{'less' if gap < width else 'more'} than the width of t(1)/w's own 95 % interval ({width:.2f})"
     else:
         compare = f"with no interval for t(1)/w to compare it with ({measured.n} repetitions)"
-    out.text("t_bound_sentence", (
-        f"A bare enter skips the ring's lock and the submission, so it costs at most what a real enter spends "
-        f"outside submission; taking its cost beyond s off t(1) bounds the source's t/w from above at "
-        f"{upper.value:.2f}, against {measured.value:.2f} for t(1)/w as measured: a difference of {gap:.2f}, "
-        f"{compare}."))
+    out.text(
+        "t_bound_sentence",
+        (
+            f"A bare enter skips the ring's lock and the submission, so it costs at most what a real enter spends "
+            f"outside submission; taking its cost beyond s off t(1) bounds the source's t/w from above at "
+            f"{upper.value:.2f}, against {measured.value:.2f} for t(1)/w as measured: a difference of {gap:.2f}, "
+            f"{compare}."
+        ),
+    )
 
 
-ECHO_METRICS = (("rps", "", 0), ("server_ns_per_request", "ns", 0), ("client_ns_per_request", "ns", 0),
-                ("p99_us", "µs", 1), ("sqes_per_enter", "", 2), ("resched_ipis_per_request", "", 3))
+ECHO_METRICS = (
+    ("rps", "", 0),
+    ("server_ns_per_request", "ns", 0),
+    ("client_ns_per_request", "ns", 0),
+    ("p99_us", "µs", 1),
+    ("sqes_per_enter", "", 2),
+    ("resched_ipis_per_request", "", 3),
+)
 
 
 def send_zc(out: Outputs, summary: pd.DataFrame) -> None:
@@ -195,8 +276,10 @@ def send_zc(out: Outputs, summary: pd.DataFrame) -> None:
     if len(shares):
         out.number("zc_copied_pct_min", 100 * float(shares.min()), unit="%")
         least = 100 * float(shares.min())
-        out.text("zc_copied_sentence", "every one of them did" if least >= 99.95 else
-                 f"at every size at least {least:.0f} % of them did")
+        out.text(
+            "zc_copied_sentence",
+            "every one of them did" if least >= 99.95 else f"at every size at least {least:.0f} % of them did",
+        )
 
 
 def _echo_estimate(summary: pd.DataFrame, preset: str, c: int, size: int, metric: str) -> Estimate | None:
@@ -206,12 +289,25 @@ def _echo_estimate(summary: pd.DataFrame, preset: str, c: int, size: int, metric
     r = row.iloc[0]
     if isinstance(r.get(f"{metric}_estimate"), Estimate):
         return r[f"{metric}_estimate"]
-    return Estimate(float(r[metric]), float(r[f"{metric}_low"]), float(r[f"{metric}_high"]), int(r["reps"]),
-                    float(r[f"{metric}_pred_low"]), float(r[f"{metric}_pred_high"]))
+    return Estimate(
+        float(r[metric]),
+        float(r[f"{metric}_low"]),
+        float(r[f"{metric}_high"]),
+        int(r["reps"]),
+        float(r[f"{metric}_pred_low"]),
+        float(r[f"{metric}_pred_high"]),
+    )
 
 
-def echo(out: Outputs, *, echo_table: pd.DataFrame, summary: pd.DataFrame, floor: float,
-         ratios: pd.DataFrame | None = None, flags: pd.DataFrame | None = None) -> None:
+def echo(
+    out: Outputs,
+    *,
+    echo_table: pd.DataFrame,
+    summary: pd.DataFrame,
+    floor: float,
+    ratios: pd.DataFrame | None = None,
+    flags: pd.DataFrame | None = None,
+) -> None:
     """The echo section: every configuration's medians at the smallest size,
     the floor, what could not run, each preset's flags and its paired
     ratios to epoll (``ratios``: echostats.ratios_to_base)."""
@@ -228,8 +324,13 @@ def echo(out: Outputs, *, echo_table: pd.DataFrame, summary: pd.DataFrame, floor
             for metric, unit, digits in ECHO_METRICS:
                 v = echostats.value(summary, preset, int(c), size, metric)
                 if v == v:
-                    out.number(f"echo_{preset}_c{c}_{metric}", v, unit=unit, digits=digits,
-                               estimate=_echo_estimate(summary, preset, int(c), size, metric))
+                    out.number(
+                        f"echo_{preset}_c{c}_{metric}",
+                        v,
+                        unit=unit,
+                        digits=digits,
+                        estimate=_echo_estimate(summary, preset, int(c), size, metric),
+                    )
     for c in conns:
         # The median over configurations: how busy each side kept its CPU.
         cell = summary[(summary["connections"] == c) & (summary["bytes"] == size)]
@@ -275,9 +376,11 @@ def open_loop(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> Non
             value = getattr(r, f"{name}_us")
             out.number(f"{key}_{name}_us", value, unit="µs", digits=0, estimate=getattr(r, f"{name}_us_estimate"))
             out.number(f"{key}_{name}_us_merged", getattr(r, f"{name}_us_merged"), unit="µs", digits=0)
-    parts = [f"{r.preset}/epoll at {r.load:.0%} of capacity {r.ratio:.2f}"
-             + (f" [{r.low:.2f}, {r.high:.2f}]" if r.estimate.bounded else " (no interval: < 6 repetitions)")
-             for r in latency.paired_ratios(table).itertuples()]
+    parts = [
+        f"{r.preset}/epoll at {r.load:.0%} of capacity {r.ratio:.2f}"
+        + (f" [{r.low:.2f}, {r.high:.2f}]" if r.estimate.bounded else " (no interval: < 6 repetitions)")
+        for r in latency.paired_ratios(table).itertuples()
+    ]
     out.text("open_loop_p99_vs_epoll", "; ".join(parts) or "no preset ran beside epoll")
     achieved = curves["achieved_over_offered"].dropna() if "achieved_over_offered" in curves else pd.Series([])
     if len(achieved):
@@ -297,9 +400,18 @@ def method_agreement(out: Outputs, ratios: pd.DataFrame) -> None:
     out.number("mpi_osu_method_ratio_max", float(ratios["ratio"].max()), digits=2)
 
 
-def collectives(out: Outputs, *, raw: pd.DataFrame, summary: pd.DataFrame, transports: Sequence[str],
-                hockney: Mapping[str, mpimodels.Hockney], rate_mbit: float | None,
-                agreement: pd.DataFrame, fits: pd.DataFrame, ratio_tables: Sequence[pd.DataFrame]) -> None:
+def collectives(
+    out: Outputs,
+    *,
+    raw: pd.DataFrame,
+    summary: pd.DataFrame,
+    transports: Sequence[str],
+    hockney: Mapping[str, mpimodels.Hockney],
+    rate_mbit: float | None,
+    agreement: pd.DataFrame,
+    fits: pd.DataFrame,
+    ratio_tables: Sequence[pd.DataFrame],
+) -> None:
     """The MPI section: latency at the smallest and bandwidth at the largest
     size every unshaped transport measured, the fits, the tbf check, the
     probe/reference agreement and the transport comparison."""
@@ -308,13 +420,19 @@ def collectives(out: Outputs, *, raw: pd.DataFrame, summary: pd.DataFrame, trans
     for transport in transports:
         small = mpistats.pingpong_row(summary, transport, sizes[0]) if transport != "netns_tbf" else None
         if small is not None:
-            out.number(f"mpi_{transport}_latency_us", small["median_ns"] / 1e3, unit="µs", digits=2,
-                       estimate=mpistats.estimate_us(small))
+            out.number(
+                f"mpi_{transport}_latency_us",
+                small["median_ns"] / 1e3,
+                unit="µs",
+                digits=2,
+                estimate=mpistats.estimate_us(small),
+            )
             out.number(f"mpi_{transport}_latency_mean3_us", small["mean3_ns"] / 1e3, unit="µs", digits=2)
         large = mpistats.pingpong_row(summary, transport, sizes[-1])
         if large is not None:
-            out.number(f"mpi_{transport}_bandwidth_mb_s", large["bytes"] / large["median_ns"] * 1e3,
-                       unit="MB/s", digits=0)
+            out.number(
+                f"mpi_{transport}_bandwidth_mb_s", large["bytes"] / large["median_ns"] * 1e3, unit="MB/s", digits=0
+            )
         if transport in hockney:
             h = hockney[transport]
             out.number(f"mpi_{transport}_hockney_ts_us", h.small.ts_ns / 1e3, unit="µs", digits=2)
@@ -325,7 +443,7 @@ def collectives(out: Outputs, *, raw: pd.DataFrame, summary: pd.DataFrame, trans
     out.number("mpi_bandwidth_bytes", int(sizes[-1]), unit="B")
     if rate_mbit and "netns_tbf" in transports:
         shaped = summary[(summary["bench"] == "pingpong") & (summary["transport"] == "netns_tbf")]
-        fitted = mpimodels.transfer_rate(shaped["bytes"], shaped["median_ns"])[0] * 8   # Mbit/s
+        fitted = mpimodels.transfer_rate(shaped["bytes"], shaped["median_ns"])[0] * 8  # Mbit/s
         out.number("mpi_tbf_rate_mbit", rate_mbit, unit="Mbit/s")
         out.number("mpi_tbf_fitted_mbit", fitted, unit="Mbit/s")
         out.number("mpi_tbf_fitted_ratio", fitted / rate_mbit, digits=3)
@@ -341,8 +459,10 @@ def collectives(out: Outputs, *, raw: pd.DataFrame, summary: pd.DataFrame, trans
         out.text(f"mpi_algorithm_{r.bench}", r.algorithm)
     ranks = sorted(summary["ranks"].unique())
     out.text("mpi_ranks", ", ".join(str(int(p)) for p in ranks))
-    out.text("mpi_oversubscribed_ranks", ", ".join(
-        str(int(p)) for p in sorted(summary.loc[summary["oversubscribed"], "ranks"].unique())) or "none")
+    out.text(
+        "mpi_oversubscribed_ranks",
+        ", ".join(str(int(p)) for p in sorted(summary.loc[summary["oversubscribed"], "ranks"].unique())) or "none",
+    )
     out.text("mpi_transports", ", ".join(transports))
     if "nodes" in transports:
         across = summary[summary["transport"] == "nodes"]
@@ -363,12 +483,17 @@ def fit_shapes_sentence(fits: pd.DataFrame, ranks: Sequence[int]) -> str:
     not at p = 2 alone, where log2 p = 1 and both are a start-up plus a
     per-byte term; else their median errors side by side."""
     if not len(fits) or (ranks and max(ranks) <= 2):
-        return ("The fits used p = 2 only (the rank counts that fit on the CPUs): there log2 p = 1 and each "
-                "algorithm's formula is, like the HPC HUB formula, a start-up plus a per-byte term, so the two "
-                "cannot be told apart here.")
+        return (
+            "The fits used p = 2 only (the rank counts that fit on the CPUs): there log2 p = 1 and each "
+            "algorithm's formula is, like the HPC HUB formula, a start-up plus a per-byte term, so the two "
+            "cannot be told apart here."
+        )
     by_model = fits.groupby("model")["median_abs_error"].median()
-    return ("Median error over transports and collectives: "
-            + "; ".join(f"{m} formula {100 * v:.0f} %" for m, v in by_model.items()) + ".")
+    return (
+        "Median error over transports and collectives: "
+        + "; ".join(f"{m} formula {100 * v:.0f} %" for m, v in by_model.items())
+        + "."
+    )
 
 
 def transport_comparison(ratio_tables: Sequence[pd.DataFrame]) -> str:
@@ -376,12 +501,13 @@ def transport_comparison(ratio_tables: Sequence[pd.DataFrame]) -> str:
     transport pair (what the paper shows in place of M1/M2 on one node kind)."""
     worst = []
     for tab in ratio_tables:
-        coll = tab[tab["bench"].isin(["bcast", "allreduce", "alltoall"]) & (tab["ranks"] == 2)
-                   & ~tab["oversubscribed"]]
+        coll = tab[tab["bench"].isin(["bcast", "allreduce", "alltoall"]) & (tab["ranks"] == 2) & ~tab["oversubscribed"]]
         for bench, g in coll.groupby("bench"):
             i = g["ratio"].idxmin()
-            worst.append(f"{tab['numerator'].iloc[0]}/{tab['denominator'].iloc[0]} {bench} "
-                         f"{g.loc[i, 'ratio']:.2f} at {int(g.loc[i, 'bytes'])} B")
+            worst.append(
+                f"{tab['numerator'].iloc[0]}/{tab['denominator'].iloc[0]} {bench} "
+                f"{g.loc[i, 'ratio']:.2f} at {int(g.loc[i, 'bytes'])} B"
+            )
     return "; ".join(worst) if worst else "no transport comparison was measured"
 
 
@@ -403,9 +529,12 @@ def claim_verdicts(findings: Sequence[Finding], short: bool = False) -> dict[str
     the outcome, the parts decided and not testable, the source cells
     covered; ``short``: a claim not testable at all gives its first reason
     only, to its first parenthesis (the findings table has them whole)."""
-    return {claim: f"{v.outcome.value}: {short_reason(v.reason)}"
-            if short and v.outcome is Outcome.NOT_TESTABLE else v.line()
-            for claim, v in claim_verdict_objects(findings).items()}
+    return {
+        claim: f"{v.outcome.value}: {short_reason(v.reason)}"
+        if short and v.outcome is Outcome.NOT_TESTABLE
+        else v.line()
+        for claim, v in claim_verdict_objects(findings).items()
+    }
 
 
 def short_reason(reason: str) -> str:
@@ -427,17 +556,20 @@ def claims_by_outcome(outcomes: Mapping[str, Outcome]) -> str:
     return "Of the sources' claims, " + "; ".join(f"{o.value}: {', '.join(cs)}" for o, cs in words.items() if cs) + "."
 
 
-ESTIMAND = ("Each part estimates the median over repetitions of a per-repetition quantity: for a comparison, "
-            "the ratio of the two configurations measured in the same repetition; the claims table shows the "
-            "ratio of their means over repetitions beside it where the rule's margin is 5 % or less.")
+ESTIMAND = (
+    "Each part estimates the median over repetitions of a per-repetition quantity: for a comparison, "
+    "the ratio of the two configurations measured in the same repetition; the claims table shows the "
+    "ratio of their means over repetitions beside it where the rule's margin is 5 % or less."
+)
 
 
 def reach_text(claim: str, findings: Sequence[Finding]) -> str:
     """Which outcomes a claim can reach at the run's repetitions, in words
     ("with 6 repetitions U1 can be reproduced or undecided, not 'not
     reproduced'")."""
-    parts = [f for f in findings if f.claim == claim and not f.context and f.rule is not None
-             and f.estimate is not None]
+    parts = [
+        f for f in findings if f.claim == claim and not f.context and f.rule is not None and f.estimate is not None
+    ]
     if not parts:
         return f"{claim} was not tested here."
     reach_r = all(f.reachable[0] for f in parts)
@@ -446,12 +578,19 @@ def reach_text(claim: str, findings: Sequence[Finding]) -> str:
     counts = " or ".join(str(n) for n in reps)
     can = ["reproduced"] * reach_r + ["not reproduced"] * reach_n + ["undecided"]
     cannot = ["reproduced"] * (not reach_r) + ["not reproduced"] * (not reach_n)
-    text = f"with {counts} repetitions planned in advance, {claim} can be " + ", ".join(can[:-1]) + \
-        (" or " if len(can) > 1 else "") + can[-1]
+    text = (
+        f"with {counts} repetitions planned in advance, {claim} can be "
+        + ", ".join(can[:-1])
+        + (" or " if len(can) > 1 else "")
+        + can[-1]
+    )
     if cannot:
         needed = evidence.reps_to_reach(parts[0].family, parts[0].budget)
-        text += (", not " + " or ".join(f"\u201c{c}\u201d" for c in cannot)
-                 + (f" (its {parts[0].family} parts need {needed})" if "not reproduced" in cannot else ""))
+        text += (
+            ", not "
+            + " or ".join(f"\u201c{c}\u201d" for c in cannot)
+            + (f" (its {parts[0].family} parts need {needed})" if "not reproduced" in cannot else "")
+        )
     return text[0].upper() + text[1:] + "."
 
 
@@ -460,20 +599,28 @@ def occasions_sentence() -> str:
     claims' groups."""
     occ = occasions.load()
     if not occ.groups:
-        return ("No between-occasion spread is estimated (data/occasions.json is absent): the intervals describe "
-                "this run's occasion only.")
-    parts = [f"{g.split(':')[1]} {s.sigma_occasion:.3f}" for g, s in sorted(occ.groups.items())
-             if g.startswith("claims:")]
-    return (f"The between-occasion spread (log sd) folded into the verdicts and the prediction intervals: "
-            f"{'; '.join(parts) or 'pooled ' + format(occ.sigma('all'), '.3f')} for the claims' quantities; "
-            f"{occ.source()}.")
+        return (
+            "No between-occasion spread is estimated (data/occasions.json is absent): the intervals describe "
+            "this run's occasion only."
+        )
+    parts = [
+        f"{g.split(':')[1]} {s.sigma_occasion:.3f}" for g, s in sorted(occ.groups.items()) if g.startswith("claims:")
+    ]
+    return (
+        f"The between-occasion spread (log sd) folded into the verdicts and the prediction intervals: "
+        f"{'; '.join(parts) or 'pooled ' + format(occ.sigma('all'), '.3f')} for the claims' quantities; "
+        f"{occ.source()}."
+    )
 
 
 def log_spread(findings: Sequence[Finding]) -> float:
     """The median over parts of the log standard deviation of their
     per-repetition values: the spread between repetitions they show."""
-    sds = [float(np.std(np.log(f.per_rep), ddof=1)) for f in findings
-           if f.estimate is not None and len(f.per_rep) >= 3 and all(v > 0 and math.isfinite(v) for v in f.per_rep)]
+    sds = [
+        float(np.std(np.log(f.per_rep), ddof=1))
+        for f in findings
+        if f.estimate is not None and len(f.per_rep) >= 3 and all(v > 0 and math.isfinite(v) for v in f.per_rep)
+    ]
     return float(np.median(sds)) if sds else math.nan
 
 
@@ -496,16 +643,21 @@ def faithful_text(claim: str, findings: Sequence[Finding], runs: int = faithful.
     reps, b, sigma = max(f.n0 for f in alike), alike[0].budget, alike[0].sigma
     share = faithful.reproduce_share(claim, reps, spread, adaptive=b.later > 0, sigma=sigma, runs=runs)
     assert share is not None
-    text = (f"At this run's spread between repetitions (log sd {spread:.3f}) and {reps} repetitions, a faithful "
-            f"replication of the source's own table reproduces {claim} in {share:.0%} of {runs} simulated runs")
+    text = (
+        f"At this run's spread between repetitions (log sd {spread:.3f}) and {reps} repetitions, a faithful "
+        f"replication of the source's own table reproduces {claim} in {share:.0%} of {runs} simulated runs"
+    )
     if share >= FAITHFUL_GOAL:
         return text + "."
-    return (text + f": a \u201creproduced\u201d cannot be expected here, because its parts' bounds sit closer to the "
-            "source's own values than this spread and the error budget let so few repetitions decide.")
+    return (
+        text + f": a \u201creproduced\u201d cannot be expected here, because its parts' bounds sit closer to the "
+        "source's own values than this spread and the error budget let so few repetitions decide."
+    )
 
 
-def claims_numbers(out: Outputs, findings: Sequence[Finding], power_runs: int = power.RUNS,
-                   faithful_runs: int = faithful.RUNS) -> None:
+def claims_numbers(
+    out: Outputs, findings: Sequence[Finding], power_runs: int = power.RUNS, faithful_runs: int = faithful.RUNS
+) -> None:
     """The claims table: every finding, and per claim its verdict line, the
     error its verdict is held to, the outcomes it can reach and its power;
     then what holds across claims."""
@@ -516,33 +668,45 @@ def claims_numbers(out: Outputs, findings: Sequence[Finding], power_runs: int = 
     budget = next((f.budget for f in findings if f.rule is not None and f.estimate is not None), evidence.FIXED)
     out.text("method_error", error_text(budget, occasions.load().source()))
     out.text("method_occasions", occasions_sentence())
-    out.text("method_interval", interval_sentence([len(f.per_rep) for f in findings if f.estimate is not None]
-                                                  or [6]))
+    out.text("method_interval", interval_sentence([len(f.per_rep) for f in findings if f.estimate is not None] or [6]))
     verdicts = claim_verdict_objects(findings)
     for claim, text in claim_verdicts(findings, short=True).items():
         out.text(f"{claim.lower()}_verdict", text)
         counted = [f for f in findings if f.claim == claim and not f.context and f.estimate is not None]
-        out.text(f"{claim.lower()}_error", (f"Holm over {len(counted)} tested parts" if len(counted) > 1
-                                            else "one tested part" if counted else "nothing tested")
-                 + f"; at most {evidence.ALPHA_SIDE:.1%} wrong each way, per claim")
+        out.text(
+            f"{claim.lower()}_error",
+            (
+                f"Holm over {len(counted)} tested parts"
+                if len(counted) > 1
+                else "one tested part"
+                if counted
+                else "nothing tested"
+            )
+            + f"; at most {evidence.ALPHA_SIDE:.1%} wrong each way, per claim",
+        )
         out.text(f"{claim.lower()}_reach", reach_text(claim, findings))
         pw = power.claim_power([f for f in findings if f.claim == claim], runs=power_runs) if counted else None
         out.text(f"{claim.lower()}_power", pw.text() if pw else "not tested here")
         faithful_sentence = faithful_text(claim, findings, runs=faithful_runs)
         if faithful_sentence:
             out.text(f"{claim.lower()}_faithful", faithful_sentence)
-    decided = [c for c, v in verdicts.items() if v.outcome in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED,
-                                                                 Outcome.INCOMPLETE)]
+    decided = [
+        c for c, v in verdicts.items() if v.outcome in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED, Outcome.INCOMPLETE)
+    ]
     tested = [c for c, v in verdicts.items() if v.outcome is not Outcome.NOT_TESTABLE]
     out.number("claims_tested_count", len(tested))
-    out.text("claims_family_error", (
-        f"Each claim's verdict is held to {evidence.ALPHA_SIDE:.1%} each way on its own, per claim. Across the "
-        f"{len(tested)} claims tested here, the chance that at least one of their verdicts is wrong is at most "
-        f"{min(1.0, len(tested) * evidence.ALPHA_SIDE):.1%} each way (the union bound); across the "
-        f"{len(decided)} decided, at most {min(1.0, len(decided) * evidence.ALPHA_SIDE):.1%}. The claims come "
-        "from three sources and answer separate questions, so each verdict is controlled on its own and the "
-        "bound across them is stated rather than spent: controlling it would cut each claim's power."))
-    setups = {f.part[f.part.rindex(" [") + 2:-1] for f in findings if f.part.endswith("]") and " [" in f.part}
+    out.text(
+        "claims_family_error",
+        (
+            f"Each claim's verdict is held to {evidence.ALPHA_SIDE:.1%} each way on its own, per claim. Across the "
+            f"{len(tested)} claims tested here, the chance that at least one of their verdicts is wrong is at most "
+            f"{min(1.0, len(tested) * evidence.ALPHA_SIDE):.1%} each way (the union bound); across the "
+            f"{len(decided)} decided, at most {min(1.0, len(decided) * evidence.ALPHA_SIDE):.1%}. The claims come "
+            "from three sources and answer separate questions, so each verdict is controlled on its own and the "
+            "bound across them is stated rather than spent: controlling it would cut each claim's power."
+        ),
+    )
+    setups = {f.part[f.part.rindex(" [") + 2 : -1] for f in findings if f.part.endswith("]") and " [" in f.part}
     out.text("findings_setup", "; ".join(sorted(setups)) or "no echo part was measured")
     counts = {o: sum(f.outcome is o for f in findings if not f.context) for o in Outcome}
     for o, n in counts.items():
@@ -555,16 +719,31 @@ def claims_tested(findings: Sequence[Finding] = ()) -> pd.DataFrame:
     (translated), what we measure, the margins and why (each claim's rules'
     own, worded from their numbers), the setup it needs, and what we could
     not match (iolab.analysis.claims.CLAIM_TESTS)."""
-    margins = {claim: list(dict.fromkeys(f.rule.why for f in findings if f.claim == claim and f.rule is not None
-                                         and not f.context)) for claim in claims.CLAIM_TESTS}
-    return pd.DataFrame([{"claim": claim, "source": t.source, "words": t.words, "measure": t.measure,
-                          "margin": "; ".join(margins[claim]) or "no part was tested here", "needs": t.needs,
-                          "unmatched": t.unmatched}
-                         for claim, t in claims.CLAIM_TESTS.items()])
+    margins = {
+        claim: list(
+            dict.fromkeys(f.rule.why for f in findings if f.claim == claim and f.rule is not None and not f.context)
+        )
+        for claim in claims.CLAIM_TESTS
+    }
+    return pd.DataFrame(
+        [
+            {
+                "claim": claim,
+                "source": t.source,
+                "words": t.words,
+                "measure": t.measure,
+                "margin": "; ".join(margins[claim]) or "no part was tested here",
+                "needs": t.needs,
+                "unmatched": t.unmatched,
+            }
+            for claim, t in claims.CLAIM_TESTS.items()
+        ]
+    )
 
 
-def claims_setups(out: Outputs, *, syscall: pd.DataFrame, echo: pd.DataFrame | None,
-                  mpi: pd.DataFrame | None, node: str) -> None:
+def claims_setups(
+    out: Outputs, *, syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame | None, node: str
+) -> None:
     """How each source measured beside how we did, the sentences that say
     which setup and which mitigation regime the claims used, and the
     sources' quoted echo tables (parts 1 and 3) beside our cells."""
@@ -573,19 +752,22 @@ def claims_setups(out: Outputs, *, syscall: pd.DataFrame, echo: pd.DataFrame | N
     here = echostats.claims_view(echo, node)
     out.text("claims_echo_setup", claims_echo_setup_sentence(here))
     if here is None:
-        return   # the echo experiment ran on other nodes than the claims' node
+        return  # the echo experiment ran on other nodes than the claims' node
     part1 = echostats.seed_table(here)
     measured = part1.dropna(subset=["io_uring (ours)", "epoll (ours)"])
     missing = part1[~part1.index.isin(measured.index)]
     out.rows("quoted_part1", measured.drop(columns="our setup"), note=str(part1["our setup"].iloc[0]))
-    out.text("quoted_part1_missing", ", ".join(f"c = {r.connections}, {r.bytes} B" for r in missing.itertuples())
-             or "none")
+    out.text(
+        "quoted_part1_missing", ", ".join(f"c = {r.connections}, {r.bytes} B" for r in missing.itertuples()) or "none"
+    )
     part3 = echostats.part3_table(here)
     measured3 = part3.dropna(subset=["measured"])
     out.rows("quoted_part3", measured3.drop(columns="our setup"), note=str(part3["our setup"].iloc[0]))
     missing3 = part3[part3["measured"].isna()]
-    out.text("quoted_part3_missing", "; ".join(f"{s}: {', '.join(g['cell'])}" for s, g in missing3.groupby(
-        "system (quoted)")) or "none")
+    out.text(
+        "quoted_part3_missing",
+        "; ".join(f"{s}: {', '.join(g['cell'])}" for s, g in missing3.groupby("system (quoted)")) or "none",
+    )
     out.text("quoted_setup", str(part3["our setup"].iloc[0]))
 
 
@@ -595,24 +777,37 @@ def claims_echo_setup_sentence(here: pd.DataFrame | None) -> str:
         return "The echo experiment did not run on this node, so no echo claim was tested."
     setup = echostats.with_setup(here)
     if set(setup["client"]) == {echostats.SOURCE_CLIENT} and set(setup["layout"]) == {echostats.SOURCE_LAYOUT}:
-        return ("The echo claims were judged under the sources' setup: a blocking thread per connection in "
-                "the load generator, as rust_echo_bench, and nothing pinned.")
-    return (f"The sources' setup (a blocking thread per connection, nothing pinned) was not measured in this "
-            f"run: the echo cells ran with the {echostats.setup_note(here).split(';')[0]}, so the part 1 and "
-            "part 3 claims are shown as context and read not testable here; the smoke, part3 and paper "
-            "profiles measure the sources' setup.")
+        return (
+            "The echo claims were judged under the sources' setup: a blocking thread per connection in "
+            "the load generator, as rust_echo_bench, and nothing pinned."
+        )
+    return (
+        f"The sources' setup (a blocking thread per connection, nothing pinned) was not measured in this "
+        f"run: the echo cells ran with the {echostats.setup_note(here).split(';')[0]}, so the part 1 and "
+        "part 3 claims are shown as context and read not testable here; the smoke, part3 and paper "
+        "profiles measure the sources' setup."
+    )
 
 
 def regime_sentence(cost: pd.DataFrame, flag: str) -> str:
     """Which mitigation regime the claims used, and why (claims.regime)."""
     state, why = claims.regime(cost, flag)
     tested, untested = ("C2", "C3") if state == "off" else ("C3", "C2")
-    return (f"The claims read this node's syscall path as in the mitigations-{state} regime ({why}), so "
-            f"{tested} is tested here and {untested} is not.")
+    return (
+        f"The claims read this node's syscall path as in the mitigations-{state} regime ({why}), so "
+        f"{tested} is tested here and {untested} is not."
+    )
 
 
-def headline(out: Outputs, *, findings: Sequence[Finding], syscall: pd.DataFrame, cost: pd.DataFrame,
-             echo: pd.DataFrame | None, node: str) -> None:
+def headline(
+    out: Outputs,
+    *,
+    findings: Sequence[Finding],
+    syscall: pd.DataFrame,
+    cost: pd.DataFrame,
+    echo: pd.DataFrame | None,
+    node: str,
+) -> None:
     """The title and the abstract's sentences, each from the run's numbers:
     the machine, the cost model's answer with its interval, the servers
     against epoll, every claim's verdict in a word, and the questions this
@@ -623,18 +818,25 @@ def headline(out: Outputs, *, findings: Sequence[Finding], syscall: pd.DataFrame
     cpus = int(mine["cpus"].max())
     cpu = str(first.get("cpu_model", "")) or "an unrecorded CPU"
     kernel = str(first["kernel"]).split("-")[0]
-    machine = (f"a {cpus}-vCPU {cpu} virtual machine" if kind == "vm" else f"a {cpus}-CPU {cpu} {kind} node")
+    machine = f"a {cpus}-vCPU {cpu} virtual machine" if kind == "vm" else f"a {cpus}-CPU {cpu} {kind} node"
     verdicts = claim_verdict_objects(findings)
     mpi_tested = any(v.outcome is not Outcome.NOT_TESTABLE for c, v in verdicts.items() if c.startswith("M"))
-    out.text("paper_title", f"io_uring against epoll on {machine} (Linux {kernel})"
-             + (", and MPI collectives across node kinds" if mpi_tested else ", with MPI on one node")
-             + ": the sources' claims re-measured")
-    out.rows("claim_outcomes", pd.DataFrame([{"claim": c, "outcome": v.outcome.value,
-                                               "reason": short_reason(v.reason)} for c, v in verdicts.items()]))
+    out.text(
+        "paper_title",
+        f"io_uring against epoll on {machine} (Linux {kernel})"
+        + (", and MPI collectives across node kinds" if mpi_tested else ", with MPI on one node")
+        + ": the sources' claims re-measured",
+    )
+    out.rows(
+        "claim_outcomes",
+        pd.DataFrame(
+            [{"claim": c, "outcome": v.outcome.value, "reason": short_reason(v.reason)} for c, v in verdicts.items()]
+        ),
+    )
 
 
 def interval_words(e: Estimate) -> str:
-    """"(95 % interval a–b)", or why there is none."""
+    """ "(95 % interval a–b)", or why there is none."""
     if not e.bounded:
         return f"(no interval: {e.n} repetitions; 6 are needed)"
     return f"(95 % interval {e.low:.2f}–{e.high:.2f})"
@@ -656,20 +858,30 @@ def servers_sentence(echo: pd.DataFrame | None, node: str) -> str:
         return "No io_uring server ran beside epoll."
     best = cpu.iloc[0]
     rps = r[(r["metric"] == "rps") & (r["preset"] == best["preset"])]
+
     def est(r: pd.Series) -> Estimate:
         return r["estimate"]
 
-    text = (f"Among {len(cpu)} io_uring server configurations at {c} connections of {b} B, the cheapest, "
-            f"{best['preset']}, spent {best['ratio']:.2f} {interval_words(est(best))} of epoll's server CPU "
-            "per request")
+    text = (
+        f"Among {len(cpu)} io_uring server configurations at {c} connections of {b} B, the cheapest, "
+        f"{best['preset']}, spent {best['ratio']:.2f} {interval_words(est(best))} of epoll's server CPU "
+        "per request"
+    )
     if len(rps):
         rr = rps.iloc[0]
         text += f" and served {rr['ratio']:.2f} {interval_words(est(rr))} of its requests/s"
     return text + ", each paired within a repetition."
 
 
-def nodes(out: Outputs, *, kinds: Mapping[str, str], costs: pd.DataFrame, pair: tuple[str, str] | None,
-          mpi_ratios: pd.DataFrame | None, echo_ratios: pd.DataFrame | None) -> None:
+def nodes(
+    out: Outputs,
+    *,
+    kinds: Mapping[str, str],
+    costs: pd.DataFrame,
+    pair: tuple[str, str] | None,
+    mpi_ratios: pd.DataFrame | None,
+    echo_ratios: pd.DataFrame | None,
+) -> None:
     """The node-comparison section."""
     out.number("node_kinds", len(set(kinds.values())))
     out.text("node_list", ", ".join(f"{n} ({k})" for n, k in kinds.items()))

@@ -51,12 +51,18 @@ def figure_caption(name: str) -> str:
 def machine(frame: "pd.DataFrame") -> dict[str, Any]:
     """Where a figure's data were measured, from its tidy rows: node(s),
     kind, CPU model, CPU count, kernel, repetitions."""
+
     def values(col: str) -> list[str]:
         return sorted({str(v) for v in frame[col].dropna()}) if col in frame else []
 
-    return {"nodes": values("node"), "kinds": values("kind"), "cpu": values("cpu_model"),
-            "cpus": int(frame["cpus"].max()) if "cpus" in frame and len(frame) else 0,
-            "kernel": values("kernel"), "repetitions": int(frame["rep"].nunique()) if "rep" in frame else 0}
+    return {
+        "nodes": values("node"),
+        "kinds": values("kind"),
+        "cpu": values("cpu_model"),
+        "cpus": int(frame["cpus"].max()) if "cpus" in frame and len(frame) else 0,
+        "kernel": values("kernel"),
+        "repetitions": int(frame["rep"].nunique()) if "rep" in frame else 0,
+    }
 
 
 def stamp_text(where: dict[str, Any], date: str, commit: str) -> str:
@@ -64,8 +70,10 @@ def stamp_text(where: dict[str, Any], date: str, commit: str) -> str:
     unit = "vCPUs" if where["kinds"] and all(k == "vm" for k in where["kinds"]) else "CPUs"
     cpu = " / ".join(where["cpu"]) or "CPU not recorded"
     kernel = ", ".join(where["kernel"]) or "not recorded"
-    return (f"{', '.join(where['nodes']) or 'node not recorded'}: {cpu}, {where['cpus']} {unit}, "
-            f"Linux {kernel} · {where['repetitions']} repetitions · {date} · iolab {commit}")
+    return (
+        f"{', '.join(where['nodes']) or 'node not recorded'}: {cpu}, {where['cpus']} {unit}, "
+        f"Linux {kernel} · {where['repetitions']} repetitions · {date} · iolab {commit}"
+    )
 
 
 def _tight_box(fig: Figure) -> Bbox:
@@ -102,8 +110,9 @@ class Outputs:
         self.numbers_path = paths.resolve(self.numbers_path)
         self.manifest_path = paths.resolve(self.manifest_path)
 
-    def figure(self, fig: Figure, name: str, caption: str | None = None,
-               data: "pd.DataFrame | None" = None) -> list[Path]:
+    def figure(
+        self, fig: Figure, name: str, caption: str | None = None, data: "pd.DataFrame | None" = None
+    ) -> list[Path]:
         """Save ``fig`` as <name>.pdf/.png/.svg and record it for the manifest.
         The caption is report/captions/<name>.rst (what the Snakemake report
         shows too) unless one is given (a caption that names the data).
@@ -115,8 +124,11 @@ class Outputs:
         caption = caption if caption is not None else figure_caption(name)
         git = git_state()
         commit = (git["commit"][:8] + ("+changes" if git["dirty"] else "")) if git["commit"] else "(no git commit)"
-        where = machine(data) if data is not None else {"nodes": [], "kinds": [], "cpu": [], "cpus": 0,
-                                                          "kernel": [], "repetitions": 0}
+        where = (
+            machine(data)
+            if data is not None
+            else {"nodes": [], "kinds": [], "cpu": [], "cpus": 0, "kernel": [], "repetitions": 0}
+        )
         date = utc_now()[:10]
         stamp = stamp_text(where, date, commit)
         # The stamp under everything else the figure holds, from its left
@@ -146,7 +158,10 @@ class Outputs:
         self.figures[name] = {
             "caption": caption,
             "files": [paths.relative(p) for p in written],
-            "machine": where, "date": date, "commit": commit, "stamp": stamp,
+            "machine": where,
+            "date": date,
+            "commit": commit,
+            "stamp": stamp,
             "width_in": round(bbox.width, 3),
             # As printed across the text width: what the page must hold.
             "printed_height_in": round(bbox.height * style.TEXT_WIDTH_IN / bbox.width, 2),
@@ -156,15 +171,23 @@ class Outputs:
         }
         return written
 
-    def number(self, key: str, value: float, *, unit: str = "", digits: int = 0,
-               estimate: Estimate | None = None, note: str = "") -> str:
+    def number(
+        self,
+        key: str,
+        value: float,
+        *,
+        unit: str = "",
+        digits: int = 0,
+        estimate: Estimate | None = None,
+        note: str = "",
+    ) -> str:
         """Record a number for the paper text; returns its rendered text."""
         if not math.isfinite(value):
             raise ValueError(f"number {key!r} is not finite ({value})")
         text = f"{value:,.{digits}f}".replace(",", "\u2009")
-        entry: dict[str, Any] = {"value": value, "text": text, "unit": unit,
-                                 "notebook": self.notebook, "note": note}
+        entry: dict[str, Any] = {"value": value, "text": text, "unit": unit, "notebook": self.notebook, "note": note}
         if estimate is not None:
+
             def bound(x: float) -> str:
                 if math.isfinite(x):
                     return f"{x:,.{digits}f}".replace(",", "\u2009")
@@ -178,9 +201,13 @@ class Outputs:
             # Where a re-run on another occasion is expected: this run's
             # repetitions and the between-occasion spread of the number's
             # group (iolab.analysis.occasions), on the log scale.
-            pred = (occasions.prediction_interval(estimate.values, occasions.load().sigma(
-                occasions.group_of(self.notebook, unit))) if estimate.values else
-                (estimate.pred_low, estimate.pred_high))
+            pred = (
+                occasions.prediction_interval(
+                    estimate.values, occasions.load().sigma(occasions.group_of(self.notebook, unit))
+                )
+                if estimate.values
+                else (estimate.pred_low, estimate.pred_high)
+            )
             entry["pi95"] = [finite(pred[0]), finite(pred[1])]
             entry["n"] = estimate.n
             if estimate.values:
@@ -188,8 +215,11 @@ class Outputs:
             # Below MIN_REPS_FOR_CI repetitions there is no interval at all; an
             # end can still be infinite (a crossover some repetition never reaches).
             entry["ci_bounded"] = estimate.n >= MIN_REPS_FOR_CI
-            entry["ci_text"] = (f"{bound(estimate.low)}–{bound(estimate.high)}" if entry["ci_bounded"]
-                                else f"none from {estimate.n} repetitions; it needs {MIN_REPS_FOR_CI}")
+            entry["ci_text"] = (
+                f"{bound(estimate.low)}–{bound(estimate.high)}"
+                if entry["ci_bounded"]
+                else f"none from {estimate.n} repetitions; it needs {MIN_REPS_FOR_CI}"
+            )
         self.numbers[key] = entry
         return text
 
@@ -203,42 +233,77 @@ class Outputs:
             est = f.estimate
             part, setup = f.part, ""
             if part.endswith("]") and " [" in part:
-                part, setup = part[:part.rindex(" [")], part[part.rindex(" [") + 2:-1]
+                part, setup = part[: part.rindex(" [")], part[part.rindex(" [") + 2 : -1]
             undecided = f.outcome is Outcome.UNDECIDED and est is not None and f.rule is not None
-            rows.append({"claim": f.claim, "part": part, "setup": setup, "outcome": f.outcome.value,
-                         "rule": f.rule.text() if f.rule else "", "margin": f.rule.why if f.rule else "",
-                         "quoted": f.quoted, "value": interval_text(est) if est else "", "reason": f.reason,
-                         "reps": est.n if est else 0, "needed": f.needed, "summary": f.summary(),
-                         "context": f.context, "held_back": f.held_back, "group": f.group,
-                         "per_rep": [v if math.isfinite(v) else None for v in f.per_rep],
-                         "round0": f.n0, "family": f.family, "withheld": f.withheld,
-                         "ratio_of_means": f.ratio_of_means if f.ratio_of_means is None
-                         or math.isfinite(f.ratio_of_means) else None,
-                         "reachable": list(f.reachable) if f.rule is not None and est is not None else None,
-                         "leaning": f.rule.leaning(est.value) if undecided else "",  # type: ignore[union-attr]
-                         "estimate": None if est is None else {
-                             k: (x if math.isfinite(x) else None) for k, x in (
-                                 ("value", est.value), ("low", est.low), ("high", est.high),
-                                 ("pred_low", est.pred_low), ("pred_high", est.pred_high))}})
-        self.numbers[key] = {"value": rows, "text": f"{len(rows)} findings", "unit": "",
-                             "notebook": self.notebook, "note": ""}
+            rows.append(
+                {
+                    "claim": f.claim,
+                    "part": part,
+                    "setup": setup,
+                    "outcome": f.outcome.value,
+                    "rule": f.rule.text() if f.rule else "",
+                    "margin": f.rule.why if f.rule else "",
+                    "quoted": f.quoted,
+                    "value": interval_text(est) if est else "",
+                    "reason": f.reason,
+                    "reps": est.n if est else 0,
+                    "needed": f.needed,
+                    "summary": f.summary(),
+                    "context": f.context,
+                    "held_back": f.held_back,
+                    "group": f.group,
+                    "per_rep": [v if math.isfinite(v) else None for v in f.per_rep],
+                    "round0": f.n0,
+                    "family": f.family,
+                    "withheld": f.withheld,
+                    "ratio_of_means": f.ratio_of_means
+                    if f.ratio_of_means is None or math.isfinite(f.ratio_of_means)
+                    else None,
+                    "reachable": list(f.reachable) if f.rule is not None and est is not None else None,
+                    "leaning": f.rule.leaning(est.value) if undecided else "",  # type: ignore[union-attr]
+                    "estimate": None
+                    if est is None
+                    else {
+                        k: (x if math.isfinite(x) else None)
+                        for k, x in (
+                            ("value", est.value),
+                            ("low", est.low),
+                            ("high", est.high),
+                            ("pred_low", est.pred_low),
+                            ("pred_high", est.pred_high),
+                        )
+                    },
+                }
+            )
+        self.numbers[key] = {
+            "value": rows,
+            "text": f"{len(rows)} findings",
+            "unit": "",
+            "notebook": self.notebook,
+            "note": "",
+        }
 
     def rows(self, key: str, frame: "pd.DataFrame", note: str = "") -> None:
         """A table for the paper, every cell as text: counts with thin-space
         thousands, "not measured" for a missing number."""
+
         def cell(v: Any) -> str:
             if isinstance(v, (int, float)) and not isinstance(v, bool):
                 return "not measured" if v != v else f"{v:,.0f}".replace(",", "\u2009")
             return str(v)
 
         rows = [{str(k): cell(v) for k, v in r.items()} for r in frame.to_dict("records")]
-        self.numbers[key] = {"value": rows, "text": f"{len(rows)} rows", "unit": "",
-                             "notebook": self.notebook, "note": note}
+        self.numbers[key] = {
+            "value": rows,
+            "text": f"{len(rows)} rows",
+            "unit": "",
+            "notebook": self.notebook,
+            "note": note,
+        }
 
     def text(self, key: str, value: str, note: str = "") -> str:
         """Record a piece of generated text (a verdict, a setting) for the paper."""
-        self.numbers[key] = {"value": value, "text": value, "unit": "",
-                             "notebook": self.notebook, "note": note}
+        self.numbers[key] = {"value": value, "text": value, "unit": "", "notebook": self.notebook, "note": note}
         return value
 
     def texts(self, prefix: str = "") -> dict[str, str]:
@@ -249,12 +314,21 @@ class Outputs:
         raw: list[dict[str, Any]] = []
         for experiment, src in self.sources.items():
             if src.suffix == ".parquet":
-                raw.extend(table_sources(src) or [{"table": paths.relative(src), "sha256": sha256(src),
-                                                   "provenance": "none: table has no .sources.json"}])
-            else:   # a raw-data root, such as the shipped reference data
-                raw.extend({"raw": paths.relative(f), "sha256": sha256(f),
-                            "provenance": paths.relative(sidecar_for(f))}
-                           for f in raw_files_under(src, experiment))
+                raw.extend(
+                    table_sources(src)
+                    or [
+                        {
+                            "table": paths.relative(src),
+                            "sha256": sha256(src),
+                            "provenance": "none: table has no .sources.json",
+                        }
+                    ]
+                )
+            else:  # a raw-data root, such as the shipped reference data
+                raw.extend(
+                    {"raw": paths.relative(f), "sha256": sha256(f), "provenance": paths.relative(sidecar_for(f))}
+                    for f in raw_files_under(src, experiment)
+                )
         fragment = {
             "notebook": f"notebooks/{self.notebook}.py",
             "executed": utc_now(),

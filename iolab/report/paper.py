@@ -22,10 +22,17 @@ def quoted_numbers() -> dict[str, Any]:
     """The source articles' figures, labelled as quoted (see iolab.analysis.sources)."""
     from ..analysis.sources import QUOTED
 
-    return {key: {"value": q.value, "text": q.number,
-                  "unit": q.unit, "notebook": None, "quoted_from": q.source,
-                  "note": f"quoted: {q.setup}"}
-            for key, q in QUOTED.items()}
+    return {
+        key: {
+            "value": q.value,
+            "text": q.number,
+            "unit": q.unit,
+            "notebook": None,
+            "quoted_from": q.source,
+            "note": f"quoted: {q.setup}",
+        }
+        for key, q in QUOTED.items()
+    }
 
 
 def merge_numbers(fragments: list[Path]) -> dict[str, Any]:
@@ -34,8 +41,7 @@ def merge_numbers(fragments: list[Path]) -> dict[str, Any]:
         for key, entry in json.loads(f.read_text()).items():
             if key in merged:
                 first = merged[key]["notebook"] or "iolab/analysis/sources.py"
-                raise ValueError(f"number {key!r} is produced by both {first} "
-                                 f"and {entry['notebook']}")
+                raise ValueError(f"number {key!r} is produced by both {first} and {entry['notebook']}")
             merged[key] = entry
     # The abstract, written from everything the notebooks decided.
     from .summary import write
@@ -88,8 +94,9 @@ def build_pdf(source: Path, output: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.report.paper", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.report.paper", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("action", choices=["numbers", "manifest", "build"])
     ap.add_argument("inputs", nargs="+", type=Path)
     ap.add_argument("-o", "--output", required=True, type=Path)
@@ -102,9 +109,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             missing = build_pdf(args.inputs[0], args.output)
             if missing:
-                print(f"iolab: warning: the paper shows \"not measured\" for {len(missing)} number(s) this run "
-                      f"did not produce: {', '.join(missing)} (its text discusses the paper profile's cells; "
-                      "this config leaves them out)", file=sys.stderr)
+                print(
+                    f'iolab: warning: the paper shows "not measured" for {len(missing)} number(s) this run '
+                    f"did not produce: {', '.join(missing)} (its text discusses the paper profile's cells; "
+                    "this config leaves them out)",
+                    file=sys.stderr,
+                )
     except (ValueError, RuntimeError) as e:
         print(f"iolab: {e}", file=sys.stderr)
         return 1

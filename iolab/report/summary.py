@@ -42,9 +42,11 @@ CLAIM_WORDS = {
     "M2": "the VM penalty on collectives",
     "M3": "a VM is sometimes slightly faster",
 }
-SOURCES = {"the OpenAnolis cost study": ("C1", "C2", "C3", "C4"),
-           "the Habr io_uring series": ("U1", "U2", "U3", "U4", "U5"),
-           "the HPC HUB virtual-cluster study": ("M1", "M2", "M3")}
+SOURCES = {
+    "the OpenAnolis cost study": ("C1", "C2", "C3", "C4"),
+    "the Habr io_uring series": ("U1", "U2", "U3", "U4", "U5"),
+    "the HPC HUB virtual-cluster study": ("M1", "M2", "M3"),
+}
 
 
 def _interval(entry: Mapping[str, Any]) -> tuple[float, float] | None:
@@ -84,8 +86,11 @@ def servers(numbers: Numbers, connections: int = 50) -> str:
     request: how many cost significantly more and how many less, with the
     intervals widened for the comparisons (none singled out)."""
     pattern = re.compile(rf"^echo_ratio_(?P<preset>.+)_c{connections}_cpu$")
-    c_ring = {m["preset"]: e for k, e in numbers.items() if (m := pattern.match(k)) and isinstance(e, dict)
-              and not m["preset"].startswith("go_")}
+    c_ring = {
+        m["preset"]: e
+        for k, e in numbers.items()
+        if (m := pattern.match(k)) and isinstance(e, dict) and not m["preset"].startswith("go_")
+    }
     if not c_ring:
         return ""
     adjusted = {p: _family_ci(e, len(c_ring)) for p, e in c_ring.items()}
@@ -94,17 +99,28 @@ def servers(numbers: Numbers, connections: int = 50) -> str:
         return ""
     dearer = sorted((p for p, iv in judged.items() if iv[0] > 1), key=lambda p: -c_ring[p]["value"])
     cheaper = sorted(p for p, iv in judged.items() if iv[1] < 1)
-    text = (f"At {connections} connections, of {len(judged)} io_uring server configurations compared with epoll "
-            f"on server CPU per request (intervals widened for the {len(judged)} comparisons), "
-            + (f"{len(cheaper)} cost significantly less ({', '.join(cheaper)})" if cheaper
-               else "none costs significantly less")
-            + (f" and {len(dearer)} significantly more ("
-               + ", ".join(f"{p} {_fmt(c_ring[p]['value'])}" for p in dearer) + ")" if dearer
-               else " and none significantly more") + ".")
+    text = (
+        f"At {connections} connections, of {len(judged)} io_uring server configurations compared with epoll "
+        f"on server CPU per request (intervals widened for the {len(judged)} comparisons), "
+        + (
+            f"{len(cheaper)} cost significantly less ({', '.join(cheaper)})"
+            if cheaper
+            else "none costs significantly less"
+        )
+        + (
+            f" and {len(dearer)} significantly more ("
+            + ", ".join(f"{p} {_fmt(c_ring[p]['value'])}" for p in dearer)
+            + ")"
+            if dearer
+            else " and none significantly more"
+        )
+        + "."
+    )
     go = numbers.get(f"echo_ratio_go_uring_c{connections}_cpu")
     if isinstance(go, dict) and _excludes(go, 1.0):
-        text += (f" The Go io_uring reactor uses {_with_interval(go)} of the CPU per request of Go's net "
-                 f"server ({GO_BASE}).")
+        text += (
+            f" The Go io_uring reactor uses {_with_interval(go)} of the CPU per request of Go's net server ({GO_BASE})."
+        )
     return text
 
 
@@ -115,8 +131,10 @@ def cost_model(numbers: Numbers) -> str:
     if not isinstance(e, dict) or not _excludes(e, 1.0):
         return ""
     side = "less" if float(e["value"]) < 1 else "more"
-    text = (f"A receive and a send added to an io_uring batch cost {_with_interval(e)} of an epoll request's two "
-            f"system calls: {side} than epoll")
+    text = (
+        f"A receive and a send added to an io_uring batch cost {_with_interval(e)} of an epoll request's two "
+        f"system calls: {side} than epoll"
+    )
     nstar = numbers.get("nstar_B")
     if isinstance(nstar, dict) and _interval(nstar) is not None:
         text += f", so batching pays from about {_with_interval(nstar)} SQEs per io_uring_enter"
@@ -126,22 +144,30 @@ def cost_model(numbers: Numbers) -> str:
 def zero_copy(numbers: Numbers) -> str:
     """SEND_ZC against a plain send, over the sizes whose intervals all sit
     on one side of 1."""
-    sizes = sorted((int(m[1]), e) for k, e in numbers.items() if (m := re.match(r"^zc_ratio_send_zc_(\d+)$", k))
-                   and isinstance(e, dict))
+    sizes = sorted(
+        (int(m[1]), e)
+        for k, e in numbers.items()
+        if (m := re.match(r"^zc_ratio_send_zc_(\d+)$", k)) and isinstance(e, dict)
+    )
     if not sizes or not all(_excludes(e, 1.0) for _, e in sizes):
         return ""
     values = [float(e["value"]) for _, e in sizes]
     if not (all(v > 1 for v in values) or all(v < 1 for v in values)):
         return ""
     word = "more" if values[0] > 1 else "less"
-    return (f"On loopback a zero-copy send costs {_fmt(min(values))}\u2013{_fmt(max(values))} times a plain send "
-            f"from {sizes[0][0] // 1024} to {sizes[-1][0] // 1024} KiB, each interval wholly {'above' if word == 'more' else 'below'} 1.")
+    return (
+        f"On loopback a zero-copy send costs {_fmt(min(values))}\u2013{_fmt(max(values))} times a plain send "
+        f"from {sizes[0][0] // 1024} to {sizes[-1][0] // 1024} KiB, each interval wholly {'above' if word == 'more' else 'below'} 1."
+    )
 
 
 def open_loop(numbers: Numbers) -> str:
     """The lowest offered load's p99 latency, with its interval."""
-    loads = sorted((int(m[1]), e) for k, e in numbers.items()
-                   if (m := re.match(r"^open_loop_epoll_load(\d+)_p99_us$", k)) and isinstance(e, dict))
+    loads = sorted(
+        (int(m[1]), e)
+        for k, e in numbers.items()
+        if (m := re.match(r"^open_loop_epoll_load(\d+)_p99_us$", k)) and isinstance(e, dict)
+    )
     if not loads or _interval(loads[0][1]) is None:
         return ""
     load, e = loads[0]
@@ -182,23 +208,29 @@ def untested(outcomes: Mapping[str, str], reasons: Mapping[str, str]) -> str:
 
 def write(numbers: Numbers) -> dict[str, dict[str, Any]]:
     """The abstract's entries for numbers.json."""
-    table = numbers.get("claim_outcomes", {}).get("value", []) if isinstance(numbers.get("claim_outcomes"), dict) \
-        else []
+    table = (
+        numbers.get("claim_outcomes", {}).get("value", []) if isinstance(numbers.get("claim_outcomes"), dict) else []
+    )
     outcomes = {r["claim"]: r["outcome"] for r in table}
     reasons = {r["claim"]: r["reason"] for r in table}
     results = [s for s in (cost_model(numbers), servers(numbers), zero_copy(numbers), open_loop(numbers)) if s]
     sentences = {
-        "abstract_results": " ".join(results) or "No comparison in this run has an interval that excludes its "
-                                                  "comparison point.",
+        "abstract_results": " ".join(results)
+        or "No comparison in this run has an interval that excludes its comparison point.",
         "abstract_sources": " ".join(per_source(outcomes)) if outcomes else "",
         "abstract_unanswered": untested(outcomes, reasons) if outcomes else "",
-        "abstract_error": (f"Each claim's verdict is wrong at most {evidence.ALPHA_SIDE:.1%} of the time in either "
-                           "direction, per claim; the method section states what that rests on."),
+        "abstract_error": (
+            f"Each claim's verdict is wrong at most {evidence.ALPHA_SIDE:.1%} of the time in either "
+            "direction, per claim; the method section states what that rests on."
+        ),
         "conclusion": " ".join(conclusion(numbers, outcomes)),
         "limitations": " ".join(limitations(numbers, outcomes)),
     }
-    return {k: {"value": v, "text": v, "unit": "", "notebook": None, "note": "written from the run's numbers"}
-            for k, v in sentences.items() if v}
+    return {
+        k: {"value": v, "text": v, "unit": "", "notebook": None, "note": "written from the run's numbers"}
+        for k, v in sentences.items()
+        if v
+    }
 
 
 def _text(numbers: Numbers, key: str) -> str:
@@ -210,18 +242,29 @@ def conclusion(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
     """The study's two questions, answered from the run: when io_uring beats
     epoll here, and what virtualization costs MPI collectives."""
     echo_q = [s for s in (cost_model(numbers), servers(numbers, 50), servers(numbers, 500)) if s]
-    first = ("When does io_uring beat epoll for a TCP echo server here? "
-             + (" ".join(echo_q) if echo_q else "This run has no interval that decides it.")
-             + " " + ("The io_uring networking features of kernels 6.9 to 6.15 (bundles, incremental buffers, batched "
-                      "waits) were not measured in this run." if not any(k.startswith("echo_ratio_bundle")
-                                                                          for k in numbers) else ""))
+    first = (
+        "When does io_uring beat epoll for a TCP echo server here? "
+        + (" ".join(echo_q) if echo_q else "This run has no interval that decides it.")
+        + " "
+        + (
+            "The io_uring networking features of kernels 6.9 to 6.15 (bundles, incremental buffers, batched "
+            "waits) were not measured in this run."
+            if not any(k.startswith("echo_ratio_bundle") for k in numbers)
+            else ""
+        )
+    )
     m = {c: outcomes.get(c, "") for c in ("M1", "M2", "M3")}
     if all(o in ("", "not testable here") for o in m.values()):
-        second = ("What does virtualization cost MPI collectives? Not answered here: it needs MPI between two "
-                  "bare-metal nodes and between two virtual machines; this run measured MPI within one node.")
+        second = (
+            "What does virtualization cost MPI collectives? Not answered here: it needs MPI between two "
+            "bare-metal nodes and between two virtual machines; this run measured MPI within one node."
+        )
     else:
-        second = ("What does virtualization cost MPI collectives? "
-                  + "; ".join(f"{claim_words(c)}: {o}" for c, o in m.items() if o) + ".")
+        second = (
+            "What does virtualization cost MPI collectives? "
+            + "; ".join(f"{claim_words(c)}: {o}" for c, o in m.items() if o)
+            + "."
+        )
     return [first.strip(), second]
 
 
@@ -230,22 +273,28 @@ def limitations(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
     out = []
     machine = _text(numbers, "our_machine")
     if machine:
-        out.append(f"One machine: {machine}. Its CPU model, vCPU placement and neighbours change between "
-                   "launches, which the between-occasion spread in the method section measures.")
+        out.append(
+            f"One machine: {machine}. Its CPU model, vCPU placement and neighbours change between "
+            "launches, which the between-occasion spread in the method section measures."
+        )
     cell = numbers.get("echo_cell_seconds")
     if isinstance(cell, dict):
-        out.append(f"Echo cells ran {cell['text']} s each, warm-up included, against the sources' 60 s: many "
-                   "short cells in a random order over each repetition, for intervals across repetitions, "
-                   "rather than a few long ones.")
+        out.append(
+            f"Echo cells ran {cell['text']} s each, warm-up included, against the sources' 60 s: many "
+            "short cells in a random order over each repetition, for intervals across repetitions, "
+            "rather than a few long ones."
+        )
     untested_ids = [c for c, o in outcomes.items() if o == "not testable here"]
     if untested_ids:
         out.append(f"Not tested here: {', '.join(untested_ids)}; the claims table gives each reason.")
     faithful = [_text(numbers, f"{c.lower()}_faithful") for c in outcomes]
     short = [t for t in faithful if "cannot be expected" in t]
     if short:
-        out.append(f"For {len(short)} claims a faithful replication of the source's own table would rarely be "
-                   "reproduced at this machine's spread and these repetitions (their rows say how often); "
-                   "there an undecided verdict says more about this machine's noise than about the claim.")
+        out.append(
+            f"For {len(short)} claims a faithful replication of the source's own table would rarely be "
+            "reproduced at this machine's spread and these repetitions (their rows say how often); "
+            "there an undecided verdict says more about this machine's noise than about the claim."
+        )
     occ = _text(numbers, "method_occasions")
     if occ:
         out.append(occ)
@@ -255,4 +304,3 @@ def limitations(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
 def result_count(numbers: Numbers) -> int:
     """How many interval-backed results the abstract states (for tests)."""
     return sum(bool(s) for s in (cost_model(numbers), servers(numbers), zero_copy(numbers), open_loop(numbers)))
-

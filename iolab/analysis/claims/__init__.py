@@ -24,8 +24,18 @@ import pandas as pd
 from .. import costmodel, echostats, evidence, mpistats, occasions
 from ..models import trace_rates
 from ..verdicts import Finding, Rule, not_testable, settle
-from .habr import (REACTOR_MIN_CPUS, SOURCE_U1_BYTES, SOURCE_U1_CONNECTIONS, SOURCE_U2_BYTES, SOURCE_U2_CONNECTIONS,
-                   u1, u2, u3, u4, u5)
+from .habr import (
+    REACTOR_MIN_CPUS,
+    SOURCE_U1_BYTES,
+    SOURCE_U1_CONNECTIONS,
+    SOURCE_U2_BYTES,
+    SOURCE_U2_CONNECTIONS,
+    u1,
+    u2,
+    u3,
+    u4,
+    u5,
+)
 from .habr import SOURCE_CELLS as HABR_CELLS
 from .habr import TESTS as HABR_TESTS
 from .hpchub import M3_FASTER, m1, m1_perftest, m2, m3
@@ -39,10 +49,37 @@ SOURCE_CELLS: dict[str, list[str]] = {**HABR_CELLS, "C3": ["c=1000"]}
 # What the paper's "How each claim is tested" says of each, in the claims table's order.
 CLAIM_TESTS: dict[str, ClaimTest] = {**OPENANOLIS_TESTS, **HABR_TESTS, **HPCHUB_TESTS}
 
-__all__ = ["CLAIM_TESTS", "HABR_CLAIMS", "LARGE_W_BYTES", "M3_FASTER", "REACTOR_MIN_CPUS", "SOURCE_CELLS",
-           "SOURCE_U1_BYTES", "SOURCE_U1_CONNECTIONS", "SOURCE_U2_BYTES", "SOURCE_U2_CONNECTIONS",
-           "SOURCE_URING_SERVER", "ClaimTest", "Rule", "c1", "c2", "c3", "c4", "cell_label", "evaluate", "m1", "m2",
-           "m3", "regime", "rounds_of", "u1", "u2", "u3", "u4", "u5"]
+__all__ = [
+    "CLAIM_TESTS",
+    "HABR_CLAIMS",
+    "LARGE_W_BYTES",
+    "M3_FASTER",
+    "REACTOR_MIN_CPUS",
+    "SOURCE_CELLS",
+    "SOURCE_U1_BYTES",
+    "SOURCE_U1_CONNECTIONS",
+    "SOURCE_U2_BYTES",
+    "SOURCE_U2_CONNECTIONS",
+    "SOURCE_URING_SERVER",
+    "ClaimTest",
+    "Rule",
+    "c1",
+    "c2",
+    "c3",
+    "c4",
+    "cell_label",
+    "evaluate",
+    "m1",
+    "m2",
+    "m3",
+    "regime",
+    "rounds_of",
+    "u1",
+    "u2",
+    "u3",
+    "u4",
+    "u5",
+]
 
 
 HABR_CLAIMS = ("U1", "U2", "U3", "U4", "U5")
@@ -56,8 +93,10 @@ def _sources_setup_gate(findings: list[Finding], echo: pd.DataFrame) -> list[Fin
     setup = echostats.with_setup(echo)
     if set(setup["client"]) == {echostats.SOURCE_CLIENT} and set(setup["layout"]) == {echostats.SOURCE_LAYOUT}:
         return findings
-    why = ("the sources' setup (a blocking thread per connection in the load generator, nothing pinned) was "
-           "not measured; the default, smoke, part3 and paper profiles measure it")
+    why = (
+        "the sources' setup (a blocking thread per connection in the load generator, nothing pinned) was "
+        "not measured; the default, smoke, part3 and paper profiles measure it"
+    )
     out = []
     for claim in HABR_CLAIMS:
         mine = [f for f in findings if f.claim == claim]
@@ -87,11 +126,18 @@ def rounds_of(tables: Mapping[str, pd.DataFrame | None], round0_reps: int = 0) -
     return out
 
 
-def evaluate(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame,
-             echo: pd.DataFrame | None = None, mpi: pd.DataFrame | None = None,
-             node: str | None = None, ib: pd.DataFrame | None = None,
-             trace: pd.DataFrame | None = None, anytime_after: int = 0,
-             sigma: Mapping[str, float] | None = None) -> list[Finding]:
+def evaluate(
+    syscall: pd.DataFrame,
+    sendrecv: pd.DataFrame,
+    uring: pd.DataFrame,
+    echo: pd.DataFrame | None = None,
+    mpi: pd.DataFrame | None = None,
+    node: str | None = None,
+    ib: pd.DataFrame | None = None,
+    trace: pd.DataFrame | None = None,
+    anytime_after: int = 0,
+    sigma: Mapping[str, float] | None = None,
+) -> list[Finding]:
     """Every claim's findings for ``node`` (default: the first in name order),
     with their error control (iolab.analysis.evidence). ``anytime_after``:
     adaptive precision is on, with a round 0 of this many repetitions (0:
@@ -105,9 +151,16 @@ def evaluate(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame,
     return out
 
 
-def _findings(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame,
-              echo: pd.DataFrame | None, mpi: pd.DataFrame | None, node: str | None,
-              ib: pd.DataFrame | None, trace: pd.DataFrame | None) -> list[Finding]:
+def _findings(
+    syscall: pd.DataFrame,
+    sendrecv: pd.DataFrame,
+    uring: pd.DataFrame,
+    echo: pd.DataFrame | None,
+    mpi: pd.DataFrame | None,
+    node: str | None,
+    ib: pd.DataFrame | None,
+    trace: pd.DataFrame | None,
+) -> list[Finding]:
     node = node or str(sorted(syscall["node"].unique())[0])
     flag = str(syscall.loc[syscall["node"] == node, "mitigations"].iloc[0])
     cost = costmodel.per_rep(costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node))
@@ -117,14 +170,25 @@ def _findings(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame
     # setup where it ran (the OpenAnolis study does not say how it drove its).
     echo_here = echostats.claims_view(echo, node)
     inline = poll_first_inline(trace, node)
-    out = [*c1(cost, mitigations, echostats.one_setup(echo[echo["node"] == node], echostats.OUR_SETUP)
-               if echo is not None and (echo["node"] == node).any() else None),
-           *c2(cost, mitigations, why, echo_here, inline), *c3(cost, mitigations, echo_here, why, inline),
-           *c4(echo_here)]
+    out = [
+        *c1(
+            cost,
+            mitigations,
+            echostats.one_setup(echo[echo["node"] == node], echostats.OUR_SETUP)
+            if echo is not None and (echo["node"] == node).any()
+            else None,
+        ),
+        *c2(cost, mitigations, why, echo_here, inline),
+        *c3(cost, mitigations, echo_here, why, inline),
+        *c4(echo_here),
+    ]
     measured_echo: list[Finding] = []
     for claim, fn in (("U1", u1), ("U2", u2), ("U3", u3), ("U4", u4)):
-        measured_echo += fn(echo_here) if echo_here is not None else [
-            not_testable(claim, "echo servers", "the echo experiment did not run on this node")]
+        measured_echo += (
+            fn(echo_here)
+            if echo_here is not None
+            else [not_testable(claim, "echo servers", "the echo experiment did not run on this node")]
+        )
     rates = trace_rates(trace, node, "echo_default", "queue_async_work") if trace is not None else None
     measured_echo += u5(echo_here, rates)
     if echo_here is not None:
@@ -140,6 +204,8 @@ def _findings(syscall: pd.DataFrame, sendrecv: pd.DataFrame, uring: pd.DataFrame
     else:
         from_perftest = m1_perftest(ib) if ib is not None and len(ib) else None
         out += from_perftest or [not_testable("M1", "MPI", "the MPI experiment did not run")]
-        out += [not_testable("M2", "MPI", "the MPI experiment did not run"),
-                not_testable("M3", "MPI", "the MPI experiment did not run")]
+        out += [
+            not_testable("M2", "MPI", "the MPI experiment did not run"),
+            not_testable("M3", "MPI", "the MPI experiment did not run"),
+        ]
     return out

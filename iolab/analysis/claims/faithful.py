@@ -33,8 +33,14 @@ def _side(rng: np.random.Generator, spread: float, n: int) -> np.ndarray:
     return np.exp(rng.normal(0.0, spread / math.sqrt(2), n))
 
 
-def _echo_rows(rates: dict[str, dict[tuple[int, int], float]], reps: int, spread: float, rng: np.random.Generator,
-               cpus: int, busy: float = 0.6) -> pd.DataFrame:
+def _echo_rows(
+    rates: dict[str, dict[tuple[int, int], float]],
+    reps: int,
+    spread: float,
+    rng: np.random.Generator,
+    cpus: int,
+    busy: float = 0.6,
+) -> pd.DataFrame:
     """One row per repetition, preset and cell: the source's rate with
     ``spread``, the server's CPU per request at equal load; the server
     never the bottleneck's twin (busy 0.6, client 0.6 of 4 CPUs)."""
@@ -43,10 +49,24 @@ def _echo_rows(rates: dict[str, dict[tuple[int, int], float]], reps: int, spread
         for preset, cells in rates.items():
             noise = _side(rng, spread, len(cells))
             for ((c, b), rate), e in zip(cells.items(), noise, strict=True):
-                rows.append({"node": "n1", "rep": rep, "round": 0, "preset": preset, "connections": c, "bytes": b,
-                             "status": "ok", "rps": rate * e, "server_busy": busy,
-                             "server_ns_per_request": busy * 1e9 / (rate * e), "client_busy": busy, "cpus": cpus,
-                             "iowq_workers": 0, **SOURCE_SETUP})
+                rows.append(
+                    {
+                        "node": "n1",
+                        "rep": rep,
+                        "round": 0,
+                        "preset": preset,
+                        "connections": c,
+                        "bytes": b,
+                        "status": "ok",
+                        "rps": rate * e,
+                        "server_busy": busy,
+                        "server_ns_per_request": busy * 1e9 / (rate * e),
+                        "client_busy": busy,
+                        "cpus": cpus,
+                        "iowq_workers": 0,
+                        **SOURCE_SETUP,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -57,8 +77,10 @@ def part1(reps: int, spread: float, rng: np.random.Generator) -> pd.DataFrame:
 
 def part3(reps: int, spread: float, rng: np.random.Generator, cpus: int = 4) -> pd.DataFrame:
     """Part 3's table (U2, U3): each system in go-uring's Benchmark.md cells."""
-    rates = {preset: {cell_of(label): rps for label, rps in zip(U2_COLUMNS, U2_RPS[system], strict=True)}
-             for system, preset in echostats.PART3_SYSTEMS.items()}
+    rates = {
+        preset: {cell_of(label): rps for label, rps in zip(U2_COLUMNS, U2_RPS[system], strict=True)}
+        for system, preset in echostats.PART3_SYSTEMS.items()
+    }
     return _echo_rows(rates, reps, spread, rng, cpus)
 
 
@@ -72,8 +94,15 @@ def openanolis_cost(mitigations: str, reps: int, spread: float, rng: np.random.G
     rows = []
     for rep in range(1, reps + 1):
         e = _side(rng, spread, 4)
-        rows.append({"rep": rep, "s": s * e[0], "w_mean": w * e[1], "t1_mean": t * e[2],
-                     "epoll_request_single": 2 * (s + w) * e[3]})
+        rows.append(
+            {
+                "rep": rep,
+                "s": s * e[0],
+                "w_mean": w * e[1],
+                "t1_mean": t * e[2],
+                "epoll_request_single": 2 * (s + w) * e[3],
+            }
+        )
     cost = pd.DataFrame(rows).set_index("rep")
     cost["t1_over_w"] = cost["t1_mean"] / cost["w_mean"]
     cost["uring_n1_over_epoll"] = (cost["t1_mean"] + cost["s"]) / (cost["s"] + cost["w_mean"])
@@ -89,8 +118,13 @@ def openanolis_echo(reps: int, spread: float, rng: np.random.Generator, mitigati
     s_key = "c1_s_mitigations_off_ns" if mitigations == "off" else "c1_s_mitigations_on_ns"
     s, w = QUOTED[s_key].value, QUOTED["c1_w_ns"].value
     gain = 1.10 if mitigations == "on" else 1.0
-    table = _echo_rows({"poll_first": {(1000, 128): 100_000 * gain}, "epoll": {(1000, 128): 100_000.0,
-                                                                            (1, 128): 1000.0}}, reps, spread, rng, 4)
+    table = _echo_rows(
+        {"poll_first": {(1000, 128): 100_000 * gain}, "epoll": {(1000, 128): 100_000.0, (1, 128): 1000.0}},
+        reps,
+        spread,
+        rng,
+        4,
+    )
     single = table["connections"] == 1
     table.loc[single, "server_ns_per_request"] = 2 * (s + w) / 0.8 * _side(rng, spread, int(single.sum()))
     return table
@@ -104,8 +138,10 @@ def _judge(found: list[Finding], claim: str, adaptive: bool, sigma: float) -> Ou
 def replications(claim: str) -> Callable[[int, float, np.random.Generator], list[Finding]] | None:
     """The claim's findings on one faithful replication of its source's
     table, or None for a claim whose source printed no table."""
-    def u(fn: Callable[[pd.DataFrame], list[Finding]], table: Callable[..., pd.DataFrame]) -> Callable[
-            [int, float, np.random.Generator], list[Finding]]:
+
+    def u(
+        fn: Callable[[pd.DataFrame], list[Finding]], table: Callable[..., pd.DataFrame]
+    ) -> Callable[[int, float, np.random.Generator], list[Finding]]:
         return lambda reps, spread, rng: fn(table(reps, spread, rng))
 
     def c(name: str) -> Callable[[int, float, np.random.Generator], list[Finding]]:
@@ -119,16 +155,23 @@ def replications(claim: str) -> Callable[[int, float, np.random.Generator], list
             if name == "C2":
                 return openanolis.c2(cost, regime, echo=echo)
             return openanolis.c3(cost, regime, echo)
+
         return run
 
     table: dict[str, Callable[[int, float, np.random.Generator], list[Finding]]] = {
-        "U1": u(habr.u1, part1), "U2": u(habr.u2, part3), "U3": u(habr.u3, part3),
-        "C1": c("C1"), "C2": c("C2"), "C3": c("C3")}
+        "U1": u(habr.u1, part1),
+        "U2": u(habr.u2, part3),
+        "U3": u(habr.u3, part3),
+        "C1": c("C1"),
+        "C2": c("C2"),
+        "C3": c("C3"),
+    }
     return table.get(claim)
 
 
-def reproduce_share(claim: str, reps: int, spread: float, *, adaptive: bool = True, sigma: float = 0.0,
-                    runs: int = RUNS, seed: int = 0) -> float | None:
+def reproduce_share(
+    claim: str, reps: int, spread: float, *, adaptive: bool = True, sigma: float = 0.0, runs: int = RUNS, seed: int = 0
+) -> float | None:
     """The share of ``runs`` faithful replications, at ``reps`` repetitions
     and ``spread``, that reproduce ``claim`` (None: no source table)."""
     make = replications(claim)

@@ -15,8 +15,23 @@ import pandas as pd
 from .. import echostats
 from ..sources import U1_RPS, U2_COLUMNS, U2_RPS, cell_of, quoted_ratio
 from ..verdicts import Finding, Rule, finding, not_testable
-from .rules import (DIRECTION, ClaimTest, Ratios, above, below, cell_finding, cell_label, cells_of, client_bound, cpu_gate,
-                    geometric_mean_per_rep, missing_presets, pct, unmeasured_cells, within)
+from .rules import (
+    DIRECTION,
+    ClaimTest,
+    Ratios,
+    above,
+    below,
+    cell_finding,
+    cell_label,
+    cells_of,
+    client_bound,
+    cpu_gate,
+    geometric_mean_per_rep,
+    missing_presets,
+    pct,
+    unmeasured_cells,
+    within,
+)
 
 SOURCE_U1_CONNECTIONS = (50, 500, 1000)
 SOURCE_U1_BYTES = (128, 512)
@@ -42,13 +57,20 @@ SOURCE_CELLS: dict[str, list[str]] = {
 # io_uring is at least a worthy competitor of epoll in performance":
 # non-inferiority, io_uring at most 5 % slower.
 U1_LEADS = [U1_RPS["io_uring"][k] / U1_RPS["epoll"][k] - 1 for k in U1_RPS["epoll"]]
-SIMILAR_LOAD = within(1.0, 0.10, f"'about the same' load: a gap wider than io_uring's largest lead in the source's "
-                      f"table ({pct(max(U1_LEADS))}) would undo 'at least a worthy competitor'")
+SIMILAR_LOAD = within(
+    1.0,
+    0.10,
+    f"'about the same' load: a gap wider than io_uring's largest lead in the source's "
+    f"table ({pct(max(U1_LEADS))}) would undo 'at least a worthy competitor'",
+)
 NON_INFERIOR = above(0.95, "'at least a worthy competitor': non-inferiority, io_uring at most 5 % slower")
 # Part 3's reactor leads over Go net at c >= 500, which the article calls
 # "even better performance": U4's "significant gain" is read from them.
-PART3_LEADS = [U2_RPS["go-uring reactor"][i] / U2_RPS["net/http (epoll netpoller)"][i] - 1
-               for i, label in enumerate(U2_COLUMNS) if cell_of(label)[0] >= MANY]
+PART3_LEADS = [
+    U2_RPS["go-uring reactor"][i] / U2_RPS["net/http (epoll netpoller)"][i] - 1
+    for i, label in enumerate(U2_COLUMNS)
+    if cell_of(label)[0] >= MANY
+]
 
 
 def _setup_context(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, int]) -> str:
@@ -68,19 +90,46 @@ def u1(echo: pd.DataFrame) -> list[Finding]:
     ratios = Ratios(echo)
     for cell in cells_of(echo, SOURCE_U1_CONNECTIONS, SOURCE_U1_BYTES):
         bound = _setup_context(echo, ("default", "epoll"), cell)
-        rps = cell_finding("U1", ratios, "default", "epoll", cell, NON_INFERIOR, "io_uring/epoll requests/s",
-                           context=bool(bound))
-        load = cell_finding("U1", ratios, "default", "epoll", cell, SIMILAR_LOAD,
-                            "io_uring/epoll server CPU load (utilisation): 'about the same'", metric="server_busy",
-                            quoted=False, context=bool(bound))
+        rps = cell_finding(
+            "U1", ratios, "default", "epoll", cell, NON_INFERIOR, "io_uring/epoll requests/s", context=bool(bound)
+        )
+        load = cell_finding(
+            "U1",
+            ratios,
+            "default",
+            "epoll",
+            cell,
+            SIMILAR_LOAD,
+            "io_uring/epoll server CPU load (utilisation): 'about the same'",
+            metric="server_busy",
+            quoted=False,
+            context=bool(bound),
+        )
         if bound:
-            out.append(not_testable("U1", f"{cell_label(*cell)}, io_uring/epoll", bound,
-                                    quoted_ratio("U1", *cell), cell=cell_label(*cell)))
+            out.append(
+                not_testable(
+                    "U1",
+                    f"{cell_label(*cell)}, io_uring/epoll",
+                    bound,
+                    quoted_ratio("U1", *cell),
+                    cell=cell_label(*cell),
+                )
+            )
         out += [rps, load]
-        out.append(cell_finding("U1", ratios, "default", "epoll", cell,
-                                within(0.9, 0.10, "context: equal load at the source's rates gives 0.90"),
-                                "io_uring/epoll server CPU per request", metric="server_ns_per_request",
-                                quoted=False, context=True))
+        out.append(
+            cell_finding(
+                "U1",
+                ratios,
+                "default",
+                "epoll",
+                cell,
+                within(0.9, 0.10, "context: equal load at the source's rates gives 0.90"),
+                "io_uring/epoll server CPU per request",
+                metric="server_ns_per_request",
+                quoted=False,
+                context=True,
+            )
+        )
     return out + unmeasured_cells("U1", echo, SOURCE_U1_CONNECTIONS, SOURCE_U1_BYTES, "io_uring/epoll")
 
 
@@ -90,8 +139,13 @@ def u1(echo: pd.DataFrame) -> list[Finding]:
 REACTOR_MIN_CPUS = 4
 
 
-def _reactor_parts(claim: str, echo: pd.DataFrame, pairs: Sequence[tuple[str, str, str]],
-                   rules: Callable[[int], tuple[Rule, str]], gate: str) -> list[Finding]:
+def _reactor_parts(
+    claim: str,
+    echo: pd.DataFrame,
+    pairs: Sequence[tuple[str, str, str]],
+    rules: Callable[[int], tuple[Rule, str]],
+    gate: str,
+) -> list[Finding]:
     """Part 3's comparisons in its cells: the first pair is the source's
     systems (the Go servers), the others the C analogues, shown as context
     (a second, conceptual replication). ``rules(c)``: the rule and wording.
@@ -104,34 +158,62 @@ def _reactor_parts(claim: str, echo: pd.DataFrame, pairs: Sequence[tuple[str, st
         missing = missing_presets(echo, num_p, den_p)
         if missing:
             if i == 0 and not gate:
-                out.append(not_testable(claim, what, f"not measured: {missing} (the part3 and paper profiles "
-                                        "measure them)"))
+                out.append(
+                    not_testable(claim, what, f"not measured: {missing} (the part3 and paper profiles measure them)")
+                )
             continue
         for c, b in cells:
             rule, wording = rules(c)
             bound = _setup_context(echo, (num_p, den_p), (c, b))
-            out.append(cell_finding(claim, ratios, num_p, den_p, (c, b), rule, f"{what} ({wording})",
-                                    context=bool(gate) or i > 0 or bool(bound), quoted=i == 0))
+            out.append(
+                cell_finding(
+                    claim,
+                    ratios,
+                    num_p,
+                    den_p,
+                    (c, b),
+                    rule,
+                    f"{what} ({wording})",
+                    context=bool(gate) or i > 0 or bool(bound),
+                    quoted=i == 0,
+                )
+            )
             if bound and i == 0 and not gate:
-                out.append(not_testable(claim, f"{cell_label(c, b)}, {what}", bound, quoted_ratio(claim, c, b),
-                                        cell=cell_label(c, b)))
+                out.append(
+                    not_testable(
+                        claim, f"{cell_label(c, b)}, {what}", bound, quoted_ratio(claim, c, b), cell=cell_label(c, b)
+                    )
+                )
         if i == 0 and not gate:
             out += unmeasured_cells(claim, echo, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES, what)
     if gate:
-        out = [not_testable(claim, f"{cell_label(c, b)}, {pairs[0][2]}", gate + "; the measured parts are context",
-                            quoted_ratio(claim, c, b), cell=cell_label(c, b))
-               for c in SOURCE_U2_CONNECTIONS for b in SOURCE_U2_BYTES] + out
+        out = [
+            not_testable(
+                claim,
+                f"{cell_label(c, b)}, {pairs[0][2]}",
+                gate + "; the measured parts are context",
+                quoted_ratio(claim, c, b),
+                cell=cell_label(c, b),
+            )
+            for c in SOURCE_U2_CONNECTIONS
+            for b in SOURCE_U2_BYTES
+        ] + out
     return out
 
 
-SLOWER_FEW = below(1.0, "'a decent rps with a small number of connections was not achieved': slower; "
-                   + DIRECTION)
-NOT_BEHIND = above(0.95, "'even better performance' with many connections, read cell by cell as not behind by "
-                   "more than 5 %: the source's own closest cell is "
-                   f"{pct(min(PART3_LEADS))} (c = 500, 1024 B)")
-AHEAD_ON_BALANCE = above(1.0, "'even better performance' with many connections: ahead over those cells taken "
-                         f"together (their geometric mean; the source's own is "
-                         f"{pct(float(np.exp(np.mean(np.log1p(PART3_LEADS)))) - 1)})")
+SLOWER_FEW = below(1.0, "'a decent rps with a small number of connections was not achieved': slower; " + DIRECTION)
+NOT_BEHIND = above(
+    0.95,
+    "'even better performance' with many connections, read cell by cell as not behind by "
+    "more than 5 %: the source's own closest cell is "
+    f"{pct(min(PART3_LEADS))} (c = 500, 1024 B)",
+)
+AHEAD_ON_BALANCE = above(
+    1.0,
+    "'even better performance' with many connections: ahead over those cells taken "
+    f"together (their geometric mean; the source's own is "
+    f"{pct(float(np.exp(np.mean(np.log1p(PART3_LEADS)))) - 1)})",
+)
 
 
 def u2(echo: pd.DataFrame) -> list[Finding]:
@@ -144,22 +226,40 @@ def u2(echo: pd.DataFrame) -> list[Finding]:
     over those cells together. The C multi-ring server against C epoll
     follows as context. The reactor spreads rings over cores: with fewer
     CPUs than the source's, the claim is not testable."""
+
     def rules(c: int) -> tuple[Rule, str]:
         return (SLOWER_FEW, "few connections: slower") if c < MANY else (NOT_BEHIND, "many connections: not behind")
 
-    pairs = [("go_uring", "go_net", "Go reactor/Go net requests/s"),
-             ("rings_granule", "epoll", "C rings/C epoll requests/s, second row")]
+    pairs = [
+        ("go_uring", "go_net", "Go reactor/Go net requests/s"),
+        ("rings_granule", "epoll", "C rings/C epoll requests/s, second row"),
+    ]
     gate = cpu_gate(echo, REACTOR_MIN_CPUS, "the source's reactor ran 6 rings on 4 cores")
     out = _reactor_parts("U2", echo, pairs, rules, gate)
-    many = [f for f in out if f.estimate is not None and not f.context and f.cell
-            and cell_of(f.cell)[0] >= MANY and f.part.startswith("c=") and "Go reactor" in f.part]
+    many = [
+        f
+        for f in out
+        if f.estimate is not None
+        and not f.context
+        and f.cell
+        and cell_of(f.cell)[0] >= MANY
+        and f.part.startswith("c=")
+        and "Go reactor" in f.part
+    ]
     if not gate and many:
         r = echostats.paired_ratios(echo, "go_uring", "go_net")
         per_cell = [echostats.ratio_per_rep(r, *cell_of(f.cell)) for f in many]
-        out.append(finding("U2", f"Go reactor/Go net requests/s, geometric mean over the {len(many)} cells with "
-                           f"c \u2265 {MANY} ('more or less large')", geometric_mean_per_rep(per_cell),
-                           AHEAD_ON_BALANCE, f"{np.exp(np.mean(np.log1p(PART3_LEADS))):.2f}",
-                           {"echo": [[p, *cell_of(f.cell)] for f in many for p in ("go_uring", "go_net")]}))
+        out.append(
+            finding(
+                "U2",
+                f"Go reactor/Go net requests/s, geometric mean over the {len(many)} cells with "
+                f"c \u2265 {MANY} ('more or less large')",
+                geometric_mean_per_rep(per_cell),
+                AHEAD_ON_BALANCE,
+                f"{np.exp(np.mean(np.log1p(PART3_LEADS))):.2f}",
+                {"echo": [[p, *cell_of(f.cell)] for f in many for p in ("go_uring", "go_net")]},
+            )
+        )
     return out
 
 
@@ -171,18 +271,24 @@ def u3(echo: pd.DataFrame) -> list[Finding]:
     kernel threads each poll on a CPU: with fewer CPUs than the source's they
     take the CPUs the reactor and the load generator need, so the claim is
     not testable there, as U2."""
-    pairs = [("go_uring_sqpoll", "go_uring", "Go reactor SQPOLL (2 rings)/Go reactor (its default rings) "
-              "requests/s"),
-             ("sqpoll", "default", "C sqpoll/C default requests/s, second row")]
-    gate = cpu_gate(echo, REACTOR_MIN_CPUS, "the source's 2 SQ_POLL threads polled beside 4 cores of reactor and "
-                    "client")
-    return _reactor_parts("U3", echo, pairs, lambda c: (below(1.0, "slower in every cell; " + DIRECTION), "slower"),
-                          gate)
+    pairs = [
+        ("go_uring_sqpoll", "go_uring", "Go reactor SQPOLL (2 rings)/Go reactor (its default rings) requests/s"),
+        ("sqpoll", "default", "C sqpoll/C default requests/s, second row"),
+    ]
+    gate = cpu_gate(
+        echo, REACTOR_MIN_CPUS, "the source's 2 SQ_POLL threads polled beside 4 cores of reactor and client"
+    )
+    return _reactor_parts(
+        "U3", echo, pairs, lambda c: (below(1.0, "slower in every cell; " + DIRECTION), "slower"), gate
+    )
 
 
-ASYNC_GAIN = above(1.10, "'a significant gain': about the middle of the leads the same article calls 'even better' "
-                   f"({pct(min(PART3_LEADS))} to {pct(max(PART3_LEADS))}, median "
-                   f"{pct(float(np.median(PART3_LEADS)))})")
+ASYNC_GAIN = above(
+    1.10,
+    "'a significant gain': about the middle of the leads the same article calls 'even better' "
+    f"({pct(min(PART3_LEADS))} to {pct(max(PART3_LEADS))}, median "
+    f"{pct(float(np.median(PART3_LEADS)))})",
+)
 NOT_IMPRESSIVE = below(1.10, "'not very impressive': below the gain the same article calls significant (ASYNC's)")
 NOT_NOTICEABLE = within(1.0, 0.05, "'the difference is not noticeable'")
 
@@ -202,10 +308,12 @@ def u4(echo: pd.DataFrame) -> list[Finding]:
         return [not_testable("U4", "ring options", "no echo cell was measured")]
     c = max(c for c, _ in cells)
     b = min(b for cc, b in cells if cc == c)
-    checks = (("SQ_AFF degrades", "sqpoll_sq_aff", "sqpoll", below(1.0, "'rather a degradation'; " + DIRECTION)),
-              ("ASYNC gives a significant gain", "async", "default", ASYNC_GAIN),
-              ("buffer select: effect not impressive", "buf_select", "default", NOT_IMPRESSIVE),
-              ("fixed files: difference not noticeable", "fixed_files", "default", NOT_NOTICEABLE))
+    checks = (
+        ("SQ_AFF degrades", "sqpoll_sq_aff", "sqpoll", below(1.0, "'rather a degradation'; " + DIRECTION)),
+        ("ASYNC gives a significant gain", "async", "default", ASYNC_GAIN),
+        ("buffer select: effect not impressive", "buf_select", "default", NOT_IMPRESSIVE),
+        ("fixed files: difference not noticeable", "fixed_files", "default", NOT_NOTICEABLE),
+    )
     out = []
     for what, num_p, den_p, rule in checks:
         missing = missing_presets(echo, num_p, den_p)
@@ -213,12 +321,26 @@ def u4(echo: pd.DataFrame) -> list[Finding]:
         if missing:
             out.append(not_testable("U4", what, f"not measured: {missing} (the paper profile measures it)"))
         elif bound:
-            out += [not_testable("U4", what, bound),
-                    cell_finding("U4", echo, num_p, den_p, (c, b), rule, f"{what}, {num_p}/{den_p} requests/s",
-                                 source_cell=False, context=True)]
+            out += [
+                not_testable("U4", what, bound),
+                cell_finding(
+                    "U4",
+                    echo,
+                    num_p,
+                    den_p,
+                    (c, b),
+                    rule,
+                    f"{what}, {num_p}/{den_p} requests/s",
+                    source_cell=False,
+                    context=True,
+                ),
+            ]
         else:
-            out.append(cell_finding("U4", echo, num_p, den_p, (c, b), rule, f"{what}, {num_p}/{den_p} requests/s",
-                                    source_cell=False))
+            out.append(
+                cell_finding(
+                    "U4", echo, num_p, den_p, (c, b), rule, f"{what}, {num_p}/{den_p} requests/s", source_cell=False
+                )
+            )
     return out
 
 
@@ -231,10 +353,12 @@ def u4(echo: pd.DataFrame) -> list[Finding]:
 # pools"; "the main work happens in the context of the thread that called
 # io_uring_enter, and the worker pool is used very rarely".
 REACTOR_RING_COUNTS = (1, 2, 4, 8)
-VERY_RARELY = 0.01   # io-wq requests per echoed request: at most 1 in 100
-BIG_DROP = 0.80      # "a very big drop": at least a fifth of the throughput lost
-RINGS_CONTEXT = ("the source: 'the optimum number of rings varies from system to system'; (cores x 2) - 2 was best "
-                 "on its own bench only, so this is shown as context, never counted")
+VERY_RARELY = 0.01  # io-wq requests per echoed request: at most 1 in 100
+BIG_DROP = 0.80  # "a very big drop": at least a fifth of the throughput lost
+RINGS_CONTEXT = (
+    "the source: 'the optimum number of rings varies from system to system'; (cores x 2) - 2 was best "
+    "on its own bench only, so this is shown as context, never counted"
+)
 
 
 def u5(echo: pd.DataFrame | None, kernel: dict[str, float] | None) -> list[Finding]:
@@ -249,16 +373,48 @@ def u5(echo: pd.DataFrame | None, kernel: dict[str, float] | None) -> list[Findi
         out.append(not_testable("U5", what, "the trace experiment did not run, or predates this count"))
     else:
         out.append(finding("U5", what, pd.Series(kernel).sort_index(), rare, "used very rarely", {"trace": []}))
-    parts = [("rings: 2 x cores - 2 is best (context: " + RINGS_CONTEXT + ")", "go_uring",
-              [f"go_uring_rings{k}" for k in REACTOR_RING_COUNTS], above(1.0, DIRECTION), 1000, REACTOR_MIN_CPUS,
-              "the reactor's rings spread over the source's 4 cores", True),
-             ("FD % rings routing: a very big drop with few connections", "go_uring_granule1", ["go_uring"],
-              below(BIG_DROP, "'a very big drop': at least a fifth lost"), 100, REACTOR_MIN_CPUS,
-              "the reactor's rings spread over the source's 4 cores", False),
-             ("several rings beat one ring with ASYNC", "rings_granule", ["async"], above(1.0, DIRECTION), 1000, 2,
-              "its two rings each need a CPU", False),
-             ("ATTACH_WQ gives some gain", "rings_granule", ["rings_granule_own_wq"], above(1.0, DIRECTION), 1000, 2,
-              "its two rings each need a CPU", False)]
+    parts = [
+        (
+            "rings: 2 x cores - 2 is best (context: " + RINGS_CONTEXT + ")",
+            "go_uring",
+            [f"go_uring_rings{k}" for k in REACTOR_RING_COUNTS],
+            above(1.0, DIRECTION),
+            1000,
+            REACTOR_MIN_CPUS,
+            "the reactor's rings spread over the source's 4 cores",
+            True,
+        ),
+        (
+            "FD % rings routing: a very big drop with few connections",
+            "go_uring_granule1",
+            ["go_uring"],
+            below(BIG_DROP, "'a very big drop': at least a fifth lost"),
+            100,
+            REACTOR_MIN_CPUS,
+            "the reactor's rings spread over the source's 4 cores",
+            False,
+        ),
+        (
+            "several rings beat one ring with ASYNC",
+            "rings_granule",
+            ["async"],
+            above(1.0, DIRECTION),
+            1000,
+            2,
+            "its two rings each need a CPU",
+            False,
+        ),
+        (
+            "ATTACH_WQ gives some gain",
+            "rings_granule",
+            ["rings_granule_own_wq"],
+            above(1.0, DIRECTION),
+            1000,
+            2,
+            "its two rings each need a CPU",
+            False,
+        ),
+    ]
     for label, num_p, dens, rule, c, cpus, why_cpus, context in parts:
         if echo is None:
             out.append(not_testable("U5", label, "the echo experiment did not run"))
@@ -270,44 +426,78 @@ def u5(echo: pd.DataFrame | None, kernel: dict[str, float] | None) -> list[Findi
         measured = [d for d in dens if not missing_presets(echo, num_p, d)]
         sizes = sorted(set(echo.loc[(echo["connections"] == c) & (echo["status"] == "ok"), "bytes"]))
         if not measured or not sizes:
-            out.append(not_testable("U5", label, f"not measured at c = {c}: {num_p} against {', '.join(dens)} "
-                                    "(the reactor and paper profiles measure it)", context=context))
+            out.append(
+                not_testable(
+                    "U5",
+                    label,
+                    f"not measured at c = {c}: {num_p} against {', '.join(dens)} "
+                    "(the reactor and paper profiles measure it)",
+                    context=context,
+                )
+            )
             continue
         for den in measured:
             bound = _setup_context(echo, (num_p, den), (c, int(sizes[0])))
-            out.append(cell_finding("U5", echo, num_p, den, (c, int(sizes[0])), rule,
-                                    f"{label}: {num_p}/{den} requests/s" + (f"; {bound}" if bound else ""),
-                                    source_cell=False, context=context or bool(bound)))
+            out.append(
+                cell_finding(
+                    "U5",
+                    echo,
+                    num_p,
+                    den,
+                    (c, int(sizes[0])),
+                    rule,
+                    f"{label}: {num_p}/{den} requests/s" + (f"; {bound}" if bound else ""),
+                    source_cell=False,
+                    context=context or bool(bound),
+                )
+            )
     return out
 
 
 TESTS = {
-    "U1": ClaimTest("Habr part 1", "the CPU load in both cases was about the same; io_uring is at least a worthy "
-                    "competitor of epoll in performance",
-                    "default-ring/epoll requests/s and server CPU load in each of the six cells",
-                    "the sources' setup: a blocking thread per connection, nothing pinned; a cell where the load "
-                    "generator set the pace is context",
-                    "their 4-core i5 and 60 s cells; whether 'load' meant the server or the machine"),
-    "U2": ClaimTest("Habr part 3", "with a more or less large number of connections the reactor squeezed out even "
-                    "better performance than Go's runtime; with few, a decent rps was not achieved",
-                    "Go reactor/Go net requests/s in the six cells of go-uring's Benchmark.md: slower at c = 100, "
-                    "not behind by more than 5 % in each cell with c \u2265 500 and ahead over them together",
-                    "at least 4 CPUs and the sources' setup",
-                    "VirtualBox and Linux 5.16; the go-uring module itself (rewritten here in pure Go)"),
-    "U3": ClaimTest("Habr part 3", "the table: SQ_POLL mode below the default reactor in every cell",
-                    "Go reactor SQPOLL/Go reactor requests/s in the six cells", "at least 4 CPUs and the sources' setup",
-                    "as U2; its SQ_POLL mode ran 2 rings against the default's 6, so ring count is confounded with "
-                    "SQPOLL, there and here"),
-    "U4": ClaimTest("Habr part 3", "SQ_AFF: rather a degradation; IOSQE_ASYNC with one ring: a significant gain; "
-                    "buffer select: not very impressive; fixed files: the difference is not noticeable",
-                    "each option against its base ring at the largest c, smallest message",
-                    "the sources' setup (where the SQPOLL thread and io-wq ran, the source does not say)",
-                    "the author's opinion has no table or cells"),
-    "U5": ClaimTest("Habr part 3", "the best ring count was 2 x cores - 2 (on its bench; the optimum varies from "
-                    "system to system); FD % rings routing drops performance a lot with few connections; several "
-                    "rings are much better than one with ASYNC; ATTACH_WQ gives some gain; the worker pool is used "
-                    "very rarely",
-                    "the reactor's granules (4 CPUs), C rings against ASYNC and against separate io-wq pools "
-                    "(2 CPUs), io-wq requests per request (trace); the ring count as context",
-                    "at least 4 CPUs for the reactor's parts, 2 for the C server's", "no table in the source"),
+    "U1": ClaimTest(
+        "Habr part 1",
+        "the CPU load in both cases was about the same; io_uring is at least a worthy "
+        "competitor of epoll in performance",
+        "default-ring/epoll requests/s and server CPU load in each of the six cells",
+        "the sources' setup: a blocking thread per connection, nothing pinned; a cell where the load "
+        "generator set the pace is context",
+        "their 4-core i5 and 60 s cells; whether 'load' meant the server or the machine",
+    ),
+    "U2": ClaimTest(
+        "Habr part 3",
+        "with a more or less large number of connections the reactor squeezed out even "
+        "better performance than Go's runtime; with few, a decent rps was not achieved",
+        "Go reactor/Go net requests/s in the six cells of go-uring's Benchmark.md: slower at c = 100, "
+        "not behind by more than 5 % in each cell with c \u2265 500 and ahead over them together",
+        "at least 4 CPUs and the sources' setup",
+        "VirtualBox and Linux 5.16; the go-uring module itself (rewritten here in pure Go)",
+    ),
+    "U3": ClaimTest(
+        "Habr part 3",
+        "the table: SQ_POLL mode below the default reactor in every cell",
+        "Go reactor SQPOLL/Go reactor requests/s in the six cells",
+        "at least 4 CPUs and the sources' setup",
+        "as U2; its SQ_POLL mode ran 2 rings against the default's 6, so ring count is confounded with "
+        "SQPOLL, there and here",
+    ),
+    "U4": ClaimTest(
+        "Habr part 3",
+        "SQ_AFF: rather a degradation; IOSQE_ASYNC with one ring: a significant gain; "
+        "buffer select: not very impressive; fixed files: the difference is not noticeable",
+        "each option against its base ring at the largest c, smallest message",
+        "the sources' setup (where the SQPOLL thread and io-wq ran, the source does not say)",
+        "the author's opinion has no table or cells",
+    ),
+    "U5": ClaimTest(
+        "Habr part 3",
+        "the best ring count was 2 x cores - 2 (on its bench; the optimum varies from "
+        "system to system); FD % rings routing drops performance a lot with few connections; several "
+        "rings are much better than one with ASYNC; ATTACH_WQ gives some gain; the worker pool is used "
+        "very rarely",
+        "the reactor's granules (4 CPUs), C rings against ASYNC and against separate io-wq pools "
+        "(2 CPUs), io-wq requests per request (trace); the ring count as context",
+        "at least 4 CPUs for the reactor's parts, 2 for the C server's",
+        "no table in the source",
+    ),
 }

@@ -65,7 +65,7 @@ def _vm_has_vf(rows: pd.DataFrame, vm: str) -> tuple[bool, str]:
 
 
 def fabric_matches(per_rep: pd.DataFrame, pair: tuple[str, str]) -> str:
-    """"" when both nodes' cross-node launches ran on the seed's fabric
+    """ "" when both nodes' cross-node launches ran on the seed's fabric
     (the launch records' ``fabric``, the VM's ``nic_kind``), else why not."""
     rows = cross_node(per_rep)
     rows = rows[rows["node"].isin(pair)]
@@ -73,8 +73,10 @@ def fabric_matches(per_rep: pd.DataFrame, pair: tuple[str, str]) -> str:
     vf, nics = _vm_has_vf(rows, pair[1])
     if fabrics == ["infiniband"] and vf:
         return ""
-    return (f"the source ran {SEED_FABRIC}; these launches ran {', '.join(fabrics) or 'an unrecorded fabric'}"
-            f" with the VM's NICs {nics}, so the parts are context")
+    return (
+        f"the source ran {SEED_FABRIC}; these launches ran {', '.join(fabrics) or 'an unrecorded fabric'}"
+        f" with the VM's NICs {nics}, so the parts are context"
+    )
 
 
 def _kind_pair(per_rep: pd.DataFrame) -> tuple[str, str] | str:
@@ -86,13 +88,16 @@ def _kind_pair(per_rep: pd.DataFrame) -> tuple[str, str] | str:
     virtual = sorted(n for n, k in kinds.items() if k in VIRTUAL_KINDS)
     if native and virtual:
         return native[0], virtual[0]
-    missing = " and between ".join(w for w, have in (("two bare-metal nodes", native), ("two VMs", virtual))
-                                   if not have)
+    missing = " and between ".join(
+        w for w, have in (("two bare-metal nodes", native), ("two VMs", virtual)) if not have
+    )
     seen = [mpistats.TRANSPORT_NAMES.get(t, t) for t in mpistats.TRANSPORT_ORDER if t in set(per_rep["transport"])]
     kinds = " and ".join(sorted({"VM" if k == "vm" else k for k in per_rep["kind"]})) if len(per_rep) else ""
-    return (f"needs MPI between {missing}; this run measured "
-            + (f"{', '.join(seen)} on one {kinds} node" if seen else "no MPI")
-            + ", which shows no cross-node penalty")
+    return (
+        f"needs MPI between {missing}; this run measured "
+        + (f"{', '.join(seen)} on one {kinds} node" if seen else "no MPI")
+        + ", which shows no cross-node penalty"
+    )
 
 
 def _bench_rows(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str) -> pd.DataFrame:
@@ -104,12 +109,14 @@ def _bench_rows(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str) -> pd.
 def _selections_both_ran(rows: pd.DataFrame, pair: tuple[str, str]) -> list[str]:
     """The algorithm selections both nodes of ``rows`` (``_bench_rows``)
     ran, default (the seed's) first."""
-    return [s for s in ("default", "pinned")
-            if all(((rows["node"] == n) & (rows["selection"] == s)).any() for n in pair)]
+    return [
+        s for s in ("default", "pinned") if all(((rows["node"] == n) & (rows["selection"] == s)).any() for n in pair)
+    ]
 
 
-def _pair_rows(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str,
-               selection: str | None = None) -> tuple[pd.DataFrame, str] | str:
+def _pair_rows(
+    per_rep: pd.DataFrame, pair: tuple[str, str], bench: str, selection: str | None = None
+) -> tuple[pd.DataFrame, str] | str:
     """One bench's rows of both nodes at their largest common rank count,
     of one algorithm selection (default: Open MPI's default selection where
     both nodes ran it, else the pinned one; ping-pong has no algorithm to
@@ -127,8 +134,11 @@ def _pair_rows(per_rep: pd.DataFrame, pair: tuple[str, str], bench: str,
     method = "OSU's method" if (rows["method"] == "osu").all() else "our method"
     if bench == "pingpong":
         return rows, f"{max(ranks)} ranks, {method}"
-    algos = ("Open MPI's default algorithms" if selection == "default"
-             else "pinned algorithms (the source used the defaults)")
+    algos = (
+        "Open MPI's default algorithms"
+        if selection == "default"
+        else "pinned algorithms (the source used the defaults)"
+    )
     return rows, f"{max(ranks)} ranks, {method}, {algos}"
 
 
@@ -141,8 +151,9 @@ def _ratios(rows: pd.DataFrame, pair: tuple[str, str], value: str = "time_ns") -
     return (wide[pair[0]] / wide[pair[1]]).unstack("rep")
 
 
-def _seed_ratios(mean3: pd.DataFrame, pair: tuple[str, str], bench: str, ranks: int,
-                 selection: str | None = None) -> pd.Series:
+def _seed_ratios(
+    mean3: pd.DataFrame, pair: tuple[str, str], bench: str, ranks: int, selection: str | None = None
+) -> pd.Series:
     sel = mean3[(mean3["bench"] == bench) & (mean3["ranks"] == ranks) & (mean3["transport"] == CROSS_NODE)]
     if selection is not None and "selection" in sel:
         sel = sel[sel["selection"] == selection]
@@ -156,8 +167,9 @@ def _seed_text(x: float) -> str:
     return f"; the source's estimator (mean of 3 smallest series) {x:.3g}" if np.isfinite(x) else ""
 
 
-def _ib_pair_ratio(ib: pd.DataFrame, pair: tuple[str, str], program: str, metric: str,
-                   size_pick: str) -> tuple[int, np.ndarray] | None:
+def _ib_pair_ratio(
+    ib: pd.DataFrame, pair: tuple[str, str], program: str, metric: str, size_pick: str
+) -> tuple[int, np.ndarray] | None:
     """native/VM ``metric`` of ``program`` per repetition both measured, at
     the smallest or largest (``size_pick``) size both measured."""
     sel = ib[(ib["program"] == program) & (ib["metric"] == metric) & ib["node"].isin(pair)]
@@ -176,15 +188,17 @@ def _ib_pair_ratio(ib: pd.DataFrame, pair: tuple[str, str], program: str, metric
 
 
 def _ib_fabric(ib: pd.DataFrame, pair: tuple[str, str]) -> str:
-    """"" when perftest ran over InfiniBand with an SR-IOV VF in the VM, as
+    """ "" when perftest ran over InfiniBand with an SR-IOV VF in the VM, as
     the seed's (the ib experiment's link layer and NIC columns), else why not."""
     rows = ib[ib["node"].isin(pair)]
     links = sorted(set(rows["link_layer"].dropna().astype(str)) - {""}) if "link_layer" in rows else []
     vf, nics = _vm_has_vf(rows, pair[1])
     if links == ["InfiniBand"] and vf:
         return ""
-    return (f"the source ran {SEED_FABRIC}; perftest here ran over {', '.join(links) or 'an unrecorded link layer'} "
-            f"with the VM's NICs {nics}, so the parts are context")
+    return (
+        f"the source ran {SEED_FABRIC}; perftest here ran over {', '.join(links) or 'an unrecorded link layer'} "
+        f"with the VM's NICs {nics}, so the parts are context"
+    )
 
 
 def m1_perftest(ib: pd.DataFrame) -> list[Finding] | None:
@@ -203,23 +217,32 @@ def m1_perftest(ib: pd.DataFrame) -> list[Finding] | None:
     # Bandwidth ratio VM/native = native/VM time, so the same orientation.
     bw = _ib_pair_ratio(measured, (pair[1], pair[0]), "ib_send_bw", "bw_average_mb_s", "max")
     out = []
-    for got, label, key, why in ((lat, "native/VM ib_send_lat typical latency", "m1_latency_ratio", M1_LATENCY),
-                                 (bw, "VM/native ib_send_bw average bandwidth", "m1_bandwidth_ratio", M1_BANDWIDTH)):
+    for got, label, key, why in (
+        (lat, "native/VM ib_send_lat typical latency", "m1_latency_ratio", M1_LATENCY),
+        (bw, "VM/native ib_send_bw average bandwidth", "m1_bandwidth_ratio", M1_BANDWIDTH),
+    ):
         margin = 0.20 if key == "m1_latency_ratio" else 0.05
         if got is None:
             out.append(not_testable("M1", label, "perftest did not measure it on both kinds", QUOTED[key].display))
             continue
         size, per_rep = got
-        out.append(finding("M1", f"{label}, {size} B ({pair[0]} against {pair[1]})", per_rep,
-                           within(QUOTED[key].value, margin, why), QUOTED[key].display, {"ib": []},
-                           context=bool(mismatch)))
+        out.append(
+            finding(
+                "M1",
+                f"{label}, {size} B ({pair[0]} against {pair[1]})",
+                per_rep,
+                within(QUOTED[key].value, margin, why),
+                QUOTED[key].display,
+                {"ib": []},
+                context=bool(mismatch),
+            )
+        )
     if mismatch:
         out.insert(0, not_testable("M1", "latency and bandwidth ratios on the source's fabric", mismatch))
     return out
 
 
-def m1(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None,
-       ib: pd.DataFrame | None = None) -> list[Finding]:
+def m1(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None, ib: pd.DataFrame | None = None) -> list[Finding]:
     """M1. HPC HUB: VM latency 1.10 µs against 0.83 µs native (ratio 0.75),
     bandwidth 6053.6 against 6116.4 MB/s (0.99): from perftest (the ib
     experiment) where it ran on both kinds, as the seed; otherwise from MPI
@@ -232,8 +255,10 @@ def m1(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None,
     quoted = QUOTED["m1_latency_ratio"].display
     pair = _kind_pair(per_rep)
     if isinstance(pair, str):
-        return [not_testable("M1", "latency ratio", pair, quoted),
-                not_testable("M1", "bandwidth ratio", pair, QUOTED["m1_bandwidth_ratio"].display)]
+        return [
+            not_testable("M1", "latency ratio", pair, quoted),
+            not_testable("M1", "bandwidth ratio", pair, QUOTED["m1_bandwidth_ratio"].display),
+        ]
     got = _pair_rows(per_rep, pair, "pingpong")
     if isinstance(got, str):
         return [not_testable("M1", "latency ratio", got, quoted)]
@@ -245,12 +270,21 @@ def m1(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None,
     seed = _seed_ratios(mean3, pair, "pingpong", int(rows["ranks"].iloc[0])) if mean3 is not None else None
     out = [not_testable("M1", "latency and bandwidth ratios on the source's fabric", mismatch)] if mismatch else []
     for label, size, key, margin, why in (
-            ("native/VM latency", ratios.index.min(), "m1_latency_ratio", 0.20, M1_LATENCY),
-            ("VM/native bandwidth (native/VM time)", ratios.index.max(), "m1_bandwidth_ratio", 0.05, M1_BANDWIDTH)):
+        ("native/VM latency", ratios.index.min(), "m1_latency_ratio", 0.20, M1_LATENCY),
+        ("VM/native bandwidth (native/VM time)", ratios.index.max(), "m1_bandwidth_ratio", 0.05, M1_BANDWIDTH),
+    ):
         s = float(seed.get(size, np.nan)) if seed is not None else np.nan
-        out.append(finding("M1", f"{label}, MPI ping-pong {int(size)} B across nodes ({how}){_seed_text(s)}",
-                           ratios.loc[size], within(QUOTED[key].value, margin, why),
-                           QUOTED[key].display, {"mpi": []}, context=bool(mismatch)))
+        out.append(
+            finding(
+                "M1",
+                f"{label}, MPI ping-pong {int(size)} B across nodes ({how}){_seed_text(s)}",
+                ratios.loc[size],
+                within(QUOTED[key].value, margin, why),
+                QUOTED[key].display,
+                {"mpi": []},
+                context=bool(mismatch),
+            )
+        )
     return out
 
 
@@ -276,8 +310,9 @@ def m2(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None) -> list[Finding
     return ([not_testable("M2", "collective ratios on the source's fabric", mismatch)] if mismatch else []) + out
 
 
-def _m2_parts(per_rep: pd.DataFrame, mean3_table: pd.DataFrame | None, pair: tuple[str, str],
-              selection: str | None, context: bool) -> list[Finding]:
+def _m2_parts(
+    per_rep: pd.DataFrame, mean3_table: pd.DataFrame | None, pair: tuple[str, str], selection: str | None, context: bool
+) -> list[Finding]:
     """M2's parts on one algorithm selection (None: ``_pair_rows``' choice)."""
     out, penalties = [], []
     second = " [second row: pinned algorithms, context]" if selection == "pinned" else ""
@@ -287,10 +322,16 @@ def _m2_parts(per_rep: pd.DataFrame, mean3_table: pd.DataFrame | None, pair: tup
         ratios = _ratios(got[0], pair) if not isinstance(got, str) else pd.DataFrame()
         if isinstance(got, str) or ratios.empty:
             why = got if isinstance(got, str) else f"no repetition measured {bench} on both pairs"
-            out += [not_testable("M2", f"{bench} worst ratio{second}", why, QUOTED[worst_key].display,
-                                 context=context),
-                    not_testable("M2", f"{bench} sizes at or above the usual ratio{second}", why,
-                                 QUOTED[mostly_key].display, context=context)]
+            out += [
+                not_testable("M2", f"{bench} worst ratio{second}", why, QUOTED[worst_key].display, context=context),
+                not_testable(
+                    "M2",
+                    f"{bench} sizes at or above the usual ratio{second}",
+                    why,
+                    QUOTED[mostly_key].display,
+                    context=context,
+                ),
+            ]
             continue
         rows, how = got
         # The worst size, as the seed found it: each size's ratio from the mean
@@ -299,31 +340,63 @@ def _m2_parts(per_rep: pd.DataFrame, mean3_table: pd.DataFrame | None, pair: tup
         mean3 = _ratios(rows, pair, "mean3_ns") if "mean3_ns" in rows else ratios
         where = int(mean3.median(axis=1).idxmin())
         chosen = str(rows["selection"].iloc[0]) if "selection" in rows and len(rows) else None
-        seed = (_seed_ratios(mean3_table, pair, bench, int(rows["ranks"].iloc[0]), chosen)
-                if mean3_table is not None else None)
+        seed = (
+            _seed_ratios(mean3_table, pair, bench, int(rows["ranks"].iloc[0]), chosen)
+            if mean3_table is not None
+            else None
+        )
         seed_worst = float(seed.min()) if seed is not None and len(seed) else np.nan
-        out.append(extreme_finding("M2", f"{bench} worst native/VM time ratio over {len(mean3)} sizes (lowest "
-                                   f"median at {where} B), mean of each repetition's 3 smallest series, across "
-                                   f"nodes ({how}){_seed_text(seed_worst)}{second}",
-                                   {str(size): mean3.loc[size] for size in mean3.index}, "min",
-                                   within(QUOTED[worst_key].value, 0.15, M2_WORST), QUOTED[worst_key].display,
-                                   {"mpi": []}, context=context))
+        out.append(
+            extreme_finding(
+                "M2",
+                f"{bench} worst native/VM time ratio over {len(mean3)} sizes (lowest "
+                f"median at {where} B), mean of each repetition's 3 smallest series, across "
+                f"nodes ({how}){_seed_text(seed_worst)}{second}",
+                {str(size): mean3.loc[size] for size in mean3.index},
+                "min",
+                within(QUOTED[worst_key].value, 0.15, M2_WORST),
+                QUOTED[worst_key].display,
+                {"mpi": []},
+                context=context,
+            )
+        )
         bound = QUOTED[mostly_key].value
         share = (ratios >= bound).mean(axis=0)
-        out.append(finding("M2", f"{bench}: share of the {len(ratios)} sizes with native/VM \u2265 {bound:g}"
-                           f"{second}", share.to_numpy(),
-                           above(MOSTLY, "'mostly': half the sizes or more"),
-                           QUOTED[mostly_key].display, {"mpi": []}, context=context))
+        out.append(
+            finding(
+                "M2",
+                f"{bench}: share of the {len(ratios)} sizes with native/VM \u2265 {bound:g}{second}",
+                share.to_numpy(),
+                above(MOSTLY, "'mostly': half the sizes or more"),
+                QUOTED[mostly_key].display,
+                {"mpi": []},
+                context=context,
+            )
+        )
         penalties.append(1.0 / ratios)
     if penalties:
         per_rep_penalty = (pd.concat(penalties) - 1.0).mean(axis=0)
-        out.append(finding("M2", "average VM time penalty (VM/native time \u2212 1, over collectives and sizes)"
-                           f"{second}", per_rep_penalty.to_numpy(),
-                           within(QUOTED["m2_mean_penalty"].value, 0.25, M2_PENALTY),
-                           QUOTED["m2_mean_penalty"].display, {"mpi": []}, context=context))
+        out.append(
+            finding(
+                "M2",
+                f"average VM time penalty (VM/native time \u2212 1, over collectives and sizes){second}",
+                per_rep_penalty.to_numpy(),
+                within(QUOTED["m2_mean_penalty"].value, 0.25, M2_PENALTY),
+                QUOTED["m2_mean_penalty"].display,
+                {"mpi": []},
+                context=context,
+            )
+        )
     else:
-        out.append(not_testable("M2", f"average VM penalty{second}", "no collective was measured on both pairs",
-                                QUOTED["m2_mean_penalty"].display, context=context))
+        out.append(
+            not_testable(
+                "M2",
+                f"average VM penalty{second}",
+                "no collective was measured on both pairs",
+                QUOTED["m2_mean_penalty"].display,
+                context=context,
+            )
+        )
     return out
 
 
@@ -351,25 +424,47 @@ def m3(per_rep: pd.DataFrame) -> list[Finding]:
     if not cells:
         return [not_testable("M3", label, "no collective was measured on both pairs", "1.02-1.05")]
     rule = above(M3_FASTER, "the smallest speed-up the source reports (2 %)")
-    out = [extreme_finding("M3", f"{label}, over {len(cells)} cells, each the mean of its 3 smallest series",
-                           cells, "max", rule, "1.02-1.05", {"mpi": []}, context=bool(mismatch))]
+    out = [
+        extreme_finding(
+            "M3",
+            f"{label}, over {len(cells)} cells, each the mean of its 3 smallest series",
+            cells,
+            "max",
+            rule,
+            "1.02-1.05",
+            {"mpi": []},
+            context=bool(mismatch),
+        )
+    ]
     return ([not_testable("M3", "VM speed-ups on the source's fabric", mismatch)] if mismatch else []) + out
 
 
 TESTS = {
-    "M1": ClaimTest("HPC HUB", "VM latency 1.10 against 0.83 µs native (ib_send_lat, InfiniBand in datagram mode); "
-                    "bandwidth 6053.6 against 6116.4 MB/s",
-                    "perftest native/VM ratios across two nodes of each kind, or, where perftest did not run on "
-                    "both kinds, MPI ping-pong across nodes (labelled so)",
-                    "two bare-metal nodes and two VMs with SR-IOV InfiniBand",
-                    "no InfiniBand here: a soft-RoCE guest tests the path only"),
-    "M2": ClaimTest("HPC HUB", "native/VM time ratios: bcast 0.55 at worst, allreduce 0.7, alltoall 0.87; mostly "
-                    "above 0.8-0.88; about 20 % penalty on average (the study's own summary also says 'no more "
-                    "than 20 %', which its +80 % worst case, bcast at 16 and 32 KB, contradicts)",
-                    "each collective's worst ratio over sizes (tested size by size, with the minimum's correction), "
-                    "its share of sizes above the bound, and the mean penalty",
-                    "as M1, OSU's method and Open MPI's default algorithms", "Open MPI 1.10, 20 ranks per node"),
-    "M3": ClaimTest("HPC HUB", "sometimes the virtualized test is slightly faster (2-5 %)",
-                    "the largest native/VM time ratio over collectives and sizes, tested cell by cell with the "
-                    "maximum's correction", "as M1", "as M2"),
+    "M1": ClaimTest(
+        "HPC HUB",
+        "VM latency 1.10 against 0.83 µs native (ib_send_lat, InfiniBand in datagram mode); "
+        "bandwidth 6053.6 against 6116.4 MB/s",
+        "perftest native/VM ratios across two nodes of each kind, or, where perftest did not run on "
+        "both kinds, MPI ping-pong across nodes (labelled so)",
+        "two bare-metal nodes and two VMs with SR-IOV InfiniBand",
+        "no InfiniBand here: a soft-RoCE guest tests the path only",
+    ),
+    "M2": ClaimTest(
+        "HPC HUB",
+        "native/VM time ratios: bcast 0.55 at worst, allreduce 0.7, alltoall 0.87; mostly "
+        "above 0.8-0.88; about 20 % penalty on average (the study's own summary also says 'no more "
+        "than 20 %', which its +80 % worst case, bcast at 16 and 32 KB, contradicts)",
+        "each collective's worst ratio over sizes (tested size by size, with the minimum's correction), "
+        "its share of sizes above the bound, and the mean penalty",
+        "as M1, OSU's method and Open MPI's default algorithms",
+        "Open MPI 1.10, 20 ranks per node",
+    ),
+    "M3": ClaimTest(
+        "HPC HUB",
+        "sometimes the virtualized test is slightly faster (2-5 %)",
+        "the largest native/VM time ratio over collectives and sizes, tested cell by cell with the "
+        "maximum's correction",
+        "as M1",
+        "as M2",
+    ),
 }

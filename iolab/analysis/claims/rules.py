@@ -76,8 +76,11 @@ def keeps_above_one(rule: Rule, what: str) -> str:
     """A band's reason, said from its lower edge: whether the whole band
     keeps ``what`` above 1."""
     lo = rule.band[0] if rule.kind == "within" else rule.bound
-    return (f"its lower edge {num(lo)} keeps {what} above 1" if lo > 1
-            else f"its lower edge {num(lo)} reaches 1: the band admits {what} at or below 1")
+    return (
+        f"its lower edge {num(lo)} keeps {what} above 1"
+        if lo > 1
+        else f"its lower edge {num(lo)} reaches 1: the band admits {what} at or below 1"
+    )
 
 
 # "Any difference in the stated direction counts", as the source's own part 3
@@ -105,12 +108,12 @@ def cell_label(c: int, b: int) -> str:
     return f"c={c} {b} B"
 
 
-def cells_of(echo: pd.DataFrame, connections: Sequence[int] | None = None,
-             sizes: Sequence[int] | None = None) -> list[tuple[int, int]]:
+def cells_of(
+    echo: pd.DataFrame, connections: Sequence[int] | None = None, sizes: Sequence[int] | None = None
+) -> list[tuple[int, int]]:
     ok = echo[echo["status"] == "ok"]
     cells = sorted({(int(c), int(b)) for c, b in zip(ok["connections"], ok["bytes"], strict=True)})
-    return [(c, b) for c, b in cells if (connections is None or c in connections)
-            and (sizes is None or b in sizes)]
+    return [(c, b) for c, b in cells if (connections is None or c in connections) and (sizes is None or b in sizes)]
 
 
 def missing_presets(echo: pd.DataFrame, *presets: str) -> str:
@@ -125,16 +128,19 @@ def client_bound(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, in
     while server and client together kept the node's CPUs busy (0.9 or more
     of them). requests/s there measures the client."""
     c, b = cell
-    ok = echo[(echo["status"] == "ok") & echo["preset"].isin(presets) & (echo["connections"] == c)
-              & (echo["bytes"] == b)]
+    ok = echo[
+        (echo["status"] == "ok") & echo["preset"].isin(presets) & (echo["connections"] == c) & (echo["bytes"] == b)
+    ]
     if ok.empty or "client_busy" not in ok or "server_busy" not in ok:
         return ""
     cpus = float(ok["cpus"].max()) if "cpus" in ok and ok["cpus"].max() > 0 else math.nan
     for preset, g in ok.groupby("preset"):
         server, client = float(g["server_busy"].median()), float(g["client_busy"].median())
         if math.isfinite(cpus) and server < 0.9 and server + client >= 0.9 * cpus:
-            return (f"the load generator, not the server, set the pace ({preset}: client {client:.2f} CPUs, "
-                    f"server {server:.2f} of its CPU, of {cpus:.0f} CPUs)")
+            return (
+                f"the load generator, not the server, set the pace ({preset}: client {client:.2f} CPUs, "
+                f"server {server:.2f} of its CPU, of {cpus:.0f} CPUs)"
+            )
     return ""
 
 
@@ -153,38 +159,70 @@ class Ratios:
         if key not in self._done:
             r = echostats.paired_ratios(self.echo, num_preset, den_preset, metric)
             if r[["node", *echostats.SETUP]].drop_duplicates().shape[0] > 1:
-                raise ValueError("ratios of several nodes or setups in one cell; select one node "
-                                 "and keep one setup with echostats.one_setup")
+                raise ValueError(
+                    "ratios of several nodes or setups in one cell; select one node "
+                    "and keep one setup with echostats.one_setup"
+                )
             self._done[key] = {
-                (int(cc), int(bb)): (g.sort_values("rep").set_index("rep")["ratio"].astype(float),
-                                     float(g["numerator"].mean() / g["denominator"].mean()))
-                for (cc, bb), g in r.groupby(["connections", "bytes"], sort=False)}
+                (int(cc), int(bb)): (
+                    g.sort_values("rep").set_index("rep")["ratio"].astype(float),
+                    float(g["numerator"].mean() / g["denominator"].mean()),
+                )
+                for (cc, bb), g in r.groupby(["connections", "bytes"], sort=False)
+            }
         return self._done[key].get((c, b), (pd.Series(dtype=float), float("nan")))
 
 
-def cell_finding(claim: str, echo: pd.DataFrame | Ratios, num_preset: str, den_preset: str, cell: tuple[int, int],
-                 rule: Rule, what: str, metric: str = "rps", context: bool = False, quoted: bool = True,
-                 source_cell: bool = True) -> Finding:
+def cell_finding(
+    claim: str,
+    echo: pd.DataFrame | Ratios,
+    num_preset: str,
+    den_preset: str,
+    cell: tuple[int, int],
+    rule: Rule,
+    what: str,
+    metric: str = "rps",
+    context: bool = False,
+    quoted: bool = True,
+    source_cell: bool = True,
+) -> Finding:
     """One paired-ratio finding in one cell; "quoted" is the source's ratio
     in that cell, where its tables have the cell. ``echo``: the table, or
     its ``Ratios`` to reuse."""
     c, b = cell
     per_rep, means = (echo if isinstance(echo, Ratios) else Ratios(echo)).cell(num_preset, den_preset, metric, c, b)
-    f = finding(claim, f"{cell_label(c, b)}, {what}", per_rep, rule,
-                quoted_ratio(claim, c, b) if quoted else "", {"echo": [[num_preset, c, b], [den_preset, c, b]]},
-                context=context, cell=cell_label(c, b) if source_cell and not context else "")
+    f = finding(
+        claim,
+        f"{cell_label(c, b)}, {what}",
+        per_rep,
+        rule,
+        quoted_ratio(claim, c, b) if quoted else "",
+        {"echo": [[num_preset, c, b], [den_preset, c, b]]},
+        context=context,
+        cell=cell_label(c, b) if source_cell and not context else "",
+    )
     f.ratio_of_means = means
     return f
 
 
-def unmeasured_cells(claim: str, echo: pd.DataFrame, connections: Sequence[int], sizes: Sequence[int],
-                     what: str, context: bool = False) -> list[Finding]:
+def unmeasured_cells(
+    claim: str, echo: pd.DataFrame, connections: Sequence[int], sizes: Sequence[int], what: str, context: bool = False
+) -> list[Finding]:
     """A not-testable part for each source cell not measured here."""
     measured = set(cells_of(echo, connections, sizes))
-    return [not_testable(claim, f"{cell_label(c, b)}, {what}",
-                         "this cell was not measured (the paper profile measures every source cell)",
-                         quoted_ratio(claim, c, b), cell=cell_label(c, b), context=context)
-            for c in connections for b in sizes if (c, b) not in measured]
+    return [
+        not_testable(
+            claim,
+            f"{cell_label(c, b)}, {what}",
+            "this cell was not measured (the paper profile measures every source cell)",
+            quoted_ratio(claim, c, b),
+            cell=cell_label(c, b),
+            context=context,
+        )
+        for c in connections
+        for b in sizes
+        if (c, b) not in measured
+    ]
 
 
 def node_cpus(table: pd.DataFrame) -> int:
@@ -218,5 +256,4 @@ def paired_by_rep(a: pd.Series, b: pd.Series) -> pd.Series:
 def geometric_mean_per_rep(parts: Sequence[pd.Series]) -> pd.Series:
     """Per repetition every part has, the geometric mean over the parts."""
     frame = pd.concat(list(parts), axis=1, join="inner").dropna()
-    return pd.Series(np.exp(np.log(frame).mean(axis=1)), index=frame.index) if len(frame) else \
-        pd.Series(dtype=float)
+    return pd.Series(np.exp(np.log(frame).mean(axis=1)), index=frame.index) if len(frame) else pd.Series(dtype=float)

@@ -14,15 +14,14 @@ from matplotlib.figure import Figure
 from ...analysis.verdicts import Finding, Outcome
 from .style import TEXT_WIDTH_IN, legend_below
 
-OUTCOME_COLORS = {Outcome.REPRODUCED: "#009e73", Outcome.NOT_REPRODUCED: "#d55e00",
-                  Outcome.UNDECIDED: "#e69f00"}
+OUTCOME_COLORS = {Outcome.REPRODUCED: "#009e73", Outcome.NOT_REPRODUCED: "#d55e00", Outcome.UNDECIDED: "#e69f00"}
 LIMITS = (0.25, 4.0)
 # One column fits a page up to this many rows; beyond, two columns, each
 # with labels wrapped to half the width so that no label runs into the
 # other column's axis.
 ROWS_PER_COLUMN = 46
 LABEL_CHARS = {1: 84, 2: 30}
-ROW_IN = 0.145          # one row unit, inches at print size
+ROW_IN = 0.145  # one row unit, inches at print size
 
 
 def _label(f: Finding, shared: str, columns: int = 1) -> str:
@@ -33,7 +32,7 @@ def _label(f: Finding, shared: str, columns: int = 1) -> str:
 
 def _shared_note(rows: Sequence[Finding]) -> str:
     """A setup note (" [...]") every row that has one shares, said once."""
-    notes = {f.part[f.part.rindex(" ["):] for f in rows if f.part.endswith("]") and " [" in f.part}
+    notes = {f.part[f.part.rindex(" [") :] for f in rows if f.part.endswith("]") and " [" in f.part}
     return notes.pop() if len(notes) == 1 else ""
 
 
@@ -58,16 +57,22 @@ def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str, columns: int) -> N
         v, lo, hi = f.estimate.value / b, f.estimate.low / b, f.estimate.high / b
         c = OUTCOME_COLORS.get(f.outcome, "#999999")
         # The side of the bound where the claim holds, shaded faintly.
-        side = {"above": (1.0, hi_lim), "below": (lo_lim, 1.0)}.get(
-            f.rule.kind, (1 - f.rule.margin, 1 + f.rule.margin))
+        side = {"above": (1.0, hi_lim), "below": (lo_lim, 1.0)}.get(f.rule.kind, (1 - f.rule.margin, 1 + f.rule.margin))
         ax.fill_between(side, i - 0.42, i + 0.42, color="#009e73", alpha=0.08, lw=0)
         # Everything drawn is clipped to the axis, and an interval that lies
         # wholly off it collapses onto its edge (its arrow says which way).
         left = _clip(lo if math.isfinite(lo) else lo_lim)
         right = _clip(hi if math.isfinite(hi) else hi_lim)
         mid = min(max(_clip(v), left), right)
-        bars = ax.errorbar([mid], [i], xerr=[[mid - left], [right - mid]], fmt="none", ecolor=c,
-                           elinewidth=0.9 if f.context else 1.6, capsize=0)
+        bars = ax.errorbar(
+            [mid],
+            [i],
+            xerr=[[mid - left], [right - mid]],
+            fmt="none",
+            ecolor=c,
+            elinewidth=0.9 if f.context else 1.6,
+            capsize=0,
+        )
         if f.context:
             bars.lines[2][0].set_linestyle(":")
         for end, limit, marker in ((lo, lo_lim, "<"), (hi, hi_lim, ">")):
@@ -98,14 +103,17 @@ def forest_figure(findings: Sequence[Finding]) -> Figure:
     columns = max(1, math.ceil(len(rows) / ROWS_PER_COLUMN))
     per = math.ceil(len(rows) / columns) if rows else 1
     # A wrapped label takes the room of its lines.
-    units = max((_heights([_label(f, shared, columns) for f in rows[k * per:(k + 1) * per]]).sum()
-                 for k in range(columns)), default=0.0)
+    units = max(
+        (_heights([_label(f, shared, columns) for f in rows[k * per : (k + 1) * per]]).sum() for k in range(columns)),
+        default=0.0,
+    )
     fig, axes = plt.subplots(1, columns, figsize=(TEXT_WIDTH_IN, ROW_IN * max(units, 4) + 1.0), squeeze=False)
     for k, ax in enumerate(axes[0]):
-        _draw(ax, rows[k * per:(k + 1) * per], shared, columns)
+        _draw(ax, rows[k * per : (k + 1) * per], shared, columns)
     handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=o.value) for o, c in OUTCOME_COLORS.items()]
-    handles.append(plt.Line2D([], [], color="#777777", marker="o", mfc="white", lw=0.9, ls=":",
-                              label="context, not counted"))
+    handles.append(
+        plt.Line2D([], [], color="#777777", marker="o", mfc="white", lw=0.9, ls=":", label="context, not counted")
+    )
     legend_below(fig, handles, [h.get_label() for h in handles], ncol=4)
     if shared:
         fig.text(0.5, 1.0, f"echo parts: {shared.strip()[1:-1]}", ha="center", va="bottom", fontsize=7.5)

@@ -19,8 +19,15 @@ def rep_medians(measured: pd.DataFrame, by: list[str], value: str) -> pd.DataFra
     rows = []
     for key, g in per_rep.groupby(by, sort=True):
         e = across_reps(g[value].to_numpy(float), predict=False)
-        rows.append({**dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
-                     "value": e.value, "low": e.low, "high": e.high, "reps": e.n})
+        rows.append(
+            {
+                **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
+                "value": e.value,
+                "low": e.low,
+                "high": e.high,
+                "reps": e.n,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -34,15 +41,29 @@ def syscall_cost_figure(measured: pd.DataFrame, overall: pd.DataFrame) -> Figure
     for vi, variant in enumerate(variants):
         pts = per_rep[per_rep["variant"] == variant]
         jitter = np.linspace(-0.15, 0.15, len(pts)) if len(pts) > 1 else np.zeros(len(pts))
-        ax.plot(vi - 0.1 + jitter, pts["ns_per_call"], "o", ms=3, color=color(vi), alpha=0.7,
-                label="a repetition's median" if vi == 0 else None)
+        ax.plot(
+            vi - 0.1 + jitter,
+            pts["ns_per_call"],
+            "o",
+            ms=3,
+            color=color(vi),
+            alpha=0.7,
+            label="a repetition's median" if vi == 0 else None,
+        )
         s = overall[overall["variant"] == variant]
         if not s.empty:
             r = s.iloc[0]
-            ax.errorbar([vi + 0.25], [r["median_ns"]],
-                        yerr=interval_bars([r["ci_low_ns"]], [r["median_ns"]], [r["ci_high_ns"]]),
-                        fmt="s", color="black", ms=3.5, capsize=3, lw=1.2,
-                        label="median, 95 % interval" if vi == 0 else None)
+            ax.errorbar(
+                [vi + 0.25],
+                [r["median_ns"]],
+                yerr=interval_bars([r["ci_low_ns"]], [r["median_ns"]], [r["ci_high_ns"]]),
+                fmt="s",
+                color="black",
+                ms=3.5,
+                capsize=3,
+                lw=1.2,
+                label="median, 95 % interval" if vi == 0 else None,
+            )
     ax.set_xticks(range(len(variants)), variants)
     ax.set_xlim(-0.6, len(variants) - 0.4)
     ax.set_ylabel("ns per call")
@@ -74,8 +95,15 @@ def sendrecv_figure(measured: pd.DataFrame) -> Figure:
             if g.empty:
                 continue
             label = f"{transport}, {pattern}" + ("" if ack == "-" else f", {ack}")
-            ax.plot(g["bytes"], g["value"], "-" if transport == "tcp" else "--", marker="o", ms=2.5,
-                    color=color(i), label=label)
+            ax.plot(
+                g["bytes"],
+                g["value"],
+                "-" if transport == "tcp" else "--",
+                marker="o",
+                ms=2.5,
+                color=color(i),
+                label=label,
+            )
             ok = np.isfinite(g["low"]) & np.isfinite(g["high"])
             ax.fill_between(g["bytes"][ok], g["low"][ok], g["high"][ok], alpha=0.15, color=color(i), lw=0)
         ax.set_xscale("log", base=2)
@@ -107,23 +135,60 @@ def uring_batch_figure(uring: pd.DataFrame, nop: pd.DataFrame, inputs: costmodel
                 ax.plot(g["n"], g["value"], marker="o", ms=2.5, lw=1.3, color=c, label=f"{op}, default ring")
                 ok = np.isfinite(g["low"]) & np.isfinite(g["high"])
                 ax.fill_between(g["n"][ok], g["low"][ok], g["high"][ok], color=c, alpha=0.2, lw=0)
-                ax2.errorbar(g["n"], g["value"] / g["n"], yerr=interval_bars(g["low"], g["value"], g["high"]) / g["n"].to_numpy(),
-                             marker="o", ms=2.5, lw=1.3, color=c, capsize=1.5, label=f"{op}, default ring")
+                ax2.errorbar(
+                    g["n"],
+                    g["value"] / g["n"],
+                    yerr=interval_bars(g["low"], g["value"], g["high"]) / g["n"].to_numpy(),
+                    marker="o",
+                    ms=2.5,
+                    lw=1.3,
+                    color=c,
+                    capsize=1.5,
+                    label=f"{op}, default ring",
+                )
             else:
-                ax.plot(g["n"], g["value"], lw=0.6, alpha=0.45, color=c,
-                        label=f"{op}, other ring presets" if preset == sorted(set(table["pattern"]) - {"default"})[0]
-                        else None)
+                ax.plot(
+                    g["n"],
+                    g["value"],
+                    lw=0.6,
+                    alpha=0.45,
+                    color=c,
+                    label=f"{op}, other ring presets"
+                    if preset == sorted(set(table["pattern"]) - {"default"})[0]
+                    else None,
+                )
         n = np.logspace(0, np.log2(max(uring["n"])), 50, base=2)
-        ax.plot(n, inputs.s + inputs.fits[op]["B"].batch_time(n), ":", color="black", lw=0.9,
-                label="model B fit" if oi == 0 else None)
-        ax.plot(n, inputs.s + inputs.fits[op]["A"].batch_time(n), "--", color="grey", lw=0.9,
-                label="model A fit" if oi == 0 else None)
+        ax.plot(
+            n,
+            inputs.s + inputs.fits[op]["B"].batch_time(n),
+            ":",
+            color="black",
+            lw=0.9,
+            label="model B fit" if oi == 0 else None,
+        )
+        ax.plot(
+            n,
+            inputs.s + inputs.fits[op]["A"].batch_time(n),
+            "--",
+            color="grey",
+            lw=0.9,
+            label="model A fit" if oi == 0 else None,
+        )
     nop_n = nop[nop["n"] > 0]
     if not nop_n.empty:
         g = nop_n[nop_n["pattern"] == "default"] if "default" in set(nop_n["pattern"]) else nop_n
         t = rep_medians(g, ["n"], "ns_per_sqe").sort_values("n")
-        ax2.errorbar(t["n"], t["value"], yerr=interval_bars(t["low"], t["value"], t["high"]), color=PALETTE[6],
-                     marker="s", ms=2.5, lw=1, capsize=1.5, label="NOP, default ring")
+        ax2.errorbar(
+            t["n"],
+            t["value"],
+            yerr=interval_bars(t["low"], t["value"], t["high"]),
+            color=PALETTE[6],
+            marker="s",
+            ms=2.5,
+            lw=1,
+            capsize=1.5,
+            label="NOP, default ring",
+        )
     size_axes(ax, "SQEs per io_uring_enter (n)", "one enter: U(n) = s + T(n)")
     size_axes(ax2, "SQEs per io_uring_enter (n)", "per SQE (NOP: io_uring's own share)")
     ax.set_ylabel("ns per io_uring_enter")
@@ -146,9 +211,12 @@ def _nstar_label(summary: pd.DataFrame, model: str) -> str:
     return f"n* ({model}) = {show(r['value'])}{interval}"
 
 
-def per_request_figure(inputs: costmodel.CostInputs, summary: pd.DataFrame,
-                       per_rep: dict[int, costmodel.CostInputs] | None = None,
-                       echo: pd.DataFrame | None = None) -> Figure:
+def per_request_figure(
+    inputs: costmodel.CostInputs,
+    summary: pd.DataFrame,
+    per_rep: dict[int, costmodel.CostInputs] | None = None,
+    echo: pd.DataFrame | None = None,
+) -> Figure:
     """Two questions, a panel each. Left: from which batch size n would
     io_uring's request (one recv + one send SQE) cost less CPU than epoll's
     two system calls? Epoll flat, io_uring under models (A) and (B), each
@@ -171,8 +239,10 @@ def per_request_figure(inputs: costmodel.CostInputs, summary: pd.DataFrame,
     lo, hi = summary.loc["epoll_request", "low"], summary.loc["epoll_request", "high"]
     if np.isfinite(lo) and np.isfinite(hi):
         ax.axhspan(lo, hi, color=PALETTE[6], alpha=0.1, lw=0)
-    for model, c, ls, label in (("A", PALETTE[1], "--", "io_uring, model A: (t + s)/n"),
-                                ("B", PALETTE[0], "-", "io_uring, model B: (s + a)/n + b")):
+    for model, c, ls, label in (
+        ("A", PALETTE[1], "--", "io_uring, model A: (t + s)/n"),
+        ("B", PALETTE[0], "-", "io_uring, model B: (s + a)/n + b"),
+    ):
         ax.plot(n, costmodel.uring_request(inputs, model, n), ls, color=c, lw=1.4, label=label)
         if per_rep:
             curves = np.array([costmodel.uring_request(ci, model, n) for ci in per_rep.values()])
@@ -205,8 +275,9 @@ def per_request_figure(inputs: costmodel.CostInputs, summary: pd.DataFrame,
 def _servers_over_model(ax: plt.Axes, inputs: costmodel.CostInputs, echo: pd.DataFrame) -> None:
     """The right panel of the per-request figure: measured over priced."""
     price = costmodel.overlay_prices(inputs, echo)
-    rows = echo.assign(ratio=echo["server_ns_per_request"] / price, r_low=echo["low"] / price,
-                       r_high=echo["high"] / price)
+    rows = echo.assign(
+        ratio=echo["server_ns_per_request"] / price, r_low=echo["low"] / price, r_high=echo["high"] / price
+    )
     order = rows.groupby("preset")["ratio"].median().sort_values().index.tolist()
     y_of = {p: i for i, p in enumerate(order)}
     cells = sorted(set(zip(rows["connections"], rows["bytes"], strict=True)))
@@ -216,9 +287,18 @@ def _servers_over_model(ax: plt.Axes, inputs: costmodel.CostInputs, echo: pd.Dat
         g = rows[(rows["connections"] == c_count) & (rows["bytes"] == size)]
         y = g["preset"].map(y_of).to_numpy(float) + (k - (len(cells) - 1) / 2) * 0.13
         c = color(conns.index(c_count))
-        ax.errorbar(g["ratio"], y, xerr=interval_bars(g["r_low"], g["ratio"], g["r_high"]), fmt="os^Dv"[k % 5],
-                    ms=3, lw=0.6, capsize=1, color=c, mfc=c if size == smallest else "none",
-                    label=f"server, c = {c_count}, {size} B")
+        ax.errorbar(
+            g["ratio"],
+            y,
+            xerr=interval_bars(g["r_low"], g["ratio"], g["r_high"]),
+            fmt="os^Dv"[k % 5],
+            ms=3,
+            lw=0.6,
+            capsize=1,
+            color=c,
+            mfc=c if size == smallest else "none",
+            label=f"server, c = {c_count}, {size} B",
+        )
     ax.axvline(1.0, color="black", lw=0.8, ls=":")
     ax.set_yticks(range(len(order)), order)
     ax.set_xscale("log", base=2)
@@ -237,25 +317,44 @@ def send_zc_figure(summary: pd.DataFrame) -> Figure:
     if summary.empty:
         # The figure is a declared output of every run with send_zc: say why it is empty.
         for a in (ax, ax2):
-            a.text(0.5, 0.5, "no zero-copy variant measured\nbeside plain send", ha="center", va="center",
-                   transform=a.transAxes)
+            a.text(
+                0.5,
+                0.5,
+                "no zero-copy variant measured\nbeside plain send",
+                ha="center",
+                va="center",
+                transform=a.transAxes,
+            )
             a.set_axis_off()
         return fig
     plain = summary.drop_duplicates("bytes").sort_values("bytes")
-    ax.plot(plain["bytes"], plain["send_ns_per_byte"], marker="o", ms=2.5, lw=1.3, color=PALETTE[6],
-            label="send")
+    ax.plot(plain["bytes"], plain["send_ns_per_byte"], marker="o", ms=2.5, lw=1.3, color=PALETTE[6], label="send")
     for i, (variant, g) in enumerate(summary.groupby("variant", sort=True)):
         g = g.sort_values("bytes")
         c = color(i)
         ax.plot(g["bytes"], g["zc_ns_per_byte"], marker="s", ms=2.5, lw=1.1, color=c, label=variant)
-        ax2.errorbar(g["bytes"] * (1.04 if i else 0.96), g["ratio"],
-                     yerr=interval_bars(g["low"], g["ratio"], g["high"]), marker="s", ms=3, lw=1.1, color=c,
-                     capsize=1.5, label=variant)
+        ax2.errorbar(
+            g["bytes"] * (1.04 if i else 0.96),
+            g["ratio"],
+            yerr=interval_bars(g["low"], g["ratio"], g["high"]),
+            marker="s",
+            ms=3,
+            lw=1.1,
+            color=c,
+            capsize=1.5,
+            label=variant,
+        )
         # The copied share, along the bottom edge: one row per variant.
         for size, share in zip(g["bytes"], g["copied_share"], strict=True):
             if np.isfinite(share):
-                ax2.annotate(f"{share:.0%}", (size, 0.03 + 0.07 * i), xycoords=("data", "axes fraction"),
-                             ha="center", color=c, alpha=0.8)
+                ax2.annotate(
+                    f"{share:.0%}",
+                    (size, 0.03 + 0.07 * i),
+                    xycoords=("data", "axes fraction"),
+                    ha="center",
+                    color=c,
+                    alpha=0.8,
+                )
     ax2.axhline(1.0, color="black", lw=0.8, ls=":")
     low, high = ax2.get_ylim()
     ax2.set_ylim(low - 0.2 * (high - low), high)

@@ -24,8 +24,10 @@ def _key_presets(summary: pd.DataFrame) -> list[str]:
 
 def _style(preset: str) -> dict[str, object]:
     i = KEY_PRESETS.index(preset) if preset in KEY_PRESETS else 4
-    return {"color": EPOLL_COLOR if preset == "epoll" else color(i - 1 if preset != "epoll" else 6),
-            "marker": "so^Dv"[min(i, 4)]}
+    return {
+        "color": EPOLL_COLOR if preset == "epoll" else color(i - 1 if preset != "epoll" else 6),
+        "marker": "so^Dv"[min(i, 4)],
+    }
 
 
 def ratio_figure(ratios: pd.DataFrame, cells: list[tuple[int, int]]) -> Figure:
@@ -36,25 +38,47 @@ def ratio_figure(ratios: pd.DataFrame, cells: list[tuple[int, int]]) -> Figure:
     c_rows = ratios[ratios["base"] == "epoll"]
     go_rows = ratios[ratios["base"] == GO_BASE]
     first = cells[0]
-    order = (c_rows[(c_rows["metric"] == "server_ns_per_request") & (c_rows["connections"] == first[0])
-                    & (c_rows["bytes"] == first[1])].sort_values("ratio", ascending=False)["preset"].tolist())
+    order = (
+        c_rows[
+            (c_rows["metric"] == "server_ns_per_request")
+            & (c_rows["connections"] == first[0])
+            & (c_rows["bytes"] == first[1])
+        ]
+        .sort_values("ratio", ascending=False)["preset"]
+        .tolist()
+    )
     order += sorted(set(c_rows["preset"]) - set(order))
     go_order = sorted(set(go_rows["preset"]))
     heights = [max(len(order), 1), max(len(go_order), 1)] if go_order else [max(len(order), 1)]
-    fig, axes = plt.subplots(len(heights), 2, figsize=(TEXT_WIDTH_IN, 0.2 * sum(heights) + 1.6), sharex="col",
-                             squeeze=False, gridspec_kw={"height_ratios": heights})
+    fig, axes = plt.subplots(
+        len(heights),
+        2,
+        figsize=(TEXT_WIDTH_IN, 0.2 * sum(heights) + 1.6),
+        sharex="col",
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights},
+    )
     markers = "os^D"
-    for row, (rows, presets) in enumerate(((c_rows, order), (go_rows, go_order))[:len(heights)]):
-        for col, (metric, title) in enumerate((("rps", "requests/s over the base's"),
-                                               ("server_ns_per_request", "server CPU per request over the base's"))):
+    for row, (rows, presets) in enumerate(((c_rows, order), (go_rows, go_order))[: len(heights)]):
+        for col, (metric, title) in enumerate(
+            (("rps", "requests/s over the base's"), ("server_ns_per_request", "server CPU per request over the base's"))
+        ):
             ax = axes[row][col]
             for k, (c, b) in enumerate(cells):
                 sel = rows[(rows["metric"] == metric) & (rows["connections"] == c) & (rows["bytes"] == b)]
                 sel = sel.set_index("preset").reindex(presets)
                 y = np.arange(len(presets)) + (k - (len(cells) - 1) / 2) * 0.25
-                ax.errorbar(sel["ratio"], y, xerr=interval_bars(sel["low"], sel["ratio"], sel["high"]),
-                            fmt=markers[k % 4], ms=3.5, lw=1, capsize=1.5, color=color(k),
-                            label=f"c = {c}, {b} B" if row == 0 and col == 0 else None)
+                ax.errorbar(
+                    sel["ratio"],
+                    y,
+                    xerr=interval_bars(sel["low"], sel["ratio"], sel["high"]),
+                    fmt=markers[k % 4],
+                    ms=3.5,
+                    lw=1,
+                    capsize=1.5,
+                    color=color(k),
+                    label=f"c = {c}, {b} B" if row == 0 and col == 0 else None,
+                )
             ax.axvline(1.0, color="black", lw=0.7)
             ax.set_yticks(range(len(presets)), presets)
             ax.set_ylim(len(presets) - 0.5, -0.5)
@@ -83,14 +107,29 @@ def cpu_figure(summary: pd.DataFrame, floor_ns: float | None = None) -> Figure:
         for preset in _key_presets(summary):
             g = summary[(summary["preset"] == preset) & (summary["bytes"] == size)].sort_values("connections")
             st = _style(preset)
-            ax.errorbar(g["connections"], g["server_ns_per_request"],
-                        yerr=interval_bars(g["server_ns_per_request_low"], g["server_ns_per_request"],
-                                           g["server_ns_per_request_high"]),
-                        marker=st["marker"], ms=3, lw=1.2, capsize=1.5, color=st["color"], label=preset)
+            ax.errorbar(
+                g["connections"],
+                g["server_ns_per_request"],
+                yerr=interval_bars(
+                    g["server_ns_per_request_low"], g["server_ns_per_request"], g["server_ns_per_request_high"]
+                ),
+                marker=st["marker"],
+                ms=3,
+                lw=1.2,
+                capsize=1.5,
+                color=st["color"],
+                label=preset,
+            )
         client = summary[(summary["preset"] == "epoll") & (summary["bytes"] == size)].sort_values("connections")
         if len(client):
-            ax.plot(client["connections"], client["client_ns_per_request"], "--", color=PALETTE[7], lw=1,
-                    label="load generator (epoll cells)")
+            ax.plot(
+                client["connections"],
+                client["client_ns_per_request"],
+                "--",
+                color=PALETTE[7],
+                lw=1,
+                label="load generator (epoll cells)",
+            )
         if floor_ns is not None:
             ax.axhline(floor_ns, color="black", ls=":", lw=0.9, label="2w: kernel work of two system calls")
         ax.set_xscale("log")
@@ -115,9 +154,17 @@ def latency_figure(summary: pd.DataFrame) -> Figure:
         for preset in _key_presets(sub):
             g = sub[sub["preset"] == preset].sort_values("connections")
             st = _style(preset)
-            ax.errorbar(g["connections"], g[metric], yerr=interval_bars(g[f"{metric}_low"], g[metric],
-                                                                         g[f"{metric}_high"]),
-                        marker=st["marker"], ms=3, lw=1.1, capsize=1.5, color=st["color"], label=preset)
+            ax.errorbar(
+                g["connections"],
+                g[metric],
+                yerr=interval_bars(g[f"{metric}_low"], g[metric], g[f"{metric}_high"]),
+                marker=st["marker"],
+                ms=3,
+                lw=1.1,
+                capsize=1.5,
+                color=st["color"],
+                label=preset,
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("connections")
@@ -139,9 +186,17 @@ def batch_figure(summary: pd.DataFrame) -> Figure:
         g = sub[sub["preset"] == preset].sort_values("connections")
         metric = "events_per_wait" if preset == "epoll" else "sqes_per_enter"
         st = _style(preset)
-        ax.errorbar(g["connections"], g[metric], yerr=interval_bars(g[f"{metric}_low"], g[metric], g[f"{metric}_high"]),
-                    marker=st["marker"], ms=3, lw=1.1, capsize=1.5, color=st["color"],
-                    label="epoll (events per wait)" if preset == "epoll" else f"{preset} (SQEs per enter)")
+        ax.errorbar(
+            g["connections"],
+            g[metric],
+            yerr=interval_bars(g[f"{metric}_low"], g[metric], g[f"{metric}_high"]),
+            marker=st["marker"],
+            ms=3,
+            lw=1.1,
+            capsize=1.5,
+            color=st["color"],
+            label="epoll (events per wait)" if preset == "epoll" else f"{preset} (SQEs per enter)",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("connections")
@@ -171,18 +226,34 @@ def open_loop_figure(curves: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
         ax.fill_between(g["load"][ok], g["p99_us_low"][ok], g["p99_us_high"][ok], color=c, alpha=0.15, lw=0)
         cap = curves[(curves["preset"] == preset) & (curves["phase"] == "capacity")]
         if len(cap):
-            ax.errorbar(cap["load"], cap["p99_us"],
-                        yerr=interval_bars(cap["p99_us_low"], cap["p99_us"], cap["p99_us_high"]),
-                        marker="o", mfc="none", color=c, ms=6, ls="none", capsize=2,
-                        label=f"{preset}, closed loop at capacity")
+            ax.errorbar(
+                cap["load"],
+                cap["p99_us"],
+                yerr=interval_bars(cap["p99_us_low"], cap["p99_us"], cap["p99_us_high"]),
+                marker="o",
+                mfc="none",
+                color=c,
+                ms=6,
+                ls="none",
+                capsize=2,
+                label=f"{preset}, closed loop at capacity",
+            )
     ax.set_yscale("log")
     ax.set_title("p99 latency")
     ax.set_xlabel("offered load / capacity")
     ax.set_ylabel("p99 latency (µs)")
     for preset, g in ratios.groupby("preset", sort=True):
         g = g.sort_values("load")
-        ax_r.errorbar(g["load"], g["ratio"], yerr=interval_bars(g["low"], g["ratio"], g["high"]),
-                      color=colors.get(preset, color(0)), marker="s", ms=3, lw=1.2, capsize=2)
+        ax_r.errorbar(
+            g["load"],
+            g["ratio"],
+            yerr=interval_bars(g["low"], g["ratio"], g["high"]),
+            color=colors.get(preset, color(0)),
+            marker="s",
+            ms=3,
+            lw=1.2,
+            capsize=2,
+        )
     ax_r.axhline(1.0, color="black", lw=0.8, ls=":")
     ax_r.set_yscale("log")
     plain_ticks(ax_r.yaxis)

@@ -12,10 +12,20 @@ from matplotlib.figure import Figure
 from ...analysis import mpistats
 from .style import PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, size_axes
 
-TRANSPORT_STYLE = {"shm": (PALETTE[0], "o"), "tcp": (PALETTE[1], "s"), "netns": (PALETTE[2], "^"),
-                   "netns_tbf": (PALETTE[3], "D"), "nodes": (PALETTE[5], "v")}
-TRANSPORT_LABEL = {"shm": "shared memory", "tcp": "TCP, loopback", "netns": "TCP between namespaces",
-                   "netns_tbf": "namespaces, tbf-shaped", "nodes": "TCP between nodes"}
+TRANSPORT_STYLE = {
+    "shm": (PALETTE[0], "o"),
+    "tcp": (PALETTE[1], "s"),
+    "netns": (PALETTE[2], "^"),
+    "netns_tbf": (PALETTE[3], "D"),
+    "nodes": (PALETTE[5], "v"),
+}
+TRANSPORT_LABEL = {
+    "shm": "shared memory",
+    "tcp": "TCP, loopback",
+    "netns": "TCP between namespaces",
+    "netns_tbf": "namespaces, tbf-shaped",
+    "nodes": "TCP between nodes",
+}
 
 
 # How launches with more ranks than CPUs are drawn (the paper says so from here).
@@ -31,14 +41,31 @@ def transport_style(transport: str) -> tuple[str, str]:
     return TRANSPORT_STYLE.get(transport, (PALETTE[6], "x"))
 
 
-def _points(ax: plt.Axes, g: pd.DataFrame, y: str, low: str, high: str, c: str, marker: str,
-            label: str | None, scale: float = 1.0) -> None:
+def _points(
+    ax: plt.Axes,
+    g: pd.DataFrame,
+    y: str,
+    low: str,
+    high: str,
+    c: str,
+    marker: str,
+    label: str | None,
+    scale: float = 1.0,
+) -> None:
     """Median points with interval bars, hollow where oversubscribed."""
     for over, part in g.groupby(g["oversubscribed"].map(_over)):
-        ax.errorbar(part["bytes"], part[y] / scale,
-                    yerr=interval_bars(part[low], part[y], part[high]) / scale,
-                    fmt=marker, ms=3, color=c, capsize=1.5, lw=0.8, mfc="none" if over else c,
-                    label=(label + (", oversubscribed" if over else "")) if label else None)
+        ax.errorbar(
+            part["bytes"],
+            part[y] / scale,
+            yerr=interval_bars(part[low], part[y], part[high]) / scale,
+            fmt=marker,
+            ms=3,
+            color=c,
+            capsize=1.5,
+            lw=0.8,
+            mfc="none" if over else c,
+            label=(label + (", oversubscribed" if over else "")) if label else None,
+        )
 
 
 def pingpong_figure(summary: pd.DataFrame, hockney: dict, rate_mbit: float | None = None) -> Figure:
@@ -55,13 +82,29 @@ def pingpong_figure(summary: pd.DataFrame, hockney: dict, rate_mbit: float | Non
             ax_t.plot(m, hockney[transport].predict(m) / 1e3, color=c, lw=0.8, alpha=0.7)
         # Bandwidth's interval from the time's, ends swapped (unbounded
         # times give no bar).
-        bw = g.assign(bw=g["bytes"] / g["median_ns"] * 1e3, bw_low=g["bytes"] / g["high_ns"] * 1e3,
-                      bw_high=(g["bytes"] / g["low_ns"] * 1e3).where(g["low_ns"] > 0, np.inf))
-        ax_b.errorbar(bw["bytes"], bw["bw"], yerr=interval_bars(bw["bw_low"], bw["bw"], bw["bw_high"]),
-                      marker=marker, ms=3, color=c, lw=0.8, capsize=1.5)
+        bw = g.assign(
+            bw=g["bytes"] / g["median_ns"] * 1e3,
+            bw_low=g["bytes"] / g["high_ns"] * 1e3,
+            bw_high=(g["bytes"] / g["low_ns"] * 1e3).where(g["low_ns"] > 0, np.inf),
+        )
+        ax_b.errorbar(
+            bw["bytes"],
+            bw["bw"],
+            yerr=interval_bars(bw["bw_low"], bw["bw"], bw["bw_high"]),
+            marker=marker,
+            ms=3,
+            color=c,
+            lw=0.8,
+            capsize=1.5,
+        )
     if rate_mbit:
-        ax_b.axhline(rate_mbit / 8, color=TRANSPORT_STYLE["netns_tbf"][0], ls="--", lw=0.8,
-                     label=f"tbf rate, {rate_mbit:g} Mbit/s")
+        ax_b.axhline(
+            rate_mbit / 8,
+            color=TRANSPORT_STYLE["netns_tbf"][0],
+            ls="--",
+            lw=0.8,
+            label=f"tbf rate, {rate_mbit:g} Mbit/s",
+        )
     size_axes(ax_t, "message size (bytes)", "latency (lines: Hockney fits)")
     size_axes(ax_b, "message size (bytes)", "bandwidth m / T(m)")
     ax_t.set_ylabel("one-way latency (µs)")
@@ -105,8 +148,17 @@ def collectives_figure(summary: pd.DataFrame, curves: dict) -> Figure:
         for (transport, p), g in coll[coll["bench"] == bench].groupby(["transport", "ranks"]):
             c, marker = transport_style(transport)
             g = g.sort_values("bytes")
-            _points(ax, g, "median_ns", "low_ns", "high_ns", c, marker if p == 2 else "v",
-                    f"{TRANSPORT_LABEL.get(transport, transport)}, p = {p}", 1e3)
+            _points(
+                ax,
+                g,
+                "median_ns",
+                "low_ns",
+                "high_ns",
+                c,
+                marker if p == 2 else "v",
+                f"{TRANSPORT_LABEL.get(transport, transport)}, p = {p}",
+                1e3,
+            )
             m = np.geomspace(g["bytes"].min(), g["bytes"].max(), 100)
             paper = curves.get((transport, bench, "paper"))
             if paper is not None:
@@ -141,15 +193,24 @@ def prediction_error_figure(errors: pd.DataFrame, summary: pd.DataFrame, curves:
     merged["err_high"] = model_ns / merged["low_ns"] - 1
     for ax, bench in zip(axes[0], benches, strict=False):
         for (transport, model), g in merged[(merged["bench"] == bench) & (merged["ranks"] == 2)].groupby(
-                ["transport", "model"]):
+            ["transport", "model"]
+        ):
             g = g.sort_values("bytes")
             if model != "paper" and not _formulas_differ(curves, transport, bench, 2, g["bytes"].to_numpy(float)):
                 continue
             c, marker = transport_style(transport)
             lo, hi = np.minimum(g["err_low"], g["err_high"]), np.maximum(g["err_low"], g["err_high"])
-            ax.plot(g["bytes"], 100 * g["error"], color=c, ls="-" if model == "paper" else ":", marker=marker,
-                    ms=2.5, lw=0.9, label=f"{TRANSPORT_LABEL.get(transport, transport)}, "
-                                          f"{'HPC HUB formula' if model == 'paper' else 'algorithm formula'}")
+            ax.plot(
+                g["bytes"],
+                100 * g["error"],
+                color=c,
+                ls="-" if model == "paper" else ":",
+                marker=marker,
+                ms=2.5,
+                lw=0.9,
+                label=f"{TRANSPORT_LABEL.get(transport, transport)}, "
+                f"{'HPC HUB formula' if model == 'paper' else 'algorithm formula'}",
+            )
             ok = np.isfinite(lo) & np.isfinite(hi)
             ax.fill_between(g["bytes"][ok], 100 * lo[ok], 100 * hi[ok], color=c, alpha=0.15, lw=0)
         ax.axhline(0, color="black", lw=0.6)
@@ -169,8 +230,14 @@ def ratio_figure(ratio_tables: list[pd.DataFrame]) -> Figure:
         fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 1.0))
         ax.axis("off")
         pairs = ", ".join(f"{a}/{b}" for a, b in mpistats.TRANSPORT_PAIRS)
-        ax.text(0.5, 0.5, f"No transport pair was measured: a ratio needs both transports of one of {pairs}.",
-                ha="center", va="center", wrap=True)
+        ax.text(
+            0.5,
+            0.5,
+            f"No transport pair was measured: a ratio needs both transports of one of {pairs}.",
+            ha="center",
+            va="center",
+            wrap=True,
+        )
         return fig
     r = pd.concat(ratio_tables, ignore_index=True)
     benches = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(r["bench"])]
@@ -184,9 +251,17 @@ def ratio_figure(ratio_tables: list[pd.DataFrame]) -> Figure:
             over = bool(g["oversubscribed"].map(_over).any())
             c = colors[(num, den)]
             label = f"{num}/{den}, p = {p}" + (", oversubscribed" if over else "")
-            h = ax.errorbar(g["bytes"], g["ratio"], yerr=interval_bars(g["low"], g["ratio"], g["high"]),
-                            color=c, lw=0.8, marker="o" if p == 2 else "v", ms=3, capsize=1,
-                            mfc="none" if over else c)
+            h = ax.errorbar(
+                g["bytes"],
+                g["ratio"],
+                yerr=interval_bars(g["low"], g["ratio"], g["high"]),
+                color=c,
+                lw=0.8,
+                marker="o" if p == 2 else "v",
+                ms=3,
+                capsize=1,
+                mfc="none" if over else c,
+            )
             handles.setdefault(label, h)
         ax.axhline(1, color="black", lw=0.6)
         size_axes(ax, "bytes", bench)
@@ -206,8 +281,15 @@ def method_ratio_figure(ratios: pd.DataFrame) -> Figure:
         for (transport, p), g in ratios[ratios["operation"] == op].groupby(["transport", "ranks"]):
             g = g.sort_values("bytes")
             c, marker = transport_style(transport)
-            ax.plot(g["bytes"], g["ratio"], color=c, marker=marker if p == 2 else "v", ms=2.5, lw=0.8,
-                    label=f"{TRANSPORT_LABEL.get(transport, transport)}, p = {p}")
+            ax.plot(
+                g["bytes"],
+                g["ratio"],
+                color=c,
+                marker=marker if p == 2 else "v",
+                ms=2.5,
+                lw=0.8,
+                label=f"{TRANSPORT_LABEL.get(transport, transport)}, p = {p}",
+            )
             ok = np.isfinite(g["low"]) & np.isfinite(g["high"])
             ax.fill_between(g["bytes"][ok], g["low"][ok], g["high"][ok], color=c, alpha=0.15, lw=0)
         ax.axhline(1, color="black", lw=0.6)

@@ -23,9 +23,15 @@ def costs_figure(costs: pd.DataFrame) -> Figure:
         values = [getattr(row, m) for m, _ in metrics]
         lows = [getattr(row, f"{m}_low", float("nan")) for m, _ in metrics]
         highs = [getattr(row, f"{m}_high", float("nan")) for m, _ in metrics]
-        ax.bar([k + i * width for k in range(len(metrics))], values, width, color=color(i),
-               yerr=interval_bars(lows, values, highs), capsize=2,
-               label=f"{row.node} ({row.kind}, mitigations {row.mitigations})")
+        ax.bar(
+            [k + i * width for k in range(len(metrics))],
+            values,
+            width,
+            color=color(i),
+            yerr=interval_bars(lows, values, highs),
+            capsize=2,
+            label=f"{row.node} ({row.kind}, mitigations {row.mitigations})",
+        )
     ax.set_xticks([k + width * (len(costs) - 1) / 2 for k in range(len(metrics))], [lab for _, lab in metrics])
     ax.set_ylabel("ns per call")
     legend_below(fig, ncol=2)
@@ -49,9 +55,17 @@ def mpi_ratio_figure(ratios: pd.DataFrame, title: str, seed_lines: dict | None =
                 g = g.sort_values("bytes")
                 c, marker = transport_style(transport)
                 over = bool(g["oversubscribed"].any())
-                h = ax.errorbar(g["bytes"], g["ratio"], yerr=interval_bars(g["low"], g["ratio"], g["high"])
-                                if "low" in g else None, color=c, marker=marker if p == 2 else "v", ms=2.5,
-                                lw=0.8, capsize=1, mfc="none" if over else c)
+                h = ax.errorbar(
+                    g["bytes"],
+                    g["ratio"],
+                    yerr=interval_bars(g["low"], g["ratio"], g["high"]) if "low" in g else None,
+                    color=c,
+                    marker=marker if p == 2 else "v",
+                    ms=2.5,
+                    lw=0.8,
+                    capsize=1,
+                    mfc="none" if over else c,
+                )
                 handles.setdefault(f"{transport}, p = {p}" + (", oversubscribed" if over else ""), h)
             for (value, label), style in zip((seed_lines or {}).get(bench, []), ("--", ":"), strict=False):
                 handles.setdefault(label, ax.axhline(value, color="grey", lw=0.7, ls=style))

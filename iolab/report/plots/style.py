@@ -27,35 +27,38 @@ EPOLL_COLOR, DEFAULT_COLOR = "#000000", PALETTE[0]
 
 def apply() -> None:
     """The rcParams every notebook starts with."""
-    plt.rcParams.update({
-        "figure.figsize": (TEXT_WIDTH_IN, 2.9),
-        "figure.dpi": 110,
-        "savefig.dpi": 200,
-        "font.size": 8.5,
-        "axes.titlesize": 8.5,
-        "axes.labelsize": 8.5,
-        "xtick.labelsize": 8,
-        "ytick.labelsize": 8,
-        "legend.fontsize": 7.5,
-        "axes.grid": True,
-        "grid.alpha": 0.3,
-        "axes.spines.top": False,
-        "axes.spines.right": False,
-        "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
-        "legend.frameon": False,
-        "svg.fonttype": "none",
-        "pdf.fonttype": 42,
-        # Fixed metadata so re-rendering the same data gives the same bytes.
-        "svg.hashsalt": "iolab",
-    })
+    plt.rcParams.update(
+        {
+            "figure.figsize": (TEXT_WIDTH_IN, 2.9),
+            "figure.dpi": 110,
+            "savefig.dpi": 200,
+            "font.size": 8.5,
+            "axes.titlesize": 8.5,
+            "axes.labelsize": 8.5,
+            "xtick.labelsize": 8,
+            "ytick.labelsize": 8,
+            "legend.fontsize": 7.5,
+            "axes.grid": True,
+            "grid.alpha": 0.3,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+            "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
+            "legend.frameon": False,
+            "svg.fonttype": "none",
+            "pdf.fonttype": 42,
+            # Fixed metadata so re-rendering the same data gives the same bytes.
+            "svg.hashsalt": "iolab",
+        }
+    )
 
 
 def color(i: int) -> str:
     return PALETTE[i % len(PALETTE)]
 
 
-def legend_below(fig: Figure, handles: Sequence[object] | None = None, labels: Sequence[str] | None = None,
-                 ncol: int = 3) -> None:
+def legend_below(
+    fig: Figure, handles: Sequence[object] | None = None, labels: Sequence[str] | None = None, ncol: int = 3
+) -> None:
     """One legend under every panel, clear of the data."""
     if handles is None:
         seen: dict[str, object] = {}
@@ -70,8 +73,9 @@ def legend_below(fig: Figure, handles: Sequence[object] | None = None, labels: S
     renderer = fig.canvas.get_renderer()
     width = fig.get_figwidth() * fig.dpi
     for columns in range(min(ncol, len(handles)), 0, -1):
-        legend = fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns,
-                            borderaxespad=0.2)
+        legend = fig.legend(
+            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns, borderaxespad=0.2
+        )
         if columns == 1 or legend.get_window_extent(renderer).width <= width:
             return
         legend.remove()
@@ -105,8 +109,9 @@ def interval_bars(low: np.ndarray, value: np.ndarray, high: np.ndarray) -> np.nd
 
 def add_stamp(fig: Figure, text: str) -> Text:
     """The figure's identity as a footer line: machine, repetitions, date, commit."""
-    return fig.text(0.0, 0.0, text, fontsize=MIN_FONT_PT, color="#555555", ha="left", va="top",
-                    transform=fig.transFigure)
+    return fig.text(
+        0.0, 0.0, text, fontsize=MIN_FONT_PT, color="#555555", ha="left", va="top", transform=fig.transFigure
+    )
 
 
 def smallest_font(fig: Figure, width_in: float) -> float:
@@ -138,7 +143,7 @@ def overlapping_labels(fig: Figure) -> list[str]:
     """Tick labels drawn over another panel's plotting area or over another
     label of their own axis: either is unreadable at any size."""
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()   # type: ignore[attr-defined]
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
     boxes = [(ax, ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()]
     hits = []
     for ax, _ in boxes:
@@ -148,6 +153,6 @@ def overlapping_labels(fig: Figure) -> list[str]:
                 # A hair of slack: labels may touch the next panel's frame.
                 if any(other is not ax and extent.overlaps(box.shrunk(0.98, 0.98)) for other, box in boxes):
                     hits.append(text)
-                elif any(extent.shrunk(0.98, 0.9).overlaps(e) for _, e in shown[i + 1:]):
+                elif any(extent.shrunk(0.98, 0.9).overlaps(e) for _, e in shown[i + 1 :]):
                     hits.append(text)
     return hits
