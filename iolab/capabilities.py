@@ -30,8 +30,9 @@ class Capability(str, Enum):
     KERNEL_TRACING = "kernel tracing"
 
 
-_HERE = frozenset({Capability.THIS_MACHINE, Capability.SERVERS, Capability.MPI, Capability.DRIVES_PEERS,
-                   Capability.KERNEL_TRACING})
+_HERE = frozenset(
+    {Capability.THIS_MACHINE, Capability.SERVERS, Capability.MPI, Capability.DRIVES_PEERS, Capability.KERNEL_TRACING}
+)
 
 # Runner name in the inventory -> what it can do. A SLURM node's jobs run
 # on the node the executor placed them on, as local ones do there; its CPU
@@ -40,8 +41,7 @@ _HERE = frozenset({Capability.THIS_MACHINE, Capability.SERVERS, Capability.MPI, 
 RUNNER_CAPABILITIES: dict[str, frozenset[Capability]] = {
     "local": _HERE | {Capability.CPUS_HERE},
     "slurm": _HERE,
-    "ssh": frozenset({Capability.LOGIN, Capability.SERVERS, Capability.MPI, Capability.DRIVES_PEERS,
-                      Capability.PEER}),
+    "ssh": frozenset({Capability.LOGIN, Capability.SERVERS, Capability.MPI, Capability.DRIVES_PEERS, Capability.PEER}),
     "vm": frozenset(),
 }
 

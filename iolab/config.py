@@ -64,8 +64,7 @@ def validate_config(config: dict[str, Any], schema: Path = SCHEMA) -> RunConfig:
         validate(config, str(schema))
     except WorkflowError as e:
         err = find_validation_error(e)
-        raise ConfigError(describe_validation_error(err) if err is not None
-                          else f"config error: {e}") from None
+        raise ConfigError(describe_validation_error(err) if err is not None else f"config error: {e}") from None
     return check_semantics(config)
 
 
@@ -172,8 +171,9 @@ def _check_presets(echo: EchoSettings) -> None:
         where = f"config error at experiments.echo.presets.{name}"
         for token in preset.flags:
             if token.startswith("--") and token not in flags[program]:
-                raise ConfigError(f"{where}: {token!r} is not a flag of {program} "
-                                  f"(native/build/{program} --help lists them)")
+                raise ConfigError(
+                    f"{where}: {token!r} is not a flag of {program} (native/build/{program} --help lists them)"
+                )
             if "{" in token and token not in (SPARE_CPU, SPARE_CPUS):
                 raise ConfigError(f"{where}: {token!r}: the only placeholders are {SPARE_CPU} and {SPARE_CPUS}")
 
@@ -199,8 +199,9 @@ def check_semantics(config: Mapping[str, Any] | RunConfig, cpu_count: int | None
     _check_nodes(run)
     unknown = sorted(set(run.experiment_repeats) - set(REGISTRY))
     if unknown:
-        raise ConfigError(f"config error at experiment_repeats.{unknown[0]}: not an experiment "
-                          f"(known: {', '.join(sorted(REGISTRY))})")
+        raise ConfigError(
+            f"config error at experiment_repeats.{unknown[0]}: not an experiment (known: {', '.join(sorted(REGISTRY))})"
+        )
     for i, node in enumerate(run.nodes):
         if Capability.CPUS_HERE not in capabilities_of(node.runner):
             continue
@@ -214,8 +215,7 @@ def check_semantics(config: Mapping[str, Any] | RunConfig, cpu_count: int | None
     experiments = run.experiments
     for section, key, level, why in MODEL_LEVELS:
         if level not in getattr(getattr(experiments, section), key):
-            raise ConfigError(f"config error at experiments.{section}.{key}: must include "
-                              f"{level!r}, {why}")
+            raise ConfigError(f"config error at experiments.{section}.{key}: must include {level!r}, {why}")
     echo, latency = experiments.echo, experiments.latency
     if echo:
         _check_echo(echo)
@@ -223,8 +223,10 @@ def check_semantics(config: Mapping[str, Any] | RunConfig, cpu_count: int | None
         known = echo.presets if echo else {}
         unknown = sorted(set(latency.presets) - set(known))
         if unknown:
-            raise ConfigError(f"config error at experiments.latency.presets: {unknown[0]!r} is not an "
-                              f"experiments.echo.presets name (known: {', '.join(sorted(known))})")
+            raise ConfigError(
+                f"config error at experiments.latency.presets: {unknown[0]!r} is not an "
+                f"experiments.echo.presets name (known: {', '.join(sorted(known))})"
+            )
     if experiments.mpi:
         _check_mpi(experiments.mpi)
     sc = experiments.syscall
@@ -239,14 +241,17 @@ def check_semantics(config: Mapping[str, Any] | RunConfig, cpu_count: int | None
 def _check_echo(echo: EchoSettings) -> None:
     _check_presets(echo)
     if any(s.client == "thread-per-connection" for s in echo.setups) and echo.pipeline != 1:
-        raise ConfigError("config error at experiments.echo.setups: the thread-per-connection client is "
-                          "closed-loop ping-pong; set pipeline to 1 or drop that setup")
+        raise ConfigError(
+            "config error at experiments.echo.setups: the thread-per-connection client is "
+            "closed-loop ping-pong; set pipeline to 1 or drop that setup"
+        )
     known = ", ".join(sorted(echo.presets))
     for i, setup in enumerate(echo.setups):
         unknown = sorted(set(setup.only or ()) - set(echo.presets))
         if unknown:
-            raise ConfigError(f"config error at experiments.echo.setups[{i}].only: {unknown[0]!r} is not a "
-                              f"preset (known: {known})")
+            raise ConfigError(
+                f"config error at experiments.echo.setups[{i}].only: {unknown[0]!r} is not a preset (known: {known})"
+            )
     unknown = sorted(set(echo.only or ()) - set(echo.presets))
     if unknown:
         raise ConfigError(f"config error at experiments.echo.only: {unknown[0]!r} is not a preset (known: {known})")
@@ -259,19 +264,23 @@ def _check_mpi(mpi: MpiSettings) -> None:
     if mpi.min_bytes > mpi.max_bytes:
         raise ConfigError(f"{where}.min_bytes: {mpi.min_bytes} is above max_bytes ({mpi.max_bytes})")
     if "probe" not in mpi.methods:
-        raise ConfigError(f"{where}.methods: the models, figures and claims use mpi-probe's own timing; "
-                          "keep probe in methods (osu runs beside it, for the comparison)")
+        raise ConfigError(
+            f"{where}.methods: the models, figures and claims use mpi-probe's own timing; "
+            "keep probe in methods (osu runs beside it, for the comparison)"
+        )
     if "pingpong" in mpi.benchmarks and 2 not in mpi.ranks:
-        raise ConfigError(f"{where}.ranks: ping-pong runs in the 2-rank launch; add 2 to ranks "
-                          "or drop pingpong from benchmarks")
+        raise ConfigError(
+            f"{where}.ranks: ping-pong runs in the 2-rank launch; add 2 to ranks or drop pingpong from benchmarks"
+        )
     if mpi.sync == "window" and not mpi.window_us and not mpi.warmup:
-        raise ConfigError(f"{where}.sync: window synchronisation needs window_us > 0 or warmup > 0 "
-                          "to size the window")
+        raise ConfigError(f"{where}.sync: window synchronisation needs window_us > 0 or warmup > 0 to size the window")
     if "netns_tbf" in mpi.transports and 2 not in mpi.ranks:
         raise ConfigError(f"{where}.transports: netns_tbf runs a 2-rank ping-pong; add 2 to ranks")
     if len(mpi.selections) > 1 and not mpi.pinned_algorithms():
-        raise ConfigError(f"{where}.selections: pinned and default would run the same algorithms; "
-                          "pin some in experiments.mpi.algorithms or list one selection")
+        raise ConfigError(
+            f"{where}.selections: pinned and default would run the same algorithms; "
+            "pin some in experiments.mpi.algorithms or list one selection"
+        )
 
 
 def _check_nodes(run: RunConfig) -> None:
@@ -284,19 +293,24 @@ def _check_nodes(run: RunConfig) -> None:
             raise ConfigError(f"{where}.host: node {node.name!r} uses the {node.runner} runner and needs a host")
         client = node.echo_client
         if client is not None and client not in names:
-            raise ConfigError(f"{where}.echo_client: {client!r} is not a node in the inventory "
-                              f"(nodes: {', '.join(names)})")
+            raise ConfigError(
+                f"{where}.echo_client: {client!r} is not a node in the inventory (nodes: {', '.join(names)})"
+            )
         if client is not None and client != node.name and not node.reach:
             raise ConfigError(f"{where}.address: the echo client {client!r} needs this node's address")
         unknown = sorted(set(node.experiments or []) - known_experiments)
         if unknown:
-            raise ConfigError(f"{where}.experiments: {unknown[0]!r} is not an experiment "
-                              f"(known: {', '.join(sorted(known_experiments))})")
+            raise ConfigError(
+                f"{where}.experiments: {unknown[0]!r} is not an experiment "
+                f"(known: {', '.join(sorted(known_experiments))})"
+            )
         _check_mpi_peers(nodes, node, where)
         _check_ib_peer(nodes, node, where)
         if not runs_experiments(node.runner):
-            raise ConfigError(f"{where}.runner: {node.runner} is an MPI transport of a local node "
-                              "(experiments.mpi.transports), not a node of its own")
+            raise ConfigError(
+                f"{where}.runner: {node.runner} is an MPI transport of a local node "
+                "(experiments.mpi.transports), not a node of its own"
+            )
 
 
 def _peer_entry(nodes: Sequence[NodeEntry], node: NodeEntry, peer: str, key: str) -> NodeEntry:
@@ -316,8 +330,9 @@ def _check_ib_peer(nodes: Sequence[NodeEntry], node: NodeEntry, where: str) -> N
     if peer is None:
         return
     entry = _peer_entry(nodes, node, peer, f"{where}.ib.peer")
-    if (Capability.PEER not in capabilities_of(entry.runner)
-            or Capability.DRIVES_PEERS not in capabilities_of(node.runner)):
+    if Capability.PEER not in capabilities_of(entry.runner) or Capability.DRIVES_PEERS not in capabilities_of(
+        node.runner
+    ):
         raise ConfigError(f"{where}.ib.peer: perftest runs between a local or ssh node and an ssh peer")
     if not entry.reach:
         raise ConfigError(f"{where}.ib.peer: the client reaches {peer!r} by its address; set its address")
@@ -328,19 +343,22 @@ def _check_mpi_peers(nodes: Sequence[NodeEntry], node: NodeEntry, where: str) ->
     peers = node.mpi.peers
     transports = node.mpi.transports or ()
     if peers and Capability.DRIVES_PEERS not in capabilities_of(node.runner):
-        raise ConfigError(f"{where}.mpi.peers: mpirun across nodes starts on a local or ssh node, "
-                          f"not a {node.runner} node")
+        raise ConfigError(
+            f"{where}.mpi.peers: mpirun across nodes starts on a local or ssh node, not a {node.runner} node"
+        )
     if peers and not node.reach:
-        raise ConfigError(f"{where}.address: node {node.name!r} has MPI peers, which reach it "
-                          "by its address; set address")
+        raise ConfigError(
+            f"{where}.address: node {node.name!r} has MPI peers, which reach it by its address; set address"
+        )
     for peer in peers:
         entry = _peer_entry(nodes, node, peer, f"{where}.mpi.peers")
         if Capability.PEER not in capabilities_of(entry.runner):
-            raise ConfigError(f"{where}.mpi.peers: {peer!r} is a {entry.runner} node; "
-                              "MPI peers are ssh nodes")
+            raise ConfigError(f"{where}.mpi.peers: {peer!r} is a {entry.runner} node; MPI peers are ssh nodes")
     if "nodes" in transports and not peers:
         raise ConfigError(f"{where}.mpi.transports: nodes runs across this node's mpi.peers; set them")
     netns = sorted({"netns", "netns_tbf"} & set(transports))
     if netns and Capability.THIS_MACHINE not in capabilities_of(node.runner):
-        raise ConfigError(f"{where}.mpi.transports: {netns[0]} needs the network namespaces of "
-                          "the machine the run starts on; an ssh node cannot run it")
+        raise ConfigError(
+            f"{where}.mpi.transports: {netns[0]} needs the network namespaces of "
+            "the machine the run starts on; an ssh node cannot run it"
+        )

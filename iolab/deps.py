@@ -38,6 +38,7 @@ def _module(name: str) -> Callable[[], bool]:
 
 def _header_links(header: str, lib: str) -> Callable[[], bool]:
     """True if ``#include <header>`` compiles and links with ``-l<lib>``."""
+
     def check() -> bool:
         cc = os.environ.get("CC", "cc")
         if shutil.which(cc) is None:
@@ -46,9 +47,11 @@ def _header_links(header: str, lib: str) -> Callable[[], bool]:
             src = os.path.join(d, "t.c")
             with open(src, "w") as f:
                 f.write(f"#include <{header}>\nint main(void){{return 0;}}\n")
-            res = subprocess.run([cc, src, "-o", os.path.join(d, "t"), f"-l{lib}"],
-                                 capture_output=True, timeout=60, check=False)
+            res = subprocess.run(
+                [cc, src, "-o", os.path.join(d, "t"), f"-l{lib}"], capture_output=True, timeout=60, check=False
+            )
         return res.returncode == 0
+
     return check
 
 
@@ -57,14 +60,16 @@ GROUPS: dict[str, list[Dependency]] = {
         Dependency("C compiler 'cc'", "build-essential", "c-compiler", _exe("cc")),
         Dependency("'make'", "make", "make", _exe("make")),
         Dependency("'pkg-config'", "pkg-config", "pkg-config", _exe("pkg-config")),
-        Dependency("liburing headers and library (liburing.h, -luring)", "liburing-dev",
-                   "liburing", _header_links("liburing.h", "uring")),
+        Dependency(
+            "liburing headers and library (liburing.h, -luring)",
+            "liburing-dev",
+            "liburing",
+            _header_links("liburing.h", "uring"),
+        ),
     ],
     "paper": [
-        Dependency("Python module 'typst'", "the Python lock (./repro setup)", "typst",
-                   _module("typst")),
-        Dependency("Python module 'papermill'", "the Python lock (./repro setup)", "papermill",
-                   _module("papermill")),
+        Dependency("Python module 'typst'", "the Python lock (./repro setup)", "typst", _module("typst")),
+        Dependency("Python module 'papermill'", "the Python lock (./repro setup)", "papermill", _module("papermill")),
     ],
     "mpi": [
         Dependency("'mpicc'", "libopenmpi-dev", "openmpi", _exe("mpicc")),
@@ -77,8 +82,12 @@ GROUPS: dict[str, list[Dependency]] = {
         Dependency("'bpftrace'", "bpftrace", "bpftrace", _exe("bpftrace")),
     ],
     "ib": [
-        Dependency("perftest's 'ib_send_lat' and 'ib_send_bw'", "perftest", "not packaged: build linux-rdma/perftest",
-                   lambda: _exe("ib_send_lat")() and _exe("ib_send_bw")()),
+        Dependency(
+            "perftest's 'ib_send_lat' and 'ib_send_bw'",
+            "perftest",
+            "not packaged: build linux-rdma/perftest",
+            lambda: _exe("ib_send_lat")() and _exe("ib_send_bw")(),
+        ),
     ],
     "ssh": [
         Dependency("'ssh'", "openssh-client", "openssh", _exe("ssh")),
@@ -99,15 +108,15 @@ def missing(groups: Sequence[str]) -> list[str]:
     for g in groups:
         for dep in GROUPS[g]:
             if not dep.present():
-                how = (dep.apt if dep.apt.startswith("the ") else f"apt-get install {dep.apt}")
-                lines.append(f"missing dependency: {dep.what}; install it with: {how} "
-                             f"(conda-forge: {dep.conda})")
+                how = dep.apt if dep.apt.startswith("the ") else f"apt-get install {dep.apt}"
+                lines.append(f"missing dependency: {dep.what}; install it with: {how} (conda-forge: {dep.conda})")
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.deps", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.deps", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("action", choices=["check"])
     ap.add_argument("groups", nargs="+", choices=sorted(GROUPS))
     args = ap.parse_args(argv)

@@ -11,21 +11,51 @@ from typing import Any
 
 # echo: one row per cell of a sweep
 CELL_COLUMNS = [
-    "order", "server", "preset", "connections", "bytes", "status", "reason",
-    "rps", "requests", "p50_us", "p99_us", "p999_us", "max_us",
-    "client_cpu_ns", "server_cpu_ns", "server_requests", "server_bytes",
-    "waits", "events", "io_uring_enter", "sqes", "cqes", "short_writes", "async_sqes",
-    "nobufs", "iowq_workers", "server_cpu", "client_cpu", "port", "client", "layout",
-    "server_resched_ipis", "helper_cpus",
+    "order",
+    "server",
+    "preset",
+    "connections",
+    "bytes",
+    "status",
+    "reason",
+    "rps",
+    "requests",
+    "p50_us",
+    "p99_us",
+    "p999_us",
+    "max_us",
+    "client_cpu_ns",
+    "server_cpu_ns",
+    "server_requests",
+    "server_bytes",
+    "waits",
+    "events",
+    "io_uring_enter",
+    "sqes",
+    "cqes",
+    "short_writes",
+    "async_sqes",
+    "nobufs",
+    "iowq_workers",
+    "server_cpu",
+    "client_cpu",
+    "port",
+    "client",
+    "layout",
+    "server_resched_ipis",
+    "helper_cpus",
 ]
 # Files from before the client model and the layout were settings lack their
 # columns: those cells ran the event-loop client, pinned where a server CPU
 # is recorded (the loader derives layout from server_cpu).
-CELL_OPTIONAL = {"client": "event-loop", "layout": "",
-                 # Rescheduling IPIs on the server's CPUs: not counted before.
-                 "server_resched_ipis": None,
-                 # The CPUs a preset's {spare_cpu}/{spare_cpus} became: none before.
-                 "helper_cpus": ""}
+CELL_OPTIONAL = {
+    "client": "event-loop",
+    "layout": "",
+    # Rescheduling IPIs on the server's CPUs: not counted before.
+    "server_resched_ipis": None,
+    # The CPUs a preset's {spare_cpu}/{spare_cpus} became: none before.
+    "helper_cpus": "",
+}
 
 # Every raw file's header says its format and version (iolab.registry's
 # raw_format), on a line of its own: "# iolab-raw: <format>".
@@ -45,9 +75,26 @@ def histograms_path(raw: Path) -> Path:
 # latency: one row per cell of an open-loop sweep (iolab.experiments.latency); phase is
 # "capacity" (closed loop, load 0) or "open" (offered_rps = load x capacity)
 LATENCY_COLUMNS = [
-    "order", "server", "preset", "phase", "load", "offered_rps", "connections", "bytes", "status",
-    "reason", "rps", "requests", "p50_us", "p99_us", "p999_us", "max_us", "client_cpu_ns",
-    "server_cpu_ns", "server_cpu", "client_cpu",
+    "order",
+    "server",
+    "preset",
+    "phase",
+    "load",
+    "offered_rps",
+    "connections",
+    "bytes",
+    "status",
+    "reason",
+    "rps",
+    "requests",
+    "p50_us",
+    "p99_us",
+    "p999_us",
+    "max_us",
+    "client_cpu_ns",
+    "server_cpu_ns",
+    "server_cpu",
+    "client_cpu",
 ]
 
 # mpi: one row per timed iteration and rank, transport first

@@ -73,6 +73,7 @@ class HostFacts:
         def one(key: str) -> str | None:
             v = self.raw.get(key, "")
             return None if v == "@absent" else (v or "none")
+
         return one("detect_virt_vm"), one("detect_virt_container")
 
     @property
@@ -141,8 +142,14 @@ class HostFacts:
         for line in self.raw.get("rdma_ports", "").splitlines():
             parts = line.split(" ", 3)
             if len(parts) >= 3:
-                out.append({"device": parts[0], "port": parts[1], "link_layer": parts[2],
-                            "state": parts[3] if len(parts) > 3 else ""})
+                out.append(
+                    {
+                        "device": parts[0],
+                        "port": parts[1],
+                        "link_layer": parts[2],
+                        "state": parts[3] if len(parts) > 3 else "",
+                    }
+                )
         return out
 
     @property
@@ -184,8 +191,14 @@ def gather(run_shell: Callable[[str], subprocess.CompletedProcess[str]] | None =
         # directories even where the caller's PATH leaves those out.
         path = ":".join([os.environ.get("PATH", ""), *SYSTEM_PATH])
         try:
-            res = subprocess.run(["/bin/sh", "-c", SCRIPT], capture_output=True, text=True, timeout=60,
-                                 check=False, env={**os.environ, "PATH": path})
+            res = subprocess.run(
+                ["/bin/sh", "-c", SCRIPT],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+                env={**os.environ, "PATH": path},
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise RuntimeError(f"could not gather host facts: {e}") from e
     else:

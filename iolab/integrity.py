@@ -76,10 +76,15 @@ def _differences(raw: Path, recorded: Mapping[str, Mapping[str, Any]]) -> list[s
             continue
         got = fingerprint(path)
         if got["sha256"] != want["sha256"]:
-            rows = (f"{want['rows']} rows recorded, {got['rows']} now" if got["rows"] != want["rows"]
-                    else f"{got['rows']} rows as recorded")
-            out.append(f"{paths.relative(path)} changed after it was measured ({rows}; SHA-256 "
-                       f"{want['sha256'][:12]} recorded, {got['sha256'][:12]} now)")
+            rows = (
+                f"{want['rows']} rows recorded, {got['rows']} now"
+                if got["rows"] != want["rows"]
+                else f"{got['rows']} rows as recorded"
+            )
+            out.append(
+                f"{paths.relative(path)} changed after it was measured ({rows}; SHA-256 "
+                f"{want['sha256'][:12]} recorded, {got['sha256'][:12]} now)"
+            )
     return out
 
 
@@ -92,13 +97,18 @@ def verify(raw: str | Path) -> None:
     if KEY not in side:
         commit = str((side.get("git") or {}).get("commit") or "")
         if _records_fingerprints(commit):
-            print(f"iolab: warning: {paths.relative(raw)}: its sidecar has no fingerprints, though the commit "
-                  f"that wrote it ({commit[:12]}) records them; its bytes cannot be checked", file=sys.stderr)
+            print(
+                f"iolab: warning: {paths.relative(raw)}: its sidecar has no fingerprints, though the commit "
+                f"that wrote it ({commit[:12]}) records them; its bytes cannot be checked",
+                file=sys.stderr,
+            )
     problems = _differences(raw, side.get(KEY) or {})
     if problems:
         rel = paths.relative(raw)
-        raise EditedRawError(f"{problems[0]}: re-measure it (remove {rel} and its sidecar, then run again) "
-                             f"or accept the change with: ./repro figures --accept-edited {rel}")
+        raise EditedRawError(
+            f"{problems[0]}: re-measure it (remove {rel} and its sidecar, then run again) "
+            f"or accept the change with: ./repro figures --accept-edited {rel}"
+        )
 
 
 @functools.lru_cache(maxsize=None)
@@ -108,8 +118,12 @@ def _records_fingerprints(commit: str) -> bool:
     if not re.fullmatch(r"[0-9a-f]{40}", commit):
         return False
     try:
-        res = subprocess.run(["git", "merge-base", "--is-ancestor", FINGERPRINTS_SINCE, commit], cwd=paths.REPO,
-                             capture_output=True, timeout=30)
+        res = subprocess.run(
+            ["git", "merge-base", "--is-ancestor", FINGERPRINTS_SINCE, commit],
+            cwd=paths.REPO,
+            capture_output=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return res.returncode == 0
@@ -125,20 +139,27 @@ def accept(raw: str | Path, who: str | None = None) -> dict[str, Any]:
     if not recorded:
         raise EditedRawError(f"{paths.relative(raw)}: its sidecar records no fingerprints to accept a change to")
     now = fingerprints({name: raw.with_name(name) for name in recorded})
-    entry = {"who": who or f"{getpass.getuser()}@{socket.gethostname()}", "when": utc_now(),
-             "files": {name: {"recorded": recorded[name], "now": now.get(name)} for name in recorded
-                       if recorded[name] != now.get(name)}}
+    entry = {
+        "who": who or f"{getpass.getuser()}@{socket.gethostname()}",
+        "when": utc_now(),
+        "files": {
+            name: {"recorded": recorded[name], "now": now.get(name)}
+            for name in recorded
+            if recorded[name] != now.get(name)
+        },
+    }
     side.setdefault("accepted_edits", []).append(entry)
     side[KEY] = now
     mode = stat.S_IMODE(side_path.stat().st_mode)
     atomic.write_json(side_path, side)
-    os.chmod(side_path, mode)      # a protected sidecar stays protected
+    os.chmod(side_path, mode)  # a protected sidecar stays protected
     return entry
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.integrity", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.integrity", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("action", choices=["verify", "accept"])
     ap.add_argument("raw", nargs="+", type=Path)
     args = ap.parse_args(argv)
@@ -148,8 +169,11 @@ def main(argv: list[str] | None = None) -> int:
                 verify(raw)
             else:
                 entry = accept(raw)
-                print(f"iolab: accepted the change to {paths.relative(raw)} ({entry['who']}, {entry['when']}); "
-                      "its provenance records it", file=sys.stderr)
+                print(
+                    f"iolab: accepted the change to {paths.relative(raw)} ({entry['who']}, {entry['when']}); "
+                    "its provenance records it",
+                    file=sys.stderr,
+                )
     except (EditedRawError, OSError, json.JSONDecodeError) as e:
         print(f"iolab: {e}", file=sys.stderr)
         return 1

@@ -27,9 +27,24 @@ from pathlib import Path
 from . import paths
 
 # What a measurement runs: the entry point, the native programs, Open MPI's launchers.
-MEASURING = ("echo-epoll", "echo-uring", "echo-go-net", "echo-go-uring", "loadgen", "cost-probe",
-             "mpi-probe", "mpi-pingpong-ref", "mpirun", "orterun", "prterun", "orted", "prted", "bpftrace",
-             "ib_send_lat", "ib_send_bw")
+MEASURING = (
+    "echo-epoll",
+    "echo-uring",
+    "echo-go-net",
+    "echo-go-uring",
+    "loadgen",
+    "cost-probe",
+    "mpi-probe",
+    "mpi-pingpong-ref",
+    "mpirun",
+    "orterun",
+    "prterun",
+    "orted",
+    "prted",
+    "bpftrace",
+    "ib_send_lat",
+    "ib_send_bw",
+)
 # Temporary directories iolab makes: a prefix, then the creating PID, then "-".
 TEMP_PREFIXES = ("iolab-run-", "iolab-mpi-", "iolab-vm-")
 _STALE = re.compile(r"^(?:iolab-(?:run|mpi|vm|nb)-|iol|ompi\.iol)(\d+)-")
@@ -52,7 +67,7 @@ def _ancestors(pid: int | None = None) -> set[int]:
         out.add(pid)
         try:
             stat = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(stat[stat.rindex(")") + 2:].split()[1])
+            pid = int(stat[stat.rindex(")") + 2 :].split()[1])
         except (OSError, ValueError, IndexError):
             break
     return out
@@ -110,8 +125,10 @@ def beside(checkout: Path = paths.REPO) -> str | None:
     """Why a measurement of ``checkout`` must not start now: one line naming
     a measurement of it that is running (None: none is)."""
     for pid, command in measurements(checkout):
-        return (f"a measurement of this checkout is still running (pid {pid}: {command[:120]}); "
-                f"a new one would measure beside it: wait for it to end, or stop it with: kill {pid}")
+        return (
+            f"a measurement of this checkout is still running (pid {pid}: {command[:120]}); "
+            f"a new one would measure beside it: wait for it to end, or stop it with: kill {pid}"
+        )
     return None
 
 

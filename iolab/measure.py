@@ -34,17 +34,28 @@ from .schema import schema_problem
 EXPERIMENTS = tuple(REGISTRY)
 
 
-def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[str, Any],
-            rep: int, seed: int, output: Path, client_entry: Mapping[str, Any] | None = None,
-            peer_entries: Sequence[Mapping[str, Any]] = (), round_: int = 0) -> Path:
+def measure(
+    experiment: str,
+    node_entry: Mapping[str, Any],
+    settings: Mapping[str, Any],
+    rep: int,
+    seed: int,
+    output: Path,
+    client_entry: Mapping[str, Any] | None = None,
+    peer_entries: Sequence[Mapping[str, Any]] = (),
+    round_: int = 0,
+) -> Path:
     """One repetition of ``experiment`` on the node into ``output``, with its
     provenance sidecar; the experiment's module (iolab/experiments/) runs it."""
     if output.exists() and provenance.sidecar_for(output).exists():
         # Measured already (its key says with these settings and this code):
         # kept as it is. Snakemake asks again when only the text of a
         # rule's parameters or code changed; a raw file is never deleted.
-        print(f"iolab: {paths.relative(output)} is measured already; kept as it is (to measure it again, "
-              "move it and its sidecar away first)", file=sys.stderr)
+        print(
+            f"iolab: {paths.relative(output)} is measured already; kept as it is (to measure it again, "
+            "move it and its sidecar away first)",
+            file=sys.stderr,
+        )
         return output
     busy = live.beside(paths.REPO)
     if busy:
@@ -66,19 +77,31 @@ def measure(experiment: str, node_entry: Mapping[str, Any], settings: Mapping[st
         print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)
         with atomic.atomic_path(output) as tmp:
             start = time.monotonic()
-            measured = run_repetition(Repetition(experiment, node, node_runner, typed,
-                                                 seed, tmp, output, client, peers))
+            measured = run_repetition(
+                Repetition(experiment, node, node_runner, typed, seed, tmp, output, client, peers)
+            )
             seconds = time.monotonic() - start
             # The raw file's fingerprint (and its companions', already in
             # place), taken before either file is renamed into place.
             files = {output.name: tmp, **{p.name: p for p in extra_output_paths(experiment, output)}}
             side = provenance.capture(
-                node, experiment, {**settings, "rep": rep, "seed": seed, "round": round_}, command=measured.command,
-                placement=dict(measured.placement), started=started, facts=facts, built_here=not remote,
-                extra={"run_seconds": round(seconds, 3), "runner": entry.runner,
-                       "slurm_job_id": os.environ.get("SLURM_JOB_ID"), "accel": None,
-                       **node_runner.provenance(), **measured.extra,
-                       integrity.KEY: integrity.fingerprints(files)},
+                node,
+                experiment,
+                {**settings, "rep": rep, "seed": seed, "round": round_},
+                command=measured.command,
+                placement=dict(measured.placement),
+                started=started,
+                facts=facts,
+                built_here=not remote,
+                extra={
+                    "run_seconds": round(seconds, 3),
+                    "runner": entry.runner,
+                    "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+                    "accel": None,
+                    **node_runner.provenance(),
+                    **measured.extra,
+                    integrity.KEY: integrity.fingerprints(files),
+                },
             )
             atomic.write_json(provenance.sidecar_for(output), side)
     print(f"iolab: wrote {paths.relative(output)} ({measured.summary}, {seconds:.1f} s)", file=sys.stderr)
@@ -109,19 +132,25 @@ def _terminate(signum: int, _frame: Any) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.measure", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.measure", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("experiment", choices=EXPERIMENTS)
     ap.add_argument("--node", required=True, help="the config's node entry, as JSON")
     ap.add_argument("--settings", required=True, help="the experiment's config section, as JSON")
     ap.add_argument("--rep", type=int, required=True, help="repetition number (1-based)")
     ap.add_argument("--seed", type=int, required=True, help="seed for the randomised run order")
-    ap.add_argument("--round", type=int, default=0, help="adaptive precision's round that added this "
-                                                         "repetition (0: planned in advance)")
+    ap.add_argument(
+        "--round",
+        type=int,
+        default=0,
+        help="adaptive precision's round that added this repetition (0: planned in advance)",
+    )
     ap.add_argument("--output", type=Path, required=True, help="raw file to write")
     ap.add_argument("--client-node", help="echo: the node entry the load generator runs on, as JSON")
-    ap.add_argument("--peer-nodes", help="mpi: the node entries of this node's mpi.peers; ib: its ib.peer "
-                                         "(a JSON list)")
+    ap.add_argument(
+        "--peer-nodes", help="mpi: the node entries of this node's mpi.peers; ib: its ib.peer (a JSON list)"
+    )
     args = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _terminate)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -136,8 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         if os.strerror(errno.ENOSPC) in str(e):
             # A probe that could not write its standard output wrote into the
             # raw file's temporary: name the file the user knows.
-            print(f"iolab: could not write {paths.relative(args.output)}: {os.strerror(errno.ENOSPC)} "
-                  f"({e}); nothing partial was kept", file=sys.stderr)
+            print(
+                f"iolab: could not write {paths.relative(args.output)}: {os.strerror(errno.ENOSPC)} "
+                f"({e}); nothing partial was kept",
+                file=sys.stderr,
+            )
         else:
             print(f"iolab: {e}", file=sys.stderr)
         return 1

@@ -31,5 +31,8 @@ def program_sources() -> dict[str, list[str]]:
             words += variables[ref.group(1)] if ref else [word]
         variables[m.group(1)] = words
     # Programs are the lower-case names; COMMON_SRCS and the like are parts.
-    return {name[: -len("_SRCS")]: [f"native/{w}" for w in words]
-            for name, words in variables.items() if name.endswith("_SRCS") and not name.isupper()}
+    return {
+        name[: -len("_SRCS")]: [f"native/{w}" for w in words]
+        for name, words in variables.items()
+        if name.endswith("_SRCS") and not name.isupper()
+    }

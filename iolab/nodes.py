@@ -20,18 +20,56 @@ if TYPE_CHECKING:
 KINDS = ("bare-metal", "vm", "container")
 
 VM_TECHS = {
-    "kvm", "qemu", "zvm", "vmware", "microsoft", "oracle", "powervm", "xen", "bochs",
-    "uml", "parallels", "bhyve", "qnx", "acrn", "apple", "sre", "google", "amazon", "vm-other",
+    "kvm",
+    "qemu",
+    "zvm",
+    "vmware",
+    "microsoft",
+    "oracle",
+    "powervm",
+    "xen",
+    "bochs",
+    "uml",
+    "parallels",
+    "bhyve",
+    "qnx",
+    "acrn",
+    "apple",
+    "sre",
+    "google",
+    "amazon",
+    "vm-other",
 }
 CONTAINER_TECHS = {
-    "openvz", "lxc", "lxc-libvirt", "systemd-nspawn", "docker", "podman", "rkt", "wsl",
-    "proot", "pouch", "container-other",
+    "openvz",
+    "lxc",
+    "lxc-libvirt",
+    "systemd-nspawn",
+    "docker",
+    "podman",
+    "rkt",
+    "wsl",
+    "proot",
+    "pouch",
+    "container-other",
 }
 # Substrings of DMI vendor/product strings that mean a virtual machine.
 DMI_VM_MARKERS = (
-    "qemu", "kvm", "vmware", "virtualbox", "innotek", "xen", "bochs", "parallels",
-    "bhyve", "amazon ec2", "google compute engine", "openstack", "firecracker",
-    "virtual machine", "cloud hypervisor",
+    "qemu",
+    "kvm",
+    "vmware",
+    "virtualbox",
+    "innotek",
+    "xen",
+    "bochs",
+    "parallels",
+    "bhyve",
+    "amazon ec2",
+    "google compute engine",
+    "openstack",
+    "firecracker",
+    "virtual machine",
+    "cloud hypervisor",
 )
 DMI_FIELDS = ("sys_vendor", "product_name", "bios_vendor", "board_vendor", "chassis_vendor")
 
@@ -61,15 +99,10 @@ def detect_kind(
     container = ct_tech if ct_tech in CONTAINER_TECHS else None
 
     hv_flag = any(
-        line.startswith("flags") and " hypervisor" in f" {line.split(':', 1)[-1]} "
-        for line in cpuinfo.splitlines()
+        line.startswith("flags") and " hypervisor" in f" {line.split(':', 1)[-1]} " for line in cpuinfo.splitlines()
     )
     dmi_hit = next(
-        (
-            f"{k}={v.strip()}"
-            for k, v in sorted(dmi.items())
-            if any(m in v.lower() for m in DMI_VM_MARKERS)
-        ),
+        (f"{k}={v.strip()}" for k, v in sorted(dmi.items()) if any(m in v.lower() for m in DMI_VM_MARKERS)),
         None,
     )
 
@@ -110,8 +143,7 @@ class Node:
         return out
 
 
-def resolve_node(entry: Mapping[str, Any] | NodeEntry, evidence: KindEvidence,
-                 facts: HostFacts | None = None) -> Node:
+def resolve_node(entry: Mapping[str, Any] | NodeEntry, evidence: KindEvidence, facts: HostFacts | None = None) -> Node:
     """A config ``nodes[]`` entry with its kind detected on the node itself
     (``evidence`` from its host ``facts``, iolab.hostfacts) or overridden in
     the config."""

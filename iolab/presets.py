@@ -15,8 +15,7 @@ from . import paths
 
 # An echo preset's server: echo-<server>. A preset is a list of echo-uring
 # flags (the preset named epoll: echo-epoll's), or {server, flags}.
-SERVER_PROGRAMS = {"epoll": "echo-epoll", "uring": "echo-uring", "go-net": "echo-go-net",
-                   "go-uring": "echo-go-uring"}
+SERVER_PROGRAMS = {"epoll": "echo-epoll", "uring": "echo-uring", "go-net": "echo-go-net", "go-uring": "echo-go-uring"}
 
 
 def preset_server(name: str, spec: Sequence[str] | Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:

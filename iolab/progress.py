@@ -29,14 +29,25 @@ from snakemake_interface_logger_plugins.settings import LogHandlerSettingsBase
 
 # Messages without an event that a reader needs; the rest (DAG building,
 # job scheduling chatter) stays in the log file.
-KEPT_PREFIXES = ("Nothing to be done", "Complete log", "Will exit after finishing", "Terminating",
-                 "Trying to restart", "MissingInputException", "WorkflowError", "Exiting because")
+KEPT_PREFIXES = (
+    "Nothing to be done",
+    "Complete log",
+    "Will exit after finishing",
+    "Terminating",
+    "Trying to restart",
+    "MissingInputException",
+    "WorkflowError",
+    "Exiting because",
+)
 
 
 def minutes(seconds: float) -> str:
     seconds = max(0, int(round(seconds)))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 \
+    return (
+        f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
         else f"{seconds // 60}:{seconds % 60:02d}"
+    )
 
 
 @dataclass
@@ -88,7 +99,7 @@ class Progress:
     planned: dict[str, int] = field(default_factory=dict)
     jobs: dict[int, Job] = field(default_factory=dict)
     running: set[int] = field(default_factory=set)
-    started: dict[int, float] = field(default_factory=dict)   # started, details not yet seen
+    started: dict[int, float] = field(default_factory=dict)  # started, details not yet seen
     durations: dict[str, list[float]] = field(default_factory=dict)
     last: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -102,7 +113,7 @@ class Progress:
         overall = statistics.fmean(finished)
         total = 0.0
         for rule, count in self.planned.items():
-            if rule == "all":     # the target: nothing to run
+            if rule == "all":  # the target: nothing to run
                 continue
             ds = self.durations.get(rule, [])
             total += max(count - len(ds), 0) * (statistics.fmean(ds) if ds else overall)
@@ -112,7 +123,8 @@ class Progress:
         elapsed = time.monotonic() - self.start
         left = self.left()
         head = f"[{self.done}/{self.total or '?'}] {minutes(elapsed)} elapsed" + (
-            f", about {minutes(left)} left" if left is not None else "")
+            f", about {minutes(left)} left" if left is not None else ""
+        )
         now = [self.jobs[j] for j in sorted(self.running) if j in self.jobs]
         if now:
             job = now[0]
@@ -126,12 +138,12 @@ class Progress:
                 self.out.write("\r\x1b[K")
             self.out.write(text + "\n")
             if self.live:
-                self.out.write(self.status()[:max(20, _width() - 1)])
+                self.out.write(self.status()[: max(20, _width() - 1)])
             self.out.flush()
 
     def redraw(self) -> None:
         with self.lock:
-            self.out.write("\r\x1b[K" + self.status()[:max(20, _width() - 1)])
+            self.out.write("\r\x1b[K" + self.status()[: max(20, _width() - 1)])
             self.out.flush()
 
     def handle(self, record: logging.LogRecord) -> None:
@@ -143,9 +155,12 @@ class Progress:
         elif event == LogEvent.JOB_INFO:
             # Snakemake 9 announces a job's start before its details.
             j = int(record.jobid)
-            self.jobs[j] = Job(str(record.rule_name), dict(getattr(record, "wildcards", {}) or {}),
-                               [str(x) for x in (getattr(record, "log", None) or [])],
-                               started=self.started.pop(j, None))
+            self.jobs[j] = Job(
+                str(record.rule_name),
+                dict(getattr(record, "wildcards", {}) or {}),
+                [str(x) for x in (getattr(record, "log", None) or [])],
+                started=self.started.pop(j, None),
+            )
         elif event == LogEvent.JOB_STARTED:
             for j in map(int, getattr(record, "jobs", []) or []):
                 self.running.add(j)
@@ -214,7 +229,7 @@ class LogHandler(LogHandlerBase):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             self.progress.handle(record)
-        except Exception:   # a display must never stop the run
+        except Exception:  # a display must never stop the run
             self.handleError(record)
 
     def close(self) -> None:
@@ -242,4 +257,3 @@ class LogHandler(LogHandlerBase):
     @property
     def needs_rulegraph(self) -> bool:
         return False
-

@@ -28,10 +28,12 @@ def utc_now() -> str:
 
 def git_state(repo: Path = paths.REPO) -> dict[str, Any]:
     """Commit and dirty flag of the working tree (None outside a checkout)."""
+
     def git(*args: str) -> str | None:
         try:
-            res = subprocess.run(["git", "-C", str(repo), *args], capture_output=True,
-                                 text=True, timeout=20, check=False)
+            res = subprocess.run(
+                ["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=20, check=False
+            )
         except (OSError, subprocess.TimeoutExpired):
             return None
         return res.stdout.strip() if res.returncode == 0 else None
@@ -77,9 +79,13 @@ def capture(
     build = build_info() if built_here else {}
     vulns = facts.vulnerabilities
     cmdline = facts.get("cmdline")
-    host = {"hostname": facts.get("hostname"), "kernel": facts.get("kernel"),
-            "kernel_version": facts.get("kernel_version"), "machine": facts.get("machine"),
-            "cmdline": cmdline}
+    host = {
+        "hostname": facts.get("hostname"),
+        "kernel": facts.get("kernel"),
+        "kernel_version": facts.get("kernel_version"),
+        "machine": facts.get("machine"),
+        "cmdline": cmdline,
+    }
     cpu = {"model": facts.cpu_model, "count": facts.online_cpus, "allowed": facts.allowed_cpus}
     prov: dict[str, Any] = {
         "format": "iolab-provenance/1",
@@ -88,8 +94,12 @@ def capture(
         "host": host,
         "cpu": {**cpu, "placement": dict(placement or {})},
         "mitigations": {"state": mitigation_state(vulns, cmdline), "vulnerabilities": vulns},
-        "virtualization": {"kind": node.kind, "reason": node.kind_reason,
-                           "container": node.container, "hypervisor": node.hypervisor},
+        "virtualization": {
+            "kind": node.kind,
+            "reason": node.kind_reason,
+            "container": node.container,
+            "hypervisor": node.hypervisor,
+        },
         # Each NIC's driver and kind (an SR-IOV VF, paravirtual, emulated):
         # the HPC HUB claims count only on the seed's fabric.
         "network": {"nics": facts.nics, "nic_kind": facts.nic_summary},

@@ -19,8 +19,24 @@ from .formats import CELL_COLUMNS, CELL_OPTIONAL, IB_COLUMNS, LATENCY_COLUMNS, M
 from .registry import REGISTRY
 
 # cost-probe raw format v2: every mode writes these columns.
-PROBE_COLUMNS = ["mode", "variant", "transport", "pattern", "ack", "bytes", "n", "connections",
-                 "seq", "batch", "warmup", "calls", "ns", "cpu", "emptied", "not_inline"]
+PROBE_COLUMNS = [
+    "mode",
+    "variant",
+    "transport",
+    "pattern",
+    "ack",
+    "bytes",
+    "n",
+    "connections",
+    "seq",
+    "batch",
+    "warmup",
+    "calls",
+    "ns",
+    "cpu",
+    "emptied",
+    "not_inline",
+]
 TRACE_COLUMNS = ["workload", "map", "count", "avg_ns", "total_ns"]
 _META = re.compile(r"^#\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _UNAVAILABLE = re.compile(r"^#\s*unavailable:\s*preset=(\S+)\s+reason=(.*)$")
@@ -68,7 +84,7 @@ def formats_of(*experiments: str) -> frozenset[str]:
 def raw_format(path: str | Path) -> str:
     """The format a raw file's header names ("" for a file without the line)."""
     prefix = RAW_FORMAT_PREFIX.strip()
-    return next((line[len(prefix):].strip() for line in _header(path) if line.startswith(prefix)), "")
+    return next((line[len(prefix) :].strip() for line in _header(path) if line.startswith(prefix)), "")
 
 
 def _read_csv(path: str | Path, columns: list[str], complete: list[str], formats: Collection[str]) -> pd.DataFrame:
@@ -77,8 +93,10 @@ def _read_csv(path: str | Path, columns: list[str], complete: list[str], formats
     except (OSError, UnicodeDecodeError) as e:
         raise RawFormatError(f"{path}: cannot be read ({e})") from e
     if found and found not in formats:
-        raise RawFormatError(f"{path}: its format is {found!r}, which this iolab does not read (it reads "
-                             f"{', '.join(sorted(formats))}); read it with the iolab commit its sidecar records")
+        raise RawFormatError(
+            f"{path}: its format is {found!r}, which this iolab does not read (it reads "
+            f"{', '.join(sorted(formats))}); read it with the iolab commit its sidecar records"
+        )
     try:
         frame = pd.read_csv(path, comment="#")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
@@ -100,14 +118,17 @@ def read_echo_csv(path: str | Path) -> pd.DataFrame:
             frame[column] = default
     # CPU sets as taskset wrote them ("0", "0-3"), not as floats.
     for column in ("server_cpu", "client_cpu"):
-        frame[column] = frame[column].map(lambda v: None if pd.isna(v) else
-                                          str(int(v)) if isinstance(v, float) and v.is_integer() else str(v))
+        frame[column] = frame[column].map(
+            lambda v: None if pd.isna(v) else str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+        )
     # The CPUs a preset's placeholders became ("2", "2-3"), "" where none.
-    frame["helper_cpus"] = frame["helper_cpus"].map(lambda v: "" if pd.isna(v) else
-                                                    str(int(v)) if isinstance(v, float) else str(v))
+    frame["helper_cpus"] = frame["helper_cpus"].map(
+        lambda v: "" if pd.isna(v) else str(int(v)) if isinstance(v, float) else str(v)
+    )
     if (frame["layout"] == "").any():
-        frame["layout"] = frame["layout"].where(frame["layout"] != "", frame["server_cpu"].notna().map(
-            {True: "pinned", False: "shared"}))
+        frame["layout"] = frame["layout"].where(
+            frame["layout"] != "", frame["server_cpu"].notna().map({True: "pinned", False: "shared"})
+        )
     return frame
 
 
@@ -127,8 +148,10 @@ def read_histograms_csv(path: str | Path) -> dict[int, tuple[list[int], list[int
         raise RawFormatError(f"{path}: not a valid histogram file ({e})") from e
     if list(frame.columns) != ["order", "low_ns", "high_ns", "count"] or frame.isna().any().any():
         raise RawFormatError(f"{path}: not a histogram file (columns order,low_ns,high_ns,count, all set)")
-    return {int(order): (g["low_ns"].astype(int).tolist(), g["count"].astype(int).tolist())
-            for order, g in frame.groupby("order", sort=True)}
+    return {
+        int(order): (g["low_ns"].astype(int).tolist(), g["count"].astype(int).tolist())
+        for order, g in frame.groupby("order", sort=True)
+    }
 
 
 def read_raw_csv(path: str | Path) -> pd.DataFrame:

@@ -29,8 +29,19 @@ from pathlib import Path
 from typing import Any
 
 from .capabilities import Capability
-from .settings import (EchoSettings, ExperimentSettings, IbSettings, LatencySettings, MpiSettings, NopSettings,
-                       SendrecvSettings, SyscallSettings, TraceSettings, UringBatchSettings, settings_model)
+from .settings import (
+    EchoSettings,
+    ExperimentSettings,
+    IbSettings,
+    LatencySettings,
+    MpiSettings,
+    NopSettings,
+    SendrecvSettings,
+    SyscallSettings,
+    TraceSettings,
+    UringBatchSettings,
+    settings_model,
+)
 
 
 @dataclass(frozen=True)
@@ -84,38 +95,137 @@ COST_PROBE_CODE = ("iolab/experiments/cost_probes.py",)
 ECHO_CODE = "iolab/experiments/echo.py"
 ECHO_PROGRAMS = ("echo-epoll", "echo-uring", "loadgen")
 GO_SERVERS = ("echo-go-net", "echo-go-uring")
-MPI_CODE = ("iolab/experiments/mpi/__init__.py", "iolab/experiments/mpi/launch.py",
-            "iolab/experiments/mpi/netns.py", "iolab/experiments/mpi/group.py")
+MPI_CODE = (
+    "iolab/experiments/mpi/__init__.py",
+    "iolab/experiments/mpi/launch.py",
+    "iolab/experiments/mpi/netns.py",
+    "iolab/experiments/mpi/group.py",
+)
 
-EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in (
-    Experiment("syscall", SyscallSettings, "probe_table", "cost_probes", "cost-probe syscall v2", COST_PROBE,
-               COST_PROBE_CODE, probe_mode="syscall", claims=True),
-    Experiment("sendrecv", SendrecvSettings, "probe_table", "cost_probes", "cost-probe sendrecv v2", COST_PROBE,
-               COST_PROBE_CODE, probe_mode="sendrecv", claims=True),
-    Experiment("uring_batch", UringBatchSettings, "probe_table", "cost_probes", "cost-probe uring-batch v2",
-               COST_PROBE, COST_PROBE_CODE, probe_mode="uring-batch", claims=True),
-    Experiment("nop", NopSettings, "probe_table", "cost_probes", "cost-probe nop v2", COST_PROBE,
-               COST_PROBE_CODE, probe_mode="nop"),
-    # Its settings model is built from its schema section (iolab.settings).
-    Experiment("send_zc", settings_model("send_zc"), "send_zc_table", "cost_probes", "cost-probe send-zc v2",
-               COST_PROBE, COST_PROBE_CODE, probe_mode="send-zc"),
-    Experiment("trace", TraceSettings, "trace_table", "trace", "bpftrace syscall durations v1",
-               (*COST_PROBE, "echo-uring", "loadgen"), ("iolab/experiments/trace.py", ECHO_CODE),
-               needs=frozenset({Capability.KERNEL_TRACING}), claims=True),
-    Experiment("echo", EchoSettings, "echo_table", "echo", "echo cells v1", ECHO_PROGRAMS, (ECHO_CODE,),
-               extra_outputs=("histograms.csv",), needs=frozenset({Capability.SERVERS}),
-               client_setting="echo_client", optional_programs=GO_SERVERS, claims=True),
-    Experiment("latency", LatencySettings, "latency_table", "latency", "echo open-loop v1", ECHO_PROGRAMS,
-               ("iolab/experiments/latency.py", ECHO_CODE), extra_outputs=("histograms.csv",),
-               table_reads=("histograms.csv",), needs=frozenset({Capability.SERVERS}),
-               optional_programs=GO_SERVERS),
-    Experiment("mpi", MpiSettings, "mpi_table", "mpi", "mpi iterations v1", ("mpi-probe", "mpi-pingpong-ref"),
-               MPI_CODE, needs=frozenset({Capability.MPI}), peers="mpi.peers", claims=True),
-    # perftest comes from the node's packages, not from native/.
-    Experiment("ib", IbSettings, "ib_table", "ib", "perftest v1", (), ("iolab/experiments/ib/__init__.py",),
-               extra_outputs=("perftest.txt",), needs=frozenset({Capability.SERVERS}), peers="ib.peer",
-               needs_peers=True, claims=True),
-)}
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        Experiment(
+            "syscall",
+            SyscallSettings,
+            "probe_table",
+            "cost_probes",
+            "cost-probe syscall v2",
+            COST_PROBE,
+            COST_PROBE_CODE,
+            probe_mode="syscall",
+            claims=True,
+        ),
+        Experiment(
+            "sendrecv",
+            SendrecvSettings,
+            "probe_table",
+            "cost_probes",
+            "cost-probe sendrecv v2",
+            COST_PROBE,
+            COST_PROBE_CODE,
+            probe_mode="sendrecv",
+            claims=True,
+        ),
+        Experiment(
+            "uring_batch",
+            UringBatchSettings,
+            "probe_table",
+            "cost_probes",
+            "cost-probe uring-batch v2",
+            COST_PROBE,
+            COST_PROBE_CODE,
+            probe_mode="uring-batch",
+            claims=True,
+        ),
+        Experiment(
+            "nop",
+            NopSettings,
+            "probe_table",
+            "cost_probes",
+            "cost-probe nop v2",
+            COST_PROBE,
+            COST_PROBE_CODE,
+            probe_mode="nop",
+        ),
+        # Its settings model is built from its schema section (iolab.settings).
+        Experiment(
+            "send_zc",
+            settings_model("send_zc"),
+            "send_zc_table",
+            "cost_probes",
+            "cost-probe send-zc v2",
+            COST_PROBE,
+            COST_PROBE_CODE,
+            probe_mode="send-zc",
+        ),
+        Experiment(
+            "trace",
+            TraceSettings,
+            "trace_table",
+            "trace",
+            "bpftrace syscall durations v1",
+            (*COST_PROBE, "echo-uring", "loadgen"),
+            ("iolab/experiments/trace.py", ECHO_CODE),
+            needs=frozenset({Capability.KERNEL_TRACING}),
+            claims=True,
+        ),
+        Experiment(
+            "echo",
+            EchoSettings,
+            "echo_table",
+            "echo",
+            "echo cells v1",
+            ECHO_PROGRAMS,
+            (ECHO_CODE,),
+            extra_outputs=("histograms.csv",),
+            needs=frozenset({Capability.SERVERS}),
+            client_setting="echo_client",
+            optional_programs=GO_SERVERS,
+            claims=True,
+        ),
+        Experiment(
+            "latency",
+            LatencySettings,
+            "latency_table",
+            "latency",
+            "echo open-loop v1",
+            ECHO_PROGRAMS,
+            ("iolab/experiments/latency.py", ECHO_CODE),
+            extra_outputs=("histograms.csv",),
+            table_reads=("histograms.csv",),
+            needs=frozenset({Capability.SERVERS}),
+            optional_programs=GO_SERVERS,
+        ),
+        Experiment(
+            "mpi",
+            MpiSettings,
+            "mpi_table",
+            "mpi",
+            "mpi iterations v1",
+            ("mpi-probe", "mpi-pingpong-ref"),
+            MPI_CODE,
+            needs=frozenset({Capability.MPI}),
+            peers="mpi.peers",
+            claims=True,
+        ),
+        # perftest comes from the node's packages, not from native/.
+        Experiment(
+            "ib",
+            IbSettings,
+            "ib_table",
+            "ib",
+            "perftest v1",
+            (),
+            ("iolab/experiments/ib/__init__.py",),
+            extra_outputs=("perftest.txt",),
+            needs=frozenset({Capability.SERVERS}),
+            peers="ib.peer",
+            needs_peers=True,
+            claims=True,
+        ),
+    )
+}
 REGISTRY = EXPERIMENTS
 
 
@@ -196,25 +306,66 @@ def _several_nodes(run: Any, nodes: int) -> bool:
     return nodes > 1
 
 
-NOTEBOOKS: dict[str, Notebook] = {n.name: n for n in (
-    Notebook("cost_model", ("syscall", "sendrecv", "uring_batch", "nop", "trace", "echo", "send_zc"),
-             (Figure("syscall_cost"), Figure("sendrecv_cost"), Figure("uring_batch_time"),
-              Figure("cost_model_per_request"), Figure("send_zc_cost", needs="send_zc")), "Cost model"),
-    Notebook("claims", ("syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib", "trace"),
-             (Figure("claims_forest"),), "Claims re-tested", judges_claims=True),
-    Notebook("echo", ("echo", "syscall", "sendrecv", "uring_batch", "latency"),
-             (Figure("echo_rps"), Figure("echo_cpu_per_request"), Figure("echo_latency"), Figure("echo_batch_size"),
-              Figure("echo_open_loop_latency", needs="latency")), "Echo servers", needs=("echo",)),
-    Notebook("collectives", ("mpi",),
-             (Figure("mpi_pingpong"), Figure("mpi_collectives"), Figure("mpi_prediction_error"),
-              Figure("mpi_transport_ratio"), Figure("mpi_method_ratio", when=_both_mpi_methods)),
-             "MPI collectives", needs=("mpi",)),
-    # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds
-    # were measured, which only the measurements tell: the manifest lists
-    # them then.
-    Notebook("nodes", ("syscall", "sendrecv", "uring_batch", "echo", "mpi"), (Figure("nodes_costs"),),
-             "Nodes compared", when=_several_nodes),
-)}
+NOTEBOOKS: dict[str, Notebook] = {
+    n.name: n
+    for n in (
+        Notebook(
+            "cost_model",
+            ("syscall", "sendrecv", "uring_batch", "nop", "trace", "echo", "send_zc"),
+            (
+                Figure("syscall_cost"),
+                Figure("sendrecv_cost"),
+                Figure("uring_batch_time"),
+                Figure("cost_model_per_request"),
+                Figure("send_zc_cost", needs="send_zc"),
+            ),
+            "Cost model",
+        ),
+        Notebook(
+            "claims",
+            ("syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib", "trace"),
+            (Figure("claims_forest"),),
+            "Claims re-tested",
+            judges_claims=True,
+        ),
+        Notebook(
+            "echo",
+            ("echo", "syscall", "sendrecv", "uring_batch", "latency"),
+            (
+                Figure("echo_rps"),
+                Figure("echo_cpu_per_request"),
+                Figure("echo_latency"),
+                Figure("echo_batch_size"),
+                Figure("echo_open_loop_latency", needs="latency"),
+            ),
+            "Echo servers",
+            needs=("echo",),
+        ),
+        Notebook(
+            "collectives",
+            ("mpi",),
+            (
+                Figure("mpi_pingpong"),
+                Figure("mpi_collectives"),
+                Figure("mpi_prediction_error"),
+                Figure("mpi_transport_ratio"),
+                Figure("mpi_method_ratio", when=_both_mpi_methods),
+            ),
+            "MPI collectives",
+            needs=("mpi",),
+        ),
+        # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds
+        # were measured, which only the measurements tell: the manifest lists
+        # them then.
+        Notebook(
+            "nodes",
+            ("syscall", "sendrecv", "uring_batch", "echo", "mpi"),
+            (Figure("nodes_costs"),),
+            "Nodes compared",
+            when=_several_nodes,
+        ),
+    )
+}
 
 
 def notebooks_run(experiments: set[str], run: Any, nodes: int) -> list[str]:
@@ -224,8 +375,9 @@ def notebooks_run(experiments: set[str], run: Any, nodes: int) -> list[str]:
 
 def figures_drawn(notebook: str, experiments: set[str], run: Any, nodes: int) -> list[str]:
     """The figures ``notebook`` draws in a run of ``experiments``."""
-    return [f.name for f in NOTEBOOKS[notebook].figures
-            if (not f.needs or f.needs in experiments) and f.when(run, nodes)]
+    return [
+        f.name for f in NOTEBOOKS[notebook].figures if (not f.needs or f.needs in experiments) and f.when(run, nodes)
+    ]
 
 
 def claim_experiments() -> list[str]:

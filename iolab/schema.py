@@ -60,7 +60,7 @@ def schema_problem(value: Mapping[str, Any], *path: str) -> str | None:
     try:
         _compiled(*path)(dict(value))
     except JsonSchemaValueException as e:
-        key = ".".join(str(p) for p in e.path[1:])          # path[0] is "data", the value itself
+        key = ".".join(str(p) for p in e.path[1:])  # path[0] is "data", the value itself
         what = f"{e.message.removeprefix(e.name).strip()} (it is {e.value!r})"
         return f"{key}: {what}" if key else what
     return None

@@ -23,7 +23,6 @@ from .presets import preset_server
 from .schema import Section, from_schema, subschema
 
 
-
 def _number(value: Any) -> int | float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError("a number is needed")
@@ -55,6 +54,7 @@ class ExperimentSettings(Section):
         ``section`` as configured, plus the WORKFLOW_KEYS it derives from the
         rest of ``experiments`` (the config's, as validated)."""
         return dict(section)
+
     # Keys the workflow adds to the config section (rules/common.smk).
     WORKFLOW_KEYS: ClassVar[frozenset[str]] = frozenset()
 
@@ -64,6 +64,7 @@ class ExperimentSettings(Section):
 
 
 # -- the cost probes: each key is a cost-probe flag of the same name ----------
+
 
 class SyscallSettings(ExperimentSettings):
     EXPERIMENT = "syscall"
@@ -111,8 +112,10 @@ class NopSettings(ExperimentSettings):
 
 # -- echo and latency ---------------------------------------------------------
 
+
 class Preset(NamedTuple):
     """An echo preset: its server (a presets.SERVER_PROGRAMS key) and flags."""
+
     server: str
     flags: tuple[str, ...]
 
@@ -132,7 +135,7 @@ def _presets(specs: Any) -> Any:
 class EchoSetup(Section):
     client: Literal["auto", "event-loop", "event-loop-uring", "thread-per-connection"]
     layout: Literal["pinned", "shared"]
-    only: tuple[str, ...] | None = None      # these presets only (None: every one)
+    only: tuple[str, ...] | None = None  # these presets only (None: every one)
     # These cells only (None: the sweep's connections and bytes).
     connections: tuple[int, ...] | None = None
     bytes: tuple[int, ...] | None = None
@@ -183,6 +186,7 @@ class LatencySettings(ExperimentSettings):
 
 # -- MPI ------------------------------------------------------------------------
 
+
 class MpiAlgorithms(Section):
     bcast: str | None = None
     allreduce: str | None = None
@@ -214,8 +218,7 @@ class MpiSettings(ExperimentSettings):
     # "nodes" is not configured here: a node with mpi.peers adds it.
     transports: tuple[Literal["shm", "tcp", "netns", "netns_tbf", "nodes"], ...] = _d("mpi", "transports")
     ranks: tuple[int, ...] = _d("mpi", "ranks")
-    benchmarks: tuple[Literal["pingpong", "bcast", "allreduce", "alltoall", "barrier"], ...] = \
-        _d("mpi", "benchmarks")
+    benchmarks: tuple[Literal["pingpong", "bcast", "allreduce", "alltoall", "barrier"], ...] = _d("mpi", "benchmarks")
     min_bytes: int = _d("mpi", "min_bytes")
     max_bytes: int = _d("mpi", "max_bytes")
     sizes: tuple[int, ...] | None = _d("mpi", "sizes")
@@ -244,6 +247,7 @@ class MpiSettings(ExperimentSettings):
 
 # -- the rest -------------------------------------------------------------------
 
+
 class TraceSettings(ExperimentSettings):
     EXPERIMENT = "trace"
     enabled: bool = _d("trace", "enabled")
@@ -261,6 +265,7 @@ class IbSettings(ExperimentSettings):
 
 class PrecisionSettings(Section):
     """Adaptive precision (iolab.analysis.precision)."""
+
     enabled: bool = from_schema("precision", "enabled")
     budget_minutes: Number = from_schema("precision", "budget_minutes")
     reps_per_round: int = from_schema("precision", "reps_per_round")
@@ -273,6 +278,7 @@ class PrecisionSettings(Section):
 
 
 # -- sections declared by the schema alone ------------------------------------
+
 
 def _schema_type(prop: Mapping[str, Any]) -> Any:
     """The field type of a schema property of a flat section."""
@@ -288,10 +294,12 @@ def _section_from_schema(name: str) -> type[ExperimentSettings]:
     like the cost probes'), built from its schema alone: a new experiment of
     that shape needs no class here."""
     section = subschema("experiments", name)
-    fields = {key: (_schema_type(prop), Field(default=prop.get("default")))
-              for key, prop in section["properties"].items()}
+    fields = {
+        key: (_schema_type(prop), Field(default=prop.get("default"))) for key, prop in section["properties"].items()
+    }
     model: type[ExperimentSettings] = create_model(  # type: ignore[call-overload]
-        "".join(part.title() for part in name.split("_")) + "Settings", __base__=ExperimentSettings, **fields)
+        "".join(part.title() for part in name.split("_")) + "Settings", __base__=ExperimentSettings, **fields
+    )
     model.EXPERIMENT = name
     model.ALWAYS = name in subschema("experiments").get("required", ())
     return model
@@ -310,16 +318,16 @@ def settings_model(experiment: str) -> type[ExperimentSettings]:
 class _ExperimentsBase(Section):
     def configured(self) -> dict[str, ExperimentSettings]:
         """experiment -> its section, for those the config has."""
-        return {name: section for name in type(self).model_fields
-                if (section := getattr(self, name)) is not None}
+        return {name: section for name in type(self).model_fields if (section := getattr(self, name)) is not None}
 
 
 # ``experiments``: one field per experiment's section model, required for
 # those every config has; declared by the section classes above.
 Experiments: type[_ExperimentsBase] = create_model(  # type: ignore[call-overload]
-    "Experiments", __base__=_ExperimentsBase,
-    **{cls.EXPERIMENT: (cls, ...) if cls.ALWAYS else (cls | None, None)
-       for cls in ExperimentSettings.__subclasses__()})
+    "Experiments",
+    __base__=_ExperimentsBase,
+    **{cls.EXPERIMENT: (cls, ...) if cls.ALWAYS else (cls | None, None) for cls in ExperimentSettings.__subclasses__()},
+)
 
 
 class PaperSettings(Section):
@@ -329,6 +337,7 @@ class PaperSettings(Section):
 class RunConfig(Section):
     """The whole config, as the schema validated it (rules/common.smk through
     iolab.config.validate_config): what the workflow and the checks read."""
+
     profile: str = from_schema("profile")
     seed: int
     repeats: int
@@ -340,7 +349,7 @@ class RunConfig(Section):
 
     @classmethod
     def where(cls, value: Mapping[str, Any]) -> str:
-        return ""   # the error's key path starts at the top of the config
+        return ""  # the error's key path starts at the top of the config
 
     def repeats_of(self, experiment: str) -> int:
         """Round 0's repetitions of ``experiment``."""

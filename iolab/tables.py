@@ -21,14 +21,35 @@ import numpy as np
 import pandas as pd
 
 from . import atomic, integrity, paths
-from .formats import IB_COLUMNS, OSU_PREFIX, REFERENCE_BENCH, bench_method, histograms_path, launch_rows, launch_selection
-from .readers import (TRACE_COLUMNS, RawFormatError, read_echo_csv, read_histograms_csv, read_ib_csv, read_latency_csv,
-                      read_metadata, read_mpi_csv, read_raw_csv, read_trace_csv, read_unavailable, read_zc_usage, sha256)
+from .formats import (
+    IB_COLUMNS,
+    OSU_PREFIX,
+    REFERENCE_BENCH,
+    bench_method,
+    histograms_path,
+    launch_rows,
+    launch_selection,
+)
+from .readers import (
+    TRACE_COLUMNS,
+    RawFormatError,
+    read_echo_csv,
+    read_histograms_csv,
+    read_ib_csv,
+    read_latency_csv,
+    read_metadata,
+    read_mpi_csv,
+    read_raw_csv,
+    read_trace_csv,
+    read_unavailable,
+    read_zc_usage,
+    sha256,
+)
 from .presets import preset_server
 from .provenance import sidecar_for
 from .registry import REGISTRY
 
-_RAW_NAME = re.compile(r"^rep\d+\.csv$")   # not rep<N>.histograms.csv
+_RAW_NAME = re.compile(r"^rep\d+\.csv$")  # not rep<N>.histograms.csv
 
 
 def ib_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
@@ -38,9 +59,12 @@ def ib_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     return _skippable_table(raw_files, read_ib_csv, IB_COLUMNS, _network)
 
 
-def _skippable_table(raw_files: Iterable[str | Path], read: Callable[[Path], pd.DataFrame],
-                     columns: Sequence[str], network: Callable[[Path], dict[str, Any]] | None = None
-                     ) -> pd.DataFrame:
+def _skippable_table(
+    raw_files: Iterable[str | Path],
+    read: Callable[[Path], pd.DataFrame],
+    columns: Sequence[str],
+    network: Callable[[Path], dict[str, Any]] | None = None,
+) -> pd.DataFrame:
     """The raw files' rows with their context; a file of a skipped run gives
     one row without values and the reason in ``skipped``."""
     frames = []
@@ -69,8 +93,10 @@ def _network(raw: Path) -> dict[str, Any]:
     side = load_sidecar(raw)
     devices = (side.get("ib") or {}).get("device") or {}
     mine = devices.get(side["node"]["name"]) or {}
-    return {"nic_kind": str((side.get("network") or {}).get("nic_kind") or ""),
-            "link_layer": next((str(v) for k, v in mine.items() if k.endswith(".link_layer")), "")}
+    return {
+        "nic_kind": str((side.get("network") or {}).get("nic_kind") or ""),
+        "link_layer": next((str(v) for k, v in mine.items() if k.endswith(".link_layer")), ""),
+    }
 
 
 def _context(raw: Path) -> dict[str, Any]:
@@ -115,8 +141,12 @@ def probe_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
         frame = read_raw_csv(raw)
         timer = float(read_metadata(raw).get("timer_overhead_ns", 0.0))
         per_call = (frame["ns"] - timer) / frame["calls"]
-        frame = frame.assign(**_context(raw), timer_overhead_ns=timer, ns_per_call=per_call,
-                             ns_per_sqe=per_call / frame["n"].where(frame["n"] > 0))
+        frame = frame.assign(
+            **_context(raw),
+            timer_overhead_ns=timer,
+            ns_per_call=per_call,
+            ns_per_sqe=per_call / frame["n"].where(frame["n"] > 0),
+        )
         frames.append(frame)
     if not frames:
         raise RawFormatError("no raw files given")
@@ -132,11 +162,9 @@ def send_zc_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     plain send)."""
     files = sorted(Path(p) for p in raw_files)
     table = probe_table(files)
-    usage = pd.concat([read_zc_usage(raw).assign(raw_file=paths.relative(raw)) for raw in files],
-                      ignore_index=True)
+    usage = pd.concat([read_zc_usage(raw).assign(raw_file=paths.relative(raw)) for raw in files], ignore_index=True)
     table = table.merge(usage, on=["raw_file", "variant", "bytes"], how="left", validate="many_to_one")
-    return table.fillna({"zc_notifications": 0, "zc_copied": 0}).astype({"zc_notifications": int,
-                                                                       "zc_copied": int})
+    return table.fillna({"zc_notifications": 0, "zc_copied": 0}).astype({"zc_notifications": int, "zc_copied": int})
 
 
 def trace_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
@@ -158,8 +186,7 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
         loaded_s = float(settings.get("duration", "nan")) + float(settings.get("warmup", "nan"))
         # Each preset's flags as the sweep ran them, so the table says what
         # every configuration was without its raw files.
-        flags = {name: " ".join(preset_server(name, spec)[1])
-                 for name, spec in (settings.get("presets") or {}).items()}
+        flags = {name: " ".join(preset_server(name, spec)[1]) for name, spec in (settings.get("presets") or {}).items()}
         frame = frame.assign(**_context(raw), loaded_s=loaded_s, flags=frame["preset"].map(flags).fillna(""))
         frames.append(frame)
     if not frames:
@@ -169,23 +196,34 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     echoed = out["server_bytes"].where(ok) / out["bytes"]
     out["server_ns_per_request"] = out["server_cpu_ns"].where(ok) / echoed
     out["client_ns_per_request"] = out["client_cpu_ns"].where(ok) / echoed
-    out["sqes_per_enter"] = (out["sqes"] / out["io_uring_enter"]).where(
-        ok & out["server"].isin(["uring", "go-uring"]))
+    out["sqes_per_enter"] = (out["sqes"] / out["io_uring_enter"]).where(ok & out["server"].isin(["uring", "go-uring"]))
     out["events_per_wait"] = (out["events"] / out["waits"]).where(ok)
     # How busy each side kept a CPU: near 1 the side saturated it, and with
     # one CPU each, requests/s then measure the pair, not the server alone.
     out["client_busy"] = (out["client_cpu_ns"] / 1e9 / out["loaded_s"]).where(ok)
     out["server_busy"] = (out["server_cpu_ns"] / 1e9 / out["loaded_s"]).where(ok)
     # Where the server was pinned, the IPIs its CPUs took per request echoed.
-    out["resched_ipis_per_request"] = (pd.to_numeric(out["server_resched_ipis"], errors="coerce")
-                                       / echoed).where(ok & out["server_cpu"].notna())
+    out["resched_ipis_per_request"] = (pd.to_numeric(out["server_resched_ipis"], errors="coerce") / echoed).where(
+        ok & out["server_cpu"].notna()
+    )
     out["reason"] = out["reason"].astype(object).where(out["reason"].notna(), "")
     return out
 
 
 # What each MPI launch decided and ran, as columns of its samples.
-LAUNCH_COLUMNS = ("oversubscribed", "binding", "selection", "algorithm", "pinned", "sync", "hosts",
-                  "rate_mbit", "peers", "fabric", "timer_ns")
+LAUNCH_COLUMNS = (
+    "oversubscribed",
+    "binding",
+    "selection",
+    "algorithm",
+    "pinned",
+    "sync",
+    "hosts",
+    "rate_mbit",
+    "peers",
+    "fabric",
+    "timer_ns",
+)
 
 
 def launch_columns(rec: dict[str, Any], bench: str) -> dict[str, Any]:
@@ -228,8 +266,7 @@ def _launch_of_each_row(raw: Path, frame: pd.DataFrame) -> tuple[list[dict[str, 
     launch_index = np.repeat(np.arange(len(records)), counts)
     program = np.where(frame["bench"] == REFERENCE_BENCH, "mpi-pingpong-ref", "mpi-probe")
     method = frame["bench"].map(bench_method).to_numpy()
-    seen = set(zip(launch_index.tolist(), frame["transport"], frame["ranks"].astype(int), program, method,
-                   strict=True))
+    seen = set(zip(launch_index.tolist(), frame["transport"], frame["ranks"].astype(int), program, method, strict=True))
     for i, *key in sorted(seen):
         rec = records[i]
         want = (rec["transport"], int(rec["ranks"]), rec["program"], rec.get("method", "probe"))
@@ -285,7 +322,8 @@ def latency_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
 
 # experiment -> the function that builds its tidy table (iolab.registry's ``tidy``).
 TABLES: dict[str, Callable[[Iterable[str | Path]], pd.DataFrame]] = {
-    name: globals()[e.tidy] for name, e in REGISTRY.items()}
+    name: globals()[e.tidy] for name, e in REGISTRY.items()
+}
 
 
 def unavailable_configurations(raw_files: Iterable[str | Path]) -> pd.DataFrame:
@@ -297,8 +335,7 @@ def unavailable_configurations(raw_files: Iterable[str | Path]) -> pd.DataFrame:
 def raw_files_under(root: str | Path, experiment: str) -> list[Path]:
     """Every raw file of ``experiment`` below ``root``
     (``<node>/<experiment>/<run key>/rep<N>.csv``)."""
-    return sorted(p for p in Path(root).glob(f"*/{experiment}/*/rep*.csv")
-                  if _RAW_NAME.match(p.name))
+    return sorted(p for p in Path(root).glob(f"*/{experiment}/*/rep*.csv") if _RAW_NAME.match(p.name))
 
 
 # What a notebook opened by hand reads: the pipeline's latest tidy table when
@@ -316,8 +353,9 @@ def resolve(experiment: str, source: str | Path) -> Path:
     return table if table.exists() else paths.resolve(REFERENCE)
 
 
-def load(experiment: str, source: str | Path, include_emulated: bool = False,
-         reps: Sequence[int] | None = None) -> pd.DataFrame:
+def load(
+    experiment: str, source: str | Path, include_emulated: bool = False, reps: Sequence[int] | None = None
+) -> pd.DataFrame:
     """The tidy table for ``experiment`` from a Parquet file, a raw-data root
     such as ``data/reference`` (how notebooks open without measuring), or
     ``"auto"`` (``resolve``). ``reps``: only these repetitions (empty or
@@ -359,11 +397,14 @@ def describe(experiment: str, source: str | Path) -> str:
         return f"{experiment}: {paths.relative(src)} ({origin})"
     nodes = sorted({s["node"]["name"] for s in sides})
     started = sorted(s["started"] for s in sides)
-    commits = sorted({(s["git"].get("commit") or "none")[:7] + (" (dirty)" if s["git"].get("dirty") else "")
-                      for s in sides})
-    return (f"{experiment}: {paths.relative(src)} ({origin}); node {', '.join(nodes)}; measured "
-            f"{started[0][:16]} to {started[-1][:16]} UTC; commit {', '.join(commits)}; "
-            f"{len({int(s['settings']['rep']) for s in sides})} repetitions")
+    commits = sorted(
+        {(s["git"].get("commit") or "none")[:7] + (" (dirty)" if s["git"].get("dirty") else "") for s in sides}
+    )
+    return (
+        f"{experiment}: {paths.relative(src)} ({origin}); node {', '.join(nodes)}; measured "
+        f"{started[0][:16]} to {started[-1][:16]} UTC; commit {', '.join(commits)}; "
+        f"{len({int(s['settings']['rep']) for s in sides})} repetitions"
+    )
 
 
 def performance_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -398,19 +439,27 @@ def write_table(experiment: str, raw_files: Sequence[str | Path], output: str | 
     frame = TABLES[experiment](raw_files)
     with atomic.atomic_path(output) as tmp:
         frame.to_parquet(tmp, index=False)
-    sources = [{"raw": paths.relative(p), "sha256": sha256(p),
-                "provenance": paths.relative(sidecar_for(p)),
-                # The latency buckets beside it, where the table reads them.
-                **({"histograms": paths.relative(h), "histograms_sha256": sha256(h)}
-                   if "histograms.csv" in REGISTRY[experiment].table_reads
-                      and (h := histograms_path(p)).exists() else {})}
-               for p in sorted(map(Path, raw_files))]
+    sources = [
+        {
+            "raw": paths.relative(p),
+            "sha256": sha256(p),
+            "provenance": paths.relative(sidecar_for(p)),
+            # The latency buckets beside it, where the table reads them.
+            **(
+                {"histograms": paths.relative(h), "histograms_sha256": sha256(h)}
+                if "histograms.csv" in REGISTRY[experiment].table_reads and (h := histograms_path(p)).exists()
+                else {}
+            ),
+        }
+        for p in sorted(map(Path, raw_files))
+    ]
     atomic.write_json(sources_path(output), {"table": paths.relative(output), "raw": sources})
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.tables",
-                                 description="Build a tidy Parquet table from raw files.")
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.tables", description="Build a tidy Parquet table from raw files."
+    )
     ap.add_argument("experiment", choices=sorted(TABLES))
     ap.add_argument("--output", required=True, type=Path)
     ap.add_argument("raw", nargs="+", type=Path)

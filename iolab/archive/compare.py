@@ -28,10 +28,14 @@ from .untrusted import Crate, CrateError, shown
 
 # One figure per question: the numbers (by key) that answer it.
 QUESTIONS = {
-    "cost_model_terms": ("The cost model's terms (ns)",
-                         re.compile(r"^(s_getppid|w_send|w_recv|t1_send|t1_recv|a_send|b_send|a_recv|b_recv)_ns$")),
-    "echo_cpu_per_request": ("Echo servers: server CPU per request (ns), 50 connections",
-                             re.compile(r"^echo_.+_c50_server_ns_per_request$")),
+    "cost_model_terms": (
+        "The cost model's terms (ns)",
+        re.compile(r"^(s_getppid|w_send|w_recv|t1_send|t1_recv|a_send|b_send|a_recv|b_recv)_ns$"),
+    ),
+    "echo_cpu_per_request": (
+        "Echo servers: server CPU per request (ns), 50 connections",
+        re.compile(r"^echo_.+_c50_server_ns_per_request$"),
+    ),
     "mpi_latency": ("MPI ping-pong latency (µs)", re.compile(r"^mpi_.+_latency_us$")),
 }
 
@@ -62,15 +66,25 @@ def load(crate_zip: Path) -> Run:
 
 
 def machines(runs: Sequence[Run]) -> list[str]:
-    lines = ["## Machines", "", "| crate | node | CPU | kernel | liburing | MPI | mitigations |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "## Machines",
+        "",
+        "| crate | node | CPU | kernel | liburing | MPI | mitigations |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for run in runs:
         nodes = run.environment.get("nodes")
         for node, facts in sorted(nodes.items() if isinstance(nodes, dict) else []):
             facts = facts if isinstance(facts, dict) else {}
             tool = facts.get("toolchain") if isinstance(facts.get("toolchain"), dict) else {}
-            cells = [node, f"{facts.get('cpu_model')} ×{facts.get('cpus')}", facts.get("kernel"),
-                     tool.get("liburing"), tool.get("mpi"), facts.get("mitigations")]
+            cells = [
+                node,
+                f"{facts.get('cpu_model')} ×{facts.get('cpus')}",
+                facts.get("kernel"),
+                tool.get("liburing"),
+                tool.get("mpi"),
+                facts.get("mitigations"),
+            ]
             lines.append(f"| {md_cell(run.name)} | " + " | ".join(md_cell(c) for c in cells) + " |")
     return lines
 
@@ -108,12 +122,20 @@ def report(runs: Sequence[Run]) -> str:
     lines += reruns.report([r.numbers for r in runs], names).split("\n## Calibration")[0].splitlines()
     rows = quantities(runs)
     supported = [r for r in rows if r["differs"]]
-    lines += ["## Numbers", "",
-              f"{len(rows)} numbers in every crate; {len(supported)} differ with disjoint 95 % intervals "
-              "(marked).", "", "| number | " + " | ".join(md_cell(n) for n in names) + " | |", "|---|" + "---|" * (len(names) + 1)]
+    lines += [
+        "## Numbers",
+        "",
+        f"{len(rows)} numbers in every crate; {len(supported)} differ with disjoint 95 % intervals (marked).",
+        "",
+        "| number | " + " | ".join(md_cell(n) for n in names) + " | |",
+        "|---|" + "---|" * (len(names) + 1),
+    ]
     for r in rows:
-        lines.append(f"| {md_cell(r['key'])} | " + " | ".join(_cell(*c) for c in r["cells"]) +
-                     f" | {'**differs**' if r['differs'] else ''} |")
+        lines.append(
+            f"| {md_cell(r['key'])} | "
+            + " | ".join(_cell(*c) for c in r["cells"])
+            + f" | {'**differs**' if r['differs'] else ''} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -129,7 +151,7 @@ def short_labels(rows: Sequence[dict[str, Any]]) -> list[str]:
     tail = 0
     while all(len(p) > head + tail + 1 and p[-1 - tail] == parts[0][-1 - tail] for p in parts):
         tail += 1
-    return ["_".join(p[head:len(p) - tail]) for p in parts]
+    return ["_".join(p[head : len(p) - tail]) for p in parts]
 
 
 def figures(runs: Sequence[Run], out: Path) -> list[Path]:
@@ -154,12 +176,25 @@ def figures(runs: Sequence[Run], out: Path) -> list[Path]:
             ys = [k * (len(runs) + 1) + i for k in range(len(mine))]
             values = [r["cells"][i][0] for r in mine]
             bounds = [r["cells"][i][1] or [math.nan, math.nan] for r in mine]
-            err = interval_bars([b[0] if b[0] is not None else math.nan for b in bounds], values,
-                                [b[1] if b[1] is not None else math.nan for b in bounds])
-            ax.errorbar(values, ys, xerr=err, fmt="o", ms=3, capsize=2, color=PALETTE[i % len(PALETTE)],
-                        label=run.name.replace("$", r"\$"))
-        ax.set_yticks([k * (len(runs) + 1) + (len(runs) - 1) / 2 for k in range(len(mine))],
-                      [label + (" *" if r["differs"] else "") for label, r in zip(short_labels(mine), mine, strict=True)])
+            err = interval_bars(
+                [b[0] if b[0] is not None else math.nan for b in bounds],
+                values,
+                [b[1] if b[1] is not None else math.nan for b in bounds],
+            )
+            ax.errorbar(
+                values,
+                ys,
+                xerr=err,
+                fmt="o",
+                ms=3,
+                capsize=2,
+                color=PALETTE[i % len(PALETTE)],
+                label=run.name.replace("$", r"\$"),
+            )
+        ax.set_yticks(
+            [k * (len(runs) + 1) + (len(runs) - 1) / 2 for k in range(len(mine))],
+            [label + (" *" if r["differs"] else "") for label, r in zip(short_labels(mine), mine, strict=True)],
+        )
         ax.invert_yaxis()
         ax.set_title(f"{title}\n* the crates' 95 % intervals are disjoint")
         ax.legend(loc="best")
@@ -172,8 +207,11 @@ def figures(runs: Sequence[Run], out: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.archive.compare", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.archive.compare",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("crates", nargs="+", type=Path, help="crates written by ./repro archive")
     ap.add_argument("--figures", type=Path, help="also draw one figure per question into this directory")
     args = ap.parse_args(argv)

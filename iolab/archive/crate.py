@@ -46,10 +46,18 @@ PROFILES = {
 }
 RULE_FILES = ("rules/*.smk",)
 CONFIG_FILES = ("config/*.yaml", "config/profiles/*.yaml", "profiles/*/config.yaml")
-OUTPUT_FILES = ("results/tables/*.parquet", "results/tables/*.sources.json", "results/numbers/*.json",
-                "results/notebooks/*.ipynb", "results/nodes.json", "paper/figures/*.svg",
-                "paper/figures/*.pdf", "paper/figures/manifest.json", "paper/generated/numbers.json",
-                "paper/paper.pdf")
+OUTPUT_FILES = (
+    "results/tables/*.parquet",
+    "results/tables/*.sources.json",
+    "results/numbers/*.json",
+    "results/notebooks/*.ipynb",
+    "results/nodes.json",
+    "paper/figures/*.svg",
+    "paper/figures/*.pdf",
+    "paper/figures/manifest.json",
+    "paper/generated/numbers.json",
+    "paper/paper.pdf",
+)
 ENVIRONMENT_FILES = ("requirements.lock", "pyproject.toml", "native/build/build-info.json")
 
 
@@ -66,8 +74,9 @@ def measured_raw(root: Path) -> list[dict[str, str]]:
         for entry in json.loads(sources.read_text())["raw"]:
             rows.append({"experiment": experiment, **entry})
     if not rows:
-        raise CrateError(f"nothing measured yet under {root}: run `./repro all` (or `snakemake --cores all`) "
-                         "first, then archive")
+        raise CrateError(
+            f"nothing measured yet under {root}: run `./repro all` (or `snakemake --cores all`) first, then archive"
+        )
     return rows
 
 
@@ -79,21 +88,27 @@ def citation(root: Path) -> dict[str, Any]:
 def zenodo_metadata(root: Path) -> dict[str, Any]:
     """.zenodo.json, derived from CITATION.cff so the two never disagree."""
     cff = citation(root)
-    creators = [{"name": a.get("name") or f"{a.get('family-names', '')}, {a.get('given-names', '')}".strip(", ")}
-                | ({"orcid": a["orcid"].rsplit("/", 1)[-1]} if a.get("orcid") else {})
-                | ({"affiliation": a["affiliation"]} if a.get("affiliation") else {})
-                for a in cff.get("authors", [])]
+    creators = [
+        {"name": a.get("name") or f"{a.get('family-names', '')}, {a.get('given-names', '')}".strip(", ")}
+        | ({"orcid": a["orcid"].rsplit("/", 1)[-1]} if a.get("orcid") else {})
+        | ({"affiliation": a["affiliation"]} if a.get("affiliation") else {})
+        for a in cff.get("authors", [])
+    ]
     meta: dict[str, Any] = {
-        "title": cff["title"], "upload_type": "dataset", "creators": creators,
+        "title": cff["title"],
+        "upload_type": "dataset",
+        "creators": creators,
         "description": " ".join(cff.get("message", "").split()) or cff["title"],
-        "license": str(cff.get("license", "")).lower(), "keywords": list(cff.get("keywords", [])),
+        "license": str(cff.get("license", "")).lower(),
+        "keywords": list(cff.get("keywords", [])),
         "version": str(cff.get("version", "")),
         "notes": "A Workflow Run RO-Crate of one iolab run: raw measurements with provenance, the "
-                 "workflow, tables, notebooks, figures and paper. Re-check it with `./repro verify`.",
+        "workflow, tables, notebooks, figures and paper. Re-check it with `./repro verify`.",
     }
     if cff.get("repository-code"):
-        meta["related_identifiers"] = [{"identifier": cff["repository-code"], "relation": "isSupplementTo",
-                                        "resource_type": "software"}]
+        meta["related_identifiers"] = [
+            {"identifier": cff["repository-code"], "relation": "isSupplementTo", "resource_type": "software"}
+        ]
     return meta
 
 
@@ -101,12 +116,10 @@ def apt_versions(root: Path) -> dict[str, str]:
     """Installed versions of the Debian packages ./repro installs (its
     apt_packages list, the one place they are named)."""
     block = re.search(r"^apt_packages=\((.*?)^\)", (root / "repro").read_text(), re.S | re.M)
-    names = [w for line in (block.group(1) if block else "").splitlines()
-             for w in line.split("#", 1)[0].split()]
+    names = [w for line in (block.group(1) if block else "").splitlines() for w in line.split("#", 1)[0].split()]
     if not names:
         return {}
-    res = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\n", *names],
-                         capture_output=True, text=True)
+    res = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\n", *names], capture_output=True, text=True)
     return dict(line.split("\t", 1) for line in res.stdout.splitlines() if "\t" in line)
 
 
@@ -116,10 +129,17 @@ def environment(root: Path, raw: list[dict[str, str]]) -> dict[str, Any]:
     for entry in raw:
         side = json.loads((root / entry["provenance"]).read_text())
         node = side["node"]["name"]
-        nodes.setdefault(node, {
-            "kind": side["node"].get("kind"), "cpu_model": (side.get("cpu") or {}).get("model"),
-            "cpus": (side.get("cpu") or {}).get("count"), "kernel": (side.get("host") or {}).get("kernel"),
-            "toolchain": side.get("toolchain"), "mitigations": (side.get("mitigations") or {}).get("state")})
+        nodes.setdefault(
+            node,
+            {
+                "kind": side["node"].get("kind"),
+                "cpu_model": (side.get("cpu") or {}).get("model"),
+                "cpus": (side.get("cpu") or {}).get("count"),
+                "kernel": (side.get("host") or {}).get("kernel"),
+                "toolchain": side.get("toolchain"),
+                "mitigations": (side.get("mitigations") or {}).get("state"),
+            },
+        )
     return {"python": sys.version.split()[0], "apt": apt_versions(root), "nodes": nodes}
 
 
@@ -130,8 +150,25 @@ def verdicts(root: Path) -> list[dict[str, Any]]:
     if not numbers.exists():
         return []
     findings = json.loads(numbers.read_text()).get("findings", {}).get("value", [])
-    return [{k: f.get(k) for k in ("claim", "part", "setup", "context", "quoted", "rule", "margin", "estimate",
-                                   "reps", "outcome", "reason")} for f in findings]
+    return [
+        {
+            k: f.get(k)
+            for k in (
+                "claim",
+                "part",
+                "setup",
+                "context",
+                "quoted",
+                "rule",
+                "margin",
+                "estimate",
+                "reps",
+                "outcome",
+                "reason",
+            )
+        }
+        for f in findings
+    ]
 
 
 def build(root: Path, out_dir: Path, profile: str = "") -> Path:
@@ -149,129 +186,263 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
     # The Workflow Run Crate term for a file's checksum, which 1.1's context lacks.
     crate.metadata.extra_terms["sha256"] = "https://w3id.org/ro/terms/workflow-run#sha256"
     crate.name = f"iolab run at {commit[:12]}{' (uncommitted changes)' if dirty else ''}, {now:%Y-%m-%d}"
-    crate.description = (f"{cff['title']}: one run of the workflow, with every raw measurement the paper's "
-                         "figures rest on, their provenance, the tables, notebooks, numbers, figures and paper.")
+    crate.description = (
+        f"{cff['title']}: one run of the workflow, with every raw measurement the paper's "
+        "figures rest on, their provenance, the tables, notebooks, numbers, figures and paper."
+    )
     licence = f"https://spdx.org/licenses/{cff.get('license', 'MIT')}"
-    crate.license = crate.add(ContextEntity(crate, licence, properties={
-        "@type": "CreativeWork", "name": f"{cff.get('license', 'MIT')} License", "identifier": licence}))
+    crate.license = crate.add(
+        ContextEntity(
+            crate,
+            licence,
+            properties={"@type": "CreativeWork", "name": f"{cff.get('license', 'MIT')} License", "identifier": licence},
+        )
+    )
     crate.root_dataset["datePublished"] = now.isoformat()
     crate.root_dataset["version"] = commit
-    authors = [crate.add(ContextEntity(crate, f"#author-{i}", properties={"@type": "Person", "name": a.get("name")}))
-               for i, a in enumerate(cff.get("authors", []))]
+    authors = [
+        crate.add(ContextEntity(crate, f"#author-{i}", properties={"@type": "Person", "name": a.get("name")}))
+        for i, a in enumerate(cff.get("authors", []))
+    ]
     crate.root_dataset["author"] = authors
-    crate.root_dataset["conformsTo"] = [crate.add(ContextEntity(crate, uri, properties={
-        "@type": "CreativeWork", "name": name, "version": uri.rsplit("/", 1)[-1]})) for uri, name in PROFILES.items()]
+    crate.root_dataset["conformsTo"] = [
+        crate.add(
+            ContextEntity(
+                crate, uri, properties={"@type": "CreativeWork", "name": name, "version": uri.rsplit("/", 1)[-1]}
+            )
+        )
+        for uri, name in PROFILES.items()
+    ]
 
     def add_file(path: Path, **props: Any) -> Any:
         rel = path.relative_to(root).as_posix()
-        return crate.add_file(path, rel, properties={"sha256": sha256(path), "contentSize": path.stat().st_size,
-                                                     **props})
+        return crate.add_file(
+            path, rel, properties={"sha256": sha256(path), "contentSize": path.stat().st_size, **props}
+        )
 
     # A workflow with steps is also a HowTo (Provenance Run Crate).
-    workflow = crate.add_workflow(root / "Snakefile", "Snakefile", main=True, lang="snakemake", properties={
-        "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],
-        "sha256": sha256(root / "Snakefile"), "contentSize": (root / "Snakefile").stat().st_size,
-        "name": "iolab workflow"})
+    workflow = crate.add_workflow(
+        root / "Snakefile",
+        "Snakefile",
+        main=True,
+        lang="snakemake",
+        properties={
+            "@type": ["File", "SoftwareSourceCode", "ComputationalWorkflow", "HowTo"],
+            "sha256": sha256(root / "Snakefile"),
+            "contentSize": (root / "Snakefile").stat().st_size,
+            "name": "iolab workflow",
+        },
+    )
     # The rule files are the workflow's source; the configs are what it ran on.
     rule_files = [add_file(p, **{"@type": ["File", "SoftwareSourceCode"]}) for p in _glob(root, RULE_FILES)]
     config_files = [add_file(p, encodingFormat="application/yaml") for p in _glob(root, CONFIG_FILES)]
     # What this run read: the base config, the nodes and the profile it named.
-    run_config = [f for f in config_files if f.id in ("config/config.yaml", "config/nodes.yaml")
-                  or (profile and f.id == f"config/profiles/{profile}.yaml")]
-    engine = crate.add(ContextEntity(crate, "#snakemake", properties={
-        "@type": "SoftwareApplication", "name": "Snakemake", "url": "https://snakemake.github.io",
-        "softwareVersion": _version("snakemake")}))
+    run_config = [
+        f
+        for f in config_files
+        if f.id in ("config/config.yaml", "config/nodes.yaml")
+        or (profile and f.id == f"config/profiles/{profile}.yaml")
+    ]
+    engine = crate.add(
+        ContextEntity(
+            crate,
+            "#snakemake",
+            properties={
+                "@type": "SoftwareApplication",
+                "name": "Snakemake",
+                "url": "https://snakemake.github.io",
+                "softwareVersion": _version("snakemake"),
+            },
+        )
+    )
 
     steps: dict[str, Any] = {}
 
     def step(name: str, tool: str) -> Any:
         if name not in steps:
             # iolab's own code at this commit; papermill and typst at their installed versions.
-            app = crate.add(ContextEntity(crate, f"#tool-{name}", properties={
-                "@type": "SoftwareApplication", "name": tool,
-                "softwareVersion": _version(tool) if tool in ("papermill", "typst") else commit}))
-            steps[name] = crate.add(ContextEntity(crate, f"#step-{name}", properties={
-                "@type": "HowToStep", "name": name, "position": str(len(steps)), "workExample": app}))
+            app = crate.add(
+                ContextEntity(
+                    crate,
+                    f"#tool-{name}",
+                    properties={
+                        "@type": "SoftwareApplication",
+                        "name": tool,
+                        "softwareVersion": _version(tool) if tool in ("papermill", "typst") else commit,
+                    },
+                )
+            )
+            steps[name] = crate.add(
+                ContextEntity(
+                    crate,
+                    f"#step-{name}",
+                    properties={"@type": "HowToStep", "name": name, "position": str(len(steps)), "workExample": app},
+                )
+            )
         return steps[name]
 
     actions = []
     control = []
 
-    def run_action(name: str, tool: str, ident: str, objects: list[Any], results: list[Any],
-                   start: str | None = None, end: str | None = None) -> None:
+    def run_action(
+        name: str,
+        tool: str,
+        ident: str,
+        objects: list[Any],
+        results: list[Any],
+        start: str | None = None,
+        end: str | None = None,
+    ) -> None:
         how = step(name, tool)
-        props: dict[str, Any] = {"@type": "CreateAction", "name": f"{name}: {ident}",
-                                 "description": f"the workflow step {name} run on {ident}",
-                                 "instrument": how["workExample"], "object": objects, "result": results,
-                                 "actionStatus": "http://schema.org/CompletedActionStatus"}
+        props: dict[str, Any] = {
+            "@type": "CreateAction",
+            "name": f"{name}: {ident}",
+            "description": f"the workflow step {name} run on {ident}",
+            "instrument": how["workExample"],
+            "object": objects,
+            "result": results,
+            "actionStatus": "http://schema.org/CompletedActionStatus",
+        }
         if start:
             props["startTime"] = start
         if end:
             props["endTime"] = end
         action = crate.add(ContextEntity(crate, f"#run-{name}-{len(actions)}", properties=props))
         actions.append(action)
-        control.append(crate.add(ContextEntity(crate, f"#control-{len(control)}", properties={
-            "@type": "ControlAction", "name": f"orchestrate {name}", "instrument": how, "object": action})))
+        control.append(
+            crate.add(
+                ContextEntity(
+                    crate,
+                    f"#control-{len(control)}",
+                    properties={
+                        "@type": "ControlAction",
+                        "name": f"orchestrate {name}",
+                        "instrument": how,
+                        "object": action,
+                    },
+                )
+            )
+        )
 
     raw_entities: dict[str, Any] = {}
     for entry in raw:
         raw_path = root / entry["raw"]
         side_path = root / entry["provenance"]
         side = json.loads(side_path.read_text())
-        data = add_file(raw_path, encodingFormat="text/csv",
-                        description=f"{entry['experiment']} raw measurement, {side['node']['name']}")
+        data = add_file(
+            raw_path,
+            encodingFormat="text/csv",
+            description=f"{entry['experiment']} raw measurement, {side['node']['name']}",
+        )
         if data["sha256"] != entry["sha256"]:
-            raise CrateError(f"{entry['raw']}: its bytes no longer match the checksum its table recorded; "
-                             "re-run the table (`./repro all`) before archiving")
+            raise CrateError(
+                f"{entry['raw']}: its bytes no longer match the checksum its table recorded; "
+                "re-run the table (`./repro all`) before archiving"
+            )
         sidecar = add_file(side_path, encodingFormat="application/json", description="provenance sidecar")
         extras = [add_file(p) for p in extra_output_paths(entry["experiment"], raw_path) if p.exists()]
         raw_entities[entry["raw"]] = data
-        run_action(f"measure_{entry['experiment']}", f"iolab.experiments.{EXPERIMENTS[entry['experiment']].module}"
-                   if entry["experiment"] in EXPERIMENTS else entry["experiment"], entry["raw"], run_config,
-                   [data, sidecar, *extras], side.get("started"), side.get("finished"))
+        run_action(
+            f"measure_{entry['experiment']}",
+            f"iolab.experiments.{EXPERIMENTS[entry['experiment']].module}"
+            if entry["experiment"] in EXPERIMENTS
+            else entry["experiment"],
+            entry["raw"],
+            run_config,
+            [data, sidecar, *extras],
+            side.get("started"),
+            side.get("finished"),
+        )
 
     outputs = {p.relative_to(root).as_posix(): add_file(p) for p in _glob(root, OUTPUT_FILES)}
     for table in sorted(k for k in outputs if k.endswith(".parquet")):
         experiment = Path(table).stem
-        run_action("tidy_table", "iolab.tables", experiment,
-                   [e for k, e in raw_entities.items() if f"/{experiment}/" in k],
-                   [outputs[table], outputs.get(f"results/tables/{experiment}.sources.json")])
+        run_action(
+            "tidy_table",
+            "iolab.tables",
+            experiment,
+            [e for k, e in raw_entities.items() if f"/{experiment}/" in k],
+            [outputs[table], outputs.get(f"results/tables/{experiment}.sources.json")],
+        )
     for name, nb in NOTEBOOKS.items():
         executed = outputs.get(f"results/notebooks/{name}.ipynb")
         if executed is None:
             continue
         source = add_file(root / "notebooks" / f"{name}.ipynb")
-        figures = [outputs[k] for f in nb.figures for k in (f"paper/figures/{f.name}.svg", f"paper/figures/{f.name}.pdf")
-                   if k in outputs]
-        run_action(f"notebook_{name}", "papermill", name,
-                   [source, *[outputs[k] for k in (f"results/tables/{t}.parquet" for t in nb.tables) if k in outputs]],
-                   [executed, *figures, *[outputs[k] for k in (f"results/numbers/{name}.json",) if k in outputs]])
+        figures = [
+            outputs[k]
+            for f in nb.figures
+            for k in (f"paper/figures/{f.name}.svg", f"paper/figures/{f.name}.pdf")
+            if k in outputs
+        ]
+        run_action(
+            f"notebook_{name}",
+            "papermill",
+            name,
+            [source, *[outputs[k] for k in (f"results/tables/{t}.parquet" for t in nb.tables) if k in outputs]],
+            [executed, *figures, *[outputs[k] for k in (f"results/numbers/{name}.json",) if k in outputs]],
+        )
     if "paper/paper.pdf" in outputs:
-        run_action("paper", "typst", "paper/paper.pdf", [add_file(root / "paper" / "paper.typ"),
-                                                          *[outputs[k] for k in ("paper/generated/numbers.json",
-                                                                                  "paper/figures/manifest.json")
-                                                            if k in outputs]], [outputs["paper/paper.pdf"]])
+        run_action(
+            "paper",
+            "typst",
+            "paper/paper.pdf",
+            [
+                add_file(root / "paper" / "paper.typ"),
+                *[outputs[k] for k in ("paper/generated/numbers.json", "paper/figures/manifest.json") if k in outputs],
+            ],
+            [outputs["paper/paper.pdf"]],
+        )
 
     env_files = [add_file(p) for p in _glob(root, ENVIRONMENT_FILES)]
     with tempfile.TemporaryDirectory() as scratch:
         generated = Path(scratch)
         (generated / "environment.json").write_text(json.dumps(environment(root, raw), indent=1, sort_keys=True))
         (generated / "verdicts.json").write_text(json.dumps(verdicts(root), indent=1))
-        for name, what in (("environment.json", "software and nodes of this run"),
-                           ("verdicts.json", "each claim part's value, interval, rule, margin and outcome")):
-            crate.add_file(generated / name, f"archive/{name}", properties={
-                "sha256": sha256(generated / name), "contentSize": (generated / name).stat().st_size,
-                "encodingFormat": "application/json", "description": what})
+        for name, what in (
+            ("environment.json", "software and nodes of this run"),
+            ("verdicts.json", "each claim part's value, interval, rule, margin and outcome"),
+        ):
+            crate.add_file(
+                generated / name,
+                f"archive/{name}",
+                properties={
+                    "sha256": sha256(generated / name),
+                    "contentSize": (generated / name).stat().st_size,
+                    "encodingFormat": "application/json",
+                    "description": what,
+                },
+            )
         run_result = [outputs[k] for k in ("paper/paper.pdf", "paper/figures/manifest.json") if k in outputs]
-        main_run = crate.add(ContextEntity(crate, "#run", properties={
-            "@type": "CreateAction", "name": crate.name, "instrument": workflow,
-            "object": run_config,
-            "result": run_result, "endTime": now.isoformat(),
-            "description": f"profile {profile or 'default'}; environment: {', '.join(e.id for e in env_files)}"}))
+        main_run = crate.add(
+            ContextEntity(
+                crate,
+                "#run",
+                properties={
+                    "@type": "CreateAction",
+                    "name": crate.name,
+                    "instrument": workflow,
+                    "object": run_config,
+                    "result": run_result,
+                    "endTime": now.isoformat(),
+                    "description": f"profile {profile or 'default'}; environment: {', '.join(e.id for e in env_files)}",
+                },
+            )
+        )
         crate.root_dataset["mentions"] = [main_run, *actions]
-        crate.add(ContextEntity(crate, "#orchestrate", properties={
-            "@type": "OrganizeAction", "name": "Snakemake's run of the workflow", "instrument": engine,
-            "object": control, "result": main_run}))
+        crate.add(
+            ContextEntity(
+                crate,
+                "#orchestrate",
+                properties={
+                    "@type": "OrganizeAction",
+                    "name": "Snakemake's run of the workflow",
+                    "instrument": engine,
+                    "object": control,
+                    "result": main_run,
+                },
+            )
+        )
         workflow["step"] = list(steps.values())
         # A workflow with steps lists the tools it orchestrates.
         # (The profile wants every part of a workflow to be a tool some action
@@ -305,15 +476,15 @@ def figure_ids(crate_zip: Path) -> list[tuple[str, str, bool]]:
 
     with Crate(crate_zip) as crate:
         if crate.problems:
-            raise CrateError(f"{crate_zip}: {len(crate.problems)} problem(s), first: {crate.problems[0]}; "
-                             "see ./repro verify")
+            raise CrateError(
+                f"{crate_zip}: {len(crate.problems)} problem(s), first: {crate.problems[0]}; see ./repro verify"
+            )
         entities = crate.entities
         manifest = crate.read_json("paper/figures/manifest.json")
     rows = []
     try:
         for name, fig in sorted(manifest["figures"].items()):
-            raw = [{"raw": r["raw"], "sha256": entities.get(r["raw"], {}).get("sha256", "missing")}
-                   for r in fig["raw"]]
+            raw = [{"raw": r["raw"], "sha256": entities.get(r["raw"], {}).get("sha256", "missing")} for r in fig["raw"]]
             ident = figure_id(str(name), raw)
             rows.append((str(name), ident, ident == fig.get("id")))
     except (KeyError, TypeError, AttributeError) as e:
@@ -327,11 +498,18 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build", help="archive this checkout's latest run as a Provenance Run Crate zip")
     b.add_argument("--out", type=Path, default=paths.REPO / "archive", help="directory for the zip (default archive/)")
     b.add_argument("--profile", default="", help="the config profile the run used (recorded)")
-    v = sub.add_parser("verify", help="check that every member of a crate is a plain file its metadata lists, "
-                       "and that each matches its recorded SHA-256 and size")
+    v = sub.add_parser(
+        "verify",
+        help="check that every member of a crate is a plain file its metadata lists, "
+        "and that each matches its recorded SHA-256 and size",
+    )
     v.add_argument("crate", type=Path)
-    v.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
-                   help=f"the most the crate may expand to (default {DEFAULT_MAX_BYTES})")
+    v.add_argument(
+        "--max-bytes",
+        type=int,
+        default=DEFAULT_MAX_BYTES,
+        help=f"the most the crate may expand to (default {DEFAULT_MAX_BYTES})",
+    )
     f = sub.add_parser("figure-ids", help="each figure's identity, recomputed from a crate's files")
     f.add_argument("crate", type=Path)
     z = sub.add_parser("zenodo", help="write .zenodo.json from CITATION.cff")
@@ -342,8 +520,10 @@ def main(argv: list[str] | None = None) -> int:
             started = datetime.now()
             target = build(paths.REPO, args.out, args.profile)
             size = target.stat().st_size / 1e6
-            print(f"wrote {paths.relative(target)}: {size:.1f} MB in {(datetime.now() - started).seconds} s; "
-                  f"check it with ./repro verify {paths.relative(target)}")
+            print(
+                f"wrote {paths.relative(target)}: {size:.1f} MB in {(datetime.now() - started).seconds} s; "
+                f"check it with ./repro verify {paths.relative(target)}"
+            )
         elif args.command == "verify":
             problems, files = verify(args.crate, args.max_bytes)
             for p in problems:
@@ -351,8 +531,10 @@ def main(argv: list[str] | None = None) -> int:
             if problems:
                 print(f"{args.crate}: {len(problems)} problem(s); do not use this crate", file=sys.stderr)
                 return 1
-            print(f"{args.crate}: each of its {files} files is listed in its metadata and matches its recorded "
-                  "SHA-256 and size; no other member")
+            print(
+                f"{args.crate}: each of its {files} files is listed in its metadata and matches its recorded "
+                "SHA-256 and size; no other member"
+            )
         elif args.command == "figure-ids":
             rows = figure_ids(args.crate)
             for name, ident, same in rows:
@@ -363,8 +545,10 @@ def main(argv: list[str] | None = None) -> int:
             target = paths.REPO / ".zenodo.json"
             if args.check:
                 if not target.exists() or target.read_text() != text:
-                    print(".zenodo.json is not what CITATION.cff gives: run python -m iolab.archive.crate zenodo",
-                          file=sys.stderr)
+                    print(
+                        ".zenodo.json is not what CITATION.cff gives: run python -m iolab.archive.crate zenodo",
+                        file=sys.stderr,
+                    )
                     return 1
                 print(".zenodo.json matches CITATION.cff")
             else:

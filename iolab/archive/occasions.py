@@ -41,32 +41,50 @@ def crate_numbers(crate_zip: Path) -> tuple[dict[str, Any], dict[str, str]]:
             git = sidecar.get("git") if isinstance(sidecar, dict) else None
             if isinstance(git, dict) and isinstance(git.get("commit"), str):
                 commits.add(git["commit"][:12])
-        started = sorted(str(e["startTime"]) for e in crate.entities.values()
-                         if e.get("@type") == "CreateAction" and isinstance(e.get("startTime"), str))
+        started = sorted(
+            str(e["startTime"])
+            for e in crate.entities.values()
+            if e.get("@type") == "CreateAction" and isinstance(e.get("startTime"), str)
+        )
     nodes = env.get("nodes", {}) if isinstance(env, dict) else {}
-    cpus = sorted({shown(f.get("cpu_model"), 80) for f in nodes.values() if isinstance(f, dict)}) \
-        if isinstance(nodes, dict) else []
+    cpus = (
+        sorted({shown(f.get("cpu_model"), 80) for f in nodes.values() if isinstance(f, dict)})
+        if isinstance(nodes, dict)
+        else []
+    )
     return numbers if isinstance(numbers, dict) else {}, {
-        "crate": shown(crate_zip.name), "commit": shown(", ".join(sorted(commits)) or root.get("version", ""), 80),
-        "date": shown(started[0] if started else root.get("datePublished", ""), 32), "cpu": ", ".join(cpus)}
+        "crate": shown(crate_zip.name),
+        "commit": shown(", ".join(sorted(commits)) or root.get("version", ""), 80),
+        "date": shown(started[0] if started else root.get("datePublished", ""), 32),
+        "cpu": ", ".join(cpus),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.archive.occasions", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.archive.occasions",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     e = sub.add_parser("estimate", help="estimate the between-occasion spread from archived runs")
     e.add_argument("crates", nargs="+", type=Path, help="crates written by ./repro archive, of at least two runs")
-    e.add_argument("--output", type=Path, default=occasions.SHIPPED,
-                   help=f"where to write it (default {paths.relative(occasions.SHIPPED)})")
+    e.add_argument(
+        "--output",
+        type=Path,
+        default=occasions.SHIPPED,
+        help=f"where to write it (default {paths.relative(occasions.SHIPPED)})",
+    )
     sub.add_parser("show", help="print the estimate in use")
     args = ap.parse_args(argv)
     if args.command == "show":
         occ = occasions.load()
         print(occ.source())
         for g, s in sorted(occ.groups.items()):
-            print(f"  {g:24} sigma_occasion {s.sigma_occasion:.4f}  sigma_within {s.sigma_within:.4f}  "
-                  f"({s.quantities} quantities, {s.runs} runs)")
+            print(
+                f"  {g:24} sigma_occasion {s.sigma_occasion:.4f}  sigma_within {s.sigma_within:.4f}  "
+                f"({s.quantities} quantities, {s.runs} runs)"
+            )
         return 0
     if len(args.crates) < 2:
         print("occasions: give the crates of at least two runs on different occasions", file=sys.stderr)
@@ -79,13 +97,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     runs = [meta for _, meta in loaded]
     dates = sorted(r["date"][:10] for r in runs if r["date"])
-    doc = {"method": occasions.METHOD, "estimated": f"{dates[0]} to {dates[-1]}" if dates else "undated",
-           "machines": "; ".join(sorted({r["cpu"] for r in runs if r["cpu"]})) or "unrecorded",
-           "runs": runs, "groups": {g: s.to_json() for g, s in groups.items()}}
+    doc = {
+        "method": occasions.METHOD,
+        "estimated": f"{dates[0]} to {dates[-1]}" if dates else "undated",
+        "machines": "; ".join(sorted({r["cpu"] for r in runs if r["cpu"]})) or "unrecorded",
+        "runs": runs,
+        "groups": {g: s.to_json() for g, s in groups.items()},
+    }
     atomic.write_json(args.output, doc)
     occasions.load.cache_clear()
-    print(f"occasions: wrote {paths.relative(args.output)} from {len(runs)} runs: "
-          + ", ".join(f"{g} {s.sigma_occasion:.3f}" for g, s in groups.items()))
+    print(
+        f"occasions: wrote {paths.relative(args.output)} from {len(runs)} runs: "
+        + ", ".join(f"{g} {s.sigma_occasion:.3f}" for g, s in groups.items())
+    )
     return 0
 
 

@@ -31,8 +31,10 @@ from .untrusted import DEFAULT_MAX_BYTES, Crate, CrateError, shown
 NOTE_KEY = "reanalysis_note"
 # A raw member: data/raw/<node>/<experiment>/<key>/rep<N>.<suffix>, the
 # layout rules/probes.smk writes (the node's name as the schema allows it).
-RAW_MEMBER = re.compile(r"data/raw/(?P<node>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<experiment>[a-z0-9_]+)/"
-                        r"(?P<key>[0-9a-f]{12})/rep(?P<rep>[1-9][0-9]{0,5})\.(?P<suffix>[a-z0-9_.]+)")
+RAW_MEMBER = re.compile(
+    r"data/raw/(?P<node>[A-Za-z0-9][A-Za-z0-9._-]*)/(?P<experiment>[a-z0-9_]+)/"
+    r"(?P<key>[0-9a-f]{12})/rep(?P<rep>[1-9][0-9]{0,5})\.(?P<suffix>[a-z0-9_.]+)"
+)
 
 
 def raw_member_problem(name: str) -> str | None:
@@ -56,10 +58,14 @@ def pipeline_parameters(notebook: str, tables_present: set[str], anytime_after: 
     claims the round-0 count of adaptive precision. Built here, never taken
     from a crate: a crate's parameter names or paths would be code."""
     nb = NOTEBOOKS[notebook]
-    params: dict[str, Any] = {f"{e}_table": f"results/tables/{e}.parquet" if e in tables_present else ""
-                              for e in nb.tables}
-    params |= {"figure_dir": "paper/figures", "numbers_out": f"results/numbers/{notebook}.json",
-               "manifest_out": f"results/figures/{notebook}.json"}
+    params: dict[str, Any] = {
+        f"{e}_table": f"results/tables/{e}.parquet" if e in tables_present else "" for e in nb.tables
+    }
+    params |= {
+        "figure_dir": "paper/figures",
+        "numbers_out": f"results/numbers/{notebook}.json",
+        "manifest_out": f"results/figures/{notebook}.json",
+    }
     if nb.judges_claims and anytime_after:
         params["anytime_after"] = anytime_after
     return params
@@ -75,8 +81,9 @@ def recorded_anytime_after(crate: Crate, notebook: str) -> int:
     except (KeyError, TypeError, AttributeError):
         return 0
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 100_000:
-        raise CrateError(f"results/notebooks/{notebook}.ipynb: anytime_after is {str(value)[:40]!r}, not a "
-                         "repetition count")
+        raise CrateError(
+            f"results/notebooks/{notebook}.ipynb: anytime_after is {str(value)[:40]!r}, not a repetition count"
+        )
     return value
 
 
@@ -88,8 +95,10 @@ def place(root: Path, rel: str, data: bytes) -> bool:
     target = root / rel
     if target.exists():
         if target.read_bytes() != data:
-            raise CrateError(f"{rel} exists in this checkout with other bytes: re-analyse in a fresh "
-                             "clone (git clone, then ./repro reanalyse)")
+            raise CrateError(
+                f"{rel} exists in this checkout with other bytes: re-analyse in a fresh "
+                "clone (git clone, then ./repro reanalyse)"
+            )
         return False
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(data)
@@ -98,14 +107,41 @@ def place(root: Path, rel: str, data: bytes) -> bool:
 
 def _papermill(root: Path, notebook: str, params: dict[str, Any]) -> None:
     """Run one notebook as rules/notebooks.smk does, with ``params``."""
-    script = subprocess.run([sys.executable, "-m", "jupytext", "--quiet", "--to", "ipynb", "--output", "-",
-                             str(root / "notebooks" / f"{notebook}.py")], capture_output=True, check=True)
+    script = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jupytext",
+            "--quiet",
+            "--to",
+            "ipynb",
+            "--output",
+            "-",
+            str(root / "notebooks" / f"{notebook}.py"),
+        ],
+        capture_output=True,
+        check=True,
+    )
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
-        json.dump(params, f)          # JSON is YAML
+        json.dump(params, f)  # JSON is YAML
         f.flush()
-        res = subprocess.run([sys.executable, "-m", "papermill", "--no-progress-bar", "--cwd", str(root), "-",
-                              str(root / "results" / "notebooks" / f"{notebook}.ipynb"), "-f", f.name],
-                             input=script.stdout, capture_output=True, cwd=root)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "papermill",
+                "--no-progress-bar",
+                "--cwd",
+                str(root),
+                "-",
+                str(root / "results" / "notebooks" / f"{notebook}.ipynb"),
+                "-f",
+                f.name,
+            ],
+            input=script.stdout,
+            capture_output=True,
+            cwd=root,
+        )
     if res.returncode != 0:
         tail = res.stderr.decode(errors="replace").strip().splitlines()[-1:]
         raise CrateError(f"notebook {notebook} failed on the crate's data: {' '.join(tail)}")
@@ -121,12 +157,15 @@ def differences(want: dict[str, Any], got: dict[str, Any]) -> list[str]:
 def _refuse_if_analysed(root: Path) -> None:
     existing = sorted((root / "results" / "tables").glob("*.parquet"))
     if existing:
-        raise CrateError(f"this checkout has tables of its own ({paths.relative(existing[0])}): re-analyse "
-                               "in a fresh clone so the two runs do not mix")
+        raise CrateError(
+            f"this checkout has tables of its own ({paths.relative(existing[0])}): re-analyse "
+            "in a fresh clone so the two runs do not mix"
+        )
 
 
-def rebuild(root: Path, raw: dict[str, list[str]], params: dict[str, dict[str, Any]], note: str,
-            log: Any = print) -> tuple[dict[str, Any], list[str]]:
+def rebuild(
+    root: Path, raw: dict[str, list[str]], params: dict[str, dict[str, Any]], note: str, log: Any = print
+) -> tuple[dict[str, Any], list[str]]:
     """The pipeline's analysis half without Snakemake: each experiment's
     table from its raw files (repository paths), each notebook with its
     papermill parameters, then the numbers, the manifest and the paper.
@@ -139,8 +178,10 @@ def rebuild(root: Path, raw: dict[str, list[str]], params: dict[str, dict[str, A
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             # A raw file or sidecar that verifies but is not what its format
             # says (a crate made by hand): one line, not a traceback.
-            raise CrateError(f"the {experiment} table could not be rebuilt from the crate's raw files: "
-                             f"{type(e).__name__}: {shown(e, 120)}") from e
+            raise CrateError(
+                f"the {experiment} table could not be rebuilt from the crate's raw files: "
+                f"{type(e).__name__}: {shown(e, 120)}"
+            ) from e
         if not built:
             raise CrateError(f"the {experiment} table could not be rebuilt from its raw files")
     log(f"reanalyse: tables rebuilt: {', '.join(sorted(raw))}")
@@ -155,12 +196,16 @@ def rebuild(root: Path, raw: dict[str, list[str]], params: dict[str, dict[str, A
     if note:
         numbers[NOTE_KEY] = {"value": None, "unit": "", "notebook": None, "note": "", "text": note}
     atomic.write_json(root / "paper" / "generated" / "numbers.json", numbers)
-    atomic.write_json(root / "paper" / "figures" / "manifest.json",
-                      paper.merge_manifest([root / "results" / "figures" / f"{nb}.json" for nb in ran]))
+    atomic.write_json(
+        root / "paper" / "figures" / "manifest.json",
+        paper.merge_manifest([root / "results" / "figures" / f"{nb}.json" for nb in ran]),
+    )
     missing = paper.build_pdf(root / "paper" / "paper.typ", root / "paper" / "paper.pdf")
     if missing:
-        log(f"reanalyse: the paper shows \"not measured\" for {len(missing)} number(s) the run's config left "
-            f"out: {', '.join(missing[:6])}")
+        log(
+            f'reanalyse: the paper shows "not measured" for {len(missing)} number(s) the run\'s config left '
+            f"out: {', '.join(missing[:6])}"
+        )
     return numbers, ran
 
 
@@ -211,25 +256,39 @@ def reanalyse(crate_zip: Path, log: Any = print, max_bytes: int = DEFAULT_MAX_BY
         log(f"reanalyse: {unpacked} raw files and sidecars unpacked, every checksum matches")
         raw = _raw_lists(crate, set(raw_members))
         ran_here = [nb for nb in NOTEBOOKS if crate.has(f"results/notebooks/{nb}.ipynb")]
-        params = {nb: pipeline_parameters(nb, set(raw), recorded_anytime_after(crate, nb)
-                                          if NOTEBOOKS[nb].judges_claims else 0) for nb in ran_here}
+        params = {
+            nb: pipeline_parameters(
+                nb, set(raw), recorded_anytime_after(crate, nb) if NOTEBOOKS[nb].judges_claims else 0
+            )
+            for nb in ran_here
+        }
         if crate.has("results/nodes.json"):
             nodes = crate.read_json("results/nodes.json")
             if not isinstance(nodes, dict):
                 raise CrateError("results/nodes.json: not an object of nodes")
             atomic.write_json(root / "results" / "nodes.json", nodes)
-        archived = crate.read_json("paper/generated/numbers.json") if crate.has("paper/generated/numbers.json") \
-            else {}
+        archived = crate.read_json("paper/generated/numbers.json") if crate.has("paper/generated/numbers.json") else {}
         if not isinstance(archived, dict):
             archived = {}
     head = git_state(root)["commit"] or ""
-    measured_at = f"commit {crate_commit[:12]}" if re.fullmatch(r"[0-9a-f]{40}", crate_commit) else \
-        "an unrecorded commit"
-    note = (f"Re-analysed from an archived run measured at {measured_at}, with the code of commit {head[:12]}."
-            if head and crate_commit != head else "")
+    measured_at = (
+        f"commit {crate_commit[:12]}" if re.fullmatch(r"[0-9a-f]{40}", crate_commit) else "an unrecorded commit"
+    )
+    note = (
+        f"Re-analysed from an archived run measured at {measured_at}, with the code of commit {head[:12]}."
+        if head and crate_commit != head
+        else ""
+    )
     numbers, ran = rebuild(root, raw, params, note, log)
-    return {"unpacked": unpacked, "tables": sorted(raw), "notebooks": ran, "crate_commit": crate_commit,
-            "commit": head, "numbers": len(numbers), "differing": differences(archived, numbers)}
+    return {
+        "unpacked": unpacked,
+        "tables": sorted(raw),
+        "notebooks": ran,
+        "crate_commit": crate_commit,
+        "commit": head,
+        "numbers": len(numbers),
+        "differing": differences(archived, numbers),
+    }
 
 
 def reanalyse_raw(raw_root: Path, log: Any = print) -> dict[str, Any]:
@@ -251,8 +310,13 @@ def reanalyse_raw(raw_root: Path, log: Any = print) -> dict[str, Any]:
     if not raw:
         raise CrateError(f"no raw files under {raw_root}")
     log(f"reanalyse: {copied} raw files and sidecars copied from {paths.relative(raw_root)}")
-    params = {name: pipeline_parameters(name, set(raw)) for name, nb in NOTEBOOKS.items() if set(nb.needs) <= set(raw) and set(nb.tables) & set(raw)
-              and nb.when(None, len({Path(f).parts[2] for files in raw.values() for f in files}))}
+    params = {
+        name: pipeline_parameters(name, set(raw))
+        for name, nb in NOTEBOOKS.items()
+        if set(nb.needs) <= set(raw)
+        and set(nb.tables) & set(raw)
+        and nb.when(None, len({Path(f).parts[2] for files in raw.values() for f in files}))
+    }
     numbers, ran = rebuild(root, raw, params, f"Built from the raw files in {paths.relative(raw_root)}.", log)
     return {"unpacked": copied, "tables": sorted(raw), "notebooks": ran, "numbers": len(numbers), "differing": []}
 
@@ -260,22 +324,37 @@ def reanalyse_raw(raw_root: Path, log: Any = print) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m iolab.archive.reanalyse", description=__doc__.split("\n\n")[0])
     ap.add_argument("crate", type=Path, nargs="?", help="a crate written by ./repro archive")
-    ap.add_argument("--raw-root", type=Path, help="instead of a crate, a tree of raw files such as "
-                    "data/reference (the shipped run), analysed as a run of its own")
-    ap.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES,
-                    help=f"the most a crate may expand to (default {DEFAULT_MAX_BYTES})")
+    ap.add_argument(
+        "--raw-root",
+        type=Path,
+        help="instead of a crate, a tree of raw files such as "
+        "data/reference (the shipped run), analysed as a run of its own",
+    )
+    ap.add_argument(
+        "--max-bytes",
+        type=int,
+        default=DEFAULT_MAX_BYTES,
+        help=f"the most a crate may expand to (default {DEFAULT_MAX_BYTES})",
+    )
     args = ap.parse_args(argv)
     if (args.crate is None) == (args.raw_root is None):
         ap.error("give a crate or --raw-root, not both")
     try:
-        done = reanalyse(args.crate.resolve(), max_bytes=args.max_bytes) if args.crate else \
-            reanalyse_raw(args.raw_root.resolve())
+        done = (
+            reanalyse(args.crate.resolve(), max_bytes=args.max_bytes)
+            if args.crate
+            else reanalyse_raw(args.raw_root.resolve())
+        )
     except CrateError as e:
         print(f"reanalyse: {e}", file=sys.stderr)
         return 1
-    same = ("built from raw files alone" if not args.crate else "identical to the crate's"
-            if not done["differing"] else
-            f"{len(done['differing'])} differ from the crate's: {', '.join(shown(k, 60) for k in done['differing'][:8])}")
+    same = (
+        "built from raw files alone"
+        if not args.crate
+        else "identical to the crate's"
+        if not done["differing"]
+        else f"{len(done['differing'])} differ from the crate's: {', '.join(shown(k, 60) for k in done['differing'][:8])}"
+    )
     source = args.crate.name if args.crate else paths.relative(args.raw_root.resolve())
     print(f"reanalyse: paper/paper.pdf rebuilt from {source}; {done['numbers']} numbers, {same}")
     return 0 if not done["differing"] else 3

@@ -49,8 +49,9 @@ def _bounds(x: Any) -> list[float] | None:
     """[low, high] from a numbers file (infinite ends allowed), else None."""
     if not isinstance(x, (list, tuple)) or len(x) != 2:
         return None
-    ends = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v) else None
-            for v in x]
+    ends = [
+        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v) else None for v in x
+    ]
     return None if None in ends else ends  # type: ignore[return-value]
 
 
@@ -58,8 +59,11 @@ def _findings(numbers: Numbers) -> list[dict[str, Any]]:
     """The claim parts a numbers file holds, each an object with a claim and a part."""
     entry = numbers.get("findings")
     found = entry.get("value") if isinstance(entry, dict) else None
-    return [f for f in found if isinstance(f, dict) and isinstance(f.get("claim"), str)
-            and isinstance(f.get("part"), str)] if isinstance(found, list) else []
+    return (
+        [f for f in found if isinstance(f, dict) and isinstance(f.get("claim"), str) and isinstance(f.get("part"), str)]
+        if isinstance(found, list)
+        else []
+    )
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -116,7 +120,7 @@ def calibration(first: Numbers, later: Numbers, interval: str = "pi95") -> Calib
         if not bounds or None in bounds or value is None:
             continue
         checked += 1
-        slack = 1e-9 * max(abs(bounds[0]), abs(bounds[1]), 1.0)   # rounding, not a tolerance
+        slack = 1e-9 * max(abs(bounds[0]), abs(bounds[1]), 1.0)  # rounding, not a tolerance
         if bounds[0] - slack <= value <= bounds[1] + slack:
             inside += 1
         else:
@@ -126,8 +130,7 @@ def calibration(first: Numbers, later: Numbers, interval: str = "pi95") -> Calib
 
 def report(runs: Sequence[Numbers], names: Sequence[str]) -> str:
     names = [md_cell(n) for n in names]
-    lines = ["## Verdicts", "", "| part | " + " | ".join(names) + " |",
-             "|---|" + "---|" * len(names)]
+    lines = ["## Verdicts", "", "| part | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
     table = [verdicts(r) for r in runs]
     flipped = set(flips(runs))
     for part in sorted(set().union(*table)):
@@ -145,8 +148,9 @@ def report(runs: Sequence[Numbers], names: Sequence[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.archive.reruns", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.archive.reruns", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("numbers", nargs="+", type=Path, help="paper/generated/numbers.json of each run")
     args = ap.parse_args(argv)
     if len(args.numbers) < 2:

@@ -68,7 +68,7 @@ class Listed:
 
     name: str
     sha256: str
-    size: int | None      # None: the metadata records none
+    size: int | None  # None: the metadata records none
 
 
 def shown(text: object, limit: int = 120) -> str:
@@ -119,15 +119,17 @@ def _listed_files(graph: Any) -> dict[str, Listed]:
             continue
         digest, size = entity.get("sha256"), entity.get("contentSize")
         if not isinstance(ident, str) or not isinstance(digest, str) or not _SHA256.fullmatch(digest):
-            raise CrateError(f"{METADATA}: the File {str(ident)[:80]!r} has no valid @id or SHA-256 "
-                             f"(sha256: {str(digest)[:80]!r})")
+            raise CrateError(
+                f"{METADATA}: the File {str(ident)[:80]!r} has no valid @id or SHA-256 (sha256: {str(digest)[:80]!r})"
+            )
         if isinstance(size, str) and size.isdigit():
             size = int(size)
         # A size is optional (RO-Crate does not require one); one that is
         # there must be a size.
         if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
-            raise CrateError(f"{METADATA}: the File {shown(ident, 80)!r} has no valid contentSize "
-                             f"({shown(size, 40)!r})")
+            raise CrateError(
+                f"{METADATA}: the File {shown(ident, 80)!r} has no valid contentSize ({shown(size, 40)!r})"
+            )
         if ident in listed:
             raise CrateError(f"{METADATA}: the File {ident[:80]!r} is listed twice")
         listed[ident] = Listed(ident, digest, size)
@@ -180,8 +182,9 @@ class Crate:
         if meta is None:
             raise CrateError(f"{self.path}: no {METADATA}: not an RO-Crate zip")
         if meta.file_size > MAX_METADATA_BYTES:
-            raise CrateError(f"{self.path}: {METADATA} would expand to {meta.file_size} bytes, more than "
-                             f"{MAX_METADATA_BYTES}")
+            raise CrateError(
+                f"{self.path}: {METADATA} would expand to {meta.file_size} bytes, more than {MAX_METADATA_BYTES}"
+            )
         try:
             document = json.loads(self._read_bounded(meta, MAX_METADATA_BYTES))
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -202,15 +205,20 @@ class Crate:
                 where = " (raw data)" if name.startswith("data/raw/") else ""
                 self.problems.append(f"{name}: in the zip but not listed in the metadata with a SHA-256{where}")
             elif entry.size is not None and info.file_size != entry.size:
-                self.problems.append(f"{name}: the zip says it expands to {info.file_size} bytes, the metadata "
-                                     f"records {entry.size}")
+                self.problems.append(
+                    f"{name}: the zip says it expands to {info.file_size} bytes, the metadata records {entry.size}"
+                )
             elif info.file_size > _CHUNK and info.file_size > MAX_RATIO * max(info.compress_size, 1):
-                self.problems.append(f"{name}: refused, {info.compress_size} bytes would expand to "
-                                     f"{info.file_size} (more than {MAX_RATIO} times: a zip bomb)")
+                self.problems.append(
+                    f"{name}: refused, {info.compress_size} bytes would expand to "
+                    f"{info.file_size} (more than {MAX_RATIO} times: a zip bomb)"
+                )
             total += info.file_size
         if total + meta.file_size > self.max_bytes:
-            self.problems.append(f"the members would expand to {total + meta.file_size} bytes, more than the "
-                                 f"{self.max_bytes} allowed (--max-bytes)")
+            self.problems.append(
+                f"the members would expand to {total + meta.file_size} bytes, more than the "
+                f"{self.max_bytes} allowed (--max-bytes)"
+            )
         for name in sorted(set(self.listed) - set(self._infos)):
             self.problems.append(f"{shown(name)}: listed in the crate but missing from the zip")
 
@@ -243,8 +251,7 @@ class Crate:
         except (OSError, zipfile.BadZipFile, EOFError) as e:
             raise CrateError(f"{name}: unreadable in the zip ({e})") from e
         if size != limit or h.hexdigest() != entry.sha256:
-            raise CrateError(f"{name}: SHA-256 {h.hexdigest()[:16]}… does not match the recorded "
-                             f"{entry.sha256[:16]}…")
+            raise CrateError(f"{name}: SHA-256 {h.hexdigest()[:16]}… does not match the recorded {entry.sha256[:16]}…")
 
     def checksum_problems(self) -> list[str]:
         """Each listed file whose bytes differ from its recorded SHA-256
@@ -296,8 +303,10 @@ class Crate:
             raise CrateError(f"{name}: a symbolic link is on its way; refused")
         if target.exists():
             if sha256(target) != self.listed[name].sha256:
-                raise CrateError(f"{name} exists in this checkout with other bytes: re-analyse in a fresh clone "
-                                 "(git clone, then ./repro reanalyse)")
+                raise CrateError(
+                    f"{name} exists in this checkout with other bytes: re-analyse in a fresh clone "
+                    "(git clone, then ./repro reanalyse)"
+                )
             return False
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")

@@ -35,14 +35,14 @@ class Repetition:
     caller once the repetition returns)."""
 
     experiment: str
-    node: Node                         # the node: its entry, kind and host facts
-    runner: Runner                     # the node's session, programs built
-    settings: ExperimentSettings       # the experiment's config section, typed
+    node: Node  # the node: its entry, kind and host facts
+    runner: Runner  # the node's session, programs built
+    settings: ExperimentSettings  # the experiment's config section, typed
     seed: int
-    raw: Path                          # where the raw file is written
-    output: Path                       # its final name (extra outputs are named from it)
-    client_entry: NodeEntry | None = None      # echo: the load generator's node
-    peer_entries: Sequence[NodeEntry] = ()     # mpi: mpi.peers; ib: ib.peer
+    raw: Path  # where the raw file is written
+    output: Path  # its final name (extra outputs are named from it)
+    client_entry: NodeEntry | None = None  # echo: the load generator's node
+    peer_entries: Sequence[NodeEntry] = ()  # mpi: mpi.peers; ib: ib.peer
 
     @property
     def entry(self) -> NodeEntry:
@@ -71,10 +71,10 @@ class Repetition:
 class Measured:
     """What a repetition tells its provenance and the log."""
 
-    extra: dict[str, Any]              # experiment-specific provenance
-    command: list[str]                 # what ran, for the sidecar
-    summary: str                       # one line for the log
-    placement: Mapping[str, Any]       # where it ran (CPUs, peers)
+    extra: dict[str, Any]  # experiment-specific provenance
+    command: list[str]  # what ran, for the sidecar
+    summary: str  # one line for the log
+    placement: Mapping[str, Any]  # where it ran (CPUs, peers)
 
 
 def settings_of(rep: Repetition, model: type[S]) -> S:

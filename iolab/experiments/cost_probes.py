@@ -16,8 +16,9 @@ def _value(v: Any) -> str:
     return ",".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
 
 
-def probe_argv(experiment: str, settings: ExperimentSettings, seed: int, cpu: int | None,
-               exe: str | None = None) -> list[str]:
+def probe_argv(
+    experiment: str, settings: ExperimentSettings, seed: int, cpu: int | None, exe: str | None = None
+) -> list[str]:
     """cost-probe's command line (``exe``: its path on the node; default:
     here). Each key of the experiment's section is the flag of its name."""
     argv = [exe or str(paths.NATIVE_BUILD / "cost-probe"), REGISTRY[experiment].probe_mode]
@@ -38,5 +39,9 @@ def run_repetition(rep: Repetition) -> Measured:
     frame = readers.read_raw_csv(rep.raw)
     if frame.empty:
         raise RunError(f"{rep.experiment} on {rep.node.name}: the probe wrote no samples")
-    return Measured({"unavailable": readers.read_unavailable(rep.raw)}, argv, f"{len(frame)} batches",
-                    {"probe_cpu": cpu, "observed_cpus": sorted(set(frame["cpu"].tolist()))})
+    return Measured(
+        {"unavailable": readers.read_unavailable(rep.raw)},
+        argv,
+        f"{len(frame)} batches",
+        {"probe_cpu": cpu, "observed_cpus": sorted(set(frame["cpu"].tolist()))},
+    )

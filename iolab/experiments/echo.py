@@ -66,18 +66,20 @@ class Cell:
     flags: tuple[str, ...]
     connections: int
     bytes: int
-    client: str = "event-loop"          # loadgen --model ("auto": resolved before a sweep)
-    server: str = ""                    # presets.SERVER_PROGRAMS key; "" -> from the preset's name
-    layout: str = "pinned"              # pinned: the node's cpus.server/client; shared: unpinned
-    rate: float = 0.0                   # open loop at this many requests/s (loadgen --rate); 0: closed loop
+    client: str = "event-loop"  # loadgen --model ("auto": resolved before a sweep)
+    server: str = ""  # presets.SERVER_PROGRAMS key; "" -> from the preset's name
+    layout: str = "pinned"  # pinned: the node's cpus.server/client; shared: unpinned
+    rate: float = 0.0  # open loop at this many requests/s (loadgen --rate); 0: closed loop
 
     def __post_init__(self) -> None:
         if not self.server:
             object.__setattr__(self, "server", preset_server(self.preset, self.flags)[0])
 
     def label(self) -> str:
-        setup = [*([CLIENT_LABELS[self.client]] if self.client in CLIENT_LABELS else []),
-                 *(["shared CPUs"] if self.layout == "shared" else [])]
+        setup = [
+            *([CLIENT_LABELS[self.client]] if self.client in CLIENT_LABELS else []),
+            *(["shared CPUs"] if self.layout == "shared" else []),
+        ]
         if self.rate:
             setup.append(f"open loop at {self.rate:,.0f} req/s")
         return f"{self.preset} c={self.connections} {self.bytes} B" + (f" ({', '.join(setup)})" if setup else "")
@@ -99,6 +101,7 @@ class LoadgenRun:
     """How the load generator drives a cell: for how long, with how many
     event-loop threads and requests in flight per connection, against a
     server listening on ``port`` (0: any free port)."""
+
     duration: float
     warmup: float
     threads: int = 1
@@ -133,11 +136,16 @@ def cells(settings: EchoSettings, seed: int) -> list[Cell]:
     out = []
     for c, b in blocks:
         # A cell two setup entries share (same preset, client and layout) runs once.
-        block = list({(name, setup.client, setup.layout): Cell(name, presets[name].flags, c, b, setup.client,
-                                                                 presets[name].server, setup.layout)
-                      for name in chosen for setup, g in zip(typed.setups, grids, strict=True)
-                      if (c, b) in g and (wanted is None or (name, c, b) in wanted)
-                      and name in (setup.only or [name])}.values())
+        block = list(
+            {
+                (name, setup.client, setup.layout): Cell(
+                    name, presets[name].flags, c, b, setup.client, presets[name].server, setup.layout
+                )
+                for name in chosen
+                for setup, g in zip(typed.setups, grids, strict=True)
+                if (c, b) in g and (wanted is None or (name, c, b) in wanted) and name in (setup.only or [name])
+            }.values()
+        )
         rng.shuffle(block)
         out.extend(block)
     return out
@@ -154,8 +162,7 @@ def cpu_text(cpus: Sequence[int]) -> str:
     return ",".join(parts)
 
 
-def resolve_flags(cell: Cell, placed: Mapping[str, int | str | None],
-                  online: Callable[[], str]) -> tuple[Cell, str]:
+def resolve_flags(cell: Cell, placed: Mapping[str, int | str | None], online: Callable[[], str]) -> tuple[Cell, str]:
     """The cell with its CPU placeholders ({spare_cpu}, {spare_cpus}) replaced
     by CPUs outside the server's and the load generator's sets (``placed``;
     in the shared layout nothing is pinned, so every CPU ``online()`` lists
@@ -164,14 +171,17 @@ def resolve_flags(cell: Cell, placed: Mapping[str, int | str | None],
     used = [f for f in cell.flags if f in (SPARE_CPU, SPARE_CPUS)]
     if not used:
         return cell, ""
-    taken = {c for pinned in (placed.get("server"), placed.get("client")) if pinned is not None
-             for c in cpu_list(pinned)}
+    taken = {
+        c for pinned in (placed.get("server"), placed.get("client")) if pinned is not None for c in cpu_list(pinned)
+    }
     node_cpus = online().strip()
     spare = [c for c in cpu_list(node_cpus) if c not in taken]
     if not spare:
-        raise CellError(f"unavailable: {cell.preset} runs a helper on a CPU besides the server's "
-                        f"({placed.get('server')}) and the load generator's ({placed.get('client')}); "
-                        f"this node's CPUs are {node_cpus}")
+        raise CellError(
+            f"unavailable: {cell.preset} runs a helper on a CPU besides the server's "
+            f"({placed.get('server')}) and the load generator's ({placed.get('client')}); "
+            f"this node's CPUs are {node_cpus}"
+        )
     values = {SPARE_CPU: str(spare[0]), SPARE_CPUS: cpu_text(spare)}
     flags = tuple(values.get(f, f) for f in cell.flags)
     # {spare_cpus} holds {spare_cpu}: the CPUs used are the larger one's.
@@ -182,8 +192,9 @@ def _taskset(cpu: int | str | None) -> list[str]:
     return ["taskset", "-c", str(cpu)] if cpu is not None else []
 
 
-def start_server(cell: Cell, cpu: int | str | None, runner: Runner, bind: str = "127.0.0.1",
-                 port: int = 0) -> tuple[subprocess.Popen[str], int]:
+def start_server(
+    cell: Cell, cpu: int | str | None, runner: Runner, bind: str = "127.0.0.1", port: int = 0
+) -> tuple[subprocess.Popen[str], int]:
     """Start the cell's server on ``runner``'s node; return it and its port.
 
     Raises CellError with the server's own one-line reason when it refuses
@@ -210,8 +221,7 @@ def server_death(proc: subprocess.Popen[str]) -> str | None:
     if proc.poll() is None:
         return None
     err = proc.stderr.read().strip() if proc.stderr else ""
-    how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
-           else f"exited with status {proc.returncode}")
+    how = f"was killed by signal {-proc.returncode}" if proc.returncode < 0 else f"exited with status {proc.returncode}"
     last = err.splitlines()[-1] if err else ""
     return f"the server died during the run: it {how}" + (f" ({last[-200:]})" if last else "")
 
@@ -236,15 +246,38 @@ def stop_server(proc: subprocess.Popen[str], runner: Runner) -> dict[str, Any]:
         raise CellError("server printed no final counters") from e
 
 
-def run_loadgen(port: int, cell: Cell, run: LoadgenRun, cpu: int | str | None,
-                histogram: Path, runner: Runner, host: str = "127.0.0.1") -> dict[str, Any]:
+def run_loadgen(
+    port: int,
+    cell: Cell,
+    run: LoadgenRun,
+    cpu: int | str | None,
+    histogram: Path,
+    runner: Runner,
+    host: str = "127.0.0.1",
+) -> dict[str, Any]:
     """Drive the server from ``runner``'s node; the histogram is copied back."""
     remote_hist = runner.scratch("loadgen-histogram.csv")
-    argv = [*_taskset(cpu), runner.exe("loadgen"), "--host", host,
-            "--port", str(port), "--connections", str(cell.connections),
-            "--bytes", str(cell.bytes), "--duration", str(run.duration),
-            "--warmup", str(run.warmup), "--model", cell.client, "--histogram", remote_hist]
-    if cell.client != "thread-per-connection":   # the event loops, on epoll or io_uring
+    argv = [
+        *_taskset(cpu),
+        runner.exe("loadgen"),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--connections",
+        str(cell.connections),
+        "--bytes",
+        str(cell.bytes),
+        "--duration",
+        str(run.duration),
+        "--warmup",
+        str(run.warmup),
+        "--model",
+        cell.client,
+        "--histogram",
+        remote_hist,
+    ]
+    if cell.client != "thread-per-connection":  # the event loops, on epoll or io_uring
         argv += ["--threads", str(run.threads), "--pipeline", str(run.pipeline)]
     if cell.rate:
         argv += ["--rate", f"{cell.rate:.1f}"]
@@ -276,9 +309,12 @@ def resched_ipis(interrupts: str, cpus: int | str | None) -> int | None:
     for line in lines[1:]:
         fields = line.split()
         if fields and fields[0] == "RES:":
-            counts = [int(f) for f in fields[1:1 + len(columns)] if f.isdigit()]
-            wanted = (range(len(counts)) if cpus is None else
-                      [columns[f"CPU{c}"] for c in cpu_list(cpus) if f"CPU{c}" in columns])
+            counts = [int(f) for f in fields[1 : 1 + len(columns)] if f.isdigit()]
+            wanted = (
+                range(len(counts))
+                if cpus is None
+                else [columns[f"CPU{c}"] for c in cpu_list(cpus) if f"CPU{c}" in columns]
+            )
             return sum(counts[i] for i in wanted if i < len(counts))
     return None
 
@@ -298,10 +334,16 @@ def _interrupts(runner: Runner) -> str:
         return ""
 
 
-def measure_cell(cell: Cell, run: LoadgenRun, cpus: Mapping[str, int | str | None],
-                 histogram: Path, server_runner: Runner | None = None,
-                 client_runner: Runner | None = None, bind: str = "127.0.0.1",
-                 address: str = "127.0.0.1") -> dict[str, Any]:
+def measure_cell(
+    cell: Cell,
+    run: LoadgenRun,
+    cpus: Mapping[str, int | str | None],
+    histogram: Path,
+    server_runner: Runner | None = None,
+    client_runner: Runner | None = None,
+    bind: str = "127.0.0.1",
+    address: str = "127.0.0.1",
+) -> dict[str, Any]:
     """One cell: start the server, drive it, stop it, and merge the reports.
     A port collision is retried once on a fresh port. The server and the load
     generator may run on different nodes (``address`` reaches the server)."""
@@ -320,8 +362,7 @@ def measure_cell(cell: Cell, run: LoadgenRun, cpus: Mapping[str, int | str | Non
             raise
     ipis_before = resched_ipis(_interrupts(server_runner), cpus.get("server"))
     try:
-        client = run_loadgen(port, cell, run, cpus.get("client"), histogram, client_runner,
-                             host=address)
+        client = run_loadgen(port, cell, run, cpus.get("client"), histogram, client_runner, host=address)
     except (CellError, subprocess.TimeoutExpired) as e:
         # A server that died takes the load generator down with it: blame the server.
         death = server_death(proc)
@@ -332,18 +373,28 @@ def measure_cell(cell: Cell, run: LoadgenRun, cpus: Mapping[str, int | str | Non
     ipis_after = resched_ipis(_interrupts(server_runner), cpus.get("server"))
     server = stop_server(proc, server_runner)
     return {
-        "server_resched_ipis": (ipis_after - ipis_before if ipis_before is not None and ipis_after is not None
-                                else ""),
-        "rps": client["rps"], "requests": client["requests"], "p50_us": client["p50_us"],
-        "p99_us": client["p99_us"], "p999_us": client["p999_us"], "max_us": client["max_us"],
+        "server_resched_ipis": (ipis_after - ipis_before if ipis_before is not None and ipis_after is not None else ""),
+        "rps": client["rps"],
+        "requests": client["requests"],
+        "p50_us": client["p50_us"],
+        "p99_us": client["p99_us"],
+        "p999_us": client["p999_us"],
+        "max_us": client["max_us"],
         "client_cpu_ns": client["client_user_cpu_ns"] + client["client_sys_cpu_ns"],
         "server_cpu_ns": server["user_cpu_ns"] + server["sys_cpu_ns"],
-        "server_requests": server["requests"], "server_bytes": server["bytes"],
-        "waits": server["waits"], "events": server["events"],
-        "io_uring_enter": server["io_uring_enter"], "sqes": server["sqes"], "cqes": server["cqes"],
-        "short_writes": server["short_writes"], "async_sqes": server["async_sqes"],
-        "nobufs": server["nobufs"], "iowq_workers": server["config"].get("iowq_workers_at_exit", 0),
-        "port": port, "helper_cpus": helper_cpus,
+        "server_requests": server["requests"],
+        "server_bytes": server["bytes"],
+        "waits": server["waits"],
+        "events": server["events"],
+        "io_uring_enter": server["io_uring_enter"],
+        "sqes": server["sqes"],
+        "cqes": server["cqes"],
+        "short_writes": server["short_writes"],
+        "async_sqes": server["async_sqes"],
+        "nobufs": server["nobufs"],
+        "iowq_workers": server["config"].get("iowq_workers_at_exit", 0),
+        "port": port,
+        "helper_cpus": helper_cpus,
     }
 
 
@@ -355,8 +406,10 @@ def build_optional_servers(planned: Sequence[Cell], runner: Runner) -> dict[str,
         native = Path(runner.exe(program)).parent.parent
         res = runner.shell(f"make -s -C {shlex.quote(str(native))} build/{shlex.quote(program)}", timeout=900)
         if res.returncode != 0:
-            unavailable[program] = (f"unavailable: {program} could not be built on this node: "
-                                    f"{build_failure(res.stderr + res.stdout, res.returncode)}")
+            unavailable[program] = (
+                f"unavailable: {program} could not be built on this node: "
+                f"{build_failure(res.stderr + res.stdout, res.returncode)}"
+            )
     return unavailable
 
 
@@ -370,8 +423,12 @@ def resolve_auto_client(planned: Sequence[Cell], runner: Runner) -> tuple[list[C
         return list(planned), {}
     with tempfile.TemporaryDirectory() as tmp:
         answer = Path(tmp) / "check.json"
-        runner.run([runner.exe("loadgen"), "--model", "auto", "--check"], answer, timeout=60,
-                   name="load generator's model check")
+        runner.run(
+            [runner.exe("loadgen"), "--model", "auto", "--check"],
+            answer,
+            timeout=60,
+            name="load generator's model check",
+        )
         try:
             picked: dict[str, str] = last_json_line(answer.read_text())
         except ValueError as e:
@@ -413,10 +470,18 @@ class SweepFiles:
         self._csv.flush()
 
 
-def run_sweep(settings: EchoSettings, cpus: Mapping[str, int | str | None], seed: int,
-              out_csv: Path, out_hist: Path, progress: bool = True,
-              server_runner: Runner | None = None, client_runner: Runner | None = None,
-              bind: str = "127.0.0.1", address: str = "127.0.0.1") -> dict[str, Any]:
+def run_sweep(
+    settings: EchoSettings,
+    cpus: Mapping[str, int | str | None],
+    seed: int,
+    out_csv: Path,
+    out_hist: Path,
+    progress: bool = True,
+    server_runner: Runner | None = None,
+    client_runner: Runner | None = None,
+    bind: str = "127.0.0.1",
+    address: str = "127.0.0.1",
+) -> dict[str, Any]:
     """Measure every cell into out_csv and out_hist (both written by the
     caller's atomic paths). Returns provenance extras."""
     typed = settings
@@ -427,15 +492,34 @@ def run_sweep(settings: EchoSettings, cpus: Mapping[str, int | str | None], seed
         for i, cell in enumerate(planned):
             row: dict[str, Any] = {c: "" for c in CELL_COLUMNS}
             placed = cell.placement(cpus)
-            row.update(order=i, server=cell.server, preset=cell.preset, client=cell.client,
-                       layout=cell.layout, connections=cell.connections, bytes=cell.bytes,
-                       server_cpu=placed["server"], client_cpu=placed["client"])
+            row.update(
+                order=i,
+                server=cell.server,
+                preset=cell.preset,
+                client=cell.client,
+                layout=cell.layout,
+                connections=cell.connections,
+                bytes=cell.bytes,
+                server_cpu=placed["server"],
+                client_cpu=placed["client"],
+            )
             start = time.monotonic()
             try:
                 if cell.program in unbuilt:
                     raise CellError(unbuilt[cell.program])
-                row.update(measure_cell(cell, LoadgenRun.for_sweep(typed), cpus, files.histogram(i), server_runner, client_runner,
-                                        bind, address), status="ok")
+                row.update(
+                    measure_cell(
+                        cell,
+                        LoadgenRun.for_sweep(typed),
+                        cpus,
+                        files.histogram(i),
+                        server_runner,
+                        client_runner,
+                        bind,
+                        address,
+                    ),
+                    status="ok",
+                )
             except CellError as e:
                 reason = str(e)
                 row.update(status=failed_status(reason), reason=reason)
@@ -443,12 +527,23 @@ def run_sweep(settings: EchoSettings, cpus: Mapping[str, int | str | None], seed
                     failures.append(f"{cell.label()}: {reason}")
             files.write(row)
             if progress:
-                print(f"iolab: echo [{i + 1}/{len(planned)}] {cell.label()}: {row['status']}"
-                      + (f" {float(row['rps']):,.0f} req/s" if row["status"] == "ok" else f" ({row['reason']})")
-                      + f" [{time.monotonic() - start:.1f} s]", flush=True)
-    return {"echo": {"cells": len(planned), "failed": failures, "order_seed": seed,
-                     "placement": dict(cpus), "bind": bind, "address": address,
-                     **({"client_auto": auto_client} if auto_client else {})}}
+                print(
+                    f"iolab: echo [{i + 1}/{len(planned)}] {cell.label()}: {row['status']}"
+                    + (f" {float(row['rps']):,.0f} req/s" if row["status"] == "ok" else f" ({row['reason']})")
+                    + f" [{time.monotonic() - start:.1f} s]",
+                    flush=True,
+                )
+    return {
+        "echo": {
+            "cells": len(planned),
+            "failed": failures,
+            "order_seed": seed,
+            "placement": dict(cpus),
+            "bind": bind,
+            "address": address,
+            **({"client_auto": auto_client} if auto_client else {}),
+        }
+    }
 
 
 def run_repetition(rep: Repetition) -> Measured:
@@ -467,10 +562,20 @@ def run_repetition(rep: Repetition) -> Measured:
         address = node_entry.reach or "127.0.0.1"
         cpus["client"] = client_entry.cpus.client
     with client_cm as client_runner, atomic.atomic_path(histograms_path(rep.output)) as hist_tmp:
-        extra = run_sweep(settings_of(rep, EchoSettings), cpus, rep.seed, rep.raw, hist_tmp, server_runner=rep.runner,
-                          client_runner=client_runner, bind=bind, address=address)
+        extra = run_sweep(
+            settings_of(rep, EchoSettings),
+            cpus,
+            rep.seed,
+            rep.raw,
+            hist_tmp,
+            server_runner=rep.runner,
+            client_runner=client_runner,
+            bind=bind,
+            address=address,
+        )
     extra["echo"]["client_node"] = (client_entry or node_entry).name
     frame = readers.read_echo_csv(rep.raw)
     ok = int((frame["status"] == "ok").sum())
-    return Measured(extra, ["echo-epoll/echo-uring + loadgen", "(one run per cell)"],
-                    f"{ok} of {len(frame)} cells measured", cpus)
+    return Measured(
+        extra, ["echo-epoll/echo-uring + loadgen", "(one run per cell)"], f"{ok} of {len(frame)} cells measured", cpus
+    )

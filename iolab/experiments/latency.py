@@ -39,7 +39,7 @@ from .echo import Cell, CellError, LoadgenRun, SweepFiles, build_optional_server
 @dataclass(frozen=True)
 class LoadCell:
     preset: str
-    load: float          # share of the capacity offered; 0 for the capacity cell
+    load: float  # share of the capacity offered; 0 for the capacity cell
 
     @property
     def phase(self) -> str:
@@ -61,9 +61,15 @@ def echo_cell(cell: LoadCell, settings: LatencySettings, rate: float) -> Cell:
     return Cell(cell.preset, flags, settings.connections, settings.bytes, server=server, rate=rate)
 
 
-def run(settings: LatencySettings, cpus: Mapping[str, int | str | None], seed: int,
-        out_csv: Path, out_hist: Path, runner: Runner | None = None,
-        progress: bool = True) -> dict[str, Any]:
+def run(
+    settings: LatencySettings,
+    cpus: Mapping[str, int | str | None],
+    seed: int,
+    out_csv: Path,
+    out_hist: Path,
+    runner: Runner | None = None,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Measure one repetition into out_csv and out_hist (the caller's atomic
     paths). Returns provenance extras."""
     runner = runner or LocalRunner()
@@ -78,10 +84,17 @@ def run(settings: LatencySettings, cpus: Mapping[str, int | str | None], seed: i
         for i, cell in enumerate(planned):
             rate = cell.load * capacity.get(cell.preset, 0.0)
             row: dict[str, Any] = {c: "" for c in LATENCY_COLUMNS}
-            row.update(order=i, preset=cell.preset, phase=cell.phase, load=cell.load,
-                       connections=settings.connections, bytes=settings.bytes,
-                       offered_rps=round(rate, 1) if rate else "",
-                       server_cpu=cpus.get("server"), client_cpu=cpus.get("client"))
+            row.update(
+                order=i,
+                preset=cell.preset,
+                phase=cell.phase,
+                load=cell.load,
+                connections=settings.connections,
+                bytes=settings.bytes,
+                offered_rps=round(rate, 1) if rate else "",
+                server_cpu=cpus.get("server"),
+                client_cpu=cpus.get("client"),
+            )
             start = time.monotonic()
             try:
                 if cell.phase == "open" and cell.preset in no_capacity:
@@ -98,19 +111,33 @@ def run(settings: LatencySettings, cpus: Mapping[str, int | str | None], seed: i
                 reason = str(e)
                 row.update(status=failed_status(reason), reason=reason)
                 if cell.phase == "capacity":
-                    no_capacity[cell.preset] = (reason if row["status"] == "unavailable"
-                                                else f"its capacity could not be measured ({reason})")
+                    no_capacity[cell.preset] = (
+                        reason if row["status"] == "unavailable" else f"its capacity could not be measured ({reason})"
+                    )
                 if row["status"] == "failed":
                     failures.append(f"{cell.preset} load {cell.load:g}: {reason}")
             files.write(row)
             if progress:
                 what = "capacity" if cell.phase == "capacity" else f"{cell.load:.0%} of capacity"
-                done = (f"{float(row['rps']):,.0f} req/s, p99 {float(row['p99_us']):,.0f} us"
-                        if row["status"] == "ok" else row["reason"])
-                print(f"iolab: latency [{i + 1}/{len(planned)}] {cell.preset} {what}: {row['status']} "
-                      f"{done} [{time.monotonic() - start:.1f} s]", flush=True)
-    return {"latency": {"cells": len(planned), "failed": failures, "order_seed": seed,
-                        "capacity_rps": capacity, "placement": dict(cpus)}}
+                done = (
+                    f"{float(row['rps']):,.0f} req/s, p99 {float(row['p99_us']):,.0f} us"
+                    if row["status"] == "ok"
+                    else row["reason"]
+                )
+                print(
+                    f"iolab: latency [{i + 1}/{len(planned)}] {cell.preset} {what}: {row['status']} "
+                    f"{done} [{time.monotonic() - start:.1f} s]",
+                    flush=True,
+                )
+    return {
+        "latency": {
+            "cells": len(planned),
+            "failed": failures,
+            "order_seed": seed,
+            "capacity_rps": capacity,
+            "placement": dict(cpus),
+        }
+    }
 
 
 def run_repetition(rep: Repetition) -> Measured:
@@ -119,5 +146,9 @@ def run_repetition(rep: Repetition) -> Measured:
     with atomic.atomic_path(histograms_path(rep.output)) as hist_tmp:
         extra = run(settings_of(rep, LatencySettings), cpus, rep.seed, rep.raw, hist_tmp, runner=rep.runner)
     frame = readers.read_latency_csv(rep.raw)
-    return Measured(extra, ["echo server + loadgen --rate", "(one run per cell)"],
-                    f"{int((frame['status'] == 'ok').sum())} of {len(frame)} cells measured", cpus)
+    return Measured(
+        extra,
+        ["echo server + loadgen --rate", "(one run per cell)"],
+        f"{int((frame['status'] == 'ok').sum())} of {len(frame)} cells measured",
+        cpus,
+    )

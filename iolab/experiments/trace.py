@@ -43,10 +43,13 @@ ECHO_TRACEPOINTS = ("task_work_run", "local_work_run", "poll_arm", "queue_async_
 
 SCRIPT = "\n".join(
     [f'BEGIN {{ printf("{ATTACHED}\\n"); }}']
-    + [f"""tracepoint:syscalls:sys_enter_{sc} /comm == "cost-probe"/ {{ @t_{sc}[tid] = nsecs; }}
+    + [
+        f"""tracepoint:syscalls:sys_enter_{sc} /comm == "cost-probe"/ {{ @t_{sc}[tid] = nsecs; }}
 tracepoint:syscalls:sys_exit_{sc} /@t_{sc}[tid]/ {{
   @ns_{sc} = stats(nsecs - @t_{sc}[tid]); delete(@t_{sc}[tid]);
-}}""" for sc in SYSCALLS]
+}}"""
+        for sc in SYSCALLS
+    ]
     + ["""tracepoint:io_uring:io_uring_submit_req /comm == "cost-probe"/ { @submit_req = count(); }"""]
     # The echo workloads: how often the server ran io_uring task work, in its
     # own task (task_work_run: after being kicked, the notification the
@@ -55,16 +58,17 @@ tracepoint:syscalls:sys_exit_{sc} /@t_{sc}[tid]/ {{
     # submission, so io_uring armed a poll for it (poll_arm), whose wake-up
     # completes it later as task work; and how often io_uring handed a
     # request to an io-wq worker (queue_async_work).
-    + [f"""tracepoint:io_uring:io_uring_{tp} /comm == "echo-uring"/ {{ @{tp} = count(); }}"""
-       for tp in ECHO_TRACEPOINTS]
+    + [
+        f"""tracepoint:io_uring:io_uring_{tp} /comm == "echo-uring"/ {{ @{tp} = count(); }}"""
+        for tp in ECHO_TRACEPOINTS
+    ]
     + ["END { " + " ".join(f"clear(@t_{sc});" for sc in SYSCALLS) + " }"]
 )
 
 # The workloads traced, each a cost-probe invocation (16 B, echo conditions).
 WORKLOADS: dict[str, list[str]] = {
     "getppid": ["syscall", "--variants", "getppid"],
-    "sendrecv": ["sendrecv", "--transports", "tcp", "--patterns", "single", "--ack-modes",
-                 "pingpong", "--bytes", "16"],
+    "sendrecv": ["sendrecv", "--transports", "tcp", "--patterns", "single", "--ack-modes", "pingpong", "--bytes", "16"],
     "uring_n1": ["uring-batch", "--n", "1", "--bytes", "16"],
     "uring_n16": ["uring-batch", "--n", "16", "--bytes", "16"],
 }
@@ -80,7 +84,9 @@ ECHO_WORKLOADS: dict[str, list[str]] = {
 }
 ECHO_CONNECTIONS, ECHO_BYTES = 50, 128
 
-_STATS = re.compile(r"^@(ns_\w+|submit_req|task_work_run|local_work_run|poll_arm|queue_async_work):\s*(?:count (\d+), average (\d+), total (\d+)|(\d+))\s*$")
+_STATS = re.compile(
+    r"^@(ns_\w+|submit_req|task_work_run|local_work_run|poll_arm|queue_async_work):\s*(?:count (\d+), average (\d+), total (\d+)|(\d+))\s*$"
+)
 
 
 @dataclass(frozen=True)
@@ -103,13 +109,14 @@ def availability() -> Availability:
     if os.geteuid() != 0:
         return Availability(False, "bpftrace needs root")
     if not (TRACEFS / "events").is_dir():
-        res = subprocess.run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)],
-                             capture_output=True, text=True, check=False)
+        res = subprocess.run(
+            ["mount", "-t", "tracefs", "nodev", str(TRACEFS)], capture_output=True, text=True, check=False
+        )
         if res.returncode != 0 or not (TRACEFS / "events").is_dir():
-            return Availability(False, f"tracefs is not mounted and mounting it failed: "
-                                       f"{res.stderr.strip() or res.returncode}")
-    missing = [sc for sc in SYSCALLS
-               if not (TRACEFS / "events" / "syscalls" / f"sys_enter_{sc}").is_dir()]
+            return Availability(
+                False, f"tracefs is not mounted and mounting it failed: {res.stderr.strip() or res.returncode}"
+            )
+    missing = [sc for sc in SYSCALLS if not (TRACEFS / "events" / "syscalls" / f"sys_enter_{sc}").is_dir()]
     if missing:
         return Availability(False, f"syscall tracepoints missing: {', '.join(missing)}")
     return Availability(True, "bpftrace with syscall and io_uring tracepoints")
@@ -126,8 +133,7 @@ def parse_output(text: str) -> dict[str, dict[str, int]]:
         if m.group(5) is not None:
             out[name] = {"count": int(m.group(5)), "avg_ns": 0, "total_ns": 0}
         else:
-            out[name] = {"count": int(m.group(2)), "avg_ns": int(m.group(3)),
-                         "total_ns": int(m.group(4))}
+            out[name] = {"count": int(m.group(2)), "avg_ns": int(m.group(3)), "total_ns": int(m.group(4))}
     return out
 
 
@@ -137,9 +143,13 @@ def _run_probe(name: str, seconds: int, cpu: int | None, seed: int) -> dict[str,
         argv += ["--cpu", str(cpu)]
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        res = subprocess.run([*argv, "--batches", "50", "--warmup-batches", "5"],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             check=False)
+        res = subprocess.run(
+            [*argv, "--batches", "50", "--warmup-batches", "5"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
         if res.returncode != 0:
             raise RuntimeError(f"traced probe failed: {res.stderr.strip()[-300:]}")
     return {}
@@ -156,13 +166,15 @@ def _run_echo(name: str, seconds: int, cpus: Mapping[str, int | str | None]) -> 
     return {"echoed_requests": {"count": int(result["server_bytes"]) // ECHO_BYTES, "avg_ns": 0, "total_ns": 0}}
 
 
-def run_workload(name: str, seconds: int, cpu: int | None, seed: int,
-                 cpus: Mapping[str, int | str | None] | None = None) -> dict[str, dict[str, int]]:
+def run_workload(
+    name: str, seconds: int, cpu: int | None, seed: int, cpus: Mapping[str, int | str | None] | None = None
+) -> dict[str, dict[str, int]]:
     """Trace one workload: start bpftrace, wait until attached, run the probe
     (or the echo server and load generator) long enough, stop bpftrace with
     SIGINT so it prints its maps."""
-    bt = subprocess.Popen(["bpftrace", "-e", SCRIPT], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+    bt = subprocess.Popen(
+        ["bpftrace", "-e", SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         assert bt.stdout is not None
         # A hard deadline: readline alone would wait forever on a bpftrace
@@ -178,8 +190,7 @@ def run_workload(name: str, seconds: int, cpu: int | None, seed: int,
                 bt.wait()
                 err = bt.stderr.read() if bt.stderr else ""
                 raise RuntimeError(f"bpftrace exited before attaching: {err.strip()[:300]}")
-        extra = (_run_echo(name, seconds, cpus or {}) if name in ECHO_WORKLOADS
-                 else _run_probe(name, seconds, cpu, seed))
+        extra = _run_echo(name, seconds, cpus or {}) if name in ECHO_WORKLOADS else _run_probe(name, seconds, cpu, seed)
         # A SIGINT that arrives while bpftrace is busy can go unanswered
         # (seen as a 60 s hang once in several suite runs): ask again.
         for _ in range(6):
@@ -198,8 +209,13 @@ def run_workload(name: str, seconds: int, cpu: int | None, seed: int,
     return {**parse_output(out), **extra}
 
 
-def measure(settings: TraceSettings, cpu: int | None, seed: int,
-            out_path: Path, cpus: Mapping[str, int | str | None] | None = None) -> dict[str, Any]:
+def measure(
+    settings: TraceSettings,
+    cpu: int | None,
+    seed: int,
+    out_path: Path,
+    cpus: Mapping[str, int | str | None] | None = None,
+) -> dict[str, Any]:
     """Write the trace raw CSV (one row per workload and traced map);
     returns what the provenance sidecar should record."""
     seconds = settings.seconds
@@ -215,8 +231,7 @@ def measure(settings: TraceSettings, cpu: int | None, seed: int,
             maps = run_workload(name, seconds, cpu, seed, cpus)
             for key, st in sorted(maps.items()):
                 f.write(f"{name},{key},{st['count']},{st['avg_ns']},{st['total_ns']}\n")
-    return {"trace": {"available": True, "reason": avail.reason,
-                      "bpftrace": _bpftrace_version(), "script": SCRIPT}}
+    return {"trace": {"available": True, "reason": avail.reason, "bpftrace": _bpftrace_version(), "script": SCRIPT}}
 
 
 def _bpftrace_version() -> str | None:

@@ -19,8 +19,22 @@ from .local import LocalRunner, SlurmRunner
 from .ssh import SshRunner, ssh_failure, ssh_options
 from .vm import VmRunner
 
-__all__ = ["Capability", "LocalRunner", "RunError", "RunResult", "Runner", "SlurmRunner", "SshRunner", "VmRunner",
-           "build_failure", "capabilities_of", "runner_for", "skip_reason", "ssh_failure", "ssh_options"]
+__all__ = [
+    "Capability",
+    "LocalRunner",
+    "RunError",
+    "RunResult",
+    "Runner",
+    "SlurmRunner",
+    "SshRunner",
+    "VmRunner",
+    "build_failure",
+    "capabilities_of",
+    "runner_for",
+    "skip_reason",
+    "ssh_failure",
+    "ssh_options",
+]
 
 _CLASSES: dict[str, type] = {"local": LocalRunner, "slurm": SlurmRunner, "ssh": SshRunner, "vm": VmRunner}
 
@@ -30,8 +44,10 @@ def runner_for(entry: Mapping[str, Any] | NodeEntry) -> Runner:
     node = NodeEntry.of(entry)
     cls = _CLASSES.get(node.runner)
     if cls is None:
-        raise RunError(f"node {node.name!r}: runner {node.runner!r} cannot run experiments "
-                       "(netns is an MPI transport of a local node: experiments.mpi.transports)")
+        raise RunError(
+            f"node {node.name!r}: runner {node.runner!r} cannot run experiments "
+            "(netns is an MPI transport of a local node: experiments.mpi.transports)"
+        )
     runner: Runner = cls() if cls in (LocalRunner, SlurmRunner) else cls(node)
     return runner
 

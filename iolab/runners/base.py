@@ -56,9 +56,15 @@ class Runner(Protocol):
         """Make ``programs`` runnable on the node (build them there), for the
         duration of the block; clean up after."""
 
-    def run(self, argv: list[str], stdout_path: Path, timeout: float = 3600.0,
-            error_line: Callable[[str], str] | None = None, env: Mapping[str, str] | None = None,
-            name: str | None = None) -> Any:
+    def run(
+        self,
+        argv: list[str],
+        stdout_path: Path,
+        timeout: float = 3600.0,
+        error_line: Callable[[str], str] | None = None,
+        env: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> Any:
         """Run to completion with standard output in ``stdout_path`` (here);
         RunError with one line on failure."""
 
@@ -86,4 +92,3 @@ class Runner(Protocol):
 
     def provenance(self) -> dict[str, Any]:
         """What a raw file's sidecar records about how the node was reached."""
-

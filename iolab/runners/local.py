@@ -41,9 +41,15 @@ class LocalRunner:
         """This machine can always run."""
         return None
 
-    def run(self, argv: list[str], stdout_path: Path, timeout: float = 3600.0,
-            error_line: Callable[[str], str] | None = None, env: Mapping[str, str] | None = None,
-            name: str | None = None) -> RunResult:
+    def run(
+        self,
+        argv: list[str],
+        stdout_path: Path,
+        timeout: float = 3600.0,
+        error_line: Callable[[str], str] | None = None,
+        env: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> RunResult:
         """Run ``argv`` with standard output written to ``stdout_path``.
 
         Raises RunError with one line on failure: by default the program's
@@ -58,9 +64,16 @@ class LocalRunner:
         start = time.monotonic()
         with open(stdout_path, "w") as out:
             try:
-                proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True,
-                                      timeout=timeout, check=False, env=None if env is None else {**os.environ, **env},
-                                      preexec_fn=_die_with_parent)
+                proc = subprocess.run(
+                    argv,
+                    stdout=out,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                    env=None if env is None else {**os.environ, **env},
+                    preexec_fn=_die_with_parent,
+                )
             except subprocess.TimeoutExpired as e:
                 raise RunError(f"{label} did not finish within {timeout:.0f} s") from e
         seconds = time.monotonic() - start
@@ -87,8 +100,9 @@ class LocalRunner:
         return str(paths.NATIVE_BUILD / program)
 
     def popen(self, argv: list[str]) -> subprocess.Popen[str]:
-        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                preexec_fn=_die_with_parent)
+        return subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent
+        )
 
     def terminate(self, proc: subprocess.Popen[str]) -> None:
         proc.send_signal(signal.SIGTERM)
@@ -100,8 +114,7 @@ class LocalRunner:
     def shell(script: str, timeout: float = 600.0) -> subprocess.CompletedProcess[str]:
         """Run a shell script here (the ssh runner's ``shell`` on this machine)."""
         try:
-            return subprocess.run(["sh", "-c", script], capture_output=True, text=True,
-                                  timeout=timeout, check=False)
+            return subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired as e:
             raise RunError(f"no answer within {timeout:.0f} s from: {script}") from e
 

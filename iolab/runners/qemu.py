@@ -41,8 +41,7 @@ class VmError(RuntimeError):
     """The guest could not run the command; one line says why."""
 
 
-def kvm_status(cpuinfo: str | None = None, modules: str | None = None,
-               dev_kvm: bool | None = None) -> tuple[bool, str]:
+def kvm_status(cpuinfo: str | None = None, modules: str | None = None, dev_kvm: bool | None = None) -> tuple[bool, str]:
     """Whether hardware KVM is usable, and why not. Arguments default to this
     machine's /proc/cpuinfo, /proc/modules and /dev/kvm (tests pass synthetic ones)."""
     if cpuinfo is None:
@@ -59,8 +58,9 @@ def kvm_status(cpuinfo: str | None = None, modules: str | None = None,
         if line.startswith("flags"):
             flags |= set(line.split(":", 1)[-1].split())
     hw = sorted(flags & {"vmx", "svm"})
-    loaded = sorted({m.split()[0] for m in modules.splitlines() if m.split()
-                     and m.split()[0] in ("kvm_intel", "kvm_amd")})
+    loaded = sorted(
+        {m.split()[0] for m in modules.splitlines() if m.split() and m.split()[0] in ("kvm_intel", "kvm_amd")}
+    )
     if not hw:
         extra = " (this /dev/kvm is not backed by hardware virtualization)" if dev_kvm else ""
         return False, f"no hardware virtualization: the CPU has neither vmx nor svm{extra}"
@@ -101,14 +101,14 @@ def _version_key(path: str) -> list[int]:
 
 # ---- initramfs ---------------------------------------------------------------
 
+
 def _cpio_newc(entries: Sequence[tuple[str, int, bytes]]) -> bytes:
     """A newc cpio archive of (path, mode, data) entries; directories have mode 0o40755."""
     out = io.BytesIO()
     ino = 1
     for name, mode, data in [*entries, ("TRAILER!!!", 0, b"")]:
         name_b = name.encode() + b"\0"
-        header = "070701" + "".join(f"{v:08x}" for v in (
-            ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name_b), 0))
+        header = "070701" + "".join(f"{v:08x}" for v in (ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(name_b), 0))
         out.write(header.encode() + name_b)
         out.write(b"\0" * ((4 - (110 + len(name_b)) % 4) % 4))
         out.write(data)
@@ -181,8 +181,13 @@ def guest_modules(kernel: str, names: Sequence[str]) -> list[str]:
     return [str(root / m) for m in order]
 
 
-def build_initramfs(programs: Sequence[str], command: Sequence[str], dest: Path,
-                    extra_files: Mapping[str, str] | None = None, script: str | None = None) -> Path:
+def build_initramfs(
+    programs: Sequence[str],
+    command: Sequence[str],
+    dest: Path,
+    extra_files: Mapping[str, str] | None = None,
+    script: str | None = None,
+) -> Path:
     """An initramfs running ``command`` (paths inside the guest) once, or the
     shell ``script`` instead. ``extra_files``: guest path -> host path; the
     shared libraries of executables among them come along."""
@@ -228,10 +233,18 @@ class GuestResult:
     cmdline: str
 
 
-def run_in_guest(programs: Sequence[str], command: Sequence[str], accel: str = "kvm",
-                 kernel: str | None = None, cmdline: str = "", memory_mb: int = 1024, cpus: int = 2,
-                 timeout: float = 600.0, extra_files: Mapping[str, str] | None = None,
-                 script: str | None = None) -> GuestResult:
+def run_in_guest(
+    programs: Sequence[str],
+    command: Sequence[str],
+    accel: str = "kvm",
+    kernel: str | None = None,
+    cmdline: str = "",
+    memory_mb: int = 1024,
+    cpus: int = 2,
+    timeout: float = 600.0,
+    extra_files: Mapping[str, str] | None = None,
+    script: str | None = None,
+) -> GuestResult:
     """Boot a guest that runs ``command`` (or ``script``) once and return
     its output (``build_initramfs`` for ``extra_files``)."""
     qemu = shutil.which(QEMU)
@@ -247,15 +260,33 @@ def run_in_guest(programs: Sequence[str], command: Sequence[str], accel: str = "
     full_cmdline = f"console=ttyS0 panic=-1 rdinit=/init quiet {cmdline}".strip()
     with live.tempdir("iolab-vm-") as tmp:
         initrd = build_initramfs(programs, command, Path(tmp) / "initrd.gz", extra_files, script)
-        argv = [qemu, "-machine", f"q35,accel={accel}", "-m", str(memory_mb), "-smp", str(cpus),
-                "-kernel", kernel, "-initrd", str(initrd), "-append", full_cmdline,
-                "-nographic", "-no-reboot", "-nodefaults", "-serial", "stdio", "-monitor", "none"]
+        argv = [
+            qemu,
+            "-machine",
+            f"q35,accel={accel}",
+            "-m",
+            str(memory_mb),
+            "-smp",
+            str(cpus),
+            "-kernel",
+            kernel,
+            "-initrd",
+            str(initrd),
+            "-append",
+            full_cmdline,
+            "-nographic",
+            "-no-reboot",
+            "-nodefaults",
+            "-serial",
+            "stdio",
+            "-monitor",
+            "none",
+        ]
         if accel == "tcg":
             argv[3:3] = ["-cpu", "max"]
         start = time.monotonic()
         try:
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False,
-                                 errors="replace")
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, errors="replace")
         except subprocess.TimeoutExpired as e:
             raise VmError(f"the guest did not finish within {timeout:.0f} s") from e
         seconds = time.monotonic() - start

@@ -100,8 +100,10 @@ def ssh_failure(stderr: str, returncode: int) -> str:
     last = _last_line(stderr, f"ssh exited with status {returncode}")
     low = stderr.lower()
     if "host key verification failed" in low or "no matching host key" in low:
-        return ("its host key is not in known_hosts; add it (ssh-keyscan -p PORT HOST >> "
-                "known_hosts) or set accept_new_host_key: true for this node")
+        return (
+            "its host key is not in known_hosts; add it (ssh-keyscan -p PORT HOST >> "
+            "known_hosts) or set accept_new_host_key: true for this node"
+        )
     if "permission denied" in low:
         return f"authentication refused ({last})"
     if returncode == 255 and ("connect" in low or "resolve" in low or "timed out" in low):
@@ -152,17 +154,17 @@ class SshRunner:
         """One line: the node, and why ssh failed."""
         return f"node {self.node} ({self.target}:{self.entry.port}): {ssh_failure(stderr, returncode)}"
 
-    def shell(self, script: str, timeout: float = 600.0,
-              stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+    def shell(
+        self, script: str, timeout: float = 600.0, stdin: bytes | None = None
+    ) -> subprocess.CompletedProcess[str]:
         """Run a shell script on the node (after its setup commands)."""
         try:
-            res = subprocess.run(self._remote(script), input=stdin, capture_output=True,
-                                 timeout=timeout, check=False)
+            res = subprocess.run(self._remote(script), input=stdin, capture_output=True, timeout=timeout, check=False)
         except subprocess.TimeoutExpired as e:
             raise RunError(f"node {self.node}: no answer within {timeout:.0f} s") from e
-        return subprocess.CompletedProcess(res.args, res.returncode,
-                                           res.stdout.decode(errors="replace"),
-                                           res.stderr.decode(errors="replace"))
+        return subprocess.CompletedProcess(
+            res.args, res.returncode, res.stdout.decode(errors="replace"), res.stderr.decode(errors="replace")
+        )
 
     def check_reachable(self) -> None:
         res = self.shell("true", timeout=self.entry.connect_timeout + 30)
@@ -182,21 +184,20 @@ class SshRunner:
     def _sync_and_build(self, programs: Sequence[str]) -> None:
         res = self.shell(f"mkdir -p {shlex.quote(self.workdir)} && cd {shlex.quote(self.workdir)} && pwd")
         if res.returncode != 0 or not res.stdout.strip().startswith("/"):
-            raise RunError(f"node {self.node}: cannot create {self.workdir}: "
-                           f"{ssh_failure(res.stderr, res.returncode)}")
+            raise RunError(f"node {self.node}: cannot create {self.workdir}: {ssh_failure(res.stderr, res.returncode)}")
         self.workdir = res.stdout.strip().splitlines()[-1]
         wd = shlex.quote(self.workdir)
         res = self.shell(f"mkdir -p {wd} && tar xzf - -C {wd}", stdin=_source_tarball())
         if res.returncode != 0:
-            raise RunError(f"node {self.node}: copying the sources failed: "
-                           f"{ssh_failure(res.stderr, res.returncode)}")
+            raise RunError(f"node {self.node}: copying the sources failed: {ssh_failure(res.stderr, res.returncode)}")
         if not programs:
             return  # an experiment of installed programs (ib: perftest); make would build everything
         targets = " ".join(shlex.quote(f"build/{p}") for p in programs)
         res = self.shell(f"cd {wd} && make -s -C native {targets}", timeout=900)
         if res.returncode != 0:
-            raise RunError(f"node {self.node}: remote build failed: "
-                           f"{build_failure(res.stderr + res.stdout, res.returncode)}")
+            raise RunError(
+                f"node {self.node}: remote build failed: {build_failure(res.stderr + res.stdout, res.returncode)}"
+            )
 
     def exe(self, program: str) -> str:
         return f"{self.workdir}/native/build/{program}"
@@ -204,11 +205,17 @@ class SshRunner:
     def _translate(self, argv: Sequence[str]) -> list[str]:
         # Local native paths name the same program in the node's build.
         local = str(paths.NATIVE_BUILD) + "/"
-        return [self.exe(a[len(local):]) if a.startswith(local) else a for a in argv]
+        return [self.exe(a[len(local) :]) if a.startswith(local) else a for a in argv]
 
-    def run(self, argv: list[str], stdout_path: Path, timeout: float = 3600.0,
-            error_line: Callable[[str], str] | None = None, env: Mapping[str, str] | None = None,
-            name: str | None = None) -> RunResult:
+    def run(
+        self,
+        argv: list[str],
+        stdout_path: Path,
+        timeout: float = 3600.0,
+        error_line: Callable[[str], str] | None = None,
+        env: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> RunResult:
         label = name or Path(argv[0]).name
         remote = self._translate(argv)
         # env: variables added to the node's own environment for this command.
@@ -217,9 +224,15 @@ class SshRunner:
         start = time.monotonic()
         with open(stdout_path, "w") as out:
             try:
-                proc = subprocess.run(self._remote(script), stdout=out, stderr=subprocess.PIPE,
-                                      text=True, timeout=timeout, check=False,
-                                      preexec_fn=_die_with_parent)
+                proc = subprocess.run(
+                    self._remote(script),
+                    stdout=out,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    timeout=timeout,
+                    check=False,
+                    preexec_fn=_die_with_parent,
+                )
             except subprocess.TimeoutExpired as e:
                 raise RunError(f"node {self.node}: {label} did not finish within {timeout:.0f} s") from e
         seconds = time.monotonic() - start
@@ -236,8 +249,14 @@ class SshRunner:
         program prints its final counters as it would locally."""
         remote = shlex.join(self._translate(argv))
         script = f"{remote} <&- & pid=$!; cat >/dev/null; kill -TERM $pid 2>/dev/null; wait $pid"
-        return subprocess.Popen(self._remote(script), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
+        return subprocess.Popen(
+            self._remote(script),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_die_with_parent,
+        )
 
     def terminate(self, proc: subprocess.Popen[str]) -> None:
         if proc.stdin is not None and not proc.stdin.closed:
@@ -256,8 +275,9 @@ class SshRunner:
         return f"{self.workdir}/{name}"
 
     def write_file(self, path: str, text: str, mode: int = 0o644) -> None:
-        res = self.shell(f"cat > {shlex.quote(path)} && chmod {mode:o} {shlex.quote(path)}",
-                         timeout=120, stdin=text.encode())
+        res = self.shell(
+            f"cat > {shlex.quote(path)} && chmod {mode:o} {shlex.quote(path)}", timeout=120, stdin=text.encode()
+        )
         if res.returncode != 0:
             raise RunError(f"node {self.node}: cannot write {path}: {ssh_failure(res.stderr, res.returncode)}")
 

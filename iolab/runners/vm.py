@@ -54,37 +54,55 @@ class VmRunner:
 
     def _guest(self, command: Sequence[str], timeout: float) -> vm.GuestResult:
         try:
-            return vm.run_in_guest(self.programs, command, accel=self.accel, kernel=self.kernel,
-                                   cmdline=self.cmdline, memory_mb=self.memory_mb, cpus=self.cpus,
-                                   timeout=timeout)
+            return vm.run_in_guest(
+                self.programs,
+                command,
+                accel=self.accel,
+                kernel=self.kernel,
+                cmdline=self.cmdline,
+                memory_mb=self.memory_mb,
+                cpus=self.cpus,
+                timeout=timeout,
+            )
         except vm.VmError as e:
             raise RunError(f"node {self.node}: {e}") from e
 
-    def run(self, argv: list[str], stdout_path: Path, timeout: float = 3600.0,
-            error_line: Callable[[str], str] | None = None, env: Mapping[str, str] | None = None,
-            name: str | None = None) -> RunResult:
+    def run(
+        self,
+        argv: list[str],
+        stdout_path: Path,
+        timeout: float = 3600.0,
+        error_line: Callable[[str], str] | None = None,
+        env: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> RunResult:
         local = str(paths.NATIVE_BUILD) + "/"
-        guest_argv = [self.exe(a[len(local):]) if a.startswith(local) else a for a in argv]
-        if env:   # variables added to the guest's environment for this command
+        guest_argv = [self.exe(a[len(local) :]) if a.startswith(local) else a for a in argv]
+        if env:  # variables added to the guest's environment for this command
             guest_argv = ["/bin/busybox", "env", *(f"{k}={v}" for k, v in env.items()), *guest_argv]
         start = time.monotonic()
         res = self._guest(guest_argv, timeout)
         Path(stdout_path).write_text(res.stdout)
         if res.status != 0:
             last = error_line(res.stderr) if error_line else (res.stderr.splitlines() or ["(no message)"])[-1]
-            raise RunError(f"node {self.node}: {name or Path(argv[0]).name} exited with status "
-                           f"{res.status} in the guest: {last}")
+            raise RunError(
+                f"node {self.node}: {name or Path(argv[0]).name} exited with status {res.status} in the guest: {last}"
+            )
         return RunResult(argv=guest_argv, returncode=0, seconds=time.monotonic() - start, stderr=res.stderr)
 
     def facts(self) -> hostfacts.HostFacts:
         res = self._guest(["/bin/busybox", "sh", "-c", hostfacts.SCRIPT], timeout=600)
-        return hostfacts.gather(lambda _script: subprocess.CompletedProcess(
-            [], res.status, res.stdout, res.stderr))
+        return hostfacts.gather(lambda _script: subprocess.CompletedProcess([], res.status, res.stdout, res.stderr))
 
     def describe(self) -> dict[str, Any]:
-        return {"accel": self.accel, "kernel": self.kernel, "cmdline": self.cmdline,
-                "memory_mb": self.memory_mb, "cpus": self.cpus,
-                "performance": self.accel != "tcg"}
+        return {
+            "accel": self.accel,
+            "kernel": self.kernel,
+            "cmdline": self.cmdline,
+            "memory_mb": self.memory_mb,
+            "cpus": self.cpus,
+            "performance": self.accel != "tcg",
+        }
 
     def provenance(self) -> dict[str, Any]:
         # "accel": tcg rows are functional tests, kept out of performance tables.

@@ -34,11 +34,17 @@ from .. import Measured, Repetition, settings_of
 PROGRAMS = ("ib_send_lat", "ib_send_bw")
 # perftest's column headers -> ours.
 COLUMNS = {
-    "#bytes": "bytes", "#iterations": "iterations",
-    "t_min[usec]": "t_min_us", "t_max[usec]": "t_max_us", "t_typical[usec]": "t_typical_us",
-    "t_avg[usec]": "t_avg_us", "t_stdev[usec]": "t_stdev_us",
-    "99% percentile[usec]": "p99_us", "99.9% percentile[usec]": "p999_us",
-    "BW peak[MB/sec]": "bw_peak_mb_s", "BW average[MB/sec]": "bw_average_mb_s",
+    "#bytes": "bytes",
+    "#iterations": "iterations",
+    "t_min[usec]": "t_min_us",
+    "t_max[usec]": "t_max_us",
+    "t_typical[usec]": "t_typical_us",
+    "t_avg[usec]": "t_avg_us",
+    "t_stdev[usec]": "t_stdev_us",
+    "99% percentile[usec]": "p99_us",
+    "99.9% percentile[usec]": "p999_us",
+    "BW peak[MB/sec]": "bw_peak_mb_s",
+    "BW average[MB/sec]": "bw_average_mb_s",
     "MsgRate[Mpps]": "msg_rate_mpps",
 }
 _HEADER_TOKEN = re.compile(r"\d+(?:\.\d+)?% percentile\[[^\]]+\]|BW (?:peak|average)\[[^\]]+\]|\S+")
@@ -52,8 +58,8 @@ class PerftestError(ValueError):
 @dataclass
 class PerftestResult:
     program: str
-    settings: dict[str, str]   # the settings block, as printed
-    table: pd.DataFrame        # one row per message size
+    settings: dict[str, str]  # the settings block, as printed
+    table: pd.DataFrame  # one row per message size
     warnings: list[str] = field(default_factory=list)  # the client's stderr, where kept apart
 
 
@@ -77,7 +83,7 @@ def parse(program: str, text: str) -> PerftestResult:
     if unknown:
         raise PerftestError(f"{program}: unknown column {unknown[0]!r} in its table header")
     rows = []
-    for ln in lines[header_at + 1:]:
+    for ln in lines[header_at + 1 :]:
         cells = ln.split()
         if not cells or ln.strip().startswith("-"):
             break
@@ -93,9 +99,12 @@ def parse(program: str, text: str) -> PerftestResult:
     # and said so.
     values = table.drop(columns=["bytes", "iterations"])
     bad = ~np.isfinite(values)
-    notes = [f"{program} printed {', '.join(f'{c}={row[c]}' for c in values.columns[bad.loc[i].to_numpy()])} "
-             f"at {int(row['bytes'])} B: kept as missing"
-             for i, row in table.iterrows() if bad.loc[i].any()]
+    notes = [
+        f"{program} printed {', '.join(f'{c}={row[c]}' for c in values.columns[bad.loc[i].to_numpy()])} "
+        f"at {int(row['bytes'])} B: kept as missing"
+        for i, row in table.iterrows()
+        if bad.loc[i].any()
+    ]
     table[values.columns] = values.mask(bad)
     return PerftestResult(program, settings, table, notes)
 
@@ -163,8 +172,16 @@ def argv(program: str, device: str, settings: IbSettings, server: str | None = N
     return args + ([server] if server else [])
 
 
-def run_experiment(settings: IbSettings, node: str, node_runner: Any, peer: str, peer_runner: Any,
-                   peer_address: str, output: Path, transcript: Path) -> dict[str, Any]:
+def run_experiment(
+    settings: IbSettings,
+    node: str,
+    node_runner: Any,
+    peer: str,
+    peer_runner: Any,
+    peer_address: str,
+    output: Path,
+    transcript: Path,
+) -> dict[str, Any]:
     """Both programs, the server on the peer and the client here; the raw
     CSV (one row per program, size and metric) into ``output`` and both
     ends' output verbatim into ``transcript``. Without a device on either
@@ -174,8 +191,10 @@ def run_experiment(settings: IbSettings, node: str, node_runner: Any, peer: str,
     with open(output, "w") as out, open(transcript, "w") as log:
         out.write(raw_format_line(REGISTRY["ib"].raw_format))
         if missing:
-            reason = (f"no RDMA device under /sys/class/infiniband on {' or '.join(missing)} "
-                      "(InfiniBand or RoCE hardware, or rdma_rxe, is needed)")
+            reason = (
+                f"no RDMA device under /sys/class/infiniband on {' or '.join(missing)} "
+                "(InfiniBand or RoCE hardware, or rdma_rxe, is needed)"
+            )
             out.write(f"# skipped={reason}\n" + ",".join(RAW_COLUMNS) + "\n")
             log.write(f"skipped: {reason}\n")
             return {"ib": {"available": False, "reason": reason}}
@@ -187,20 +206,34 @@ def run_experiment(settings: IbSettings, node: str, node_runner: Any, peer: str,
         for program in PROGRAMS:
             server_argv = argv(program, peer_device, settings)
             client_argv = argv(program, device, settings, peer_address)
-            client_out = _client_against_server(program, node_runner, peer_runner, server_argv, client_argv,
-                                                float(settings.timeout), output.parent)
+            client_out = _client_against_server(
+                program, node_runner, peer_runner, server_argv, client_argv, float(settings.timeout), output.parent
+            )
             log.write(f"=== {program} client on {node}: {' '.join(client_argv)}\n{client_out}\n")
             result = parse(program, client_out)
             for row in result.table.melt(id_vars=["bytes", "iterations"], var_name="metric").itertuples(index=False):
                 out.write(f"{program},{row.bytes},{row.iterations},{row.metric},{row.value!r}\n")
             commands[program] = {"client": client_argv, "server": server_argv, "settings": result.settings}
-    return {"ib": {"available": True, "device": {node: {"name": device, **here[device]},
-                                                 peer: {"name": peer_device, **there[peer_device]}},
-                   "peer": peer, "peer_address": peer_address, "runs": commands}}
+    return {
+        "ib": {
+            "available": True,
+            "device": {node: {"name": device, **here[device]}, peer: {"name": peer_device, **there[peer_device]}},
+            "peer": peer,
+            "peer_address": peer_address,
+            "runs": commands,
+        }
+    }
 
 
-def _client_against_server(program: str, node_runner: Any, peer_runner: Any, server_argv: list[str],
-                           client_argv: list[str], timeout: float, workdir: Path) -> str:
+def _client_against_server(
+    program: str,
+    node_runner: Any,
+    peer_runner: Any,
+    server_argv: list[str],
+    client_argv: list[str],
+    timeout: float,
+    workdir: Path,
+) -> str:
     """Start the server end on the peer, then the client here; the client
     retries while the server is not listening yet (perftest's client gives
     up at once)."""
@@ -233,15 +266,26 @@ def _client_against_server(program: str, node_runner: Any, peer_runner: Any, ser
 def run_repetition(rep: Repetition) -> Measured:
     """perftest with the client on the node and the server on its ib.peer."""
     if len(rep.peer_entries) != 1:
-        raise RunError(f"ib on {rep.node.name}: the server end runs on the node's ib.peer "
-                       "(pass it with --peer-nodes)")
+        raise RunError(f"ib on {rep.node.name}: the server end runs on the node's ib.peer (pass it with --peer-nodes)")
     peer = rep.peer_entries[0]
-    with runner_for(peer).session(()) as peer_runner, \
-            atomic.atomic_path(rep.output.with_name(rep.output.stem + ".perftest.txt")) as transcript:
-        extra = run_experiment(settings_of(rep, IbSettings), rep.node.name, rep.runner, peer.name, peer_runner, str(peer.reach),
-                               rep.raw, transcript)
+    with (
+        runner_for(peer).session(()) as peer_runner,
+        atomic.atomic_path(rep.output.with_name(rep.output.stem + ".perftest.txt")) as transcript,
+    ):
+        extra = run_experiment(
+            settings_of(rep, IbSettings),
+            rep.node.name,
+            rep.runner,
+            peer.name,
+            peer_runner,
+            str(peer.reach),
+            rep.raw,
+            transcript,
+        )
     frame = readers.read_ib_csv(rep.raw)
-    summary = (f"skipped: {extra['ib']['reason']}" if not extra["ib"]["available"]
-               else f"{frame['bytes'].nunique()} sizes, {len(frame)} values")
-    return Measured(extra, ["ib_send_lat/ib_send_bw -a", f"(server on {peer.name})"], summary,
-                    {"peer": peer.name})
+    summary = (
+        f"skipped: {extra['ib']['reason']}"
+        if not extra["ib"]["available"]
+        else f"{frame['bytes'].nunique()} sizes, {len(frame)} values"
+    )
+    return Measured(extra, ["ib_send_lat/ib_send_bw -a", f"(server on {peer.name})"], summary, {"peer": peer.name})

@@ -49,18 +49,31 @@ def soft_roce_script(modules: Sequence[str], iterations: int, sizes: str = "-a")
     for m in modules:
         name = Path(m).name
         lines.append(f"insmod /modules/{name}" + (" numdummies=1" if name.startswith("dummy.") else ""))
-    lines += ["ip link set lo up", f"ip addr add {GUEST_ADDRESS}/24 dev dummy0", "ip link set dummy0 up",
-              "rdma link add rxe0 type rxe netdev dummy0", f"echo {SECTION} facts", FACTS_SCRIPT.rstrip()]
+    lines += [
+        "ip link set lo up",
+        f"ip addr add {GUEST_ADDRESS}/24 dev dummy0",
+        "ip link set dummy0 up",
+        "rdma link add rxe0 type rxe netdev dummy0",
+        f"echo {SECTION} facts",
+        FACTS_SCRIPT.rstrip(),
+    ]
     for prog in PROGRAMS:
         common = f"-d rxe0 {sizes} -n {iterations} -F"
-        lines += [f"/usr/bin/{prog} {common} > /tmp/{prog}.server 2>&1 &", "sleep 1",
-                  f"echo {SECTION} {prog}", f"/usr/bin/{prog} {common} {GUEST_ADDRESS} 2> /tmp/{prog}.client.err",
-                  "wait", f"echo {SECTION} {prog}.stderr", f"cat /tmp/{prog}.client.err"]
+        lines += [
+            f"/usr/bin/{prog} {common} > /tmp/{prog}.server 2>&1 &",
+            "sleep 1",
+            f"echo {SECTION} {prog}",
+            f"/usr/bin/{prog} {common} {GUEST_ADDRESS} 2> /tmp/{prog}.client.err",
+            "wait",
+            f"echo {SECTION} {prog}.stderr",
+            f"cat /tmp/{prog}.client.err",
+        ]
     return "\n".join(lines) + "\n"
 
 
-def soft_roce_guest(iterations: int = 20, accel: str = "tcg", timeout: float = 900.0,
-                    kernel: str | None = None) -> tuple[list[PerftestResult], dict[str, dict[str, str]], Any]:
+def soft_roce_guest(
+    iterations: int = 20, accel: str = "tcg", timeout: float = 900.0, kernel: str | None = None
+) -> tuple[list[PerftestResult], dict[str, dict[str, str]], Any]:
     """Both ends of ib_send_lat and ib_send_bw in one guest over rdma_rxe:
     (results, device facts, the guest run). Functional only."""
     kernel = kernel or qemu.guest_kernel()
@@ -68,8 +81,17 @@ def soft_roce_guest(iterations: int = 20, accel: str = "tcg", timeout: float = 9
         raise qemu.VmError("no guest kernel: install linux-image-amd64 or set vm.kernel")
     modules = qemu.guest_modules(kernel, SOFT_ROCE_MODULES)
     files = {**soft_roce_files(), **{f"/modules/{Path(m).name}": m for m in modules}}
-    run = qemu.run_in_guest([], [], accel=accel, kernel=kernel, memory_mb=1024, cpus=2, timeout=timeout,
-                            extra_files=files, script=soft_roce_script(modules, iterations))
+    run = qemu.run_in_guest(
+        [],
+        [],
+        accel=accel,
+        kernel=kernel,
+        memory_mb=1024,
+        cpus=2,
+        timeout=timeout,
+        extra_files=files,
+        script=soft_roce_script(modules, iterations),
+    )
     if run.status != 0:
         last = (run.stderr.strip().splitlines() or run.stdout.strip().splitlines() or ["no output"])[-1]
         raise qemu.VmError(f"the soft-RoCE guest failed (status {run.status}): {last}")

@@ -102,28 +102,38 @@ def plan(settings: Settings, seed: int) -> list[Launch]:
     first, *others = selections(settings)
     for transport in settings.transports:
         if transport == "netns_tbf":
-            launches.append(Launch(transport, 2, "mpi-probe", ["pingpong"],
-                                   sorted(settings.netns.tbf_sizes), selection=first))
+            launches.append(
+                Launch(transport, 2, "mpi-probe", ["pingpong"], sorted(settings.netns.tbf_sizes), selection=first)
+            )
             continue
         for p in ranks:
             chosen = [b for b in benches if b != "pingpong" or p == 2]
             # Algorithms choose nothing for ping-pong: it runs once, in the
             # first selection's launch.
-            for selection, picked in [(first, chosen), *((s, [b for b in chosen if b != "pingpong"])
-                                                         for s in others)]:
+            for selection, picked in [(first, chosen), *((s, [b for b in chosen if b != "pingpong"]) for s in others)]:
                 for method in settings.methods if picked else []:
                     launches.append(Launch(transport, p, "mpi-probe", picked, sizes, method, selection))
         if settings.reference.enabled and 2 in ranks:
-            launches.append(Launch(transport, 2, "mpi-pingpong-ref", ["pingpong"],
-                                   sorted(settings.reference.sizes), selection=first))
+            launches.append(
+                Launch(
+                    transport, 2, "mpi-pingpong-ref", ["pingpong"], sorted(settings.reference.sizes), selection=first
+                )
+            )
     random.Random(seed).shuffle(launches)
     return launches
 
 
-def run_experiment(settings: Settings, seed: int, output: Path,
-                   progress: bool = True, runner: Runner | None = None,
-                   cpus: int | None = None, launcher: str = "mpirun",
-                   group: MpiNodeGroup | None = None, facts: HostFacts | None = None) -> dict[str, Any]:
+def run_experiment(
+    settings: Settings,
+    seed: int,
+    output: Path,
+    progress: bool = True,
+    runner: Runner | None = None,
+    cpus: int | None = None,
+    launcher: str = "mpirun",
+    group: MpiNodeGroup | None = None,
+    facts: HostFacts | None = None,
+) -> dict[str, Any]:
     """Every launch of one repetition into ``output``; provenance extras back.
     ``runner``: the node mpirun runs on (default: here), ``cpus`` its CPUs,
     ``facts`` its host facts if already gathered (a remote node's mpirun
@@ -135,8 +145,10 @@ def run_experiment(settings: Settings, seed: int, output: Path,
     launches = plan(settings, seed)
     if any(lc.transport in NETNS_TRANSPORTS for lc in launches):
         if remote:
-            raise RunError(f"node {getattr(runner, 'node', '?')}: the netns transports run on local "
-                           "nodes only; drop netns and netns_tbf from this node's mpi.transports")
+            raise RunError(
+                f"node {getattr(runner, 'node', '?')}: the netns transports run on local "
+                "nodes only; drop netns and netns_tbf from this node's mpi.transports"
+            )
         require_root_and_iproute2()
     if any(lc.transport == "nodes" for lc in launches) and group is None:
         raise RunError("the nodes transport runs across a node and its mpi.peers; none are set")
@@ -154,20 +166,42 @@ def run_experiment(settings: Settings, seed: int, output: Path,
                 print(f"iolab: mpi [{i}/{len(launches)}] {launch.label()}", flush=True)
             if launch.transport in ("netns", "netns_tbf"):
                 rate = netns.tbf_rate_mbit if launch.transport == "netns_tbf" else None
-                with NetnsCluster(min(netns.hosts, launch.ranks), subnet=netns.subnet,
-                                  rate_mbit=rate, burst_bytes=netns.tbf_burst_bytes) as cluster:
-                    records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out,
-                                              cluster))
+                with NetnsCluster(
+                    min(netns.hosts, launch.ranks),
+                    subnet=netns.subnet,
+                    rate_mbit=rate,
+                    burst_bytes=netns.tbf_burst_bytes,
+                ) as cluster:
+                    records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out, cluster))
             else:
-                records.append(run_launch(settings, launch, seed + i, btl_shm, Path(tmp), out,
-                                          runner=runner, cpus=cpus, launcher=launcher, group=group))
-    return {"mpi": {"mpirun": mpirun_path(settings, remote),
-                    "mpirun_version": version, "mpicc": settings.mpicc, "shm_btl": btl_shm,
-                    "usable_cpus": cpus if cpus is not None else usable_cpus(), "launcher": launcher,
-                    "transports": list(settings.transports),
-                    **({"group": group.describe()} if group is not None else {}),
-                    "mca_environment": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")},
-                    "launches": records}}
+                records.append(
+                    run_launch(
+                        settings,
+                        launch,
+                        seed + i,
+                        btl_shm,
+                        Path(tmp),
+                        out,
+                        runner=runner,
+                        cpus=cpus,
+                        launcher=launcher,
+                        group=group,
+                    )
+                )
+    return {
+        "mpi": {
+            "mpirun": mpirun_path(settings, remote),
+            "mpirun_version": version,
+            "mpicc": settings.mpicc,
+            "shm_btl": btl_shm,
+            "usable_cpus": cpus if cpus is not None else usable_cpus(),
+            "launcher": launcher,
+            "transports": list(settings.transports),
+            **({"group": group.describe()} if group is not None else {}),
+            "mca_environment": {k: v for k, v in os.environ.items() if k.startswith("OMPI_MCA_")},
+            "launches": records,
+        }
+    }
 
 
 def run_repetition(rep: Repetition) -> Measured:
@@ -179,22 +213,40 @@ def run_repetition(rep: Repetition) -> Measured:
     interface = rep.entry.mpi.interface
     transports, left_out = node_transports(rep.entry, settings_of(rep, MpiSettings))
     if left_out:
-        print(f"iolab: mpi on {rep.node.name}: leaving out {', '.join(left_out)} (they need "
-              "this machine's network namespaces; nodes[].mpi.transports chooses)", file=sys.stderr)
+        print(
+            f"iolab: mpi on {rep.node.name}: leaving out {', '.join(left_out)} (they need "
+            "this machine's network namespaces; nodes[].mpi.transports chooses)",
+            file=sys.stderr,
+        )
     settings = settings_of(rep, MpiSettings).model_copy(
-        update={"transports": tuple(transports), **({"tcp_interface": interface} if interface else {})})
+        update={"transports": tuple(transports), **({"tcp_interface": interface} if interface else {})}
+    )
     with _node_group(rep, transports) as group:
-        extra = run_experiment(settings, rep.seed, rep.raw, runner=rep.runner,
-                               cpus=rep.facts.cpu_count, launcher=launcher,
-                               group=group, facts=rep.facts)
+        extra = run_experiment(
+            settings,
+            rep.seed,
+            rep.raw,
+            runner=rep.runner,
+            cpus=rep.facts.cpu_count,
+            launcher=launcher,
+            group=group,
+            facts=rep.facts,
+        )
     extra["mpi"]["transports_left_out"] = left_out
     frame = readers.read_mpi_csv(rep.raw)
     if frame.empty:
         raise RunError(f"mpi on {rep.node.name}: no samples were written")
-    placement = {"launches": [{k: r[k] for k in ("transport", "ranks", "binding", "oversubscribed")}
-                              for r in extra["mpi"]["launches"]]}
-    return Measured(extra, ["mpirun ... mpi-probe", "(one launch per transport and rank count)"],
-                    f"{len(extra['mpi']['launches'])} launches, {len(frame)} samples", placement)
+    placement = {
+        "launches": [
+            {k: r[k] for k in ("transport", "ranks", "binding", "oversubscribed")} for r in extra["mpi"]["launches"]
+        ]
+    }
+    return Measured(
+        extra,
+        ["mpirun ... mpi-probe", "(one launch per transport and rank count)"],
+        f"{len(extra['mpi']['launches'])} launches, {len(frame)} samples",
+        placement,
+    )
 
 
 @contextlib.contextmanager

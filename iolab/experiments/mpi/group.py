@@ -86,8 +86,9 @@ def ssh_config_block(node: NodeEntry) -> str:
     """The ssh_config lines that reach ``node`` by its address from another
     node: the options the ssh runner uses, paths left for that node's ssh."""
     lines = [f"Host {one_line(str(node.reach), f'node {node.name}: address')}\n"]
-    lines += [f"  {keyword} {one_line(value, f'node {node.name}: ssh {keyword}')}\n"
-              for keyword, value in ssh_options(node)]
+    lines += [
+        f"  {keyword} {one_line(value, f'node {node.name}: ssh {keyword}')}\n" for keyword, value in ssh_options(node)
+    ]
     return "".join(lines)
 
 
@@ -112,8 +113,9 @@ class MpiNodeGroup:
         self._dir = runner.scratch("mpi-nodes")
         res = runner.shell(f"mkdir -p {shlex.quote(self._dir)}", timeout=120)
         if res.returncode != 0:
-            raise RunError(f"node {self.first.name}: cannot create {self._dir}: "
-                           f"{ssh_failure(res.stderr, res.returncode)}")
+            raise RunError(
+                f"node {self.first.name}: cannot create {self._dir}: {ssh_failure(res.stderr, res.returncode)}"
+            )
         runner.write_file(self.hostfile, self.hostfile_text())
         runner.write_file(self.ssh_config, "".join(ssh_config_block(p.entry) for p in self.peers), 0o600)
         runner.write_file(self.agent, self.agent_text(), 0o700)
@@ -139,32 +141,37 @@ class MpiNodeGroup:
 
     def hostfile_text(self) -> str:
         head = f"# Open MPI hostfile of node {self.first.name}'s MPI group, from the iolab inventory\n"
-        return head + "".join(f"{one_line(m.address, f'node {m.name}: address')} slots={m.slots}  # {m.name}\n"
-                              for m in self.members)
+        return head + "".join(
+            f"{one_line(m.address, f'node {m.name}: address')} slots={m.slots}  # {m.name}\n" for m in self.members
+        )
 
     def agent_text(self) -> str:
         cases = []
         for peer in self.peers:
             setup = "".join(f"{cmd} && " for cmd in peer.entry.setup)
             cases.append(f"  {shlex.quote(peer.address)}) setup={shlex.quote(setup)} ;;")
-        return AGENT.format(group=self.first.name, cases="\n".join(cases),
-                            config=shlex.quote(self.ssh_config))
+        return AGENT.format(group=self.first.name, cases="\n".join(cases), config=shlex.quote(self.ssh_config))
 
     def _check_versions(self) -> None:
         versions = {m.name: (m.facts.get("mpirun") if m.facts is not None else None) for m in self.members}
         mine = versions[self.first.name]
         for name, version in versions.items():
             if mine and version and version != mine:
-                raise RunError(f"node {name} has {version} but node {self.first.name} has {mine}: "
-                               "mpirun across nodes needs the same Open MPI on every node")
+                raise RunError(
+                    f"node {name} has {version} but node {self.first.name} has {mine}: "
+                    "mpirun across nodes needs the same Open MPI on every node"
+                )
 
     def _check_peer(self, peer: Member) -> None:
         """The first node reaches the peer through the agent, as mpirun will."""
-        res = self.first.runner.shell(shlex.join([self.agent, peer.address, "true"]),
-                                      timeout=peer.entry.connect_timeout + 60)
+        res = self.first.runner.shell(
+            shlex.join([self.agent, peer.address, "true"]), timeout=peer.entry.connect_timeout + 60
+        )
         if res.returncode != 0:
-            raise RunError(f"node {self.first.name} cannot reach its MPI peer {peer.name} "
-                           f"({peer.address}) over ssh: {ssh_failure(res.stderr, res.returncode)}")
+            raise RunError(
+                f"node {self.first.name} cannot reach its MPI peer {peer.name} "
+                f"({peer.address}) over ssh: {ssh_failure(res.stderr, res.returncode)}"
+            )
 
     # -- launches -------------------------------------------------------------
     def distribution(self, ranks: int) -> list[int]:
@@ -195,8 +202,10 @@ class MpiNodeGroup:
 
     def describe(self, ranks: int | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "nodes": [m.name for m in self.members], "addresses": [m.address for m in self.members],
-            "slots": [m.slots for m in self.members], "interface": self.interface,
+            "nodes": [m.name for m in self.members],
+            "addresses": [m.address for m in self.members],
+            "slots": [m.slots for m in self.members],
+            "interface": self.interface,
             "bind_to": self.bind_to,
             "kinds": [m.facts.kind().kind if m.facts is not None else None for m in self.members],
             "mpirun_versions": [m.facts.get("mpirun") if m.facts is not None else None for m in self.members],

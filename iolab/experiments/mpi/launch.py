@@ -33,17 +33,18 @@ Settings = MpiSettings
 class Launch:
     transport: str
     ranks: int
-    program: str                       # "mpi-probe" or "mpi-pingpong-ref"
+    program: str  # "mpi-probe" or "mpi-pingpong-ref"
     benches: list[str] = field(default_factory=list)
     sizes: list[int] = field(default_factory=list)
-    method: str = "probe"              # mpi-probe --method: probe or osu
-    selection: str = "pinned"          # collective algorithms: pinned (as configured) or default
+    method: str = "probe"  # mpi-probe --method: probe or osu
+    selection: str = "pinned"  # collective algorithms: pinned (as configured) or default
 
     def label(self) -> str:
         what = ",".join(self.benches) if self.program == "mpi-probe" else "reference ping-pong"
         how = " (OSU method)" if self.method == "osu" else ""
-        algos = " (Open MPI's default algorithms)" if self.selection == "default" and self.program == "mpi-probe" \
-            else ""
+        algos = (
+            " (Open MPI's default algorithms)" if self.selection == "default" and self.program == "mpi-probe" else ""
+        )
         return f"{self.transport} p={self.ranks} {what}{how}{algos}"
 
 
@@ -53,8 +54,7 @@ def usable_cpus() -> int:
 
 def mpirun_version(mpirun: str) -> str:
     try:
-        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30,
-                             check=False).stdout
+        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=30, check=False).stdout
     except OSError as e:
         raise RunError(f"cannot run {mpirun}: {e}; install openmpi-bin or set experiments.mpi.mpirun") from e
     return (out.strip().splitlines() or ["unknown"])[0]
@@ -69,25 +69,65 @@ def shm_btl(version: str) -> str:
 def probe_args(settings: MpiSettings, launch: Launch, seed: int) -> list[str]:
     if launch.program == "mpi-pingpong-ref":
         ref = settings.reference
-        return ["--sizes", ",".join(map(str, launch.sizes)), "--iterations", str(ref.iterations),
-                "--warmup", str(ref.warmup), "--series", str(ref.series)]
+        return [
+            "--sizes",
+            ",".join(map(str, launch.sizes)),
+            "--iterations",
+            str(ref.iterations),
+            "--warmup",
+            str(ref.warmup),
+            "--series",
+            str(ref.series),
+        ]
     if launch.method == "osu":
         # OSU's own skip and iteration counts, unless osu_iterations overrides
         # them as OSU's -i does; OSU synchronises with barriers only.
         counts = ["--iterations", str(settings.osu_iterations)] if settings.osu_iterations else []
-        return ["--method", "osu", "--bench", ",".join(launch.benches),
-                "--sizes", ",".join(map(str, launch.sizes)), *counts,
-                "--series", str(settings.osu_series or settings.series), "--seed", str(seed)]
-    return ["--bench", ",".join(launch.benches), "--sizes", ",".join(map(str, launch.sizes)),
-            "--warmup", str(settings.warmup), "--iterations", str(settings.iterations),
-            "--series", str(settings.series), "--large-bytes", str(settings.large_bytes),
-            "--large-iterations", str(settings.large_iterations), "--sync", settings.sync,
-            "--window-us", str(settings.window_us), "--seed", str(seed)]
+        return [
+            "--method",
+            "osu",
+            "--bench",
+            ",".join(launch.benches),
+            "--sizes",
+            ",".join(map(str, launch.sizes)),
+            *counts,
+            "--series",
+            str(settings.osu_series or settings.series),
+            "--seed",
+            str(seed),
+        ]
+    return [
+        "--bench",
+        ",".join(launch.benches),
+        "--sizes",
+        ",".join(map(str, launch.sizes)),
+        "--warmup",
+        str(settings.warmup),
+        "--iterations",
+        str(settings.iterations),
+        "--series",
+        str(settings.series),
+        "--large-bytes",
+        str(settings.large_bytes),
+        "--large-iterations",
+        str(settings.large_iterations),
+        "--sync",
+        settings.sync,
+        "--window-us",
+        str(settings.window_us),
+        "--seed",
+        str(seed),
+    ]
 
 
-def mca_params(settings: Settings, launch: Launch, btl_shm: str,
-               cluster: NetnsCluster | None, oversubscribed: bool,
-               group: MpiNodeGroup | None = None) -> dict[str, str]:
+def mca_params(
+    settings: Settings,
+    launch: Launch,
+    btl_shm: str,
+    cluster: NetnsCluster | None,
+    oversubscribed: bool,
+    group: MpiNodeGroup | None = None,
+) -> dict[str, str]:
     """The MCA parameters of a launch (mpirun takes them as --mca, srun's
     ranks as OMPI_MCA_* variables)."""
     mca: dict[str, str] = {}
@@ -140,8 +180,9 @@ def fabric(mca: Mapping[str, str], infiniband_seen: Mapping[str, bool] | None = 
     rdma = pml == "ucx" or bool(parts & {"openib", "uct"})
     seen = dict(infiniband_seen or {})
     if rdma:
-        kind = ("infiniband" if seen and all(seen.values()) else
-                "ucx" if pml == "ucx" else "rdma, no InfiniBand port seen")
+        kind = (
+            "infiniband" if seen and all(seen.values()) else "ucx" if pml == "ucx" else "rdma, no InfiniBand port seen"
+        )
     else:
         kind = "tcp" if "tcp" in parts else "shared memory" if parts else "default"
     out: dict[str, Any] = {"kind": kind, "pml": pml, "btl": btl, "interface": mca.get("btl_tcp_if_include", "")}
@@ -168,9 +209,16 @@ def _placement_flags(oversubscribed: bool, binding: str, mca: Mapping[str, str])
     return flags
 
 
-def mpirun_argv(settings: Settings, launch: Launch, program: Path | str, args: list[str],
-                btl_shm: str, cluster: NetnsCluster | None, cpus: int | None = None,
-                remote: bool = False) -> tuple[list[str], dict[str, Any]]:
+def mpirun_argv(
+    settings: Settings,
+    launch: Launch,
+    program: Path | str,
+    args: list[str],
+    btl_shm: str,
+    cluster: NetnsCluster | None,
+    cpus: int | None = None,
+    remote: bool = False,
+) -> tuple[list[str], dict[str, Any]]:
     """The full command and what it decided (binding, oversubscription).
     ``cpus``: the node's usable CPUs (default: this machine's); ``remote``:
     mpirun is found on the node's PATH and root is allowed by environment."""
@@ -191,30 +239,45 @@ def mpirun_argv(settings: Settings, launch: Launch, program: Path | str, args: l
     argv += [str(program), *args]
     if cluster is not None:
         argv = cluster.wrap(argv, host=0)
-    decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
-               "binding": binding, "usable_cpus": cpus, "fabric": fabric(mca)}
+    decided = {
+        "oversubscribed": oversubscribed,
+        "yield_when_idle": oversubscribed,
+        "binding": binding,
+        "usable_cpus": cpus,
+        "fabric": fabric(mca),
+    }
     return argv, decided
 
 
-def nodes_mpirun_argv(settings: MpiSettings, launch: Launch, args: list[str], btl_shm: str,
-                      group: MpiNodeGroup, remote: bool) -> tuple[list[str], dict[str, Any]]:
+def nodes_mpirun_argv(
+    settings: MpiSettings, launch: Launch, args: list[str], btl_shm: str, group: MpiNodeGroup, remote: bool
+) -> tuple[list[str], dict[str, Any]]:
     """mpirun on the group's first node: the inventory's hostfile, the
     agent that reaches the peers, and one app context per node with that
     node's own build (iolab.experiments.mpi.group)."""
     oversubscribed = group.oversubscribed(launch.ranks)
     binding = "none" if oversubscribed else group.bind_to
     mca = mca_params(settings, launch, btl_shm, None, oversubscribed, group)
-    argv = [*_mpirun_head(settings, remote), "--hostfile", group.hostfile,
-            *_placement_flags(oversubscribed, binding, mca),
-            *group.contexts(launch.ranks, launch.program, args)]
-    decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
-               "binding": binding, "usable_cpus": sum(m.slots for m in group.members),
-               "fabric": fabric(mca, group.infiniband_seen())}
+    argv = [
+        *_mpirun_head(settings, remote),
+        "--hostfile",
+        group.hostfile,
+        *_placement_flags(oversubscribed, binding, mca),
+        *group.contexts(launch.ranks, launch.program, args),
+    ]
+    decided = {
+        "oversubscribed": oversubscribed,
+        "yield_when_idle": oversubscribed,
+        "binding": binding,
+        "usable_cpus": sum(m.slots for m in group.members),
+        "fabric": fabric(mca, group.infiniband_seen()),
+    }
     return argv, decided
 
 
-def srun_argv(settings: MpiSettings, launch: Launch, program: str, args: list[str],
-              btl_shm: str, cpus: int | None = None) -> tuple[list[str], dict[str, Any]]:
+def srun_argv(
+    settings: MpiSettings, launch: Launch, program: str, args: list[str], btl_shm: str, cpus: int | None = None
+) -> tuple[list[str], dict[str, Any]]:
     """Inside a SLURM job: launch the ranks with srun (PMIx), the MCA
     parameters passed as OMPI_MCA_* variables, since srun has no --mca."""
     cpus = cpus if cpus is not None else usable_cpus()
@@ -223,16 +286,21 @@ def srun_argv(settings: MpiSettings, launch: Launch, program: str, args: list[st
     env = {f"OMPI_MCA_{key}": value for key, value in mca.items()}
     # Binding is left to the cluster's TaskPlugin (task/affinity binds;
     # task/none cannot, and srun refuses --cpu-bind there).
-    argv = ["srun", "--overlap", f"--mpi={SRUN_MPI}", "-n", str(launch.ranks),
-            "--cpus-per-task=1"]
+    argv = ["srun", "--overlap", f"--mpi={SRUN_MPI}", "-n", str(launch.ranks), "--cpus-per-task=1"]
     if oversubscribed:
         argv.append("--overcommit")
     argv += [program, *args]
     # srun exports the whole environment by default; the values hold commas,
     # which --export=NAME=VALUE lists cannot carry.
-    decided = {"oversubscribed": oversubscribed, "yield_when_idle": oversubscribed,
-               "binding": "slurm TaskPlugin default", "usable_cpus": cpus, "launcher": "srun",
-               "environment": env, "fabric": fabric(mca)}
+    decided = {
+        "oversubscribed": oversubscribed,
+        "yield_when_idle": oversubscribed,
+        "binding": "slurm TaskPlugin default",
+        "usable_cpus": cpus,
+        "launcher": "srun",
+        "environment": env,
+        "fabric": fabric(mca),
+    }
     return argv, decided
 
 
@@ -278,10 +346,19 @@ def _reference_rows(stdout: str, launch: Launch, expected_series: int) -> list[s
     return out
 
 
-def run_launch(settings: MpiSettings, launch: Launch, seed: int, btl_shm: str,
-               workdir: Path, out: TextIO, cluster: NetnsCluster | None = None,
-               runner: Runner | None = None, cpus: int | None = None,
-               launcher: str = "mpirun", group: MpiNodeGroup | None = None) -> dict[str, Any]:
+def run_launch(
+    settings: MpiSettings,
+    launch: Launch,
+    seed: int,
+    btl_shm: str,
+    workdir: Path,
+    out: TextIO,
+    cluster: NetnsCluster | None = None,
+    runner: Runner | None = None,
+    cpus: int | None = None,
+    launcher: str = "mpirun",
+    group: MpiNodeGroup | None = None,
+) -> dict[str, Any]:
     runner = runner or LocalRunner()
     remote = Capability.THIS_MACHINE not in runner.capabilities
     program = runner.exe(launch.program)
@@ -297,14 +374,26 @@ def run_launch(settings: MpiSettings, launch: Launch, seed: int, btl_shm: str,
     else:
         argv, decided = mpirun_argv(settings, launch, program, args, btl_shm, cluster, cpus, remote)
     stdout_path = workdir / "stdout.txt"
-    result = runner.run(argv, stdout_path, timeout=float(settings.timeout),
-                        error_line=mpi_error_line, env={**_mpi_env(), **decided.get("environment", {})},
-                        name=launch.label())
-    record: dict[str, Any] = {"transport": launch.transport, "ranks": launch.ranks,
-                              "program": launch.program, "method": launch.method,
-                              "selection": launch.selection, "benches": launch.benches,
-                              "sizes": launch.sizes, "argv": result.argv, **decided,
-                              "seconds": round(result.seconds, 3)}
+    result = runner.run(
+        argv,
+        stdout_path,
+        timeout=float(settings.timeout),
+        error_line=mpi_error_line,
+        env={**_mpi_env(), **decided.get("environment", {})},
+        name=launch.label(),
+    )
+    record: dict[str, Any] = {
+        "transport": launch.transport,
+        "ranks": launch.ranks,
+        "program": launch.program,
+        "method": launch.method,
+        "selection": launch.selection,
+        "benches": launch.benches,
+        "sizes": launch.sizes,
+        "argv": result.argv,
+        **decided,
+        "seconds": round(result.seconds, 3),
+    }
     if cluster is not None:
         record["cluster"] = cluster.describe()
     if launch.transport == "nodes" and group is not None:

@@ -66,8 +66,10 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 def require_root_and_iproute2() -> None:
     """Refuse, in one line, where the cluster cannot be built."""
     if os.geteuid() != 0:
-        raise RunError("netns transport needs root (it creates network namespaces); "
-                       "run as root or drop 'netns' from experiments.mpi.transports")
+        raise RunError(
+            "netns transport needs root (it creates network namespaces); "
+            "run as root or drop 'netns' from experiments.mpi.transports"
+        )
     for tool, package in (("ip", "iproute2"), ("unshare", "util-linux"), ("taskset", "util-linux")):
         if shutil.which(tool) is None:
             raise RunError(f"netns transport needs '{tool}'; install it with: apt-get install {package}")
@@ -93,8 +95,7 @@ def owned_links() -> list[str]:
 def leftovers() -> list[str]:
     """Namespaces, links and /etc/netns entries of any cluster (tests use this)."""
     etc = [p.name for p in NETNS_ETC.glob(f"{PREFIX}*")] if NETNS_ETC.is_dir() else []
-    return sorted(set(owned_namespaces()) | set(owned_links()) | {f"/etc/netns/{e}" for e in etc
-                                                                  if _OWNED.match(e)})
+    return sorted(set(owned_namespaces()) | set(owned_links()) | {f"/etc/netns/{e}" for e in etc if _OWNED.match(e)})
 
 
 def _kill_namespace_processes(ns: str) -> None:
@@ -127,8 +128,11 @@ def remove_cluster(owner: int) -> None:
 def remove_stale_clusters() -> list[int]:
     """Remove clusters whose creating process is gone (a killed earlier run)."""
     owners = set()
-    for name in [*owned_namespaces(), *owned_links(),
-                 *([p.name for p in NETNS_ETC.glob(f"{PREFIX}*")] if NETNS_ETC.is_dir() else [])]:
+    for name in [
+        *owned_namespaces(),
+        *owned_links(),
+        *([p.name for p in NETNS_ETC.glob(f"{PREFIX}*")] if NETNS_ETC.is_dir() else []),
+    ]:
         m = _OWNED.match(name)
         if m:
             owners.add(int(m.group(1)))
@@ -161,8 +165,10 @@ def pick_subnet(requested: str | None = None) -> ipaddress.IPv4Network:
             raise RunError(f"netns: subnet {requested} must be a private IPv4 network of /29 or larger")
         clash = [u for u in used if u.overlaps(net) and u.prefixlen > 0]
         if clash:
-            raise RunError(f"netns: subnet {requested} overlaps {clash[0]} on this machine; "
-                           "pick another in experiments.mpi.netns.subnet")
+            raise RunError(
+                f"netns: subnet {requested} overlaps {clash[0]} on this machine; "
+                "pick another in experiments.mpi.netns.subnet"
+            )
         return net
     for net in CANDIDATE_SUPERNET.subnets(new_prefix=24):
         if not any(u.overlaps(net) for u in used if u.prefixlen > 0):
@@ -173,9 +179,15 @@ def pick_subnet(requested: str | None = None) -> ipaddress.IPv4Network:
 class NetnsCluster:
     """``hosts`` namespaces on one bridge; see the module docstring."""
 
-    def __init__(self, hosts: int, subnet: str | None = None, rate_mbit: float | None = None,
-                 burst_bytes: int = 32768, latency_ms: float = 50.0,
-                 cpus: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        hosts: int,
+        subnet: str | None = None,
+        rate_mbit: float | None = None,
+        burst_bytes: int = 32768,
+        latency_ms: float = 50.0,
+        cpus: list[int] | None = None,
+    ) -> None:
         if hosts < 2:
             raise RunError("netns: a cluster needs at least 2 hosts")
         self.hosts = hosts
@@ -212,8 +224,9 @@ class NetnsCluster:
             raise
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def close(self) -> None:
@@ -228,7 +241,8 @@ class NetnsCluster:
         _ip("link", "set", self.bridge, "up")
         prefix = self.subnet.prefixlen
         hosts_file = "127.0.0.1 localhost\n" + "".join(
-            f"{addr} {name}\n" for addr, name in zip(self.addresses, self.names, strict=True))
+            f"{addr} {name}\n" for addr, name in zip(self.addresses, self.names, strict=True)
+        )
         for i, (ns, addr) in enumerate(zip(self.names, self.addresses, strict=True)):
             outer, inner = f"{self.tag}h{i}", f"{self.tag}n{i}"
             _ip("netns", "add", ns)
@@ -246,8 +260,11 @@ class NetnsCluster:
         self._dir = tempfile.TemporaryDirectory(prefix=f"{self.tag}-")
         agent = Path(self._dir.name) / "netns-agent"
         cases = "\n".join(f"  {name}) cpus={self.host_cpu(i)} ;;" for i, name in enumerate(self.names))
-        agent.write_text(AGENT.format(cases=cases, ip=shutil.which("ip"), taskset=shutil.which("taskset"),
-                                      unshare=shutil.which("unshare")))
+        agent.write_text(
+            AGENT.format(
+                cases=cases, ip=shutil.which("ip"), taskset=shutil.which("taskset"), unshare=shutil.which("unshare")
+            )
+        )
         agent.chmod(stat.S_IRWXU)
         self._wait_reachable()
 
@@ -255,10 +272,31 @@ class NetnsCluster:
         # tbf on each host's egress: every byte that leaves a host is paced,
         # so both directions of a transfer see the rate.
         rate = f"{self.rate_mbit}mbit"
-        proc = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root",
-                               "tbf", "rate", rate, "burst", str(self.burst_bytes),
-                               "latency", f"{self.latency_ms}ms"],
-                              capture_output=True, text=True, timeout=30, check=False)
+        proc = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                dev,
+                "root",
+                "tbf",
+                "rate",
+                rate,
+                "burst",
+                str(self.burst_bytes),
+                "latency",
+                f"{self.latency_ms}ms",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
         if proc.returncode != 0:
             msg = (proc.stderr.strip().splitlines() or ["(no message)"])[-1]
             raise RunError(f"netns: tbf shaping at {rate} failed on {dev}: {msg} (is sch_tbf available?)")
@@ -268,14 +306,20 @@ class NetnsCluster:
         # a closed port on the last one until the connection is refused.
         deadline = time.monotonic() + timeout
         target = self.addresses[-1]
-        probe = ("import socket, sys\n"
-                 "s = socket.socket(); s.settimeout(1)\n"
-                 "try: s.connect((sys.argv[1], 9))\n"
-                 "except ConnectionRefusedError: sys.exit(0)\n"
-                 "except OSError: sys.exit(1)\n")
+        probe = (
+            "import socket, sys\n"
+            "s = socket.socket(); s.settimeout(1)\n"
+            "try: s.connect((sys.argv[1], 9))\n"
+            "except ConnectionRefusedError: sys.exit(0)\n"
+            "except OSError: sys.exit(1)\n"
+        )
         while True:
-            proc = subprocess.run(["ip", "netns", "exec", self.names[0], sys.executable, "-c", probe,
-                                   target], capture_output=True, timeout=30, check=False)
+            proc = subprocess.run(
+                ["ip", "netns", "exec", self.names[0], sys.executable, "-c", probe, target],
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
             if proc.returncode == 0:
                 return
             if time.monotonic() > deadline:
@@ -306,12 +350,30 @@ class NetnsCluster:
         if ip is None or unshare is None or taskset is None:
             raise RunError("netns: 'ip', 'taskset' or 'unshare' disappeared from PATH")
         name = self.names[host]
-        return [ip, "netns", "exec", name, taskset, "-c", str(self.host_cpu(host)), unshare, "--uts",
-                "sh", "-c", 'hostname "$0" && exec "$@"', name, *argv]
+        return [
+            ip,
+            "netns",
+            "exec",
+            name,
+            taskset,
+            "-c",
+            str(self.host_cpu(host)),
+            unshare,
+            "--uts",
+            "sh",
+            "-c",
+            'hostname "$0" && exec "$@"',
+            name,
+            *argv,
+        ]
 
     def describe(self) -> dict[str, object]:
-        return {"hosts": self.names, "addresses": self.addresses, "subnet": str(self.subnet),
-                "host_cpus": [self.host_cpu(i) for i in range(self.hosts)],
-                "bridge": self.bridge, "rate_mbit": self.rate_mbit,
-                "tbf": ({"burst_bytes": self.burst_bytes, "latency_ms": self.latency_ms}
-                        if self.rate_mbit else None)}
+        return {
+            "hosts": self.names,
+            "addresses": self.addresses,
+            "subnet": str(self.subnet),
+            "host_cpus": [self.host_cpu(i) for i in range(self.hosts)],
+            "bridge": self.bridge,
+            "rate_mbit": self.rate_mbit,
+            "tbf": ({"burst_bytes": self.burst_bytes, "latency_ms": self.latency_ms} if self.rate_mbit else None),
+        }
