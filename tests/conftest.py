@@ -54,16 +54,26 @@ def copy_workflow(dest: Path) -> Path:
     return dest
 
 
-def snakemake(workdir: Path, *args: str, env: dict[str, str] | None = None,
-              timeout: float = 900) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workdir,
-                          env=env or tool_env(), capture_output=True, text=True, timeout=timeout)
+def snakemake(
+    workdir: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args],
+        cwd=workdir,
+        env=env or tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--full", action="store_true",
-                     help="also run the release tier (tests marked `full`): the long stress "
-                          "matrix over every server preset and build")
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="also run the release tier (tests marked `full`): the long stress "
+        "matrix over every server preset and build",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -106,8 +116,7 @@ def smoke_copy(smoke_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_pat
 def native_build() -> Path:
     """The optimised and the sanitizer builds of the native programs."""
     for extra in ([], ["SAN=1"]):
-        res = subprocess.run(["make", "-C", str(REPO / "native"), *extra], capture_output=True,
-                             text=True, timeout=600)
+        res = subprocess.run(["make", "-C", str(REPO / "native"), *extra], capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stdout + res.stderr
     return REPO / "native" / "build"
 
@@ -116,8 +125,9 @@ def native_build() -> Path:
 def mpi_build() -> Path:
     """The optimised and the sanitizer builds of the MPI probes only."""
     for extra in ([], ["SAN=1"]):
-        res = subprocess.run(["make", "-C", str(REPO / "native"), "mpi", *extra], capture_output=True,
-                             text=True, timeout=600)
+        res = subprocess.run(
+            ["make", "-C", str(REPO / "native"), "mpi", *extra], capture_output=True, text=True, timeout=600
+        )
         assert res.returncode == 0, res.stdout + res.stderr
     return REPO / "native" / "build"
 
@@ -131,6 +141,7 @@ def write_sshd_files(d: Path, settings: str) -> Path:
     (d / "sshd_config").write_text(
         f"{settings}HostKey {d / 'host_key'}\nAuthorizedKeysFile {d / 'authorized_keys'}\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        "UsePAM no\nStrictModes no\n")
-    Path("/run/sshd").mkdir(exist_ok=True)   # sshd's privilege-separation directory
+        "UsePAM no\nStrictModes no\n"
+    )
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
     return d / "sshd_config"

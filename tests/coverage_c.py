@@ -6,6 +6,7 @@ optimised and the sanitizer builds), runs the suite, then calls this on
 common/ helpers) or into both builds counts a line as covered when any of
 them ran it. Usage: python tests/coverage_c.py NATIVE_BUILD_DIR [--json OUT]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,13 +23,18 @@ def executed_lines(build: Path) -> dict[str, tuple[set[int], set[int]]]:
     notes; a program that never ran has no .gcda and counts as unexecuted)."""
     lines: dict[str, tuple[set[int], set[int]]] = defaultdict(lambda: (set(), set()))
     for gcno in sorted(build.rglob("*.gcno")):
-        res = subprocess.run(["gcov", "--json-format", "--stdout", gcno.name], cwd=gcno.parent,
-                             capture_output=True, text=True, check=False)
+        res = subprocess.run(
+            ["gcov", "--json-format", "--stdout", gcno.name],
+            cwd=gcno.parent,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if res.returncode != 0:
             raise RuntimeError(f"gcov failed on {gcno}: {res.stderr.strip()}")
         for doc in res.stdout.splitlines():
             for entry in json.loads(doc)["files"]:
-                if entry["file"].startswith("/"):   # system headers (liburing.h, bits/)
+                if entry["file"].startswith("/"):  # system headers (liburing.h, bits/)
                     continue
                 instrumented, executed = lines[entry["file"]]
                 for line in entry["lines"]:
@@ -41,12 +47,18 @@ def executed_lines(build: Path) -> dict[str, tuple[set[int], set[int]]]:
 def summary(lines: dict[str, tuple[set[int], set[int]]]) -> dict[str, dict[str, float | int]]:
     out: dict[str, dict[str, float | int]] = {}
     for source, (instrumented, executed) in sorted(lines.items()):
-        out[source] = {"lines": len(instrumented), "covered": len(executed),
-                       "percent": 100.0 * len(executed) / len(instrumented) if instrumented else 100.0}
+        out[source] = {
+            "lines": len(instrumented),
+            "covered": len(executed),
+            "percent": 100.0 * len(executed) / len(instrumented) if instrumented else 100.0,
+        }
     total_lines = sum(int(v["lines"]) for v in out.values())
     total_covered = sum(int(v["covered"]) for v in out.values())
-    out["TOTAL"] = {"lines": total_lines, "covered": total_covered,
-                    "percent": 100.0 * total_covered / total_lines if total_lines else 0.0}
+    out["TOTAL"] = {
+        "lines": total_lines,
+        "covered": total_covered,
+        "percent": 100.0 * total_covered / total_lines if total_lines else 0.0,
+    }
     return out
 
 
@@ -57,8 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     lines = executed_lines(args.build)
     if not lines:
-        print(f"coverage_c: no .gcno files under {args.build}; build with "
-              "`make EXTRA_CFLAGS=--coverage` and run the programs first", file=sys.stderr)
+        print(
+            f"coverage_c: no .gcno files under {args.build}; build with "
+            "`make EXTRA_CFLAGS=--coverage` and run the programs first",
+            file=sys.stderr,
+        )
         return 1
     table = summary(lines)
     width = max(len(k) for k in table)

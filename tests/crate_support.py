@@ -13,9 +13,17 @@ from pathlib import Path
 METADATA = "ro-crate-metadata.json"
 
 
-def craft(base: Path, out: Path, *, add: dict[str, bytes] | None = None, list_added: bool = True,
-          links: dict[str, str] | None = None, replace: dict[str, bytes] | None = None,
-          edit_metadata: Callable[[dict], None] | None = None, compress: bool = True) -> Path:
+def craft(
+    base: Path,
+    out: Path,
+    *,
+    add: dict[str, bytes] | None = None,
+    list_added: bool = True,
+    links: dict[str, str] | None = None,
+    replace: dict[str, bytes] | None = None,
+    edit_metadata: Callable[[dict], None] | None = None,
+    compress: bool = True,
+) -> Path:
     """A copy of the crate ``base`` with members added (listed in the
     metadata with their true checksum and size unless ``list_added`` is
     False), symbolic-link members, members replaced (their checksums

@@ -43,41 +43,69 @@ EXTRA_SERVERS = {
     "multishot_accept": ["--multishot-accept"],
     # Batched waits (min_wait_usec), on the cheapest ring and, through the
     # other enter paths, with a kernel submission thread and a registered fd.
-    "batched_wait": ["--single-issuer", "--defer-taskrun", "--multishot-recv", "--buf-ring", "--wait-nr", "16",
-                     "--min-wait", "200"],
+    "batched_wait": [
+        "--single-issuer",
+        "--defer-taskrun",
+        "--multishot-recv",
+        "--buf-ring",
+        "--wait-nr",
+        "16",
+        "--min-wait",
+        "200",
+    ],
     "batched_wait_sqpoll_regfd": ["--sqpoll", "--register-ring-fd", "--wait-nr", "16", "--min-wait", "200"],
     # The Go servers' flags no preset uses: one ring with a tiny SQ (every
     # burst waits for the publisher to drain it), three rings each owning
     # two consecutive fds, one worker pool, a small buffer (partial echoes),
     # a deadline that a busy connection never reaches, an SQ thread that sleeps.
     "go_uring_small_sq": {"server": "go-uring", "flags": ["--rings", "1", "--entries", "8"]},
-    "go_uring_granule": {"server": "go-uring", "flags": ["--rings", "3", "--granule", "2", "--worker-pools",
-                                                         "1", "--gomaxprocs", "2", "--buf-size", "512"]},
+    "go_uring_granule": {
+        "server": "go-uring",
+        "flags": ["--rings", "3", "--granule", "2", "--worker-pools", "1", "--gomaxprocs", "2", "--buf-size", "512"],
+    },
     "go_uring_link_timeout": {"server": "go-uring", "flags": ["--link-timeout", "20000"]},
     "go_uring_sqpoll_idle": {"server": "go-uring", "flags": ["--sqpoll", "--sq-thread-idle", "10"]},
     "go_net_small": {"server": "go-net", "flags": ["--gomaxprocs", "1", "--buf-size", "100"]},
 }
 # These servers run unpinned, so a preset's CPU placeholder ({spare_cpu},
 # {spare_cpus}) can be any CPU: CPU 0, which every machine has.
-SERVERS = [(name, SERVER_PROGRAMS[server], ["0" if f in (SPARE_CPU, SPARE_CPUS) else f for f in flags])
-           for name, spec in {**PRESETS, **EXTRA_SERVERS}.items() for server, flags in [preset_server(name, spec)]]
+SERVERS = [
+    (name, SERVER_PROGRAMS[server], ["0" if f in (SPARE_CPU, SPARE_CPUS) else f for f in flags])
+    for name, spec in {**PRESETS, **EXTRA_SERVERS}.items()
+    for server, flags in [preset_server(name, spec)]
+]
 BUILDS = ["opt", "san"]
 # The sanitizer build: ASan/UBSan for the C servers, Go's race detector for
 # the Go ones (each ignores the other's variables). By default the race
 # detector sleeps a second at exit (atexit_sleep_ms), a last chance for
 # goroutines still running to race; these tests race the servers while they
 # serve, not while they exit, and the sleep cost a second per stopped server.
-SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:exitcode=23:abort_on_error=0",
-           "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
-           "GORACE": "halt_on_error=1 exitcode=66 atexit_sleep_ms=0"}
+SAN_ENV = {
+    "ASAN_OPTIONS": "detect_leaks=1:exitcode=23:abort_on_error=0",
+    "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+    "GORACE": "halt_on_error=1 exitcode=66 atexit_sleep_ms=0",
+}
 # Configurations whose code paths differ in structure (readiness vs
 # completion, provided buffers with multishot, a kernel submission thread,
 # several rings, registered files, zero-copy sends): the stress tests run on
 # these by default. The other presets differ in ring flags the stress tests
 # exercise no differently; they get the correctness tests by default and the
 # stress tests in the release tier (--full).
-STRUCTURAL = {"epoll", "default", "multishot", "sqpoll", "rings_granule", "fixed_files", "send_zc",
-              "few_buffers", "go_net", "go_uring", "go_uring_sqpoll", "go_uring_small_sq", "poll_first"}
+STRUCTURAL = {
+    "epoll",
+    "default",
+    "multishot",
+    "sqpoll",
+    "rings_granule",
+    "fixed_files",
+    "send_zc",
+    "few_buffers",
+    "go_net",
+    "go_uring",
+    "go_uring_sqpoll",
+    "go_uring_small_sq",
+    "poll_first",
+}
 
 
 TSAN_ENV = {"TSAN_OPTIONS": "halt_on_error=1:exitcode=66:second_deadlock_stack=1"}
@@ -86,9 +114,10 @@ TSAN_ENV = {"TSAN_OPTIONS": "halt_on_error=1:exitcode=66:second_deadlock_stack=1
 class Server:
     def __init__(self, exe: Path, flags: list[str], san: bool, env_extra: dict | None = None) -> None:
         env = dict(os.environ, **(SAN_ENV if san else {}), **(env_extra or {}))
-        self.preset = ""   # set by the fixtures that start a named configuration
-        self.proc = subprocess.Popen([str(exe), "--port", "0", *flags], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=env)
+        self.preset = ""  # set by the fixtures that start a named configuration
+        self.proc = subprocess.Popen(
+            [str(exe), "--port", "0", *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
         assert self.proc.stderr is not None
         line = self.proc.stderr.readline()
         m = re.search(r"listening on [0-9.]+:(\d+)", line)
@@ -135,14 +164,14 @@ def exchange(port: int, payloads: list[bytes], rng: random.Random, deadline_s: f
             s = st["sock"]
             if events & selectors.EVENT_WRITE and st["sent"] < len(st["data"]):
                 try:
-                    st["sent"] += s.send(st["data"][st["sent"]:st["sent"] + rng.randint(1, 70000)])
+                    st["sent"] += s.send(st["data"][st["sent"] : st["sent"] + rng.randint(1, 70000)])
                 except BlockingIOError:
                     pass
                 if st["sent"] == len(st["data"]):
                     sel.modify(s, selectors.EVENT_READ, st)
             if events & selectors.EVENT_READ:
                 try:
-                    chunk = s.recv(rng.choice([1, 7, 100, 1500, 65536]))   # partial reads
+                    chunk = s.recv(rng.choice([1, 7, 100, 1500, 65536]))  # partial reads
                 except BlockingIOError:
                     continue
                 assert chunk, "server closed the connection early"
@@ -175,16 +204,25 @@ def echoed_within(s: socket.socket, data: bytes, seconds: float) -> bool:
 
 def tsan_program(name: str) -> Path:
     """The ThreadSanitizer build of one native program."""
-    res = subprocess.run(["make", "-C", str(REPO / "native"), "TSAN=1", f"build/tsan/{name}"],
-                         capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        ["make", "-C", str(REPO / "native"), "TSAN=1", f"build/tsan/{name}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return REPO / "native" / "build" / "tsan" / name
 
 
-
-SWEEP = {"duration": 0.3, "warmup": 0.1, "connections": [4], "bytes": [64], "pipeline": 1,
-         "loadgen_threads": 1, "port": 0}
-
+SWEEP = {
+    "duration": 0.3,
+    "warmup": 0.1,
+    "connections": [4],
+    "bytes": [64],
+    "pipeline": 1,
+    "loadgen_threads": 1,
+    "port": 0,
+}
 
 
 def start_server(param: tuple[tuple[str, str, list[str]], str], native_build: Path) -> Iterator[Server]:

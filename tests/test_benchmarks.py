@@ -17,19 +17,38 @@ RATIO = r"\d+\.\d\d-\d+\.\d\d \(median \d+\.\d\d, n=\d+\)"
 
 
 def benchmark(name: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(REPO / "benchmarks" / name), *args], capture_output=True,
-                          text=True, timeout=600, cwd=REPO, check=False)
+    return subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        check=False,
+    )
 
 
 def test_client_cost_compares_both_clients_and_another_build(native_build: Path) -> None:
-    res = benchmark("client_cost.py", "--rounds", "1", "--duration", "0.1", "--bytes", "512",
-                    "--baseline-loadgen", str(native_build / "loadgen"))
+    res = benchmark(
+        "client_cost.py",
+        "--rounds",
+        "1",
+        "--duration",
+        "0.1",
+        "--bytes",
+        "512",
+        "--baseline-loadgen",
+        str(native_build / "loadgen"),
+    )
     assert res.returncode == 0, res.stderr[-2000:]
-    assert len(re.findall(r"^round 1 .*: \d+ req/s, server \d+\.\d\d us/req, client \d+\.\d\d us/req$",
-                          res.stdout, re.M)) == 6
-    for line in ("event-loop-uring client / cheapest ring's server CPU, same cell",
-                 "io_uring client / epoll client CPU, same server and round",
-                 "io_uring client / the baseline build's, same server and round"):
+    assert (
+        len(re.findall(r"^round 1 .*: \d+ req/s, server \d+\.\d\d us/req, client \d+\.\d\d us/req$", res.stdout, re.M))
+        == 6
+    )
+    for line in (
+        "event-loop-uring client / cheapest ring's server CPU, same cell",
+        "io_uring client / epoll client CPU, same server and round",
+        "io_uring client / the baseline build's, same server and round",
+    ):
         assert re.search(rf"^{re.escape(line)}: {RATIO}$", res.stdout, re.M), line
     missing = benchmark("client_cost.py", "--baseline-loadgen", "/nonexistent/loadgen")
     assert missing.returncode == 2 and "--baseline-loadgen /nonexistent/loadgen: no such file" in missing.stderr

@@ -36,9 +36,15 @@ def verdict(claim: str, found: list[Finding]) -> Outcome:
     return claim_verdict(claim, judged(found)).outcome
 
 
-def echo_table(rates: dict[str, float], cells: list[tuple[int, int]], cpu: dict[str, float] | None = None,
-               busy: dict[str, float] | None = None, client_busy: float = 0.5, cpus: int = 4,
-               **setup: str) -> pd.DataFrame:
+def echo_table(
+    rates: dict[str, float],
+    cells: list[tuple[int, int]],
+    cpu: dict[str, float] | None = None,
+    busy: dict[str, float] | None = None,
+    client_busy: float = 0.5,
+    cpus: int = 4,
+    **setup: str,
+) -> pd.DataFrame:
     """One row per repetition, preset and cell: rps = rate * that repetition's
     drift; server CPU per request = cpu[preset] (default 1000 ns) / drift;
     server utilisation busy[preset] (default 0.9). The sources' setup unless
@@ -47,16 +53,30 @@ def echo_table(rates: dict[str, float], cells: list[tuple[int, int]], cpu: dict[
     for rep, d in enumerate(DRIFT, 1):
         for preset, rate in rates.items():
             for c, b in cells:
-                rows.append({"node": "n1", "rep": rep, "preset": preset, "connections": c, "bytes": b,
-                             "status": "ok", "rps": rate * d, "server_ns_per_request": (cpu or {}).get(preset, 1000.0) / d,
-                             "server_busy": (busy or {}).get(preset, 0.9), "client_busy": client_busy, "cpus": cpus,
-                             "iowq_workers": 0, **{**SOURCE, **setup}})
+                rows.append(
+                    {
+                        "node": "n1",
+                        "rep": rep,
+                        "preset": preset,
+                        "connections": c,
+                        "bytes": b,
+                        "status": "ok",
+                        "rps": rate * d,
+                        "server_ns_per_request": (cpu or {}).get(preset, 1000.0) / d,
+                        "server_busy": (busy or {}).get(preset, 0.9),
+                        "client_busy": client_busy,
+                        "cpus": cpus,
+                        "iowq_workers": 0,
+                        **{**SOURCE, **setup},
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def cost(**values: float) -> pd.DataFrame:
-    return pd.DataFrame({k: [v] * len(DRIFT) for k, v in values.items()},
-                        index=pd.Index(range(1, len(DRIFT) + 1), name="rep"))
+    return pd.DataFrame(
+        {k: [v] * len(DRIFT) for k, v in values.items()}, index=pd.Index(range(1, len(DRIFT) + 1), name="rep")
+    )
 
 
 def reference_spread(kind: str) -> float:
@@ -68,19 +88,30 @@ def reference_spread(kind: str) -> float:
         sds = []
         for preset in sorted(set(echo["preset"]) - {"epoll"}):
             r = echostats.paired_ratios(echo, preset, "epoll")
-            sds += [float(np.std(np.log(g["ratio"]), ddof=1)) for _, g in r.groupby(["connections", "bytes"])
-                    if len(g) >= 3]
+            sds += [
+                float(np.std(np.log(g["ratio"]), ddof=1)) for _, g in r.groupby(["connections", "bytes"]) if len(g) >= 3
+            ]
         return float(np.median(sds))
     from iolab.analysis import costmodel
+
     syscall = tables.load("syscall", "auto")
-    per_rep = costmodel.per_rep(costmodel.per_rep_inputs(syscall, tables.load("sendrecv", "auto"),
-                                                         tables.load("uring_batch", "auto"),
-                                                         node=str(sorted(syscall["node"].unique())[0])))
-    return float(np.median([np.std(np.log(per_rep[q]), ddof=1) for q in
-                            ("t1_over_w", "uring_n1_over_epoll", "per_sqe_over_epoll")]))
+    per_rep = costmodel.per_rep(
+        costmodel.per_rep_inputs(
+            syscall,
+            tables.load("sendrecv", "auto"),
+            tables.load("uring_batch", "auto"),
+            node=str(sorted(syscall["node"].unique())[0]),
+        )
+    )
+    return float(
+        np.median(
+            [np.std(np.log(per_rep[q]), ddof=1) for q in ("t1_over_w", "uring_n1_over_epoll", "per_sqe_over_epoll")]
+        )
+    )
 
 
 # --- every rule against the source's own numbers ------------------------------------
+
 
 @pytest.mark.parametrize("claim", ["U1", "U2", "U3", "C1", "C2", "C3"])
 def test_the_sources_own_table_reproduces_its_claim(claim: str) -> None:
@@ -100,22 +131,27 @@ def test_a_faithful_replication_reproduces_each_claim_or_the_paper_says_why(clai
     assert share is not None
     if share >= numbers.FAITHFUL_GOAL:
         return
-    parts = [f for f in judged(faithful.replications(claim)(reps, spread, np.random.default_rng(1)), adaptive=True)
-             if f.claim == claim and not f.context and f.estimate is not None]
+    parts = [
+        f
+        for f in judged(faithful.replications(claim)(reps, spread, np.random.default_rng(1)), adaptive=True)
+        if f.claim == claim and not f.context and f.estimate is not None
+    ]
     for f in parts:
         f.group = f"claims:{kind}"
     text = numbers.faithful_text(claim, parts, runs=runs)
     assert f"reproduces {claim} in" in text and "cannot be expected here" in text, text
     share_printed = int(re.search(r"in (\d+)% of", text).group(1))
-    assert abs(share_printed / 100 - share) <= 0.15     # the same simulation on the claim's own parts
+    assert abs(share_printed / 100 - share) <= 0.15  # the same simulation on the claim's own parts
 
 
 def test_u1_passes_on_part_1s_own_table_which_the_old_cpu_rule_failed() -> None:
     parts = judged(habr.u1(faithful.part1(10, 0.0, np.random.default_rng(0))))
     counted = [p for p in parts if not p.context]
     assert len(counted) == 12 and all(p.outcome is Outcome.REPRODUCED for p in counted)
-    assert claim_verdict("U1", parts, claims.SOURCE_CELLS["U1"]).line() == \
-        "reproduced (decided 12 of 12 parts, 0 not testable here; source cells covered 6 of 6)"
+    assert (
+        claim_verdict("U1", parts, claims.SOURCE_CELLS["U1"]).line()
+        == "reproduced (decided 12 of 12 parts, 0 not testable here; source cells covered 6 of 6)"
+    )
     # At equal load the source's own rates put io_uring's CPU per request at
     # 0.895-0.898 of epoll's: context now, never counted.
     per_request = {p.part.split(",")[0]: p.estimate.value for p in parts if p.context}
@@ -131,22 +167,25 @@ def test_u2_reads_the_tied_cell_as_not_behind_and_the_many_cells_as_ahead_togeth
     assert tie.estimate.value == pytest.approx(139313 / 139171) and tie.rule.bound == 0.95
     (pooled,) = [p for p in counted if "geometric mean" in p.part]
     assert pooled.estimate.value == pytest.approx(
-        np.exp(np.mean(np.log([147362 / 133039, 139313 / 139171, 158483 / 133480, 154194 / 139617]))))
+        np.exp(np.mean(np.log([147362 / 133039, 139313 / 139171, 158483 / 133480, 154194 / 139617])))
+    )
     # A reactor behind by 10 % in one many-connection cell is not reproduced.
     table = faithful.part3(10, 0.0, np.random.default_rng(0))
-    table.loc[(table["preset"] == "go_uring") & (table["connections"] == 1000) & (table["bytes"] == 128), "rps"] \
-        = 0.9 * 133480
+    table.loc[(table["preset"] == "go_uring") & (table["connections"] == 1000) & (table["bytes"] == 128), "rps"] = (
+        0.9 * 133480
+    )
     assert verdict("U2", habr.u2(table)) is Outcome.NOT_REPRODUCED
 
 
 def test_quoted_ratios_sit_under_benchmark_mds_cells() -> None:
-    assert sources.quoted_ratio("U2", 1000, 128).startswith("1.19")     # 158 483 / 133 480
-    assert sources.quoted_ratio("U3", 1000, 128).startswith("0.81")     # 127 896 / 158 483
-    assert sources.quoted_ratio("U2", 100, 1024).startswith("0.24")     # 33 159 / 139 206
-    assert sources.quoted_ratio("U2", 500, 1024).startswith("1.00")     # 139 313 / 139 171
-    assert sources.quoted_ratio("U2", 50, 1024) == ""                   # no such cell
+    assert sources.quoted_ratio("U2", 1000, 128).startswith("1.19")  # 158 483 / 133 480
+    assert sources.quoted_ratio("U3", 1000, 128).startswith("0.81")  # 127 896 / 158 483
+    assert sources.quoted_ratio("U2", 100, 1024).startswith("0.24")  # 33 159 / 139 206
+    assert sources.quoted_ratio("U2", 500, 1024).startswith("1.00")  # 139 313 / 139 171
+    assert sources.quoted_ratio("U2", 50, 1024) == ""  # no such cell
     assert [sources.cell_of(c) for c in sources.U2_COLUMNS] == [
-        (c, b) for c in claims.SOURCE_U2_CONNECTIONS for b in claims.SOURCE_U2_BYTES]
+        (c, b) for c in claims.SOURCE_U2_CONNECTIONS for b in claims.SOURCE_U2_BYTES
+    ]
 
 
 def test_c2_decides_on_the_models_own_condition_and_t1_counts_only_against() -> None:
@@ -157,7 +196,7 @@ def test_c2_decides_on_the_models_own_condition_and_t1_counts_only_against() -> 
     assert [f.outcome for f in found] == [Outcome.REPRODUCED] * 3
     assert found[1].role == "against" and "never for it" in found[1].part
     # t(1) >= s + w alone does not reproduce C2 where b < s + w ...
-    b_below = cost(per_sqe_over_epoll=0.82, t1_over_s_plus_w=1.34)     # the reference run's numbers
+    b_below = cost(per_sqe_over_epoll=0.82, t1_over_s_plus_w=1.34)  # the reference run's numbers
     assert verdict("C2", openanolis.c2(b_below, "off", echo=level)) is Outcome.NOT_REPRODUCED
     # ... and t(1) < s + w contradicts it even when b's part is undecided.
     t_below = cost(per_sqe_over_epoll=1.0, t1_over_s_plus_w=0.8)
@@ -170,8 +209,7 @@ def test_c2_decides_on_the_models_own_condition_and_t1_counts_only_against() -> 
 
 def test_c3_reads_about_ten_percent_two_sided_on_the_poll_first_server_without_io_wq() -> None:
     model = cost(per_sqe_over_epoll=0.8)
-    for gain, outcome in ((1.10, Outcome.REPRODUCED), (1.01, Outcome.NOT_REPRODUCED),
-                          (1.40, Outcome.NOT_REPRODUCED)):
+    for gain, outcome in ((1.10, Outcome.REPRODUCED), (1.01, Outcome.NOT_REPRODUCED), (1.40, Outcome.NOT_REPRODUCED)):
         table = echo_table({"poll_first": 100.0 * gain, "epoll": 100.0}, [(1000, 128)])
         _, throughput = judged(openanolis.c3(model, "on", table))
         assert throughput.outcome is outcome, gain
@@ -185,8 +223,12 @@ def test_c3_reads_about_ten_percent_two_sided_on_the_poll_first_server_without_i
     unknown = echo_table({"poll_first": 110.0, "epoll": 100.0}, [(1000, 128)]).drop(columns="iowq_workers")
     assert "did not report its io-wq workers (not measured)" in openanolis.c3(model, "on", unknown)[1].reason
     # The trace saw its requests wait for polls: not the source's server.
-    waited = openanolis.c3(model, "on", echo_table({"poll_first": 110.0, "epoll": 100.0}, [(1000, 128)]),
-                           inline=(False, "the trace counted up to 0.300 polls armed per echoed request"))
+    waited = openanolis.c3(
+        model,
+        "on",
+        echo_table({"poll_first": 110.0, "epoll": 100.0}, [(1000, 128)]),
+        inline=(False, "the trace counted up to 0.300 polls armed per echoed request"),
+    )
     assert waited[1].outcome is Outcome.NOT_TESTABLE and "0.300 polls" in waited[1].reason
     assert all(p.outcome is Outcome.NOT_TESTABLE for p in openanolis.c3(model, "off", table))
 
@@ -197,8 +239,11 @@ def test_c1_counts_the_premise_that_the_requests_take_most_of_a_servers_cost() -
     for server_cost, outcome in ((2 * (s + w) / 0.8, Outcome.REPRODUCED), (2 * (s + w) * 2.0, Outcome.NOT_REPRODUCED)):
         echo = echo_table({"epoll": 1000.0}, [(1, 16)], cpu={"epoll": server_cost})
         echo["server_ns_per_request"] = server_cost
-        (share,) = [f for f in judged(openanolis.c1(cost(**base, epoll_request_single=2 * (s + w)), "off", echo))
-                    if "share" in f.part]
+        (share,) = [
+            f
+            for f in judged(openanolis.c1(cost(**base, epoll_request_single=2 * (s + w)), "off", echo))
+            if "share" in f.part
+        ]
         assert share.outcome is outcome and share.estimate.value == pytest.approx(2 * (s + w) / server_cost)
 
 
@@ -206,14 +251,16 @@ def test_c4_needs_large_messages_and_names_the_profile_that_measures_them() -> N
     (part,) = openanolis.c4(echo_table({"poll_first": 1.0, "epoll": 1.0}, [(50, 1024)]))
     assert part.outcome is Outcome.NOT_TESTABLE and "largest: 1024 B" in part.reason
     assert "the paper profile measures them" in part.reason
-    big = echo_table({"poll_first": 1.0, "epoll": 1.0}, [(50, 1024), (50, 65536)],
-                     cpu={"poll_first": 1020.0, "epoll": 1000.0})
+    big = echo_table(
+        {"poll_first": 1.0, "epoll": 1.0}, [(50, 1024), (50, 65536)], cpu={"poll_first": 1020.0, "epoll": 1000.0}
+    )
     (part,) = judged(openanolis.c4(big))
     assert part.outcome is Outcome.REPRODUCED and "65536 B" in part.part
     assert part.ratio_of_means == pytest.approx(1.02)
 
 
 # --- the verdict line: parts decided, not testable, cells covered -------------------
+
 
 def test_a_claim_with_untestable_parts_is_never_reproduced() -> None:
     rule = rules.above(1.0, "test")
@@ -222,7 +269,8 @@ def test_a_claim_with_untestable_parts_is_never_reproduced() -> None:
     assert combine(judged(ok)) is Outcome.REPRODUCED
     assert combine(judged(ok + untestable)) is Outcome.INCOMPLETE
     assert claim_verdict("U4", ok + untestable).line() == (
-        "reproduced where testable, not testable in part (decided 2 of 4 parts, 2 not testable here)")
+        "reproduced where testable, not testable in part (decided 2 of 4 parts, 2 not testable here)"
+    )
 
 
 def test_u1_counts_an_unmeasured_source_cell_as_a_part_not_tested() -> None:
@@ -233,16 +281,17 @@ def test_u1_counts_an_unmeasured_source_cell_as_a_part_not_tested() -> None:
     assert v.line().endswith("(decided 8 of 10 parts, 2 not testable here; source cells covered 4 of 6)")
     missing = [p for p in parts if p.outcome is Outcome.NOT_TESTABLE]
     assert [p.cell for p in missing] == ["c=1000 128 B", "c=1000 512 B"]
-    assert missing[0].quoted.startswith("1.02")     # the source's 158 911 / 156 449 still shown
+    assert missing[0].quoted.startswith("1.02")  # the source's 158 911 / 156 449 still shown
 
 
 def test_u1_judges_non_inferiority_and_load() -> None:
     slower = judged(habr.u1(echo_table({"default": 90.0, "epoll": 100.0}, [(50, 128)])))
-    assert slower[0].outcome is Outcome.NOT_REPRODUCED               # 10 % slower
+    assert slower[0].outcome is Outcome.NOT_REPRODUCED  # 10 % slower
     close = judged(habr.u1(echo_table({"default": 97.0, "epoll": 100.0}, [(50, 128)])))
-    assert close[0].outcome is Outcome.REPRODUCED                    # 3 % slower: "a worthy competitor"
-    heavy = judged(habr.u1(echo_table({"default": 110.0, "epoll": 100.0}, [(50, 128)],
-                                      busy={"default": 0.99, "epoll": 0.80})))
+    assert close[0].outcome is Outcome.REPRODUCED  # 3 % slower: "a worthy competitor"
+    heavy = judged(
+        habr.u1(echo_table({"default": 110.0, "epoll": 100.0}, [(50, 128)], busy={"default": 0.99, "epoll": 0.80}))
+    )
     assert heavy[1].outcome is Outcome.NOT_REPRODUCED and "load" in heavy[1].part
     assert heavy[0].decides == {"echo": [["default", 50, 128], ["epoll", 50, 128]]}
 
@@ -250,11 +299,14 @@ def test_u1_judges_non_inferiority_and_load() -> None:
 def test_u1_is_context_where_the_load_generator_set_the_pace() -> None:
     # The server had CPU to spare while server and client filled the node:
     # requests/s there measures the client.
-    table = echo_table({"default": 100.0, "epoll": 100.0}, [(1000, 128)], busy={"default": 0.6, "epoll": 0.6},
-                       client_busy=1.4, cpus=2)
+    table = echo_table(
+        {"default": 100.0, "epoll": 100.0}, [(1000, 128)], busy={"default": 0.6, "epoll": 0.6}, client_busy=1.4, cpus=2
+    )
     parts = habr.u1(table)
     (why,) = [p for p in parts if p.outcome is Outcome.NOT_TESTABLE and p.cell == "c=1000 128 B"]
-    assert why.reason.startswith("the load generator, not the server, set the pace") and "client 1.40 CPUs" in why.reason
+    assert (
+        why.reason.startswith("the load generator, not the server, set the pace") and "client 1.40 CPUs" in why.reason
+    )
     assert all(p.context for p in parts if p.estimate is not None and p.part.startswith("c=1000 128 B"))
 
 
@@ -282,22 +334,35 @@ def test_u2_and_u3_need_as_many_cpus_as_the_sources_machine() -> None:
 
 
 def test_u4_compares_each_option_with_its_base_ring_wherever_its_helpers_ran() -> None:
-    rates = {"default": 100.0, "sqpoll": 100.0, "sqpoll_sq_aff": 90.0, "async": 125.0, "buf_select": 102.0,
-             "fixed_files": 110.0}
-    sq_aff, async_, buf_select, fixed = judged(habr.u4(echo_table(rates, [(50, 128), (500, 128), (500, 512)],
-                                                                  cpus=2)))
-    assert "c=500 128 B" in sq_aff.part                      # the largest c, smallest size
+    rates = {
+        "default": 100.0,
+        "sqpoll": 100.0,
+        "sqpoll_sq_aff": 90.0,
+        "async": 125.0,
+        "buf_select": 102.0,
+        "fixed_files": 110.0,
+    }
+    sq_aff, async_, buf_select, fixed = judged(habr.u4(echo_table(rates, [(50, 128), (500, 128), (500, 512)], cpus=2)))
+    assert "c=500 128 B" in sq_aff.part  # the largest c, smallest size
     # The source never says a spare CPU was used: two CPUs test it.
     assert sq_aff.outcome is Outcome.REPRODUCED and async_.outcome is Outcome.REPRODUCED
-    assert buf_select.outcome is Outcome.REPRODUCED          # +2 %: "not impressive"
-    assert fixed.outcome is Outcome.NOT_REPRODUCED           # +10 %: noticeable
+    assert buf_select.outcome is Outcome.REPRODUCED  # +2 %: "not impressive"
+    assert fixed.outcome is Outcome.NOT_REPRODUCED  # +10 %: noticeable
 
 
 def test_u5_gates_each_part_on_what_it_needs() -> None:
-    parts = judged(habr.u5(echo_table({"go_uring": 1.0, "rings_granule": 1.1, "async": 1.0,
-                                       "rings_granule_own_wq": 1.05}, [(100, 128), (1000, 128)], cpus=2),
-                           {r: 0.0 for r in range(1, 11)}))
+    parts = judged(
+        habr.u5(
+            echo_table(
+                {"go_uring": 1.0, "rings_granule": 1.1, "async": 1.0, "rings_granule_own_wq": 1.05},
+                [(100, 128), (1000, 128)],
+                cpus=2,
+            ),
+            {r: 0.0 for r in range(1, 11)},
+        )
+    )
     assert parts[0].outcome is Outcome.REPRODUCED and "io-wq" in parts[0].part
+
     def by(words: str) -> Finding:
         (found,) = [p for p in parts[1:] if words in p.part]
         return found
@@ -324,15 +389,24 @@ def test_one_setup_keeps_the_sources_where_it_ran() -> None:
 
 # --- every margin's reason from its rule's own numbers --------------------------------
 
+
 def _all_rules() -> list[Finding]:
     rng = np.random.default_rng(0)
-    return [*habr.u1(faithful.part1(10, 0.0, rng)), *habr.u2(faithful.part3(10, 0.0, rng)),
-            *habr.u3(faithful.part3(10, 0.0, rng)),
-            *habr.u4(echo_table({p: 1.0 for p in ("default", "sqpoll", "sqpoll_sq_aff", "async", "buf_select",
-                                                  "fixed_files")}, [(500, 128)])),
-            *habr.u5(None, {1: 0.0}),
-            *faithful.replications("C1")(8, 0.0, rng), *faithful.replications("C2")(8, 0.0, rng),
-            *faithful.replications("C3")(8, 0.0, rng)]
+    return [
+        *habr.u1(faithful.part1(10, 0.0, rng)),
+        *habr.u2(faithful.part3(10, 0.0, rng)),
+        *habr.u3(faithful.part3(10, 0.0, rng)),
+        *habr.u4(
+            echo_table(
+                {p: 1.0 for p in ("default", "sqpoll", "sqpoll_sq_aff", "async", "buf_select", "fixed_files")},
+                [(500, 128)],
+            )
+        ),
+        *habr.u5(None, {1: 0.0}),
+        *faithful.replications("C1")(8, 0.0, rng),
+        *faithful.replications("C2")(8, 0.0, rng),
+        *faithful.replications("C3")(8, 0.0, rng),
+    ]
 
 
 def test_every_why_starts_with_the_values_its_rule_accepts() -> None:
@@ -353,13 +427,15 @@ def test_the_whys_arithmetic_is_the_rules_own() -> None:
     assert f"lower edge {rules.num(tw.rule.band[0])} keeps t/w above 1" in tw.rule.why
     # ASYNC's "significant gain": the article's own leads, as computed.
     leads = [float(x) for x in re.findall(r"([+-][0-9.]+) %", habr.ASYNC_GAIN.why)]
-    assert leads == pytest.approx([100 * min(habr.PART3_LEADS), 100 * max(habr.PART3_LEADS),
-                                   100 * float(np.median(habr.PART3_LEADS))], abs=0.05)
+    assert leads == pytest.approx(
+        [100 * min(habr.PART3_LEADS), 100 * max(habr.PART3_LEADS), 100 * float(np.median(habr.PART3_LEADS))], abs=0.05
+    )
     # "about 10 %": the band's own edges.
     gain = next(f for f in _all_rules() if f.claim == "C3" and f.rule is not None and f.rule.kind == "within")
     assert gain.rule.band == pytest.approx((1.05, 1.15)) and "+5 % to +15 %" in gain.rule.why
     # M1's bandwidth band admits a faster VM, and says so.
     from iolab.analysis.claims import hpchub
+
     band = rules.within(0.99, 0.05, hpchub.M1_BANDWIDTH)
     assert band.band[1] > 1 and "faster" in band.why
     # "mostly": the rule is at least half, and so is its reason.
@@ -375,24 +451,37 @@ def test_the_claims_table_prints_each_claims_margins_from_its_rules() -> None:
 
 
 def test_the_abstract_puts_each_claim_under_one_outcome() -> None:
-    fs = judged([finding("U5", "one part", [0.0001] * 10, rules.below(0.01, "test")),
-                 not_testable("U5", "another part", "needs at least 4 CPUs"),
-                 not_testable("C3", "a part", "the claim is about CPU mitigations on")])
+    fs = judged(
+        [
+            finding("U5", "one part", [0.0001] * 10, rules.below(0.01, "test")),
+            not_testable("U5", "another part", "needs at least 4 CPUs"),
+            not_testable("C3", "a part", "the claim is about CPU mitigations on"),
+        ]
+    )
     v = numbers.claim_verdict_objects(fs)
     assert v["U5"].line().startswith(Outcome.INCOMPLETE.value)
     assert {c: x.outcome for c, x in v.items()} == {"C3": Outcome.NOT_TESTABLE, "U5": Outcome.INCOMPLETE}
-    outcomes = {"C1": Outcome.UNDECIDED, "C3": Outcome.NOT_TESTABLE, "U1": Outcome.NOT_REPRODUCED,
-                "U2": Outcome.REPRODUCED, "U5": Outcome.INCOMPLETE}
+    outcomes = {
+        "C1": Outcome.UNDECIDED,
+        "C3": Outcome.NOT_TESTABLE,
+        "U1": Outcome.NOT_REPRODUCED,
+        "U2": Outcome.REPRODUCED,
+        "U5": Outcome.INCOMPLETE,
+    }
     assert numbers.claims_by_outcome(outcomes) == (
         "Of the sources' claims, reproduced: U2; not reproduced: U1; undecided at this precision: C1; "
-        "not testable here: C3; reproduced where testable, not testable in part: U5.")
+        "not testable here: C3; reproduced where testable, not testable in part: U5."
+    )
 
 
 def test_the_claims_table_says_which_outcomes_each_claim_can_reach() -> None:
     six = judged([finding("U1", f"p{i}", [1.2] * 6, rules.above(1.0, "t")) for i in range(2)])
-    assert numbers.reach_text("U1", six) == ("With 6 repetitions planned in advance, U1 can be reproduced or "
-                                             "undecided, not \u201cnot reproduced\u201d (its 2 parts need 7).")
+    assert numbers.reach_text("U1", six) == (
+        "With 6 repetitions planned in advance, U1 can be reproduced or "
+        "undecided, not \u201cnot reproduced\u201d (its 2 parts need 7)."
+    )
     seven = judged([finding("U1", f"p{i}", [1.2] * 7, rules.above(1.0, "t")) for i in range(2)])
-    assert numbers.reach_text("U1", seven) == ("With 7 repetitions planned in advance, U1 can be reproduced, "
-                                               "not reproduced or undecided.")
+    assert numbers.reach_text("U1", seven) == (
+        "With 7 repetitions planned in advance, U1 can be reproduced, not reproduced or undecided."
+    )
     assert math.isclose(evidence.FIXED.side, 0.025)

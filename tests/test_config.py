@@ -25,117 +25,216 @@ from iolab.settings import ExperimentSettings, Experiments, PrecisionSettings, R
 BAD_CONFIGS = [
     ({"repeats": 0}, "config error at repeats: 0 is less than the minimum of 1"),
     ({"sede": 1}, "config error at (top level): Additional properties are not allowed ('sede'"),
-    ({"experiments": {"syscall": {"batches": "many"}}},
-     "config error at experiments.syscall.batches: 'many' should be of type integer"),
-    ({"nodes": [{"name": "local", "runner": "teleport"}]},
-     "config error at nodes[0].runner: 'teleport' is not one of"),
-    ({"nodes": [{"name": "local", "runner": "local", "kind": "hypervisor"}]},
-     "config error at nodes[0].kind: 'hypervisor' is not one of"),
-    ({"nodes": [{"name": "a", "runner": "local"}, {"name": "a", "runner": "local"}]},
-     "config error at nodes: node name 'a' is used more than once"),
-    ({"nodes": [{"name": "local", "runner": "local", "cpus": {"probe": 4096}}]},
-     "config error at nodes[0].cpus.probe: CPU 4096 does not exist on this machine"),
-    ({"nodes": [{"name": "local", "runner": "local", "cpus": {"server": "0-4095"}}]},
-     "config error at nodes[0].cpus.server: CPU 4095 does not exist on this machine"),
-    ({"nodes": [{"name": "local", "runner": "local", "cpus": {"server": "0-"}}]},
-     "config error at nodes[0].cpus.server: '0-' is not allowed here: CPU, or CPU list"),
-    ({"experiments": {"syscall": {"variants": ["getppid", "fork"]}}},
-     "config error at experiments.syscall.variants[1]: 'fork' is not one of"),
-    ({"nodes": [{"name": "../etc", "runner": "local"}]},
-     "config error at nodes[0].name: '../etc' is not allowed here: Node name (letters"),
-    ({"experiments": {"uring_batch": {"presets": ["sqpoll"]}}},
-     "config error at experiments.uring_batch.presets: must include 'default'"),
-    ({"experiments": {"uring_batch": {"n": [2, 4]}}},
-     "config error at experiments.uring_batch.n: must include 1"),
-    ({"experiments": {"sendrecv": {"ack_modes": ["sometimes"]}}},
-     "config error at experiments.sendrecv.ack_modes[0]: 'sometimes' is not one of"),
-    ({"experiments": {"echo": {"only": ["epoll", "turbo"]}}},
-     "config error at experiments.echo.only: 'turbo' is not a preset"),
-    ({"experiments": {"echo": {"presets": {"fast": ["--sqpoll", "--nope"]}}}},
-     "config error at experiments.echo.presets.fast: '--nope' is not a flag of echo-uring"),
-    ({"experiments": {"echo": {"presets": {"aff": ["--sqpoll", "--sq-aff", "{spare}"]}}}},
-     "config error at experiments.echo.presets.aff: '{spare}': the only placeholders are {spare_cpu} and "
-     "{spare_cpus}"),
-    ({"experiments": {"echo": {"presets": {"epoll": ["--sqpoll"]}}}},
-     "config error at experiments.echo.presets.epoll: '--sqpoll' is not a flag of echo-epoll"),
-    ({"experiments": {"echo": {"presets": {"g": {"server": "go-uring", "flags": ["--rings", "2", "--nope"]}}}}},
-     "config error at experiments.echo.presets.g: '--nope' is not a flag of echo-go-uring"),
-    ({"experiments": {"echo": {"presets": {"g": {"server": "go-fast"}}}}},
-     "config error at experiments.echo.presets.g.server: 'go-fast' is not one of"),
-    ({"experiments": {"echo": {"presets": {"x": ["rm -rf /"]}}}},
-     "config error at experiments.echo.presets.x[0]: 'rm -rf /' does not match"),
-    ({"experiments": {"uring_batch": {"max_not_inline": 2}}},
-     "config error at experiments.uring_batch.max_not_inline: 2 is greater than the maximum of 1"),
+    (
+        {"experiments": {"syscall": {"batches": "many"}}},
+        "config error at experiments.syscall.batches: 'many' should be of type integer",
+    ),
+    ({"nodes": [{"name": "local", "runner": "teleport"}]}, "config error at nodes[0].runner: 'teleport' is not one of"),
+    (
+        {"nodes": [{"name": "local", "runner": "local", "kind": "hypervisor"}]},
+        "config error at nodes[0].kind: 'hypervisor' is not one of",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "local"}, {"name": "a", "runner": "local"}]},
+        "config error at nodes: node name 'a' is used more than once",
+    ),
+    (
+        {"nodes": [{"name": "local", "runner": "local", "cpus": {"probe": 4096}}]},
+        "config error at nodes[0].cpus.probe: CPU 4096 does not exist on this machine",
+    ),
+    (
+        {"nodes": [{"name": "local", "runner": "local", "cpus": {"server": "0-4095"}}]},
+        "config error at nodes[0].cpus.server: CPU 4095 does not exist on this machine",
+    ),
+    (
+        {"nodes": [{"name": "local", "runner": "local", "cpus": {"server": "0-"}}]},
+        "config error at nodes[0].cpus.server: '0-' is not allowed here: CPU, or CPU list",
+    ),
+    (
+        {"experiments": {"syscall": {"variants": ["getppid", "fork"]}}},
+        "config error at experiments.syscall.variants[1]: 'fork' is not one of",
+    ),
+    (
+        {"nodes": [{"name": "../etc", "runner": "local"}]},
+        "config error at nodes[0].name: '../etc' is not allowed here: Node name (letters",
+    ),
+    (
+        {"experiments": {"uring_batch": {"presets": ["sqpoll"]}}},
+        "config error at experiments.uring_batch.presets: must include 'default'",
+    ),
+    ({"experiments": {"uring_batch": {"n": [2, 4]}}}, "config error at experiments.uring_batch.n: must include 1"),
+    (
+        {"experiments": {"sendrecv": {"ack_modes": ["sometimes"]}}},
+        "config error at experiments.sendrecv.ack_modes[0]: 'sometimes' is not one of",
+    ),
+    (
+        {"experiments": {"echo": {"only": ["epoll", "turbo"]}}},
+        "config error at experiments.echo.only: 'turbo' is not a preset",
+    ),
+    (
+        {"experiments": {"echo": {"presets": {"fast": ["--sqpoll", "--nope"]}}}},
+        "config error at experiments.echo.presets.fast: '--nope' is not a flag of echo-uring",
+    ),
+    (
+        {"experiments": {"echo": {"presets": {"aff": ["--sqpoll", "--sq-aff", "{spare}"]}}}},
+        "config error at experiments.echo.presets.aff: '{spare}': the only placeholders are {spare_cpu} and "
+        "{spare_cpus}",
+    ),
+    (
+        {"experiments": {"echo": {"presets": {"epoll": ["--sqpoll"]}}}},
+        "config error at experiments.echo.presets.epoll: '--sqpoll' is not a flag of echo-epoll",
+    ),
+    (
+        {"experiments": {"echo": {"presets": {"g": {"server": "go-uring", "flags": ["--rings", "2", "--nope"]}}}}},
+        "config error at experiments.echo.presets.g: '--nope' is not a flag of echo-go-uring",
+    ),
+    (
+        {"experiments": {"echo": {"presets": {"g": {"server": "go-fast"}}}}},
+        "config error at experiments.echo.presets.g.server: 'go-fast' is not one of",
+    ),
+    (
+        {"experiments": {"echo": {"presets": {"x": ["rm -rf /"]}}}},
+        "config error at experiments.echo.presets.x[0]: 'rm -rf /' does not match",
+    ),
+    (
+        {"experiments": {"uring_batch": {"max_not_inline": 2}}},
+        "config error at experiments.uring_batch.max_not_inline: 2 is greater than the maximum of 1",
+    ),
     # YAML's .nan passes JSON Schema's minimum and maximum (NaN compares false both ways).
-    ({"experiments": {"uring_batch": {"max_not_inline": float("nan")}}},
-     "config error at experiments.uring_batch.max_not_inline: nan is not a finite number"),
-    ({"nodes": [{"name": "far", "runner": "ssh"}]},
-     "config error at nodes[0].host: node 'far' uses the ssh runner and needs a host"),
-    ({"nodes": [{"name": "a", "runner": "local", "echo_client": "b"}]},
-     "config error at nodes[0].echo_client: 'b' is not a node in the inventory"),
-    ({"nodes": [{"name": "a", "runner": "local", "experiments": ["mpi", "teleport"]}]},
-     "config error at nodes[0].experiments: 'teleport' is not an experiment"),
-    ({"nodes": [{"name": "a", "runner": "vm", "vm": {"accel": "hvf"}}]},
-     "config error at nodes[0].vm.accel: 'hvf' is not one of"),
-    ({"experiments": {"mpi": {"transports": ["shm", "infiniband"]}}},
-     "config error at experiments.mpi.transports[1]: 'infiniband' is not one of"),
-    ({"experiments": {"mpi": {"ranks": [4, 8]}}},
-     "config error at experiments.mpi.ranks: ping-pong runs in the 2-rank launch"),
-    ({"experiments": {"mpi": {"algorithms": {"bcast": "telepathy"}}}},
-     "config error at experiments.mpi.algorithms.bcast: 'telepathy' is not one of"),
-    ({"experiments": {"mpi": {"algorithms": None, "selections": ["pinned", "default"]}}},
-     "config error at experiments.mpi.selections: pinned and default would run the same algorithms"),
-    ({"experiments": {"echo": {"setups": [{"client": "thread-per-connection", "layout": "shared"}],
-                               "pipeline": 4}}},
-     "config error at experiments.echo.setups: the thread-per-connection client is closed-loop ping-pong"),
-    ({"experiments": {"echo": {"setups": [{"client": "event-loop", "layout": "shared", "only": ["go_nett"]}]}}},
-     "config error at experiments.echo.setups[0].only: 'go_nett' is not a preset"),
-    ({"experiments": {"echo": {"setups": [{"client": "event-loop", "layout": "spread"}]}}},
-     "config error at experiments.echo.setups[0].layout: 'spread' is not one of"),
-    ({"experiments": {"mpi": {"selections": ["tuned"]}}},
-     "config error at experiments.mpi.selections[0]: 'tuned' is not one of"),
-    ({"nodes": [{"name": "a", "runner": "local", "address": "10.0.0.1", "mpi": {"peers": ["b"]}}]},
-     "config error at nodes[0].mpi.peers: 'b' is not a node in the inventory"),
-    ({"nodes": [{"name": "a", "runner": "local", "address": "10.0.0.1", "mpi": {"peers": ["b"]}},
-                {"name": "b", "runner": "local"}]},
-     "config error at nodes[0].mpi.peers: 'b' is a local node; MPI peers are ssh nodes"),
-    ({"nodes": [{"name": "a", "runner": "local", "mpi": {"peers": ["b"]}},
-                {"name": "b", "runner": "ssh", "host": "b.example.org"}]},
-     "config error at nodes[0].address: node 'a' has MPI peers, which reach it by its address"),
-    ({"nodes": [{"name": "a", "runner": "local", "mpi": {"transports": ["shm", "nodes"]}}]},
-     "config error at nodes[0].mpi.transports: nodes runs across this node's mpi.peers; set them"),
-    ({"nodes": [{"name": "a", "runner": "local", "ib": {"peer": "b"}}]},
-     "config error at nodes[0].ib.peer: 'b' is not a node in the inventory"),
-    ({"nodes": [{"name": "a", "runner": "local", "ib": {"peer": "b"}}, {"name": "b", "runner": "local"}]},
-     "config error at nodes[0].ib.peer: perftest runs between a local or ssh node and an ssh peer"),
-    ({"experiments": {"ib": {"iterations": 1}}},
-     "config error at experiments.ib.iterations: 1 is less than the minimum of 5"),
-    ({"experiments": {"mpi": {"methods": ["probe", "imb"]}}},
-     "config error at experiments.mpi.methods[1]: 'imb' is not one of"),
-    ({"experiments": {"mpi": {"methods": ["osu"]}}},
-     "config error at experiments.mpi.methods: the models, figures and claims use mpi-probe's own timing"),
+    (
+        {"experiments": {"uring_batch": {"max_not_inline": float("nan")}}},
+        "config error at experiments.uring_batch.max_not_inline: nan is not a finite number",
+    ),
+    (
+        {"nodes": [{"name": "far", "runner": "ssh"}]},
+        "config error at nodes[0].host: node 'far' uses the ssh runner and needs a host",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "local", "echo_client": "b"}]},
+        "config error at nodes[0].echo_client: 'b' is not a node in the inventory",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "local", "experiments": ["mpi", "teleport"]}]},
+        "config error at nodes[0].experiments: 'teleport' is not an experiment",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "vm", "vm": {"accel": "hvf"}}]},
+        "config error at nodes[0].vm.accel: 'hvf' is not one of",
+    ),
+    (
+        {"experiments": {"mpi": {"transports": ["shm", "infiniband"]}}},
+        "config error at experiments.mpi.transports[1]: 'infiniband' is not one of",
+    ),
+    (
+        {"experiments": {"mpi": {"ranks": [4, 8]}}},
+        "config error at experiments.mpi.ranks: ping-pong runs in the 2-rank launch",
+    ),
+    (
+        {"experiments": {"mpi": {"algorithms": {"bcast": "telepathy"}}}},
+        "config error at experiments.mpi.algorithms.bcast: 'telepathy' is not one of",
+    ),
+    (
+        {"experiments": {"mpi": {"algorithms": None, "selections": ["pinned", "default"]}}},
+        "config error at experiments.mpi.selections: pinned and default would run the same algorithms",
+    ),
+    (
+        {"experiments": {"echo": {"setups": [{"client": "thread-per-connection", "layout": "shared"}], "pipeline": 4}}},
+        "config error at experiments.echo.setups: the thread-per-connection client is closed-loop ping-pong",
+    ),
+    (
+        {"experiments": {"echo": {"setups": [{"client": "event-loop", "layout": "shared", "only": ["go_nett"]}]}}},
+        "config error at experiments.echo.setups[0].only: 'go_nett' is not a preset",
+    ),
+    (
+        {"experiments": {"echo": {"setups": [{"client": "event-loop", "layout": "spread"}]}}},
+        "config error at experiments.echo.setups[0].layout: 'spread' is not one of",
+    ),
+    (
+        {"experiments": {"mpi": {"selections": ["tuned"]}}},
+        "config error at experiments.mpi.selections[0]: 'tuned' is not one of",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "local", "address": "10.0.0.1", "mpi": {"peers": ["b"]}}]},
+        "config error at nodes[0].mpi.peers: 'b' is not a node in the inventory",
+    ),
+    (
+        {
+            "nodes": [
+                {"name": "a", "runner": "local", "address": "10.0.0.1", "mpi": {"peers": ["b"]}},
+                {"name": "b", "runner": "local"},
+            ]
+        },
+        "config error at nodes[0].mpi.peers: 'b' is a local node; MPI peers are ssh nodes",
+    ),
+    (
+        {
+            "nodes": [
+                {"name": "a", "runner": "local", "mpi": {"peers": ["b"]}},
+                {"name": "b", "runner": "ssh", "host": "b.example.org"},
+            ]
+        },
+        "config error at nodes[0].address: node 'a' has MPI peers, which reach it by its address",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "local", "mpi": {"transports": ["shm", "nodes"]}}]},
+        "config error at nodes[0].mpi.transports: nodes runs across this node's mpi.peers; set them",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "local", "ib": {"peer": "b"}}]},
+        "config error at nodes[0].ib.peer: 'b' is not a node in the inventory",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "local", "ib": {"peer": "b"}}, {"name": "b", "runner": "local"}]},
+        "config error at nodes[0].ib.peer: perftest runs between a local or ssh node and an ssh peer",
+    ),
+    (
+        {"experiments": {"ib": {"iterations": 1}}},
+        "config error at experiments.ib.iterations: 1 is less than the minimum of 5",
+    ),
+    (
+        {"experiments": {"mpi": {"methods": ["probe", "imb"]}}},
+        "config error at experiments.mpi.methods[1]: 'imb' is not one of",
+    ),
+    (
+        {"experiments": {"mpi": {"methods": ["osu"]}}},
+        "config error at experiments.mpi.methods: the models, figures and claims use mpi-probe's own timing",
+    ),
     # An ssh field never changes meaning by its spelling: no option, no new line.
-    ({"nodes": [{"name": "a", "runner": "ssh", "host": "-oProxyCommand=touch /tmp/x"}]},
-     "config error at nodes[0].host: '-oProxyCommand=touch /tmp/x' is not allowed here: ssh: host name"),
-    ({"nodes": [{"name": "a", "runner": "ssh", "host": "a", "user": "bob\nHost *"}]},
-     "config error at nodes[0].user: 'bob\\nHost *' is not allowed here: ssh: login user"),
-    ({"nodes": [{"name": "a", "runner": "ssh", "host": "a", "identity_file": "k\n  ProxyCommand x"}]},
-     "config error at nodes[0].identity_file: "),
-    ({"nodes": [{"name": "a", "runner": "ssh", "host": "a", "known_hosts": "-x"}]},
-     "config error at nodes[0].known_hosts: "),
-    ({"nodes": [{"name": "a", "runner": "local", "address": "10.0.0.1 slots=99\nevil"}]},
-     "config error at nodes[0].address: "),
-    ({"nodes": [{"name": "a", "runner": "ssh", "host": "a.example.org", "mpi": {"transports": ["netns"]}}]},
-     "config error at nodes[0].mpi.transports: netns needs the network namespaces of the machine"),
+    (
+        {"nodes": [{"name": "a", "runner": "ssh", "host": "-oProxyCommand=touch /tmp/x"}]},
+        "config error at nodes[0].host: '-oProxyCommand=touch /tmp/x' is not allowed here: ssh: host name",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "ssh", "host": "a", "user": "bob\nHost *"}]},
+        "config error at nodes[0].user: 'bob\\nHost *' is not allowed here: ssh: login user",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "ssh", "host": "a", "identity_file": "k\n  ProxyCommand x"}]},
+        "config error at nodes[0].identity_file: ",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "ssh", "host": "a", "known_hosts": "-x"}]},
+        "config error at nodes[0].known_hosts: ",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "local", "address": "10.0.0.1 slots=99\nevil"}]},
+        "config error at nodes[0].address: ",
+    ),
+    (
+        {"nodes": [{"name": "a", "runner": "ssh", "host": "a.example.org", "mpi": {"transports": ["netns"]}}]},
+        "config error at nodes[0].mpi.transports: netns needs the network namespaces of the machine",
+    ),
 ]
 
 # Lines snakemake itself prints before the workflow is even parsed.
-PREAMBLE = ("Using workflow specific profile", "Config file config/config.yaml is extended",
-            "Config file config/nodes.yaml is extended")
+PREAMBLE = (
+    "Using workflow specific profile",
+    "Config file config/config.yaml is extended",
+    "Config file config/nodes.yaml is extended",
+)
 
 
-@pytest.mark.parametrize("overlay,expected", BAD_CONFIGS, ids=[e.split(":")[0][16:] or "top"
-                                                               for _, e in BAD_CONFIGS])
+@pytest.mark.parametrize("overlay,expected", BAD_CONFIGS, ids=[e.split(":")[0][16:] or "top" for _, e in BAD_CONFIGS])
 def test_bad_config_gives_one_line(tmp_path: Path, overlay: dict, expected: str) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(overlay))
@@ -160,14 +259,12 @@ def test_merge_is_snakemakes_overlay() -> None:
 
 
 @pytest.mark.parametrize("overlay,expected", [BAD_CONFIGS[0], BAD_CONFIGS[-1]], ids=["schema", "semantics"])
-def test_the_workflow_stops_with_that_one_line(workflow: Path, tmp_path: Path, overlay: dict,
-                                               expected: str) -> None:
+def test_the_workflow_stops_with_that_one_line(workflow: Path, tmp_path: Path, overlay: dict, expected: str) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(overlay))
     res = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(bad))
     assert res.returncode != 0
-    lines = [ln for ln in (res.stdout + res.stderr).splitlines()
-             if ln.strip() and not ln.startswith(PREAMBLE)]
+    lines = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip() and not ln.startswith(PREAMBLE)]
     assert len(lines) == 1, lines
     assert expected in lines[0], lines[0]
 
@@ -190,6 +287,7 @@ def test_example_inventory_is_valid_and_plans_mpi_across_nodes(workflow: Path) -
 
 # -- the typed node inventory (iolab/inventory.py) --------------------------------
 
+
 def _schema_keys(schema: dict) -> dict:
     """Each key of a node entry's schema, its sections' keys nested."""
     return {k: _schema_keys(v) if "properties" in v else None for k, v in schema["properties"].items()}
@@ -198,8 +296,11 @@ def _schema_keys(schema: dict) -> dict:
 def _model_keys(model: type) -> dict:
     out = {}
     for name, field in model.model_fields.items():
-        nested = field.annotation if isinstance(field.annotation, type) and hasattr(field.annotation,
-                                                                                     "model_fields") else None
+        nested = (
+            field.annotation
+            if isinstance(field.annotation, type) and hasattr(field.annotation, "model_fields")
+            else None
+        )
         out[name] = _model_keys(nested) if nested is not None else None
     return out
 
@@ -215,15 +316,21 @@ def _without_optional_nones(value: object, schema: dict) -> object:
     if not isinstance(value, dict):
         return value
     props = schema.get("properties", {})
-    return {k: _without_optional_nones(v, props.get(k, {})) for k, v in value.items()
-            if not (v is None and "default" not in props.get(k, {}))}
+    return {
+        k: _without_optional_nones(v, props.get(k, {}))
+        for k, v in value.items()
+        if not (v is None and "default" not in props.get(k, {}))
+    }
 
 
-@pytest.mark.parametrize("entry", [
-    {"name": "x", "runner": "ssh", "host": "h"},
-    {"name": "g", "runner": "vm", "vm": {"accel": "tcg"}},
-    {"name": "m", "runner": "local", "mpi": {"interface": "lo"}, "cpus": {"server": "0-1"}},
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"name": "x", "runner": "ssh", "host": "h"},
+        {"name": "g", "runner": "vm", "vm": {"accel": "tcg"}},
+        {"name": "m", "runner": "local", "mpi": {"interface": "lo"}, "cpus": {"server": "0-1"}},
+    ],
+)
 def test_a_nodes_defaults_are_the_ones_snakemake_fills_in(entry: dict) -> None:
     # The defaults are written once, in the schema: the model's must be the
     # very values the schema validation fills into the same entry.
@@ -234,12 +341,15 @@ def test_a_nodes_defaults_are_the_ones_snakemake_fills_in(entry: dict) -> None:
     assert NodeEntry.of(filled["nodes"][0]) == NodeEntry.of(entry)
 
 
-@pytest.mark.parametrize("entry, expected", [
-    ({"name": "n", "runner": "vm", "vm": {"accel": "fast"}}, "node 'n': vm.accel: Input should be 'kvm' or 'tcg'"),
-    ({"name": "n", "runner": "ssh", "port": "twenty"}, "node 'n': port: Input should be a valid integer"),
-    ({"name": "n", "runner": "local", "cpu": {}}, "node 'n': cpu: Extra inputs are not permitted"),
-    ({"name": "n"}, "node 'n': runner: Field required"),
-])
+@pytest.mark.parametrize(
+    "entry, expected",
+    [
+        ({"name": "n", "runner": "vm", "vm": {"accel": "fast"}}, "node 'n': vm.accel: Input should be 'kvm' or 'tcg'"),
+        ({"name": "n", "runner": "ssh", "port": "twenty"}, "node 'n': port: Input should be a valid integer"),
+        ({"name": "n", "runner": "local", "cpu": {}}, "node 'n': cpu: Extra inputs are not permitted"),
+        ({"name": "n"}, "node 'n': runner: Field required"),
+    ],
+)
 def test_a_bad_node_entry_is_one_line_naming_the_key(entry: dict, expected: str) -> None:
     with pytest.raises(ValueError) as e:
         NodeEntry.of(entry)
@@ -289,16 +399,24 @@ def test_an_experiments_defaults_are_the_ones_snakemake_fills_in(experiment: str
     assert _without_optional_nones(dumped, section) == {k: v for k, v in filled.items() if k not in left_out}
 
 
-@pytest.mark.parametrize("experiment, section, expected", [
-    ("echo", {"presets": {"epoll": []}, "duration": "soon"},
-     "experiments.echo: duration: Value error, a number is needed"),
-    ("echo", {"presets": {"x": {"flags": ["--sqpoll"]}}},
-     "experiments.echo: presets: Value error, preset 'x' is a mapping without its server"),
-    ("mpi", {"netns": {"hosts": 2, "rate": 1}}, "experiments.mpi: netns.rate: Extra inputs are not permitted"),
-    ("syscall", {"variants": ["getpid"]}, "experiments.syscall: variants.0: Input should be 'getppid' or 'enosys'"),
-])
-def test_a_bad_experiment_section_is_one_line_naming_the_key(experiment: str, section: dict,
-                                                             expected: str) -> None:
+@pytest.mark.parametrize(
+    "experiment, section, expected",
+    [
+        (
+            "echo",
+            {"presets": {"epoll": []}, "duration": "soon"},
+            "experiments.echo: duration: Value error, a number is needed",
+        ),
+        (
+            "echo",
+            {"presets": {"x": {"flags": ["--sqpoll"]}}},
+            "experiments.echo: presets: Value error, preset 'x' is a mapping without its server",
+        ),
+        ("mpi", {"netns": {"hosts": 2, "rate": 1}}, "experiments.mpi: netns.rate: Extra inputs are not permitted"),
+        ("syscall", {"variants": ["getpid"]}, "experiments.syscall: variants.0: Input should be 'getppid' or 'enosys'"),
+    ],
+)
+def test_a_bad_experiment_section_is_one_line_naming_the_key(experiment: str, section: dict, expected: str) -> None:
     with pytest.raises(ValueError) as e:
         SETTINGS[experiment].of(section)
     assert str(e.value).startswith(expected) and "\n" not in str(e.value)
@@ -344,31 +462,60 @@ def test_validation_returns_the_config_typed(profile: str | None) -> None:
 
 def test_a_config_the_model_cannot_type_is_one_line() -> None:
     config = iolab_config.load()
-    config["experiments"]["syscall"]["batches"] = "many"   # past the schema, e.g. a hand-built dict
-    with pytest.raises(iolab_config.ConfigError,
-                       match=r"^config error at experiments\.syscall\.batches: Input should be a valid integer"):
+    config["experiments"]["syscall"]["batches"] = "many"  # past the schema, e.g. a hand-built dict
+    with pytest.raises(
+        iolab_config.ConfigError,
+        match=r"^config error at experiments\.syscall\.batches: Input should be a valid integer",
+    ):
         iolab_config.check_semantics(config)
 
 
-@pytest.mark.parametrize("experiment, node, settings, expected", [
-    ("syscall", {"name": "local", "runner": "local"}, {"batches": 2},
-     "iolab: experiments.syscall: batches: must be bigger than or equal to 10 (it is 2)"),
-    ("echo", {"name": "local", "runner": "local"}, {"presets": {"epoll": []}, "duration": 0,
-                                                   "cells": [["epoll", 1, 128]]},
-     "iolab: experiments.echo: duration: must be bigger than 0 (it is 0)"),
-    ("syscall", {"name": "local", "runner": "local", "port": 0}, {},
-     "iolab: node 'local': port: must be bigger than or equal to 1 (it is 0)"),
-])
-def test_a_section_given_by_hand_is_held_to_the_schemas_ranges(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                               experiment: str, node: dict, settings: dict,
-                                                               expected: str) -> None:
+@pytest.mark.parametrize(
+    "experiment, node, settings, expected",
+    [
+        (
+            "syscall",
+            {"name": "local", "runner": "local"},
+            {"batches": 2},
+            "iolab: experiments.syscall: batches: must be bigger than or equal to 10 (it is 2)",
+        ),
+        (
+            "echo",
+            {"name": "local", "runner": "local"},
+            {"presets": {"epoll": []}, "duration": 0, "cells": [["epoll", 1, 128]]},
+            "iolab: experiments.echo: duration: must be bigger than 0 (it is 0)",
+        ),
+        (
+            "syscall",
+            {"name": "local", "runner": "local", "port": 0},
+            {},
+            "iolab: node 'local': port: must be bigger than or equal to 1 (it is 0)",
+        ),
+    ],
+)
+def test_a_section_given_by_hand_is_held_to_the_schemas_ranges(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], experiment: str, node: dict, settings: dict, expected: str
+) -> None:
     # python -m iolab.measure, as a user may call it with a section written by
     # hand: the ranges Snakemake's validation would have applied still hold.
     from iolab import measure
 
     out = tmp_path / "raw" / "rep1.csv"
-    status = measure.main([experiment, "--node", json.dumps(node), "--settings", json.dumps(settings),
-                           "--rep", "1", "--seed", "1", "--output", str(out)])
+    status = measure.main(
+        [
+            experiment,
+            "--node",
+            json.dumps(node),
+            "--settings",
+            json.dumps(settings),
+            "--rep",
+            "1",
+            "--seed",
+            "1",
+            "--output",
+            str(out),
+        ]
+    )
     assert status == 1
     assert capsys.readouterr().err.strip() == expected
     assert not out.parent.exists()

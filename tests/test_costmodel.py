@@ -17,20 +17,23 @@ from iolab.report import numbers
 NS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 
-def synthetic(s: float, w: dict[str, float], a: dict[str, float], b: dict[str, float],
-              noise: float = 0.03, seed: int = 0) -> costmodel.Samples:
+def synthetic(
+    s: float, w: dict[str, float], a: dict[str, float], b: dict[str, float], noise: float = 0.03, seed: int = 0
+) -> costmodel.Samples:
     rng = np.random.default_rng(seed)
     samples = costmodel.Samples(
         s=s * rng.lognormal(0, noise, 400),
         sw={op: (s + w[op]) * rng.lognormal(0, noise, 400) for op in costmodel.OPS},
     )
-    samples.enter = {op: {n: (s + a[op] + b[op] * n) * rng.lognormal(0, noise, 150) for n in NS}
-                     for op in costmodel.OPS}
+    samples.enter = {
+        op: {n: (s + a[op] + b[op] * n) * rng.lognormal(0, noise, 150) for n in NS} for op in costmodel.OPS
+    }
     return samples
 
 
-TRUE = dict(s=120.0, w={"send": 1300.0, "recv": 260.0}, a={"send": 300.0, "recv": 330.0},
-            b={"send": 2000.0, "recv": 380.0})
+TRUE = dict(
+    s=120.0, w={"send": 1300.0, "recv": 260.0}, a={"send": 300.0, "recv": 330.0}, b={"send": 2000.0, "recv": 380.0}
+)
 
 
 def test_model_b_recovers_a_and_b() -> None:
@@ -73,7 +76,8 @@ def test_central_inputs_are_medians_over_repetitions() -> None:
     central = costmodel.central_inputs(reps)
     assert central.s == pytest.approx(np.median([ci.s for ci in reps.values()]))
     assert central.fits["send"]["B"].params["b"] == pytest.approx(
-        np.median([ci.fits["send"]["B"].params["b"] for ci in reps.values()]))
+        np.median([ci.fits["send"]["B"].params["b"] for ci in reps.values()])
+    )
 
 
 def test_aic_prefers_b_on_linear_data_and_a_on_constant_data() -> None:
@@ -111,11 +115,14 @@ def cost_frame(**columns: list[float]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
-@pytest.mark.parametrize("values,outcome", [
-    ([0.8, 0.85, 0.9, 0.82, 0.88, 0.86], Outcome.REPRODUCED),       # per-SQE cost below epoll's
-    ([1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.NOT_REPRODUCED),
-    ([0.9, 1.05, 0.95, 1.1, 0.97, 1.02], Outcome.UNDECIDED),
-])
+@pytest.mark.parametrize(
+    "values,outcome",
+    [
+        ([0.8, 0.85, 0.9, 0.82, 0.88, 0.86], Outcome.REPRODUCED),  # per-SQE cost below epoll's
+        ([1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.NOT_REPRODUCED),
+        ([0.9, 1.05, 0.95, 1.1, 0.97, 1.02], Outcome.UNDECIDED),
+    ],
+)
 def test_c3_model_part(values: list[float], outcome: Outcome) -> None:
     model, throughput = claims.c3(cost_frame(per_sqe_over_epoll=values), "on", None)
     assert model.outcome is outcome
@@ -127,14 +134,17 @@ def test_c3_is_not_testable_with_mitigations_off() -> None:
         assert f.outcome is Outcome.NOT_TESTABLE and "mitigations on" in f.reason
 
 
-@pytest.mark.parametrize("t1,per_sqe,outcome", [
-    # Without the echo servers the throughput part is not testable: never "reproduced".
-    ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.INCOMPLETE),
-    ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [0.8, 0.85, 0.9, 0.82, 0.88, 0.86], Outcome.NOT_REPRODUCED),
-    ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [0.9, 1.1, 0.95, 1.05, 0.98, 1.03], Outcome.UNDECIDED),
-    # t(1) = a + b below s + w already contradicts C2, whatever b reads.
-    ([0.6, 0.65, 0.7, 0.62, 0.68, 0.66], [1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.NOT_REPRODUCED),
-])
+@pytest.mark.parametrize(
+    "t1,per_sqe,outcome",
+    [
+        # Without the echo servers the throughput part is not testable: never "reproduced".
+        ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.INCOMPLETE),
+        ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [0.8, 0.85, 0.9, 0.82, 0.88, 0.86], Outcome.NOT_REPRODUCED),
+        ([2.0, 2.1, 1.9, 2.05, 1.95, 2.02], [0.9, 1.1, 0.95, 1.05, 0.98, 1.03], Outcome.UNDECIDED),
+        # t(1) = a + b below s + w already contradicts C2, whatever b reads.
+        ([0.6, 0.65, 0.7, 0.62, 0.68, 0.66], [1.3, 1.35, 1.4, 1.32, 1.38, 1.36], Outcome.NOT_REPRODUCED),
+    ],
+)
 def test_c2_with_mitigations_off(t1: list[float], per_sqe: list[float], outcome: Outcome) -> None:
     """Model B's no-win condition b >= s + w decides; t(1) >= s + w is only
     necessary (t(1) = a + b), so it counts against C2 and never for it."""
@@ -146,8 +156,9 @@ def test_c2_with_mitigations_off(t1: list[float], per_sqe: list[float], outcome:
 
 def test_c2_necessary_part_never_counts_for_the_claim() -> None:
     """t(1) far above s + w beside an undecided no-win part: still undecided."""
-    parts = claims.c2(cost_frame(t1_over_s_plus_w=[3.0] * 6, per_sqe_over_epoll=[0.9, 1.1, 0.95, 1.05, 0.98, 1.03]),
-                      "off")
+    parts = claims.c2(
+        cost_frame(t1_over_s_plus_w=[3.0] * 6, per_sqe_over_epoll=[0.9, 1.1, 0.95, 1.05, 0.98, 1.03]), "off"
+    )
     assert parts[1].outcome is Outcome.REPRODUCED and combine(parts) is Outcome.UNDECIDED
 
 
@@ -158,8 +169,13 @@ def test_c2_is_not_testable_with_mitigations_on() -> None:
 
 def test_c1_counts_the_ratios_that_carry_over_and_shows_absolute_costs_as_context() -> None:
     # This machine's costs are half the source's, in the same proportions.
-    frame = cost_frame(s=[115.0, 120, 112, 118, 114, 116], w_mean=[750.0] * 6, t1_mean=[950.0] * 6,
-                       t1_over_w=[950 / 750] * 6, uring_n1_over_epoll=[(950 + 115) / (115 + 750)] * 6)
+    frame = cost_frame(
+        s=[115.0, 120, 112, 118, 114, 116],
+        w_mean=[750.0] * 6,
+        t1_mean=[950.0] * 6,
+        t1_over_w=[950 / 750] * 6,
+        uring_n1_over_epoll=[(950 + 115) / (115 + 750)] * 6,
+    )
     t_w, n1, premise, s_abs, w_abs, t_abs = claims.c1(frame, "off")
     # Without the echo servers, the premise (requests are most of a server's cost) is not testable.
     assert premise.outcome is Outcome.NOT_TESTABLE
@@ -170,12 +186,19 @@ def test_c1_counts_the_ratios_that_carry_over_and_shows_absolute_costs_as_contex
     # The absolute costs differ by 2x: not reproduced, but only as context.
     assert all(f.context and f.outcome is Outcome.NOT_REPRODUCED for f in (s_abs, w_abs, t_abs))
     assert s_abs.quoted == "230 ns" and claims.c1(frame, "on")[3].quoted == "700 ns"
-    assert numbers.claim_verdicts([t_w, n1, premise, s_abs, w_abs, t_abs])["C1"].startswith(
-        "reproduced where testable")
+    assert numbers.claim_verdicts([t_w, n1, premise, s_abs, w_abs, t_abs])["C1"].startswith("reproduced where testable")
 
 
-@pytest.mark.parametrize("s,flag,state", [(230.0, "on", "off"), (390.0, "on", "off"), (420.0, "off", "on"),
-                                          (700.0, "on", "on"), (90.0, "none-needed", "off")])
+@pytest.mark.parametrize(
+    "s,flag,state",
+    [
+        (230.0, "on", "off"),
+        (390.0, "on", "off"),
+        (420.0, "off", "on"),
+        (700.0, "on", "on"),
+        (90.0, "none-needed", "off"),
+    ],
+)
 def test_the_mitigation_regime_is_read_from_the_measured_s(s: float, flag: str, state: str) -> None:
     got, why = claims.regime(cost_frame(s=[s] * 6), flag)
     assert got == state and f"s = {s:.0f} ns here" in why and f"kernel reports mitigations {flag}" in why
@@ -187,27 +210,38 @@ def test_overlay_ratios_compare_servers_with_the_model() -> None:
     ci = costmodel.estimate(synthetic(**TRUE, noise=0.001))
     epoll = costmodel.epoll_request(ci)
     at8 = float(costmodel.uring_request(ci, "B", np.array([8.0]))[0])
-    overlay = pd.DataFrame({"server": ["epoll", "uring"], "n": [1.0, 8.0],
-                            "server_ns_per_request": [3 * epoll, 2 * at8]})
+    overlay = pd.DataFrame(
+        {"server": ["epoll", "uring"], "n": [1.0, 8.0], "server_ns_per_request": [3 * epoll, 2 * at8]}
+    )
     ratios = costmodel.overlay_ratios(ci, overlay)
     assert ratios["overlay_epoll_ratio"] == pytest.approx(3.0)
     assert ratios["overlay_uring_ratio"] == pytest.approx(2.0)
 
 
-CROSSING = dict(s=120.0, w={"send": 1300.0, "recv": 260.0}, a={"send": 3000.0, "recv": 3000.0},
-                b={"send": 500.0, "recv": 100.0})
+CROSSING = dict(
+    s=120.0, w={"send": 1300.0, "recv": 260.0}, a={"send": 3000.0, "recv": 3000.0}, b={"send": 500.0, "recv": 100.0}
+)
 
 
 def test_the_per_request_figure_states_n_star_with_its_interval_and_labels_every_server() -> None:
     from iolab.report import plots
+
     per_rep = {rep: costmodel.estimate(synthetic(**CROSSING, noise=0.05, seed=rep)) for rep in range(1, 7)}
     summary = costmodel.summarize(costmodel.per_rep(per_rep))
     assert 4 < summary.loc["nstar_B", "value"] < 7
     inputs = costmodel.central_inputs(per_rep)
-    overlay = pd.DataFrame({"server": ["epoll", "uring", "uring", "uring"], "n": [1.0, 8.0, 8.0, 20.0],
-                            "preset": ["epoll", "default", "default", "sqpoll"], "connections": [50, 50, 500, 50],
-                            "bytes": [128] * 4, "server_ns_per_request": [4000.0, 2000.0, 2100.0, 6000.0],
-                            "low": [3500.0, 1800.0, 1900.0, 5000.0], "high": [4500.0, 2300.0, 2400.0, 7000.0]})
+    overlay = pd.DataFrame(
+        {
+            "server": ["epoll", "uring", "uring", "uring"],
+            "n": [1.0, 8.0, 8.0, 20.0],
+            "preset": ["epoll", "default", "default", "sqpoll"],
+            "connections": [50, 50, 500, 50],
+            "bytes": [128] * 4,
+            "server_ns_per_request": [4000.0, 2000.0, 2100.0, 6000.0],
+            "low": [3500.0, 1800.0, 1900.0, 5000.0],
+            "high": [4500.0, 2300.0, 2400.0, 7000.0],
+        }
+    )
     fig = plots.cost.per_request_figure(inputs, summary, per_rep, overlay)
     model_ax, servers_ax = fig.axes
     labels = [t.get_text() for t in fig.legends[0].get_texts()]

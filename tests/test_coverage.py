@@ -49,31 +49,44 @@ def test_c_lines_count_as_covered_when_any_program_ran_them(tmp_path: Path) -> N
 
 
 def test_c_coverage_without_a_coverage_build_is_a_one_line_error(tmp_path: Path) -> None:
-    res = subprocess.run(["python", str(REPO / "tests" / "coverage_c.py"), str(tmp_path)],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        ["python", str(REPO / "tests" / "coverage_c.py"), str(tmp_path)], capture_output=True, text=True
+    )
     assert res.returncode == 1
     assert res.stderr.strip().splitlines() == [
         f"coverage_c: no .gcno files under {tmp_path}; build with `make EXTRA_CFLAGS=--coverage` "
-        "and run the programs first"]
+        "and run the programs first"
+    ]
 
 
 def test_repro_coverage_measures_iolab_and_the_servers_and_puts_the_build_back(workflow: Path) -> None:
     # The checkout's usual build, which the instrumented one replaces for the run.
-    subprocess.run(["make", "-s", "-C", "native", "build/echo-epoll"], cwd=workflow, check=True,
-                   capture_output=True)
+    subprocess.run(["make", "-s", "-C", "native", "build/echo-epoll"], cwd=workflow, check=True, capture_output=True)
     usual = workflow / "native" / "build" / "echo-epoll"
     stamp = usual.stat().st_mtime_ns
     env = repro_env(workflow)
     # One test with a real server and load generator (in-process iolab), one
     # that runs Snakemake (iolab in a subprocess).
-    res = subprocess.run(["./repro", "coverage", "-q", "-p", "no:cacheprovider",
-                          "tests/test_echo_sweep.py::test_rings_without_taskrun_flags_kick_the_server_with_ipis",
-                          "tests/test_config.py::test_example_inventory_is_valid_and_plans_mpi_across_nodes"],
-                         cwd=workflow, env=env, capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [
+            "./repro",
+            "coverage",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_echo_sweep.py::test_rings_without_taskrun_flags_kick_the_server_with_ipis",
+            "tests/test_config.py::test_example_inventory_is_valid_and_plans_mpi_across_nodes",
+        ],
+        cwd=workflow,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
 
     iolab_cov = json.loads((workflow / "results" / "coverage" / "iolab.json").read_text())["files"]
-    assert all(f.startswith("iolab/") for f in iolab_cov), sorted(iolab_cov)   # copies mapped back
+    assert all(f.startswith("iolab/") for f in iolab_cov), sorted(iolab_cov)  # copies mapped back
     # The test process itself ran the echo cell.
     assert iolab_cov["iolab/experiments/echo.py"]["summary"]["covered_lines"] > 50
     # Only Snakemake, in a subprocess started from a copy of the workflow,
@@ -85,7 +98,7 @@ def test_repro_coverage_measures_iolab_and_the_servers_and_puts_the_build_back(w
     c_cov = json.loads((workflow / "results" / "coverage" / "c.json").read_text())
     for source in ("echo/echo_uring.c", "echo/uring_conn.c", "echo/loadgen.c"):
         assert 0 < c_cov[source]["covered"] < c_cov[source]["lines"]
-    assert c_cov["echo/echo_epoll.c"]["covered"] == 0    # no test here started it
+    assert c_cov["echo/echo_epoll.c"]["covered"] == 0  # no test here started it
     assert "TOTAL" in res.stdout
 
     assert usual.stat().st_mtime_ns == stamp, "the usual build was not put back unchanged"
@@ -95,10 +108,12 @@ def test_repro_coverage_measures_iolab_and_the_servers_and_puts_the_build_back(w
 
 def test_repro_coverage_refuses_to_run_over_a_killed_runs_build(workflow: Path) -> None:
     (workflow / "native" / "build.before-coverage").mkdir(parents=True)
-    res = subprocess.run(["./repro", "coverage"], cwd=workflow, env=repro_env(workflow),
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        ["./repro", "coverage"], cwd=workflow, env=repro_env(workflow), capture_output=True, text=True, timeout=120
+    )
     assert res.returncode == 1
     assert res.stderr.strip().splitlines() == [
         "repro: native/build.before-coverage exists: a coverage run was killed; put it back with: "
-        "rm -rf native/build && mv native/build.before-coverage native/build"]
+        "rm -rf native/build && mv native/build.before-coverage native/build"
+    ]
     assert os.listdir(workflow / "native" / "build.before-coverage") == []

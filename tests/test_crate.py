@@ -29,8 +29,14 @@ CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"
 
 
 def crate_cli(wd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "iolab.archive.crate", *args], cwd=wd, env=tool_env(),
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "iolab.archive.crate", *args],
+        cwd=wd,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +65,13 @@ def seed_validator_cache(cache_home: Path) -> None:
     response.status_code, response._content, response.url, response.encoding = 200, body, CONTEXT_URL, "utf-8"
     response.headers["Content-Type"] = "application/ld+json"
     response.request = requests.Request("GET", CONTEXT_URL).prepare()
-    response.raw = urllib3.HTTPResponse(body=io.BytesIO(body), headers=dict(response.headers), status=200,
-                                        preload_content=False, request_url=CONTEXT_URL)
+    response.raw = urllib3.HTTPResponse(
+        body=io.BytesIO(body),
+        headers=dict(response.headers),
+        status=200,
+        preload_content=False,
+        request_url=CONTEXT_URL,
+    )
     session.cache.save_response(response)
 
 
@@ -70,21 +81,38 @@ def test_the_crate_is_a_valid_provenance_run_crate(smoke_crate: Path, tmp_path: 
         z.extractall(unpacked)
     seed_validator_cache(tmp_path / "cache")
     report = tmp_path / "report.json"
-    res = subprocess.run([str(Path(sys.executable).parent / "rocrate-validator"), "-y", "validate", "--offline",
-                          "-p", "provenance-run-crate-0.5", "-f", "json", "-o", str(report), str(unpacked)],
-                         env={**tool_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")}, capture_output=True,
-                         text=True, timeout=600)
+    res = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "rocrate-validator"),
+            "-y",
+            "validate",
+            "--offline",
+            "-p",
+            "provenance-run-crate-0.5",
+            "-f",
+            "json",
+            "-o",
+            str(report),
+            str(unpacked),
+        ],
+        env={**tool_env(), "XDG_CACHE_HOME": str(tmp_path / "cache")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     result = json.loads(report.read_text())
     assert [i["message"] for i in result["issues"]] == [], res.stdout[-2000:]
     assert result["passed"] is True
     # The validator checked every profile the crate claims, through the inheritance chain.
-    assert {"ro-crate-1.1", "workflow-ro-crate-1.0", "workflow-run-crate-0.5", "provenance-run-crate-0.5"} \
-        <= set(result["statistics"]["profiles"])
+    assert {"ro-crate-1.1", "workflow-ro-crate-1.0", "workflow-run-crate-0.5", "provenance-run-crate-0.5"} <= set(
+        result["statistics"]["profiles"]
+    )
     assert result["statistics"]["total_passed_checks"] == result["statistics"]["total_checks"] > 50
 
 
-def test_the_crate_holds_every_raw_file_with_its_checksum_and_the_run_as_actions(smoke_crate: Path,
-                                                                                   smoke_run: tuple[Path, object]) -> None:
+def test_the_crate_holds_every_raw_file_with_its_checksum_and_the_run_as_actions(
+    smoke_crate: Path, smoke_run: tuple[Path, object]
+) -> None:
     wd, _ = smoke_run
     with zipfile.ZipFile(smoke_crate) as z:
         graph = {e["@id"]: e for e in json.loads(z.read("ro-crate-metadata.json"))["@graph"]}
@@ -124,7 +152,8 @@ def test_a_checkout_that_measured_nothing_gets_one_line(workflow: Path, tmp_path
     assert res.returncode == 1
     assert res.stderr.strip().splitlines() == [
         f"crate: nothing measured yet under {workflow}: run `./repro all` (or `snakemake --cores all`) first, "
-        "then archive"]
+        "then archive"
+    ]
     assert not list(tmp_path.glob("*.zip"))
 
 
@@ -139,8 +168,11 @@ def evil_parameters(crate: Path, out: Path, marker: Path, elsewhere: Path) -> Pa
                 nb = json.loads(z.read(name))
                 params = nb["metadata"]["papermill"]["parameters"]
                 params[f"x = 1\nimport pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\ny"] = 1
-                params.update(figure_dir=str(elsewhere / "figures"), numbers_out=str(elsewhere / "numbers.json"),
-                              manifest_out=str(elsewhere / "manifest.json"))
+                params.update(
+                    figure_dir=str(elsewhere / "figures"),
+                    numbers_out=str(elsewhere / "numbers.json"),
+                    manifest_out=str(elsewhere / "manifest.json"),
+                )
                 params.update({k: "/etc/passwd" for k in params if k.endswith("_table")})
                 replace[name] = json.dumps(nb).encode()
     assert replace
@@ -156,8 +188,14 @@ def test_a_fresh_copy_rebuilds_the_paper_from_the_crate_number_for_number(smoke_
     # A clone of its own commit, which is not the one the crate recorded.
     for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
         subprocess.run(["git", *git], cwd=fresh, check=True, capture_output=True)
-    res = subprocess.run([sys.executable, "-m", "iolab.archive.reanalyse", str(smoke_crate)], cwd=fresh,
-                         env=tool_env(), capture_output=True, text=True, timeout=1200)
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.reanalyse", str(smoke_crate)],
+        cwd=fresh,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "numbers, identical to the crate's" in res.stdout
     assert (fresh / "paper" / "paper.pdf").stat().st_size > 10_000
@@ -167,15 +205,22 @@ def test_a_fresh_copy_rebuilds_the_paper_from_the_crate_number_for_number(smoke_
         assert json.loads(z.read("paper/generated/numbers.json")) == rebuilt
     # The paper's first page says whose code re-analysed which run.
     assert note.startswith("Re-analysed from an archived run measured at an unrecorded commit, with the code of")
-    first_page = subprocess.run(["pdftotext", "-l", "1", str(fresh / "paper" / "paper.pdf"), "-"],
-                                capture_output=True, text=True, check=True).stdout
+    first_page = subprocess.run(
+        ["pdftotext", "-l", "1", str(fresh / "paper" / "paper.pdf"), "-"], capture_output=True, text=True, check=True
+    ).stdout
     assert "Re-analysed from an archived run" in " ".join(first_page.split())
     assert not marker.exists() and not elsewhere.exists()
     # Nothing was measured: the only raw files are the crate's.
     assert not list((fresh / "native").glob("build/cost-probe"))
     # A second run in the same checkout would mix two runs: refused, nothing lost.
-    again = subprocess.run([sys.executable, "-m", "iolab.archive.reanalyse", str(smoke_crate)], cwd=fresh,
-                           env=tool_env(), capture_output=True, text=True, timeout=600)
+    again = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.reanalyse", str(smoke_crate)],
+        cwd=fresh,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 1 and "re-analyse in a fresh clone" in again.stderr
 
 
@@ -188,16 +233,18 @@ def test_zenodo_metadata_is_derived_from_the_citation_file() -> None:
     assert [c["name"] for c in zenodo["creators"]] == [a["name"] for a in cff["authors"]]
 
 
-def test_each_figure_identity_in_the_paper_is_recomputed_from_the_crate(smoke_crate: Path,
-                                                                         smoke_run: tuple[Path, object]) -> None:
+def test_each_figure_identity_in_the_paper_is_recomputed_from_the_crate(
+    smoke_crate: Path, smoke_run: tuple[Path, object]
+) -> None:
     wd, _ = smoke_run
     res = crate_cli(REPO, "figure-ids", str(smoke_crate))
     assert res.returncode == 0, res.stdout + res.stderr
     manifest = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())
     lines = res.stdout.strip().splitlines()
     assert len(lines) == len(manifest["figures"]) and all(line.endswith("matches the paper") for line in lines)
-    text = subprocess.run(["pdftotext", str(wd / "paper" / "paper.pdf"), "-"], capture_output=True, text=True,
-                          check=True).stdout
+    text = subprocess.run(
+        ["pdftotext", str(wd / "paper" / "paper.pdf"), "-"], capture_output=True, text=True, check=True
+    ).stdout
     for name, fig in manifest["figures"].items():
         assert f"identity {fig['id']}" in text, name
 
@@ -206,8 +253,14 @@ def test_compare_marks_only_differences_the_intervals_support() -> None:
     from iolab.archive import compare
 
     def run(name: str, value: float, low: float, high: float) -> compare.Run:
-        return compare.Run(name, {"w_send_ns": {"value": value, "ci95": [low, high]},
-                                  "s_getppid_ns": {"value": 100.0, "ci95": [90.0, 110.0]}}, {"nodes": {}})
+        return compare.Run(
+            name,
+            {
+                "w_send_ns": {"value": value, "ci95": [low, high]},
+                "s_getppid_ns": {"value": 100.0, "ci95": [90.0, 110.0]},
+            },
+            {"nodes": {}},
+        )
 
     rows = {r["key"]: r for r in compare.quantities([run("a", 3000, 2900, 3100), run("b", 3300, 3150, 3400)])}
     assert rows["w_send_ns"]["differs"] and not rows["s_getppid_ns"]["differs"]
@@ -215,8 +268,9 @@ def test_compare_marks_only_differences_the_intervals_support() -> None:
     assert not compare.disjoint([1.0, 2.0], [2.0, 3.0]) and not compare.disjoint([1.0, 2.0], None)
     assert not compare.disjoint([1.0, float("inf")], [5.0, 6.0])
     # The figures' row labels drop what every key of a question shares.
-    assert compare.short_labels([{"key": "echo_epoll_c50_server_ns_per_request"},
-                                 {"key": "echo_go_net_c50_server_ns_per_request"}]) == ["epoll", "go_net"]
+    assert compare.short_labels(
+        [{"key": "echo_epoll_c50_server_ns_per_request"}, {"key": "echo_go_net_c50_server_ns_per_request"}]
+    ) == ["epoll", "go_net"]
 
 
 def test_compare_two_real_crates_side_by_side(smoke_crate: Path, tmp_path: Path) -> None:
@@ -224,24 +278,49 @@ def test_compare_two_real_crates_side_by_side(smoke_crate: Path, tmp_path: Path)
     # machines table names the node's CPU and kernel.
     copy = tmp_path / "again.crate.zip"
     copy.write_bytes(smoke_crate.read_bytes())
-    res = subprocess.run([sys.executable, "-m", "iolab.archive.compare", str(smoke_crate), str(copy), "--figures",
-                          str(tmp_path / "fig")], cwd=REPO, env=tool_env(), capture_output=True, text=True,
-                         timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab.archive.compare",
+            str(smoke_crate),
+            str(copy),
+            "--figures",
+            str(tmp_path / "fig"),
+        ],
+        cwd=REPO,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     assert "## Machines" in res.stdout and "| local |" in res.stdout
     assert re.search(r"\n(\d+) numbers in every crate; 0 differ", res.stdout)
     assert "Flips (reproduced in one run, not reproduced in another): 0" in res.stdout
     assert (tmp_path / "fig" / "compare_cost_model_terms.svg").exists()
-    bad = subprocess.run([sys.executable, "-m", "iolab.archive.compare", str(smoke_crate), str(REPO / "README.md")],
-                         cwd=REPO, env=tool_env(), capture_output=True, text=True, timeout=600)
+    bad = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.compare", str(smoke_crate), str(REPO / "README.md")],
+        cwd=REPO,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert bad.returncode == 1 and "README.md: not a readable zip" in bad.stderr
 
 
 @pytest.mark.full
 def test_the_shipped_reference_run_becomes_a_run_that_archives_and_compares(tmp_path: Path) -> None:
     fresh = copy_workflow(tmp_path / "fresh")
-    res = subprocess.run([sys.executable, "-m", "iolab.archive.reanalyse", "--raw-root", "data/reference"],
-                         cwd=fresh, env=tool_env(), capture_output=True, text=True, timeout=1200)
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.reanalyse", "--raw-root", "data/reference"],
+        cwd=fresh,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "numbers, built from raw files alone" in res.stdout
     # Its numbers are the ones the notebooks give by hand on the same data.

@@ -21,17 +21,22 @@ from iolab.presets import SERVER_PROGRAMS, server_flags
 
 # --- server flags and the sweep ---------------------------------------------------------
 
-@pytest.mark.parametrize("flags,message", [
-    (["--sqpoll", "--single-issuer", "--defer-taskrun"], "--sqpoll cannot be combined with --defer-taskrun"),
-    (["--defer-taskrun"], "--defer-taskrun needs --single-issuer"),
-    (["--multishot-recv"], "--multishot-recv needs provided buffers"),
-    (["--granule", "75"], "--granule routes connections between rings"),
-    (["--buf-count", "3"], "--buf-count must be a power of two"),
-    (["--wait-nr", "8"], "--wait-nr above 1 would wait for that many completions however long they take"),
-])
+
+@pytest.mark.parametrize(
+    "flags,message",
+    [
+        (["--sqpoll", "--single-issuer", "--defer-taskrun"], "--sqpoll cannot be combined with --defer-taskrun"),
+        (["--defer-taskrun"], "--defer-taskrun needs --single-issuer"),
+        (["--multishot-recv"], "--multishot-recv needs provided buffers"),
+        (["--granule", "75"], "--granule routes connections between rings"),
+        (["--buf-count", "3"], "--buf-count must be a power of two"),
+        (["--wait-nr", "8"], "--wait-nr above 1 would wait for that many completions however long they take"),
+    ],
+)
 def test_refused_combinations_exit_2_with_one_line(native_build: Path, flags: list[str], message: str) -> None:
-    res = subprocess.run([str(native_build / "echo-uring"), "--port", "0", *flags],
-                         capture_output=True, text=True, timeout=30)
+    res = subprocess.run(
+        [str(native_build / "echo-uring"), "--port", "0", *flags], capture_output=True, text=True, timeout=30
+    )
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0]
@@ -39,8 +44,10 @@ def test_refused_combinations_exit_2_with_one_line(native_build: Path, flags: li
 
 def test_help_documents_every_flag(native_build: Path) -> None:
     src = (REPO / "native" / "echo" / "loadgen.c").read_text()
-    declared = {"loadgen": {f"--{d}" for d in re.findall(r'\{ "([a-z-]+)", (?:required|no)_argument', src)},
-                **server_flags()}
+    declared = {
+        "loadgen": {f"--{d}" for d in re.findall(r'\{ "([a-z-]+)", (?:required|no)_argument', src)},
+        **server_flags(),
+    }
     for program, flags in declared.items():
         res = subprocess.run([str(native_build / program), "--help"], capture_output=True, text=True)
         assert res.returncode == 0, program
@@ -57,7 +64,7 @@ def test_a_batched_wait_returns_a_lone_completion_after_its_minimum_wait(native_
     # ring 1, which waits with no timeout, would hold the echo forever.
     exe = native_build / ("san" if build == "san" else "") / "echo-uring"
     srv = Server(exe, ["--rings", "2", "--granule", "1", "--wait-nr", "64", "--min-wait", "500"], build == "san")
-    socks = [connect(srv.port) for _ in range(4)]    # consecutive fds: both rings get some
+    socks = [connect(srv.port) for _ in range(4)]  # consecutive fds: both rings get some
     try:
         for i, s in enumerate(socks):
             s.sendall(b"lone %d" % i)
@@ -91,8 +98,13 @@ def test_iowq_aff_moves_io_wq_workers_off_the_servers_cpu(native_build: Path, bu
     seen = {}
     for flags in ([], ["--iowq-aff", "1"]):
         env = dict(os.environ, **(SAN_ENV if build == "san" else {}))
-        proc = subprocess.Popen(["taskset", "-c", "0", str(exe), "--port", "0", "--async", *flags],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(
+            ["taskset", "-c", "0", str(exe), "--port", "0", "--async", *flags],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         try:
             assert proc.stderr is not None
             m = re.search(r"listening on [0-9.]+:(\d+)", proc.stderr.readline())
@@ -105,14 +117,15 @@ def test_iowq_aff_moves_io_wq_workers_off_the_servers_cpu(native_build: Path, bu
         assert proc.returncode == 0, err[-2000:]
         config = json.loads(out.strip().splitlines()[-1])["config"]
         assert config["iowq_aff"] == (flags[1] if flags else "") and config["iowq_workers_at_exit"] > 0
-    assert seen[()] == {"0"}                      # inherited from the pinned server
-    assert seen[("--iowq-aff", "1")] == {"1"}     # moved
+    assert seen[()] == {"0"}  # inherited from the pinned server
+    assert seen[("--iowq-aff", "1")] == {"1"}  # moved
 
 
 @pytest.mark.parametrize("bad", ["", "1-", "3-2", "0,,1", "0,", "x", "99999"])
 def test_a_bad_iowq_cpu_list_is_one_line(native_build: Path, bad: str) -> None:
-    res = subprocess.run([str(native_build / "echo-uring"), "--port", "0", "--iowq-aff", bad],
-                         capture_output=True, text=True, timeout=30)
+    res = subprocess.run(
+        [str(native_build / "echo-uring"), "--port", "0", "--iowq-aff", bad], capture_output=True, text=True, timeout=30
+    )
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--iowq-aff" in res.stderr
 
 
@@ -124,6 +137,9 @@ def test_cpu_placeholders_take_cpus_besides_the_servers_and_the_clients() -> Non
     assert shared.flags[2] == "0" and shared.flags[4] == "0-1" and helpers == "0-1"
     plain = echo_exp.Cell("default", (), 50, 128)
     assert echo_exp.resolve_flags(plain, {"server": 0, "client": 1}, lambda: pytest.fail("read")) == (plain, "")
-    with pytest.raises(echo_exp.CellError, match=r"^unavailable: u4 runs a helper on a CPU besides the server's "
-                                                 r"\(0\) and the load generator's \(1\); this node's CPUs are 0-1$"):
+    with pytest.raises(
+        echo_exp.CellError,
+        match=r"^unavailable: u4 runs a helper on a CPU besides the server's "
+        r"\(0\) and the load generator's \(1\); this node's CPUs are 0-1$",
+    ):
         echo_exp.resolve_flags(cell, {"server": 0, "client": 1}, lambda: "0-1")

@@ -21,21 +21,34 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from echo_support import (BUILDS, SERVERS, STRUCTURAL, TSAN_ENV, Server, connect, echoed_within, exchange, raise_nofile,
-                          start_server, tsan_program)
+from echo_support import (
+    BUILDS,
+    SERVERS,
+    STRUCTURAL,
+    TSAN_ENV,
+    Server,
+    connect,
+    echoed_within,
+    exchange,
+    raise_nofile,
+    start_server,
+    tsan_program,
+)
 
 
-
-@pytest.fixture(params=[(s, b) for s in SERVERS for b in BUILDS],
-                ids=[f"{s[0]}-{b}" for s in SERVERS for b in BUILDS])
+@pytest.fixture(params=[(s, b) for s in SERVERS for b in BUILDS], ids=[f"{s[0]}-{b}" for s in SERVERS for b in BUILDS])
 def server(request: pytest.FixtureRequest, native_build: Path) -> Iterator[Server]:
     """Every configuration, both builds."""
     yield from start_server(request.param, native_build)
 
 
-@pytest.fixture(params=[pytest.param((s, b), id=f"{s[0]}-{b}",
-                                     marks=() if s[0] in STRUCTURAL else pytest.mark.full)
-                        for s in SERVERS for b in BUILDS])
+@pytest.fixture(
+    params=[
+        pytest.param((s, b), id=f"{s[0]}-{b}", marks=() if s[0] in STRUCTURAL else pytest.mark.full)
+        for s in SERVERS
+        for b in BUILDS
+    ]
+)
 def stress_server(request: pytest.FixtureRequest, native_build: Path) -> Iterator[Server]:
     """The structurally different configurations; every other one in --full."""
     yield from start_server(request.param, native_build)
@@ -44,17 +57,16 @@ def stress_server(request: pytest.FixtureRequest, native_build: Path) -> Iterato
 def test_random_sizes_pipelined_with_partial_reads(server: Server) -> None:
     rng = random.Random(1)
     # Each connection pipelines several messages of 1 B .. 64 KiB back to back.
-    payloads = [b"".join(rng.randbytes(rng.randint(1, 65536)) for _ in range(rng.randint(1, 6)))
-                for _ in range(24)]
+    payloads = [b"".join(rng.randbytes(rng.randint(1, 65536)) for _ in range(rng.randint(1, 6))) for _ in range(24)]
     exchange(server.port, payloads, rng)
 
 
 def test_close_mid_message_and_half_close(server: Server) -> None:
-    for _ in range(20):   # abrupt closes in the middle of a message
+    for _ in range(20):  # abrupt closes in the middle of a message
         s = connect(server.port)
         s.sendall(os.urandom(30000))
         s.close()
-    for size in (1, 4096, 200000):   # half-close: everything comes back, then EOF
+    for size in (1, 4096, 200000):  # half-close: everything comes back, then EOF
         s = connect(server.port)
         data = os.urandom(size)
         got = bytearray()
@@ -97,11 +109,11 @@ def test_ten_thousand_connections(stress_server: Server) -> None:
             s.close()
 
 
-
 @pytest.mark.parametrize("build", BUILDS)
 @pytest.mark.parametrize("provided", ["--buf-ring", "--buf-select"])
-def test_a_returned_buffer_reaches_a_starved_connection_with_bytes_waiting(native_build: Path, build: str,
-                                                                           provided: str) -> None:
+def test_a_returned_buffer_reaches_a_starved_connection_with_bytes_waiting(
+    native_build: Path, build: str, provided: str
+) -> None:
     """The few_buffers stall (issue 15), made to happen every time. Holders
     whose echo nobody reads keep every provided buffer queued; then a
     connection with bytes waiting (``waiting``) finds none and is listed as
@@ -116,7 +128,7 @@ def test_a_returned_buffer_reaches_a_starved_connection_with_bytes_waiting(nativ
     exe = native_build / ("san" if build == "san" else "") / "echo-uring"
     server = Server(exe, ["--multishot-recv", provided, "--buf-size", "512", "--buf-count", "2"], build == "san")
     holders: list[socket.socket] = []
-    served: list[socket.socket] = []   # probes that were echoed: buffers were still free
+    served: list[socket.socket] = []  # probes that were echoed: buffers were still free
     empty: list[socket.socket] = []
     try:
         # Add holders until a 1-byte probe gets no echo: then no buffer is
@@ -128,7 +140,7 @@ def test_a_returned_buffer_reaches_a_starved_connection_with_bytes_waiting(nativ
             h = connect(server.port)
             holders.append(h)
             h.setblocking(False)
-            while True:   # send until the server stops reading from it
+            while True:  # send until the server stops reading from it
                 try:
                     h.send(b"h" * 65536)
                 except BlockingIOError:
@@ -140,9 +152,9 @@ def test_a_returned_buffer_reaches_a_starved_connection_with_bytes_waiting(nativ
             if not echoed_within(probe, b"w", 0.3):
                 waiting = served.pop()
                 break
-        empty += [connect(server.port) for _ in range(8)]   # more than the 2 buffers that come back
-        time.sleep(0.2)   # let the server list them as starved
-        for h in holders:   # reset: the server drops their queues, giving the buffers back
+        empty += [connect(server.port) for _ in range(8)]  # more than the 2 buffers that come back
+        time.sleep(0.2)  # let the server list them as starved
+        for h in holders:  # reset: the server drops their queues, giving the buffers back
             h.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             h.close()
         holders.clear()
@@ -171,7 +183,7 @@ def test_slow_reader_gets_backpressure_not_others(stress_server: Server) -> None
     data = os.urandom(16 << 20)
     sender = threading.Thread(target=slow.sendall, args=(data,))
     sender.start()
-    time.sleep(0.3)   # the slow reader reads nothing yet; its echo backs up
+    time.sleep(0.3)  # the slow reader reads nothing yet; its echo backs up
     # A stalled server fails this loop: each recv times out after 30 s
     # (connect()'s socket timeout) instead of hanging the suite.
     fast = connect(stress_server.port)
@@ -205,6 +217,7 @@ def test_thousand_connect_disconnect_cycles(stress_server: Server) -> None:
 
 # --- flags with their own behaviour, and thread safety ----------------------------------
 
+
 def test_drain_stalls_by_design_and_proves_why(native_build: Path) -> None:
     # IOSQE_IO_DRAIN orders every SQE after all earlier ones. The echo's send
     # waits for the accept armed before it, which completes only when the
@@ -216,7 +229,7 @@ def test_drain_stalls_by_design_and_proves_why(native_build: Path) -> None:
         first.settimeout(2)
         with pytest.raises(TimeoutError):
             first.recv(64)
-        second = connect(srv.port)            # completes the pending accept
+        second = connect(srv.port)  # completes the pending accept
         first.settimeout(30)
         got = b""
         while len(got) < 64:
@@ -228,16 +241,20 @@ def test_drain_stalls_by_design_and_proves_why(native_build: Path) -> None:
         assert srv.stop()["accepted"] >= 2
 
 
-
 @pytest.fixture(scope="module")
 def tsan_build() -> Path:
     return tsan_program("echo-uring")
 
 
-@pytest.mark.parametrize("flags", [["--rings", "2", "--granule", "2", "--attach-wq"], ["--rings", "3"],
-                                   ["--rings", "2", "--granule", "1", "--multishot-recv", "--buf-ring",
-                                    "--buf-count", "16", "--buf-size", "512"]],
-                         ids=["granule", "reuseport", "few-buffers"])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--rings", "2", "--granule", "2", "--attach-wq"],
+        ["--rings", "3"],
+        ["--rings", "2", "--granule", "1", "--multishot-recv", "--buf-ring", "--buf-count", "16", "--buf-size", "512"],
+    ],
+    ids=["granule", "reuseport", "few-buffers"],
+)
 def test_several_rings_under_threadsanitizer(tsan_build: Path, flags: list[str]) -> None:
     srv = Server(tsan_build, flags, False, TSAN_ENV)
     rng = random.Random(5)
@@ -250,7 +267,7 @@ def test_several_rings_under_threadsanitizer(tsan_build: Path, flags: list[str])
             if i % 2:
                 s.sendall(b"z" * 100)
             s.close()
-    counters = srv.stop()   # exit 0: no ThreadSanitizer report (it would exit 66)
+    counters = srv.stop()  # exit 0: no ThreadSanitizer report (it would exit 66)
     # Every echoed connection was accepted; of those closed at once, a few
     # may still wait in a ring's listen queue when the stop arrives (716 of
     # 720 once, on a busy machine), so at least half of them.
@@ -319,8 +336,7 @@ def test_go_reactor_link_timeout_closes_an_idle_connection_only(native_build: Pa
 
 
 @pytest.mark.parametrize("name", ["epoll", "default", "multishot", "go_net", "go_uring"])
-def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(native_build: Path,
-                                                                               name: str) -> None:
+def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(native_build: Path, name: str) -> None:
     """ulimit -n 256 and 500 clients: accept fails with EMFILE while the
     connections wait in the backlog. The server pauses accepting, reports it
     at most once a second, and keeps echoing on the connections it has
@@ -331,8 +347,13 @@ def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(n
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
-    proc = subprocess.Popen([str(native_build / program), "--port", "0", *flags], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+    proc = subprocess.Popen(
+        [str(native_build / program), "--port", "0", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=limit,
+    )
     try:
         assert proc.stderr is not None
         port = int(re.search(r":(\d+)$", proc.stderr.readline().strip()).group(1))
@@ -341,14 +362,14 @@ def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(n
             s.sendall(b"x" * 64)
             assert s.recv(64, socket.MSG_WAITALL) == b"x" * 64
         crowd = []
-        for _ in range(450):      # more than the server can hold: the rest wait in the backlog
+        for _ in range(450):  # more than the server can hold: the rest wait in the backlog
             try:
                 crowd.append(socket.create_connection(("127.0.0.1", port), timeout=2))
             except OSError:
                 break
         deadline = time.monotonic() + 2.5
         rounds = 0
-        while time.monotonic() < deadline:       # the open connections still echo, throughout
+        while time.monotonic() < deadline:  # the open connections still echo, throughout
             for s in first:
                 s.sendall(b"y" * 64)
                 assert s.recv(64, socket.MSG_WAITALL) == b"y" * 64

@@ -32,7 +32,7 @@ def test_a_sweep_cell_runs_under_the_uring_client(native_build: Path, tmp_path: 
     assert cell.label() == "default c=8 256 B (io_uring client)"
     run = echo_exp.LoadgenRun(duration=0.3, warmup=0.1, threads=2, pipeline=2)
     result = echo_exp.measure_cell(cell, run, {"server": None, "client": None}, tmp_path / "h.csv")
-    assert result["requests"] > 0   # loadgen exits 1, a CellError, on any byte wrong
+    assert result["requests"] > 0  # loadgen exits 1, a CellError, on any byte wrong
     report = json.loads((tmp_path / "h.report").read_text())
     assert (report["model"], report["pipeline"], report["threads"]) == ("event-loop-uring", 2, 2)
 
@@ -41,63 +41,94 @@ def test_a_sweep_resolves_the_auto_client_once_and_records_what_ran(native_build
     """The default setup's client "auto" is resolved before the first cell:
     the table names the model that ran, a setup that then repeats another
     is measured once, and the provenance says what "auto" chose."""
-    settings = {**SWEEP, "connections": [2], "presets": {"epoll": [], "default": []},
-                "setups": [{"client": "auto", "layout": "pinned"},
-                           {"client": "event-loop-uring", "layout": "pinned"}]}
+    settings = {
+        **SWEEP,
+        "connections": [2],
+        "presets": {"epoll": [], "default": []},
+        "setups": [{"client": "auto", "layout": "pinned"}, {"client": "event-loop-uring", "layout": "pinned"}],
+    }
     planned, picked = echo_exp.resolve_auto_client(echo_exp.cells(EchoSettings.of(settings), 3), LocalRunner())
     assert picked == {"model": "event-loop-uring", "uring_unavailable": ""}
-    assert sorted((c.preset, c.client) for c in planned) == [("default", "event-loop-uring"),
-                                                              ("epoll", "event-loop-uring")]
+    assert sorted((c.preset, c.client) for c in planned) == [
+        ("default", "event-loop-uring"),
+        ("epoll", "event-loop-uring"),
+    ]
     # No "auto" anywhere: nothing to resolve, nothing recorded.
     explicit = echo_exp.cells(EchoSettings.of({**settings, "setups": settings["setups"][1:]}), 3)
     assert echo_exp.resolve_auto_client(explicit, LocalRunner()) == (explicit, {})
     raw = tmp_path / "rep1.csv"
-    extra = echo_exp.run_sweep(EchoSettings.of(settings), {"server": 0, "client": "1"}, 3, raw, histograms_path(raw),
-                               progress=False)
+    extra = echo_exp.run_sweep(
+        EchoSettings.of(settings), {"server": 0, "client": "1"}, 3, raw, histograms_path(raw), progress=False
+    )
     assert extra["echo"]["client_auto"] == picked and extra["echo"]["cells"] == 2
     table = readers.read_echo_csv(raw)
     assert (table["status"] == "ok").all() and set(table["client"]) == {"event-loop-uring"}
 
 
-def test_a_node_without_go_records_the_go_servers_unavailable(native_build: Path, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_node_without_go_records_the_go_servers_unavailable(
+    native_build: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The Go servers are built by the sweep where the node has Go; on a node
     without it their cells are unavailable, with make's one-line reason, and
     the C servers are measured as usual."""
     native = tmp_path / "native"
     shutil.copytree(REPO / "native", native, ignore=shutil.ignore_patterns("build"))
 
-    class CopyRunner(LocalRunner):   # the real local runner, on a checkout without Go binaries
+    class CopyRunner(LocalRunner):  # the real local runner, on a checkout without Go binaries
         def exe(self, program: str) -> str:
             return str(native / "build" / program)
 
     monkeypatch.setenv("GO", "go-not-installed-here")
     settings = {**SWEEP, "presets": {"epoll": [], "go_net": {"server": "go-net"}}}
     runner = CopyRunner()
-    assert subprocess.run(["make", "-s", "-C", str(native), "build/echo-epoll", "build/loadgen"],
-                          capture_output=True).returncode == 0
+    assert (
+        subprocess.run(
+            ["make", "-s", "-C", str(native), "build/echo-epoll", "build/loadgen"], capture_output=True
+        ).returncode
+        == 0
+    )
     csv_path = tmp_path / "rep1.csv"
-    echo_exp.run_sweep(EchoSettings.of(settings), {"server": None, "client": None}, 1, csv_path,
-                       histograms_path(csv_path), progress=False, server_runner=runner)
+    echo_exp.run_sweep(
+        EchoSettings.of(settings),
+        {"server": None, "client": None},
+        1,
+        csv_path,
+        histograms_path(csv_path),
+        progress=False,
+        server_runner=runner,
+    )
     rows = {r["preset"]: r for r in readers.read_echo_csv(csv_path).to_dict("records")}
     assert rows["epoll"]["status"] == "ok"
     assert rows["go_net"]["status"] == "unavailable" and rows["go_net"]["server"] == "go-net"
-    assert rows["go_net"]["reason"] == ("unavailable: echo-go-net could not be built on this node: missing "
-                                        "dependency: Go toolchain 'go-not-installed-here'; install it with: "
-                                        "apt-get install golang-go, or set GO=")
+    assert rows["go_net"]["reason"] == (
+        "unavailable: echo-go-net could not be built on this node: missing "
+        "dependency: Go toolchain 'go-not-installed-here'; install it with: "
+        "apt-get install golang-go, or set GO="
+    )
 
 
 def test_a_sweep_puts_helpers_on_a_spare_cpu_or_records_why_not(native_build: Path, tmp_path: Path) -> None:
     settings = {**SWEEP, "presets": {"async_iowq_spare": ["--async", "--iowq-aff", "{spare_cpus}"]}}
-    echo_exp.run_sweep(EchoSettings.of(settings), {"server": 0, "client": 0}, 1, tmp_path / "a.csv", tmp_path / "a.hist",
-                       progress=False)
+    echo_exp.run_sweep(
+        EchoSettings.of(settings),
+        {"server": 0, "client": 0},
+        1,
+        tmp_path / "a.csv",
+        tmp_path / "a.hist",
+        progress=False,
+    )
     row = readers.read_echo_csv(tmp_path / "a.csv").iloc[0]
     assert row["status"] == "ok" and row["helper_cpus"] == "1" and row["iowq_workers"] > 0
-    echo_exp.run_sweep(EchoSettings.of(settings), {"server": 0, "client": 1}, 1, tmp_path / "b.csv", tmp_path / "b.hist",
-                       progress=False)
+    echo_exp.run_sweep(
+        EchoSettings.of(settings),
+        {"server": 0, "client": 1},
+        1,
+        tmp_path / "b.csv",
+        tmp_path / "b.hist",
+        progress=False,
+    )
     row = readers.read_echo_csv(tmp_path / "b.csv").iloc[0]
     assert row["status"] == "unavailable" and "besides the server's (0) and the load generator's (1)" in row["reason"]
-
 
 
 def test_sweep_records_refused_presets_as_unavailable(native_build: Path, tmp_path: Path) -> None:
@@ -134,8 +165,7 @@ def test_a_server_killed_mid_run_fails_the_cell_clearly(native_build: Path, tmp_
         echo_exp.stop_server(proc, runner)
 
 
-def test_a_killed_servers_cell_blames_the_server_not_the_load_generator(native_build: Path,
-                                                                        tmp_path: Path) -> None:
+def test_a_killed_servers_cell_blames_the_server_not_the_load_generator(native_build: Path, tmp_path: Path) -> None:
     # The load generator fails too ("early closes"): the cell says why it failed.
     cell = echo_exp.Cell("default", (), 50, 64)
     timer = threading.Timer(0.5, lambda: subprocess.run(["pkill", "-KILL", "-f", "echo-uring --port"]))
@@ -153,24 +183,44 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     cell twice, told apart in the raw file and the tidy table, with the CPUs
     each side ran on; ratios pair cells of one setup only, and each side
     picks its own (the claims the sources', the figures ours)."""
-    settings = {**SWEEP, "connections": [3], "presets": {"epoll": [], "default": []},
-                "setups": [{"client": "event-loop", "layout": "pinned"},
-                           {"client": "thread-per-connection", "layout": "shared"}]}
+    settings = {
+        **SWEEP,
+        "connections": [3],
+        "presets": {"epoll": [], "default": []},
+        "setups": [
+            {"client": "event-loop", "layout": "pinned"},
+            {"client": "thread-per-connection", "layout": "shared"},
+        ],
+    }
     planned = echo_exp.cells(EchoSettings.of(settings), 5)
     assert sorted((c.preset, c.client, c.layout) for c in planned) == [
-        ("default", "event-loop", "pinned"), ("default", "thread-per-connection", "shared"),
-        ("epoll", "event-loop", "pinned"), ("epoll", "thread-per-connection", "shared")]
+        ("default", "event-loop", "pinned"),
+        ("default", "thread-per-connection", "shared"),
+        ("epoll", "event-loop", "pinned"),
+        ("epoll", "thread-per-connection", "shared"),
+    ]
     # A setup may run only some presets (the paper profile's sources' setup).
     narrow = {**settings, "setups": [settings["setups"][0], {**settings["setups"][1], "only": ["epoll"]}]}
     assert sorted((c.preset, c.client) for c in echo_exp.cells(EchoSettings.of(narrow), 5)) == [
-        ("default", "event-loop"), ("epoll", "event-loop"), ("epoll", "thread-per-connection")]
+        ("default", "event-loop"),
+        ("epoll", "event-loop"),
+        ("epoll", "thread-per-connection"),
+    ]
     raw = tmp_path / "n1" / "echo" / "k" / "rep1.csv"
     raw.parent.mkdir(parents=True)
-    echo_exp.run_sweep(EchoSettings.of(settings), {"server": 0, "client": "1"}, 5, raw, histograms_path(raw),
-                       progress=False)
-    raw.with_name("rep1.provenance.json").write_text(json.dumps({
-        "node": {"name": "n1", "kind": "vm"}, "mitigations": {"state": "on"},
-        "host": {"kernel": "test"}, "settings": {**settings, "rep": 1}}))
+    echo_exp.run_sweep(
+        EchoSettings.of(settings), {"server": 0, "client": "1"}, 5, raw, histograms_path(raw), progress=False
+    )
+    raw.with_name("rep1.provenance.json").write_text(
+        json.dumps(
+            {
+                "node": {"name": "n1", "kind": "vm"},
+                "mitigations": {"state": "on"},
+                "host": {"kernel": "test"},
+                "settings": {**settings, "rep": 1},
+            }
+        )
+    )
     table = tables.load("echo", tmp_path)
     assert (table["status"] == "ok").all()
     # CPU seconds over the 0.4 loaded seconds of each cell: CPUs kept busy (pinned, at most
@@ -179,8 +229,10 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     assert ((table["client_busy"] > 0) & (table["client_busy"] <= (os.cpu_count() or 1) + 0.1)).all()
     assert (table.loc[pinned, "client_busy"] <= 1.05).all()
     assert ((table["server_busy"] > 0) & (table["server_busy"] < (os.cpu_count() or 1) + 0.5)).all()
-    placed = {(r.client, r.layout, *("-" if pd.isna(v) else v for v in (r.server_cpu, r.client_cpu)))
-              for r in table.itertuples()}
+    placed = {
+        (r.client, r.layout, *("-" if pd.isna(v) else v for v in (r.server_cpu, r.client_cpu)))
+        for r in table.itertuples()
+    }
     assert placed == {("event-loop", "pinned", "0", "1"), ("thread-per-connection", "shared", "-", "-")}
     # IPIs per request where the server had its own CPUs; unpinned, the count mixes both sides.
     assert table.loc[table["layout"] == "pinned", "resched_ipis_per_request"].notna().all()
@@ -197,7 +249,7 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     assert echostats.seed_table(table)["our setup"].iloc[0].startswith("thread-per-connection client, shared")
     # Files written before the client model and the layout were recorded:
     # the event-loop client, pinned where a server CPU was recorded.
-    old = [ln for ln in raw.read_text().splitlines() if not ln.startswith("#")]   # no format line then either
+    old = [ln for ln in raw.read_text().splitlines() if not ln.startswith("#")]  # no format line then either
     header = old[0].split(",")
     drop = {header.index("client"), header.index("layout")}
     raw.write_text("\n".join(",".join(f for i, f in enumerate(ln.split(",")) if i not in drop) for ln in old) + "\n")
@@ -208,10 +260,12 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
 
 def test_rescheduling_ipis_are_read_per_cpu_set() -> None:
     # CPU1 offline: /proc/interrupts has no column for it.
-    text = ("           CPU0       CPU2       CPU3\n"
-            "  0:         40          0          0   IO-APIC   2-edge      timer\n"
-            "RES:        100         20          3   Rescheduling interrupts\n"
-            "CAL:          5          6          7   Function call interrupts\n")
+    text = (
+        "           CPU0       CPU2       CPU3\n"
+        "  0:         40          0          0   IO-APIC   2-edge      timer\n"
+        "RES:        100         20          3   Rescheduling interrupts\n"
+        "CAL:          5          6          7   Function call interrupts\n"
+    )
     assert echo_exp.resched_ipis(text, None) == 123
     assert echo_exp.resched_ipis(text, 0) == 100
     assert echo_exp.resched_ipis(text, "2-3") == 23
@@ -241,8 +295,9 @@ def test_rings_without_taskrun_flags_kick_the_server_with_ipis(native_build: Pat
     for pair in range(3):
         for name, flags in rings:
             cell = echo_exp.Cell(name, flags, 50, 128)
-            result = echo_exp.measure_cell(cell, echo_exp.LoadgenRun(1.0, 0.1), {"server": 0, "client": 1},
-                                           tmp_path / f"{name}-{pair}.csv")
+            result = echo_exp.measure_cell(
+                cell, echo_exp.LoadgenRun(1.0, 0.1), {"server": 0, "client": 1}, tmp_path / f"{name}-{pair}.csv"
+            )
             ipis[name] += result["server_resched_ipis"]
 
     def kicks_more(ring: str) -> bool:

@@ -63,8 +63,9 @@ def test_the_lock_leaves_out_the_iri_grammar_jsonschema_compiles_at_import() -> 
     # DESIGN (entry point): about 1 s of every Snakemake, papermill and
     # jupytext start; a lock regenerated without --no-emit-package brings it back.
     lock = lock_pins()
-    assert "rfc3987-syntax" not in lock and "lark" not in lock, \
+    assert "rfc3987-syntax" not in lock and "lark" not in lock, (
         "regenerate the lock with --no-emit-package rfc3987-syntax --no-emit-package lark"
+    )
     assert "--no-emit-package rfc3987-syntax --no-emit-package lark" in (REPO / "requirements.lock").read_text()
 
 

@@ -33,21 +33,42 @@ def round_sd() -> float:
 
 
 def rates_hold(r: error_rates.Rates) -> bool:
-    return all(error_rates.within_budget(x, r.runs) for x in (
-        r.part_false_reproduced, r.part_false_not_reproduced, r.claim_false_reproduced,
-        r.claim_false_not_reproduced))
+    return all(
+        error_rates.within_budget(x, r.runs)
+        for x in (
+            r.part_false_reproduced,
+            r.part_false_not_reproduced,
+            r.claim_false_reproduced,
+            r.claim_false_not_reproduced,
+        )
+    )
 
 
-def check(claim: Claim, procedure: Procedure, scenario: Scenario, runs: int, residuals, seed: int = 1,
-          sigma: float | None = None) -> bool:
-    r = error_rates.simulate(claim, "bound", runs, residuals, procedure=procedure, scenario=scenario, seed=seed,
-                             sigma=sigma)
+def check(
+    claim: Claim,
+    procedure: Procedure,
+    scenario: Scenario,
+    runs: int,
+    residuals,
+    seed: int = 1,
+    sigma: float | None = None,
+) -> bool:
+    r = error_rates.simulate(
+        claim, "bound", runs, residuals, procedure=procedure, scenario=scenario, seed=seed, sigma=sigma
+    )
     return rates_hold(r)
 
 
 def test_a_one_part_claim_holds_its_rate_under_a_round_effect(residuals, round_sd: float) -> None:
-    r = error_rates.simulate(error_rates.ONE_PART, "bound", 2000, residuals, procedure=PROCEDURES["iolab"],
-                             scenario=Scenario("round effect", round_sd=round_sd), seed=3)
+    r = error_rates.simulate(
+        error_rates.ONE_PART,
+        "bound",
+        2000,
+        residuals,
+        procedure=PROCEDURES["iolab"],
+        scenario=Scenario("round effect", round_sd=round_sd),
+        seed=3,
+    )
     assert rates_hold(r), r
     # Rounds ran: the planner added repetitions where the part was undecided.
     assert r.mean_reps > error_rates.ONE_PART.repeats
@@ -58,8 +79,16 @@ def test_without_drift_the_tests_decide_at_the_bound_and_hold_their_rate(residua
     # exact: verdicts at the bound do happen, each way, and stay within the
     # budget. Under the measured drift the allowance makes them rarer still,
     # so this is the case where a miscalibrated test would show.
-    r = error_rates.simulate(error_rates.ONE_PART, "bound", 1000, residuals, procedure=PROCEDURES["iolab"],
-                             scenario=Scenario("iid"), sigma=0.0, seed=1)
+    r = error_rates.simulate(
+        error_rates.ONE_PART,
+        "bound",
+        1000,
+        residuals,
+        procedure=PROCEDURES["iolab"],
+        scenario=Scenario("iid"),
+        sigma=0.0,
+        seed=1,
+    )
     assert rates_hold(r), r
     assert r.claim_reproduced > 0.005 and r.claim_not_reproduced > 0.005, r
 
@@ -83,8 +112,9 @@ CONTROLS = [
 
 @pytest.mark.full
 @pytest.mark.parametrize("name,claim,scenario,drift", CONTROLS, ids=[c[0] for c in CONTROLS])
-def test_each_broken_procedure_fails_the_check(name: str, claim: Claim, scenario: str, drift: bool, residuals,
-                                               round_sd: float) -> None:
+def test_each_broken_procedure_fails_the_check(
+    name: str, claim: Claim, scenario: str, drift: bool, residuals, round_sd: float
+) -> None:
     (sc,) = [s for s in error_rates.scenarios(round_sd) if s.name == scenario]
     runs = 1000 if claim is error_rates.ONE_PART else 300
     assert not check(claim, PROCEDURES[name], sc, runs, residuals, sigma=None if drift else 0.0)
@@ -93,8 +123,9 @@ def test_each_broken_procedure_fails_the_check(name: str, claim: Claim, scenario
 @pytest.mark.full
 @pytest.mark.parametrize("claim", error_rates.CLAIMS, ids=[c.name for c in error_rates.CLAIMS])
 @pytest.mark.parametrize("scenario", ["iid", "round effect", "trend -2 %", "trend +2 %"])
-def test_the_package_holds_its_rate_in_every_shape_and_scenario(claim: Claim, scenario: str, residuals,
-                                                                round_sd: float) -> None:
+def test_the_package_holds_its_rate_in_every_shape_and_scenario(
+    claim: Claim, scenario: str, residuals, round_sd: float
+) -> None:
     (sc,) = [s for s in error_rates.scenarios(round_sd) if s.name == scenario]
     runs = 2000 if claim is error_rates.ONE_PART else 600
     assert check(claim, PROCEDURES["iolab"], sc, runs, residuals, seed=5)

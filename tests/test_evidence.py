@@ -20,13 +20,13 @@ from iolab.analysis.verdicts import Rule, finding, settle
 
 def exact_tail(k: int, n: int) -> float:
     """P(Bin(n, 1/2) >= k), by counting."""
-    return sum(math.comb(n, j) for j in range(max(k, 0), n + 1)) / 2 ** n
+    return sum(math.comb(n, j) for j in range(max(k, 0), n + 1)) / 2**n
 
 
 def mixture_by_quadrature(k: int, n: int) -> float:
     """2^n times the mean, over theta uniform on (1/2, 1], of theta^k (1-theta)^(n-k)."""
-    value, _ = integrate.quad(lambda t: t ** k * (1 - t) ** (n - k), 0.5, 1.0, epsabs=1e-14, epsrel=1e-12)
-    return 2 ** n * 2 * value
+    value, _ = integrate.quad(lambda t: t**k * (1 - t) ** (n - k), 0.5, 1.0, epsabs=1e-14, epsrel=1e-12)
+    return 2**n * 2 * value
 
 
 def test_the_sign_tests_tail_is_the_exact_binomial_tail() -> None:
@@ -38,8 +38,7 @@ def test_the_sign_tests_tail_is_the_exact_binomial_tail() -> None:
 def test_the_mixture_martingale_is_its_integral() -> None:
     for n in (1, 2, 5, 10, 30):
         for k in range(n + 1):
-            assert math.exp(float(stats.log_mixture(k, n))) == pytest.approx(mixture_by_quadrature(k, n),
-                                                                              rel=1e-8)
+            assert math.exp(float(stats.log_mixture(k, n))) == pytest.approx(mixture_by_quadrature(k, n), rel=1e-8)
 
 
 def test_the_anytime_p_value_is_one_over_the_running_maximum() -> None:
@@ -49,8 +48,7 @@ def test_the_anytime_p_value_is_one_over_the_running_maximum() -> None:
     best = max(mixture_by_quadrature(int(hits[t]), t + 1) for t in range(40))
     assert float(evidence.anytime_p(values, 0.0, "above")) == pytest.approx(min(1.0, 1 / best), rel=1e-8)
     # Fixed-sample: the exact tail of the final count.
-    assert float(evidence.fixed_p(values, 0.0, "above")) == pytest.approx(exact_tail(int(hits[-1]), 40),
-                                                                          rel=1e-12)
+    assert float(evidence.fixed_p(values, 0.0, "above")) == pytest.approx(exact_tail(int(hits[-1]), 40), rel=1e-12)
 
 
 def test_the_confidence_sequence_is_every_bound_the_anytime_tests_keep() -> None:
@@ -85,8 +83,9 @@ def test_weighted_bonferroni_keeps_round_zeros_decision() -> None:
     # A later-round p-value counts at its own share only.
     assert float(evidence.combine(1.0, 0.004, b)) <= b.tests
     assert float(evidence.combine(1.0, 0.006, b)) > b.tests
-    assert float(evidence.combine(0.5, 0.5, b)) == pytest.approx(min(1.0, 0.5 * b.tests / b.round0,
-                                                                     0.5 * b.tests / b.later))
+    assert float(evidence.combine(0.5, 0.5, b)) == pytest.approx(
+        min(1.0, 0.5 * b.tests / b.round0, 0.5 * b.tests / b.later)
+    )
 
 
 def test_the_occasion_allowance_is_the_normal_quantile() -> None:
@@ -120,7 +119,7 @@ def test_the_verdict_interval_and_the_tests_agree(kind: str) -> None:
 def test_the_prediction_interval_in_closed_form() -> None:
     # Equal values: no within-run error, only the two occasions' spread.
     lo, hi = occasions.prediction_interval([2.0] * 6, 0.1)
-    half = sps.t.ppf(0.975, 5) * math.sqrt(2 * 0.1 ** 2)
+    half = sps.t.ppf(0.975, 5) * math.sqrt(2 * 0.1**2)
     assert (lo, hi) == pytest.approx((2.0 * math.exp(-half), 2.0 * math.exp(half)))
     # Asymmetric on the original scale, symmetric on the log scale.
     assert hi / 2.0 == pytest.approx(2.0 / lo)
@@ -131,8 +130,7 @@ def test_the_prediction_interval_in_closed_form() -> None:
 
 def test_reml_equals_the_balanced_anova_estimator() -> None:
     rng = np.random.default_rng(1)
-    blocks = [[mu + rng.normal(0, 0.08) + rng.normal(0, 0.15, 6) for _ in range(5)]
-              for mu in rng.normal(0, 1, 40)]
+    blocks = [[mu + rng.normal(0, 0.08) + rng.normal(0, 0.15, 6) for _ in range(5)] for mu in rng.normal(0, 1, 40)]
     got = occasions.reml(blocks)
     msw = np.mean([np.var(r, ddof=1) for runs in blocks for r in runs])
     msb = np.mean([6 * np.var([r.mean() for r in runs], ddof=1) for runs in blocks])

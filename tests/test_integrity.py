@@ -20,10 +20,29 @@ from iolab.provenance import sidecar_for
 def measured(tmp_path: Path, native_build: Path) -> Path:
     """One real syscall repetition, as the workflow writes it."""
     raw = tmp_path / "local" / "syscall" / "k" / "rep1.csv"
-    res = subprocess.run([sys.executable, "-m", "iolab.measure", "syscall", "--node", json.dumps({"name": "local", "runner": "local"}),
-                          "--settings", json.dumps({"batches": 40, "warmup_batches": 4}), "--rep", "1",
-                          "--seed", "1", "--output", str(raw)], cwd=REPO, env=tool_env(), capture_output=True,
-                         text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab.measure",
+            "syscall",
+            "--node",
+            json.dumps({"name": "local", "runner": "local"}),
+            "--settings",
+            json.dumps({"batches": 40, "warmup_batches": 4}),
+            "--rep",
+            "1",
+            "--seed",
+            "1",
+            "--output",
+            str(raw),
+        ],
+        cwd=REPO,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     return raw
 
@@ -31,7 +50,7 @@ def measured(tmp_path: Path, native_build: Path) -> Path:
 def test_the_sidecar_fingerprints_the_raw_file_when_it_is_written(measured: Path) -> None:
     recorded = json.loads(sidecar_for(measured).read_text())[integrity.KEY]
     assert recorded == {"rep1.csv": integrity.fingerprint(measured)}
-    assert recorded["rep1.csv"]["rows"] == 88          # (40 batches and 4 of warm-up) x 2 variants
+    assert recorded["rep1.csv"]["rows"] == 88  # (40 batches and 4 of warm-up) x 2 variants
     assert len(tables.load("syscall", measured.parents[3])) == 88
 
 
@@ -56,9 +75,14 @@ def test_an_edited_number_or_deleted_rows_stop_the_build(measured: Path) -> None
 
 def test_a_change_accepted_on_purpose_is_recorded_and_then_read(measured: Path) -> None:
     lines = measured.read_text().splitlines(keepends=True)
-    measured.write_text("".join(lines[:-3]))           # three rows dropped, on purpose
-    res = subprocess.run([sys.executable, "-m", "iolab.integrity", "accept", str(measured)], cwd=REPO,
-                         env=tool_env(), capture_output=True, text=True)
+    measured.write_text("".join(lines[:-3]))  # three rows dropped, on purpose
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.integrity", "accept", str(measured)],
+        cwd=REPO,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0 and "iolab: accepted the change to" in res.stderr, res.stderr
     side = json.loads(sidecar_for(measured).read_text())
     (entry,) = side["accepted_edits"]
@@ -74,17 +98,29 @@ def test_a_sidecar_that_lost_its_fingerprints_is_named(measured: Path) -> None:
     assert side["git"]["commit"] and integrity._records_fingerprints(side["git"]["commit"])
     del side[integrity.KEY]
     sidecar_for(measured).write_text(json.dumps(side))
-    res = subprocess.run([sys.executable, "-m", "iolab.integrity", "verify", str(measured)], cwd=REPO,
-                         env=tool_env(), capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.integrity", "verify", str(measured)],
+        cwd=REPO,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0
-    assert res.stderr.strip() == (f"iolab: warning: {measured}: its sidecar has no fingerprints, though the commit "
-                                  f"that wrote it ({side['git']['commit'][:12]}) records them; its bytes cannot "
-                                  "be checked")
+    assert res.stderr.strip() == (
+        f"iolab: warning: {measured}: its sidecar has no fingerprints, though the commit "
+        f"that wrote it ({side['git']['commit'][:12]}) records them; its bytes cannot "
+        "be checked"
+    )
     # A sidecar from before fingerprints (the commit predates them): nothing to say.
     side["git"]["commit"] = "4389c89e09b209cfedc7b581e7c8471e28d1cda6"
     sidecar_for(measured).write_text(json.dumps(side))
-    res = subprocess.run([sys.executable, "-m", "iolab.integrity", "verify", str(measured)], cwd=REPO,
-                         env=tool_env(), capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.integrity", "verify", str(measured)],
+        cwd=REPO,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0 and res.stderr == ""
 
 
@@ -93,14 +129,34 @@ def test_a_repetition_measured_already_is_kept_byte_for_byte(measured: Path) -> 
     # the key in the path says the settings are the same, so the raw file
     # stays as measured (never deleted, never re-measured behind the user).
     before = {p.name: p.read_bytes() for p in measured.parent.iterdir()}
-    res = subprocess.run([sys.executable, "-m", "iolab.measure", "syscall", "--node",
-                          json.dumps({"name": "local", "runner": "local"}), "--settings",
-                          json.dumps({"batches": 40, "warmup_batches": 4}), "--rep", "1", "--seed", "2",
-                          "--output", str(measured)], cwd=REPO, env=tool_env(), capture_output=True, text=True,
-                         timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab.measure",
+            "syscall",
+            "--node",
+            json.dumps({"name": "local", "runner": "local"}),
+            "--settings",
+            json.dumps({"batches": 40, "warmup_batches": 4}),
+            "--rep",
+            "1",
+            "--seed",
+            "2",
+            "--output",
+            str(measured),
+        ],
+        cwd=REPO,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
-    assert res.stderr.strip() == (f"iolab: {measured} is measured already; kept as it is (to measure it again, "
-                                  "move it and its sidecar away first)")
+    assert res.stderr.strip() == (
+        f"iolab: {measured} is measured already; kept as it is (to measure it again, "
+        "move it and its sidecar away first)"
+    )
     assert {p.name: p.read_bytes() for p in measured.parent.iterdir()} == before
 
 
@@ -120,16 +176,36 @@ def test_a_full_disk_gives_one_line_naming_the_file_and_keeps_nothing(tmp_path: 
         pytest.skip("needs root to mount a small tmpfs")
     try:
         raw = tiny / "local" / "syscall" / "k" / "rep1.csv"
-        res = subprocess.run([sys.executable, "-m", "iolab.measure", "syscall", "--node",
-                              json.dumps({"name": "local", "runner": "local"}),
-                              "--settings", json.dumps({"batches": 2000, "warmup_batches": 4}), "--rep", "1",
-                              "--seed", "1", "--output", str(raw)], cwd=REPO, env=tool_env(),
-                             capture_output=True, text=True, timeout=300)
+        res = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "iolab.measure",
+                "syscall",
+                "--node",
+                json.dumps({"name": "local", "runner": "local"}),
+                "--settings",
+                json.dumps({"batches": 2000, "warmup_batches": 4}),
+                "--rep",
+                "1",
+                "--seed",
+                "1",
+                "--output",
+                str(raw),
+            ],
+            cwd=REPO,
+            env=tool_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert res.returncode == 1
         # One progress line, then one line naming the file.
         progress, line = res.stderr.strip().splitlines()
         assert progress.startswith("iolab: measuring syscall")
-        assert line.startswith("iolab: could not write ") and "rep1.csv" in line and "No space left on device" in line, line
+        assert (
+            line.startswith("iolab: could not write ") and "rep1.csv" in line and "No space left on device" in line
+        ), line
         assert "nothing partial was kept" in line
         assert [p for p in tiny.rglob("*") if p.is_file()] == []
     finally:

@@ -34,10 +34,24 @@ def start(workflow: Path, cfg: Path) -> subprocess.Popen[bytes]:
     # Only the syscall measurements: the long ones this test interrupts.
     # Snakemake's log goes beside the config, for the failure messages.
     with open(cfg.with_name("snakemake.log"), "wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "snakemake", "results/tables/syscall.parquet",
-                                 "--cores", "all", "--configfile", str(cfg)], cwd=workflow,
-                                env=tool_env(), stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=default_sigint)
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "results/tables/syscall.parquet",
+                "--cores",
+                "all",
+                "--configfile",
+                str(cfg),
+            ],
+            cwd=workflow,
+            env=tool_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=default_sigint,
+        )
 
 
 def log_tail(cfg: Path) -> str:
@@ -56,8 +70,7 @@ def wait_for_measurement(workflow: Path, timeout: float = 120) -> None:
 def live_processes(session: int, name: str | None = None) -> list[str]:
     """Processes of a session that are still running (zombies are dead: they
     only wait for a PID 1 that may not reap them in containers)."""
-    res = subprocess.run(["ps", "-s", str(session), "-o", "stat=,comm="],
-                         capture_output=True, text=True)
+    res = subprocess.run(["ps", "-s", str(session), "-o", "stat=,comm="], capture_output=True, text=True)
     rows = [ln.split(None, 1) for ln in res.stdout.splitlines() if ln.strip()]
     return [comm for stat, comm in rows if not stat.startswith("Z") and (name is None or comm == name)]
 
@@ -105,8 +118,7 @@ def test_ctrl_c_leaves_nothing_partial_and_resume_completes(workflow: Path, tmp_
     assert "Traceback" not in text and "KeyboardInterrupt" not in text, text[-2000:]
     assert "iolab: stopped by SIGINT; nothing partial was kept" in text, text[-2000:]
 
-    res = snakemake(workflow, "results/tables/syscall.parquet", "--cores", "all",
-                    "--configfile", str(cfg))
+    res = snakemake(workflow, "results/tables/syscall.parquet", "--cores", "all", "--configfile", str(cfg))
     assert res.returncode == 0, res.stderr[-3000:]
     assert len(results(workflow)) == 1
     assert_only_complete_results(workflow)
@@ -127,8 +139,7 @@ def test_killed_measurement_is_never_a_result(workflow: Path, tmp_path: Path) ->
         time.sleep(0.1)
     assert live_processes(proc.pid, "cost-probe") == [], "the probe outlived its launcher"
 
-    res = snakemake(workflow, "results/tables/syscall.parquet", "--cores", "all",
-                    "--configfile", str(cfg))
+    res = snakemake(workflow, "results/tables/syscall.parquet", "--cores", "all", "--configfile", str(cfg))
     assert res.returncode == 0, res.stderr[-3000:]
     assert not list((workflow / "data" / "raw").rglob(".tmp-*"))
     assert len(results(workflow)) == 1
@@ -140,15 +151,19 @@ def repro_env(workflow: Path) -> dict[str, str]:
     packages and carries its lock stamp: ./repro installs nothing."""
     here = Path(sys.executable).parent.parent
     stamp = here / ".iolab-lock.sha256"
-    want = hashlib.sha256((REPO / "requirements.lock").read_bytes()
-                          + (REPO / "pyproject.toml").read_bytes()).hexdigest()
+    want = hashlib.sha256(
+        (REPO / "requirements.lock").read_bytes() + (REPO / "pyproject.toml").read_bytes()
+    ).hexdigest()
     if not stamp.exists() or stamp.read_text().strip() != want:
         pytest.fail(f"{here} is older than requirements.lock/pyproject.toml; run ./repro setup")
     venv = workflow / ".venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = subprocess.run([str(venv / "bin" / "python"), "-c",
-                           "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     ours = sysconfig.get_paths()["purelib"]
     (Path(site) / "reuse-packages.pth").write_text(f"{ours}\n")
     # Python reads .pth files only in site directories, not in a path a .pth
@@ -156,7 +171,7 @@ def repro_env(workflow: Path) -> dict[str, str]:
     for hook in Path(ours).glob("a1_coverage.pth"):
         shutil.copy(hook, Path(site) / hook.name)
     snakemake_bin = venv / "bin" / "snakemake"
-    snakemake_bin.write_text(f"#!/bin/sh\nexec {venv / 'bin' / 'python'} -m snakemake \"$@\"\n")
+    snakemake_bin.write_text(f'#!/bin/sh\nexec {venv / "bin" / "python"} -m snakemake "$@"\n')
     snakemake_bin.chmod(0o755)
     (venv / ".iolab-lock.sha256").write_text(want + "\n")
     env = {**tool_env(), "IOLAB_SKIP_APT": "1"}
@@ -168,8 +183,9 @@ def test_repro_all_resumes_after_the_whole_run_is_killed(workflow: Path, tmp_pat
     cfg = long_config(tmp_path, batches=50000)
     argv = ["./repro", "all", "results/tables/syscall.parquet", "--configfile", str(cfg)]
     env = repro_env(workflow)
-    proc = subprocess.Popen(argv, cwd=workflow, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, cwd=workflow, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     wait_for_measurement(workflow)
     # A reboot or the OOM killer: every process of the run dies at once.
     os.killpg(proc.pid, signal.SIGKILL)
@@ -179,8 +195,9 @@ def test_repro_all_resumes_after_the_whole_run_is_killed(workflow: Path, tmp_pat
     res = subprocess.run(argv, cwd=workflow, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     said = [ln for ln in res.stderr.splitlines() if ln.startswith("repro:")]
-    assert said == ["repro: removed the lock of a run that was killed (no snakemake process holds it); "
-                    "incomplete jobs run again"], said
+    assert said == [
+        "repro: removed the lock of a run that was killed (no snakemake process holds it); incomplete jobs run again"
+    ], said
     assert len(results(workflow)) == 1
     assert not list((workflow / "data" / "raw").rglob(".tmp-*"))
     assert_only_complete_results(workflow)
@@ -190,12 +207,12 @@ def test_repro_never_unlocks_a_live_run(workflow: Path, tmp_path: Path) -> None:
     cfg = long_config(tmp_path)
     argv = ["./repro", "all", "results/tables/syscall.parquet", "--configfile", str(cfg)]
     env = repro_env(workflow)
-    proc = subprocess.Popen(argv, cwd=workflow, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        argv, cwd=workflow, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         wait_for_measurement(workflow)
-        res = subprocess.run(argv, cwd=workflow, env=env, capture_output=True, text=True,
-                             timeout=120)
+        res = subprocess.run(argv, cwd=workflow, env=env, capture_output=True, text=True, timeout=120)
         assert res.returncode != 0
         assert res.stderr.strip().splitlines()[-1].startswith("repro: a snakemake run (pid "), res.stderr
         assert proc.poll() is None, "the second command disturbed the live run"

@@ -21,6 +21,7 @@ NODE = Node(name="t", runner="local", kind="vm", kind_reason="test")
 
 # --- atomic writes ----------------------------------------------------------
 
+
 def test_atomic_write_replaces_only_on_success(tmp_path: Path) -> None:
     dest = tmp_path / "r.csv"
     dest.write_text("old complete result\n")
@@ -85,30 +86,35 @@ def test_truncated_raw_file_is_rejected(tmp_path: Path) -> None:
 
 def test_unavailable_presets_are_read(tmp_path: Path) -> None:
     raw = write_raw(tmp_path)
-    assert readers.read_unavailable(raw) == [{"preset": "sqpoll",
-                                            "reason": "not applicable: no enter to time"}]
+    assert readers.read_unavailable(raw) == [{"preset": "sqpoll", "reason": "not applicable: no enter to time"}]
 
 
 def test_each_reader_checks_the_format_its_header_names(tmp_path: Path) -> None:
     # A newer version of a format, or another format, is refused by name; a
     # file from before the header line existed is read by its columns.
     newer = write_raw(tmp_path, body="# iolab-raw: cost-probe syscall v9\n" + RAW)
-    with pytest.raises(readers.RawFormatError, match=r"its format is 'cost-probe syscall v9', which this iolab "
-                                                     r"does not read \(it reads cost-probe nop v2, "):
+    with pytest.raises(
+        readers.RawFormatError,
+        match=r"its format is 'cost-probe syscall v9', which this iolab "
+        r"does not read \(it reads cost-probe nop v2, ",
+    ):
         readers.read_raw_csv(newer)
     other = write_raw(tmp_path, rep=2, body="# iolab-raw: mpi iterations v1\n" + RAW)
     with pytest.raises(readers.RawFormatError, match="'mpi iterations v1'"):
         readers.read_raw_csv(other)
     assert len(readers.read_raw_csv(write_raw(tmp_path, rep=3))) == 3
-    assert readers.raw_format(write_raw(tmp_path, rep=4, body="# x=1\n# iolab-raw: cost-probe nop v2\n" + RAW)) \
+    assert (
+        readers.raw_format(write_raw(tmp_path, rep=4, body="# x=1\n# iolab-raw: cost-probe nop v2\n" + RAW))
         == "cost-probe nop v2"
+    )
 
 
 def test_the_cost_probes_format_version_is_the_registrys() -> None:
     header = (Path(__file__).resolve().parents[1] / "native" / "probes" / "probe.h").read_text()
     version = int(re.search(r"#define RAW_FORMAT_VERSION (\d+)", header).group(1))
     assert {e.raw_format for e in REGISTRY.values() if e.probe_mode} == {
-        f"cost-probe {e.probe_mode} v{version}" for e in REGISTRY.values() if e.probe_mode}
+        f"cost-probe {e.probe_mode} v{version}" for e in REGISTRY.values() if e.probe_mode
+    }
 
 
 def test_raw_file_without_sidecar_is_rejected(tmp_path: Path) -> None:
@@ -138,9 +144,11 @@ def test_reference_data_loads(experiment: str) -> None:
 
 # --- provenance ---------------------------------------------------------------------
 
+
 def test_provenance_records_the_setup() -> None:
-    p = provenance.capture(NODE, "syscall", {"batches": 3}, command=["x"],
-                           placement={"probe_cpu": 1}, facts=hostfacts.gather())
+    p = provenance.capture(
+        NODE, "syscall", {"batches": 3}, command=["x"], placement={"probe_cpu": 1}, facts=hostfacts.gather()
+    )
     assert p["host"]["kernel"] == os.uname().release
     assert p["cpu"]["count"] == os.cpu_count() and p["cpu"]["placement"] == {"probe_cpu": 1}
     assert p["cpu"]["allowed"] == sorted(os.sched_getaffinity(0))
@@ -153,17 +161,21 @@ def test_provenance_records_the_setup() -> None:
     assert set(p["git"]) == {"commit", "dirty"}
 
 
-@pytest.mark.parametrize("vulns,cmdline,state", [
-    ({"spectre_v2": "Mitigation: Enhanced IBRS"}, "quiet", "on"),
-    ({"spectre_v2": "Vulnerable"}, "mitigations=off quiet", "off"),
-    ({"meltdown": "Not affected"}, "", "none-needed"),
-    ({}, None, "unknown"),
-])
+@pytest.mark.parametrize(
+    "vulns,cmdline,state",
+    [
+        ({"spectre_v2": "Mitigation: Enhanced IBRS"}, "quiet", "on"),
+        ({"spectre_v2": "Vulnerable"}, "mitigations=off quiet", "off"),
+        ({"meltdown": "Not affected"}, "", "none-needed"),
+        ({}, None, "unknown"),
+    ],
+)
 def test_mitigation_state(vulns: dict, cmdline: str | None, state: str) -> None:
     assert provenance.mitigation_state(vulns, cmdline) == state
 
 
 # --- config semantics ------------------------------------------------------------------
+
 
 def test_key_path() -> None:
     assert key_path(["nodes", 0, "cpus", "probe"]) == "nodes[0].cpus.probe"
@@ -171,13 +183,14 @@ def test_key_path() -> None:
 
 def test_semantic_checks() -> None:
     good = {**load(), "nodes": [{"name": "a", "runner": "local", "cpus": {"probe": 1}}]}
-    validate_config(good)   # the semantic checks run on a config the schema filled in
+    validate_config(good)  # the semantic checks run on a config the schema filled in
     check_semantics(good, cpu_count=2)
     with pytest.raises(ConfigError, match="CPU 1 does not exist"):
         check_semantics(good, cpu_count=1)
 
 
 # --- paper assembly -----------------------------------------------------------------------
+
 
 def test_numbers_merge_rejects_a_key_from_two_notebooks(tmp_path: Path) -> None:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
@@ -224,6 +237,7 @@ def test_figures_are_cropped_as_savefig_crops_them(tmp_path: Path) -> None:
     import re
 
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from PIL import Image
@@ -235,8 +249,7 @@ def test_figures_are_cropped_as_savefig_crops_them(tmp_path: Path) -> None:
     # Long tick labels, as in the claims' forest plot: measured at the
     # figure's own 110 dpi they come out about 2 % wider.
     fig, ax = plt.subplots(figsize=(7, 7))
-    ax.set_yticks(range(20), [f"U{i}: c={100 * i} 1024 B, reactor/baseline requests/s (slower) *"
-                              for i in range(20)])
+    ax.set_yticks(range(20), [f"U{i}: c={100 * i} 1024 B, reactor/baseline requests/s (slower) *" for i in range(20)])
     ax.set_xscale("log", base=2)
     ax.errorbar([1.1] * 20, range(20), xerr=0.2, fmt="o", label="undecided")
     ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0))

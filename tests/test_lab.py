@@ -25,10 +25,12 @@ from conftest import REPO, copy_workflow, default_sigint, snakemake, tool_env
 from iolab.registry import NOTEBOOKS as REGISTERED_NOTEBOOKS
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-pytestmark = pytest.mark.skipif(not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-                                reason="Debian's chromium and chromium-driver are not installed")
+pytestmark = pytest.mark.skipif(
+    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
+    reason="Debian's chromium and chromium-driver are not installed",
+)
 NOTEBOOKS = list(REGISTERED_NOTEBOOKS)
-WAIT = 240   # seconds a notebook may take to run all its cells in the browser
+WAIT = 240  # seconds a notebook may take to run all its cells in the browser
 
 
 def repro_env(workflow: Path) -> dict[str, str]:
@@ -50,11 +52,20 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     # it ignored, and the server then never saw the Ctrl-C below.
     log = wd.parent / "lab.log"
     with log.open("w") as sink:
-        proc = subprocess.Popen(["./repro", "lab"], cwd=wd, env=env, stdout=sink, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True, preexec_fn=default_sigint)
+        proc = subprocess.Popen(
+            ["./repro", "lab"],
+            cwd=wd,
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+            preexec_fn=default_sigint,
+        )
     deadline = time.monotonic() + 120
-    while not (m := re.search(r"^repro: JupyterLab on (http://127\.0\.0\.1:(\d+)/lab\?token=(\S+))",
-                              log.read_text(), re.M)):
+    while not (
+        m := re.search(r"^repro: JupyterLab on (http://127\.0\.0\.1:(\d+)/lab\?token=(\S+))", log.read_text(), re.M)
+    ):
         assert proc.poll() is None and time.monotonic() < deadline, f"./repro lab printed no URL: {log.read_text()}"
         time.sleep(0.1)
     url, port, token = m.group(1), int(m.group(2)), m.group(3)
@@ -68,12 +79,18 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             pass
         assert proc.poll() is None and time.monotonic() < deadline, "JupyterLab did not come up"
         time.sleep(0.2)
-    info = {"dir": wd, "base": base, "token": token, "url": url, "proc": proc,
-            "ready_seconds": time.monotonic() - started}
+    info = {
+        "dir": wd,
+        "base": base,
+        "token": token,
+        "url": url,
+        "proc": proc,
+        "ready_seconds": time.monotonic() - started,
+    }
     try:
         yield info
     finally:
-        os.killpg(proc.pid, signal.SIGINT)     # jupyter asks to confirm a single Ctrl-C
+        os.killpg(proc.pid, signal.SIGINT)  # jupyter asks to confirm a single Ctrl-C
         time.sleep(0.5)
         os.killpg(proc.pid, signal.SIGINT)
         stopped = True
@@ -95,11 +112,20 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
 
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--window-size=1600,1200", f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1600,1200",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
+    ):
         opts.add_argument(arg)
-    os.environ["SE_OFFLINE"] = "true"    # never let Selenium Manager try to download a driver
+    os.environ["SE_OFFLINE"] = "true"  # never let Selenium Manager try to download a driver
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
     try:
         yield driver
@@ -112,8 +138,9 @@ def wait_for(driver, condition, timeout: float = WAIT, what: str = ""):  # type:
     from selenium.webdriver.support.ui import WebDriverWait
 
     # JupyterLab re-renders lists while they settle: a stale element means "look again".
-    return WebDriverWait(driver, timeout, poll_frequency=0.5,
-                         ignored_exceptions=(StaleElementReferenceException,)).until(condition, message=what)
+    return WebDriverWait(
+        driver, timeout, poll_frequency=0.5, ignored_exceptions=(StaleElementReferenceException,)
+    ).until(condition, message=what)
 
 
 def run_all(driver, lab: dict, path: str) -> dict:  # type: ignore[no-untyped-def]
@@ -126,16 +153,27 @@ def run_open_notebook(driver, path: str) -> dict:  # type: ignore[no-untyped-def
     """Run all cells of the notebook the page shows; what each code cell showed."""
     from selenium.webdriver.common.by import By
 
-    panel = wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel:not(.lm-mod-hidden)"),
-                     120, f"{path} did not open as a notebook")[0]
+    panel = wait_for(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel:not(.lm-mod-hidden)"),
+        120,
+        f"{path} did not open as a notebook",
+    )[0]
     # The kernel must be idle before running.
-    wait_for(driver, lambda d: "(ipykernel) | Idle" in d.find_element(By.ID, "jp-main-statusbar").text,
-             120, "kernel did not start")
+    wait_for(
+        driver,
+        lambda d: "(ipykernel) | Idle" in d.find_element(By.ID, "jp-main-statusbar").text,
+        120,
+        "kernel did not start",
+    )
     menu = [m for m in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel") if m.text == "Run"][0]
     menu.click()
-    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR,
-                                               "li.lm-Menu-item[data-command='runmenu:run-all']"),
-             10, "no Run All Cells item")[0].click()
+    wait_for(
+        driver,
+        lambda d: d.find_elements(By.CSS_SELECTOR, "li.lm-Menu-item[data-command='runmenu:run-all']"),
+        10,
+        "no Run All Cells item",
+    )[0].click()
 
     def done(d) -> bool:  # type: ignore[no-untyped-def]
         prompts = [p.text.strip() for p in panel.find_elements(By.CSS_SELECTOR, ".jp-CodeCell .jp-InputPrompt")]
@@ -146,13 +184,17 @@ def run_open_notebook(driver, path: str) -> dict:  # type: ignore[no-untyped-def
     shown = []
     for cell in cells:
         source = cell.find_element(By.CSS_SELECTOR, ".jp-InputArea-editor").text
-        errors = [o.text for o in cell.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output")
-                  if "Traceback" in o.text or re.search(r"^\w+Error\b", o.text, re.M)]
+        errors = [
+            o.text
+            for o in cell.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output")
+            if "Traceback" in o.text or re.search(r"^\w+Error\b", o.text, re.M)
+        ]
         images = cell.find_elements(By.CSS_SELECTOR, ".jp-OutputArea-output img")
         # A figure cell: one that shows a figure unconditionally (a figure
         # drawn only when the data has two node kinds is inside an `if`).
-        shown.append({"figure": re.search(r"^plt\.show\(\)", source, re.M) is not None, "errors": errors,
-                      "images": len(images)})
+        shown.append(
+            {"figure": re.search(r"^plt\.show\(\)", source, re.M) is not None, "errors": errors, "images": len(images)}
+        )
     return {"cells": shown}
 
 
@@ -169,15 +211,29 @@ def test_a_paired_py_file_opens_as_a_notebook_through_jupytext(lab: dict, browse
     from selenium.webdriver.common.by import By
 
     driver = browser
-    driver.get(f"{lab['base']}/lab/tree/notebooks?token={lab['token']}&reset")   # type: ignore[attr-defined]
-    item = wait_for(driver, lambda d: [i for i in d.find_elements(By.CSS_SELECTOR, ".jp-DirListing-item")
-                                       if i.text.strip().startswith("claims.py")], 60, "no claims.py listed")[0]
+    driver.get(f"{lab['base']}/lab/tree/notebooks?token={lab['token']}&reset")  # type: ignore[attr-defined]
+    item = wait_for(
+        driver,
+        lambda d: [
+            i for i in d.find_elements(By.CSS_SELECTOR, ".jp-DirListing-item") if i.text.strip().startswith("claims.py")
+        ],
+        60,
+        "no claims.py listed",
+    )[0]
     ActionChains(driver).context_click(item).perform()
-    open_with = wait_for(driver, lambda d: [m for m in d.find_elements(By.CSS_SELECTOR, "li.lm-Menu-item")
-                                            if m.text.strip() == "Open With"], 10, "no Open With")[0]
+    open_with = wait_for(
+        driver,
+        lambda d: [m for m in d.find_elements(By.CSS_SELECTOR, "li.lm-Menu-item") if m.text.strip() == "Open With"],
+        10,
+        "no Open With",
+    )[0]
     ActionChains(driver).move_to_element(open_with).perform()
-    wait_for(driver, lambda d: [m for m in d.find_elements(By.CSS_SELECTOR, "li.lm-Menu-item")
-                                if "Jupytext Notebook" in m.text], 10, "jupytext offers no notebook view")[0].click()
+    wait_for(
+        driver,
+        lambda d: [m for m in d.find_elements(By.CSS_SELECTOR, "li.lm-Menu-item") if "Jupytext Notebook" in m.text],
+        10,
+        "jupytext offers no notebook view",
+    )[0].click()
     result = run_open_notebook(driver, "notebooks/claims.py")
     assert all(not c["errors"] for c in result["cells"])
     assert any(c["figure"] and c["images"] for c in result["cells"])
@@ -190,11 +246,11 @@ def test_the_html_report_shows_every_figure(browser: object, smoke_copy: Path) -
     res = snakemake(wd, "--report", "report.html", "--configfile", "config/profiles/smoke.yaml")
     assert res.returncode == 0, res.stderr[-3000:]
     figures = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())["figures"]
-    browser.get((wd / "report.html").as_uri())   # type: ignore[attr-defined]
+    browser.get((wd / "report.html").as_uri())  # type: ignore[attr-defined]
     text = wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "body").text, 60, "report did not render")
     for category in ("Cost model", "Claims re-tested", "Echo servers", "MPI collectives"):
         assert category in text, category
-    page = browser.page_source   # type: ignore[attr-defined]
+    page = browser.page_source  # type: ignore[attr-defined]
     missing = [name for name in figures if f"{name}.png" not in page]
     assert missing == []
     # Each figure carries its caption (report/captions/<figure>.rst).
@@ -205,9 +261,13 @@ def test_the_html_report_shows_every_figure(browser: object, smoke_copy: Path) -
 def test_lab_refuses_to_drop_its_token_or_leave_loopback(tmp_path: Path) -> None:
     wd = copy_workflow(tmp_path / "iolab")
     for bad in ("--IdentityProvider.token=", "--ip=0.0.0.0"):
-        res = subprocess.run(["./repro", "lab", bad], cwd=wd, env=repro_env(wd), capture_output=True,
-                             text=True, timeout=60)
+        res = subprocess.run(
+            ["./repro", "lab", bad], cwd=wd, env=repro_env(wd), capture_output=True, text=True, timeout=60
+        )
         assert res.returncode != 0
-        assert res.stderr.strip().splitlines()[-1].startswith("repro: repro lab sets the address (127.0.0.1) "
-                                                                "and a fresh token itself")
+        assert (
+            res.stderr.strip()
+            .splitlines()[-1]
+            .startswith("repro: repro lab sets the address (127.0.0.1) and a fresh token itself")
+        )
     assert shutil.which("jupyter", path=tool_env()["PATH"]) is not None

@@ -37,8 +37,16 @@ def start_epoll(native_build: Path) -> tuple[subprocess.Popen[str], int]:
 
 
 def loadgen(native_build: Path, port: int, *args: str, hist: Path | None = None) -> dict:
-    argv = [*(["taskset", "-c", "1"] if TWO_CPUS else []), str(native_build / "loadgen"), "--port", str(port),
-            "--bytes", "64", *args, *(["--histogram", str(hist)] if hist else [])]
+    argv = [
+        *(["taskset", "-c", "1"] if TWO_CPUS else []),
+        str(native_build / "loadgen"),
+        "--port",
+        str(port),
+        "--bytes",
+        "64",
+        *args,
+        *(["--histogram", str(hist)] if hist else []),
+    ]
     res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
@@ -55,8 +63,9 @@ def test_open_loop_keeps_its_schedule_below_capacity(native_build: Path) -> None
     within the measured window, so the achieved rate is the offered one."""
     proc, port = start_epoll(native_build)
     try:
-        report = loadgen(native_build, port, "--connections", "50", "--duration", "2", "--warmup", "0.3",
-                         "--rate", "5000")
+        report = loadgen(
+            native_build, port, "--connections", "50", "--duration", "2", "--warmup", "0.3", "--rate", "5000"
+        )
     finally:
         echo_exp.stop_server(proc, LocalRunner())
     assert report["rate"] == 5000
@@ -72,7 +81,7 @@ def stalled_run(native_build: Path, hist: Path, *args: str) -> dict:
         time.sleep(0.1)
         os.kill(proc.pid, signal.SIGCONT)
 
-    timer = threading.Timer(0.3 + 1.0, stall)   # warm-up, then mid-window
+    timer = threading.Timer(0.3 + 1.0, stall)  # warm-up, then mid-window
     timer.start()
     try:
         return loadgen(native_build, port, "--duration", "2", "--warmup", "0.3", *args, hist=hist)
@@ -92,8 +101,8 @@ def test_a_stall_shows_in_the_open_loop_tail_and_hides_closed_loop(native_build:
     closed = stalled_run(native_build, closed_hist, "--connections", "1")
     assert opened["p999_us"] >= 80_000 and opened["p99_us"] >= 50_000
     assert opened["max_us"] >= 95_000
-    assert closed["max_us"] >= 95_000                   # the stall happened there too ...
-    assert closed["p999_us"] < 50_000                   # ... and the closed-loop tail hides it
+    assert closed["max_us"] >= 95_000  # the stall happened there too ...
+    assert closed["p999_us"] < 50_000  # ... and the closed-loop tail hides it
     # The merged HdrHistogram view agrees with the load generator's own percentiles.
     h = latency.histogram(*buckets(open_hist))
     assert h.get_total_count() == opened["requests"]
@@ -136,16 +145,24 @@ def test_merging_two_real_runs_equals_their_summed_buckets(native_build: Path, t
     assert latency.recorded(merged) == latency.recorded(direct)
 
 
-SETTINGS = {"duration": 0.3, "warmup": 0.1, "connections": 8, "bytes": 64, "port": 0,
-            "loads": [0.2, 0.6], "presets": ["epoll", "default", "refused"],
-            "preset_specs": {"epoll": [], "default": [], "refused": ["--sqpoll", "--coop-taskrun"]}}
+SETTINGS = {
+    "duration": 0.3,
+    "warmup": 0.1,
+    "connections": 8,
+    "bytes": 64,
+    "port": 0,
+    "loads": [0.2, 0.6],
+    "presets": ["epoll", "default", "refused"],
+    "preset_specs": {"epoll": [], "default": [], "refused": ["--sqpoll", "--coop-taskrun"]},
+}
 
 
 def test_the_plan_measures_capacity_first_then_shuffles_every_load() -> None:
     planned = latency_exp.plan(LatencySettings.of(SETTINGS), 3)
     assert [c.phase for c in planned] == ["capacity"] * 3 + ["open"] * 6
     assert sorted((c.preset, c.load) for c in planned[3:]) == sorted(
-        (p, x) for p in SETTINGS["presets"] for x in SETTINGS["loads"])
+        (p, x) for p in SETTINGS["presets"] for x in SETTINGS["loads"]
+    )
     assert planned == latency_exp.plan(LatencySettings.of(SETTINGS), 3)
     assert any(latency_exp.plan(LatencySettings.of(SETTINGS), s) != planned for s in range(4, 10))
 
@@ -165,15 +182,28 @@ def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Pat
         elif r["phase"] == "open":
             assert r["status"] == "ok"
             assert float(r["offered_rps"]) == pytest.approx(float(r["load"]) * capacity[r["preset"]], abs=0.1)
-    raw.with_name("rep1.provenance.json").write_text(json.dumps({
-        "node": {"name": "n1", "kind": "vm"}, "mitigations": {"state": "on"},
-        "host": {"kernel": "test"}, "settings": {"rep": 1}}))
+    raw.with_name("rep1.provenance.json").write_text(
+        json.dumps(
+            {
+                "node": {"name": "n1", "kind": "vm"},
+                "mitigations": {"state": "on"},
+                "host": {"kernel": "test"},
+                "settings": {"rep": 1},
+            }
+        )
+    )
     table = tables.load("latency", tmp_path)
     ok = table[table["status"] == "ok"]
     assert len(ok) == 6 and all(sum(c) == n for c, n in zip(ok["hist_count"], ok["requests"]))
     curves = latency.curves(table)
     assert sorted(zip(curves["preset"], curves["load"])) == [
-        ("default", 0.2), ("default", 0.6), ("default", 1.0), ("epoll", 0.2), ("epoll", 0.6), ("epoll", 1.0)]
+        ("default", 0.2),
+        ("default", 0.6),
+        ("default", 1.0),
+        ("epoll", 0.2),
+        ("epoll", 0.6),
+        ("epoll", 1.0),
+    ]
     # One repetition: a value, no interval; the merged view is that repetition's.
     assert (curves["p99_us"] == curves["p99_us_merged"]).all() and np.isinf(curves["p99_us_low"]).all()
     fig = plots.echo.open_loop_figure(curves, latency.paired_ratios(table))
@@ -195,9 +225,21 @@ def curves_table(reps: int) -> pd.DataFrame:
         for preset, centre in (("epoll", 100_000), ("uring", 80_000)):
             samples = [int(rng.gauss(centre, centre / 10)) for _ in range(2000)]
             values, counts = np.unique(samples, return_counts=True)
-            rows.append({"node": "n1", "rep": rep, "preset": preset, "phase": "open", "load": 0.5,
-                         "status": "ok", "rps": 1000.0, "requests": 2000, "achieved_over_offered": 1.0,
-                         "hist_low_ns": values.tolist(), "hist_count": counts.tolist()})
+            rows.append(
+                {
+                    "node": "n1",
+                    "rep": rep,
+                    "preset": preset,
+                    "phase": "open",
+                    "load": 0.5,
+                    "status": "ok",
+                    "rps": 1000.0,
+                    "requests": 2000,
+                    "achieved_over_offered": 1.0,
+                    "hist_low_ns": values.tolist(),
+                    "hist_count": counts.tolist(),
+                }
+            )
     return pd.DataFrame(rows)
 
 

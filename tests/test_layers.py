@@ -20,11 +20,15 @@ from iolab.paths import module_closure
 # or a package (iolab/experiments/__init__.py only dispatches to them; the
 # registry is iolab/registry.py).
 EXPERIMENTS_DIR = Path(__file__).resolve().parents[1] / "iolab" / "experiments"
-EXPERIMENT_MODULES = sorted([p.stem for p in EXPERIMENTS_DIR.glob("*.py") if p.name != "__init__.py"]
-                            + [p.parent.name for p in EXPERIMENTS_DIR.glob("*/__init__.py")])
-RUN_CODE = {"iolab/measure.py"} | {p.relative_to(EXPERIMENTS_DIR.parents[1]).as_posix()
-                                   for p in EXPERIMENTS_DIR.rglob("*.py")
-                                   if p != EXPERIMENTS_DIR / "__init__.py"}
+EXPERIMENT_MODULES = sorted(
+    [p.stem for p in EXPERIMENTS_DIR.glob("*.py") if p.name != "__init__.py"]
+    + [p.parent.name for p in EXPERIMENTS_DIR.glob("*/__init__.py")]
+)
+RUN_CODE = {"iolab/measure.py"} | {
+    p.relative_to(EXPERIMENTS_DIR.parents[1]).as_posix()
+    for p in EXPERIMENTS_DIR.rglob("*.py")
+    if p != EXPERIMENTS_DIR / "__init__.py"
+}
 
 
 def under(paths: list[str], folder: str) -> list[str]:
@@ -34,8 +38,9 @@ def under(paths: list[str], folder: str) -> list[str]:
 READ_SIDE = ("iolab/tables.py", "iolab/analysis/", "iolab/report/", "iolab/archive/")
 
 
-@pytest.mark.parametrize("root", ["iolab.measure", "iolab.runners",
-                                  *[f"iolab.experiments.{m}" for m in EXPERIMENT_MODULES]])
+@pytest.mark.parametrize(
+    "root", ["iolab.measure", "iolab.runners", *[f"iolab.experiments.{m}" for m in EXPERIMENT_MODULES]]
+)
 def test_the_run_side_never_reaches_the_read_side(root: str) -> None:
     closure = module_closure([root])
     assert [p for p in closure if p.startswith(READ_SIDE)] == []
@@ -73,6 +78,7 @@ def test_the_closure_follows_relative_and_indirect_imports() -> None:
 def test_every_experiment_runs_from_its_own_module() -> None:
     # The registry names each experiment's module; measure() only dispatches.
     from iolab.registry import REGISTRY
+
     modules = {e.module for e in REGISTRY.values()}
     assert modules == set(EXPERIMENT_MODULES)
     for name in modules:

@@ -28,32 +28,54 @@ def _measure_pid(wd: Path, deadline: float) -> int:
 
 def test_killing_only_snakemake_leaves_a_live_measurement_that_blocks_a_new_run(workflow: Path) -> None:
     (workflow / "config" / "slow.yaml").write_text(
-        "repeats: 1\nexperiments:\n  sendrecv:\n    batches: 400\n    warmup_batches: 4\n")
+        "repeats: 1\nexperiments:\n  sendrecv:\n    batches: 400\n    warmup_batches: 4\n"
+    )
     env = tool_env()
-    proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--cores", "all", "--configfile",
-                             "config/slow.yaml", "--until", "measure_sendrecv"], cwd=workflow, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "--cores",
+            "all",
+            "--configfile",
+            "config/slow.yaml",
+            "--until",
+            "measure_sendrecv",
+        ],
+        cwd=workflow,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         pid = _measure_pid(workflow, time.monotonic() + 120)
-        proc.kill()                       # only snakemake, as the OOM killer would
+        proc.kill()  # only snakemake, as the OOM killer would
         proc.wait()
         assert live.pid_alive(pid)
-        res = subprocess.run([sys.executable, "-m", "iolab.live", "check", str(workflow)], env=env,
-                             capture_output=True, text=True)
+        res = subprocess.run(
+            [sys.executable, "-m", "iolab.live", "check", str(workflow)], env=env, capture_output=True, text=True
+        )
         assert res.returncode == 1
         (line,) = res.stderr.strip().splitlines()
         assert f"pid {pid}:" in line and "iolab.measure sendrecv" in line and f"kill {pid}" in line
         # ./repro all refuses with that line, starts nothing and keeps the lock.
-        res = subprocess.run(["./repro", "all", "--configfile", "config/slow.yaml", "--until", "measure_sendrecv"],
-                             cwd=workflow, env=repro_env(workflow), capture_output=True, text=True, timeout=300)
+        res = subprocess.run(
+            ["./repro", "all", "--configfile", "config/slow.yaml", "--until", "measure_sendrecv"],
+            cwd=workflow,
+            env=repro_env(workflow),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert res.returncode != 0 and res.stderr.strip().splitlines()[-1] == line, res.stderr[-2000:]
         assert list((workflow / ".snakemake" / "locks").glob("*.lock"))
         assert [p for p, _ in live.measurements(workflow)] == [pid]
         # Through snakemake directly, after the --unlock its lock message
         # advises: the measurement itself refuses to start beside the orphan.
         assert snakemake(workflow, "--unlock").returncode == 0
-        res = snakemake(workflow, "--cores", "all", "--configfile", "config/slow.yaml", "--until",
-                        "measure_sendrecv")
+        res = snakemake(workflow, "--cores", "all", "--configfile", "config/slow.yaml", "--until", "measure_sendrecv")
         assert res.returncode != 0
         (job_log,) = (workflow / "results" / "logs" / "measure").rglob("sendrecv/*/rep1.log")
         assert f"iolab: {line.removeprefix('repro: ')}" in job_log.read_text(), job_log.read_text()[-2000:]
@@ -71,8 +93,9 @@ def test_killing_only_snakemake_leaves_a_live_measurement_that_blocks_a_new_run(
             os.kill(pid, signal.SIGKILL)
     # The next run measures the repetition again, alone.
     assert snakemake(workflow, "--unlock").returncode == 0
-    res = snakemake(workflow, "--cores", "all", "--configfile", "config/slow.yaml", "--until", "measure_sendrecv",
-                    timeout=600)
+    res = snakemake(
+        workflow, "--cores", "all", "--configfile", "config/slow.yaml", "--until", "measure_sendrecv", timeout=600
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     raws = list((workflow / "data" / "raw" / "local" / "sendrecv").glob("*/rep1.csv"))
     assert len(raws) == 1 and not list(raws[0].parent.glob(".tmp-*"))
@@ -83,8 +106,16 @@ def test_a_killed_runs_temporary_directories_are_removed_by_the_next(tmp_path: P
     dead.wait()
     mine = os.getpid()
     # A killed notebook job's directory holds its kernel's connection file.
-    names = [f"iolab-run-{dead.pid}-abc", f"iolab-mpi-{dead.pid}-x", f"iol{dead.pid}-0", f"ompi.iol{dead.pid}-1.0",
-             f"iolab-nb-{dead.pid}-k", f"iolab-run-{mine}-kept", "iolab-run-unnamed", "other-123-x"]
+    names = [
+        f"iolab-run-{dead.pid}-abc",
+        f"iolab-mpi-{dead.pid}-x",
+        f"iol{dead.pid}-0",
+        f"ompi.iol{dead.pid}-1.0",
+        f"iolab-nb-{dead.pid}-k",
+        f"iolab-run-{mine}-kept",
+        "iolab-run-unnamed",
+        "other-123-x",
+    ]
     for n in names:
         (tmp_path / n).mkdir()
     removed = sorted(p.name for p in live.remove_stale_tempdirs(tmp_path))

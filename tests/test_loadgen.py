@@ -19,8 +19,8 @@ import pytest
 from echo_support import SAN_ENV, Server, TSAN_ENV, raise_nofile, tsan_program
 
 
-
 # --- the load generator --------------------------------------------------------------
+
 
 class CorruptingServer(threading.Thread):
     """A deliberately wrong echo server: flips one byte of every 1000th
@@ -73,9 +73,26 @@ MODELS = ["event-loop", "event-loop-uring", "thread-per-connection"]
 def test_loadgen_fails_on_a_corrupting_server(native_build: Path, model: str) -> None:
     srv = CorruptingServer()
     srv.start()
-    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "4",
-                          "--bytes", "128", "--duration", "0.5", "--warmup", "0", "--model", model],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            str(native_build / "loadgen"),
+            "--port",
+            str(srv.port),
+            "--connections",
+            "4",
+            "--bytes",
+            "128",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0",
+            "--model",
+            model,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     srv.stopped = True
     assert res.returncode == 1
     report = json.loads(res.stdout.strip().splitlines()[-1])
@@ -129,7 +146,7 @@ class CheckingServer(threading.Thread):
             while request := conn.recv(self.size, socket.MSG_WAITALL):
                 if len(request) < self.size:
                     return
-                if identity is None:   # which connection this is, from its first request
+                if identity is None:  # which connection this is, from its first request
                     identity = next((c for c in range(self.connections) if payload(c, 0, self.size) == request), -1)
                 with self.lock:
                     self.checked += 1
@@ -138,7 +155,7 @@ class CheckingServer(threading.Thread):
                 for i in self.FLIPPED if seq == 2 else ():
                     echo[i] ^= 0x10
                 for i in range(0, self.size, 19):
-                    conn.sendall(echo[i:i + 19])
+                    conn.sendall(echo[i : i + 19])
                     time.sleep(0.001)
                 seq += 1
 
@@ -150,9 +167,26 @@ def test_loadgen_sends_the_documented_bytes_and_counts_each_wrong_one(native_bui
     counted once, whatever piece of a word it arrives in."""
     srv = CheckingServer(connections=3, size=100)
     srv.start()
-    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "3",
-                          "--bytes", "100", "--duration", "0.8", "--warmup", "0", "--model", model],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            str(native_build / "loadgen"),
+            "--port",
+            str(srv.port),
+            "--connections",
+            "3",
+            "--bytes",
+            "100",
+            "--duration",
+            "0.8",
+            "--warmup",
+            "0",
+            "--model",
+            model,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     srv.listener.close()
     report = json.loads(res.stdout.strip().splitlines()[-1])
     assert res.returncode == 1 and "mismatched bytes" in res.stderr
@@ -165,21 +199,57 @@ def test_thread_per_connection_catches_a_byte_added_at_the_end(native_build: Pat
     after the last echo is only seen by the half-close drain."""
     srv = CorruptingServer(extra=True)
     srv.start()
-    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "3",
-                          "--bytes", "64", "--duration", "0.3", "--warmup", "0",
-                          "--model", "thread-per-connection"], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            str(native_build / "loadgen"),
+            "--port",
+            str(srv.port),
+            "--connections",
+            "3",
+            "--bytes",
+            "64",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--model",
+            "thread-per-connection",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     srv.stopped = True
     assert res.returncode == 1, res.stdout
-    assert json.loads(res.stdout)["mismatches"] == 3          # one made-up byte per connection
+    assert json.loads(res.stdout)["mismatches"] == 3  # one made-up byte per connection
 
 
 @pytest.mark.parametrize("model", MODELS)
 def test_loadgen_reports_a_server_that_stops_answering(native_build: Path, model: str) -> None:
     srv = CorruptingServer(mute=True)
     srv.start()
-    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "2",
-                          "--bytes", "64", "--duration", "0.3", "--warmup", "0", "--timeout", "0.5",
-                          "--model", model], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            str(native_build / "loadgen"),
+            "--port",
+            str(srv.port),
+            "--connections",
+            "2",
+            "--bytes",
+            "64",
+            "--duration",
+            "0.3",
+            "--warmup",
+            "0",
+            "--timeout",
+            "0.5",
+            "--model",
+            model,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     srv.stopped = True
     assert res.returncode == 1
     report = json.loads(res.stdout)
@@ -194,9 +264,26 @@ def test_a_server_closing_between_requests_is_an_early_close(native_build: Path,
     first), and it is still an early close: the client had more to send."""
     srv = CorruptingServer(close_after=64)
     srv.start()
-    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "32",
-                          "--bytes", "64", "--duration", "1", "--warmup", "0", "--model", model],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            str(native_build / "loadgen"),
+            "--port",
+            str(srv.port),
+            "--connections",
+            "32",
+            "--bytes",
+            "64",
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--model",
+            model,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     srv.stopped = True
     assert res.returncode == 1, res.stdout
     assert json.loads(res.stdout)["short_closes"] == 32
@@ -210,7 +297,7 @@ def context_switches_and_cpu_ticks(pid: int) -> tuple[int, int]:
         fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
         switches += int(fields["voluntary_ctxt_switches"]) + int(fields["nonvoluntary_ctxt_switches"])
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return switches, int(stat[11]) + int(stat[12])   # utime, stime
+    return switches, int(stat[11]) + int(stat[12])  # utime, stime
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -223,9 +310,20 @@ def test_threads_at_the_start_line_sleep_until_every_connection_is_up(native_bui
     ticks."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
-    listener.listen(0)   # two connections fill the queue; later SYNs are dropped, their connect() retries
-    argv = [str(native_build / "loadgen"), "--port", str(listener.getsockname()[1]), "--bytes", "64",
-            "--duration", "1", "--warmup", "0", "--model", model]
+    listener.listen(0)  # two connections fill the queue; later SYNs are dropped, their connect() retries
+    argv = [
+        str(native_build / "loadgen"),
+        "--port",
+        str(listener.getsockname()[1]),
+        "--bytes",
+        "64",
+        "--duration",
+        "1",
+        "--warmup",
+        "0",
+        "--model",
+        model,
+    ]
     # Four threads of one connection each: the queue takes two, two wait in connect().
     argv += ["--connections", "4"] + ([] if model == "thread-per-connection" else ["--threads", "4"])
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -235,7 +333,7 @@ def test_threads_at_the_start_line_sleep_until_every_connection_is_up(native_bui
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline, "loadgen did not start its 4 threads within 30 s"
             time.sleep(0.05)
-        time.sleep(0.3)   # the first connection through, its thread at the start line
+        time.sleep(0.3)  # the first connection through, its thread at the start line
         before = context_switches_and_cpu_ticks(proc.pid)
         time.sleep(0.5)
         after = context_switches_and_cpu_ticks(proc.pid)
@@ -249,11 +347,17 @@ def test_threads_at_the_start_line_sleep_until_every_connection_is_up(native_bui
 
 @pytest.mark.parametrize("flags", [["--pipeline", "2"], ["--rate", "100"], ["--threads", "2"]])
 def test_thread_per_connection_refuses_event_loop_flags(native_build: Path, flags: list[str]) -> None:
-    res = subprocess.run([str(native_build / "loadgen"), "--port", "1", "--model", "thread-per-connection",
-                          *flags], capture_output=True, text=True, timeout=30)
+    res = subprocess.run(
+        [str(native_build / "loadgen"), "--port", "1", "--model", "thread-per-connection", *flags],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert res.returncode == 2
-    assert res.stderr.strip() == ("loadgen: --model thread-per-connection is closed-loop ping-pong with one "
-                                  "thread per connection; drop --pipeline, --rate and --threads")
+    assert res.stderr.strip() == (
+        "loadgen: --model thread-per-connection is closed-loop ping-pong with one "
+        "thread per connection; drop --pipeline, --rate and --threads"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -264,9 +368,28 @@ def tsan_loadgen() -> Path:
 def test_loadgen_counts_and_histogram_agree(native_build: Path, tmp_path: Path) -> None:
     srv = Server(native_build / "echo-epoll", [], False)
     hist = tmp_path / "h.csv"
-    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "8",
-                          "--bytes", "512", "--duration", "0.5", "--warmup", "0.2", "--pipeline", "2",
-                          "--histogram", str(hist)], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            str(native_build / "loadgen"),
+            "--port",
+            str(srv.port),
+            "--connections",
+            "8",
+            "--bytes",
+            "512",
+            "--duration",
+            "0.5",
+            "--warmup",
+            "0.2",
+            "--pipeline",
+            "2",
+            "--histogram",
+            str(hist),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     counters = srv.stop()
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
@@ -280,9 +403,24 @@ def test_loadgen_counts_and_histogram_agree(native_build: Path, tmp_path: Path) 
 
 def test_loadgen_says_when_its_histogram_cannot_be_written(native_build: Path) -> None:
     srv = Server(native_build / "echo-epoll", [], False)
-    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "2",
-                          "--duration", "0.2", "--warmup", "0", "--histogram", "/dev/full"],
-                         capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            str(native_build / "loadgen"),
+            "--port",
+            str(srv.port),
+            "--connections",
+            "2",
+            "--duration",
+            "0.2",
+            "--warmup",
+            "0",
+            "--histogram",
+            "/dev/full",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     srv.stop()
     assert res.returncode == 2
     assert res.stderr.strip() == "loadgen: writing /dev/full: No space left on device"
@@ -291,9 +429,28 @@ def test_loadgen_says_when_its_histogram_cannot_be_written(native_build: Path) -
 @pytest.mark.parametrize("model", ["event-loop", "event-loop-uring"])
 def test_loadgen_open_loop_rate(native_build: Path, model: str) -> None:
     srv = Server(native_build / "echo-epoll", [], False)
-    res = subprocess.run([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "10",
-                          "--bytes", "64", "--duration", "1", "--warmup", "0.2", "--rate", "2000",
-                          "--model", model], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [
+            str(native_build / "loadgen"),
+            "--port",
+            str(srv.port),
+            "--connections",
+            "10",
+            "--bytes",
+            "64",
+            "--duration",
+            "1",
+            "--warmup",
+            "0.2",
+            "--rate",
+            "2000",
+            "--model",
+            model,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     srv.stop()
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["rps"] == pytest.approx(2000, rel=0.1)
@@ -317,8 +474,9 @@ SANITIZED_CLIENT_RUNS = {
 
 @pytest.mark.parametrize("build", ["san", "tsan"])
 @pytest.mark.parametrize("run", SANITIZED_CLIENT_RUNS)
-def test_client_counts_every_request_under_sanitizers(native_build: Path, tsan_loadgen: Path, tmp_path: Path,
-                                                      build: str, run: str) -> None:
+def test_client_counts_every_request_under_sanitizers(
+    native_build: Path, tsan_loadgen: Path, tmp_path: Path, build: str, run: str
+) -> None:
     """Against the epoll server: every byte verified, nothing lost,
     ASan/UBSan (leaks at exit included) and ThreadSanitizer find nothing,
     and the histogram holds every measured request."""
@@ -329,8 +487,13 @@ def test_client_counts_every_request_under_sanitizers(native_build: Path, tsan_l
     raise_nofile(3000 + 200)
     srv = Server(native_build / "echo-epoll", [], False)
     hist = tmp_path / "h.csv"
-    res = subprocess.run([str(exe), "--port", str(srv.port), *argv, "--duration", "0.5", "--warmup", "0.2",
-                          "--histogram", str(hist)], capture_output=True, text=True, timeout=120, env=env)
+    res = subprocess.run(
+        [str(exe), "--port", str(srv.port), *argv, "--duration", "0.5", "--warmup", "0.2", "--histogram", str(hist)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     counters = srv.stop()
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.loads(res.stdout)
@@ -344,8 +507,16 @@ def test_client_counts_every_request_under_sanitizers(native_build: Path, tsan_l
 
 
 def loadgen_check(exe: Path, model: str, uid: int | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(exe), "--model", model, "--check"], capture_output=True, text=True, timeout=60,
-                          user=uid, group=uid, extra_groups=[] if uid is not None else None, check=False)
+    return subprocess.run(
+        [str(exe), "--model", model, "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        user=uid,
+        group=uid,
+        extra_groups=[] if uid is not None else None,
+        check=False,
+    )
 
 
 IO_URING_DISABLED = Path("/proc/sys/kernel/io_uring_disabled")
@@ -382,16 +553,35 @@ def test_the_auto_client_takes_io_uring_where_the_kernel_allows_it_else_epoll(na
     assert "kernel.io_uring_disabled" in picked["uring_unavailable"]
     # Asked for by name, the io_uring loop is refused in one line rather than replaced.
     assert denied_uring.returncode == 2 and denied_uring.stdout == ""
-    assert denied_uring.stderr.count("\n") == 1 and "--model event-loop-uring: the kernel refused" in denied_uring.stderr
+    assert (
+        denied_uring.stderr.count("\n") == 1 and "--model event-loop-uring: the kernel refused" in denied_uring.stderr
+    )
 
 
 def test_uring_client_sees_a_server_that_closes(native_build: Path) -> None:
     """The server goes away mid-run: every connection ends as an early
     close (a receive of 0 bytes or a failed send), nothing hangs."""
     srv = Server(native_build / "echo-epoll", [], False)
-    proc = subprocess.Popen([str(native_build / "loadgen"), "--port", str(srv.port), "--connections", "5",
-                             "--bytes", "64", "--duration", "2", "--warmup", "0", "--model", "event-loop-uring"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            str(native_build / "loadgen"),
+            "--port",
+            str(srv.port),
+            "--connections",
+            "5",
+            "--bytes",
+            "64",
+            "--duration",
+            "2",
+            "--warmup",
+            "0",
+            "--model",
+            "event-loop-uring",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(0.5)
     srv.proc.kill()
     srv.proc.wait(timeout=30)

@@ -29,10 +29,10 @@ IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="network namespaces need root")
 
 
-def mpirun(*args: str, np_: int = 2, btl: str = "self,vader", timeout: float = 120,
-           env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               **(env_extra or {}))
+def mpirun(
+    *args: str, np_: int = 2, btl: str = "self,vader", timeout: float = 120, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **(env_extra or {}))
     cmd = ["mpirun", "-np", str(np_), "--oversubscribe", "--mca", "btl", btl]
     if np_ > 2:
         cmd += ["--mca", "mpi_yield_when_idle", "1"]
@@ -52,22 +52,34 @@ NO_REFERENCE = {"enabled": False}
 
 # ---- the probe -------------------------------------------------------------
 
+
 def test_help_and_bad_flags(mpi_build: Path) -> None:
     res = subprocess.run([str(mpi_build / "mpi-probe"), "--help"], capture_output=True, text=True)
     assert res.returncode == 0
-    for flag in ("--bench", "--sizes", "--warmup", "--iterations", "--series", "--sync",
-                 "--window-us", "--inject-error", "--output", "--method", "--delay-rank"):
+    for flag in (
+        "--bench",
+        "--sizes",
+        "--warmup",
+        "--iterations",
+        "--series",
+        "--sync",
+        "--window-us",
+        "--inject-error",
+        "--output",
+        "--method",
+        "--delay-rank",
+    ):
         assert flag in res.stdout
-    res = subprocess.run([str(mpi_build / "mpi-probe"), "--sync", "sometimes"], capture_output=True,
-                         text=True)
+    res = subprocess.run([str(mpi_build / "mpi-probe"), "--sync", "sometimes"], capture_output=True, text=True)
     assert res.returncode == 2
     assert res.stderr.strip() == "mpi-probe: --sync: 'sometimes' is not barrier or window"
     # Under mpirun a bad flag is still one line, not one per rank.
     res = mpirun(str(mpi_build / "mpi-probe"), "--bench", "gather", np_=4)
     assert res.returncode != 0
     lines = [ln for ln in res.stderr.splitlines() if ln.startswith("mpi-probe:")]
-    assert lines == ["mpi-probe: --bench: unknown value 'gather' "
-                     "(known: pingpong,bcast,allreduce,alltoall,barrier)"], res.stderr
+    assert lines == ["mpi-probe: --bench: unknown value 'gather' (known: pingpong,bcast,allreduce,alltoall,barrier)"], (
+        res.stderr
+    )
 
 
 @pytest.mark.parametrize("sync", ["barrier", "window"])
@@ -75,20 +87,36 @@ def test_help_and_bad_flags(mpi_build: Path) -> None:
 def test_every_iteration_on_every_rank(mpi_build: Path, tmp_path: Path, sync: str, san: bool) -> None:
     exe = mpi_build / ("san/mpi-probe" if san else "mpi-probe")
     out = tmp_path / "out.csv"
-    res = mpirun(str(exe), "--sizes", "1,100,5000", "--series", "2", "--iterations", "4",
-                 "--warmup", "1", "--large-bytes", "1000", "--large-iterations", "3", "--sync", sync,
-                 "--output", str(out), np_=3,
-                 # Open MPI's own allocations are not ours to report.
-                 env_extra={"ASAN_OPTIONS": "detect_leaks=0"} if san else None)
+    res = mpirun(
+        str(exe),
+        "--sizes",
+        "1,100,5000",
+        "--series",
+        "2",
+        "--iterations",
+        "4",
+        "--warmup",
+        "1",
+        "--large-bytes",
+        "1000",
+        "--large-iterations",
+        "3",
+        "--sync",
+        sync,
+        "--output",
+        str(out),
+        np_=3,
+        # Open MPI's own allocations are not ours to report.
+        env_extra={"ASAN_OPTIONS": "detect_leaks=0"} if san else None,
+    )
     assert res.returncode == 0, res.stderr
-    meta = [json.loads(ln.split(":", 1)[1]) for ln in out.read_text().splitlines()
-            if ln.startswith("# meta:")]
+    meta = [json.loads(ln.split(":", 1)[1]) for ln in out.read_text().splitlines() if ln.startswith("# meta:")]
     assert meta[0]["ranks"] == 3 and meta[0]["sync"] == sync and meta[0]["validated"] is True
     frame = pd.read_csv(out, comment="#")
     assert list(frame.columns) == formats.MPI_PROBE_COLUMNS
     for bench, g in frame.groupby("bench"):
         sizes = [0] if bench == "barrier" else [1, 100, 5000]
-        ranks = {0, 2} if bench == "pingpong" else {0, 1, 2}   # ping-pong: rank 0 and the last
+        ranks = {0, 2} if bench == "pingpong" else {0, 1, 2}  # ping-pong: rank 0 and the last
         assert set(g["rank"]) == ranks
         for size in sizes:
             per = 4 if size <= 1000 else 3
@@ -99,27 +127,59 @@ def test_every_iteration_on_every_rank(mpi_build: Path, tmp_path: Path, sync: st
     assert (window > 0).all() if sync == "window" else (window == 0).all()
 
 
-@pytest.mark.parametrize("bench,liar", [("pingpong", 1), ("pingpong", 0), ("bcast", 0),
-                                        ("allreduce", 2), ("alltoall", 1)])
+@pytest.mark.parametrize(
+    "bench,liar", [("pingpong", 1), ("pingpong", 0), ("bcast", 0), ("allreduce", 2), ("alltoall", 1)]
+)
 def test_validation_catches_a_wrong_result(mpi_build: Path, bench: str, liar: int) -> None:
     np_ = 2 if bench == "pingpong" else 3
-    res = mpirun(str(mpi_build / "mpi-probe"), "--bench", bench, "--sizes", "64", "--series", "1",
-                 "--iterations", "2", "--inject-error", str(liar), np_=np_)
+    res = mpirun(
+        str(mpi_build / "mpi-probe"),
+        "--bench",
+        bench,
+        "--sizes",
+        "64",
+        "--series",
+        "1",
+        "--iterations",
+        "2",
+        "--inject-error",
+        str(liar),
+        np_=np_,
+    )
     assert res.returncode != 0
     assert f"mpi-probe: validation failed: {bench} 64 B" in res.stderr
     assert mpi_launch.mpi_error_line(res.stderr).startswith(f"mpi-probe: validation failed: {bench} 64 B")
     # The same run without the injected error passes validation.
-    ok = mpirun(str(mpi_build / "mpi-probe"), "--bench", bench, "--sizes", "64", "--series", "1",
-                "--iterations", "2", np_=np_)
+    ok = mpirun(
+        str(mpi_build / "mpi-probe"), "--bench", bench, "--sizes", "64", "--series", "1", "--iterations", "2", np_=np_
+    )
     assert ok.returncode == 0, ok.stderr
 
 
 def test_pinned_algorithm_is_recorded(mpi_build: Path, tmp_path: Path) -> None:
     out = tmp_path / "o.csv"
-    res = mpirun("--mca", "coll_tuned_use_dynamic_rules", "1", "--mca", "coll_tuned_bcast_algorithm",
-                 "binomial", "--mca", "coll_tuned_alltoall_algorithm", "pairwise",
-                 str(mpi_build / "mpi-probe"), "--bench", "bcast,allreduce,alltoall", "--sizes", "8",
-                 "--series", "1", "--iterations", "1", "--output", str(out))
+    res = mpirun(
+        "--mca",
+        "coll_tuned_use_dynamic_rules",
+        "1",
+        "--mca",
+        "coll_tuned_bcast_algorithm",
+        "binomial",
+        "--mca",
+        "coll_tuned_alltoall_algorithm",
+        "pairwise",
+        str(mpi_build / "mpi-probe"),
+        "--bench",
+        "bcast,allreduce,alltoall",
+        "--sizes",
+        "8",
+        "--series",
+        "1",
+        "--iterations",
+        "1",
+        "--output",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     meta = json.loads(out.read_text().splitlines()[0].split(":", 1)[1])
     algos = meta["algorithms"]
@@ -129,37 +189,65 @@ def test_pinned_algorithm_is_recorded(mpi_build: Path, tmp_path: Path) -> None:
 
 
 def test_a_full_disk_aborts_the_launch_and_names_the_file(mpi_build: Path) -> None:
-    res = mpirun(str(mpi_build / "mpi-probe"), "--bench", "pingpong", "--sizes", "8", "--series", "1",
-                 "--iterations", "2", "--output", "/dev/full")
+    res = mpirun(
+        str(mpi_build / "mpi-probe"),
+        "--bench",
+        "pingpong",
+        "--sizes",
+        "8",
+        "--series",
+        "1",
+        "--iterations",
+        "2",
+        "--output",
+        "/dev/full",
+    )
     assert res.returncode != 0
     assert "mpi-probe: writing /dev/full: No space left on device" in res.stderr
 
 
 # ---- the experiment launcher and the loaders ---------------------------------
 
+
 def test_plan_runs_pingpong_in_the_two_rank_launch_only() -> None:
     launches = mpi.plan(settings(transports=["shm", "netns_tbf"], ranks=[2, 4]), seed=1)
     labels = sorted(lc.label() for lc in launches)
-    assert labels == ["netns_tbf p=2 pingpong", "shm p=2 pingpong,bcast,allreduce,alltoall,barrier",
-                      "shm p=2 reference ping-pong", "shm p=4 bcast,allreduce,alltoall,barrier"]
+    assert labels == [
+        "netns_tbf p=2 pingpong",
+        "shm p=2 pingpong,bcast,allreduce,alltoall,barrier",
+        "shm p=2 reference ping-pong",
+        "shm p=4 bcast,allreduce,alltoall,barrier",
+    ]
     assert [lc.label() for lc in mpi.plan(settings(), 7)] == [lc.label() for lc in mpi.plan(settings(), 7)]
 
 
 def test_raw_file_is_parsed_by_the_loaders(mpi_build: Path, tmp_path: Path) -> None:
     out = tmp_path / "local" / "mpi" / "k" / "rep1.csv"
     out.parent.mkdir(parents=True)
-    s = settings(transports=["shm", "tcp"], ranks=[2, 3], sizes=[1, 2048], series=3, iterations=5,
-                 warmup=1, reference={"enabled": True, "sizes": [1], "iterations": 50, "series": 3,
-                                      "warmup": 5})
+    s = settings(
+        transports=["shm", "tcp"],
+        ranks=[2, 3],
+        sizes=[1, 2048],
+        series=3,
+        iterations=5,
+        warmup=1,
+        reference={"enabled": True, "sizes": [1], "iterations": 50, "series": 3, "warmup": 5},
+    )
     extra = mpi.run_experiment(s, seed=3, output=out, progress=False)
-    (out.with_name("rep1.provenance.json")).write_text(json.dumps({
-        "node": {"name": "local", "kind": "vm"}, "mitigations": {"state": "on"},
-        "host": {"kernel": "test"}, "settings": {"rep": 1}}))
+    (out.with_name("rep1.provenance.json")).write_text(
+        json.dumps(
+            {
+                "node": {"name": "local", "kind": "vm"},
+                "mitigations": {"state": "on"},
+                "host": {"kernel": "test"},
+                "settings": {"rep": 1},
+            }
+        )
+    )
     table = tables.load("mpi", tmp_path)
     assert len(extra["mpi"]["launches"]) == 6
     assert set(table["transport"]) == {"shm", "tcp"}
-    assert set(table["bench"]) == {"pingpong", "bcast", "allreduce", "alltoall", "barrier",
-                                   formats.REFERENCE_BENCH}
+    assert set(table["bench"]) == {"pingpong", "bcast", "allreduce", "alltoall", "barrier", formats.REFERENCE_BENCH}
     p3 = table[table["ranks"] == 3]
     assert p3["oversubscribed"].all() and (p3["binding"] == "none").all()
     assert not table[table["ranks"] == 2]["oversubscribed"].any()
@@ -167,10 +255,22 @@ def test_raw_file_is_parsed_by_the_loaders(mpi_build: Path, tmp_path: Path) -> N
     assert (bcast["algorithm"] == "binomial").all() and bcast["pinned"].all()
     times = mpistats.iteration_times(table)
     # A collective iteration's time is the slowest rank's.
-    one = table[(table["bench"] == "alltoall") & (table["transport"] == "tcp") & (table["ranks"] == 3)
-                & (table["bytes"] == 2048) & (table["series"] == 0) & (table["iteration"] == 0)]
-    got = times[(times["bench"] == "alltoall") & (times["transport"] == "tcp") & (times["ranks"] == 3)
-                & (times["bytes"] == 2048) & (times["series"] == 0) & (times["iteration"] == 0)]
+    one = table[
+        (table["bench"] == "alltoall")
+        & (table["transport"] == "tcp")
+        & (table["ranks"] == 3)
+        & (table["bytes"] == 2048)
+        & (table["series"] == 0)
+        & (table["iteration"] == 0)
+    ]
+    got = times[
+        (times["bench"] == "alltoall")
+        & (times["transport"] == "tcp")
+        & (times["ranks"] == 3)
+        & (times["bytes"] == 2048)
+        & (times["series"] == 0)
+        & (times["iteration"] == 0)
+    ]
     # Less one clock reading's cost, which the probe measured at launch (the
     # reference ping-pong times its whole loop: nothing to take off).
     probe = table[table["bench"] != formats.REFERENCE_BENCH]
@@ -178,8 +278,7 @@ def test_raw_file_is_parsed_by_the_loaders(mpi_build: Path, tmp_path: Path) -> N
     assert (table[table["bench"] == formats.REFERENCE_BENCH]["timer_ns"] == 0).all()
     assert got["time_ns"].item() == (one["ns"] - one["timer_ns"]).max() and len(one) == 3
     summary = mpistats.summarize(times)
-    row = summary[(summary["bench"] == "pingpong") & (summary["transport"] == "shm")
-                  & (summary["bytes"] == 1)].iloc[0]
+    row = summary[(summary["bench"] == "pingpong") & (summary["transport"] == "shm") & (summary["bytes"] == 1)].iloc[0]
     # 3 series x 5 iterations in one repetition: a median, but no interval
     # across repetitions from one.
     assert row["iterations"] == 15 and row["reps"] == 1 and row["low_ns"] == -np.inf
@@ -194,13 +293,14 @@ def test_raw_file_is_parsed_by_the_loaders(mpi_build: Path, tmp_path: Path) -> N
 
 
 def test_plan_runs_both_algorithm_selections_and_ping_pong_once() -> None:
-    both = settings(transports=["shm"], ranks=[2, 4], selections=["pinned", "default"],
-                    reference=NO_REFERENCE)
+    both = settings(transports=["shm"], ranks=[2, 4], selections=["pinned", "default"], reference=NO_REFERENCE)
     labels = sorted(lc.label() for lc in mpi.plan(both, seed=1))
-    assert labels == ["shm p=2 bcast,allreduce,alltoall,barrier (Open MPI's default algorithms)",
-                      "shm p=2 pingpong,bcast,allreduce,alltoall,barrier",
-                      "shm p=4 bcast,allreduce,alltoall,barrier",
-                      "shm p=4 bcast,allreduce,alltoall,barrier (Open MPI's default algorithms)"]
+    assert labels == [
+        "shm p=2 bcast,allreduce,alltoall,barrier (Open MPI's default algorithms)",
+        "shm p=2 pingpong,bcast,allreduce,alltoall,barrier",
+        "shm p=4 bcast,allreduce,alltoall,barrier",
+        "shm p=4 bcast,allreduce,alltoall,barrier (Open MPI's default algorithms)",
+    ]
     # Nothing pinned: "pinned" is Open MPI's default selection, one launch.
     assert mpi.selections(settings(algorithms=None)) == ["default"]
     assert mpi.selections(settings(algorithms=None, selections=["pinned", "default"])) == ["default"]
@@ -215,17 +315,32 @@ def test_both_selections_are_told_apart_in_the_raw_file(mpi_build: Path, tmp_pat
     selection that launch asked for."""
     out = tmp_path / "local" / "mpi" / "k" / "rep1.csv"
     out.parent.mkdir(parents=True)
-    s = settings(transports=["shm"], ranks=[2], sizes=[64], series=1, iterations=3, warmup=1,
-                 benchmarks=["bcast", "alltoall"], selections=["pinned", "default"],
-                 reference=NO_REFERENCE)
+    s = settings(
+        transports=["shm"],
+        ranks=[2],
+        sizes=[64],
+        series=1,
+        iterations=3,
+        warmup=1,
+        benchmarks=["bcast", "alltoall"],
+        selections=["pinned", "default"],
+        reference=NO_REFERENCE,
+    )
     extra = mpi.run_experiment(s, seed=5, output=out, progress=False)
     assert sorted(r["selection"] for r in extra["mpi"]["launches"]) == ["default", "pinned"]
-    (out.with_name("rep1.provenance.json")).write_text(json.dumps({
-        "node": {"name": "local", "kind": "vm"}, "mitigations": {"state": "on"},
-        "host": {"kernel": "test"}, "settings": {"rep": 1}}))
+    (out.with_name("rep1.provenance.json")).write_text(
+        json.dumps(
+            {
+                "node": {"name": "local", "kind": "vm"},
+                "mitigations": {"state": "on"},
+                "host": {"kernel": "test"},
+                "settings": {"rep": 1},
+            }
+        )
+    )
     table = tables.load("mpi", tmp_path)
     bcast = table[table["bench"] == "bcast"]
-    assert len(bcast) == 2 * 2 * 3          # two launches x 2 ranks x 3 iterations
+    assert len(bcast) == 2 * 2 * 3  # two launches x 2 ranks x 3 iterations
     pinned, default = (bcast[bcast["selection"] == s] for s in ("pinned", "default"))
     assert (pinned["algorithm"] == "binomial").all() and pinned["pinned"].all()
     assert not default["pinned"].any() and (default["algorithm"] == "tuned fixed decision rules").all()
@@ -249,14 +364,17 @@ def test_both_selections_are_told_apart_in_the_raw_file(mpi_build: Path, tmp_pat
 
 
 def test_mpi_error_line_skips_open_mpi_banners() -> None:
-    stderr = ("mpi-probe: validation failed: bcast 8 B, series 0 iteration 1: rank 1 has 0x01 at byte 0, expected 0x02\n"
-              "--------------------------------------------------------------------------\n"
-              "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\n"
-              "[vm:123] 1 more process has sent help message help-mpi-api.txt / mpi-abort\n")
+    stderr = (
+        "mpi-probe: validation failed: bcast 8 B, series 0 iteration 1: rank 1 has 0x01 at byte 0, expected 0x02\n"
+        "--------------------------------------------------------------------------\n"
+        "MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\n"
+        "[vm:123] 1 more process has sent help message help-mpi-api.txt / mpi-abort\n"
+    )
     assert mpi_launch.mpi_error_line(stderr).startswith("mpi-probe: validation failed: bcast 8 B")
 
 
 # ---- the netns cluster -----------------------------------------------------------
+
 
 def _root_addresses() -> str:
     return subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
@@ -267,15 +385,22 @@ def test_tbf_rate_is_recovered_across_two_namespaces(mpi_build: Path, tmp_path: 
     rate = 400.0
     out = tmp_path / "local" / "mpi" / "k" / "rep1.csv"
     out.parent.mkdir(parents=True)
-    s = settings(transports=["netns_tbf"], ranks=[2], series=2, iterations=5, large_iterations=5,
-                 warmup=1, netns={"tbf_rate_mbit": rate, "tbf_sizes": [262144, 524288, 1048576]})
+    s = settings(
+        transports=["netns_tbf"],
+        ranks=[2],
+        series=2,
+        iterations=5,
+        large_iterations=5,
+        warmup=1,
+        netns={"tbf_rate_mbit": rate, "tbf_sizes": [262144, 524288, 1048576]},
+    )
     before = _root_addresses()
     extra = mpi.run_experiment(s, seed=5, output=out, progress=False)
     assert _root_addresses() == before  # nothing outside the cluster's subnet was touched
     assert netns.leftovers() == []
     launch = extra["mpi"]["launches"][0]
     assert launch["cluster"]["rate_mbit"] == rate
-    assert len(set(launch["probe_meta"]["processors"])) == 2   # two separate hosts
+    assert len(set(launch["probe_meta"]["processors"])) == 2  # two separate hosts
     frame = readers.read_mpi_csv(out)
     pp = frame[frame["rank"] == 0].groupby("bytes")["ns"].median() / 2
     mb_s, _ = mpimodels.transfer_rate(pp.index.to_numpy(), pp.to_numpy())
@@ -290,23 +415,32 @@ def test_tbf_rate_is_recovered_across_two_namespaces(mpi_build: Path, tmp_path: 
 def test_failed_run_leaves_no_namespace_veth_or_bridge(mpi_build: Path) -> None:
     with pytest.raises(RunError, match="validation failed"):
         with netns.NetnsCluster(2) as cluster:
-            assert len(netns.leftovers()) >= 5   # 2 namespaces, 2 veth, bridge, /etc/netns
+            assert len(netns.leftovers()) >= 5  # 2 namespaces, 2 veth, bridge, /etc/netns
             s = settings(extra_mca={})
             launch = mpi_launch.Launch("netns", 2, "mpi-probe", ["allreduce"], [64])
-            argv, _ = mpi_launch.mpirun_argv(s, launch, mpi_build / "mpi-probe",
-                                      ["--bench", "allreduce", "--sizes", "64", "--series", "1",
-                                       "--iterations", "2", "--inject-error", "1"], "vader", cluster)
+            argv, _ = mpi_launch.mpirun_argv(
+                s,
+                launch,
+                mpi_build / "mpi-probe",
+                ["--bench", "allreduce", "--sizes", "64", "--series", "1", "--iterations", "2", "--inject-error", "1"],
+                "vader",
+                cluster,
+            )
             from iolab.runners import LocalRunner
-            LocalRunner().run(argv, Path(os.devnull), timeout=120, error_line=mpi_launch.mpi_error_line,
-                              env=mpi_launch._mpi_env())
+
+            LocalRunner().run(
+                argv, Path(os.devnull), timeout=120, error_line=mpi_launch.mpi_error_line, env=mpi_launch._mpi_env()
+            )
     assert netns.leftovers() == []
 
 
 @needs_root
 def test_leftovers_of_a_killed_run_are_removed(tmp_path: Path) -> None:
     # A process builds a cluster and is killed with SIGKILL: no teardown ran.
-    code = ("import time\nfrom iolab.experiments.mpi.netns import NetnsCluster\n"
-            "c = NetnsCluster(2).__enter__()\nprint('up', flush=True)\ntime.sleep(60)\n")
+    code = (
+        "import time\nfrom iolab.experiments.mpi.netns import NetnsCluster\n"
+        "c = NetnsCluster(2).__enter__()\nprint('up', flush=True)\ntime.sleep(60)\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
     proc.send_signal(signal.SIGKILL)
@@ -320,17 +454,27 @@ def test_leftovers_of_a_killed_run_are_removed(tmp_path: Path) -> None:
 def test_refuses_without_root_or_iproute2() -> None:
     # The module is imported first, then the process drops to nobody: a clone
     # under a directory only root can enter (root's home) stays readable.
-    code = ("import os\nfrom iolab.experiments.mpi.netns import require_root_and_iproute2 as r\n"
-            "if os.environ.get('DROP'):\n os.setuid(65534)\n"
-            "try:\n r()\nexcept Exception as e:\n print(e)\n")
+    code = (
+        "import os\nfrom iolab.experiments.mpi.netns import require_root_and_iproute2 as r\n"
+        "if os.environ.get('DROP'):\n os.setuid(65534)\n"
+        "try:\n r()\nexcept Exception as e:\n print(e)\n"
+    )
     if IS_ROOT:
-        res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                             env=dict(os.environ, DROP="1"))
-        assert res.stdout.strip() == ("netns transport needs root (it creates network namespaces); "
-                                      "run as root or drop 'netns' from experiments.mpi.transports"), res.stderr
+        res = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=dict(os.environ, DROP="1")
+        )
+        assert res.stdout.strip() == (
+            "netns transport needs root (it creates network namespaces); "
+            "run as root or drop 'netns' from experiments.mpi.transports"
+        ), res.stderr
         empty = Path("/nonexistent-path")
-        res = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
-                             env=dict(os.environ, PATH=str(empty)))
+        res = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, PATH=str(empty)),
+        )
         assert res.stdout.strip() == "netns transport needs 'ip'; install it with: apt-get install iproute2"
     else:
         with pytest.raises(RunError, match="needs root"):
@@ -348,14 +492,20 @@ def test_subnet_choice_avoids_the_hosts_networks() -> None:
 
 # ---- the models ----------------------------------------------------------------
 
+
 def test_hockney_recovers_a_piecewise_line() -> None:
     m = 2.0 ** np.arange(0, 21)
     t = np.where(m <= 4096, 500 + 0.5 * m, 3000 + 0.2 * m)
     rng = np.random.default_rng(1)
     medians = t * rng.normal(1, 0.01, m.size)
     reps = np.random.default_rng(2)
-    per_rep = pd.DataFrame([{"rep": r, "ranks": 2, "bytes": mm, "time_ns": tt * d * reps.normal(1, 0.01)}
-                            for r, d in enumerate(reps.lognormal(0, 0.1, 6), 1) for mm, tt in zip(m, t)])
+    per_rep = pd.DataFrame(
+        [
+            {"rep": r, "ranks": 2, "bytes": mm, "time_ns": tt * d * reps.normal(1, 0.01)}
+            for r, d in enumerate(reps.lognormal(0, 0.1, 6), 1)
+            for mm, tt in zip(m, t)
+        ]
+    )
     h = mpimodels.fit_hockney(m, medians, per_rep=per_rep)
     assert h.breakpoint == 4096
     assert abs(h.small.ts_ns / 500 - 1) < 0.05 and abs(h.large.tw_ns_per_byte / 0.2 - 1) < 0.05
@@ -369,9 +519,20 @@ def test_collective_fits_recover_known_parameters_and_skip_oversubscribed_points
     for p in (2, 4, 8):
         for m in 2.0 ** np.arange(0, 21, 2):
             t = (2000 + 0.3 * m) * np.log2(p)
-            rows.append({"node": "n", "kind": "vm", "transport": "tcp", "bench": "bcast", "ranks": p,
-                         "bytes": m, "median_ns": t if p < 8 else 50 * t, "algorithm": "binomial",
-                         "pinned": True, "oversubscribed": p == 8})
+            rows.append(
+                {
+                    "node": "n",
+                    "kind": "vm",
+                    "transport": "tcp",
+                    "bench": "bcast",
+                    "ranks": p,
+                    "bytes": m,
+                    "median_ns": t if p < 8 else 50 * t,
+                    "algorithm": "binomial",
+                    "pinned": True,
+                    "oversubscribed": p == 8,
+                }
+            )
     fits = mpimodels.collective_fits(pd.DataFrame(rows))
     assert set(fits["model"]) == {"paper", "algorithm"}
     for r in fits.itertuples():
@@ -384,7 +545,7 @@ def test_collective_fits_recover_known_parameters_and_skip_oversubscribed_points
 
 def test_transfer_rate_allows_a_negative_intercept() -> None:
     m = np.array([65536.0, 262144, 1048576])
-    t = m / 50.0 * 1e3 - 300_000   # 50 MB/s, a burst let through for free
+    t = m / 50.0 * 1e3 - 300_000  # 50 MB/s, a burst let through for free
     mb_s, intercept = mpimodels.transfer_rate(m, t)
     assert abs(mb_s - 50) < 1e-6 and intercept < 0
 
@@ -393,8 +554,18 @@ def test_transport_ratios_are_formed_within_each_repetition() -> None:
     drift = [1.0, 1.5, 0.7, 1.2, 0.9, 1.1]
     rows = []
     for transport, v in (("shm", 1000.0), ("tcp", 4000.0)):
-        rows += [{"transport": transport, "bench": "bcast", "ranks": 2, "bytes": 8, "rep": r,
-                  "time_ns": v * d, "oversubscribed": False} for r, d in enumerate(drift, 1)]
+        rows += [
+            {
+                "transport": transport,
+                "bench": "bcast",
+                "ranks": 2,
+                "bytes": 8,
+                "rep": r,
+                "time_ns": v * d,
+                "oversubscribed": False,
+            }
+            for r, d in enumerate(drift, 1)
+        ]
     r = mpistats.ratios(pd.DataFrame(rows), "shm", "tcp")
     # The drift cancels within each repetition: every ratio is 0.25.
     assert r["ratio"].item() == pytest.approx(0.25)
@@ -405,8 +576,19 @@ def test_the_ratio_figure_says_so_when_no_transport_pair_was_measured() -> None:
     # transports: [shm] (or shm and nodes on an ssh node) forms no pair; the
     # workflow still lists the figure, so the notebook must draw one.
     from iolab.report import numbers, plots
-    rows = [{"transport": "shm", "bench": "bcast", "ranks": 2, "bytes": 8, "rep": r, "time_ns": 1000.0,
-             "oversubscribed": False} for r in (1, 2)]
+
+    rows = [
+        {
+            "transport": "shm",
+            "bench": "bcast",
+            "ranks": 2,
+            "bytes": 8,
+            "rep": r,
+            "time_ns": 1000.0,
+            "oversubscribed": False,
+        }
+        for r in (1, 2)
+    ]
     tables_ = mpistats.transport_ratios(pd.DataFrame(rows), ["shm", "nodes"])
     assert tables_ == []
     fig = plots.mpi.ratio_figure(tables_)
@@ -417,7 +599,8 @@ def test_the_ratio_figure_says_so_when_no_transport_pair_was_measured() -> None:
 
 def test_config_errors_are_one_line(tmp_path: Path) -> None:
     from iolab.config import ConfigError, check_semantics, load
-    cfg = load()   # validated: the semantic checks see the schema's defaults
+
+    cfg = load()  # validated: the semantic checks see the schema's defaults
     cfg["experiments"]["mpi"]["ranks"] = [4]
     with pytest.raises(ConfigError, match=r"^config error at experiments.mpi.ranks: ping-pong runs in the 2-rank"):
         check_semantics(cfg)
@@ -427,10 +610,17 @@ def test_config_errors_are_one_line(tmp_path: Path) -> None:
 
 
 def test_timeout_kills_the_launch_and_says_so(mpi_build: Path, tmp_path: Path) -> None:
-    s = settings(transports=["shm"], ranks=[2], benchmarks=["bcast"], sizes=[1], series=1000,
-                 iterations=100000, warmup=0, timeout=2, reference={"enabled": False, "sizes": [1],
-                                                                   "iterations": 1, "series": 1,
-                                                                   "warmup": 0})
+    s = settings(
+        transports=["shm"],
+        ranks=[2],
+        benchmarks=["bcast"],
+        sizes=[1],
+        series=1000,
+        iterations=100000,
+        warmup=0,
+        timeout=2,
+        reference={"enabled": False, "sizes": [1], "iterations": 1, "series": 1, "warmup": 0},
+    )
     with pytest.raises(RunError, match=r"shm p=2 bcast did not finish within 2 s"):
         mpi.run_experiment(s, seed=1, output=tmp_path / "rep1.csv", progress=False)
 
@@ -455,8 +645,8 @@ def test_host_facts_read_the_rdma_ports_the_kernel_shows() -> None:
     ports = list(shown.glob("*/ports/*")) if shown.exists() else []
     assert len(here.rdma_ports) == len(ports)
     assert here.infiniband_active == any(
-        (p / "link_layer").read_text().strip() == "InfiniBand" and "ACTIVE" in (p / "state").read_text()
-        for p in ports)
+        (p / "link_layer").read_text().strip() == "InfiniBand" and "ACTIVE" in (p / "state").read_text() for p in ports
+    )
     # The script's line format, as a node with an HCA prints it.
     facts = hostfacts.HostFacts({"rdma_ports": "mlx5_0 1 InfiniBand 4: ACTIVE\nmlx5_1 1 Ethernet 4: ACTIVE"})
     assert facts.infiniband_active and [p["link_layer"] for p in facts.rdma_ports] == ["InfiniBand", "Ethernet"]
@@ -469,18 +659,30 @@ def _collective_summary() -> pd.DataFrame:
     for p, over in ((2, False), (4, True)):
         for m in (8, 512, 32768):
             t = (1000 + 0.5 * m) * np.log2(p)
-            rows.append({"transport": "shm", "bench": "bcast", "ranks": p, "bytes": m, "oversubscribed": over,
-                         "median_ns": t, "low_ns": 0.9 * t, "high_ns": 1.1 * t})
+            rows.append(
+                {
+                    "transport": "shm",
+                    "bench": "bcast",
+                    "ranks": p,
+                    "bytes": m,
+                    "oversubscribed": over,
+                    "median_ns": t,
+                    "low_ns": 0.9 * t,
+                    "high_ns": 1.1 * t,
+                }
+            )
     return pd.DataFrame(rows)
 
 
 @pytest.mark.parametrize("algorithm_ts,dotted", [(1000.0, 0), (3000.0, 1)])
-def test_collective_figures_draw_the_algorithm_formula_only_where_it_differs(algorithm_ts: float,
-                                                                            dotted: int) -> None:
+def test_collective_figures_draw_the_algorithm_formula_only_where_it_differs(algorithm_ts: float, dotted: int) -> None:
     from iolab.report import plots
+
     summary = _collective_summary()
-    curves = {("shm", "bcast", "paper"): lambda p, m: (1000 + 0.5 * m) * np.log2(p),
-              ("shm", "bcast", "algorithm"): lambda p, m: (algorithm_ts + 0.5 * m) * np.log2(p)}
+    curves = {
+        ("shm", "bcast", "paper"): lambda p, m: (1000 + 0.5 * m) * np.log2(p),
+        ("shm", "bcast", "algorithm"): lambda p, m: (algorithm_ts + 0.5 * m) * np.log2(p),
+    }
     fig = plots.mpi.collectives_figure(summary, curves)
     (ax,) = fig.axes
     drawn = [line for line in ax.get_lines() if line.get_linestyle() == ":" and len(line.get_xdata())]
@@ -488,18 +690,40 @@ def test_collective_figures_draw_the_algorithm_formula_only_where_it_differs(alg
     # The oversubscribed launch is left out, as the fits leave it out.
     (points,) = ax.containers
     assert len(points.lines[0].get_xdata()) == 3
-    errors = pd.DataFrame([{"transport": "shm", "bench": "bcast", "ranks": 2, "bytes": m, "model": model,
-                            "error": 0.05} for m in (8, 512, 32768) for model in ("paper", "algorithm")])
+    errors = pd.DataFrame(
+        [
+            {"transport": "shm", "bench": "bcast", "ranks": 2, "bytes": m, "model": model, "error": 0.05}
+            for m in (8, 512, 32768)
+            for model in ("paper", "algorithm")
+        ]
+    )
     fig = plots.mpi.prediction_error_figure(errors, summary, curves)
-    assert len(fig.axes[0].get_lines()) - 1 == 1 + dotted     # one line per formula drawn, plus y = 0
+    assert len(fig.axes[0].get_lines()) - 1 == 1 + dotted  # one line per formula drawn, plus y = 0
 
 
 def test_oversubscribed_launches_are_drawn_as_the_paper_says() -> None:
     from iolab.report import plots
-    assert "hollow" in plots.mpi.OVERSUBSCRIBED_DRAWN and "left out of the collectives" in plots.mpi.OVERSUBSCRIBED_DRAWN
-    ratios = pd.DataFrame([{"numerator": "shm", "denominator": "tcp", "bench": "bcast", "ranks": p, "bytes": m,
-                            "ratio": 0.5, "low": 0.4, "high": 0.6, "oversubscribed": p > 2}
-                           for p in (2, 4) for m in (8, 64)])
+
+    assert (
+        "hollow" in plots.mpi.OVERSUBSCRIBED_DRAWN and "left out of the collectives" in plots.mpi.OVERSUBSCRIBED_DRAWN
+    )
+    ratios = pd.DataFrame(
+        [
+            {
+                "numerator": "shm",
+                "denominator": "tcp",
+                "bench": "bcast",
+                "ranks": p,
+                "bytes": m,
+                "ratio": 0.5,
+                "low": 0.4,
+                "high": 0.6,
+                "oversubscribed": p > 2,
+            }
+            for p in (2, 4)
+            for m in (8, 64)
+        ]
+    )
     fig = plots.mpi.ratio_figure([ratios])
     faces = sorted(str(c.lines[0].get_markerfacecolor()) for c in fig.axes[0].containers)
     assert faces[-1] == "none" and faces[0] != "none"
@@ -507,7 +731,9 @@ def test_oversubscribed_launches_are_drawn_as_the_paper_says() -> None:
 
 def test_the_formulas_shape_is_compared_only_where_p_can_tell_them_apart() -> None:
     from iolab.report import numbers
+
     fits = pd.DataFrame({"model": ["paper", "algorithm"], "median_abs_error": [0.20, 0.08]})
     assert "cannot be told apart here" in numbers.fit_shapes_sentence(fits, [2])
     assert numbers.fit_shapes_sentence(fits, [2, 4]) == (
-        "Median error over transports and collectives: algorithm formula 8 %; paper formula 20 %.")
+        "Median error over transports and collectives: algorithm formula 8 %; paper formula 20 %."
+    )

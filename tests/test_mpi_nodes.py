@@ -31,23 +31,32 @@ from iolab.settings import MpiSettings
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 needs_services = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("ip") is None or not os.path.exists(SSHD)
-    or shutil.which("mpirun") is None,
-    reason="needs root, iproute2, openssh-server and Open MPI")
+    os.geteuid() != 0 or shutil.which("ip") is None or not os.path.exists(SSHD) or shutil.which("mpirun") is None,
+    reason="needs root, iproute2, openssh-server and Open MPI",
+)
 
 
 # -- without services ------------------------------------------------------------
 
+
 def _member(name: str, address: str, slots: int | None = None, setup: list[str] | None = None) -> Member:
-    entry = {"name": name, "runner": "ssh", "host": address, "address": address,
-             "setup": setup or [], "mpi": {"ranks_per_node": slots}}
+    entry = {
+        "name": name,
+        "runner": "ssh",
+        "host": address,
+        "address": address,
+        "setup": setup or [],
+        "mpi": {"ranks_per_node": slots},
+    }
     return Member(NodeEntry.of(entry), LocalRunner(), None)
 
 
 def test_node_transports_follow_the_runner_and_the_peers() -> None:
     settings = MpiSettings.of({"transports": ["shm", "tcp", "netns", "netns_tbf"]})
     assert mpi.node_transports(NodeEntry.of({"name": "a", "runner": "local"}), settings) == (
-        ["shm", "tcp", "netns", "netns_tbf"], [])
+        ["shm", "tcp", "netns", "netns_tbf"],
+        [],
+    )
     # An ssh node cannot host this machine's namespaces; peers add "nodes".
     ssh = {"name": "b", "runner": "ssh", "host": "b", "mpi": {"peers": ["c"]}}
     assert mpi.node_transports(NodeEntry.of(ssh), settings) == (["shm", "tcp", "nodes"], ["netns", "netns_tbf"])
@@ -64,10 +73,28 @@ def test_ranks_go_in_blocks_one_context_per_node_with_its_own_build() -> None:
     assert not group.oversubscribed(6) and group.oversubscribed(7)
     ctx = group.contexts(2, "mpi-probe", ["--bench", "pingpong"])
     build = str(Path(LocalRunner().exe("mpi-probe")))
-    assert ctx == ["-np", "1", "--host", "10.0.0.1:1", build, "--bench", "pingpong", ":",
-                   "-np", "1", "--host", "10.0.0.2:1", build, "--bench", "pingpong"]
+    assert ctx == [
+        "-np",
+        "1",
+        "--host",
+        "10.0.0.1:1",
+        build,
+        "--bench",
+        "pingpong",
+        ":",
+        "-np",
+        "1",
+        "--host",
+        "10.0.0.2:1",
+        build,
+        "--bench",
+        "pingpong",
+    ]
     assert group.hostfile_text().splitlines()[1:] == [
-        "10.0.0.1 slots=2  # a", "10.0.0.2 slots=2  # b", "10.0.0.3 slots=2  # c"]
+        "10.0.0.1 slots=2  # a",
+        "10.0.0.2 slots=2  # b",
+        "10.0.0.3 slots=2  # c",
+    ]
 
 
 def test_agent_runs_each_peers_setup_and_refuses_strangers(tmp_path: Path) -> None:
@@ -79,8 +106,19 @@ def test_agent_runs_each_peers_setup_and_refuses_strangers(tmp_path: Path) -> No
     proc = subprocess.run([str(agent), "10.9.9.9", "true"], capture_output=True, text=True, check=False)
     assert proc.returncode == 255 and "10.9.9.9 is not a peer of node a" in proc.stderr
     assert "10.0.0.2) setup='module load openmpi/4.1 && '" in group.agent_text()
-    block = ssh_config_block(NodeEntry.of({"name": "b", "runner": "ssh", "address": "10.0.0.2", "port": 2222,
-                                           "user": "bench", "identity_file": "~/.ssh/id", "known_hosts": "~/.ssh/kh"}))
+    block = ssh_config_block(
+        NodeEntry.of(
+            {
+                "name": "b",
+                "runner": "ssh",
+                "address": "10.0.0.2",
+                "port": 2222,
+                "user": "bench",
+                "identity_file": "~/.ssh/id",
+                "known_hosts": "~/.ssh/kh",
+            }
+        )
+    )
     assert "Host 10.0.0.2\n" in block and "Port 2222" in block and "StrictHostKeyChecking yes" in block
     assert "IdentityFile ~/.ssh/id" in block and "UserKnownHostsFile ~/.ssh/kh" in block
 
@@ -97,18 +135,20 @@ def test_no_value_changes_meaning_by_its_spelling(tmp_path: Path) -> None:
     # ssh reads the host after "--" as the destination, never as an option.
     argv = SshRunner({"name": "b", "runner": "ssh", "host": "-oProxyCommand=x"}).ssh_argv()
     assert argv[-2:] == ["--", "-oProxyCommand=x"]
-    assert 'exec ssh -F' in group.agent_text() and ' -- "$host"' in group.agent_text()
+    assert "exec ssh -F" in group.agent_text() and ' -- "$host"' in group.agent_text()
 
 
 def test_report_rows_bring_in_the_nodes_transport_from_the_node_that_ran_it() -> None:
-    frame = pd.DataFrame({"node": ["local", "local", "metal1", "metal1"],
-                          "transport": ["shm", "tcp", "shm", "nodes"], "x": [1, 2, 3, 4]})
+    frame = pd.DataFrame(
+        {"node": ["local", "local", "metal1", "metal1"], "transport": ["shm", "tcp", "shm", "nodes"], "x": [1, 2, 3, 4]}
+    )
     rows = mpistats.report_rows(frame, "local")
     assert list(rows["x"]) == [1, 2, 4]
     assert list(mpistats.report_rows(frame, "metal1")["x"]) == [3, 4]
 
 
 # -- two sshd in two network namespaces ------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
@@ -119,19 +159,34 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         # This machine reaches the namespaces through an address on the bridge.
         gateway = str(list(cluster.subnet.hosts())[-1])
         _ip("addr", "add", f"{gateway}/{cluster.subnet.prefixlen}", "dev", cluster.bridge)
-        sshds = [subprocess.Popen(cluster.wrap([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], host=i),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-                 for i in range(2)]
+        sshds = [
+            subprocess.Popen(
+                cluster.wrap([SSHD, "-D", "-e", "-f", str(d / "sshd_config")], host=i),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for i in range(2)
+        ]
         try:
             pub = (d / "host_key.pub").read_text().split()
             (d / "known_hosts").write_text("".join(f"{a} {pub[0]} {pub[1]}\n" for a in cluster.addresses))
-            base = {"runner": "ssh", "user": "root", "identity_file": str(d / "user_key"),
-                    "known_hosts": str(d / "known_hosts"), "connect_timeout": 5}
+            base = {
+                "runner": "ssh",
+                "user": "root",
+                "identity_file": str(d / "user_key"),
+                "known_hosts": str(d / "known_hosts"),
+                "connect_timeout": 5,
+            }
             # Both namespaces share one machine's CPUs: one rank per "node",
             # and no binding (each namespace would bind to the same core).
-            first = {**base, "name": "nsa", "host": cluster.addresses[0], "address": cluster.addresses[0],
-                     "mpi": {"peers": ["nsb"], "ranks_per_node": 1, "bind_to": "none",
-                             "interface": str(cluster.subnet)}}
+            first = {
+                **base,
+                "name": "nsa",
+                "host": cluster.addresses[0],
+                "address": cluster.addresses[0],
+                "mpi": {"peers": ["nsb"], "ranks_per_node": 1, "bind_to": "none", "interface": str(cluster.subnet)},
+            }
             peer = {**base, "name": "nsb", "host": cluster.addresses[1], "address": cluster.addresses[1]}
             deadline = time.monotonic() + 20
             while True:
@@ -152,14 +207,22 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
 
 def _settings(**overrides: object) -> dict:
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["mpi"]
-    return {**config, "sizes": [1, 4096, 65536], "warmup": 2, "iterations": 8, "series": 3,
-            "large_iterations": 3, "ranks": [2], "benchmarks": ["pingpong", "allreduce"],
-            "reference": {**config["reference"], "enabled": False}, **overrides}
+    return {
+        **config,
+        "sizes": [1, 4096, 65536],
+        "warmup": 2,
+        "iterations": 8,
+        "series": 3,
+        "large_iterations": 3,
+        "ranks": [2],
+        "benchmarks": ["pingpong", "allreduce"],
+        "reference": {**config["reference"], "enabled": False},
+        **overrides,
+    }
 
 
 @needs_services
-def test_peer_unreachable_from_the_first_node_is_one_line_and_writes_nothing(two_nodes: dict,
-                                                                            tmp_path: Path) -> None:
+def test_peer_unreachable_from_the_first_node_is_one_line_and_writes_nothing(two_nodes: dict, tmp_path: Path) -> None:
     # This machine reaches the peer (its host), but the address the first
     # node is told to use leads nowhere: mpirun would hang or fail there, so
     # the group says so first.
@@ -180,8 +243,12 @@ def test_this_machine_launches_across_an_ssh_peer(two_nodes: dict, tmp_path: Pat
     # A local first node: mpirun here, the peer reached with the inventory's
     # ssh settings as this machine uses them.
     cluster = two_nodes["cluster"]
-    local = {"name": "here", "runner": "local", "address": two_nodes["gateway"],
-             "mpi": {"peers": ["nsb"], "ranks_per_node": 1, "bind_to": "none", "interface": str(cluster.subnet)}}
+    local = {
+        "name": "here",
+        "runner": "local",
+        "address": two_nodes["gateway"],
+        "mpi": {"peers": ["nsb"], "ranks_per_node": 1, "bind_to": "none", "interface": str(cluster.subnet)},
+    }
     out = tmp_path / "rep1.csv"
     measure("mpi", local, _settings(transports=["shm"]), 1, 7, out, peer_entries=[two_nodes["peer"]])
     launches = {(r["transport"], r["ranks"]): r for r in formats.launch_rows(out)[0]}
@@ -199,23 +266,46 @@ def test_pipeline_runs_echo_mpi_and_ib_on_ssh_nodes(two_nodes: dict, tmp_path: P
     # echo servers with their load generator on this machine (requests cross
     # the bridge), MPI within itself and across to nsb, and perftest against nsb.
     wd = copy_workflow(tmp_path / "iolab")
-    local = {"name": "local", "runner": "local", "cpus": {"probe": 1, "server": 0, "client": 1},
-             "experiments": ["syscall", "sendrecv", "uring_batch", "nop"]}
+    local = {
+        "name": "local",
+        "runner": "local",
+        "cpus": {"probe": 1, "server": 0, "client": 1},
+        "experiments": ["syscall", "sendrecv", "uring_batch", "nop"],
+    }
     # Neither namespace has an RDMA device, so ib is skipped with the reason and M1 uses MPI.
-    first = {**two_nodes["first"], "experiments": ["echo", "mpi", "ib"], "ib": {"peer": "nsb"},
-             "echo_client": "local", "cpus": {"probe": 1, "server": 0, "client": 1}}
+    first = {
+        **two_nodes["first"],
+        "experiments": ["echo", "mpi", "ib"],
+        "ib": {"peer": "nsb"},
+        "echo_client": "local",
+        "cpus": {"probe": 1, "server": 0, "client": 1},
+    }
     peer = {**two_nodes["peer"], "experiments": []}
     (wd / "config" / "test-nodes.yaml").write_text(yaml.safe_dump({"nodes": [local, first, peer]}))
-    (wd / "config" / "test-overlay.yaml").write_text(yaml.safe_dump({
-        "repeats": 1,
-        "experiments": {"trace": {"enabled": False},
-                        "echo": {"only": ["epoll", "default"], "connections": [50]},
-                        # tcp left out (each launch over ssh costs about 2 s); netns
-                        # stays, to show an ssh node leaving it out.
-                        "mpi": {"transports": ["shm", "netns"], "ranks": [2, 4],
-                                "selections": ["pinned", "default"]}}}))
-    res = snakemake(wd, "--cores", "all", "--configfile", "config/profiles/smoke.yaml",
-                    "config/test-nodes.yaml", "config/test-overlay.yaml", timeout=1500)
+    (wd / "config" / "test-overlay.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "repeats": 1,
+                "experiments": {
+                    "trace": {"enabled": False},
+                    "echo": {"only": ["epoll", "default"], "connections": [50]},
+                    # tcp left out (each launch over ssh costs about 2 s); netns
+                    # stays, to show an ssh node leaving it out.
+                    "mpi": {"transports": ["shm", "netns"], "ranks": [2, 4], "selections": ["pinned", "default"]},
+                },
+            }
+        )
+    )
+    res = snakemake(
+        wd,
+        "--cores",
+        "all",
+        "--configfile",
+        "config/profiles/smoke.yaml",
+        "config/test-nodes.yaml",
+        "config/test-overlay.yaml",
+        timeout=1500,
+    )
     assert res.returncode == 0, res.stderr[-4000:]
     for experiment in ("echo", "mpi"):
         raws = list((wd / "data" / "raw" / "nsa" / experiment).glob("*/rep1.csv"))
@@ -240,13 +330,14 @@ def test_pipeline_runs_echo_mpi_and_ib_on_ssh_nodes(two_nodes: dict, tmp_path: P
     # Across nodes, Open MPI's default algorithms ran too, as the seed ran them.
     default = [r for r in records if r["transport"] == "nodes" and r["selection"] == "default"]
     assert {(r["ranks"], r["method"]) for r in default} == {(p, m) for p in (2, 4) for m in ("probe", "osu")}
-    assert not any(a["pinned"] for r in default
-                                         for a in r["probe_meta"]["algorithms"].values())
+    assert not any(a["pinned"] for r in default for a in r["probe_meta"]["algorithms"].values())
     across = launches[("nodes", 2, "mpi-probe")]
     group = across["group"]
     assert group["nodes"] == ["nsa", "nsb"] and group["ranks_per_node"] == [1, 1]
-    assert group["hostfile"].splitlines()[1:] == [f"{two_nodes['first']['address']} slots=1  # nsa",
-                                                  f"{two_nodes['peer']['address']} slots=1  # nsb"]
+    assert group["hostfile"].splitlines()[1:] == [
+        f"{two_nodes['first']['address']} slots=1  # nsa",
+        f"{two_nodes['peer']['address']} slots=1  # nsb",
+    ]
     # Each rank ran on its own node (the namespaces' host names), from that node's build.
     cluster = two_nodes["cluster"]
     assert across["probe_meta"]["processors"] == cluster.names

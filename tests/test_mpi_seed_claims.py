@@ -13,24 +13,51 @@ from iolab.analysis import claims
 from iolab.analysis.verdicts import Outcome, combine
 from iolab.report import numbers
 
-DRIFT = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.05, 0.85, 1.15, 0.95]   # shared by both pairs within a repetition
+DRIFT = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.05, 0.85, 1.15, 0.95]  # shared by both pairs within a repetition
 SIZES = [4, 1024, 16384, 65536, 1 << 20]
 
 
-def rows(node: str, kind: str, bench: str, size: int, time_ns: float, transport: str = "nodes",
-         ranks: int = 16, hosts: int = 2, oversubscribed: bool = False, pinned: bool = False,
-         method: str = "osu", fabric: str = "infiniband") -> list[dict]:
+def rows(
+    node: str,
+    kind: str,
+    bench: str,
+    size: int,
+    time_ns: float,
+    transport: str = "nodes",
+    ranks: int = 16,
+    hosts: int = 2,
+    oversubscribed: bool = False,
+    pinned: bool = False,
+    method: str = "osu",
+    fabric: str = "infiniband",
+) -> list[dict]:
     """Launch rows on the seed's fabric unless ``fabric`` says otherwise: the
     VM's NICs include an SR-IOV virtual function."""
     nic = "paravirtual, sr-iov vf" if kind == "vm" else "physical"
-    return [{"node": node, "kind": kind, "transport": transport, "bench": bench, "ranks": ranks, "bytes": size,
-             "rep": rep, "time_ns": time_ns * d, "method": method, "oversubscribed": oversubscribed,
-             "pinned": pinned, "hosts": hosts, "fabric": fabric, "nic_kind": nic}
-            for rep, d in enumerate(DRIFT, 1)]
+    return [
+        {
+            "node": node,
+            "kind": kind,
+            "transport": transport,
+            "bench": bench,
+            "ranks": ranks,
+            "bytes": size,
+            "rep": rep,
+            "time_ns": time_ns * d,
+            "method": method,
+            "oversubscribed": oversubscribed,
+            "pinned": pinned,
+            "hosts": hosts,
+            "fabric": fabric,
+            "nic_kind": nic,
+        }
+        for rep, d in enumerate(DRIFT, 1)
+    ]
 
 
-def two_pairs(ratio: dict[str, list[float]], latency: float = 0.75, bandwidth: float = 0.99,
-              **extra: object) -> pd.DataFrame:
+def two_pairs(
+    ratio: dict[str, list[float]], latency: float = 0.75, bandwidth: float = 0.99, **extra: object
+) -> pd.DataFrame:
     """A bare-metal pair and a VM pair; ``ratio[bench]`` is native/VM time
     per size in SIZES."""
     out = []
@@ -45,8 +72,11 @@ def two_pairs(ratio: dict[str, list[float]], latency: float = 0.75, bandwidth: f
     return pd.DataFrame(out)
 
 
-SEED_LIKE = {"bcast": [0.9, 0.85, 0.55, 0.8, 0.95], "allreduce": [0.9, 0.7, 0.85, 0.8, 0.9],
-             "alltoall": [0.87, 0.9, 0.95, 0.9, 0.88]}
+SEED_LIKE = {
+    "bcast": [0.9, 0.85, 0.55, 0.8, 0.95],
+    "allreduce": [0.9, 0.7, 0.85, 0.8, 0.9],
+    "alltoall": [0.87, 0.9, 0.95, 0.9, 0.88],
+}
 
 
 def by_part(findings: list) -> dict[str, object]:
@@ -77,7 +107,10 @@ def test_no_penalty_is_not_reproduced() -> None:
     same = {b: [1.0] * len(SIZES) for b in ("bcast", "allreduce", "alltoall")}
     found = claims.m2(two_pairs(same, latency=1.0, bandwidth=1.0))
     assert [f.outcome for f in found] == [Outcome.NOT_REPRODUCED, Outcome.REPRODUCED] * 2 + [
-        Outcome.REPRODUCED, Outcome.REPRODUCED, Outcome.NOT_REPRODUCED]
+        Outcome.REPRODUCED,
+        Outcome.REPRODUCED,
+        Outcome.NOT_REPRODUCED,
+    ]
     # "Mostly at or above 0.8" holds with no penalty; the worst ratios and the
     # 20 % average penalty do not.
     assert found[-1].estimate.value == pytest.approx(0.0)
@@ -111,10 +144,14 @@ def test_intra_node_transports_and_oversubscribed_launches_are_ignored() -> None
     per_rep = two_pairs(SEED_LIKE)
     # A shm launch and an oversubscribed cross-node launch that would make
     # everything "not reproduced" if they counted.
-    noise = pd.concat([two_pairs({b: [0.1] * len(SIZES) for b in SEED_LIKE}, latency=0.1, bandwidth=0.1,
-                                 transport="shm", hosts=1),
-                       two_pairs({b: [0.1] * len(SIZES) for b in SEED_LIKE}, latency=0.1, bandwidth=0.1,
-                                 ranks=64, oversubscribed=True)])
+    noise = pd.concat(
+        [
+            two_pairs({b: [0.1] * len(SIZES) for b in SEED_LIKE}, latency=0.1, bandwidth=0.1, transport="shm", hosts=1),
+            two_pairs(
+                {b: [0.1] * len(SIZES) for b in SEED_LIKE}, latency=0.1, bandwidth=0.1, ranks=64, oversubscribed=True
+            ),
+        ]
+    )
     found = [*claims.m1(pd.concat([per_rep, noise])), *claims.m2(pd.concat([per_rep, noise]))]
     assert all(f.outcome is Outcome.REPRODUCED for f in found), [f.summary() for f in found]
 
@@ -136,18 +173,19 @@ def test_default_algorithms_are_preferred_and_pinned_ones_are_labelled() -> None
     # With both, the default selection decides (here it reproduces) and the
     # pinned algorithms follow as a second row of context parts, which would
     # not reproduce and do not count.
-    mixed = pd.concat([two_pairs(SEED_LIKE), two_pairs({b: [0.1] * len(SIZES) for b in SEED_LIKE},
-                                                       pinned=True)])
+    mixed = pd.concat([two_pairs(SEED_LIKE), two_pairs({b: [0.1] * len(SIZES) for b in SEED_LIKE}, pinned=True)])
     found = claims.m2(mixed)
     decided, second = [f for f in found if not f.context], [f for f in found if f.context]
     assert len(decided) == len(second) == 7
-    assert all(f.outcome is Outcome.REPRODUCED and "Open MPI's default algorithms" in f.part
-               for f in decided if "worst" in f.part)
+    assert all(
+        f.outcome is Outcome.REPRODUCED and "Open MPI's default algorithms" in f.part
+        for f in decided
+        if "worst" in f.part
+    )
     assert all("[second row: pinned algorithms, context]" in f.part for f in second)
     assert second[0].outcome is Outcome.NOT_REPRODUCED and second[0].estimate.value == pytest.approx(0.1)
     assert combine(found) is Outcome.REPRODUCED
-    assert numbers.claim_verdicts(found)["M2"] == \
-        "reproduced (decided 7 of 7 parts, 0 not testable here)"
+    assert numbers.claim_verdicts(found)["M2"] == "reproduced (decided 7 of 7 parts, 0 not testable here)"
 
 
 def test_another_fabric_than_the_seeds_makes_every_part_context() -> None:
@@ -155,16 +193,23 @@ def test_another_fabric_than_the_seeds_makes_every_part_context() -> None:
     for fn in (claims.m1, claims.m2, claims.m3):
         first, *rest = fn(tcp)
         assert first.outcome is Outcome.NOT_TESTABLE and not first.context
-        assert first.reason.startswith("the source ran InfiniBand verbs between the nodes, an SR-IOV virtual "
-                                       "function in each VM; these launches ran tcp")
+        assert first.reason.startswith(
+            "the source ran InfiniBand verbs between the nodes, an SR-IOV virtual "
+            "function in each VM; these launches ran tcp"
+        )
         assert rest and all(f.context for f in rest)
     # An InfiniBand fabric with a VM whose NIC is paravirtual only: still not the seed's.
     no_vf = two_pairs(SEED_LIKE).assign(nic_kind="paravirtual")
     assert "VM's NICs paravirtual" in claims.m2(no_vf)[0].reason
 
 
-def noisy_pairs(rng: np.random.Generator, ratio: float | dict[tuple[str, int], float], reps: int,
-                sizes: list[int], noise: float = 0.02) -> pd.DataFrame:
+def noisy_pairs(
+    rng: np.random.Generator,
+    ratio: float | dict[tuple[str, int], float],
+    reps: int,
+    sizes: list[int],
+    noise: float = 0.02,
+) -> pd.DataFrame:
     """Both pairs over ``reps`` repetitions, each size's time with its own
     lognormal noise per node; native/VM is ``ratio`` (per (bench, size))."""
     out = []
@@ -174,10 +219,24 @@ def noisy_pairs(rng: np.random.Generator, ratio: float | dict[tuple[str, int], f
             for rep in range(1, reps + 1):
                 for node, kind, t in (("metal", "bare-metal", 1e4 * r), ("guest", "vm", 1e4)):
                     nic = "paravirtual, sr-iov vf" if kind == "vm" else "physical"
-                    out.append({"node": node, "kind": kind, "transport": "nodes", "bench": bench, "ranks": 16,
-                                "bytes": size, "rep": rep, "time_ns": t * rng.lognormal(0, noise),
-                                "method": "osu", "oversubscribed": False, "pinned": False, "hosts": 2,
-                                "fabric": "infiniband", "nic_kind": nic})
+                    out.append(
+                        {
+                            "node": node,
+                            "kind": kind,
+                            "transport": "nodes",
+                            "bench": bench,
+                            "ranks": 16,
+                            "bytes": size,
+                            "rep": rep,
+                            "time_ns": t * rng.lognormal(0, noise),
+                            "method": "osu",
+                            "oversubscribed": False,
+                            "pinned": False,
+                            "hosts": 2,
+                            "fabric": "infiniband",
+                            "nic_kind": nic,
+                        }
+                    )
     return pd.DataFrame(out)
 
 
@@ -229,10 +288,22 @@ def test_m3_a_vm_faster_at_some_size() -> None:
 
 def test_the_seeds_estimator_is_shown_beside_the_median() -> None:
     per_rep = two_pairs(SEED_LIKE)
-    mean3 = pd.DataFrame([{"node": n, "kind": k, "transport": "nodes", "bench": "bcast", "ranks": 16, "bytes": s,
-                           "method": "osu", "mean3_ns": 1e4 * (r if n == "metal" else 1.0)}
-                          for n, k in (("metal", "bare-metal"), ("guest", "vm"))
-                          for s, r in zip(SIZES, [0.9, 0.85, 0.6, 0.8, 0.95], strict=True)])
+    mean3 = pd.DataFrame(
+        [
+            {
+                "node": n,
+                "kind": k,
+                "transport": "nodes",
+                "bench": "bcast",
+                "ranks": 16,
+                "bytes": s,
+                "method": "osu",
+                "mean3_ns": 1e4 * (r if n == "metal" else 1.0),
+            }
+            for n, k in (("metal", "bare-metal"), ("guest", "vm"))
+            for s, r in zip(SIZES, [0.9, 0.85, 0.6, 0.8, 0.95], strict=True)
+        ]
+    )
     assert "the source's estimator (mean of 3 smallest series) 0.6" in claims.m2(per_rep, mean3)[0].part
 
 
@@ -241,18 +312,40 @@ def perftest_rows(latency_ratio: list[float], bandwidth_ratio: float = 0.99) -> 
     per repetition as given, bandwidth VM/native."""
     out = []
     for rep, (r, d) in enumerate(zip(latency_ratio, DRIFT, strict=True), 1):
-        for node, kind, lat, bw in (("metal", "bare-metal", 1.0 * r * d, 6000.0),
-                                    ("guest", "vm", 1.0 * d, 6000.0 * bandwidth_ratio)):
+        for node, kind, lat, bw in (
+            ("metal", "bare-metal", 1.0 * r * d, 6000.0),
+            ("guest", "vm", 1.0 * d, 6000.0 * bandwidth_ratio),
+        ):
             fabric = {"link_layer": "InfiniBand", "nic_kind": "sr-iov vf" if kind == "vm" else "physical"}
-            out += [{"node": node, "kind": kind, "rep": rep, "program": "ib_send_lat", "bytes": 2,
-                     "iterations": 1000, "metric": "t_typical_us", "value": lat, **fabric},
-                    {"node": node, "kind": kind, "rep": rep, "program": "ib_send_bw", "bytes": 1 << 23,
-                     "iterations": 1000, "metric": "bw_average_mb_s", "value": bw, **fabric}]
+            out += [
+                {
+                    "node": node,
+                    "kind": kind,
+                    "rep": rep,
+                    "program": "ib_send_lat",
+                    "bytes": 2,
+                    "iterations": 1000,
+                    "metric": "t_typical_us",
+                    "value": lat,
+                    **fabric,
+                },
+                {
+                    "node": node,
+                    "kind": kind,
+                    "rep": rep,
+                    "program": "ib_send_bw",
+                    "bytes": 1 << 23,
+                    "iterations": 1000,
+                    "metric": "bw_average_mb_s",
+                    "value": bw,
+                    **fabric,
+                },
+            ]
     return pd.DataFrame(out)
 
 
 def test_m1_uses_perftest_where_both_kinds_ran_it() -> None:
-    mpi_only = two_pairs(SEED_LIKE, latency=0.1)      # MPI would say "not reproduced"
+    mpi_only = two_pairs(SEED_LIKE, latency=0.1)  # MPI would say "not reproduced"
     latency, bandwidth = claims.m1(mpi_only, ib=perftest_rows([0.75] * len(DRIFT)))
     assert latency.part.startswith("native/VM ib_send_lat typical latency, 2 B (metal against guest)")
     assert latency.estimate.value == pytest.approx(0.75) and latency.outcome is Outcome.REPRODUCED
@@ -281,7 +374,20 @@ def test_m1_falls_back_to_mpi_without_perftest_on_both_kinds() -> None:
     vm_only = vm_only[vm_only["kind"] == "vm"]
     latency, _ = claims.m1(two_pairs(SEED_LIKE), ib=vm_only)
     assert latency.part.startswith("native/VM latency, MPI ping-pong 1 B across nodes")
-    skipped = pd.DataFrame([{"node": "metal", "kind": "bare-metal", "rep": 1, "program": None, "bytes": None,
-                             "iterations": None, "metric": None, "value": None, "skipped": "no RDMA device"}])
+    skipped = pd.DataFrame(
+        [
+            {
+                "node": "metal",
+                "kind": "bare-metal",
+                "rep": 1,
+                "program": None,
+                "bytes": None,
+                "iterations": None,
+                "metric": None,
+                "value": None,
+                "skipped": "no RDMA device",
+            }
+        ]
+    )
     latency, _ = claims.m1(two_pairs(SEED_LIKE), ib=skipped)
     assert "MPI ping-pong" in latency.part
