@@ -33,11 +33,18 @@ def quantities(numbers: dict) -> dict[str, tuple[str, list[float], float]]:
     """key -> (group, this run's repetition values, its reported value)."""
     out = {}
     for key, entry in numbers.items():
-        if isinstance(entry, dict) and isinstance(entry.get("reps"), list) and isinstance(entry.get("value"), (int, float)):
+        if (
+            isinstance(entry, dict)
+            and isinstance(entry.get("reps"), list)
+            and isinstance(entry.get("value"), (int, float))
+        ):
             reps = [float(v) for v in entry["reps"] if isinstance(v, (int, float))]
             if len(reps) >= 3 and all(math.isfinite(v) for v in reps):
-                out[key] = (occasions.group_of(entry.get("notebook", ""), str(entry.get("unit", ""))), reps,
-                            float(entry["value"]))
+                out[key] = (
+                    occasions.group_of(entry.get("notebook", ""), str(entry.get("unit", ""))),
+                    reps,
+                    float(entry["value"]),
+                )
     return out
 
 
@@ -46,8 +53,9 @@ def old_interval(values: list[float], level: float) -> tuple[float, float]:
     from scipy import stats as sps
 
     a = np.asarray(values)
-    res = sps.bootstrap((a,), np.median, confidence_level=level, n_resamples=2000, method="percentile",
-                        rng=np.random.default_rng(0))
+    res = sps.bootstrap(
+        (a,), np.median, confidence_level=level, n_resamples=2000, method="percentile", rng=np.random.default_rng(0)
+    )
     half = float(sps.t.ppf(0.5 + level / 2, a.size - 1)) * math.sqrt(2) * float(res.standard_error)
     return float(np.median(a)) - half, float(np.median(a)) + half
 
@@ -85,13 +93,17 @@ def main() -> int:
                 else:
                     inside[lv] += 1
     pairs = len(runs) * (len(runs) - 1)
-    print(f"{len(runs)} runs, {pairs} ordered pairs, {checked} values checked "
-          f"({'before: symmetric, one occasion' if args.old else 'log scale, occasion spread estimated without the re-run'})")
+    print(
+        f"{len(runs)} runs, {pairs} ordered pairs, {checked} values checked "
+        f"({'before: symmetric, one occasion' if args.old else 'log scale, occasion spread estimated without the re-run'})"
+    )
     print(f"{'nominal':>8} {'inside':>8} {'above':>7} {'below':>7} {'above:below':>12}")
     for lv in LEVELS:
         ratio = upper[lv] / lower[lv] if lower[lv] else math.inf
-        print(f"{lv:>8.0%} {inside[lv] / checked:>8.1%} {upper[lv] / checked:>7.1%} {lower[lv] / checked:>7.1%} "
-              f"{ratio:>12.2f}")
+        print(
+            f"{lv:>8.0%} {inside[lv] / checked:>8.1%} {upper[lv] / checked:>7.1%} {lower[lv] / checked:>7.1%} "
+            f"{ratio:>12.2f}"
+        )
     if args.figure:
         import matplotlib
 

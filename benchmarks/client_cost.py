@@ -26,8 +26,15 @@ from pathlib import Path
 from iolab.experiments import echo
 from iolab.runners import LocalRunner
 
-SERVERS = {"epoll": (), "single_issuer_defer_taskrun_multishot_buf_ring":
-           ("--single-issuer", "--defer-taskrun", "--multishot-recv", "--buf-ring")}
+SERVERS = {
+    "epoll": (),
+    "single_issuer_defer_taskrun_multishot_buf_ring": (
+        "--single-issuer",
+        "--defer-taskrun",
+        "--multishot-recv",
+        "--buf-ring",
+    ),
+}
 CLIENTS = ("event-loop", "event-loop-uring")
 BASELINE = "event-loop-uring (baseline)"
 
@@ -65,29 +72,43 @@ def main() -> None:
             rng.shuffle(cells)
             for server, client in cells:
                 runner = BaselineRunner(args.baseline_loadgen) if client == BASELINE else LocalRunner()
-                cell = echo.Cell(server, SERVERS[server], 50, args.bytes,
-                                 client="event-loop-uring" if client == BASELINE else client)
-                got = echo.measure_cell(cell, run, {"server": 0, "client": 1},
-                                        Path(tmp) / f"{r}-{server}-{client}.csv", runner)
+                cell = echo.Cell(
+                    server, SERVERS[server], 50, args.bytes, client="event-loop-uring" if client == BASELINE else client
+                )
+                got = echo.measure_cell(
+                    cell, run, {"server": 0, "client": 1}, Path(tmp) / f"{r}-{server}-{client}.csv", runner
+                )
                 n = got["server_bytes"] / args.bytes
                 cost[r, server, client] = (got["server_cpu_ns"] / n / 1e3, got["client_cpu_ns"] / n / 1e3)
-                print(f"round {r + 1} {server} / {client}: {got['rps']:.0f} req/s, server "
-                      f"{cost[r, server, client][0]:.2f} us/req, client {cost[r, server, client][1]:.2f} us/req",
-                      flush=True)
+                print(
+                    f"round {r + 1} {server} / {client}: {got['rps']:.0f} req/s, server "
+                    f"{cost[r, server, client][0]:.2f} us/req, client {cost[r, server, client][1]:.2f} us/req",
+                    flush=True,
+                )
     rounds = range(args.rounds)
     best = "single_issuer_defer_taskrun_multishot_buf_ring"
     for client in CLIENTS:
-        print(f"{client} client / cheapest ring's server CPU, same cell:",
-              spread([cost[r, best, client][1] / cost[r, best, client][0] for r in rounds]))
-    print("io_uring client / epoll client CPU, same server and round:",
-          spread([cost[r, s, "event-loop-uring"][1] / cost[r, s, "event-loop"][1] for r in rounds for s in SERVERS]))
-    print("cheapest ring's CPU under the io_uring client / under the epoll client:",
-          spread([cost[r, best, "event-loop-uring"][0] / cost[r, best, "event-loop"][0] for r in rounds]))
+        print(
+            f"{client} client / cheapest ring's server CPU, same cell:",
+            spread([cost[r, best, client][1] / cost[r, best, client][0] for r in rounds]),
+        )
+    print(
+        "io_uring client / epoll client CPU, same server and round:",
+        spread([cost[r, s, "event-loop-uring"][1] / cost[r, s, "event-loop"][1] for r in rounds for s in SERVERS]),
+    )
+    print(
+        "cheapest ring's CPU under the io_uring client / under the epoll client:",
+        spread([cost[r, best, "event-loop-uring"][0] / cost[r, best, "event-loop"][0] for r in rounds]),
+    )
     if args.baseline_loadgen:
-        print(f"{BASELINE} client / cheapest ring's server CPU, same cell:",
-              spread([cost[r, best, BASELINE][1] / cost[r, best, BASELINE][0] for r in rounds]))
-        print("io_uring client / the baseline build's, same server and round:",
-              spread([cost[r, s, "event-loop-uring"][1] / cost[r, s, BASELINE][1] for r in rounds for s in SERVERS]))
+        print(
+            f"{BASELINE} client / cheapest ring's server CPU, same cell:",
+            spread([cost[r, best, BASELINE][1] / cost[r, best, BASELINE][0] for r in rounds]),
+        )
+        print(
+            "io_uring client / the baseline build's, same server and round:",
+            spread([cost[r, s, "event-loop-uring"][1] / cost[r, s, BASELINE][1] for r in rounds for s in SERVERS]),
+        )
 
 
 if __name__ == "__main__":

@@ -18,16 +18,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from iolab.analysis import error_rates  # noqa: E402
 
-COLUMNS = ("part false reproduced", "part false not reproduced", "claim false reproduced",
-           "claim false not reproduced", "repetitions per part")
+COLUMNS = (
+    "part false reproduced",
+    "part false not reproduced",
+    "claim false reproduced",
+    "claim false not reproduced",
+    "repetitions per part",
+)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=400)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--procedure", action="append", choices=sorted(error_rates.PROCEDURES),
-                    help="only these procedures (default: all)")
+    ap.add_argument(
+        "--procedure",
+        action="append",
+        choices=sorted(error_rates.PROCEDURES),
+        help="only these procedures (default: all)",
+    )
     args = ap.parse_args()
     print(f"round effect sd (log) {error_rates.measured_round_sd():.4f}; {args.runs} runs per row")
     print(f"{'procedure':32} {'scenario':13} {'claim':9} " + " ".join(f"{c[:14]:>14}" for c in COLUMNS) + "  holds")

@@ -50,9 +50,24 @@ def one_round(scratch: Path, n: int) -> dict[str, float]:
     return {
         "deps check": timed([sys.executable, "-m", "iolab.deps", "check", "build"]),
         "make (up to date)": timed(["make", "-s", "-C", "native", "build/cost-probe"]),
-        "iolab.measure": timed([sys.executable, "-m", "iolab.measure", "syscall", "--node", json.dumps(NODE),
-                                "--settings", json.dumps(SETTINGS), "--rep", "1", "--seed", "1",
-                                "--output", str(out)]),
+        "iolab.measure": timed(
+            [
+                sys.executable,
+                "-m",
+                "iolab.measure",
+                "syscall",
+                "--node",
+                json.dumps(NODE),
+                "--settings",
+                json.dumps(SETTINGS),
+                "--rep",
+                "1",
+                "--seed",
+                "1",
+                "--output",
+                str(out),
+            ]
+        ),
     }
 
 
@@ -69,8 +84,10 @@ def main() -> None:
             print(f"round {n + 1}/{args.rounds}", file=sys.stderr)
     for step in rounds[0]:
         values = [r[step] for r in rounds]
-        print(f"{step:18s} median {statistics.median(values):.2f} s  ({min(values):.2f}-{max(values):.2f} s, "
-              f"{len(values)} rounds)")
+        print(
+            f"{step:18s} median {statistics.median(values):.2f} s  ({min(values):.2f}-{max(values):.2f} s, "
+            f"{len(values)} rounds)"
+        )
     totals = [sum(r.values()) for r in rounds]
     print(f"{'per job':18s} median {statistics.median(totals):.2f} s  ({min(totals):.2f}-{max(totals):.2f} s)")
 

@@ -70,11 +70,21 @@ def ours(bench: str, sizes: list[int], method: str, sync: str = "barrier") -> tu
         path = Path(tmp) / "out.csv"
         args = ["--bench", bench, "--sizes", ",".join(map(str, sizes)), "--method", method, "--output", str(path)]
         if method == "probe":
-            args += ["--iterations", "1000", "--series", "5", "--warmup", "100", "--large-iterations", "200",
-                     "--sync", sync]
+            args += [
+                "--iterations",
+                "1000",
+                "--series",
+                "5",
+                "--warmup",
+                "100",
+                "--large-iterations",
+                "200",
+                "--sync",
+                sync,
+            ]
         run([str(PROBE), *args])
         text = path.read_text()
-    meta = json.loads(next(ln for ln in text.splitlines() if ln.startswith("# meta: "))[len("# meta: "):])
+    meta = json.loads(next(ln for ln in text.splitlines() if ln.startswith("# meta: "))[len("# meta: ") :])
     timer = float(meta.get("timer_overhead_ns", 0.0))
     rows = list(csv.DictReader(ln for ln in text.splitlines() if not ln.startswith("#")))
     by_size: dict[int, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -103,8 +113,10 @@ def main() -> int:
     if not PROBE.exists():
         print(f"mpi_vs_osu: {PROBE} is not built: make -C native mpi", file=sys.stderr)
         return 2
-    programs = {"pingpong": args.osu / "pt2pt" / "osu_latency",
-                **{b: args.osu / "collective" / f"osu_{b}" for b in ("bcast", "allreduce", "alltoall")}}
+    programs = {
+        "pingpong": args.osu / "pt2pt" / "osu_latency",
+        **{b: args.osu / "collective" / f"osu_{b}" for b in ("bcast", "allreduce", "alltoall")},
+    }
     missing = [str(p) for p in programs.values() if not p.exists()]
     if missing:
         print(f"mpi_vs_osu: not built: {', '.join(missing)}", file=sys.stderr)

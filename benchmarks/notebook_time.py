@@ -51,8 +51,10 @@ def tool(name: str) -> str:
     beside = Path(sys.executable).parent / name
     found = str(beside) if beside.exists() else shutil.which(name)
     if found is None:
-        sys.exit(f"notebook_time: {name} not found; run this with the environment's Python "
-                 "(.venv/bin/python, or python inside ./repro shell)")
+        sys.exit(
+            f"notebook_time: {name} not found; run this with the environment's Python "
+            "(.venv/bin/python, or python inside ./repro shell)"
+        )
     return found
 
 
@@ -68,14 +70,32 @@ def reference_flags(name: str) -> list[str]:
 def run_once(name: str, tables: list[str], jupytext: str, papermill_cli: str, scratch: Path) -> float:
     out = scratch / name
     out.mkdir(parents=True)
-    flags = [*tables, "-p", "figure_dir", str(out / "figures"), "-p", "numbers_out", str(out / "numbers.json"),
-             "-p", "manifest_out", str(out / "manifest.json")]
+    flags = [
+        *tables,
+        "-p",
+        "figure_dir",
+        str(out / "figures"),
+        "-p",
+        "numbers_out",
+        str(out / "numbers.json"),
+        "-p",
+        "manifest_out",
+        str(out / "manifest.json"),
+    ]
     start = time.monotonic()
-    notebook = subprocess.run([jupytext, "--quiet", "--to", "ipynb", "--output", "-",
-                               str(NOTEBOOKS / f"{name}.py")], cwd=REPO, capture_output=True, check=True).stdout
-    res = subprocess.run([papermill_cli, "--no-progress-bar", "--cwd", ".", "-",
-                          str(out / f"{name}.ipynb"), *flags],
-                         cwd=REPO, input=notebook, capture_output=True, env=ENV)
+    notebook = subprocess.run(
+        [jupytext, "--quiet", "--to", "ipynb", "--output", "-", str(NOTEBOOKS / f"{name}.py")],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+    ).stdout
+    res = subprocess.run(
+        [papermill_cli, "--no-progress-bar", "--cwd", ".", "-", str(out / f"{name}.ipynb"), *flags],
+        cwd=REPO,
+        input=notebook,
+        capture_output=True,
+        env=ENV,
+    )
     seconds = time.monotonic() - start
     if res.returncode != 0:
         last = res.stderr.decode(errors="replace").strip().splitlines()[-1:]
@@ -87,8 +107,9 @@ def main() -> None:
     available = sorted(p.stem for p in NOTEBOOKS.glob("*.py"))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
-    parser.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
-                        help=f"notebooks to time (default: all of {', '.join(available)})")
+    parser.add_argument(
+        "notebooks", nargs="*", metavar="NOTEBOOK", help=f"notebooks to time (default: all of {', '.join(available)})"
+    )
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
@@ -103,12 +124,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="iolab-notebooks-") as scratch:
         for n in range(args.rounds):
             for name in names:
-                times[name].append(run_once(name, tables[name], jupytext, papermill_cli,
-                                            Path(scratch) / f"round{n}"))
+                times[name].append(run_once(name, tables[name], jupytext, papermill_cli, Path(scratch) / f"round{n}"))
             print(f"round {n + 1}/{args.rounds}", file=sys.stderr)
     for name, values in times.items():
-        print(f"{name:12s} median {statistics.median(values):5.1f} s  "
-              f"({min(values):.1f}-{max(values):.1f} s, {len(values)} rounds)")
+        print(
+            f"{name:12s} median {statistics.median(values):5.1f} s  "
+            f"({min(values):.1f}-{max(values):.1f} s, {len(values)} rounds)"
+        )
     print(f"{'sum':12s} median {sum(statistics.median(v) for v in times.values()):5.1f} s")
 
 

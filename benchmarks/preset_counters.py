@@ -72,17 +72,25 @@ def main() -> None:
                     if echo.failed_status(str(e)) != "unavailable":
                         raise
                     print(f"{name}: {e}; left out", flush=True)
-                    del presets[name]   # e.g. a helper CPU this machine does not have
+                    del presets[name]  # e.g. a helper CPU this machine does not have
                     continue
                 n = got["server_bytes"] / 128
                 row: dict[str, float | int | str] = {
-                    "round": r + 1, "preset": name, "rps": got["rps"], "requests": n,
-                    "server_us": got["server_cpu_ns"] / n / 1e3, "client_us": got["client_cpu_ns"] / n / 1e3}
+                    "round": r + 1,
+                    "preset": name,
+                    "rps": got["rps"],
+                    "requests": n,
+                    "server_us": got["server_cpu_ns"] / n / 1e3,
+                    "client_us": got["client_cpu_ns"] / n / 1e3,
+                }
                 for k in COUNTERS:
                     row[k] = float(got[k]) / n if got[k] != "" else float("nan")
                 rows.append(row)
-                print(f"round {r + 1}/{args.rounds} {name}: {got['rps']:.0f} req/s, server "
-                      f"{row['server_us']:.2f} us/req, client {row['client_us']:.2f} us/req", flush=True)
+                print(
+                    f"round {r + 1}/{args.rounds} {name}: {got['rps']:.0f} req/s, server "
+                    f"{row['server_us']:.2f} us/req, client {row['client_us']:.2f} us/req",
+                    flush=True,
+                )
     if args.csv:
         with args.csv.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
@@ -93,8 +101,10 @@ def main() -> None:
     if not presets:
         raise SystemExit("preset_counters: no preset could run here")
     reference = "default" if "default" in presets else next(iter(presets))
-    print(f"\nc=50, 128 B, {args.rounds} rounds of {args.duration:g} s; CPU in us per request as "
-          f"min-max (median); ratio to {reference} within each round; counters per request (median)")
+    print(
+        f"\nc=50, 128 B, {args.rounds} rounds of {args.duration:g} s; CPU in us per request as "
+        f"min-max (median); ratio to {reference} within each round; counters per request (median)"
+    )
     print(f"| preset | server CPU | / {reference} | client CPU | " + " | ".join(COUNTERS) + " |")
     print("|---" * (4 + len(COUNTERS)) + "|")
     for name in presets:
@@ -102,8 +112,11 @@ def main() -> None:
         client = [float(by[r, name]["client_us"]) for r in rounds]
         ratio = [float(by[r, name]["server_us"]) / float(by[r, reference]["server_us"]) for r in rounds]
         counts = [statistics.median(float(by[r, name][k]) for r in rounds) for k in COUNTERS]
-        print(f"| {name} | {spread(server)} | {spread(ratio)} | {spread(client)} | "
-              + " | ".join(f"{c:.2f}" for c in counts) + " |")
+        print(
+            f"| {name} | {spread(server)} | {spread(ratio)} | {spread(client)} | "
+            + " | ".join(f"{c:.2f}" for c in counts)
+            + " |"
+        )
 
 
 if __name__ == "__main__":

@@ -48,8 +48,9 @@ def timed(argv: list[str], env: dict[str, str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="rounds (default 5)")
-    parser.add_argument("--with-path", type=Path, metavar="DIR",
-                        help="also run every command with DIR on PYTHONPATH, interleaved")
+    parser.add_argument(
+        "--with-path", type=Path, metavar="DIR", help="also run every command with DIR on PYTHONPATH, interleaved"
+    )
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
@@ -66,8 +67,10 @@ def main() -> None:
                 times.setdefault((name, cond), []).append(timed(argv, env))
         print(f"round {n + 1}/{args.rounds}", file=sys.stderr)
     for (name, cond), values in times.items():
-        print(f"{name:20s} {cond:24s} median {statistics.median(values):.2f} s  "
-              f"({min(values):.2f}-{max(values):.2f} s, {len(values)} rounds)")
+        print(
+            f"{name:20s} {cond:24s} median {statistics.median(values):.2f} s  "
+            f"({min(values):.2f}-{max(values):.2f} s, {len(values)} rounds)"
+        )
 
 
 if __name__ == "__main__":

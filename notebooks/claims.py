@@ -34,9 +34,9 @@ echo_table = "auto"  # "" when the echo experiment is disabled
 mpi_table = "auto"  # "" when the mpi experiment is disabled
 ib_table = ""  # perftest (M1); "" when no node ran the ib experiment
 trace_table = "auto"  # bpftrace counts (U5: io-wq use); "" when the trace experiment is disabled
-node = ""                 # "": the first node in name order
-anytime_after = 0         # adaptive precision is on, with a round 0 of this many repetitions: 0 if it is off
-reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
+node = ""  # "": the first node in name order
+anytime_after = 0  # adaptive precision is on, with a round 0 of this many repetitions: 0 if it is off
+reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/claims.json"
 manifest_out = "results/by-hand/figures/claims.json"
@@ -50,8 +50,15 @@ from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 
 plots.style.apply()
-sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
-           "echo": echo_table, "mpi": mpi_table, "ib": ib_table, "trace": trace_table}
+sources = {
+    "syscall": syscall_table,
+    "sendrecv": sendrecv_table,
+    "uring_batch": uring_batch_table,
+    "echo": echo_table,
+    "mpi": mpi_table,
+    "ib": ib_table,
+    "trace": trace_table,
+}
 out = Outputs("claims", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
 syscall = tables.load("syscall", syscall_table, reps=reps)
@@ -60,10 +67,17 @@ mpi = tables.load("mpi", mpi_table, reps=reps) if mpi_table else None
 sendrecv = tables.load("sendrecv", sendrecv_table, reps=reps)
 uring = tables.load("uring_batch", uring_batch_table, reps=reps)
 node = models.choose_node(syscall, node)
-findings = claims.evaluate(syscall, sendrecv, uring, echo, mpi, node=node,
-                           ib=tables.load("ib", ib_table, reps=reps) if ib_table else None,
-                           trace=tables.load("trace", trace_table, reps=reps) if trace_table else None,
-                           anytime_after=anytime_after)
+findings = claims.evaluate(
+    syscall,
+    sendrecv,
+    uring,
+    echo,
+    mpi,
+    node=node,
+    ib=tables.load("ib", ib_table, reps=reps) if ib_table else None,
+    trace=tables.load("trace", trace_table, reps=reps) if trace_table else None,
+    anytime_after=anytime_after,
+)
 print(verdicts.RULE_TEXT)
 verdicts.table(findings)
 

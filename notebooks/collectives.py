@@ -29,9 +29,9 @@
 
 # %% tags=["parameters"]
 mpi_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
-node = ""                 # "": the first node in name order
-reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
-transports = []           # e.g. ["shm", "tcp"]; []: every transport
+node = ""  # "": the first node in name order
+reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
+transports = []  # e.g. ["shm", "tcp"]; []: every transport
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/collectives.json"
 manifest_out = "results/by-hand/figures/collectives.json"
@@ -133,7 +133,16 @@ method_ratios
 # ## Numbers for the paper
 
 # %%
-numbers.collectives(out, raw=raw, summary=summary, transports=measured, hockney=hockney,
-                    rate_mbit=rate_mbit, agreement=agreement, fits=fits, ratio_tables=ratio_tables)
+numbers.collectives(
+    out,
+    raw=raw,
+    summary=summary,
+    transports=measured,
+    hockney=hockney,
+    rate_mbit=rate_mbit,
+    agreement=agreement,
+    fits=fits,
+    ratio_tables=ratio_tables,
+)
 out.finish()
 out.texts("mpi_tbf")

@@ -37,8 +37,8 @@ nop_table = "auto"
 trace_table = "auto"  # "" when the trace experiment is disabled
 echo_table = "auto"  # "" when the echo experiment is disabled
 send_zc_table = "auto"  # "" when the send_zc experiment did not run
-node = ""                 # "": the first node in name order
-reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
+node = ""  # "": the first node in name order
+reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/cost_model.json"
 manifest_out = "results/by-hand/figures/cost_model.json"
@@ -53,8 +53,15 @@ from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 
 plots.style.apply()
-sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
-           "nop": nop_table, "trace": trace_table, "echo": echo_table, "send_zc": send_zc_table}
+sources = {
+    "syscall": syscall_table,
+    "sendrecv": sendrecv_table,
+    "uring_batch": uring_batch_table,
+    "nop": nop_table,
+    "trace": trace_table,
+    "echo": echo_table,
+    "send_zc": send_zc_table,
+}
 out = Outputs("cost_model", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
 syscall = tables.load("syscall", syscall_table, reps=reps)
@@ -167,10 +174,22 @@ kernel_view
 # ## Numbers for the paper
 
 # %%
-numbers.cost_model(out, node=node, syscall=syscall, sendrecv=sendrecv, overall=overall, summary=summary,
-                   per_rep_point=per_rep_point, inputs=inputs, uring_batch_source=uring_batch_table,
-                   kernel_view=kernel_view, overlay=overlay, w_pattern=costmodel.w_pattern(per_rep_inputs),
-                   enter=costmodel.enter_overhead(nop, syscall, node), cost_per_rep=per_rep)
+numbers.cost_model(
+    out,
+    node=node,
+    syscall=syscall,
+    sendrecv=sendrecv,
+    overall=overall,
+    summary=summary,
+    per_rep_point=per_rep_point,
+    inputs=inputs,
+    uring_batch_source=uring_batch_table,
+    kernel_view=kernel_view,
+    overlay=overlay,
+    w_pattern=costmodel.w_pattern(per_rep_inputs),
+    enter=costmodel.enter_overhead(nop, syscall, node),
+    cost_per_rep=per_rep,
+)
 if zc_summary is not None:
     numbers.send_zc(out, zc_summary)
 out.finish()

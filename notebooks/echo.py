@@ -29,10 +29,10 @@ echo_table = "auto"  # "auto": the pipeline's latest table, else the shipped ref
 syscall_table = "auto"
 sendrecv_table = "auto"
 uring_batch_table = "auto"
-latency_table = "auto"    # the open-loop latency experiment; "": not run
-node = ""                 # "": the first node in name order
-reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
-presets = []              # e.g. ["epoll", "default"]; []: every preset
+latency_table = "auto"  # the open-loop latency experiment; "": not run
+node = ""  # "": the first node in name order
+reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
+presets = []  # e.g. ["epoll", "default"]; []: every preset
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/echo.json"
 manifest_out = "results/by-hand/figures/echo.json"
@@ -46,8 +46,13 @@ from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 
 plots.style.apply()
-sources = {"echo": echo_table, "syscall": syscall_table, "sendrecv": sendrecv_table,
-           "uring_batch": uring_batch_table, "latency": latency_table}
+sources = {
+    "echo": echo_table,
+    "syscall": syscall_table,
+    "sendrecv": sendrecv_table,
+    "uring_batch": uring_batch_table,
+    "latency": latency_table,
+}
 out = Outputs("echo", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
 all_echo = tables.load("echo", echo_table, reps=reps)
@@ -62,8 +67,12 @@ syscall = tables.load("syscall", syscall_table, reps=reps)
 # The floor comes from the cost probes of the echo node, or of the first
 # node that ran them when the echo node did not (the inventory's choice).
 cost_node = models.cost_node(syscall, node)
-floor = models.floor_request(syscall, tables.load("sendrecv", sendrecv_table, reps=reps),
-                             tables.load("uring_batch", uring_batch_table, reps=reps), cost_node)
+floor = models.floor_request(
+    syscall,
+    tables.load("sendrecv", sendrecv_table, reps=reps),
+    tables.load("uring_batch", uring_batch_table, reps=reps),
+    cost_node,
+)
 print(echostats.describe(echo, node, floor, cost_node))
 echostats.unavailable(echo)
 

@@ -29,9 +29,9 @@ sendrecv_table = "auto"
 uring_batch_table = "auto"
 echo_table = "auto"  # "" when the echo experiment is disabled
 mpi_table = "auto"  # "" when the mpi experiment is disabled
-reps = []                 # repetitions to use, e.g. [1, 2, 3]; []: all
-kind_a = ""               # "": bare-metal if present
-kind_b = ""               # "": vm if present
+reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
+kind_a = ""  # "": bare-metal if present
+kind_b = ""  # "": vm if present
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/nodes.json"
 manifest_out = "results/by-hand/figures/nodes.json"
@@ -45,8 +45,13 @@ from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs, figure_caption
 
 plots.style.apply()
-sources = {"syscall": syscall_table, "sendrecv": sendrecv_table, "uring_batch": uring_batch_table,
-           "echo": echo_table, "mpi": mpi_table}
+sources = {
+    "syscall": syscall_table,
+    "sendrecv": sendrecv_table,
+    "uring_batch": uring_batch_table,
+    "echo": echo_table,
+    "mpi": mpi_table,
+}
 out = Outputs("nodes", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
 syscall = tables.load("syscall", syscall_table, reps=reps)
@@ -82,9 +87,14 @@ if mpi_r is not None:
     plt.show()
 if echo_r is not None:
     fig = plots.nodes.echo_ratio_figure(echo_r, "Echo metric ratio " + title)
-    out.figure(fig, "nodes_echo_ratio", caption=f"Echo ratios {title} per server configuration: "
-               "req/s as second/first, CPU per request and p99 as first/second (below 1: the "
-               "second node is worse).", data=echo)
+    out.figure(
+        fig,
+        "nodes_echo_ratio",
+        caption=f"Echo ratios {title} per server configuration: "
+        "req/s as second/first, CPU per request and p99 as first/second (below 1: the "
+        "second node is worse).",
+        data=echo,
+    )
     plt.show()
 mpi_r
 

@@ -11,10 +11,27 @@ import pytest
 
 from iolab import readers
 
-FLAGS = ["--batches", "--warmup-batches", "--batch-us", "--calls-per-batch", "--variants",
-         "--seed", "--cpu", "--output", "--help", "--transports", "--ops", "--patterns",
-         "--ack-modes", "--bytes", "--connections", "--presets", "--n", "--max-not-inline",
-         "--starve"]
+FLAGS = [
+    "--batches",
+    "--warmup-batches",
+    "--batch-us",
+    "--calls-per-batch",
+    "--variants",
+    "--seed",
+    "--cpu",
+    "--output",
+    "--help",
+    "--transports",
+    "--ops",
+    "--patterns",
+    "--ack-modes",
+    "--bytes",
+    "--connections",
+    "--presets",
+    "--n",
+    "--max-not-inline",
+    "--starve",
+]
 
 
 def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -31,28 +48,33 @@ def test_help_documents_every_flag(native_build: Path) -> None:
     assert {f"--{d}" for d in declared} == set(FLAGS)
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["syscall", "--batches", "x"], "--batches: 'x' is not an integer"),
-    (["syscall", "--batches", "0"], "--batches: 0 is out of range"),
-    (["syscall", "--variants", "fork"], "--variants: unknown value 'fork'"),
-    (["warp"], "unknown mode 'warp'"),
-    (["syscall", "--presets", "default"], "--presets does not apply to mode syscall"),
-    (["sendrecv", "--bytes", "16,x"], "--bytes: 'x' is not an integer"),
-    (["uring-batch", "--n", "0"], "--n: 0 is out of range"),
-    (["uring-batch", "--max-not-inline", "1.5"], "--max-not-inline: '1.5' is not a fraction"),
-    # NaN compares false with both ends of the range: it would switch the check off.
-    (["uring-batch", "--max-not-inline", "nan"], "--max-not-inline: 'nan' is not a fraction"),
-    (["nop", "--presets", "sqpoll"], "no usable ring preset"),
-    (["send-zc", "--variants", "sendfile"], "--variants: unknown value 'sendfile'"),
-    (["send-zc", "--bytes", "65536", "--calls-per-batch", "32"], "exceeds the 1 MiB a batch may queue"),
-    (["send-zc", "--n", "4"], "--n does not apply to mode send-zc"),
-    ([], "missing MODE"),
-    (["syscall", "--cpu", "1000"], "--cpu 1000: cannot pin"),
-    (["syscall", "--output", "/nonexistent/dir/x.csv"], "--output /nonexistent/dir/x.csv"),
-    # A full disk: the raw writer names the file once, and the status is not 0.
-    (["syscall", "--batches", "1", "--warmup-batches", "0", "--output", "/dev/full"],
-     "cost-probe: writing /dev/full: No space left on device"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["syscall", "--batches", "x"], "--batches: 'x' is not an integer"),
+        (["syscall", "--batches", "0"], "--batches: 0 is out of range"),
+        (["syscall", "--variants", "fork"], "--variants: unknown value 'fork'"),
+        (["warp"], "unknown mode 'warp'"),
+        (["syscall", "--presets", "default"], "--presets does not apply to mode syscall"),
+        (["sendrecv", "--bytes", "16,x"], "--bytes: 'x' is not an integer"),
+        (["uring-batch", "--n", "0"], "--n: 0 is out of range"),
+        (["uring-batch", "--max-not-inline", "1.5"], "--max-not-inline: '1.5' is not a fraction"),
+        # NaN compares false with both ends of the range: it would switch the check off.
+        (["uring-batch", "--max-not-inline", "nan"], "--max-not-inline: 'nan' is not a fraction"),
+        (["nop", "--presets", "sqpoll"], "no usable ring preset"),
+        (["send-zc", "--variants", "sendfile"], "--variants: unknown value 'sendfile'"),
+        (["send-zc", "--bytes", "65536", "--calls-per-batch", "32"], "exceeds the 1 MiB a batch may queue"),
+        (["send-zc", "--n", "4"], "--n does not apply to mode send-zc"),
+        ([], "missing MODE"),
+        (["syscall", "--cpu", "1000"], "--cpu 1000: cannot pin"),
+        (["syscall", "--output", "/nonexistent/dir/x.csv"], "--output /nonexistent/dir/x.csv"),
+        # A full disk: the raw writer names the file once, and the status is not 0.
+        (
+            ["syscall", "--batches", "1", "--warmup-batches", "0", "--output", "/dev/full"],
+            "cost-probe: writing /dev/full: No space left on device",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_nonzero(native_build: Path, argv: list[str], message: str) -> None:
     res = run([str(native_build / "cost-probe"), *argv])
     assert res.returncode != 0
@@ -64,8 +86,7 @@ def test_bad_input_is_one_line_and_nonzero(native_build: Path, argv: list[str], 
 def test_syscall_output_schema_parses(native_build: Path, tmp_path: Path, build: str) -> None:
     exe = native_build / build / "cost-probe"
     out = tmp_path / "raw.csv"
-    res = run([str(exe), "syscall", "--batches", "20", "--warmup-batches", "3",
-               "--cpu", "0", "--output", str(out)])
+    res = run([str(exe), "syscall", "--batches", "20", "--warmup-batches", "3", "--cpu", "0", "--output", str(out)])
     assert res.returncode == 0, res.stderr  # sanitizers abort with a report otherwise
     frame = readers.read_raw_csv(out)
     assert list(frame.columns) == readers.PROBE_COLUMNS
@@ -80,8 +101,20 @@ def test_syscall_output_schema_parses(native_build: Path, tmp_path: Path, build:
 
 def test_run_order_is_randomised_and_seeded(native_build: Path) -> None:
     def order(seed: str) -> list[str]:
-        res = run([str(native_build / "cost-probe"), "syscall", "--batches", "30",
-                   "--warmup-batches", "0", "--calls-per-batch", "10", "--seed", seed])
+        res = run(
+            [
+                str(native_build / "cost-probe"),
+                "syscall",
+                "--batches",
+                "30",
+                "--warmup-batches",
+                "0",
+                "--calls-per-batch",
+                "10",
+                "--seed",
+                seed,
+            ]
+        )
         return [ln.split(",")[1] for ln in res.stdout.splitlines() if ln.startswith("syscall,")]
 
     a, b, c = order("7"), order("7"), order("8")
@@ -92,9 +125,24 @@ def test_run_order_is_randomised_and_seeded(native_build: Path) -> None:
 @pytest.mark.parametrize("build", ["", "san"])
 def test_sendrecv_covers_every_factor(native_build: Path, tmp_path: Path, build: str) -> None:
     out = tmp_path / "sr.csv"
-    res = run([str(native_build / build / "cost-probe"), "sendrecv", "--batches", "4",
-               "--warmup-batches", "1", "--bytes", "16,512", "--connections", "8",
-               "--calls-per-batch", "8", "--output", str(out)])
+    res = run(
+        [
+            str(native_build / build / "cost-probe"),
+            "sendrecv",
+            "--batches",
+            "4",
+            "--warmup-batches",
+            "1",
+            "--bytes",
+            "16,512",
+            "--connections",
+            "8",
+            "--calls-per-batch",
+            "8",
+            "--output",
+            str(out),
+        ]
+    )
     assert res.returncode == 0, res.stderr
     frame = readers.read_raw_csv(out)
     cells = frame.groupby(["transport", "variant", "pattern", "ack", "bytes"]).size()
@@ -107,12 +155,24 @@ def test_sendrecv_covers_every_factor(native_build: Path, tmp_path: Path, build:
 
 
 @pytest.mark.parametrize("build", ["", "san"])
-def test_uring_batch_completes_inline_and_reports_sqpoll(native_build: Path, tmp_path: Path,
-                                                         build: str) -> None:
+def test_uring_batch_completes_inline_and_reports_sqpoll(native_build: Path, tmp_path: Path, build: str) -> None:
     out = tmp_path / "ub.csv"
-    res = run([str(native_build / build / "cost-probe"), "uring-batch", "--batches", "4",
-               "--warmup-batches", "1", "--n", "1,8", "--presets",
-               "default,single_issuer_defer_taskrun,register_ring_fd,sqpoll", "--output", str(out)])
+    res = run(
+        [
+            str(native_build / build / "cost-probe"),
+            "uring-batch",
+            "--batches",
+            "4",
+            "--warmup-batches",
+            "1",
+            "--n",
+            "1,8",
+            "--presets",
+            "default,single_issuer_defer_taskrun,register_ring_fd,sqpoll",
+            "--output",
+            str(out),
+        ]
+    )
     assert res.returncode == 0, res.stderr
     frame = readers.read_raw_csv(out)
     assert frame["not_inline"].sum() == 0
@@ -125,8 +185,21 @@ def test_uring_batch_completes_inline_and_reports_sqpoll(native_build: Path, tmp
 def test_uring_batch_fails_loudly_when_sqes_do_not_complete_inline(native_build: Path) -> None:
     # RECV on sockets with nothing queued cannot complete inline: they are
     # armed for poll, so the interval is not t and the probe must say so.
-    res = run([str(native_build / "cost-probe"), "uring-batch", "--batches", "3",
-               "--warmup-batches", "0", "--ops", "recv", "--n", "4", "--starve"])
+    res = run(
+        [
+            str(native_build / "cost-probe"),
+            "uring-batch",
+            "--batches",
+            "3",
+            "--warmup-batches",
+            "0",
+            "--ops",
+            "recv",
+            "--n",
+            "4",
+            "--starve",
+        ]
+    )
     assert res.returncode == 1
     assert "12 of 12 SQEs (100.0%) did not complete inline" in res.stderr
     assert "not t(n)" in res.stderr
@@ -134,8 +207,20 @@ def test_uring_batch_fails_loudly_when_sqes_do_not_complete_inline(native_build:
 
 def test_nop_times_a_bare_enter_for_n_zero(native_build: Path, tmp_path: Path) -> None:
     out = tmp_path / "nop.csv"
-    res = run([str(native_build / "san" / "cost-probe"), "nop", "--batches", "5",
-               "--warmup-batches", "1", "--n", "0,4", "--output", str(out)])
+    res = run(
+        [
+            str(native_build / "san" / "cost-probe"),
+            "nop",
+            "--batches",
+            "5",
+            "--warmup-batches",
+            "1",
+            "--n",
+            "0,4",
+            "--output",
+            str(out),
+        ]
+    )
     assert res.returncode == 0, res.stderr
     frame = readers.read_raw_csv(out)
     assert sorted(set(frame["n"])) == [0, 4] and (frame["ns"] > 0).all()
@@ -147,8 +232,22 @@ def test_send_zc_counts_the_sends_the_kernel_copied(native_build: Path, tmp_path
     # still in user pages: every zero-copy send reports it copied, and each
     # one's notification arrived (none is left outstanding or lost).
     out = tmp_path / "zc.csv"
-    res = run([str(native_build / build / "cost-probe"), "send-zc", "--batches", "4", "--warmup-batches", "1",
-               "--bytes", "512,16384", "--calls-per-batch", "3", "--output", str(out)])
+    res = run(
+        [
+            str(native_build / build / "cost-probe"),
+            "send-zc",
+            "--batches",
+            "4",
+            "--warmup-batches",
+            "1",
+            "--bytes",
+            "512,16384",
+            "--calls-per-batch",
+            "3",
+            "--output",
+            str(out),
+        ]
+    )
     assert res.returncode == 0, res.stderr
     assert readers.raw_format(out) == "cost-probe send-zc v2"
     frame = readers.read_raw_csv(out)
@@ -157,8 +256,12 @@ def test_send_zc_counts_the_sends_the_kernel_copied(native_build: Path, tmp_path
     assert (frame["calls"] == 3).all() and (frame["ns"] > 0).all()
     usage = readers.read_zc_usage(out)
     assert sorted(zip(usage["variant"], usage["bytes"])) == [
-        ("send_zc", 512), ("send_zc", 16384), ("send_zc_fixed", 512), ("send_zc_fixed", 16384)]
-    assert (usage["zc_notifications"] == 4 * 3).all()     # measured batches x sends
+        ("send_zc", 512),
+        ("send_zc", 16384),
+        ("send_zc_fixed", 512),
+        ("send_zc_fixed", 16384),
+    ]
+    assert (usage["zc_notifications"] == 4 * 3).all()  # measured batches x sends
     assert (usage["zc_copied"] == usage["zc_notifications"]).all()
 
 

@@ -16,7 +16,7 @@ from conftest import REPO, tool_env
 from iolab import tables
 from iolab.analysis import nodecompare
 
-MPI_SCALE = 0.8    # bare-metal MPI times are 0.8 of the VM's
+MPI_SCALE = 0.8  # bare-metal MPI times are 0.8 of the VM's
 ECHO_SCALE = 1.25  # bare-metal serves 1.25x the requests
 
 
@@ -48,7 +48,7 @@ def test_ratios_recover_known_scale_factors(tmp_path: Path) -> None:
     echo_summary, _ = nodecompare.summaries(pd.read_parquet(t["echo"]), None)
     er = nodecompare.echo_ratios(echo_summary, "metal", "local")
     rps = er[er["metric"] == "rps"]["ratio"]
-    assert rps.round(9).eq(round(1 / ECHO_SCALE, 9)).all()   # the VM serves 0.8x
+    assert rps.round(9).eq(round(1 / ECHO_SCALE, 9)).all()  # the VM serves 0.8x
     cpu = er[er["metric"] == "server_ns_per_request"]["ratio"]
     assert cpu.round(9).eq(1.0).all()
 
@@ -57,14 +57,39 @@ def test_notebook_compares_two_kinds(tmp_path: Path) -> None:
     t = _two_kinds(tmp_path)
     out = tmp_path / "out"
     args = []
-    for name, key in (("syscall", "syscall_table"), ("sendrecv", "sendrecv_table"),
-                      ("uring_batch", "uring_batch_table"), ("echo", "echo_table"), ("mpi", "mpi_table")):
+    for name, key in (
+        ("syscall", "syscall_table"),
+        ("sendrecv", "sendrecv_table"),
+        ("uring_batch", "uring_batch_table"),
+        ("echo", "echo_table"),
+        ("mpi", "mpi_table"),
+    ):
         args += ["-p", key, str(t[name])]
     res = subprocess.run(
-        [sys.executable, "-m", "papermill", "--no-progress-bar", "nodes.ipynb",
-         str(tmp_path / "executed.ipynb"), *args, "-p", "figure_dir", str(out / "figures"),
-         "-p", "numbers_out", str(out / "numbers.json"), "-p", "manifest_out", str(out / "manifest.json")],
-        cwd=REPO / "notebooks", env=tool_env(), capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            "--no-progress-bar",
+            "nodes.ipynb",
+            str(tmp_path / "executed.ipynb"),
+            *args,
+            "-p",
+            "figure_dir",
+            str(out / "figures"),
+            "-p",
+            "numbers_out",
+            str(out / "numbers.json"),
+            "-p",
+            "manifest_out",
+            str(out / "manifest.json"),
+        ],
+        cwd=REPO / "notebooks",
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     numbers = json.loads((out / "numbers.json").read_text())
     assert numbers["node_kinds"]["value"] == 2

@@ -17,13 +17,18 @@ VM_CPUINFO = "processor\t: 0\nflags\t\t: fpu vme de pse tsc hypervisor avx2\n"
     "vm,ct,cpuinfo,dmi,kind,container",
     [
         # Real bare metal: detect-virt says none, DMI names a hardware vendor.
-        ("none", "none", BARE_CPUINFO, {"sys_vendor": "Dell Inc.", "product_name": "PowerEdge R650"},
-         "bare-metal", None),
+        (
+            "none",
+            "none",
+            BARE_CPUINFO,
+            {"sys_vendor": "Dell Inc.", "product_name": "PowerEdge R650"},
+            "bare-metal",
+            None,
+        ),
         # KVM guest seen by systemd-detect-virt.
         ("kvm", "none", VM_CPUINFO, {"sys_vendor": "QEMU"}, "vm", None),
         # No systemd-detect-virt, but DMI says VMware.
-        (None, None, BARE_CPUINFO, {"sys_vendor": "VMware, Inc.", "product_name": "VMware7,1"},
-         "vm", None),
+        (None, None, BARE_CPUINFO, {"sys_vendor": "VMware, Inc.", "product_name": "VMware7,1"}, "vm", None),
         # Only the hypervisor CPU flag (e.g. Firecracker: no DMI at all).
         (None, None, VM_CPUINFO, {}, "vm", None),
         # Docker on bare metal.
@@ -31,8 +36,14 @@ VM_CPUINFO = "processor\t: 0\nflags\t\t: fpu vme de pse tsc hypervisor avx2\n"
         # Docker inside a KVM guest: the hardware is virtual, the container is recorded.
         ("kvm", "docker", VM_CPUINFO, {}, "vm", "docker"),
         # Hyper-V guest via DMI product name.
-        ("none", "none", BARE_CPUINFO, {"product_name": "Virtual Machine",
-                                        "sys_vendor": "Microsoft Corporation"}, "vm", None),
+        (
+            "none",
+            "none",
+            BARE_CPUINFO,
+            {"product_name": "Virtual Machine", "sys_vendor": "Microsoft Corporation"},
+            "vm",
+            None,
+        ),
         # No evidence either way and no tools: bare metal, with the reason saying so.
         (None, None, BARE_CPUINFO, {}, "bare-metal", None),
     ],

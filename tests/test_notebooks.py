@@ -41,23 +41,52 @@ def test_first_code_cell_is_tagged_parameters(source: Path) -> None:
 # conditional on whether an input exists. No loops, comprehensions,
 # functions, lambdas, arithmetic or comparisons: computation lives in iolab/,
 # where it is tested.
-ALLOWED = (ast.Module, ast.Import, ast.ImportFrom, ast.alias, ast.Assign, ast.Expr, ast.Call, ast.keyword,
-           ast.Name, ast.Load, ast.Store, ast.Attribute, ast.Subscript, ast.Constant, ast.List, ast.Tuple,
-           ast.Dict, ast.JoinedStr, ast.FormattedValue, ast.IfExp, ast.If, ast.BoolOp, ast.And, ast.Or,
-           ast.Starred)
+ALLOWED = (
+    ast.Module,
+    ast.Import,
+    ast.ImportFrom,
+    ast.alias,
+    ast.Assign,
+    ast.Expr,
+    ast.Call,
+    ast.keyword,
+    ast.Name,
+    ast.Load,
+    ast.Store,
+    ast.Attribute,
+    ast.Subscript,
+    ast.Constant,
+    ast.List,
+    ast.Tuple,
+    ast.Dict,
+    ast.JoinedStr,
+    ast.FormattedValue,
+    ast.IfExp,
+    ast.If,
+    ast.BoolOp,
+    ast.And,
+    ast.Or,
+    ast.Starred,
+)
 
 
 def thin_violations(code: str) -> list[str]:
     out = []
     for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add) and (
-                isinstance(node.left, (ast.Constant, ast.JoinedStr))):
-            continue   # "label " + name: text, not computation
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Add)
+            and (isinstance(node.left, (ast.Constant, ast.JoinedStr)))
+        ):
+            continue  # "label " + name: text, not computation
         if isinstance(node, ast.Add):
             continue
-        if (isinstance(node, ast.Compare) and all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
-                and all(isinstance(c, ast.Constant) and c.value is None for c in node.comparators)):
-            continue   # whether an optional input exists
+        if (
+            isinstance(node, ast.Compare)
+            and all(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+            and all(isinstance(c, ast.Constant) and c.value is None for c in node.comparators)
+        ):
+            continue  # whether an optional input exists
         if isinstance(node, (ast.Is, ast.IsNot)):
             continue
         if not isinstance(node, ALLOWED):
@@ -87,16 +116,21 @@ def raw_frames(experiment: str) -> dict[int, pd.DataFrame]:
 
 
 def expected_epoll_c50_rps() -> float:
-    values = [float(f.loc[(f["preset"] == "epoll") & (f["connections"] == 50) & (f["bytes"] == f["bytes"].min()),
-                          "rps"].iloc[0]) for f in raw_frames("echo").values()]
+    values = [
+        float(
+            f.loc[(f["preset"] == "epoll") & (f["connections"] == 50) & (f["bytes"] == f["bytes"].min()), "rps"].iloc[0]
+        )
+        for f in raw_frames("echo").values()
+    ]
     return float(np.median(values))
 
 
 def expected_shm_latency_us() -> float:
     per_rep = []
     for frame in raw_frames("mpi").values():
-        pp = frame[(frame["transport"] == "shm") & (frame["bench"] == "pingpong") & (frame["rank"] == 0)
-                   & (frame["late"] == 0)]
+        pp = frame[
+            (frame["transport"] == "shm") & (frame["bench"] == "pingpong") & (frame["rank"] == 0) & (frame["late"] == 0)
+        ]
         pp = pp[pp["bytes"] == pp["bytes"].min()]
         per_rep.append((pp["ns"] / 2).median())
     return float(np.median(per_rep)) / 1e3
@@ -106,8 +140,10 @@ def expected_u1_c50_ratio() -> float:
     ratios = []
     for f in raw_frames("echo").values():
         cell = (f["connections"] == 50) & (f["bytes"] == 128)
-        ratios.append(float(f.loc[cell & (f["preset"] == "default"), "rps"].iloc[0])
-                      / float(f.loc[cell & (f["preset"] == "epoll"), "rps"].iloc[0]))
+        ratios.append(
+            float(f.loc[cell & (f["preset"] == "default"), "rps"].iloc[0])
+            / float(f.loc[cell & (f["preset"] == "epoll"), "rps"].iloc[0])
+        )
     return float(np.median(ratios))
 
 
@@ -122,10 +158,30 @@ def papermill(cwd: Path, notebook: str, out: Path, *params: str) -> subprocess.C
     out.mkdir(parents=True, exist_ok=True)
     env = {**tool_env(), "PYTHONPATH": str(cwd.parent)}
     return subprocess.run(
-        [sys.executable, "-m", "papermill", "--no-progress-bar", f"{notebook}.ipynb", str(out / "executed.ipynb"),
-         "-p", "figure_dir", str(out / "figures"), "-p", "numbers_out", str(out / "numbers.json"),
-         "-p", "manifest_out", str(out / "manifest.json"), *params],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            "--no-progress-bar",
+            f"{notebook}.ipynb",
+            str(out / "executed.ipynb"),
+            "-p",
+            "figure_dir",
+            str(out / "figures"),
+            "-p",
+            "numbers_out",
+            str(out / "numbers.json"),
+            "-p",
+            "manifest_out",
+            str(out / "manifest.json"),
+            *params,
+        ],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 # Each notebook's numbers by hand on the reference data, run once per session.
@@ -138,6 +194,7 @@ def by_hand(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict]:
         if notebook not in _BY_HAND:
             _BY_HAND[notebook] = run_by_hand(tmp_path_factory.mktemp(f"by-hand-{notebook}"), notebook)
         return _BY_HAND[notebook]
+
     return numbers
 
 
@@ -150,8 +207,7 @@ def run_by_hand(tmp_path: Path, notebook: str) -> dict:
     res = papermill(REPO / "notebooks", notebook, out, *tables)
     assert res.returncode == 0, res.stderr[-3000:]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["figures"] and all((out / "figures" / f"{name}.svg").exists()
-                                       for name in manifest["figures"])
+    assert manifest["figures"] and all((out / "figures" / f"{name}.svg").exists() for name in manifest["figures"])
     # By hand on raw files, the manifest still lists every raw file it read.
     assert manifest["raw"] and all(r["raw"].startswith("data/reference/") for r in manifest["raw"])
     return json.loads((out / "numbers.json").read_text())
@@ -187,13 +243,19 @@ def test_the_comparison_with_the_record_tolerates_last_bits_only() -> None:
     want = {"a": {"value": 273.5540578353493, "text": "274"}, "f": [{"low": None, "n": 3}]}
     assert differences(want, {"a": {"value": 273.55405783534997, "text": "274"}, "f": [{"low": None, "n": 3}]}) == []
     assert differences(want, {"a": {"value": 273.56, "text": "274"}, "f": [{"low": None, "n": 3}]}) == [
-        "/a/value: 273.56, recorded 273.5540578353493"]
+        "/a/value: 273.56, recorded 273.5540578353493"
+    ]
     assert differences(want, {"a": {"value": 273.5540578353493, "text": "273"}, "f": [{"low": 0.0, "n": 3}]}) == [
-        "/a/text: '273', recorded '274'", "/f[0]/low: 0.0, recorded None"]
+        "/a/text: '273', recorded '274'",
+        "/f[0]/low: 0.0, recorded None",
+    ]
     assert differences(want, {"a": {"value": 273.5540578353493, "text": "274"}, "f": [{"low": None, "n": 3.0}]}) == [
-        "/f[0]/n: 3.0, recorded 3"]
+        "/f[0]/n: 3.0, recorded 3"
+    ]
     assert differences(want, {"a": {"value": 273.5540578353493}, "f": []}) == [
-        "/a: keys ['text']", "/f: 0 items, recorded 1"]
+        "/a: keys ['text']",
+        "/f: 0 items, recorded 1",
+    ]
 
 
 @pytest.mark.parametrize("notebook", sorted(NOTEBOOK_TABLES))
@@ -211,21 +273,29 @@ def test_the_reference_data_gives_the_recorded_numbers(by_hand: Callable[[str], 
 def first_output(executed: Path) -> str:
     """What the first cell after the parameters (papermill's injected ones
     included) printed."""
-    cells = [c for c in json.loads(executed.read_text())["cells"] if c["cell_type"] == "code"
-             and not {"parameters", "injected-parameters"} & set(c["metadata"].get("tags", []))]
+    cells = [
+        c
+        for c in json.loads(executed.read_text())["cells"]
+        if c["cell_type"] == "code" and not {"parameters", "injected-parameters"} & set(c["metadata"].get("tags", []))
+    ]
     return "".join("".join(o.get("text", "")) for o in cells[0]["outputs"] if o.get("name") == "stdout")
 
 
 def test_cost_model_by_hand_matches_an_independent_computation(by_hand: Callable[[str], dict]) -> None:
     numbers = by_hand("cost_model")
     syscall = raw_frames("syscall")
-    timers = {rep: float(next(ln for ln in f.read_text().splitlines() if ln.startswith("# timer_overhead_ns="))
-                         .split("=")[1])
-              for f in sorted((REPO / "data" / "reference").glob("*/syscall/*/rep*.csv"))
-              for rep in [int(f.stem[3:])]}
-    per_rep = [((f.loc[(f["variant"] == "getppid") & (f["warmup"] == 0), "ns"] - timers[rep])
-                / f.loc[(f["variant"] == "getppid") & (f["warmup"] == 0), "calls"]).median()
-               for rep, f in syscall.items()]
+    timers = {
+        rep: float(next(ln for ln in f.read_text().splitlines() if ln.startswith("# timer_overhead_ns=")).split("=")[1])
+        for f in sorted((REPO / "data" / "reference").glob("*/syscall/*/rep*.csv"))
+        for rep in [int(f.stem[3:])]
+    }
+    per_rep = [
+        (
+            (f.loc[(f["variant"] == "getppid") & (f["warmup"] == 0), "ns"] - timers[rep])
+            / f.loc[(f["variant"] == "getppid") & (f["warmup"] == 0), "calls"]
+        ).median()
+        for rep, f in syscall.items()
+    ]
     assert numbers["s_getppid_ns"]["value"] == pytest.approx(float(np.median(per_rep)), rel=1e-12)
     assert numbers["s_getppid_ns"]["n"] == len(per_rep)
 
@@ -242,13 +312,20 @@ def test_collectives_by_hand_matches_an_independent_computation(by_hand: Callabl
 
 def test_claims_by_hand_pair_ratios_within_each_repetition(by_hand: Callable[[str], dict]) -> None:
     numbers = by_hand("claims")
-    u1 = [f for f in numbers["findings"]["value"] if f["claim"] == "U1"
-          and f["part"].startswith("c=50 128 B, io_uring/epoll requests/s")]
+    u1 = [
+        f
+        for f in numbers["findings"]["value"]
+        if f["claim"] == "U1" and f["part"].startswith("c=50 128 B, io_uring/epoll requests/s")
+    ]
     assert len(u1) == 1
     assert u1[0]["value"].startswith(f"{expected_u1_c50_ratio():.3g}")
     for claim in ("c1", "c2", "c3", "u1", "u2", "u3", "u4", "m1", "m2"):
         assert numbers[f"{claim}_verdict"]["text"].split(":")[0].split(" (")[0] in (
-            "reproduced", "not reproduced", "undecided at this precision", "not testable here")
+            "reproduced",
+            "not reproduced",
+            "undecided at this precision",
+            "not testable here",
+        )
 
 
 def test_nodes_by_hand_runs_on_one_node_kind(by_hand: Callable[[str], dict]) -> None:
@@ -272,15 +349,25 @@ def test_without_a_pipeline_run_auto_means_the_reference_data(tmp_path: Path) ->
     res = papermill(REPO / "notebooks", "collectives", tmp_path, "-p", "node", "local", "-y", "reps: [1]")
     assert res.returncode == 0, res.stderr[-3000:]
     said = first_output(tmp_path / "executed.ipynb")
-    expected = "results/tables/mpi.parquet" if (REPO / "results" / "tables" / "mpi.parquet").exists() else (
-        "mpi: data/reference (the reference data shipped with iolab)")
+    expected = (
+        "results/tables/mpi.parquet"
+        if (REPO / "results" / "tables" / "mpi.parquet").exists()
+        else ("mpi: data/reference (the reference data shipped with iolab)")
+    )
     assert expected in said
     assert json.loads((tmp_path / "numbers.json").read_text())["mpi_repeats"]["value"] == 1
 
 
 def test_a_parameter_naming_a_node_that_is_not_there_is_one_line(tmp_path: Path) -> None:
-    res = papermill(REPO / "notebooks", "cost_model", tmp_path, "-p", "node", "atlantis",
-                    *[a for e in NOTEBOOK_TABLES["cost_model"] for a in ("-p", f"{e}_table", "data/reference")])
+    res = papermill(
+        REPO / "notebooks",
+        "cost_model",
+        tmp_path,
+        "-p",
+        "node",
+        "atlantis",
+        *[a for e in NOTEBOOK_TABLES["cost_model"] for a in ("-p", f"{e}_table", "data/reference")],
+    )
     assert res.returncode != 0
     assert "node 'atlantis' is not in this table (nodes: local); set the notebook's node parameter" in res.stderr
 
@@ -298,6 +385,7 @@ def test_every_figure_has_one_caption_file_and_every_caption_a_figure() -> None:
 if __name__ == "__main__":
     import argparse
     import tempfile
+
     ap = argparse.ArgumentParser(description="Record each notebook's numbers on the shipped reference data.")
     ap.add_argument("--record", action="store_true", help=f"rewrite {NUMBERS_RECORD.relative_to(REPO)}")
     if not ap.parse_args().record:

@@ -36,8 +36,10 @@ def shifted(numbers: dict, factor: float, rng: np.random.Generator) -> dict:
 
 def test_the_estimate_recovers_an_occasion_effect_from_runs() -> None:
     rng = np.random.default_rng(3)
-    base = {f"q{i}": {"value": 1.0, "unit": "ns", "notebook": "cost_model",
-                      "reps": list(rng.lognormal(0, 0.05, 6))} for i in range(30)}
+    base = {
+        f"q{i}": {"value": 1.0, "unit": "ns", "notebook": "cost_model", "reps": list(rng.lognormal(0, 0.05, 6))}
+        for i in range(30)
+    }
     runs = [shifted(base, float(np.exp(rng.normal(0, 0.1))), rng) for _ in range(6)]
     # Each run's quantities share its occasion's factor; within a run, 5 % noise.
     got = occasions.estimate(runs)["cost_model:absolute"]
@@ -54,8 +56,14 @@ def test_a_groups_numbers_without_repetitions_add_nothing() -> None:
 def base_crate(smoke_run: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
     wd, _ = smoke_run
     out = tmp_path_factory.mktemp("occ-crate")
-    res = subprocess.run([sys.executable, "-m", "iolab.archive.crate", "build", "--out", str(out)], cwd=wd,
-                         env=tool_env(), capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.crate", "build", "--out", str(out)],
+        cwd=wd,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     (crate,) = out.glob("*.crate.zip")
     return crate
@@ -66,12 +74,22 @@ def test_repro_occasions_writes_the_estimate_with_the_runs_it_rests_on(base_crat
         numbers = json.loads(z.read("paper/generated/numbers.json"))
     assert any(isinstance(e, dict) and e.get("reps") for e in numbers.values()), "numbers keep their repetitions"
     rng = np.random.default_rng(1)
-    crates = [craft(base_crate, tmp_path / f"run{i}.crate.zip",
-                    replace={"paper/generated/numbers.json": json.dumps(shifted(numbers, f, rng)).encode()})
-              for i, f in enumerate((0.9, 1.0, 1.15))]
+    crates = [
+        craft(
+            base_crate,
+            tmp_path / f"run{i}.crate.zip",
+            replace={"paper/generated/numbers.json": json.dumps(shifted(numbers, f, rng)).encode()},
+        )
+        for i, f in enumerate((0.9, 1.0, 1.15))
+    ]
     target = tmp_path / "occasions.json"
-    res = subprocess.run([sys.executable, "-m", "iolab.archive.occasions", "estimate", *map(str, crates),
-                          "--output", str(target)], env=tool_env(), capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.occasions", "estimate", *map(str, crates), "--output", str(target)],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     doc = json.loads(target.read_text())
     assert [r["crate"] for r in doc["runs"]] == [c.name for c in crates]
@@ -82,7 +100,21 @@ def test_repro_occasions_writes_the_estimate_with_the_runs_it_rests_on(base_crat
     # A crate that does not verify is refused in one line; nothing is written.
     bad = craft(base_crate, tmp_path / "bad.crate.zip", links={"data/raw/x/y": "/etc/passwd"})
     target.unlink()
-    res = subprocess.run([sys.executable, "-m", "iolab.archive.occasions", "estimate", str(bad), str(crates[0]),
-                          "--output", str(target)], env=tool_env(), capture_output=True, text=True, timeout=600)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iolab.archive.occasions",
+            "estimate",
+            str(bad),
+            str(crates[0]),
+            "--output",
+            str(target),
+        ],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "a symbolic link" in res.stderr
     assert not target.exists()

@@ -23,8 +23,9 @@ NO_INTERVAL: set[str] = set()
 def built(smoke_run: tuple[Path, subprocess.CompletedProcess[str]]) -> tuple[Path, str, dict, dict]:
     wd, res = smoke_run
     assert res.returncode == 0, "the shared smoke run failed; see test_smoke_run_end_to_end"
-    text = subprocess.run(["pdftotext", "-layout", str(wd / "paper" / "paper.pdf"), "-"], capture_output=True,
-                          text=True, check=True).stdout
+    text = subprocess.run(
+        ["pdftotext", "-layout", str(wd / "paper" / "paper.pdf"), "-"], capture_output=True, text=True, check=True
+    ).stdout
     numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
     manifest = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())
     return wd, text, numbers, manifest
@@ -37,8 +38,9 @@ def test_no_raw_key_comparison_operator_or_missing_number_reaches_the_reader(bui
     leaked = [k for k in keys if re.search(rf"(?<![\w.]){re.escape(k)}(?![\w])", flat)]
     assert leaked == [], leaked
     # A config key path, not a file name such as mpi.parquet.
-    config_paths = re.findall(r"\b(?:experiments|precision|cpus|mpi|ib|vm|slurm)\.(?!parquet\b|json\b|csv\b)[a-z_]+\b",
-                              flat)
+    config_paths = re.findall(
+        r"\b(?:experiments|precision|cpus|mpi|ib|vm|slurm)\.(?!parquet\b|json\b|csv\b)[a-z_]+\b", flat
+    )
     assert config_paths == [], config_paths
     assert ">=" not in flat and "<=" not in flat
     assert re.findall(r"\b(?:nan|NaN|inf|Inf)\b", flat) == []

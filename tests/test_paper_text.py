@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 PAPER = Path(__file__).resolve().parents[1] / "paper" / "paper.typ"
-COMPARISON = re.compile(r"\b(more|less|higher|lower|faster|slower|dearer|cheaper|differ\w*|agree\w*|within|about|"
-                        r"as much as|at least|at most|above|below|larger|smaller|exceed\w*|drawn|hollow|filled)\b",
-                        re.IGNORECASE)
+COMPARISON = re.compile(
+    r"\b(more|less|higher|lower|faster|slower|dearer|cheaper|differ\w*|agree\w*|within|about|"
+    r"as much as|at least|at most|above|below|larger|smaller|exceed\w*|drawn|hollow|filled)\b",
+    re.IGNORECASE,
+)
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d.,\u2009]*\s*(%|µs|ns|ms|s\b|B\b|KiB|MiB|×)?")
 # Typed sentences with a number and a comparison word that state a
 # definition, a design choice or a source's own words, not a result.
@@ -39,18 +41,24 @@ ALLOWED = {
 def prose_sentences(text: str) -> list[str]:
     """The paper's typed prose, with every generated value, citation, raw
     span, math and code removed, split into sentences."""
-    text = re.sub(r"//[^\n]*", "", text)                       # comments
-    text = re.sub(r"`[^`]*`", "", text)                        # raw spans
+    text = re.sub(r"//[^\n]*", "", text)  # comments
+    text = re.sub(r"`[^`]*`", "", text)  # raw spans
     # Generated and quoted values: #name("key") and #name(...) calls.
     text = re.sub(r"#(num|opt|txt|quoted|fig|has|ci|qv|rows-table)\([^()]*(\([^()]*\)[^()]*)*\)", "", text)
     text = re.sub(r"#calc\.[a-z]+\([^()]*(\([^()]*\)[^()]*)*\)", "", text)
-    text = re.sub(r"@[\w-]+", "", text)                        # citations and labels
+    text = re.sub(r"@[\w-]+", "", text)  # citations and labels
     text = re.sub(r"<[\w-]+>", "", text)
     # Code lines (let bindings, set and show rules, table machinery).
-    kept = [ln for ln in text.splitlines()
-            if not re.match(r"\s*#(let|set|show|import|bibliography|pagebreak|v\(|align|table|figure|text|for|if|"
-                            r"grid)\b", ln) and not re.match(r"\s*(columns|stroke|inset|table\.|\.\.|\)|\]|caption)",
-                                                             ln)]
+    kept = [
+        ln
+        for ln in text.splitlines()
+        if not re.match(
+            r"\s*#(let|set|show|import|bibliography|pagebreak|v\(|align|table|figure|text|for|if|"
+            r"grid)\b",
+            ln,
+        )
+        and not re.match(r"\s*(columns|stroke|inset|table\.|\.\.|\)|\]|caption)", ln)
+    ]
     text = " ".join(kept)
     text = re.sub(r"\s+", " ", text)
     return [s.strip() for s in re.split(r"(?<=[.;:])\s+", text) if s.strip()]
@@ -63,8 +71,9 @@ def offending(text: str) -> list[str]:
             continue
         # Notation: 2s, 2w, n = 1, p = 2, log2 p, t(1), n*, c = 50 (a cell's name).
         # The confidence level, 95 %, is a design constant.
-        stripped = re.sub(r"\b\d+[swn]\b|\b[npc]\s*=\s*\d+|log#sub\[2\]|\w\(\d+\)|\d+\.\s|t#sub|\bn\\\*|\b95 %",
-                          "", sentence)
+        stripped = re.sub(
+            r"\b\d+[swn]\b|\b[npc]\s*=\s*\d+|log#sub\[2\]|\w\(\d+\)|\d+\.\s|t#sub|\bn\\\*|\b95 %", "", sentence
+        )
         if not NUMBER.search(stripped):
             continue
         if any(phrase in sentence for phrase in ALLOWED):
@@ -77,11 +86,14 @@ def test_the_paper_states_no_measured_quantity_in_typed_prose() -> None:
     assert offending(PAPER.read_text()) == []
 
 
-@pytest.mark.parametrize("planted", [
-    "Batches within a repetition agree within about 1 %.",
-    "On shared machines repetitions differ by 10–30 % while batches agree within about 1 %.",
-    "The io_uring servers cost 2.4× what the model prices, as much as the I/O itself.",
-])
+@pytest.mark.parametrize(
+    "planted",
+    [
+        "Batches within a repetition agree within about 1 %.",
+        "On shared machines repetitions differ by 10–30 % while batches agree within about 1 %.",
+        "The io_uring servers cost 2.4× what the model prices, as much as the I/O itself.",
+    ],
+)
 def test_a_planted_fixed_sentence_is_found(planted: str) -> None:
     # The check can fail: the sentences the referee found in earlier papers.
     text = PAPER.read_text().replace("= Results", f"{planted}\n\n= Results", 1)

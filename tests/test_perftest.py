@@ -17,17 +17,26 @@ from iolab.settings import IbSettings
 
 from conftest import REPO
 
-RECORDED = REPO / "tests" / "data" / "perftest"   # from soft_roce_guest(iterations=20), TCG
-SIZES = [2 ** k for k in range(1, 24)]            # -a: 2 B to 8 MiB
+RECORDED = REPO / "tests" / "data" / "perftest"  # from soft_roce_guest(iterations=20), TCG
+SIZES = [2**k for k in range(1, 24)]  # -a: 2 B to 8 MiB
 
 
 def test_parser_reads_ib_send_lat_as_recorded() -> None:
     r = ib.parse("ib_send_lat", (RECORDED / "ib_send_lat.rxe-tcg.txt").read_text())
     assert r.settings["Device"] == "rxe0" and r.settings["Link type"] == "Ethernet"
     assert r.settings["Connection type"] == "RC" and r.settings["GID index"] == "1"
-    assert "GID" not in r.settings     # the queue pairs' addresses are not settings
-    assert list(r.table.columns) == ["bytes", "iterations", "t_min_us", "t_max_us", "t_typical_us", "t_avg_us",
-                                     "t_stdev_us", "p99_us", "p999_us"]
+    assert "GID" not in r.settings  # the queue pairs' addresses are not settings
+    assert list(r.table.columns) == [
+        "bytes",
+        "iterations",
+        "t_min_us",
+        "t_max_us",
+        "t_typical_us",
+        "t_avg_us",
+        "t_stdev_us",
+        "p99_us",
+        "p999_us",
+    ]
     assert r.table["bytes"].tolist() == SIZES and (r.table["iterations"] == 20).all()
     first = r.table.iloc[0]
     assert (first["t_min_us"], first["t_typical_us"], first["p999_us"]) == (10.14, 10.36, 47.35)
@@ -51,8 +60,10 @@ def test_values_perftest_prints_as_inf_are_missing_and_said_so() -> None:
     row = r.table.set_index("bytes").loc[8388608]
     assert row[["t_min_us", "t_typical_us", "p999_us"]].isna().all() and row["t_stdev_us"] == 0.0
     assert r.table.drop(index=r.table.index[-1]).notna().all(axis=None)
-    assert r.warnings == ["ib_send_lat printed t_min_us=inf, t_max_us=inf, t_typical_us=inf, t_avg_us=inf, "
-                          "p99_us=inf, p999_us=inf at 8388608 B: kept as missing"]
+    assert r.warnings == [
+        "ib_send_lat printed t_min_us=inf, t_max_us=inf, t_typical_us=inf, t_avg_us=inf, "
+        "p99_us=inf, p999_us=inf at 8388608 B: kept as missing"
+    ]
 
 
 def test_parser_errors_are_one_line() -> None:
@@ -62,7 +73,7 @@ def test_parser_errors_are_one_line() -> None:
     assert str(e.value) == "ib_send_lat printed no result table: Unable to find the Infiniband/RoCE device"
     text = (RECORDED / "ib_send_bw.rxe-tcg.txt").read_text().splitlines()
     header = next(i for i, ln in enumerate(text) if ln.strip().startswith("#bytes"))
-    cut = "\n".join([*text[:header + 1], text[header + 1].rsplit(maxsplit=1)[0]])
+    cut = "\n".join([*text[: header + 1], text[header + 1].rsplit(maxsplit=1)[0]])
     with pytest.raises(ib.PerftestError, match="a row has 4 values for 5 columns"):
         ib.parse("ib_send_bw", cut)
 
@@ -76,8 +87,11 @@ def test_device_facts_and_the_device_chosen() -> None:
 
 
 def _can_boot_guest() -> str | None:
-    missing = [p for p in ("qemu-system-x86_64", "busybox", "ib_send_lat", "rdma") if shutil.which(p) is None
-               and not Path("/usr/sbin", p).exists()]
+    missing = [
+        p
+        for p in ("qemu-system-x86_64", "busybox", "ib_send_lat", "rdma")
+        if shutil.which(p) is None and not Path("/usr/sbin", p).exists()
+    ]
     if missing:
         return f"missing {', '.join(missing)}"
     return None if qemu.guest_kernel() else "no guest kernel"
@@ -104,8 +118,7 @@ def test_soft_roce_in_a_guest() -> None:
     for r in results:
         values = r.table.drop(columns=["bytes", "iterations"])
         assert (values.isna() | (values >= 0)).all(axis=None)
-    for column, table in (("t_typical_us", lat.table), ("msg_rate_mpps", bw.table),
-                          ("bw_average_mb_s", bw.table)):
+    for column, table in (("t_typical_us", lat.table), ("msg_rate_mpps", bw.table), ("bw_average_mb_s", bw.table)):
         assert (table[column] > 0).sum() > len(SIZES) // 2, (column, table[column].tolist())
     # perftest's warnings (stderr) are kept apart from its table: a warning
     # printed mid-row once broke the parse on a CI machine.
@@ -121,13 +134,23 @@ def test_without_a_device_the_run_is_skipped_with_the_reason(tmp_path: Path) -> 
     raw.parent.mkdir(parents=True)
     transcript = raw.with_name("rep1.perftest.txt")
     settings = {"iterations": 10, "device": None, "gid_index": None, "timeout": 60}
-    extra = ib.run_experiment(IbSettings.of(settings), "n1", LocalRunner(), "n2", LocalRunner(), "127.0.0.1", raw,
-                                    transcript)
-    reason = "no RDMA device under /sys/class/infiniband on n1 or n2 (InfiniBand or RoCE hardware, or rdma_rxe, is needed)"
+    extra = ib.run_experiment(
+        IbSettings.of(settings), "n1", LocalRunner(), "n2", LocalRunner(), "127.0.0.1", raw, transcript
+    )
+    reason = (
+        "no RDMA device under /sys/class/infiniband on n1 or n2 (InfiniBand or RoCE hardware, or rdma_rxe, is needed)"
+    )
     assert extra == {"ib": {"available": False, "reason": reason}}
     assert readers.read_ib_csv(raw).empty and transcript.read_text() == f"skipped: {reason}\n"
-    raw.with_name("rep1.provenance.json").write_text(json.dumps({
-        "node": {"name": "n1", "kind": "bare-metal"}, "mitigations": {"state": "on"},
-        "host": {"kernel": "test"}, "settings": {"rep": 1}}))
+    raw.with_name("rep1.provenance.json").write_text(
+        json.dumps(
+            {
+                "node": {"name": "n1", "kind": "bare-metal"},
+                "mitigations": {"state": "on"},
+                "host": {"kernel": "test"},
+                "settings": {"rep": 1},
+            }
+        )
+    )
     table = tables.load("ib", tmp_path)
     assert table["skipped"].tolist() == [reason] and table["value"].isna().all()

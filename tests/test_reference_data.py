@@ -45,7 +45,7 @@ def shipped_experiments() -> list[str]:
 def test_every_shipped_experiment_is_recorded() -> None:
     recorded = json.loads(RECORD.read_text())
     assert sorted(recorded) == shipped_experiments()
-    assert len(recorded) >= 8   # syscall, sendrecv, uring_batch, nop, trace, echo, latency, mpi
+    assert len(recorded) >= 8  # syscall, sendrecv, uring_batch, nop, trace, echo, latency, mpi
 
 
 @pytest.mark.parametrize("experiment", shipped_experiments())

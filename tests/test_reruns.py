@@ -20,14 +20,12 @@ def numbers(outcomes: dict[str, str], values: dict[str, tuple[float, list[float]
 
 def test_a_flip_needs_both_decided_outcomes() -> None:
     a = numbers({"U1: c=50": "reproduced", "U3: c=1": "reproduced", "U4: x": "undecided at this precision"}, {})
-    b = numbers({"U1: c=50": "not reproduced", "U3: c=1": "undecided at this precision",
-                 "U4: x": "not reproduced"}, {})
+    b = numbers({"U1: c=50": "not reproduced", "U3: c=1": "undecided at this precision", "U4: x": "not reproduced"}, {})
     assert reruns.flips([a, b]) == ["U1: c=50"]
 
 
 def test_calibration_counts_values_inside_the_first_runs_interval() -> None:
-    a = numbers({}, {"s_ns": (100.0, [90.0, 110.0]), "w_ns": (700.0, [650.0, 750.0]),
-                     "open": (1.0, [None, 2.0])})
+    a = numbers({}, {"s_ns": (100.0, [90.0, 110.0]), "w_ns": (700.0, [650.0, 750.0]), "open": (1.0, [None, 2.0])})
     b = numbers({}, {"s_ns": (105.0, [0, 1]), "w_ns": (800.0, [0, 1]), "open": (1.5, [0, 1])})
     c = reruns.calibration(a, b)
     # "open" has an unbounded end: not checked.
@@ -50,8 +48,24 @@ def test_command_line_report(tmp_path: Path) -> None:
 
 def test_claim_parts_are_calibrated_too() -> None:
     def with_finding(value: float, pred: list[float]) -> dict:
-        return {"findings": {"value": [{"claim": "U3", "part": "c=1", "outcome": "not reproduced",
-                                        "estimate": {"value": value, "low": value, "high": value,
-                                                     "pred_low": pred[0], "pred_high": pred[1]}}]}}
+        return {
+            "findings": {
+                "value": [
+                    {
+                        "claim": "U3",
+                        "part": "c=1",
+                        "outcome": "not reproduced",
+                        "estimate": {
+                            "value": value,
+                            "low": value,
+                            "high": value,
+                            "pred_low": pred[0],
+                            "pred_high": pred[1],
+                        },
+                    }
+                ]
+            }
+        }
+
     c = reruns.calibration(with_finding(1.7, [1.5, 1.9]), with_finding(2.0, [0, 1]))
     assert (c.checked, c.inside) == (1, 0) and c.misses == ("U3: c=1: 2 outside [1.5, 1.9]",)

@@ -11,16 +11,28 @@ import pytest
 from conftest import REPO
 
 from iolab.registry import REGISTRY, can_host
-from iolab.runners import (Capability, LocalRunner, RunError, Runner, SlurmRunner, SshRunner, VmRunner,
-                           capabilities_of, runner_for)
+from iolab.runners import (
+    Capability,
+    LocalRunner,
+    RunError,
+    Runner,
+    SlurmRunner,
+    SshRunner,
+    VmRunner,
+    capabilities_of,
+    runner_for,
+)
 
 RUNNER_CLASSES = ("LocalRunner", "SlurmRunner", "SshRunner", "VmRunner")
 RUNNER_NAMES = {"local", "slurm", "ssh", "vm", "netns"}
 
 
 def test_every_runner_implements_the_whole_protocol() -> None:
-    runners = [LocalRunner(), SshRunner({"name": "far", "runner": "ssh", "host": "far.example.org"}),
-               VmRunner({"name": "guest", "runner": "vm", "vm": {"accel": "tcg"}})]
+    runners = [
+        LocalRunner(),
+        SshRunner({"name": "far", "runner": "ssh", "host": "far.example.org"}),
+        VmRunner({"name": "guest", "runner": "vm", "vm": {"accel": "tcg"}}),
+    ]
     members = [m for m in dir(Runner) if not m.startswith("_")]
     for runner in runners:
         assert isinstance(runner, Runner), type(runner).__name__
@@ -31,8 +43,12 @@ def test_every_runner_implements_the_whole_protocol() -> None:
 
 def test_a_vm_node_says_in_one_line_what_it_cannot_do(tmp_path: Path) -> None:
     vm = VmRunner({"name": "guest", "runner": "vm", "vm": {"accel": "tcg"}})
-    for call in (lambda: vm.popen(["x"]), lambda: vm.read_file("/etc/hostname"),
-                 lambda: vm.write_file(str(tmp_path / "f"), "x"), lambda: vm.scratch("x")):
+    for call in (
+        lambda: vm.popen(["x"]),
+        lambda: vm.read_file("/etc/hostname"),
+        lambda: vm.write_file(str(tmp_path / "f"), "x"),
+        lambda: vm.scratch("x"),
+    ):
         with pytest.raises(RunError, match=r"^node guest: a vm node cannot "):
             call()
     assert vm.provenance()["accel"] == "tcg"
@@ -76,10 +92,16 @@ def _compares_a_runner_name(node: ast.AST) -> bool:
     if not isinstance(node, ast.Compare):
         return False
     names = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
-    mentions_runner = any(isinstance(n, ast.Attribute) and n.attr == "runner" or
-                          isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == "runner"
-                          or isinstance(n, ast.Name) and n.id == "runner"
-                          for n in ast.walk(node))
+    mentions_runner = any(
+        isinstance(n, ast.Attribute)
+        and n.attr == "runner"
+        or isinstance(n, ast.Subscript)
+        and isinstance(n.slice, ast.Constant)
+        and n.slice.value == "runner"
+        or isinstance(n, ast.Name)
+        and n.id == "runner"
+        for n in ast.walk(node)
+    )
     return mentions_runner and bool(names & RUNNER_NAMES)
 
 
@@ -87,12 +109,19 @@ def test_no_code_checks_a_runner_by_its_name() -> None:
     # What a runner can do is iolab/capabilities.py's table; which class a
     # name makes is the factory's (iolab/runners/__init__.py). Nothing else
     # compares a runner's name.
-    offenders = [f"{path.relative_to(REPO)}:{node.lineno}" for path in sorted((REPO / "iolab").rglob("*.py"))
-                 if path != REPO / "iolab" / "runners" / "__init__.py"
-                 for node in ast.walk(ast.parse(path.read_text())) if _compares_a_runner_name(node)]
+    offenders = [
+        f"{path.relative_to(REPO)}:{node.lineno}"
+        for path in sorted((REPO / "iolab").rglob("*.py"))
+        if path != REPO / "iolab" / "runners" / "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if _compares_a_runner_name(node)
+    ]
     # The workflow's files are Snakemake, not Python: the same comparisons, by pattern.
     pattern = re.compile(r"""runner["']?\]?\)?\s*(==|!=|(not\s+)?in\b)""")
-    offenders += [f"{path.relative_to(REPO)}:{i}" for path in [*sorted((REPO / "rules").glob("*.smk")),
-                                                              REPO / "Snakefile"]
-                  for i, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    offenders += [
+        f"{path.relative_to(REPO)}:{i}"
+        for path in [*sorted((REPO / "rules").glob("*.smk")), REPO / "Snakefile"]
+        for i, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
     assert offenders == []

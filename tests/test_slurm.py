@@ -22,8 +22,10 @@ from iolab import tables
 NEEDED = ("slurmctld", "slurmd", "munged", "sbatch", "squeue")
 MARKER = "# written by iolab's tests/test_slurm.py; removed when the test ends"
 pytestmark = [
-    pytest.mark.skipif(any(shutil.which(t) is None and not os.path.exists(f"/usr/sbin/{t}") for t in NEEDED),
-                       reason="slurm-wlm and munge are not installed"),
+    pytest.mark.skipif(
+        any(shutil.which(t) is None and not os.path.exists(f"/usr/sbin/{t}") for t in NEEDED),
+        reason="slurm-wlm and munge are not installed",
+    ),
     pytest.mark.skipif(os.geteuid() != 0, reason="the test cluster runs its daemons as root"),
 ]
 
@@ -82,9 +84,18 @@ PartitionName=iolab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     munge_sock = d / "munge.socket"
     Path("/run/munge").mkdir(exist_ok=True)
     procs = []
-    munged = subprocess.run([_sbin("munged"), "--force", f"--socket={munge_sock}",
-                             f"--pid-file={d}/munged.pid", f"--log-file={d}/munged.log",
-                             f"--seed-file={d}/munged.seed"], capture_output=True, text=True)
+    munged = subprocess.run(
+        [
+            _sbin("munged"),
+            "--force",
+            f"--socket={munge_sock}",
+            f"--pid-file={d}/munged.pid",
+            f"--log-file={d}/munged.log",
+            f"--seed-file={d}/munged.seed",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert munged.returncode == 0, munged.stderr
     conf.write_text(conf.read_text() + f"AuthInfo=socket={munge_sock}\n")
     # The executor plugin's job steps drop SLURM_CONF from the environment,
@@ -96,8 +107,11 @@ PartitionName=iolab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     system_conf.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(conf, system_conf)
     for daemon in (["slurmctld", "-D"], ["slurmd", "-D", "-N", host]):
-        procs.append(subprocess.Popen([_sbin(daemon[0]), *daemon[1:]], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [_sbin(daemon[0]), *daemon[1:]], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+        )
         time.sleep(1)
     deadline = time.monotonic() + 60
     while True:
@@ -105,8 +119,9 @@ PartitionName=iolab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         if res.stdout.strip() == "idle":
             break
         if time.monotonic() > deadline:
-            raise RuntimeError(f"slurm did not come up: {res.stdout} {res.stderr} "
-                               f"{(d / 'slurmctld.log').read_text()[-2000:]}")
+            raise RuntimeError(
+                f"slurm did not come up: {res.stdout} {res.stderr} {(d / 'slurmctld.log').read_text()[-2000:]}"
+            )
         time.sleep(0.5)
     yield {"env": env, "host": host, "dir": d}
     subprocess.run(["scancel", "--user", "root"], env=env, capture_output=True)
@@ -124,9 +139,12 @@ def test_measurements_run_as_slurm_jobs_through_the_profile(slurm: dict, tmp_pat
     its own SLURM job pinned to the node; the tables after them are local
     rules. The analysis downstream is the smoke pipeline's (test_workflow)."""
     wd = copy_workflow(tmp_path / "iolab")
-    node = {"name": "cn1", "runner": "slurm", "cpus": {"probe": 1, "server": 0, "client": 1},
-            "slurm": {"partition": "iolab", "slurm_extra": f"--nodelist={slurm['host']}",
-                      "cpus_per_task": os.cpu_count()}}
+    node = {
+        "name": "cn1",
+        "runner": "slurm",
+        "cpus": {"probe": 1, "server": 0, "client": 1},
+        "slurm": {"partition": "iolab", "slurm_extra": f"--nodelist={slurm['host']}", "cpus_per_task": os.cpu_count()},
+    }
     (wd / "config" / "test-nodes.yaml").write_text(yaml.safe_dump({"nodes": [node]}))
     # Few echo cells: the jobs run one at a time on this one-node cluster
     # (each asks for all its CPUs). All are submitted at once (bench, one per
@@ -134,15 +152,35 @@ def test_measurements_run_as_slurm_jobs_through_the_profile(slurm: dict, tmp_pat
     # 10 s per check that finds no job finished, so one job in the queue at a
     # time waited ~20 s per job. One repetition: each kind of measurement is
     # one job.
-    (wd / "config" / "test-overlay.yaml").write_text(yaml.safe_dump({
-        "repeats": 1, "experiments": {"mpi": {"transports": ["shm", "tcp"]},
-                        "echo": {"only": ["epoll", "default"], "connections": [50]}}}))
+    (wd / "config" / "test-overlay.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "repeats": 1,
+                "experiments": {
+                    "mpi": {"transports": ["shm", "tcp"]},
+                    "echo": {"only": ["epoll", "default"], "connections": [50]},
+                },
+            }
+        )
+    )
     env = {**tool_env(), "SLURM_CONF": slurm["env"]["SLURM_CONF"]}
     targets = [f"results/tables/{e}.parquet" for e in ("syscall", "echo", "mpi")]
-    res = snakemake(wd, *targets, "--profile", "profiles/slurm",
-                    "--slurm-init-seconds-before-status-checks", "1", "--resources", f"bench={len(targets)}",
-                    "--configfile", "config/profiles/smoke.yaml", "config/test-nodes.yaml",
-                    "config/test-overlay.yaml", env=env, timeout=2400)
+    res = snakemake(
+        wd,
+        *targets,
+        "--profile",
+        "profiles/slurm",
+        "--slurm-init-seconds-before-status-checks",
+        "1",
+        "--resources",
+        f"bench={len(targets)}",
+        "--configfile",
+        "config/profiles/smoke.yaml",
+        "config/test-nodes.yaml",
+        "config/test-overlay.yaml",
+        env=env,
+        timeout=2400,
+    )
     assert res.returncode == 0, (res.stdout + res.stderr)[-5000:]
     # Every measurement ran as its own SLURM job on the pinned node.
     sides = [json.loads(p.read_text()) for p in (wd / "data" / "raw" / "cn1").rglob("rep*.provenance.json")]
@@ -157,6 +195,11 @@ def test_measurements_run_as_slurm_jobs_through_the_profile(slurm: dict, tmp_pat
     echo = tables.load("echo", wd / "results" / "tables" / "echo.parquet")
     assert (echo["status"] == "ok").all() and set(echo["node"]) == {"cn1"}
     # The tables were built here, not submitted: SLURM saw the three measurements only.
-    jobs = subprocess.run(["squeue", "--noheader", "--states=all", "--format=%j"], env=slurm["env"],
-                          capture_output=True, text=True, check=True).stdout.split()
+    jobs = subprocess.run(
+        ["squeue", "--noheader", "--states=all", "--format=%j"],
+        env=slurm["env"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert len(jobs) == 3, jobs

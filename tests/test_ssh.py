@@ -35,8 +35,9 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     d = tmp_path_factory.mktemp("sshd")
     port = _free_port()
     write_sshd_files(d, f"Port {port}\nListenAddress 127.0.0.1\nPidFile {d / 'sshd.pid'}\nAcceptEnv OMPI_*\n")
-    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [SSHD, "-D", "-e", "-f", str(d / "sshd_config")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -50,9 +51,17 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
     host_pub = (d / "host_key.pub").read_text().split()
     (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
     (d / "empty_known_hosts").write_text("")
-    node = {"name": "sshnode", "runner": "ssh", "host": "127.0.0.1", "user": os.environ.get("USER", "root"),
-            "port": port, "identity_file": str(d / "user_key"), "known_hosts": str(d / "known_hosts"),
-            "address": "127.0.0.1", "cpus": {"probe": 1, "server": 0, "client": 1}}
+    node = {
+        "name": "sshnode",
+        "runner": "ssh",
+        "host": "127.0.0.1",
+        "user": os.environ.get("USER", "root"),
+        "port": port,
+        "identity_file": str(d / "user_key"),
+        "known_hosts": str(d / "known_hosts"),
+        "address": "127.0.0.1",
+        "cpus": {"probe": 1, "server": 0, "client": 1},
+    }
     if os.geteuid() == 0:
         node["user"] = "root"
     yield {"node": node, "dir": d, "port": port}
@@ -63,7 +72,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
 def test_probe_runs_on_the_node_and_comes_back(sshd: dict, tmp_path: Path) -> None:
     runner = SshRunner(sshd["node"])
     with runner.session(["cost-probe"]) as r:
-        assert r.shell(f"test -x {r.exe('cost-probe')}").returncode == 0   # built there
+        assert r.shell(f"test -x {r.exe('cost-probe')}").returncode == 0  # built there
         out = tmp_path / "syscall.csv"
         r.run([r.exe("cost-probe"), "syscall", "--batches", "20", "--warmup-batches", "2"], out)
         frame = readers.read_raw_csv(out)
@@ -100,21 +109,39 @@ def test_missing_remote_dependency_names_node_and_package(sshd: dict) -> None:
     with pytest.raises(RunError) as e:
         with SshRunner(node).session(["cost-probe"]):
             pass
-    assert str(e.value) == ("node sshnode: remote build failed: missing dependency: C compiler "
-                            "'/nonexistent/cc'; install it with: apt-get install build-essential (conda: c-compiler)")
+    assert str(e.value) == (
+        "node sshnode: remote build failed: missing dependency: C compiler "
+        "'/nonexistent/cc'; install it with: apt-get install build-essential (conda: c-compiler)"
+    )
 
 
 def test_unreachable_node_fails_its_jobs_and_keeps_the_rest(sshd: dict, tmp_path: Path) -> None:
     wd = copy_workflow(tmp_path / "iolab")
-    gone = {"name": "gone", "runner": "ssh", "host": "127.0.0.1", "port": _free_port(),
-            "connect_timeout": 3, "experiments": ["syscall"]}
-    local = {"name": "local", "runner": "local",
-             "experiments": ["syscall", "sendrecv", "uring_batch", "nop"]}
+    gone = {
+        "name": "gone",
+        "runner": "ssh",
+        "host": "127.0.0.1",
+        "port": _free_port(),
+        "connect_timeout": 3,
+        "experiments": ["syscall"],
+    }
+    local = {"name": "local", "runner": "local", "experiments": ["syscall", "sendrecv", "uring_batch", "nop"]}
     (wd / "config" / "test-nodes.yaml").write_text(yaml.safe_dump({"nodes": [local, gone]}))
-    res = snakemake(wd, "--cores", "all", "--keep-going", "--configfile", "config/profiles/smoke.yaml",
-                    "config/test-nodes.yaml", "--until", "measure_syscall", "measure_sendrecv",
-                    "measure_uring_batch", "measure_nop",
-                    timeout=600)
+    res = snakemake(
+        wd,
+        "--cores",
+        "all",
+        "--keep-going",
+        "--configfile",
+        "config/profiles/smoke.yaml",
+        "config/test-nodes.yaml",
+        "--until",
+        "measure_syscall",
+        "measure_sendrecv",
+        "measure_uring_batch",
+        "measure_nop",
+        timeout=600,
+    )
     text = res.stdout + res.stderr
     assert res.returncode != 0
     assert "iolab: node gone (127.0.0.1:" in text and "unreachable" in text, text[-3000:]

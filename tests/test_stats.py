@@ -15,8 +15,14 @@ from iolab.analysis import stats
 DATASETS = 200
 
 
-def repetitions(rng: np.random.Generator, reps: int = 6, batches: int = 100, between: float = 0.15,
-                within: float = 0.01, center: float = 1.0) -> list[np.ndarray]:
+def repetitions(
+    rng: np.random.Generator,
+    reps: int = 6,
+    batches: int = 100,
+    between: float = 0.15,
+    within: float = 0.01,
+    center: float = 1.0,
+) -> list[np.ndarray]:
     """Each repetition's batches: a repetition effect (lognormal, ``between``)
     times small batch noise (``within``). The median of a repetition's
     estimate is ``center`` by symmetry in log space."""
@@ -115,4 +121,5 @@ def test_mean_of_smallest_is_the_seed_estimator() -> None:
 def test_scaled_estimate_keeps_every_bound() -> None:
     est = stats.Estimate(1000.0, 900.0, 1100.0, 6, 800.0, 1200.0).scaled(1e-3)
     assert (est.value, est.low, est.high, est.n, est.pred_low, est.pred_high) == pytest.approx(
-        (1.0, 0.9, 1.1, 6, 0.8, 1.2))
+        (1.0, 0.9, 1.1, 6, 0.8, 1.2)
+    )

@@ -11,14 +11,21 @@ from iolab.report import summary
 
 
 def entry(value: float, low: float, high: float, reps: list[float] | None = None) -> dict[str, Any]:
-    return {"value": value, "ci95": [low, high], "ci_bounded": True, "text": f"{value:.2f}",
-            "reps": reps if reps is not None else [value] * 6}
+    return {
+        "value": value,
+        "ci95": [low, high],
+        "ci_bounded": True,
+        "text": f"{value:.2f}",
+        "reps": reps if reps is not None else [value] * 6,
+    }
 
 
 def test_batching_is_not_said_to_pay_without_an_interval_that_says_so() -> None:
     # The referee's case: 0.83 [0.66, 1.19] and n* = 3.2 [1.5, inf] gave "batching pays from about 3 SQEs".
-    undecided = {"per_sqe_over_epoll": entry(0.83, 0.66, 1.19),
-                 "nstar_B": {"value": 3.2, "ci95": [1.5, None], "ci_bounded": False}}
+    undecided = {
+        "per_sqe_over_epoll": entry(0.83, 0.66, 1.19),
+        "nstar_B": {"value": 3.2, "ci95": [1.5, None], "ci_bounded": False},
+    }
     assert summary.cost_model(undecided) == ""
     decided = {**undecided, "per_sqe_over_epoll": entry(0.80, 0.70, 0.90)}
     text = summary.cost_model(decided)
@@ -32,32 +39,50 @@ def test_no_server_is_singled_out_by_its_median() -> None:
     # "cheapest" by median with an interval across 1, one dearer, one alike:
     # only the dearer is named, and none is called cheaper.
     numbers = {
-        "echo_ratio_rings_granule_c50_cpu": entry(0.90, 0.84, 1.25, [0.84, 0.86, 0.88, 0.9, 0.9, 0.92, 0.95, 1.0,
-                                                                      1.1, 1.2, 1.25, 0.87]),
-        "echo_ratio_sqpoll_c50_cpu": entry(1.86, 1.5, 2.4, [1.5, 1.6, 1.7, 1.8, 1.85, 1.86, 1.9, 2.0, 2.1, 2.2,
-                                                            2.3, 2.4]),
-        "echo_ratio_default_c50_cpu": entry(1.0, 0.9, 1.1, [0.9, 0.95, 1.0, 1.05, 1.1, 0.97, 1.02, 0.99, 1.01, 1.0,
-                                                             0.98, 1.03]),
+        "echo_ratio_rings_granule_c50_cpu": entry(
+            0.90, 0.84, 1.25, [0.84, 0.86, 0.88, 0.9, 0.9, 0.92, 0.95, 1.0, 1.1, 1.2, 1.25, 0.87]
+        ),
+        "echo_ratio_sqpoll_c50_cpu": entry(
+            1.86, 1.5, 2.4, [1.5, 1.6, 1.7, 1.8, 1.85, 1.86, 1.9, 2.0, 2.1, 2.2, 2.3, 2.4]
+        ),
+        "echo_ratio_default_c50_cpu": entry(
+            1.0, 0.9, 1.1, [0.9, 0.95, 1.0, 1.05, 1.1, 0.97, 1.02, 0.99, 1.01, 1.0, 0.98, 1.03]
+        ),
     }
     text = summary.servers(numbers)
     assert "of 3 io_uring server configurations" in text and "none costs significantly less" in text
     assert "1 significantly more (sqpoll 1.86)" in text and "rings_granule" not in text
     # A broken reading that picks by median would name rings_granule: the same
     # numbers with its interval below 1 do name it, so the check can tell.
-    numbers["echo_ratio_rings_granule_c50_cpu"]["reps"] = [0.8, 0.82, 0.84, 0.85, 0.86, 0.87, 0.88, 0.89, 0.9,
-                                                           0.91, 0.92, 0.93]
+    numbers["echo_ratio_rings_granule_c50_cpu"]["reps"] = [
+        0.8,
+        0.82,
+        0.84,
+        0.85,
+        0.86,
+        0.87,
+        0.88,
+        0.89,
+        0.9,
+        0.91,
+        0.92,
+        0.93,
+    ]
     assert "1 cost significantly less (rings_granule)" in summary.servers(numbers)
 
 
 def test_zero_copy_is_stated_only_when_every_size_sits_on_one_side() -> None:
     one_side = {"zc_ratio_send_zc_1024": entry(1.2, 1.1, 1.3), "zc_ratio_send_zc_65536": entry(1.3, 1.2, 1.4)}
-    assert summary.zero_copy(one_side) == ("On loopback a zero-copy send costs 1.20\u20131.30 times a plain send "
-                                           "from 1 to 64 KiB, each interval wholly above 1.")
+    assert summary.zero_copy(one_side) == (
+        "On loopback a zero-copy send costs 1.20\u20131.30 times a plain send "
+        "from 1 to 64 KiB, each interval wholly above 1."
+    )
     assert summary.zero_copy({**one_side, "zc_ratio_send_zc_65536": entry(1.1, 0.95, 1.2)}) == ""
 
 
 def test_the_abstract_says_so_when_nothing_is_decided() -> None:
     written = summary.write({"per_sqe_over_epoll": entry(1.0, 0.9, 1.1)})
-    assert written["abstract_results"]["text"] == ("No comparison in this run has an interval that excludes its "
-                                                   "comparison point.")
+    assert written["abstract_results"]["text"] == (
+        "No comparison in this run has an interval that excludes its comparison point."
+    )
     assert summary.result_count({"per_sqe_over_epoll": entry(1.0, 0.9, 1.1)}) == 0

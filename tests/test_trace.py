@@ -37,19 +37,38 @@ def test_skipped_cleanly_without_bpftrace(tmp_path: Path) -> None:
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + ":/usr/sbin:/sbin")  # no /usr/bin
     node = {"name": "local", "runner": "local", "kind": "auto", "cpus": {"probe": None}}
     res = subprocess.run(
-        [sys.executable, "-m", "iolab.measure", "trace", "--node", json.dumps(node),
-         "--settings", json.dumps({"enabled": True, "seconds": 1}), "--rep", "1", "--seed", "1",
-         "--output", str(raw)], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "iolab.measure",
+            "trace",
+            "--node",
+            json.dumps(node),
+            "--settings",
+            json.dumps({"enabled": True, "seconds": 1}),
+            "--rep",
+            "1",
+            "--seed",
+            "1",
+            "--output",
+            str(raw),
+        ],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     assert "skipped: bpftrace is not installed" in res.stderr
     side = json.loads(raw.with_name("rep1.provenance.json").read_text())
-    assert side["trace"] == {"available": False,
-                             "reason": "bpftrace is not installed (apt-get install bpftrace)"}
+    assert side["trace"] == {"available": False, "reason": "bpftrace is not installed (apt-get install bpftrace)"}
     # The host facts come from the system's own tools all the same.
     assert side["host"]["kernel"] == os.uname().release and side["cpu"]["count"] == os.cpu_count()
     table = tables.trace_table([raw])
     assert models.kernel_view(table, "local") == {
-        "trace_status": "skipped: bpftrace is not installed (apt-get install bpftrace)"}
+        "trace_status": "skipped: bpftrace is not installed (apt-get install bpftrace)"
+    }
 
 
 @pytest.mark.skipif(not trace.availability().available, reason="bpftrace is not usable here")
@@ -61,8 +80,9 @@ def test_traced_workload_counts_sqes_per_enter() -> None:
     assert maps["ns_io_uring_enter"]["avg_ns"] > 0
 
 
-def test_a_bpftrace_that_never_attaches_fails_within_the_deadline(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bpftrace_that_never_attaches_fails_within_the_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Fault injection: a bpftrace that hangs without printing (the failure
     # mode a plain readline would wait on forever). The deadline must fire,
     # with one line, and nothing may be left running.
@@ -76,8 +96,10 @@ def test_a_bpftrace_that_never_attaches_fails_within_the_deadline(tmp_path: Path
     assert subprocess.run(["pgrep", "-f", "sleep 6007"], capture_output=True).returncode == 1
 
 
-@pytest.mark.skipif(not trace.availability().available or (os.cpu_count() or 1) < 2,
-                    reason="bpftrace is not usable here, or fewer than 2 CPUs")
+@pytest.mark.skipif(
+    not trace.availability().available or (os.cpu_count() or 1) < 2,
+    reason="bpftrace is not usable here, or fewer than 2 CPUs",
+)
 def test_traced_echo_workloads_show_where_task_work_runs() -> None:
     """The default ring runs its completions' task work in the server's task
     (after a kick); DEFER_TASKRUN runs it deferred, at the server's next wait,
@@ -91,7 +113,8 @@ def test_traced_echo_workloads_show_where_task_work_runs() -> None:
     polled = trace.run_workload("echo_poll_first", seconds=1, cpu=None, seed=1, cpus=cpus)
     for maps in default, deferred, polled:
         assert maps["echoed_requests"]["count"] > 1000
-    def runs(maps: dict, name: str) -> int:   # bpftrace may print an unused count as 0, or not at all
+
+    def runs(maps: dict, name: str) -> int:  # bpftrace may print an unused count as 0, or not at all
         return maps.get(name, {"count": 0})["count"]
 
     assert runs(default, "task_work_run") > 0 and runs(default, "local_work_run") == 0
@@ -110,14 +133,31 @@ def test_traced_echo_workloads_show_where_task_work_runs() -> None:
     polled_rate = runs(polled, "poll_arm") / polled["echoed_requests"]["count"]
     assert polled_rate < 0.01, polled_rate
     assert runs(default, "queue_async_work") == runs(polled, "queue_async_work") == 0
-    rows = [{"node": "n", "workload": w, "map": m, "count": v["count"], "avg_ns": 0, "total_ns": 0,
-             "skipped": ""} for w, maps in (("echo_default", default), ("echo_defer_taskrun", deferred))
-            for m, v in maps.items()]
-    view = {k: v for k, v in models.kernel_view(pd.DataFrame(rows + [
-        {"node": "n", "workload": w, "map": m, "count": 1, "avg_ns": 1, "total_ns": 1, "skipped": ""}
-        for w, m in (("getppid", "ns_getppid"), ("sendrecv", "ns_sendto"), ("sendrecv", "ns_recvfrom"),
-                     ("uring_n1", "ns_io_uring_enter"), ("uring_n16", "ns_io_uring_enter"))]), "n").items()
-            if k.startswith("trace_echo_")}
+    rows = [
+        {"node": "n", "workload": w, "map": m, "count": v["count"], "avg_ns": 0, "total_ns": 0, "skipped": ""}
+        for w, maps in (("echo_default", default), ("echo_defer_taskrun", deferred))
+        for m, v in maps.items()
+    ]
+    view = {
+        k: v
+        for k, v in models.kernel_view(
+            pd.DataFrame(
+                rows
+                + [
+                    {"node": "n", "workload": w, "map": m, "count": 1, "avg_ns": 1, "total_ns": 1, "skipped": ""}
+                    for w, m in (
+                        ("getppid", "ns_getppid"),
+                        ("sendrecv", "ns_sendto"),
+                        ("sendrecv", "ns_recvfrom"),
+                        ("uring_n1", "ns_io_uring_enter"),
+                        ("uring_n16", "ns_io_uring_enter"),
+                    )
+                ]
+            ),
+            "n",
+        ).items()
+        if k.startswith("trace_echo_")
+    }
     assert view["trace_echo_default_task_work_run_per_request"] > 0
     assert view["trace_echo_defer_taskrun_local_work_run_per_request"] > 0
     assert view["trace_echo_defer_taskrun_task_work_run_per_request"] == 0

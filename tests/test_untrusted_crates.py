@@ -24,9 +24,11 @@ from crate_support import craft
 
 from iolab.archive import untrusted
 
+
 def cli(module: str, wd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", module, *args], cwd=wd, env=tool_env(), capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=wd, env=tool_env(), capture_output=True, text=True, timeout=timeout
+    )
 
 
 @pytest.fixture(scope="module")
@@ -55,29 +57,41 @@ def attacks(tmp_path: Path) -> dict[str, tuple[dict, str]]:
     climb = "data/raw/" + "../" * 12 + str(escaped).lstrip("/")
     return {
         "traversal": ({"add": {climb: b"print('ran')\n"}}, "'..' in its name"),
-        "traversal into the checkout": ({"add": {"data/raw/../../jupytext.py": b"print('ran')\n"}},
-                                        "'..' in its name"),
+        "traversal into the checkout": ({"add": {"data/raw/../../jupytext.py": b"print('ran')\n"}}, "'..' in its name"),
         "absolute name": ({"add": {str(escaped): b"x"}}, "an absolute name"),
-        "unlisted raw member": ({"add": {"data/raw/local/syscall/0123456789ab/rep9.csv": b"# iolab-raw\n"},
-                                 "list_added": False}, "not listed in the metadata with a SHA-256 (raw data)"),
-        "symbolic link": ({"links": {"data/raw/local/syscall/0123456789ab/rep9.csv": str(escaped)}},
-                          "a symbolic link"),
-        "expansion bomb": ({"add": {"data/raw/local/syscall/0123456789ab/rep9.csv": bytes(64 << 20)}},
-                           "a zip bomb"),
-        "graph not a list": ({"edit_metadata": lambda m: m.__setitem__("@graph", {"a": 1})},
-                             "its @graph is dict, not a list of entities"),
-        "checksum not a string": ({"edit_metadata": lambda m: next(
-            e for e in m["@graph"] if e.get("sha256")).__setitem__("sha256", 12)}, "has no valid @id or SHA-256"),
+        "unlisted raw member": (
+            {"add": {"data/raw/local/syscall/0123456789ab/rep9.csv": b"# iolab-raw\n"}, "list_added": False},
+            "not listed in the metadata with a SHA-256 (raw data)",
+        ),
+        "symbolic link": ({"links": {"data/raw/local/syscall/0123456789ab/rep9.csv": str(escaped)}}, "a symbolic link"),
+        "expansion bomb": ({"add": {"data/raw/local/syscall/0123456789ab/rep9.csv": bytes(64 << 20)}}, "a zip bomb"),
+        "graph not a list": (
+            {"edit_metadata": lambda m: m.__setitem__("@graph", {"a": 1})},
+            "its @graph is dict, not a list of entities",
+        ),
+        "checksum not a string": (
+            {"edit_metadata": lambda m: next(e for e in m["@graph"] if e.get("sha256")).__setitem__("sha256", 12)},
+            "has no valid @id or SHA-256",
+        ),
     }
 
 
-ATTACKS = ["traversal", "traversal into the checkout", "absolute name", "unlisted raw member", "symbolic link",
-           "expansion bomb", "graph not a list", "checksum not a string"]
+ATTACKS = [
+    "traversal",
+    "traversal into the checkout",
+    "absolute name",
+    "unlisted raw member",
+    "symbolic link",
+    "expansion bomb",
+    "graph not a list",
+    "checksum not a string",
+]
 
 
 @pytest.mark.parametrize("attack", ATTACKS)
 def test_verify_and_reanalyse_refuse_each_attack_in_one_line_and_write_nothing(
-        attack: str, base_crate: Path, fresh: Path, tmp_path: Path) -> None:
+    attack: str, base_crate: Path, fresh: Path, tmp_path: Path
+) -> None:
     kwargs, says = attacks(tmp_path)[attack]
     crate = craft(base_crate, tmp_path / "evil.crate.zip", **kwargs)
     verify = cli("iolab.archive.crate", fresh, "verify", str(crate))
@@ -101,15 +115,21 @@ def test_the_real_crate_verifies_and_names_its_files(base_crate: Path) -> None:
     # Every real member is well inside the expansion bound: the bound
     # catches bombs, not runs.
     with zipfile.ZipFile(base_crate) as z:
-        worst = max(i.file_size / max(i.compress_size, 1) for i in z.infolist() if i.file_size > 1 << 20) \
-            if any(i.file_size > 1 << 20 for i in z.infolist()) else 1.0
+        worst = (
+            max(i.file_size / max(i.compress_size, 1) for i in z.infolist() if i.file_size > 1 << 20)
+            if any(i.file_size > 1 << 20 for i in z.infolist())
+            else 1.0
+        )
     assert worst < untrusted.MAX_RATIO / 4, worst
 
 
-def test_verify_counts_every_problem_and_never_vouches_for_a_crate_it_refused(base_crate: Path,
-                                                                             tmp_path: Path) -> None:
-    crate = craft(base_crate, tmp_path / "two.crate.zip",
-                  add={"data/raw/local/syscall/0123456789ab/rep9.csv": b"1", "notes.txt": b"2"}, list_added=False)
+def test_verify_counts_every_problem_and_never_vouches_for_a_crate_it_refused(base_crate: Path, tmp_path: Path) -> None:
+    crate = craft(
+        base_crate,
+        tmp_path / "two.crate.zip",
+        add={"data/raw/local/syscall/0123456789ab/rep9.csv": b"1", "notes.txt": b"2"},
+        list_added=False,
+    )
     res = cli("iolab.archive.crate", tmp_path, "verify", str(crate))
     assert res.returncode == 1
     assert "data/raw/local/syscall/0123456789ab/rep9.csv: in the zip but not listed" in res.stderr
@@ -122,15 +142,18 @@ def test_an_edited_raw_member_whose_checksum_was_not_updated_is_named(base_crate
     with zipfile.ZipFile(base_crate) as z:
         victim = next(n for n in z.namelist() if n.startswith("data/raw/") and n.endswith(".csv"))
         data = z.read(victim)
-    crate = craft(base_crate, tmp_path / "edited.crate.zip",
-                  edit_metadata=lambda m: next(e for e in m["@graph"] if e["@id"] == victim).update(
-                      contentSize=len(data) + 1))
+    crate = craft(
+        base_crate,
+        tmp_path / "edited.crate.zip",
+        edit_metadata=lambda m: next(e for e in m["@graph"] if e["@id"] == victim).update(contentSize=len(data) + 1),
+    )
     res = cli("iolab.archive.crate", tmp_path, "verify", str(crate))
     assert res.returncode == 1 and f"{victim}: the zip says it expands to {len(data)} bytes" in res.stderr
 
 
-def test_compare_refuses_a_crate_that_does_not_verify_and_escapes_what_it_prints(base_crate: Path,
-                                                                                 tmp_path: Path) -> None:
+def test_compare_refuses_a_crate_that_does_not_verify_and_escapes_what_it_prints(
+    base_crate: Path, tmp_path: Path
+) -> None:
     evil = craft(base_crate, tmp_path / "evil.crate.zip", links={"data/raw/x/y": "/etc/passwd"})
     res = cli("iolab.archive.compare", tmp_path, str(base_crate), str(evil))
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "a symbolic link" in res.stderr
@@ -140,8 +163,9 @@ def test_compare_refuses_a_crate_that_does_not_verify_and_escapes_what_it_prints
     numbers["evil|key\n<script>"] = {"value": 1.0, "ci95": ["x", None]}
     numbers["broken"] = "not an object"
     numbers["findings"] = {"value": [{"claim": "U1", "part": "a | b", "outcome": "**x**"}, 7]}
-    odd = craft(base_crate, tmp_path / "odd.crate.zip",
-                replace={"paper/generated/numbers.json": json.dumps(numbers).encode()})
+    odd = craft(
+        base_crate, tmp_path / "odd.crate.zip", replace={"paper/generated/numbers.json": json.dumps(numbers).encode()}
+    )
     res = cli("iolab.archive.compare", tmp_path, str(base_crate), str(odd))
     assert res.returncode == 0, res.stderr
     assert "<script>" not in res.stdout and "a | b" not in res.stdout and "a \\| b" in res.stdout

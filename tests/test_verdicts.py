@@ -21,26 +21,32 @@ from iolab.analysis.verdicts import (
 R, N, U = Outcome.REPRODUCED, Outcome.NOT_REPRODUCED, Outcome.UNDECIDED
 
 
-@pytest.mark.parametrize("rule,low,high,expected", [
-    (Rule("above", 1.0), 1.02, 1.3, R),     # the whole interval at or above
-    (Rule("above", 1.0), 0.7, 0.98, N),     # the whole interval below
-    (Rule("above", 1.0), 0.95, 1.05, U),    # straddles the bound
-    (Rule("below", 1.0), 0.8, 0.99, R),
-    (Rule("below", 1.0), 1.01, 1.2, N),
-    (Rule("below", 1.0), 0.99, 1.01, U),
-    (Rule("above", 1.0), 1.0, 1.2, R),      # "at least": the bound itself satisfies it
-])
+@pytest.mark.parametrize(
+    "rule,low,high,expected",
+    [
+        (Rule("above", 1.0), 1.02, 1.3, R),  # the whole interval at or above
+        (Rule("above", 1.0), 0.7, 0.98, N),  # the whole interval below
+        (Rule("above", 1.0), 0.95, 1.05, U),  # straddles the bound
+        (Rule("below", 1.0), 0.8, 0.99, R),
+        (Rule("below", 1.0), 1.01, 1.2, N),
+        (Rule("below", 1.0), 0.99, 1.01, U),
+        (Rule("above", 1.0), 1.0, 1.2, R),  # "at least": the bound itself satisfies it
+    ],
+)
 def test_one_sided_rules(rule: Rule, low: float, high: float, expected: Outcome) -> None:
     assert rule.judge(low, high) is expected
 
 
-@pytest.mark.parametrize("low,high,expected", [
-    (0.97, 1.04, R),     # wholly inside +-5 %: no visible difference
-    (1.06, 1.20, N),     # wholly above the margin
-    (0.80, 0.94, N),     # wholly below it
-    (0.97, 1.08, U),     # partly outside: not equivalent at this precision, nor different
-    (0.90, 1.10, U),     # wider than the margin on both sides
-])
+@pytest.mark.parametrize(
+    "low,high,expected",
+    [
+        (0.97, 1.04, R),  # wholly inside +-5 %: no visible difference
+        (1.06, 1.20, N),  # wholly above the margin
+        (0.80, 0.94, N),  # wholly below it
+        (0.97, 1.08, U),  # partly outside: not equivalent at this precision, nor different
+        (0.90, 1.10, U),  # wider than the margin on both sides
+    ],
+)
 def test_equivalence_margin_is_two_one_sided(low: float, high: float, expected: Outcome) -> None:
     assert Rule("within", 1.0, 0.05).judge(low, high) is expected
 
@@ -59,7 +65,7 @@ def test_finding_from_per_rep_values_judges_the_interval() -> None:
 
 def test_undecided_part_says_how_many_repetitions_would_decide_it() -> None:
     rng = np.random.default_rng(5)
-    per_rep = rng.normal(1.04, 0.05, 6)          # a real 4 % gain, noisy repetitions
+    per_rep = rng.normal(1.04, 0.05, 6)  # a real 4 % gain, noisy repetitions
     f = finding("U1", "ratio", per_rep, Rule("above", 1.0))
     assert f.outcome is U
     assert f.needed is not None and 6 < f.needed < 200
@@ -84,11 +90,19 @@ def _f(outcome: Outcome) -> Finding:
     return f
 
 
-@pytest.mark.parametrize("parts,expected", [
-    ([R, R], R), ([R, N], N), ([R, U], U), ([U, N], N), ([R, Outcome.NOT_TESTABLE], Outcome.INCOMPLETE),
-    ([N, Outcome.NOT_TESTABLE], N), ([U, Outcome.NOT_TESTABLE], U),
-    ([Outcome.NOT_TESTABLE], Outcome.NOT_TESTABLE),
-])
+@pytest.mark.parametrize(
+    "parts,expected",
+    [
+        ([R, R], R),
+        ([R, N], N),
+        ([R, U], U),
+        ([U, N], N),
+        ([R, Outcome.NOT_TESTABLE], Outcome.INCOMPLETE),
+        ([N, Outcome.NOT_TESTABLE], N),
+        ([U, Outcome.NOT_TESTABLE], U),
+        ([Outcome.NOT_TESTABLE], Outcome.NOT_TESTABLE),
+    ],
+)
 def test_combining_parts(parts: list[Outcome], expected: Outcome) -> None:
     assert combine([_f(p) for p in parts]) is expected
 
@@ -102,8 +116,10 @@ def test_forest_says_a_shared_setup_note_once_draws_context_hollow_and_each_clai
     from iolab.report import plots
 
     note = " [event-loop client, pinned CPUs]"
-    findings = [Finding("U1", f"c={c} io_uring/epoll requests/s{note}", Rule("above", 1.0),
-                        Estimate(1.1, 1.0, 1.2, 6)) for c in (50, 500)]
+    findings = [
+        Finding("U1", f"c={c} io_uring/epoll requests/s{note}", Rule("above", 1.0), Estimate(1.1, 1.0, 1.2, 6))
+        for c in (50, 500)
+    ]
     findings.append(Finding("C2", "t(1)/w", Rule("below", 1.0), Estimate(2.0, 1.5, 2.5, 6), context=True))
     fig = plots.claims.forest_figure(findings)
     ax = fig.axes[0]
@@ -117,6 +133,7 @@ def test_forest_says_a_shared_setup_note_once_draws_context_hollow_and_each_clai
     # Each row shades the side where its claim holds: right of 1 for
     # "above", left of it for "below".
     from matplotlib.collections import PolyCollection
+
     shaded = [c.get_paths()[0].vertices[:, 0] for c in ax.collections if isinstance(c, PolyCollection)]
     assert shaded[0].min() == 1.0 and shaded[2].max() == 1.0
 
@@ -128,8 +145,10 @@ def test_forest_labels_stay_whole_and_clear_of_the_other_column(rows: int) -> No
     from iolab.report import plots
     from iolab.report.plots.style import overlapping_labels
 
-    long = ("c=1000 128 B, the reactor's design: FD % rings routing drops throughput with few connections; "
-            "several rings beat one with ASYNC, ATTACH_WQ helps (the load generator, not the server, set the pace)")
+    long = (
+        "c=1000 128 B, the reactor's design: FD % rings routing drops throughput with few connections; "
+        "several rings beat one with ASYNC, ATTACH_WQ helps (the load generator, not the server, set the pace)"
+    )
     parts = [(long if i % 5 == 0 else "c=50 128 B, io_uring/epoll requests/s") + f" {i}" for i in range(rows)]
     findings = [Finding("U1", p, Rule("above", 1.0), Estimate(1.1, 0.9, 1.3, 6)) for p in parts]
     fig = plots.claims.forest_figure(findings)
@@ -144,12 +163,15 @@ def test_forest_draws_intervals_that_lie_wholly_off_its_axis_at_the_edge() -> No
     # interval lies left of the axis. A default run failed here once.
     from iolab.report import plots
 
-    findings = [Finding("U5", "io-wq requests per echoed request", Rule("below", 0.01), Estimate(0.0, 0.0, 0.0, 6)),
-                Finding("C1", "far above", Rule("above", 1.0), Estimate(9.0, 7.0, 11.0, 6)),
-                Finding("C2", "unbounded", Rule("above", 1.0), Estimate(1.1, -np.inf, np.inf, 6))]
+    findings = [
+        Finding("U5", "io-wq requests per echoed request", Rule("below", 0.01), Estimate(0.0, 0.0, 0.0, 6)),
+        Finding("C1", "far above", Rule("above", 1.0), Estimate(9.0, 7.0, 11.0, 6)),
+        Finding("C2", "unbounded", Rule("above", 1.0), Estimate(1.1, -np.inf, np.inf, 6)),
+    ]
     ax = plots.claims.forest_figure(findings).axes[0]
     points = [line.get_xdata()[0] for line in ax.get_lines() if line.get_marker() == "o"]
     assert points == [0.25, 4.0, 1.1]
-    arrows = sorted((line.get_marker(), line.get_xdata()[0]) for line in ax.get_lines()
-                    if line.get_marker() in ("<", ">"))
+    arrows = sorted(
+        (line.get_marker(), line.get_xdata()[0]) for line in ax.get_lines() if line.get_marker() in ("<", ">")
+    )
     assert arrows == [("<", 0.25), ("<", 0.25), (">", 4.0), (">", 4.0)]

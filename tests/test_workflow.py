@@ -51,8 +51,16 @@ def test_dry_run_with_default_config(workflow: Path) -> None:
     res = snakemake(workflow, "-n", "--cores", "all")
     assert res.returncode == 0, res.stderr
     rules = planned_rules(res.stdout + res.stderr)
-    assert {"measure_syscall", "measure_echo", "measure_mpi", "tidy_table", "notebook_cost_model", "notebook_echo",
-            "paper_pdf", "all"} <= rules
+    assert {
+        "measure_syscall",
+        "measure_echo",
+        "measure_mpi",
+        "tidy_table",
+        "notebook_cost_model",
+        "notebook_echo",
+        "paper_pdf",
+        "all",
+    } <= rules
 
 
 def test_smoke_run_end_to_end(smoke_run: tuple[Path, object]) -> None:
@@ -82,12 +90,19 @@ def test_a_number_the_config_left_out_shows_as_not_measured_and_is_named(smoke_c
     generated.write_text(json.dumps(numbers))
     pdf = wd / "paper" / "paper.pdf"
     pdf.unlink()
-    res = subprocess.run([sys.executable, "-m", "iolab.report.paper", "build", "paper/paper.typ", "--output",
-                          "paper/paper.pdf"], cwd=wd, env=tool_env(), capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.report.paper", "build", "paper/paper.typ", "--output", "paper/paper.pdf"],
+        cwd=wd,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stderr.strip().splitlines() == [
         'iolab: warning: the paper shows "not measured" for 1 number(s) this run did not produce: '
-        "echo_default_c50_rps (its text discusses the paper profile's cells; this config leaves them out)"]
+        "echo_default_c50_rps (its text discusses the paper profile's cells; this config leaves them out)"
+    ]
     assert pdf.read_bytes().startswith(b"%PDF")
 
 
@@ -95,8 +110,11 @@ def test_every_raw_file_names_its_registered_format(smoke_run: tuple[Path, objec
     wd, _ = smoke_run
     raws = [p for p in (wd / "data" / "raw").glob("*/*/*/rep*.csv") if not p.name.endswith(".histograms.csv")]
     assert {p.parent.parent.name for p in raws} >= {"syscall", "sendrecv", "uring_batch", "nop", "echo", "mpi"}
-    wrong = [(str(p), readers.raw_format(p)) for p in raws
-             if readers.raw_format(p) != REGISTRY[p.parent.parent.name].raw_format]
+    wrong = [
+        (str(p), readers.raw_format(p))
+        for p in raws
+        if readers.raw_format(p) != REGISTRY[p.parent.parent.name].raw_format
+    ]
     assert wrong == []
 
 
@@ -129,13 +147,19 @@ def test_manifest_links_figures_to_code_tables_and_raw_files(smoke_run: tuple[Pa
     # the measured echo servers)
     assert len(fig["raw"]) == 14
     assert {Path(r["raw"]).parts[3] for r in fig["raw"]} == {
-        "syscall", "sendrecv", "uring_batch", "nop", "trace", "echo", "send_zc"}
+        "syscall",
+        "sendrecv",
+        "uring_batch",
+        "nop",
+        "trace",
+        "echo",
+        "send_zc",
+    }
     for raw in fig["raw"]:
         path = wd / raw["raw"]
         assert sha256(path) == raw["sha256"]
         side = json.loads((wd / raw["provenance"]).read_text())
-        for key in ("node", "host", "cpu", "mitigations", "virtualization", "toolchain", "git",
-                    "settings", "started"):
+        for key in ("node", "host", "cpu", "mitigations", "virtualization", "toolchain", "git", "settings", "started"):
             assert key in side, key
         assert side["toolchain"]["liburing"]
         assert side["virtualization"]["kind"] in ("bare-metal", "vm", "container")
@@ -196,18 +220,26 @@ def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
     assert (echo.loc[~helpers, "status"] == "ok").all() and (echo.loc[~helpers, "helper_cpus"] == "").all()
     echo = echo[echo["status"] == "ok"]
     assert (echo["server_ns_per_request"] > 0).all()
-    assert set(zip(echo["client"], echo["layout"], strict=True)) == {("event-loop-uring", "pinned"),
-                                                                     ("thread-per-connection", "shared")}
+    assert set(zip(echo["client"], echo["layout"], strict=True)) == {
+        ("event-loop-uring", "pinned"),
+        ("thread-per-connection", "shared"),
+    }
     assert set(echo["server"]) == {"epoll", "uring", "go-net", "go-uring"}
     numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
     # The sources' claims are judged on the sources' setup; U2 and U3 on the
     # sources' own systems (the Go servers), at c = 100 (part 3's cell).
     findings = numbers["findings"]["value"]
     echo_parts = [f for f in findings if f["claim"] in ("U1", "U2", "U3", "U4") and f["value"]]
-    assert echo_parts and all(f["setup"] == "thread-per-connection client, shared CPUs, as the sources"
-                              for f in echo_parts)
-    assert any(f["claim"] == "U3" and f["value"] and "Go reactor SQPOLL (2 rings)/Go reactor" in f["part"]
-               and "c=100 128 B" in f["part"] for f in findings)
+    assert echo_parts and all(
+        f["setup"] == "thread-per-connection client, shared CPUs, as the sources" for f in echo_parts
+    )
+    assert any(
+        f["claim"] == "U3"
+        and f["value"]
+        and "Go reactor SQPOLL (2 rings)/Go reactor" in f["part"]
+        and "c=100 128 B" in f["part"]
+        for f in findings
+    )
     for key in ("u1_verdict", "u3_verdict", "echo_default_c50_rps", "echo_epoll_c50_rps"):
         assert key in numbers, key
     for name in ("echo_rps", "echo_cpu_per_request", "echo_latency", "echo_batch_size"):
@@ -223,15 +255,22 @@ def test_smoke_mpi_results(smoke_run: tuple[Path, object]) -> None:
     assert set(mpi["rep"]) == {1, 2} and set(mpi["ranks"]) == {2, 4}
     assert mpi.loc[mpi["ranks"] == 4, "oversubscribed"].all()
     numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
-    for key in ("m1_verdict", "m2_verdict", "mpi_shm_latency_us", "mpi_netns_bandwidth_mb_s",
-                "mpi_tbf_fitted_mbit", "mpi_tcp_probe_over_reference", "mpi_algorithm_bcast"):
+    for key in (
+        "m1_verdict",
+        "m2_verdict",
+        "mpi_shm_latency_us",
+        "mpi_netns_bandwidth_mb_s",
+        "mpi_tbf_fitted_mbit",
+        "mpi_tcp_probe_over_reference",
+        "mpi_algorithm_bcast",
+    ):
         assert key in numbers, key
     assert numbers["m1_verdict"]["text"].startswith(
-        "not testable here: needs MPI between two bare-metal nodes and between two VMs")
+        "not testable here: needs MPI between two bare-metal nodes and between two VMs"
+    )
     assert numbers["mpi_algorithm_bcast"]["text"] == "binomial"
     assert "quoted_from" in numbers["m1_latency_ratio"]
-    for name in ("mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio",
-                 "mpi_method_ratio"):
+    for name in ("mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio", "mpi_method_ratio"):
         assert (wd / "paper" / "figures" / f"{name}.svg").exists()
     # Both timing methods ran (the smoke profile's methods): every
     # (transport, p, operation, size) both measured is compared.
@@ -246,10 +285,26 @@ def test_smoke_mpi_results(smoke_run: tuple[Path, object]) -> None:
 def test_smoke_numbers_cover_the_cost_model(smoke_run: tuple[Path, object]) -> None:
     wd, _ = smoke_run
     numbers = json.loads((wd / "paper" / "generated" / "numbers.json").read_text())
-    for key in ("w_send_ns", "w_recv_ns", "a_send_ns", "b_send_ns", "a_recv_ns", "b_recv_ns",
-                "t1_mean_ns", "epoll_request_ns", "floor_request_ns", "preferred_model",
-                "c1_verdict", "c2_verdict", "c3_verdict", "trace_status", "unavailable_presets",
-                "findings", "method_estimator", "method_rule"):
+    for key in (
+        "w_send_ns",
+        "w_recv_ns",
+        "a_send_ns",
+        "b_send_ns",
+        "a_recv_ns",
+        "b_recv_ns",
+        "t1_mean_ns",
+        "epoll_request_ns",
+        "floor_request_ns",
+        "preferred_model",
+        "c1_verdict",
+        "c2_verdict",
+        "c3_verdict",
+        "trace_status",
+        "unavailable_presets",
+        "findings",
+        "method_estimator",
+        "method_rule",
+    ):
         assert key in numbers, key
     # The floor (kernel work alone) is below the epoll request cost, which adds 2s.
     assert numbers["floor_request_ns"]["value"] < numbers["epoll_request_ns"]["value"]
@@ -259,13 +314,11 @@ def test_smoke_numbers_cover_the_cost_model(smoke_run: tuple[Path, object]) -> N
 def test_changed_settings_measure_into_a_new_directory(smoke_copy: Path) -> None:
     wd = smoke_copy
     before = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
-    res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml",
-                    "--config", "repeats=3")
+    res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml", "--config", "repeats=3")
     assert res.returncode == 0, res.stderr
     # Adding a repetition measures one more file per experiment; existing ones stay.
     jobs = planned_jobs(res.stdout + res.stderr)
-    assert all(jobs[f"measure_{e}"] == 1 for e in ("syscall", "sendrecv", "uring_batch", "nop", "trace",
-                                                     "echo", "mpi"))
+    assert all(jobs[f"measure_{e}"] == 1 for e in ("syscall", "sendrecv", "uring_batch", "nop", "trace", "echo", "mpi"))
     after = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
     assert before == after
     for p in before:
@@ -280,9 +333,23 @@ def test_jobs_run_on_snakemakes_own_python_when_the_venv_is_not_activated(smoke_
     env = tool_env()
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(p for p in env["PATH"].split(os.pathsep) if p != bindir)
-    res = subprocess.run([os.path.join(bindir, "snakemake"), "results/tables/syscall.parquet", "--cores", "all",
-                          "--configfile", "config/profiles/smoke.yaml", "--config", "repeats=3"],
-                         cwd=wd, env=env, capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        [
+            os.path.join(bindir, "snakemake"),
+            "results/tables/syscall.parquet",
+            "--cores",
+            "all",
+            "--configfile",
+            "config/profiles/smoke.yaml",
+            "--config",
+            "repeats=3",
+        ],
+        cwd=wd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     reps = {p.name for p in (wd / "data" / "raw" / "local" / "syscall").glob("*/rep*.csv")}
     assert reps == {"rep1.csv", "rep2.csv", "rep3.csv"}
@@ -329,8 +396,18 @@ def test_a_repetition_snakemake_asks_to_rerun_is_kept_byte_for_byte(smoke_copy: 
     # its outputs `update` and the measurement keeps what is measured.
     wd = smoke_copy
     before = _raw_bytes(wd)
-    res = snakemake(wd, "--cores", "all", "--configfile", "config/profiles/smoke.yaml",
-                    "--forcerun", "measure_syscall", "measure_sendrecv", "--until", "tidy_table")
+    res = snakemake(
+        wd,
+        "--cores",
+        "all",
+        "--configfile",
+        "config/profiles/smoke.yaml",
+        "--forcerun",
+        "measure_syscall",
+        "measure_sendrecv",
+        "--until",
+        "tidy_table",
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert _raw_bytes(wd) == before
     logs = list((wd / "results" / "logs" / "measure").rglob("syscall/*/rep*.log"))
@@ -346,11 +423,19 @@ def test_figures_refuses_a_plan_that_would_measure(smoke_copy: Path) -> None:
     res = subprocess.run(["./repro", "figures"], cwd=wd, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode != 0
     last = res.stderr.strip().splitlines()[-1]
-    assert last.startswith("repro: figures only re-derives from raw data already measured, and with this "
-                           "config") and "--configfile" in last, res.stderr[-2000:]
+    assert (
+        last.startswith("repro: figures only re-derives from raw data already measured, and with this config")
+        and "--configfile" in last
+    ), res.stderr[-2000:]
     assert _raw_bytes(wd) == before and not list((wd / "data" / "raw").rglob(".tmp-*"))
     # With the run's own config it re-derives, measuring nothing.
-    res = subprocess.run(["./repro", "figures", "--configfile", "config/profiles/smoke.yaml"], cwd=wd, env=env,
-                         capture_output=True, text=True, timeout=900)
+    res = subprocess.run(
+        ["./repro", "figures", "--configfile", "config/profiles/smoke.yaml"],
+        cwd=wd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     assert _raw_bytes(wd) == before

@@ -14,8 +14,12 @@ from iolab.analysis.stats import Estimate
 
 
 def summary(intervals: dict[int, tuple[float, float, float]], variant: str = "send_zc") -> pd.DataFrame:
-    return pd.DataFrame([{"variant": variant, "bytes": size, "ratio": v, "low": lo, "high": hi,
-                          "estimate": Estimate(v, lo, hi, 6)} for size, (lo, v, hi) in intervals.items()])
+    return pd.DataFrame(
+        [
+            {"variant": variant, "bytes": size, "ratio": v, "low": lo, "high": hi, "estimate": Estimate(v, lo, hi, 6)}
+            for size, (lo, v, hi) in intervals.items()
+        ]
+    )
 
 
 def test_zero_copy_pays_from_the_smallest_size_after_which_every_interval_is_below_one() -> None:
@@ -68,8 +72,9 @@ def test_plain_send_alone_gives_an_empty_summary_that_still_draws_and_reports(tm
     assert rows.empty and list(rows.columns) == zerocopy.RATIO_COLUMNS
     assert zerocopy.crossover_text(rows) == "no zero-copy variant was measured beside plain send"
     plots.cost.send_zc_figure(rows)
-    out = Outputs("cost_model", str(tmp_path / "fig"), str(tmp_path / "numbers.json"), str(tmp_path / "m.json"),
-                  tables={})
+    out = Outputs(
+        "cost_model", str(tmp_path / "fig"), str(tmp_path / "numbers.json"), str(tmp_path / "m.json"), tables={}
+    )
     numbers.send_zc(out, rows)
     assert not [k for k in out.texts() if k.startswith("zc_")]
 
