@@ -12,7 +12,6 @@ from typing import Any
 
 from . import paths
 
-
 # An echo preset's server: echo-<server>. A preset is a list of echo-uring
 # flags (the preset named epoll: echo-epoll's), or {server, flags}.
 SERVER_PROGRAMS = {"epoll": "echo-epoll", "uring": "echo-uring", "go-net": "echo-go-net", "go-uring": "echo-go-uring"}

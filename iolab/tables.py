@@ -30,6 +30,8 @@ from .formats import (
     launch_rows,
     launch_selection,
 )
+from .presets import preset_server
+from .provenance import sidecar_for
 from .readers import (
     TRACE_COLUMNS,
     RawFormatError,
@@ -45,8 +47,6 @@ from .readers import (
     read_zc_usage,
     sha256,
 )
-from .presets import preset_server
-from .provenance import sidecar_for
 from .registry import REGISTRY
 
 _RAW_NAME = re.compile(r"^rep\d+\.csv$")  # not rep<N>.histograms.csv

@@ -22,7 +22,6 @@ from conftest import REPO
 
 from iolab.presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server
 
-
 BUILD = REPO / "native" / "build"
 PRESETS = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["echo"]["presets"]
 # Every sweep preset, plus every flag no preset uses, so each is proven

@@ -19,7 +19,7 @@ from iolab import config as iolab_config
 from iolab.inventory import NodeEntry, node_schema
 from iolab.registry import REGISTRY
 from iolab.schema import subschema
-from iolab.settings import ExperimentSettings, Experiments, PrecisionSettings, RunConfig
+from iolab.settings import Experiments, ExperimentSettings, PrecisionSettings, RunConfig
 
 # (overlay, text the one-line error must contain)
 BAD_CONFIGS = [

@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
-
 import pandas as pd
+import pytest
 
 from iolab.analysis import claims, costmodel
 from iolab.analysis.verdicts import Outcome, combine

@@ -8,9 +8,10 @@ import subprocess
 from pathlib import Path
 
 from conftest import REPO
-from iolab.paths import module_closure
 from coverage_c import executed_lines, summary
 from test_interrupt import repro_env
+
+from iolab.paths import module_closure
 
 BRANCHY = """#include <stdio.h>
 

@@ -18,7 +18,6 @@ from echo_support import BUILDS, SAN_ENV, Server, connect, echoed_within, exchan
 from iolab.experiments import echo as echo_exp
 from iolab.presets import SERVER_PROGRAMS, server_flags
 
-
 # --- server flags and the sweep ---------------------------------------------------------
 
 

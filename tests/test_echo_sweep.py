@@ -17,10 +17,10 @@ import pytest
 from conftest import REPO
 from echo_support import SWEEP
 
-from iolab.experiments import echo as echo_exp
 from iolab import readers, tables
-from iolab.formats import histograms_path
 from iolab.analysis import echostats
+from iolab.experiments import echo as echo_exp
+from iolab.formats import histograms_path
 from iolab.runners import LocalRunner
 from iolab.settings import EchoSettings
 

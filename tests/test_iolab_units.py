@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from iolab import atomic, hostfacts, provenance, readers, tables
-from iolab.report import paper
 from iolab.config import ConfigError, check_semantics, key_path, load, validate_config
 from iolab.nodes import Node
 from iolab.registry import REGISTRY
+from iolab.report import paper
 
 NODE = Node(name="t", runner="local", kind="vm", kind_reason="test")
 
@@ -219,8 +219,8 @@ def test_atomic_files_get_ordinary_permissions(tmp_path: Path) -> None:
 
 
 def test_numbers_with_unbounded_intervals_are_valid_json(tmp_path: Path) -> None:
-    from iolab.report.outputs import Outputs
     from iolab.analysis.stats import Estimate
+    from iolab.report.outputs import Outputs
 
     out = Outputs("t", tmp_path, tmp_path / "n.json", tmp_path / "m.json")
     out.number("nstar", 20.5, digits=1, estimate=Estimate(20.5, 18.0, float("inf"), 6))

@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab.experiments import echo as echo_exp
-from iolab.experiments import latency as latency_exp
 from iolab import readers, tables
-from iolab.formats import histograms_path
 from iolab.analysis import latency
 from iolab.config import ConfigError, check_semantics, load
+from iolab.experiments import echo as echo_exp
+from iolab.experiments import latency as latency_exp
+from iolab.formats import histograms_path
 from iolab.report import plots
 from iolab.runners import LocalRunner
 from iolab.settings import LatencySettings

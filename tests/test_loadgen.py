@@ -16,8 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from echo_support import SAN_ENV, Server, TSAN_ENV, raise_nofile, tsan_program
-
+from echo_support import SAN_ENV, TSAN_ENV, Server, raise_nofile, tsan_program
 
 # --- the load generator --------------------------------------------------------------
 

@@ -14,16 +14,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from conftest import REPO
 
 from iolab import formats, readers, tables
+from iolab.analysis import mpimodels, mpistats
 from iolab.experiments import mpi
 from iolab.experiments.mpi import launch as mpi_launch
-from iolab.analysis import mpimodels, mpistats
 from iolab.experiments.mpi import netns
 from iolab.runners import RunError
 from iolab.settings import MpiSettings
-
-from conftest import REPO
 
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="network namespaces need root")

@@ -9,12 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from test_mpi import mpirun, settings
 
 from iolab import formats, tables
-from iolab.experiments import mpi
 from iolab.analysis import mpistats
-
-from test_mpi import mpirun, settings
+from iolab.experiments import mpi
 
 
 def _rows(path: Path) -> pd.DataFrame:

@@ -8,14 +8,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from iolab import readers, tables
 from iolab.experiments import ib
 from iolab.experiments.ib import guest as ib_guest
 from iolab.runners import LocalRunner, qemu
 from iolab.settings import IbSettings
-
-from conftest import REPO
 
 RECORDED = REPO / "tests" / "data" / "perftest"  # from soft_roce_guest(iterations=20), TCG
 SIZES = [2**k for k in range(1, 24)]  # -a: 2 B to 8 MiB

@@ -14,8 +14,8 @@ import pytest
 from conftest import REPO
 
 from iolab import tables
-from iolab.experiments import trace
 from iolab.analysis import models
+from iolab.experiments import trace
 
 BPFTRACE_OUTPUT = """Attaching 10 probes...
 

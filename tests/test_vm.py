@@ -13,8 +13,7 @@ import pytest
 import yaml
 from conftest import REPO, copy_workflow, snakemake
 
-from iolab import readers, tables
-from iolab import runners
+from iolab import readers, runners, tables
 from iolab.runners import qemu as vm
 
 CPU_NO_VMX = "processor\t: 0\nflags\t\t: fpu vme sse2 hypervisor avx2\n"

@@ -25,11 +25,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from ..settings import PrecisionSettings
 from . import evidence, occasions
 from .evidence import Budget
 from .precision import plan_round
 from .verdicts import Finding, Outcome, Rule, combine, finding, settle
-from ..settings import PrecisionSettings
 
 # The paper profile's rounds (config/profiles/paper.yaml).
 PAPER_PRECISION = PrecisionSettings(enabled=True, budget_minutes=30, reps_per_round=3, max_rounds=10)

@@ -30,9 +30,8 @@ them.
 
 from __future__ import annotations
 
-import pandas as pd
-
 import numpy as np
+import pandas as pd
 
 from ..formats import OSU_PREFIX, REFERENCE_BENCH
 from .stats import Estimate, across_reps, mean_of_smallest

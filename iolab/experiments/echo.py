@@ -24,13 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import atomic, readers
+from ..formats import CELL_COLUMNS, histograms_path, raw_format_line
 from ..inventory import cpu_list
 from ..presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server
-from ..formats import CELL_COLUMNS, histograms_path, raw_format_line
-from ..runners import LocalRunner, Runner, runner_for
-from ..runners import RunError, build_failure
-from ..settings import EchoSettings
 from ..registry import REGISTRY
+from ..runners import LocalRunner, RunError, Runner, build_failure, runner_for
+from ..settings import EchoSettings
 from . import Measured, Repetition, settings_of
 
 _LISTENING = re.compile(r"listening on [0-9.]+:(\d+)")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import select
+import shutil
 import signal
 import subprocess
 import time

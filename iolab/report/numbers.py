@@ -199,8 +199,9 @@ def interval_sentence(reps: Sequence[int], level: float = 0.95) -> str:
     """What the 95 % interval of the median over repetitions is, for the
     repetition counts this run has: which order statistics bound it, and
     with how many the interval is simply the minimum and maximum."""
-    from ..analysis.stats import _median_ci_ranks
     import scipy.stats as sps
+
+    from ..analysis.stats import _median_ci_ranks
 
     parts = []
     for n in sorted(set(reps)):

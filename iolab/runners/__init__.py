@@ -14,7 +14,7 @@ from typing import Any
 
 from ..capabilities import Capability, capabilities_of
 from ..inventory import NodeEntry
-from .base import Runner, RunError, RunResult, build_failure
+from .base import RunError, Runner, RunResult, build_failure
 from .local import LocalRunner, SlurmRunner
 from .ssh import SshRunner, ssh_failure, ssh_options
 from .vm import VmRunner

@@ -18,7 +18,6 @@ from ..capabilities import RUNNER_CAPABILITIES
 from ..inventory import NodeEntry
 from .base import RunError, RunResult
 
-
 PR_SET_PDEATHSIG = 1
 
 

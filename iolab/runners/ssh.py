@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import hostfacts, paths
-from ..inventory import NodeEntry
 from ..capabilities import RUNNER_CAPABILITIES
+from ..inventory import NodeEntry
 from .base import RunError, RunResult, build_failure
 from .local import _die_with_parent
 

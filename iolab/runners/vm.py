@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import hostfacts, paths
+from ..capabilities import RUNNER_CAPABILITIES, Capability
 from ..inventory import NodeEntry
 from . import qemu as vm
-from ..capabilities import RUNNER_CAPABILITIES, Capability
 from .base import RunError, RunResult
 
 

@@ -26,8 +26,7 @@ import pandas as pd
 from ... import atomic, readers
 from ...formats import IB_COLUMNS, raw_format_line
 from ...registry import REGISTRY
-from ...runners import runner_for
-from ...runners import RunError
+from ...runners import RunError, runner_for
 from ...settings import IbSettings
 from .. import Measured, Repetition, settings_of
 

@@ -39,13 +39,13 @@ from ... import live, readers
 from ...formats import MPI_COLUMNS, raw_format_line
 from ...hostfacts import HostFacts
 from ...inventory import NodeEntry
-from ...runners import Capability, LocalRunner, Runner, RunError, capabilities_of, runner_for
-from .group import Member, MpiNodeGroup
-from .netns import NetnsCluster, require_root_and_iproute2
-from ...settings import MpiSettings
 from ...registry import REGISTRY
+from ...runners import Capability, LocalRunner, RunError, Runner, capabilities_of, runner_for
+from ...settings import MpiSettings
 from .. import Measured, Repetition, settings_of
+from .group import Member, MpiNodeGroup
 from .launch import Launch, Settings, mpirun_path, mpirun_version, run_launch, shm_btl, usable_cpus
+from .netns import NetnsCluster, require_root_and_iproute2
 
 TRANSPORTS = ("shm", "tcp", "netns", "netns_tbf", "nodes")
 NETNS_TRANSPORTS = ("netns", "netns_tbf")

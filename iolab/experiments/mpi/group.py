@@ -32,7 +32,7 @@ from typing import Any
 
 from ... import hostfacts
 from ...inventory import NodeEntry
-from ...runners import Runner, RunError, ssh_failure, ssh_options
+from ...runners import RunError, Runner, ssh_failure, ssh_options
 
 AGENT = """#!/bin/sh
 # plm_rsh_agent of iolab's MPI node group {group}: "AGENT HOST COMMAND..."

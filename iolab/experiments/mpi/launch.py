@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ...formats import MPI_PROBE_COLUMNS, REFERENCE_BENCH
-from ...runners import Capability, LocalRunner, Runner, RunError
+from ...runners import Capability, LocalRunner, RunError, Runner
+from ...settings import MpiSettings
 from .group import MpiNodeGroup
 from .netns import NetnsCluster
-from ...settings import MpiSettings
 
 # srun's process-management interface to Open MPI.
 SRUN_MPI = "pmix"

@@ -6,9 +6,9 @@ import math
 import textwrap
 from collections.abc import Sequence
 
-import numpy as np
 import matplotlib
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.figure import Figure
 
 from ...analysis.verdicts import Finding, Outcome

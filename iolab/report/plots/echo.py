@@ -4,9 +4,9 @@ Every estimate is drawn with its 95 % interval across repetitions."""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from .style import EPOLL_COLOR, PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, plain_ticks

@@ -4,9 +4,9 @@ hollow where drawn at all; the model figures leave them out, as the fits do."""
 
 from __future__ import annotations
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from ...analysis import mpistats

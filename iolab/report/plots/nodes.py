@@ -3,8 +3,8 @@ native/virtual ratios in the HPC HUB style."""
 
 from __future__ import annotations
 
-import pandas as pd
 import matplotlib.pyplot as plt
+import pandas as pd
 from matplotlib.figure import Figure
 
 from .mpi import transport_style
