@@ -111,7 +111,7 @@ def verify(raw: str | Path) -> None:
         )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _records_fingerprints(commit: str) -> bool:
     """Whether ``commit`` (a sidecar's) is FINGERPRINTS_SINCE or descends
     from it in this checkout's history; False when git cannot tell."""

@@ -148,7 +148,7 @@ def resolve_node(entry: Mapping[str, Any] | NodeEntry, evidence: KindEvidence, f
     (``evidence`` from its host ``facts``, iolab.hostfacts) or overridden in
     the config."""
     node = NodeEntry.of(entry)
-    kind = node.kind
+    kind: str = node.kind
     if kind == "auto":
         kind, reason = evidence.kind, evidence.reason
     else:

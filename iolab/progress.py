@@ -42,7 +42,7 @@ KEPT_PREFIXES = (
 
 
 def minutes(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
+    seconds = max(0, round(seconds))
     return (
         f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
         if seconds >= 3600
@@ -154,9 +154,9 @@ class Progress:
             self.planned.update({k: int(v) for k, v in stats.items()})
         elif event == LogEvent.JOB_INFO:
             # Snakemake 9 announces a job's start before its details.
-            j = int(record.jobid)
+            j = int(vars(record)["jobid"])
             self.jobs[j] = Job(
-                str(record.rule_name),
+                str(vars(record)["rule_name"]),
                 dict(getattr(record, "wildcards", {}) or {}),
                 [str(x) for x in (getattr(record, "log", None) or [])],
                 started=self.started.pop(j, None),
@@ -169,7 +169,7 @@ class Progress:
                 else:
                     self.started[j] = time.monotonic()
         elif event == LogEvent.JOB_FINISHED:
-            j = int(record.job_id)
+            j = int(vars(record)["job_id"])
             self.running.discard(j)
             job = self.jobs.get(j)
             if job is not None and job.started is not None:
@@ -177,7 +177,7 @@ class Progress:
                 self.durations.setdefault(job.rule, []).append(seconds)
                 self.last = f"{job.describe()} ({seconds:.0f} s)"
         elif event == LogEvent.PROGRESS:
-            self.done, self.total = int(record.done), int(record.total)
+            self.done, self.total = int(vars(record)["done"]), int(vars(record)["total"])
             if self.last:
                 self.line(f"{self.status().split(' · ')[0]} · done: {self.last}")
                 self.last = ""

@@ -23,7 +23,7 @@ def sidecar_for(raw: str | Path) -> Path:
 
 
 def utc_now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def git_state(repo: Path = paths.REPO) -> dict[str, Any]:

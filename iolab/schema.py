@@ -61,7 +61,7 @@ def schema_problem(value: Mapping[str, Any], *path: str) -> str | None:
         _compiled(*path)(dict(value))
     except JsonSchemaValueException as e:
         key = ".".join(str(p) for p in e.path[1:])  # path[0] is "data", the value itself
-        what = f"{e.message.removeprefix(e.name).strip()} (it is {e.value!r})"
+        what = f"{e.message.removeprefix(e.name or '').strip()} (it is {e.value!r})"
         return f"{key}: {what}" if key else what
     return None
 
@@ -93,8 +93,9 @@ class Section(BaseModel):
         """The typed section; a bad one is a ValueError of one line naming the key."""
         if isinstance(value, cls):
             return value
+        data = dict(value)
         try:
-            return cls.model_validate(dict(value))
+            return cls.model_validate(data)
         except ValidationError as e:
-            where = cls.where(value)
+            where = cls.where(data)
             raise ValueError(f"{where}: {first_error(e)}" if where else first_error(e)) from None

@@ -14,7 +14,7 @@ presets' echo flags). Each experiment's run code reads it through
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, ClassVar, Literal, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import Field, PlainValidator, create_model, field_validator
 
@@ -174,7 +174,7 @@ class LatencySettings(ExperimentSettings):
     port: int = _d("latency", "port")
     # The presets' echo flags (experiments.echo.presets), so new flags measure
     # into a new run key.
-    preset_specs: dict[str, Preset] = {}
+    preset_specs: dict[str, Preset] = {}  # noqa: RUF012 (a pydantic field: each model gets its own)
 
     _preset_specs = field_validator("preset_specs", mode="before")(_presets)
 
@@ -283,6 +283,8 @@ class PrecisionSettings(Section):
 def _schema_type(prop: Mapping[str, Any]) -> Any:
     """The field type of a schema property of a flat section."""
     if prop.get("type") == "array":
+        # A type made at run time from the schema: a checker sees an
+        # expression where it expects a type, and cannot check it anyway.
         return tuple[_schema_type(prop["items"]), ...]  # type: ignore[misc]
     if "enum" in prop:
         return Literal[tuple(prop["enum"])]
@@ -297,6 +299,7 @@ def _section_from_schema(name: str) -> type[ExperimentSettings]:
     fields = {
         key: (_schema_type(prop), Field(default=prop.get("default"))) for key, prop in section["properties"].items()
     }
+    # create_model's overloads cannot take fields given as **kwargs from data.
     model: type[ExperimentSettings] = create_model(  # type: ignore[call-overload]
         "".join(part.title() for part in name.split("_")) + "Settings", __base__=ExperimentSettings, **fields
     )
@@ -320,14 +323,24 @@ class _ExperimentsBase(Section):
         """experiment -> its section, for those the config has."""
         return {name: section for name in type(self).model_fields if (section := getattr(self, name)) is not None}
 
+    if TYPE_CHECKING:
+        # The sections are fields made at import from the schema (below),
+        # which a type checker cannot see: to it, each is Any.
+        def __getattr__(self, name: str) -> Any: ...
+
 
 # ``experiments``: one field per experiment's section model, required for
-# those every config has; declared by the section classes above.
+# those every config has; declared by the section classes above (fields as
+# **kwargs from data, which create_model's overloads cannot take).
 Experiments: type[_ExperimentsBase] = create_model(  # type: ignore[call-overload]
     "Experiments",
     __base__=_ExperimentsBase,
     **{cls.EXPERIMENT: (cls, ...) if cls.ALWAYS else (cls | None, None) for cls in ExperimentSettings.__subclasses__()},
 )
+if TYPE_CHECKING:
+    ExperimentsModel = _ExperimentsBase
+else:
+    ExperimentsModel = Experiments
 
 
 class PaperSettings(Section):
@@ -343,7 +356,7 @@ class RunConfig(Section):
     repeats: int
     experiment_repeats: dict[str, int] = from_schema("experiment_repeats")
     nodes: tuple[NodeEntry, ...]
-    experiments: Experiments
+    experiments: ExperimentsModel
     precision: PrecisionSettings = from_schema("precision")
     paper: PaperSettings = from_schema("paper")
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-import numpy as np
 import pandas as pd
 
 from ..presets import SERVER_PROGRAMS

@@ -96,7 +96,7 @@ def budget(adaptive: bool) -> Budget:
     return ADAPTIVE if adaptive else FIXED
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _quantile(level: float) -> float:
     return float(special.ndtri(1 - level))
 
@@ -250,7 +250,7 @@ def holm(p: np.ndarray) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _rank_bound(n: int, level: float) -> int | None:
     """The fewest of n values beyond a bound that reject it at ``level``."""
     for k in range(1, n + 1):

@@ -35,7 +35,7 @@ PERCENTILE_LABELS = {"p50": "p50", "p99": "p99", "p999": "p99.9"}
 def histogram(low_ns: Sequence[int], counts: Sequence[int]) -> HdrHistogram:
     """One cell's buckets as an HdrHistogram."""
     h = HdrHistogram(LOWEST_NS, HIGHEST_NS, SIGNIFICANT_DIGITS)
-    for low, count in zip(low_ns, counts):
+    for low, count in zip(low_ns, counts, strict=True):
         if count:
             h.record_value(max(int(low), LOWEST_NS), int(count))
     return h
@@ -62,7 +62,7 @@ def percentile_us(h: HdrHistogram, percentile: float) -> float:
 
 
 def cell_histograms(table: pd.DataFrame) -> list[HdrHistogram]:
-    return [histogram(low, count) for low, count in zip(table["hist_low_ns"], table["hist_count"])]
+    return [histogram(low, count) for low, count in zip(table["hist_low_ns"], table["hist_count"], strict=True)]
 
 
 def curves(table: pd.DataFrame) -> pd.DataFrame:

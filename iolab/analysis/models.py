@@ -85,7 +85,7 @@ def median_summary(measured: pd.DataFrame, by: Sequence[str], column: str = "ns_
         est = across_reps(group["median"].to_numpy())
         rows.append(
             {
-                **dict(zip(by, key if isinstance(key, tuple) else (key,))),
+                **dict(zip(by, key if isinstance(key, tuple) else (key,), strict=True)),
                 "median_ns": est.value,
                 "ci_low_ns": est.low,
                 "ci_high_ns": est.high,

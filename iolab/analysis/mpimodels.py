@@ -17,6 +17,7 @@ Parameter intervals come from the same fit made to each repetition alone
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -95,7 +96,7 @@ def _rep_intervals(
         cs, cw = (np.broadcast_to(np.asarray(c, dtype=float), y.shape).copy() for c in terms(p, m))
         fits.append(_fit(cs, cw, y)[0])
     if not fits:
-        return (float("nan"),) * 2, (float("nan"),) * 2  # type: ignore[return-value]
+        return (float("nan"),) * 2, (float("nan"),) * 2
     d = np.array(fits)
     ts, tw = across_reps(d[:, 0]), across_reps(d[:, 1])
     return (ts.low, ts.high), (tw.low, tw.high)
@@ -115,15 +116,7 @@ def fit_terms(
     cs, cw = (np.broadcast_to(np.asarray(c, dtype=float), y.shape).copy() for c in terms(p, m))
     x, rss = _fit(cs, cw, y)
     ts_ci, tw_ci = _rep_intervals(terms, per_rep) if per_rep else ((float("nan"),) * 2, (float("nan"),) * 2)
-    return LinearFit(
-        formula,
-        float(x[0]),
-        float(x[1]),
-        len(y),
-        ts_ci,
-        tw_ci,  # type: ignore[arg-type]
-        {"weighted_rss": rss},
-    )
+    return LinearFit(formula, float(x[0]), float(x[1]), len(y), ts_ci, tw_ci, {"weighted_rss": rss})
 
 
 def predict(fit: LinearFit, terms: Terms, p: np.ndarray, m: np.ndarray) -> np.ndarray:
@@ -131,7 +124,9 @@ def predict(fit: LinearFit, terms: Terms, p: np.ndarray, m: np.ndarray) -> np.nd
     return fit.ts_ns * np.asarray(cs) + fit.tw_ns_per_byte * np.asarray(cw)
 
 
-HOCKNEY: Terms = lambda p, m: (np.ones_like(m), m)  # noqa: E731
+def hockney_terms(p: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Hockney's terms: one start-up plus m bytes."""
+    return np.ones_like(m), m
 
 
 @dataclass
@@ -144,10 +139,10 @@ class Hockney:
 
     def predict(self, m: np.ndarray) -> np.ndarray:
         m = np.asarray(m, dtype=float)
-        lo = predict(self.small, HOCKNEY, np.ones_like(m), m)
+        lo = predict(self.small, hockney_terms, np.ones_like(m), m)
         if self.large is None:
             return lo
-        return np.where(m <= self.breakpoint, lo, predict(self.large, HOCKNEY, np.ones_like(m), m))
+        return np.where(m <= self.breakpoint, lo, predict(self.large, hockney_terms, np.ones_like(m), m))
 
 
 def _rep_points(
@@ -178,10 +173,10 @@ def fit_hockney(m: np.ndarray, t_ns: np.ndarray, min_points: int = 3, per_rep: p
         if best is None or rss < best[0]:
             best = (rss, k)
     if best is None:  # too few sizes to split: one line
-        return Hockney(fit_terms("t_s + t_w m", HOCKNEY, ones, m, t, _rep_points(per_rep)), None, float(m[-1]))
+        return Hockney(fit_terms("t_s + t_w m", hockney_terms, ones, m, t, _rep_points(per_rep)), None, float(m[-1]))
     k = best[1]
-    small = fit_terms("t_s + t_w m (eager)", HOCKNEY, ones[:k], m[:k], t[:k], _rep_points(per_rep, m[:k]))
-    large = fit_terms("t_s + t_w m (rendezvous)", HOCKNEY, ones[k:], m[k:], t[k:], _rep_points(per_rep, m[k:]))
+    small = fit_terms("t_s + t_w m (eager)", hockney_terms, ones[:k], m[:k], t[:k], _rep_points(per_rep, m[:k]))
+    large = fit_terms("t_s + t_w m (rendezvous)", hockney_terms, ones[k:], m[k:], t[k:], _rep_points(per_rep, m[k:]))
     return Hockney(small, large, float(m[k - 1]))
 
 
@@ -314,9 +309,9 @@ def transfer_rate(m: np.ndarray, t_ns: np.ndarray) -> tuple[float, float]:
 
 def fit_curves(fits: pd.DataFrame) -> dict[tuple[str, str, str], Callable[[np.ndarray, np.ndarray], np.ndarray]]:
     """(transport, bench, model) -> T(p, m) in ns, for drawing the fitted models."""
-    curves = {}
+    curves: dict[tuple[str, str, str], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {}
     for r in fits.itertuples():
         terms = PAPER_FORMULAS[r.bench][1] if r.model == "paper" else ALGORITHM_FORMULAS[(r.bench, r.algorithm)][1]
         fit = LinearFit(r.formula, r.ts_ns, r.tw_ns_per_byte, r.points)
-        curves[(r.transport, r.bench, r.model)] = lambda p, m, fit=fit, terms=terms: predict(fit, terms, p, m)
+        curves[(r.transport, r.bench, r.model)] = functools.partial(predict, fit, terms)
     return curves

@@ -21,6 +21,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -28,6 +29,9 @@ from scipy import special
 from scipy import stats as sps
 
 CONFIDENCE = 0.95
+# The two ways of reading a quantile here: interpolated, or an order statistic
+# where infinite values rule interpolation out.
+QuantileMethod = Literal["linear", "inverted_cdf"]
 # The fewest repetitions whose extreme order statistics cover the median with
 # probability >= 95 %: 1 - 2 * 0.5**6 = 0.969.
 MIN_REPS_FOR_CI = 6
@@ -79,7 +83,7 @@ def _finite_or_inf(values: ArrayLike) -> np.ndarray:
     return np.sort(a[~np.isnan(a)])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _median_ci_ranks(n: int, confidence: float) -> tuple[int, int] | None:
     """The 0-based order statistics that bound the median's CI for a sample
     of ``n``, or None when no pair covers it. They depend on n alone, so
@@ -148,11 +152,9 @@ def expected_ci(
         return -math.inf, math.inf
     # 1-based rank k of reps sits near quantile k / (reps + 1). Infinite
     # values (a crossover that never happens) rule out interpolation.
-    method = "linear" if np.isfinite(a).all() else "inverted_cdf"
-    return tuple(
-        float(np.quantile(a, (r + 1) / (reps + 1), method=method))  # type: ignore[return-value]
-        for r in ranks
-    )
+    method: QuantileMethod = "linear" if np.isfinite(a).all() else "inverted_cdf"
+    low, high = (float(np.quantile(a, (r + 1) / (reps + 1), method=method)) for r in ranks)
+    return low, high
 
 
 def expected_cis(
@@ -160,8 +162,9 @@ def expected_cis(
 ) -> list[tuple[float, float]]:
     """``expected_ci`` for each count in ``reps`` at once (one quantile pass)."""
     a = _finite_or_inf(per_rep)
-    method = "linear" if np.isfinite(a).all() else "inverted_cdf"
-    probs, where = [], []
+    method: QuantileMethod = "linear" if np.isfinite(a).all() else "inverted_cdf"
+    probs: list[float] = []
+    where: list[bool] = []
     for n in reps:
         ranks = _anytime_ranks(int(n), confidence) if anytime else _median_ci_ranks(int(n), confidence)
         where.append(ranks is not None)
@@ -234,7 +237,7 @@ def confidence_sequence(values: ArrayLike, confidence: float = CONFIDENCE) -> tu
     return low, high
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _anytime_ranks(n: int, confidence: float) -> tuple[int, int] | None:
     """The 0-based order statistics a confidence sequence ends at after n
     repetitions whose counts only grew at the end (its last look alone):

@@ -24,13 +24,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
 
 from . import evidence
 from .evidence import ALPHA_SIDE, Budget, Shifts
-from .stats import CONFIDENCE, MIN_REPS_FOR_CI, Estimate, expected_cis
+from .stats import MIN_REPS_FOR_CI, Estimate, expected_cis
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -470,7 +470,7 @@ def finding(
     ``cell``: the source's table cell it tests."""
     reps: list[int] = []
     if hasattr(per_rep, "index") and hasattr(per_rep, "to_numpy"):
-        series = per_rep.sort_index()  # a pandas Series: index = repetition
+        series = cast("pd.Series", per_rep).sort_index()  # index = repetition
         pairs = [
             (int(r), float(v))
             for r, v in zip(series.index, series.to_numpy(float), strict=True)

@@ -76,7 +76,8 @@ def machines(runs: Sequence[Run]) -> list[str]:
         nodes = run.environment.get("nodes")
         for node, facts in sorted(nodes.items() if isinstance(nodes, dict) else []):
             facts = facts if isinstance(facts, dict) else {}
-            tool = facts.get("toolchain") if isinstance(facts.get("toolchain"), dict) else {}
+            toolchain = facts.get("toolchain")
+            tool = toolchain if isinstance(toolchain, dict) else {}
             cells = [
                 node,
                 f"{facts.get('cpu_model')} ×{facts.get('cpus')}",
@@ -118,7 +119,7 @@ def _cell(value: float | None, bounds: list | None) -> str:
 
 def report(runs: Sequence[Run]) -> str:
     names = [r.name for r in runs]
-    lines = machines(runs) + [""]
+    lines = [*machines(runs), ""]
     lines += reruns.report([r.numbers for r in runs], names).split("\n## Calibration")[0].splitlines()
     rows = quantities(runs)
     supported = [r for r in rows if r["differs"]]

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,7 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
     raw = measured_raw(root)
     git = git_state(root)
     commit, dirty = git["commit"] or "unknown", bool(git["dirty"])
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     cff = citation(root)
     # RO-Crate 1.1: the version the Workflow Run Crate profiles (0.5) build on.
     crate = ROCrate(version="1.1")
@@ -281,8 +281,8 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
             )
         return steps[name]
 
-    actions = []
-    control = []
+    actions: list[ContextEntity] = []
+    control: list[ContextEntity] = []
 
     def run_action(
         name: str,

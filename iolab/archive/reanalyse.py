@@ -353,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.crate
         else "identical to the crate's"
         if not done["differing"]
-        else f"{len(done['differing'])} differ from the crate's: {', '.join(shown(k, 60) for k in done['differing'][:8])}"
+        else f"{len(done['differing'])} differ from the crate's: "
+        f"{', '.join(shown(k, 60) for k in done['differing'][:8])}"
     )
     source = args.crate.name if args.crate else paths.relative(args.raw_root.resolve())
     print(f"reanalyse: paper/paper.pdf rebuilt from {source}; {done['numbers']} numbers, {same}")

@@ -52,7 +52,8 @@ def _bounds(x: Any) -> list[float] | None:
     ends = [
         float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v) else None for v in x
     ]
-    return None if None in ends else ends  # type: ignore[return-value]
+    low, high = ends
+    return None if low is None or high is None else [low, high]
 
 
 def _findings(numbers: Numbers) -> list[dict[str, Any]]:
@@ -104,7 +105,9 @@ def intervals(numbers: Numbers, interval: str) -> dict[str, tuple[float | None, 
     ends = {"pi95": ("pred_low", "pred_high"), "ci95": ("low", "high")}[interval]
     for f in _findings(numbers):
         est = f.get("estimate")
-        value = _number(est.get("value")) if isinstance(est, dict) else None
+        if not isinstance(est, dict):
+            continue
+        value = _number(est.get("value"))
         if value is not None:
             out[f"{f['claim']}: {f['part']}"] = (value, _bounds([est.get(ends[0]), est.get(ends[1])]))
     return out

@@ -191,7 +191,7 @@ class Crate:
             raise CrateError(f"{self.path}: {METADATA} is not JSON ({shown(e, 80)})") from e
         if not isinstance(document, dict):
             raise CrateError(f"{self.path}: {METADATA} is {type(document).__name__}, not an object")
-        graph = document.get("@graph")
+        graph: Any = document.get("@graph")  # _listed_files checks it is a list
         self.listed = _listed_files(graph)
         self.entities = {e["@id"]: e for e in graph if isinstance(e.get("@id"), str)}
         root = self.entities.get("./")

@@ -32,7 +32,8 @@ def probe_argv(
 
 def run_repetition(rep: Repetition) -> Measured:
     """One cost-probe run into ``rep.raw``, pinned to the node's probe CPU."""
-    cpu = rep.node.cpus.get("probe")
+    probe = rep.node.cpus.get("probe")
+    cpu = None if probe is None else int(probe)
     argv = probe_argv(rep.experiment, rep.settings, rep.seed, cpu, rep.runner.exe("cost-probe"))
     rep.runner.run(argv, rep.raw)
     # Parse before accepting: a truncated or malformed file is not a result.

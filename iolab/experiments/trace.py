@@ -85,7 +85,8 @@ ECHO_WORKLOADS: dict[str, list[str]] = {
 ECHO_CONNECTIONS, ECHO_BYTES = 50, 128
 
 _STATS = re.compile(
-    r"^@(ns_\w+|submit_req|task_work_run|local_work_run|poll_arm|queue_async_work):\s*(?:count (\d+), average (\d+), total (\d+)|(\d+))\s*$"
+    r"^@(ns_\w+|submit_req|task_work_run|local_work_run|poll_arm|queue_async_work):\s*"
+    r"(?:count (\d+), average (\d+), total (\d+)|(\d+))\s*$"
 )
 
 
@@ -243,7 +244,8 @@ def run_repetition(rep: Repetition) -> Measured:
     """The bpftrace run on this machine (a skipped one records why)."""
     if rep.remote:
         raise RunError(f"trace on {rep.node.name}: bpftrace runs on local nodes only")
-    cpu = rep.node.cpus.get("probe")
+    probe = rep.node.cpus.get("probe")
+    cpu = None if probe is None else int(probe)
     try:
         extra = measure(settings_of(rep, TraceSettings), cpu, rep.seed, rep.raw, rep.server_client_cpus())
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:

@@ -86,8 +86,8 @@ def cost_model(
             out.number(
                 f"s_{variant}_ns", row["median_ns"].iloc[0], unit="ns", digits=1, estimate=row["estimate"].iloc[0]
             )
-    for key, value in models.node_context(syscall, node).items():
-        out.text(f"s_{key}", str(value))
+    for key, fact in models.node_context(syscall, node).items():
+        out.text(f"s_{key}", str(fact))
     mine = syscall[syscall["node"] == node]
     out.number("s_repeats", mine["rep"].nunique())
     out.number("s_batches", int((~mine["warmup"]).sum()))
@@ -171,8 +171,8 @@ def cost_model(
                 "at most one request in a hundred waited for a poll of io_uring's own, so its receives and sends "
                 "completed in the enter that submitted them, as the OpenAnolis server's did"
                 if rate <= 0.01
-                else "more than one request in a hundred waited for a poll of io_uring's own, so its receives and sends "
-                "did not all complete in the enter that submitted them, unlike the OpenAnolis server's"
+                else "more than one request in a hundred waited for a poll of io_uring's own, so its receives "
+                "and sends did not all complete in the enter that submitted them, unlike the OpenAnolis server's"
             ),
         )
 
@@ -344,7 +344,7 @@ def echo(
     out.number("echo_bytes", size)
     out.text("echo_connections", ", ".join(str(int(c)) for c in conns))
     out.number("echo_repeats", int(echo_table["rep"].nunique()))
-    out.number("echo_cells", int(len(echo_table)))
+    out.number("echo_cells", len(echo_table))
     if "loaded_s" in echo_table and echo_table["loaded_s"].notna().any():
         # How long a cell ran (its warm-up included), against the sources' 60 s.
         out.number("echo_cell_seconds", float(echo_table["loaded_s"].median()), unit="s", digits=2)
@@ -458,8 +458,8 @@ def collectives(
         out.number(f"{key}_tw_ns_per_byte", r.tw_ns_per_byte, unit="ns/B", digits=3)
         out.number(f"{key}_median_abs_error_pct", 100 * r.median_abs_error, unit="%", digits=0)
         out.text(f"mpi_algorithm_{r.bench}", r.algorithm)
-    ranks = sorted(summary["ranks"].unique())
-    out.text("mpi_ranks", ", ".join(str(int(p)) for p in ranks))
+    measured_ranks = sorted(summary["ranks"].unique())
+    out.text("mpi_ranks", ", ".join(str(int(p)) for p in measured_ranks))
     out.text(
         "mpi_oversubscribed_ranks",
         ", ".join(str(int(p)) for p in sorted(summary.loc[summary["oversubscribed"], "ranks"].unique())) or "none",
@@ -475,8 +475,8 @@ def collectives(
     from .plots.mpi import OVERSUBSCRIBED_DRAWN
 
     out.text("mpi_oversubscribed_drawn", OVERSUBSCRIBED_DRAWN)
-    fitted = sorted({int(p) for ranks in fits["ranks_fitted"] for p in ranks}) if "ranks_fitted" in fits else []
-    out.text("mpi_fit_shapes_sentence", fit_shapes_sentence(fits, fitted))
+    fitted_ranks = sorted({int(p) for ranks in fits["ranks_fitted"] for p in ranks}) if "ranks_fitted" in fits else []
+    out.text("mpi_fit_shapes_sentence", fit_shapes_sentence(fits, fitted_ranks))
 
 
 def fit_shapes_sentence(fits: pd.DataFrame, ranks: Sequence[int]) -> str:
@@ -651,7 +651,7 @@ def faithful_text(claim: str, findings: Sequence[Finding], runs: int = faithful.
     if share >= FAITHFUL_GOAL:
         return text + "."
     return (
-        text + f": a \u201creproduced\u201d cannot be expected here, because its parts' bounds sit closer to the "
+        text + ": a \u201creproduced\u201d cannot be expected here, because its parts' bounds sit closer to the "
         "source's own values than this spread and the error budget let so few repetitions decide."
     )
 

@@ -29,7 +29,7 @@ from ..tables import raw_files_under, resolve, sha256, table_sources
 
 FIGURE_FORMATS = ("pdf", "png", "svg")
 # Metadata fixed so re-rendering identical data gives identical files.
-_FIG_METADATA = {
+_FIG_METADATA: dict[str, dict[str, str | None]] = {
     "pdf": {"CreationDate": None, "ModDate": None, "Creator": "iolab"},
     "svg": {"Date": None, "Creator": "iolab"},
     "png": {"Software": "iolab"},
@@ -48,7 +48,7 @@ def figure_caption(name: str) -> str:
     return " ".join(path.read_text().split()).replace("\\*", "*")
 
 
-def machine(frame: "pd.DataFrame") -> dict[str, Any]:
+def machine(frame: pd.DataFrame) -> dict[str, Any]:
     """Where a figure's data were measured, from its tidy rows: node(s),
     kind, CPU model, CPU count, kernel, repetitions."""
 
@@ -86,7 +86,7 @@ def _tight_box(fig: Figure) -> Bbox:
     fig.set_dpi(dpi if save_dpi == "figure" else save_dpi)
     try:
         fig.draw_without_rendering()
-        box = fig.get_tightbbox(fig.canvas.get_renderer())
+        box = fig.get_tightbbox()
     finally:
         fig.set_dpi(dpi)
     return box.padded(plt.rcParams["savefig.pad_inches"])
@@ -111,7 +111,7 @@ class Outputs:
         self.manifest_path = paths.resolve(self.manifest_path)
 
     def figure(
-        self, fig: Figure, name: str, caption: str | None = None, data: "pd.DataFrame | None" = None
+        self, fig: Figure, name: str, caption: str | None = None, data: pd.DataFrame | None = None
     ) -> list[Path]:
         """Save ``fig`` as <name>.pdf/.png/.svg and record it for the manifest.
         The caption is report/captions/<name>.rst (what the Snakemake report
@@ -260,7 +260,7 @@ class Outputs:
                     if f.ratio_of_means is None or math.isfinite(f.ratio_of_means)
                     else None,
                     "reachable": list(f.reachable) if f.rule is not None and est is not None else None,
-                    "leaning": f.rule.leaning(est.value) if undecided else "",  # type: ignore[union-attr]
+                    "leaning": f.rule.leaning(est.value) if undecided and f.rule and est else "",
                     "estimate": None
                     if est is None
                     else {
@@ -283,7 +283,7 @@ class Outputs:
             "note": "",
         }
 
-    def rows(self, key: str, frame: "pd.DataFrame", note: str = "") -> None:
+    def rows(self, key: str, frame: pd.DataFrame, note: str = "") -> None:
         """A table for the paper, every cell as text: counts with thin-space
         thousands, "not measured" for a missing number."""
 

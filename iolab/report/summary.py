@@ -154,10 +154,10 @@ def zero_copy(numbers: Numbers) -> str:
     values = [float(e["value"]) for _, e in sizes]
     if not (all(v > 1 for v in values) or all(v < 1 for v in values)):
         return ""
-    word = "more" if values[0] > 1 else "less"
+    side = "above" if values[0] > 1 else "below"
     return (
         f"On loopback a zero-copy send costs {_fmt(min(values))}\u2013{_fmt(max(values))} times a plain send "
-        f"from {sizes[0][0] // 1024} to {sizes[-1][0] // 1024} KiB, each interval wholly {'above' if word == 'more' else 'below'} 1."
+        f"from {sizes[0][0] // 1024} to {sizes[-1][0] // 1024} KiB, each interval wholly {side} 1."
     )
 
 

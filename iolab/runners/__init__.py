@@ -36,7 +36,12 @@ __all__ = [
     "ssh_options",
 ]
 
-_CLASSES: dict[str, type] = {"local": LocalRunner, "slurm": SlurmRunner, "ssh": SshRunner, "vm": VmRunner}
+_CLASSES: dict[str, type[LocalRunner] | type[SshRunner] | type[VmRunner]] = {
+    "local": LocalRunner,
+    "slurm": SlurmRunner,
+    "ssh": SshRunner,
+    "vm": VmRunner,
+}
 
 
 def runner_for(entry: Mapping[str, Any] | NodeEntry) -> Runner:
@@ -48,8 +53,9 @@ def runner_for(entry: Mapping[str, Any] | NodeEntry) -> Runner:
             f"node {node.name!r}: runner {node.runner!r} cannot run experiments "
             "(netns is an MPI transport of a local node: experiments.mpi.transports)"
         )
-    runner: Runner = cls() if cls in (LocalRunner, SlurmRunner) else cls(node)
-    return runner
+    if issubclass(cls, LocalRunner):  # SlurmRunner too: this machine, no node to hold
+        return cls()
+    return cls(node)
 
 
 def skip_reason(entry: Mapping[str, Any] | NodeEntry) -> str | None:

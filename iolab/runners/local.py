@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -34,6 +35,9 @@ class LocalRunner:
     name = "local"
     capabilities = RUNNER_CAPABILITIES["local"]
     mpi_launcher = "mpirun"
+    # A session's scratch directory (session()), else one of this runner's own.
+    _scratch: Path | None = None
+    _own_scratch: tempfile.TemporaryDirectory[str] | None = None
 
     @staticmethod
     def skip_reason(entry: NodeEntry) -> str | None:
@@ -123,10 +127,10 @@ class LocalRunner:
         Path(path).chmod(mode)
 
     def scratch(self, name: str) -> str:
-        base = getattr(self, "_scratch", None)
+        base = self._scratch
         if base is None:
             # Outside a session: a private directory that lives as long as this runner.
-            if getattr(self, "_own_scratch", None) is None:
+            if self._own_scratch is None:
                 self._own_scratch = live.tempdir("iolab-run-")
             base = Path(self._own_scratch.name)
         return str(base / name)

@@ -297,5 +297,6 @@ def run_in_guest(
     body = console.split(BEGIN, 1)[1]
     out, rest = body.split(END, 1) if END in body else (body, "")
     err, status_text = rest.split(STATUS, 1) if STATUS in rest else (rest, "1")
-    status = int(re.match(r"\d+", status_text.strip()).group(0)) if re.match(r"\d+", status_text.strip()) else 1
+    status_digits = re.match(r"\d+", status_text.strip())
+    status = int(status_digits.group(0)) if status_digits else 1
     return GuestResult(out.lstrip("\n"), err.strip(), status, seconds, accel, kernel, full_cmdline)

@@ -361,7 +361,7 @@ RINGS_CONTEXT = (
 )
 
 
-def u5(echo: pd.DataFrame | None, kernel: dict[str, float] | None) -> list[Finding]:
+def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Finding]:
     """U5: the reactor's design claims. ``kernel``: per repetition, the
     trace experiment's io-wq requests per echoed request (``trace_rates``).
     Each part is gated on what it needs: the Go reactor's ring routing on the

@@ -92,10 +92,10 @@ def _kind_pair(per_rep: pd.DataFrame) -> tuple[str, str] | str:
         w for w, have in (("two bare-metal nodes", native), ("two VMs", virtual)) if not have
     )
     seen = [mpistats.TRANSPORT_NAMES.get(t, t) for t in mpistats.TRANSPORT_ORDER if t in set(per_rep["transport"])]
-    kinds = " and ".join(sorted({"VM" if k == "vm" else k for k in per_rep["kind"]})) if len(per_rep) else ""
+    kinds_seen = " and ".join(sorted({"VM" if k == "vm" else k for k in per_rep["kind"]})) if len(per_rep) else ""
     return (
         f"needs MPI between {missing}; this run measured "
-        + (f"{', '.join(seen)} on one {kinds} node" if seen else "no MPI")
+        + (f"{', '.join(seen)} on one {kinds_seen} node" if seen else "no MPI")
         + ", which shows no cross-node penalty"
     )
 

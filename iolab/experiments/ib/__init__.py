@@ -127,12 +127,12 @@ PORT_FILES = ("rate", "state", "phys_state", "link_layer")
 FACTS_SCRIPT = """for d in /sys/class/infiniband/*; do
   [ -e "$d" ] || continue
   n=${d##*/}
-  for f in %s; do [ -r "$d/$f" ] && echo "$n $f $(cat "$d/$f")"; done
+  for f in DEVICE_FILES; do [ -r "$d/$f" ] && echo "$n $f $(cat "$d/$f")"; done
   for p in "$d"/ports/*; do
-    for f in %s; do [ -r "$p/$f" ] && echo "$n port${p##*/}.$f $(cat "$p/$f")"; done
+    for f in PORT_FILES; do [ -r "$p/$f" ] && echo "$n port${p##*/}.$f $(cat "$p/$f")"; done
   done
 done
-""" % (" ".join(DEVICE_FILES), " ".join(PORT_FILES))
+""".replace("DEVICE_FILES", " ".join(DEVICE_FILES)).replace("PORT_FILES", " ".join(PORT_FILES))
 
 
 def parse_facts(text: str) -> dict[str, dict[str, str]]:
@@ -153,7 +153,8 @@ RAW_COLUMNS = IB_COLUMNS
 def first_device(facts: Mapping[str, Mapping[str, str]]) -> str | None:
     """The first RDMA device with an active port, else the first at all."""
     active = [d for d, f in facts.items() if any(k.endswith(".state") and "ACTIVE" in v for k, v in f.items())]
-    return (active or sorted(facts) or [None])[0]
+    candidates = active or sorted(facts)
+    return candidates[0] if candidates else None
 
 
 def device_facts(runner: Any) -> dict[str, dict[str, str]]:

@@ -79,8 +79,8 @@ def node_transports(node: NodeEntry, settings: Settings) -> tuple[list[str], lis
     netns transports need this machine's namespaces, so an ssh node leaves
     them out, and a node with ``mpi.peers`` adds ``nodes``."""
     if node.mpi.transports:
-        return list(node.mpi.transports), []
-    configured = list(settings.transports)
+        return [str(t) for t in node.mpi.transports], []
+    configured: list[str] = list(settings.transports)
     here = Capability.THIS_MACHINE in capabilities_of(node.runner)
     chosen = [t for t in configured if here or t not in NETNS_TRANSPORTS]
     left_out = [t for t in configured if t not in chosen]
@@ -95,7 +95,7 @@ def plan(settings: Settings, seed: int) -> list[Launch]:
     Ping-pong runs in the 2-rank launch only (with more ranks the others
     would just wait); the tbf-shaped cluster runs ping-pong at its own sizes.
     """
-    benches = [b for b in BENCHMARKS if b in settings.benchmarks]
+    benches: list[str] = [b for b in BENCHMARKS if b in settings.benchmarks]
     ranks = sorted(settings.ranks)
     sizes = default_sizes(settings)
     launches = []
@@ -110,7 +110,11 @@ def plan(settings: Settings, seed: int) -> list[Launch]:
             chosen = [b for b in benches if b != "pingpong" or p == 2]
             # Algorithms choose nothing for ping-pong: it runs once, in the
             # first selection's launch.
-            for selection, picked in [(first, chosen), *((s, [b for b in chosen if b != "pingpong"]) for s in others)]:
+            runs: list[tuple[str, list[str]]] = [
+                (first, chosen),
+                *((s, [b for b in chosen if b != "pingpong"]) for s in others),
+            ]
+            for selection, picked in runs:
                 for method in settings.methods if picked else []:
                     launches.append(Launch(transport, p, "mpi-probe", picked, sizes, method, selection))
         if settings.reference.enabled and 2 in ranks:

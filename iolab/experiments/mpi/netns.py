@@ -39,7 +39,7 @@ PREFIX = "iol"
 NETNS_ETC = Path("/etc/netns")
 # 10.213.<n>.0/24 candidates: a fixed, documented range, checked against the
 # host's addresses and routes before use.
-CANDIDATE_SUPERNET = ipaddress.ip_network("10.213.0.0/16")
+CANDIDATE_SUPERNET = ipaddress.IPv4Network("10.213.0.0/16")
 _OWNED = re.compile(rf"^{PREFIX}(\d+)(?:-\d+|br|h\d+|n\d+)$")
 
 AGENT = """#!/bin/sh

@@ -114,7 +114,7 @@ def forest_figure(findings: Sequence[Finding]) -> Figure:
     handles.append(
         plt.Line2D([], [], color="#777777", marker="o", mfc="white", lw=0.9, ls=":", label="context, not counted")
     )
-    legend_below(fig, handles, [h.get_label() for h in handles], ncol=4)
+    legend_below(fig, handles, ncol=4)
     if shared:
         fig.text(0.5, 1.0, f"echo parts: {shared.strip()[1:-1]}", ha="center", va="bottom", fontsize=7.5)
     fig.tight_layout()

@@ -7,6 +7,8 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.container import Container
 from matplotlib.figure import Figure
 
 from ...analysis import mpistats
@@ -229,11 +231,11 @@ def ratio_figure(ratio_tables: list[pd.DataFrame]) -> Figure:
     if not any(len(t) for t in ratio_tables):
         fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 1.0))
         ax.axis("off")
-        pairs = ", ".join(f"{a}/{b}" for a, b in mpistats.TRANSPORT_PAIRS)
+        known = ", ".join(f"{a}/{b}" for a, b in mpistats.TRANSPORT_PAIRS)
         ax.text(
             0.5,
             0.5,
-            f"No transport pair was measured: a ratio needs both transports of one of {pairs}.",
+            f"No transport pair was measured: a ratio needs both transports of one of {known}.",
             ha="center",
             va="center",
             wrap=True,
@@ -244,7 +246,7 @@ def ratio_figure(ratio_tables: list[pd.DataFrame]) -> Figure:
     pairs = list(dict.fromkeys(zip(r["numerator"], r["denominator"], strict=True)))
     colors = {pair: color(i) for i, pair in enumerate(pairs)}
     fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 2.6), sharey=True, squeeze=False)
-    handles: dict[str, object] = {}
+    handles: dict[str, Artist | Container] = {}
     for ax, bench in zip(axes[0], benches, strict=False):
         for (num, den, p), g in r[r["bench"] == bench].groupby(["numerator", "denominator", "ranks"]):
             g = g.sort_values("bytes")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.artist import Artist
+from matplotlib.container import Container
 from matplotlib.figure import Figure
 
 from .mpi import transport_style
@@ -45,7 +47,7 @@ def mpi_ratio_figure(ratios: pd.DataFrame, title: str, seed_lines: dict | None =
     quoted figures."""
     benches = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(ratios["bench"])]
     fig, axes = plt.subplots(2, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 4.4), sharey="row", squeeze=False)
-    handles: dict[str, object] = {}
+    handles: dict[str, Artist | Container] = {}
     for col, bench in enumerate(benches):
         for row, ax in enumerate(axes[:, col]):
             sel = ratios[ratios["bench"] == bench]

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
+from cycler import cycler
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.axis import Axis
+from matplotlib.container import Container
 from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FuncFormatter
+from numpy.typing import ArrayLike
 
 # A4 with 2 cm margins (paper/paper.typ): figures print this wide.
 TEXT_WIDTH_IN = 6.69
@@ -42,7 +45,7 @@ def apply() -> None:
             "grid.alpha": 0.3,
             "axes.spines.top": False,
             "axes.spines.right": False,
-            "axes.prop_cycle": matplotlib.cycler(color=PALETTE),
+            "axes.prop_cycle": cycler(color=PALETTE),
             "legend.frameon": False,
             "svg.fonttype": "none",
             "pdf.fonttype": 42,
@@ -57,26 +60,34 @@ def color(i: int) -> str:
 
 
 def legend_below(
-    fig: Figure, handles: Sequence[object] | None = None, labels: Sequence[str] | None = None, ncol: int = 3
+    fig: Figure, handles: Sequence[Artist | Container] | None = None, labels: Sequence[str] | None = None, ncol: int = 3
 ) -> None:
     """One legend under every panel, clear of the data."""
     if handles is None:
-        seen: dict[str, object] = {}
+        seen: dict[str, Artist | Container] = {}
         for ax in fig.axes:
             for h, lab in zip(*ax.get_legend_handles_labels(), strict=True):
                 seen.setdefault(lab, h)
         handles, labels = list(seen.values()), list(seen)
     if not handles:
         return
+    if labels is None:
+        labels = [str(h.get_label()) for h in handles]
     # As many columns as fit the figure's width: a wider legend would widen
     # the saved figure, and print every font smaller.
-    renderer = fig.canvas.get_renderer()
     width = fig.get_figwidth() * fig.dpi
     for columns in range(min(ncol, len(handles)), 0, -1):
-        legend = fig.legend(
-            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=columns, borderaxespad=0.2
+        # matplotlib's stub types handles as Artists only; it draws an
+        # errorbar's container as its handle too, which the figures pass.
+        legend = fig.legend(  # type: ignore[call-overload]
+            handles,
+            labels,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=columns,
+            borderaxespad=0.2,
         )
-        if columns == 1 or legend.get_window_extent(renderer).width <= width:
+        if columns == 1 or legend.get_window_extent().width <= width:
             return
         legend.remove()
 
@@ -98,7 +109,7 @@ def plain_ticks(axis: Axis) -> None:
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 
-def interval_bars(low: np.ndarray, value: np.ndarray, high: np.ndarray) -> np.ndarray:
+def interval_bars(low: ArrayLike, value: ArrayLike, high: ArrayLike) -> np.ndarray:
     """errorbar's yerr from an interval, zero where it is unbounded (fewer
     than 6 repetitions: the value is drawn without a bar)."""
     low, value, high = (np.asarray(x, dtype=float) for x in (low, value, high))
@@ -118,7 +129,7 @@ def smallest_font(fig: Figure, width_in: float) -> float:
     """The smallest font of any visible text, in points at print size, for
     a figure saved ``width_in`` wide and printed at TEXT_WIDTH_IN."""
     scale = TEXT_WIDTH_IN / width_in
-    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    sizes = [float(t.get_fontsize()) for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
     return min(sizes) * scale if sizes else float("inf")
 
 
@@ -143,12 +154,11 @@ def overlapping_labels(fig: Figure) -> list[str]:
     """Tick labels drawn over another panel's plotting area or over another
     label of their own axis: either is unreadable at any size."""
     fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
-    boxes = [(ax, ax.get_window_extent(renderer)) for ax in fig.axes if ax.get_visible()]
+    boxes = [(ax, ax.get_window_extent()) for ax in fig.axes if ax.get_visible()]
     hits = []
     for ax, _ in boxes:
         for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
-            shown = [(t.get_text(), t.get_window_extent(renderer)) for t in ticks if t.get_visible() and t.get_text()]
+            shown = [(t.get_text(), t.get_window_extent()) for t in ticks if t.get_visible() and t.get_text()]
             for i, (text, extent) in enumerate(shown):
                 # A hair of slack: labels may touch the next panel's frame.
                 if any(other is not ax and extent.overlaps(box.shrunk(0.98, 0.98)) for other, box in boxes):
