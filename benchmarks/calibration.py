@@ -23,8 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from iolab.analysis import occasions  # noqa: E402
-from iolab.archive.occasions import crate_numbers  # noqa: E402
+from iolab.analysis import occasions
+from iolab.archive.occasions import crate_numbers
 
 LEVELS = (0.50, 0.80, 0.90, 0.95, 0.99)
 
@@ -93,10 +93,8 @@ def main() -> int:
                 else:
                     inside[lv] += 1
     pairs = len(runs) * (len(runs) - 1)
-    print(
-        f"{len(runs)} runs, {pairs} ordered pairs, {checked} values checked "
-        f"({'before: symmetric, one occasion' if args.old else 'log scale, occasion spread estimated without the re-run'})"
-    )
+    how = "before: symmetric, one occasion" if args.old else "log scale, occasion spread estimated without the re-run"
+    print(f"{len(runs)} runs, {pairs} ordered pairs, {checked} values checked ({how})")
     print(f"{'nominal':>8} {'inside':>8} {'above':>7} {'below':>7} {'above:below':>12}")
     for lv in LEVELS:
         ratio = upper[lv] / lower[lv] if lower[lv] else math.inf

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from iolab.analysis import error_rates  # noqa: E402
+from iolab.analysis import error_rates
 
 COLUMNS = (
     "part false reproduced",

@@ -28,7 +28,9 @@
 # `mpi_yield_when_idle` on) are drawn hollow.
 
 # %% tags=["parameters"]
-mpi_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
+# Each *_table: "auto" (the pipeline\'s latest table, else the shipped reference data), a Parquet table
+# or a raw-data root.
+mpi_table = "auto"
 node = ""  # "": the first node in name order
 reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
 transports = []  # e.g. ["shm", "tcp"]; []: every transport

@@ -30,7 +30,9 @@
 # in the claims notebook.
 
 # %% tags=["parameters"]
-syscall_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
+# Each *_table: "auto" (the pipeline\'s latest table, else the shipped reference data), a Parquet table
+# or a raw-data root.
+syscall_table = "auto"
 sendrecv_table = "auto"
 uring_batch_table = "auto"
 nop_table = "auto"

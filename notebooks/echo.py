@@ -25,7 +25,9 @@
 # CPU per request, to show it is not the bottleneck.
 
 # %% tags=["parameters"]
-echo_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
+# Each *_table: "auto" (the pipeline\'s latest table, else the shipped reference data), a Parquet table
+# or a raw-data root.
+echo_table = "auto"
 syscall_table = "auto"
 sendrecv_table = "auto"
 uring_batch_table = "auto"

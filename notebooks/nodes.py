@@ -24,7 +24,9 @@
 # virtual/native. With one node kind only the per-node table is shown.
 
 # %% tags=["parameters"]
-syscall_table = "auto"  # "auto": the pipeline's latest table, else the shipped reference data; or a Parquet table, or a raw-data root
+# Each *_table: "auto" (the pipeline\'s latest table, else the shipped reference data), a Parquet table
+# or a raw-data root.
+syscall_table = "auto"
 sendrecv_table = "auto"
 uring_batch_table = "auto"
 echo_table = "auto"  # "" when the echo experiment is disabled

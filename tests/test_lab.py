@@ -133,7 +133,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         driver.quit()
 
 
-def wait_for(driver, condition, timeout: float = WAIT, what: str = ""):  # type: ignore[no-untyped-def]
+def wait_for(driver, condition, timeout: float = WAIT, what: str = ""):
     from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -143,13 +143,13 @@ def wait_for(driver, condition, timeout: float = WAIT, what: str = ""):  # type:
     ).until(condition, message=what)
 
 
-def run_all(driver, lab: dict, path: str) -> dict:  # type: ignore[no-untyped-def]
+def run_all(driver, lab: dict, path: str) -> dict:
     """Open ``path`` (a notebook), run all cells; returns what the page showed."""
     driver.get(f"{lab['base']}/lab/tree/{path}?token={lab['token']}&reset")
     return run_open_notebook(driver, path)
 
 
-def run_open_notebook(driver, path: str) -> dict:  # type: ignore[no-untyped-def]
+def run_open_notebook(driver, path: str) -> dict:
     """Run all cells of the notebook the page shows; what each code cell showed."""
     from selenium.webdriver.common.by import By
 
@@ -166,7 +166,7 @@ def run_open_notebook(driver, path: str) -> dict:  # type: ignore[no-untyped-def
         120,
         "kernel did not start",
     )
-    menu = [m for m in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel") if m.text == "Run"][0]
+    menu = next(m for m in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-itemLabel") if m.text == "Run")
     menu.click()
     wait_for(
         driver,
@@ -175,7 +175,7 @@ def run_open_notebook(driver, path: str) -> dict:  # type: ignore[no-untyped-def
         "no Run All Cells item",
     )[0].click()
 
-    def done(d) -> bool:  # type: ignore[no-untyped-def]
+    def done(d) -> bool:
         prompts = [p.text.strip() for p in panel.find_elements(By.CSS_SELECTOR, ".jp-CodeCell .jp-InputPrompt")]
         return bool(prompts) and all(re.fullmatch(r"\[\d+\]:", p) for p in prompts)
 
@@ -211,7 +211,7 @@ def test_a_paired_py_file_opens_as_a_notebook_through_jupytext(lab: dict, browse
     from selenium.webdriver.common.by import By
 
     driver = browser
-    driver.get(f"{lab['base']}/lab/tree/notebooks?token={lab['token']}&reset")  # type: ignore[attr-defined]
+    driver.get(f"{lab['base']}/lab/tree/notebooks?token={lab['token']}&reset")
     item = wait_for(
         driver,
         lambda d: [
@@ -246,11 +246,11 @@ def test_the_html_report_shows_every_figure(browser: object, smoke_copy: Path) -
     res = snakemake(wd, "--report", "report.html", "--configfile", "config/profiles/smoke.yaml")
     assert res.returncode == 0, res.stderr[-3000:]
     figures = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())["figures"]
-    browser.get((wd / "report.html").as_uri())  # type: ignore[attr-defined]
+    browser.get((wd / "report.html").as_uri())
     text = wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "body").text, 60, "report did not render")
     for category in ("Cost model", "Claims re-tested", "Echo servers", "MPI collectives"):
         assert category in text, category
-    page = browser.page_source  # type: ignore[attr-defined]
+    page = browser.page_source
     missing = [name for name in figures if f"{name}.png" not in page]
     assert missing == []
     # Each figure carries its caption (report/captions/<figure>.rst).

@@ -114,7 +114,7 @@ def test_merged_histograms_equal_the_pooled_samples_histogram() -> None:
     rng = np.random.default_rng(7)
     groups = [rng.lognormal(mean=10 + i * 0.1, sigma=0.8, size=5000).astype(int) + 1 for i in range(6)]
 
-    def hist_of(samples: np.ndarray):  # type: ignore[no-untyped-def]
+    def hist_of(samples: np.ndarray):
         values, counts = np.unique(samples, return_counts=True)
         return latency.histogram(values.tolist(), counts.tolist())
 
@@ -138,7 +138,7 @@ def test_merging_two_real_runs_equals_their_summed_buckets(native_build: Path, t
         echo_exp.stop_server(proc, LocalRunner())
     summed: dict[int, int] = {}
     for f in files:
-        for low, count in zip(*buckets(f)):
+        for low, count in zip(*buckets(f), strict=True):
             summed[low] = summed.get(low, 0) + count
     direct = latency.histogram(list(summed), list(summed.values()))
     merged = latency.merged(latency.histogram(*buckets(f)) for f in files)
@@ -194,9 +194,9 @@ def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Pat
     )
     table = tables.load("latency", tmp_path)
     ok = table[table["status"] == "ok"]
-    assert len(ok) == 6 and all(sum(c) == n for c, n in zip(ok["hist_count"], ok["requests"]))
+    assert len(ok) == 6 and all(sum(c) == n for c, n in zip(ok["hist_count"], ok["requests"], strict=True))
     curves = latency.curves(table)
-    assert sorted(zip(curves["preset"], curves["load"])) == [
+    assert sorted(zip(curves["preset"], curves["load"], strict=True)) == [
         ("default", 0.2),
         ("default", 0.6),
         ("default", 1.0),
@@ -262,5 +262,5 @@ def test_curves_give_intervals_across_repetitions_and_a_merged_tail() -> None:
 def test_a_latency_preset_must_be_an_echo_preset() -> None:
     config = load()
     config["experiments"]["latency"]["presets"] = ["epoll", "no_such_preset"]
-    with pytest.raises(ConfigError, match="experiments.latency.presets: 'no_such_preset' is not"):
+    with pytest.raises(ConfigError, match=r"experiments\.latency\.presets: 'no_such_preset' is not"):
         check_semantics(config)

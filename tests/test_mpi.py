@@ -343,7 +343,7 @@ def test_both_selections_are_told_apart_in_the_raw_file(mpi_build: Path, tmp_pat
     pinned, default = (bcast[bcast["selection"] == s] for s in ("pinned", "default"))
     assert (pinned["algorithm"] == "binomial").all() and pinned["pinned"].all()
     assert not default["pinned"].any() and (default["algorithm"] == "tuned fixed decision rules").all()
-    with pytest.raises(ValueError, match="keep one with mpistats.one_selection"):
+    with pytest.raises(ValueError, match=r"keep one with mpistats\.one_selection"):
         mpistats.iteration_times(table)
     for prefer in ("pinned", "default"):
         times = mpistats.iteration_times(mpistats.one_selection(table, prefer))
@@ -485,7 +485,7 @@ def test_subnet_choice_avoids_the_hosts_networks() -> None:
     assert net.prefixlen == 24 and net.subnet_of(netns.CANDIDATE_SUPERNET)
     with pytest.raises(RunError, match="must be a private IPv4"):
         netns.pick_subnet("8.8.8.0/24")
-    with pytest.raises(RunError, match="overlaps 127.0.0.0/8"):
+    with pytest.raises(RunError, match=r"overlaps 127\.0\.0\.0/8"):
         netns.pick_subnet("127.0.0.0/24")
 
 
@@ -502,7 +502,7 @@ def test_hockney_recovers_a_piecewise_line() -> None:
         [
             {"rep": r, "ranks": 2, "bytes": mm, "time_ns": tt * d * reps.normal(1, 0.01)}
             for r, d in enumerate(reps.lognormal(0, 0.1, 6), 1)
-            for mm, tt in zip(m, t)
+            for mm, tt in zip(m, t, strict=True)
         ]
     )
     h = mpimodels.fit_hockney(m, medians, per_rep=per_rep)

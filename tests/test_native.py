@@ -255,7 +255,7 @@ def test_send_zc_counts_the_sends_the_kernel_copied(native_build: Path, tmp_path
     assert len(cells) == 6 and (cells == 5).all()
     assert (frame["calls"] == 3).all() and (frame["ns"] > 0).all()
     usage = readers.read_zc_usage(out)
-    assert sorted(zip(usage["variant"], usage["bytes"])) == [
+    assert sorted(zip(usage["variant"], usage["bytes"], strict=True)) == [
         ("send_zc", 512),
         ("send_zc", 16384),
         ("send_zc_fixed", 512),

@@ -233,7 +233,7 @@ def differences(want: object, got: object, where: str = "") -> list[str]:
     if isinstance(want, list) and isinstance(got, list):
         if len(want) != len(got):
             return [f"{where}: {len(got)} items, recorded {len(want)}"]
-        return [d for i, (w, g) in enumerate(zip(want, got)) for d in differences(w, g, f"{where}[{i}]")]
+        return [d for i, (w, g) in enumerate(zip(want, got, strict=True)) for d in differences(w, g, f"{where}[{i}]")]
     if isinstance(want, float) and isinstance(got, float):
         return [] if got == pytest.approx(want, rel=FLOAT_REL, abs=0) else [f"{where}: {got!r}, recorded {want!r}"]
     return [] if type(want) is type(got) and want == got else [f"{where}: {got!r}, recorded {want!r}"]

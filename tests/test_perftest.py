@@ -66,7 +66,10 @@ def test_values_perftest_prints_as_inf_are_missing_and_said_so() -> None:
 
 
 def test_parser_errors_are_one_line() -> None:
-    no_device = " Did not detect devices \n If device exists, check if driver is up\n Unable to find the Infiniband/RoCE device\n"
+    no_device = (
+        " Did not detect devices \n If device exists, check if driver is up\n"
+        " Unable to find the Infiniband/RoCE device\n"
+    )
     with pytest.raises(ib.PerftestError) as e:
         ib.parse("ib_send_lat", no_device)
     assert str(e.value) == "ib_send_lat printed no result table: Unable to find the Infiniband/RoCE device"

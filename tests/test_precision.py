@@ -27,7 +27,7 @@ def echo_finding(values: list[float], c: int) -> object:
     )
 
 
-def plan(findings: list, spent: float = 0.0, round_: int = 0, **precision: object):  # type: ignore[no-untyped-def]
+def plan(findings: list, spent: float = 0.0, round_: int = 0, **precision: object):
     return plan_round(
         findings,
         round_=round_,
@@ -187,7 +187,7 @@ def test_the_workflow_adds_rounds_until_the_plan_stops(workflow: Path, tmp_path:
     echo = pd.read_parquet(workflow / "results" / "tables" / "echo.parquet")
     planned = {tuple(c) for c in plans[0]["next"]["echo"]["cells"]}
     extra = echo[echo["rep"] == 3]
-    assert {(p, c, b) for p, c, b in zip(extra["preset"], extra["connections"], extra["bytes"])} == planned
+    assert {(p, c, b) for p, c, b in zip(extra["preset"], extra["connections"], extra["bytes"], strict=True)} == planned
     assert len(planned) < len(echo[echo["rep"] == 1])
     side = json.loads(next((workflow / "data" / "raw" / "local" / "echo").glob("*/rep3.provenance.json")).read_text())
     assert [tuple(c) for c in side["settings"]["cells"]] == [tuple(c) for c in plans[0]["next"]["echo"]["cells"]]

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 RECORD = REPO / "tests" / "data" / "reference_tables.json"
 sys.path.insert(0, str(REPO))
 
-from iolab import tables  # noqa: E402
+from iolab import tables  # noqa: E402 (this checkout first on the path, above)
 
 
 def column_digest(column: pd.Series) -> str:

@@ -93,13 +93,9 @@ def _compares_a_runner_name(node: ast.AST) -> bool:
         return False
     names = {c.value for c in ast.walk(node) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
     mentions_runner = any(
-        isinstance(n, ast.Attribute)
-        and n.attr == "runner"
-        or isinstance(n, ast.Subscript)
-        and isinstance(n.slice, ast.Constant)
-        and n.slice.value == "runner"
-        or isinstance(n, ast.Name)
-        and n.id == "runner"
+        (isinstance(n, ast.Attribute) and n.attr == "runner")
+        or (isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant) and n.slice.value == "runner")
+        or (isinstance(n, ast.Name) and n.id == "runner")
         for n in ast.walk(node)
     )
     return mentions_runner and bool(names & RUNNER_NAMES)

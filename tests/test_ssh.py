@@ -46,7 +46,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError(f"sshd did not start: {proc.stdout.read() if proc.stdout else ''}")
+                raise RuntimeError(f"sshd did not start: {proc.stdout.read() if proc.stdout else ''}") from None
             time.sleep(0.1)
     host_pub = (d / "host_key.pub").read_text().split()
     (d / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_pub[0]} {host_pub[1]}\n")
