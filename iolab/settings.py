@@ -323,6 +323,11 @@ class _ExperimentsBase(Section):
         """experiment -> its section, for those the config has."""
         return {name: section for name in type(self).model_fields if (section := getattr(self, name)) is not None}
 
+    def switched_on(self) -> dict[str, ExperimentSettings]:
+        """``configured``, less those whose section says ``enabled: false``
+        (a section without the switch, like the cost probes', is always on)."""
+        return {name: section for name, section in self.configured().items() if getattr(section, "enabled", True)}
+
     if TYPE_CHECKING:
         # The sections are fields made at import from the schema (below),
         # which a type checker cannot see: to it, each is Any.

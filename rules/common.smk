@@ -75,9 +75,8 @@ def node_runs(node, experiment):
 
 # Experiments that run: those enabled (cost probes always are) that some
 # node that is not skipped can host.
-EXPERIMENTS = [name for name, section in RUN.experiments.configured().items()
-               if getattr(section, "enabled", True)
-               and any(node_runs(n, name) for n in NODES if n not in SKIPPED_NODES)]
+EXPERIMENTS = [name for name in RUN.experiments.switched_on()
+               if any(node_runs(n, name) for n in NODES if n not in SKIPPED_NODES)]
 
 # Python modules the analysis steps run (iolab.analysis, iolab.report and
 # everything they import); editing one re-runs the analysis, never a measurement.

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from iolab import atomic, hostfacts, provenance, readers, tables
 from iolab.config import ConfigError, check_semantics, key_path, load, validate_config
@@ -136,7 +137,7 @@ def test_load_from_raw_root_and_from_parquet(tmp_path: Path) -> None:
     assert len(sources["raw"]) == 2 and all(len(s["sha256"]) == 64 for s in sources["raw"])
 
 
-@pytest.mark.parametrize("experiment", ["syscall", "sendrecv", "uring_batch", "nop", "trace"])
+@pytest.mark.parametrize("experiment", sorted(p.name for p in (REPO / "data" / "reference" / "local").iterdir()))
 def test_reference_data_loads(experiment: str) -> None:
     t = tables.load(experiment, "data/reference")
     assert len(t) > 10 and t["rep"].nunique() >= 2

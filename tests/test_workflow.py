@@ -16,6 +16,7 @@ from test_interrupt import repro_env
 from iolab import readers
 from iolab.readers import sha256
 from iolab.registry import REGISTRY
+from iolab.schema import subschema
 
 
 def planned_jobs(dry_run_output: str) -> dict[str, int]:
@@ -45,6 +46,33 @@ def test_lint_is_clean(workflow: Path) -> None:
     assert res.returncode == 0, out
     assert "Lints for" not in out, out
     assert "Congratulations" in out
+
+
+def switchable_experiments() -> list[str]:
+    """The experiments whose config section has an on/off switch."""
+    return [name for name in REGISTRY if "enabled" in subschema("experiments", name).get("properties", {})]
+
+
+def test_each_switch_turns_its_experiment_off(workflow: Path) -> None:
+    """Every experiment but the four cost probes has ``enabled`` in its
+    section, and with it false the workflow plans no measurement of it;
+    the same plan with the switches on measures each (the control)."""
+    switchable = switchable_experiments()
+    assert set(REGISTRY) - set(switchable) == {"syscall", "sendrecv", "uring_batch", "nop"}
+    off = workflow / "all-off.yaml"
+    off.write_text(json.dumps({"experiments": {name: {"enabled": False} for name in switchable}}))
+    plans = {}
+    for label, extra in (("on", []), ("off", [str(off)])):
+        res = snakemake(
+            workflow, "-n", "--forceall", "--cores", "all", "--configfile", "config/profiles/smoke.yaml", *extra
+        )
+        assert res.returncode == 0, res.stderr
+        plans[label] = {
+            r.removeprefix("measure_") for r in planned_rules(res.stdout + res.stderr) if r.startswith("measure_")
+        }
+    # ib needs a node with an ib.peer, which the smoke profile's node has not.
+    assert plans["on"] == set(REGISTRY) - {"ib"}
+    assert plans["off"] == set(REGISTRY) - set(switchable)
 
 
 def test_dry_run_with_default_config(workflow: Path) -> None:
@@ -109,7 +137,8 @@ def test_a_number_the_config_left_out_shows_as_not_measured_and_is_named(smoke_c
 def test_every_raw_file_names_its_registered_format(smoke_run: tuple[Path, object]) -> None:
     wd, _ = smoke_run
     raws = [p for p in (wd / "data" / "raw").glob("*/*/*/rep*.csv") if not p.name.endswith(".histograms.csv")]
-    assert {p.parent.parent.name for p in raws} >= {"syscall", "sendrecv", "uring_batch", "nop", "echo", "mpi"}
+    # Every experiment the smoke profile's node runs (ib needs an ib.peer).
+    assert {p.parent.parent.name for p in raws} == set(REGISTRY) - {"ib"}
     wrong = [
         (str(p), readers.raw_format(p))
         for p in raws
@@ -318,7 +347,7 @@ def test_changed_settings_measure_into_a_new_directory(smoke_copy: Path) -> None
     assert res.returncode == 0, res.stderr
     # Adding a repetition measures one more file per experiment; existing ones stay.
     jobs = planned_jobs(res.stdout + res.stderr)
-    assert all(jobs[f"measure_{e}"] == 1 for e in ("syscall", "sendrecv", "uring_batch", "nop", "trace", "echo", "mpi"))
+    assert {e: jobs.get(f"measure_{e}") for e in set(REGISTRY) - {"ib"}} == dict.fromkeys(set(REGISTRY) - {"ib"}, 1)
     after = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
     assert before == after
     for p in before:

@@ -20,9 +20,10 @@ def probe_argv(
     experiment: str, settings: ExperimentSettings, seed: int, cpu: int | None, exe: str | None = None
 ) -> list[str]:
     """cost-probe's command line (``exe``: its path on the node; default:
-    here). Each key of the experiment's section is the flag of its name."""
+    here). Each key of the experiment's section is the flag of its name,
+    but its on/off switch."""
     argv = [exe or str(paths.NATIVE_BUILD / "cost-probe"), REGISTRY[experiment].probe_mode]
-    for key, value in settings.model_dump().items():
+    for key, value in settings.model_dump(exclude={"enabled"}).items():
         argv += ["--" + key.replace("_", "-"), _value(value)]
     argv += ["--seed", str(seed)]
     if cpu is not None:
