@@ -20,10 +20,13 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from conftest import REPO, copy_workflow, tool_env
 from crate_support import craft
+
+from iolab.analysis import stats
 
 CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"
 
@@ -331,3 +334,35 @@ def test_the_shipped_reference_run_becomes_a_run_that_archives_and_compares(tmp_
     assert built.returncode == 0, built.stderr
     (crate,) = (tmp_path / "out").glob("*.crate.zip")
     assert crate_cli(fresh, "verify", str(crate)).returncode == 0
+
+
+def test_compare_sets_each_number_against_the_first_as_a_ratio() -> None:
+    from iolab.archive import compare
+
+    def run(name: str, reps: dict[str, list[float]]) -> compare.Run:
+        numbers = {}
+        for key, values in reps.items():
+            low, high = stats.median_ci(values)
+            numbers[key] = {"value": float(np.median(values)), "ci95": [low, high], "reps": values}
+        return compare.Run(name, numbers, {"nodes": {}})
+
+    base = [100.0, 103.0, 97.0, 101.0, 99.0, 104.0]
+    a = run("a", {"shifted_ns": base, "same_ns": base, "noisy_ns": base})
+    b = run(
+        "b",
+        {
+            "shifted_ns": [v * 1.06 for v in base],  # intervals overlap, the ratio's excludes 1
+            "same_ns": [v * 1.001 for v in base],
+            "noisy_ns": [60.0, 170.0, 95.0, 140.0, 80.0, 120.0],
+        },
+    )
+    rows = {r["key"]: r for r in compare.quantities([a, b])}
+    assert rows["shifted_ns"]["says"] == ["differs"] and not rows["shifted_ns"]["differs"]
+    assert rows["same_ns"]["says"] == ["equivalent"]
+    assert rows["noisy_ns"]["says"] == [""]
+    assert rows["shifted_ns"]["ratios"][0].value == pytest.approx(1.06)
+    text = compare.report([a, b])
+    assert "1 differ (the interval excludes 1), 1 are equivalent within ±10 %" in text
+    # A crate without repetitions gets no ratio, rather than a made-up one.
+    bare = compare.Run("c", {"same_ns": {"value": 100.0, "ci95": [97.0, 103.0]}}, {"nodes": {}})
+    assert compare.quantities([bare, b])[0]["ratios"] == [None]

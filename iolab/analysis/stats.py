@@ -130,6 +130,62 @@ def across_reps(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 
     return Estimate(med, low, high, int(a.size), *pred, tuple(float(v) for v in measured[~np.isnan(measured)]))
 
 
+@functools.cache
+def _mann_whitney_counts(m: int, n: int) -> tuple[int, ...]:
+    """For samples of m and n distinct values in random order, how many of
+    the C(m+n, m) orderings give each Mann-Whitney count U = 0..m*n (pairs
+    with the first sample's value above the second's)."""
+    if m == 0 or n == 0:
+        return (1,)
+    counts = [0] * (m * n + 1)
+    # The largest value is either the first sample's (above all n of the
+    # second: U grows by n) or the second's (above nothing of the first).
+    for u, c in enumerate(_mann_whitney_counts(m - 1, n)):
+        counts[u + n] += c
+    for u, c in enumerate(_mann_whitney_counts(m, n - 1)):
+        counts[u] += c
+    return tuple(counts)
+
+
+def _shift_ci_rank(m: int, n: int, confidence: float) -> int | None:
+    """k such that the k-th smallest and k-th largest of the m*n pairwise
+    differences bound a ``confidence`` interval for the shift between two
+    samples (exact while m*n <= 2500, else the normal approximation);
+    None if even the extremes do not (too few values)."""
+    tail = (1 - confidence) / 2
+    if m * n <= 2500:
+        counts = np.asarray(_mann_whitney_counts(m, n), dtype=float)
+        cdf = np.cumsum(counts) / counts.sum()
+        # P(U <= k - 1) <= tail: the largest such k.
+        k = int(np.searchsorted(cdf, tail, side="right"))
+    else:
+        mu, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
+        k = math.floor(mu - sps.norm.ppf(1 - tail) * sd)
+    return k if k >= 1 else None
+
+
+def ratio_interval(a: ArrayLike, b: ArrayLike, confidence: float = CONFIDENCE) -> Estimate | None:
+    """The ratio b/a of two runs' per-repetition values (positive), as the
+    Hodges-Lehmann shift between their logarithms, with the distribution-free
+    interval of the Mann-Whitney test inverted (Hollander & Wolfe): the
+    median of every pairwise ratio b_j/a_i, between the k-th smallest and
+    k-th largest of them. None where a value is not positive and finite;
+    unbounded where the samples are too small for any interval."""
+    x, y = np.asarray(a, dtype=float).ravel(), np.asarray(b, dtype=float).ravel()
+    x, y = x[~np.isnan(x)], y[~np.isnan(y)]
+    if not x.size or not y.size or not (np.isfinite(x).all() and np.isfinite(y).all()):
+        return None
+    if (x <= 0).any() or (y <= 0).any():
+        return None
+    diffs = np.sort((np.log(y)[:, None] - np.log(x)[None, :]).ravel())
+    value = float(np.exp(np.median(diffs)))
+    k = _shift_ci_rank(x.size, y.size, confidence)
+    if k is None:
+        return Estimate(value, 0.0, math.inf, int(min(x.size, y.size)))
+    low, high = float(np.exp(diffs[k - 1])), float(np.exp(diffs[diffs.size - k]))
+    return Estimate(value, low, high, int(min(x.size, y.size)))
+
+
 def prediction_interval(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
     """Where the median of a new, independent set of as many repetitions is
     expected, from this run alone (no occasion effect: the numbers of the

@@ -5,10 +5,13 @@
 
 Prints, as Markdown: the machines (node, CPU, kernel, liburing and MPI
 versions, mitigations); every claim part's verdict in each crate, with flips
-(iolab.archive.reruns); and every number with its 95 % interval in each crate,
-marked "differs" where two crates' intervals do not overlap, the only
-differences the intervals support. With --figures, one figure per question:
-the cost-model terms, the echo servers' CPU per request, MPI latency.
+(iolab.archive.reruns); and every number with its 95 % interval in each crate.
+Each later crate's number is set against the first's as a ratio B/A with a 95 %
+interval from both crates' repetitions (iolab.analysis.stats.ratio_interval):
+"differs" where that interval excludes 1, "equivalent" where it lies within
+the stated margin (--margin, default ±10 %). Disjoint intervals, the older and
+more conservative test, are counted beside it. With --figures, one figure per
+question: the cost-model terms, the echo servers' CPU per request, MPI latency.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..analysis.stats import Estimate, ratio_interval
 from . import reruns
 from .reruns import md_cell
 from .untrusted import Crate, CrateError, shown
@@ -97,16 +101,52 @@ def disjoint(a: list[float] | None, b: list[float] | None) -> bool:
     return a[1] < b[0] or b[1] < a[0]
 
 
-def quantities(runs: Sequence[Run]) -> list[dict[str, Any]]:
+# How far apart two runs' numbers may be and still count as the same, by default.
+MARGIN = 0.10
+
+
+def repetitions(numbers: dict[str, Any], key: str) -> list[float]:
+    """A number's per-repetition values as its crate recorded them."""
+    entry = numbers.get(key)
+    reps = entry.get("reps") if isinstance(entry, dict) else None
+    if not isinstance(reps, list):
+        return []
+    return [float(v) for v in reps if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+
+
+def ratio_says(ratio: Estimate | None, margin: float = MARGIN) -> str:
+    """ "differs" where the ratio's interval excludes 1, "equivalent" where
+    it lies within [1/(1 + margin), 1 + margin], else "" (undecided)."""
+    if ratio is None or not math.isfinite(ratio.high):
+        return ""
+    if ratio.high < 1 or ratio.low > 1:
+        return "differs"
+    if ratio.low >= 1 / (1 + margin) and ratio.high <= 1 + margin:
+        return "equivalent"
+    return ""
+
+
+def quantities(runs: Sequence[Run], margin: float = MARGIN) -> list[dict[str, Any]]:
     """Every number with a value in each crate: key, per crate (value,
-    interval), and whether some pair of intervals is disjoint."""
+    interval), whether some pair of intervals is disjoint, and each later
+    crate's ratio to the first with what its interval says."""
     tables = [reruns.intervals(r.numbers, "ci95") for r in runs]
     rows = []
     for key in sorted(set.intersection(*(set(t) for t in tables))):
         cells = [t[key] for t in tables]
         differs = any(disjoint(cells[i][1], cells[j][1]) for i in range(len(cells)) for j in range(i + 1, len(cells)))
-        rows.append({"key": key, "cells": cells, "differs": differs})
+        first = repetitions(runs[0].numbers, key)
+        ratios = [ratio_interval(first, repetitions(r.numbers, key)) if first else None for r in runs[1:]]
+        says = [ratio_says(x, margin) for x in ratios]
+        rows.append({"key": key, "cells": cells, "differs": differs, "ratios": ratios, "says": says})
     return rows
+
+
+def _ratio_cell(ratio: Estimate | None, says: str) -> str:
+    if ratio is None:
+        return ""
+    high = f"{ratio.high:.3g}" if math.isfinite(ratio.high) else "∞"
+    return f"{ratio.value:.3g} [{ratio.low:.3g}, {high}]" + (f" **{says}**" if says else "")
 
 
 def _cell(value: float | None, bounds: list | None) -> str:
@@ -117,25 +157,37 @@ def _cell(value: float | None, bounds: list | None) -> str:
     return f"{value:.4g}"
 
 
-def report(runs: Sequence[Run]) -> str:
+def report(runs: Sequence[Run], margin: float = MARGIN) -> str:
     names = [r.name for r in runs]
     lines = [*machines(runs), ""]
     lines += reruns.report([r.numbers for r in runs], names).split("\n## Calibration")[0].splitlines()
-    rows = quantities(runs)
+    rows = quantities(runs, margin)
     supported = [r for r in rows if r["differs"]]
+    with_ratio = [r for r in rows if any(x is not None for x in r["ratios"])]
+    ratio_differs = [r for r in rows if "differs" in r["says"]]
+    equivalent = [r for r in rows if r["says"] and all(s == "equivalent" for s in r["says"])]
     lines += [
         "## Numbers",
         "",
         f"{len(rows)} numbers in every crate; {len(supported)} differ with disjoint 95 % intervals (marked).",
+        f"Against {md_cell(names[0])}, as a ratio with its 95 % interval from both crates' repetitions "
+        f"({len(with_ratio)} numbers have them): {len(ratio_differs)} differ (the interval excludes 1), "
+        f"{len(equivalent)} are equivalent within ±{margin * 100:g} % (the interval lies inside).",
         "",
-        "| number | " + " | ".join(md_cell(n) for n in names) + " | |",
-        "|---|" + "---|" * (len(names) + 1),
+        "| number | "
+        + " | ".join(md_cell(n) for n in names)
+        + " | disjoint | "
+        + " | ".join(f"{md_cell(n)} / {md_cell(names[0])}" for n in names[1:])
+        + " |",
+        "|---|" + "---|" * (2 * len(names)),
     ]
     for r in rows:
         lines.append(
             f"| {md_cell(r['key'])} | "
             + " | ".join(_cell(*c) for c in r["cells"])
-            + f" | {'**differs**' if r['differs'] else ''} |"
+            + f" | {'**differs**' if r['differs'] else ''} | "
+            + " | ".join(_ratio_cell(x, s) for x, s in zip(r["ratios"], r["says"], strict=True))
+            + " |"
         )
     return "\n".join(lines) + "\n"
 
@@ -215,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("crates", nargs="+", type=Path, help="crates written by ./repro archive")
     ap.add_argument("--figures", type=Path, help="also draw one figure per question into this directory")
+    ap.add_argument(
+        "--margin",
+        type=float,
+        default=MARGIN,
+        help=f"the ratio's margin of equivalence, as a fraction (default {MARGIN}: within ±10 %%)",
+    )
     args = ap.parse_args(argv)
     if len(args.crates) < 2:
         print("compare: give at least two crates", file=sys.stderr)
@@ -224,7 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     except CrateError as e:
         print(f"compare: {e}", file=sys.stderr)
         return 1
-    print(report(runs))
+    if not 0 < args.margin < 1:
+        print(
+            f"compare: --margin {args.margin} is not a fraction between 0 and 1 (e.g. 0.1 for ±10 %)", file=sys.stderr
+        )
+        return 2
+    print(report(runs, args.margin))
     if args.figures:
         for path in figures(runs, args.figures):
             print(f"wrote {path}", file=sys.stderr)
