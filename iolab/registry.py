@@ -35,11 +35,7 @@ from .settings import (
     IbSettings,
     LatencySettings,
     MpiSettings,
-    NopSettings,
-    SendrecvSettings,
-    SyscallSettings,
     TraceSettings,
-    UringBatchSettings,
     settings_model,
 )
 
@@ -107,7 +103,7 @@ EXPERIMENTS: dict[str, Experiment] = {
     for e in (
         Experiment(
             "syscall",
-            SyscallSettings,
+            settings_model("syscall"),
             "probe_table",
             "cost_probes",
             "cost-probe syscall v2",
@@ -118,7 +114,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             "sendrecv",
-            SendrecvSettings,
+            settings_model("sendrecv"),
             "probe_table",
             "cost_probes",
             "cost-probe sendrecv v2",
@@ -129,7 +125,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             "uring_batch",
-            UringBatchSettings,
+            settings_model("uring_batch"),
             "probe_table",
             "cost_probes",
             "cost-probe uring-batch v2",
@@ -140,7 +136,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         Experiment(
             "nop",
-            NopSettings,
+            settings_model("nop"),
             "probe_table",
             "cost_probes",
             "cost-probe nop v2",

@@ -32,7 +32,6 @@ def _number(value: Any) -> int | float:
 # The schema's "number": an int stays an int, so the commands and the records
 # show a value as it was configured.
 Number = Annotated[int | float, PlainValidator(_number)]
-RingPreset = Literal["default", "coop_taskrun", "single_issuer_defer_taskrun", "register_ring_fd", "sqpoll"]
 
 
 def _d(*path: str) -> Any:
@@ -61,53 +60,6 @@ class ExperimentSettings(Section):
     @classmethod
     def where(cls, value: Mapping[str, Any]) -> str:
         return f"experiments.{cls.EXPERIMENT}"
-
-
-# -- the cost probes: each key is a cost-probe flag of the same name ----------
-
-
-class SyscallSettings(ExperimentSettings):
-    EXPERIMENT = "syscall"
-    ALWAYS = True
-    batches: int = _d("syscall", "batches")
-    warmup_batches: int = _d("syscall", "warmup_batches")
-    batch_us: int = _d("syscall", "batch_us")
-    variants: tuple[Literal["getppid", "enosys"], ...] = _d("syscall", "variants")
-
-
-class SendrecvSettings(ExperimentSettings):
-    EXPERIMENT = "sendrecv"
-    ALWAYS = True
-    batches: int = _d("sendrecv", "batches")
-    warmup_batches: int = _d("sendrecv", "warmup_batches")
-    transports: tuple[Literal["tcp", "unix"], ...] = _d("sendrecv", "transports")
-    ops: tuple[Literal["send", "recv"], ...] = _d("sendrecv", "ops")
-    patterns: tuple[Literal["single", "roundrobin"], ...] = _d("sendrecv", "patterns")
-    ack_modes: tuple[Literal["pingpong", "quickack"], ...] = _d("sendrecv", "ack_modes")
-    bytes: tuple[int, ...] = _d("sendrecv", "bytes")
-    connections: int = _d("sendrecv", "connections")
-    calls_per_batch: int = _d("sendrecv", "calls_per_batch")
-
-
-class UringBatchSettings(ExperimentSettings):
-    EXPERIMENT = "uring_batch"
-    ALWAYS = True
-    batches: int = _d("uring_batch", "batches")
-    warmup_batches: int = _d("uring_batch", "warmup_batches")
-    ops: tuple[Literal["send", "recv"], ...] = _d("uring_batch", "ops")
-    n: tuple[int, ...] = _d("uring_batch", "n")
-    bytes: tuple[int, ...] = _d("uring_batch", "bytes")
-    presets: tuple[RingPreset, ...] = _d("uring_batch", "presets")
-    max_not_inline: Number = _d("uring_batch", "max_not_inline")
-
-
-class NopSettings(ExperimentSettings):
-    EXPERIMENT = "nop"
-    ALWAYS = True
-    batches: int = _d("nop", "batches")
-    warmup_batches: int = _d("nop", "warmup_batches")
-    n: tuple[int, ...] = _d("nop", "n")
-    presets: tuple[RingPreset, ...] = _d("nop", "presets")
 
 
 # -- echo and latency ---------------------------------------------------------
@@ -308,9 +260,14 @@ def _section_from_schema(name: str) -> type[ExperimentSettings]:
     return model
 
 
+# Held here: __subclasses__() holds its classes weakly, and a class made at
+# run time with nothing else pointing at it is gone at the next garbage
+# collection (it happened to the first of these once the cost probes' were
+# made here too).
+SCHEMA_SECTIONS: dict[str, type[ExperimentSettings]] = {}
 for _name in subschema("experiments")["properties"]:
     if _name not in {cls.EXPERIMENT for cls in ExperimentSettings.__subclasses__()}:
-        _section_from_schema(_name)
+        SCHEMA_SECTIONS[_name] = _section_from_schema(_name)
 
 
 def settings_model(experiment: str) -> type[ExperimentSettings]:
