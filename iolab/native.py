@@ -14,6 +14,12 @@ BUILD_FILES = ["native/Makefile", "native/configure.sh", "native/programs.mk"]
 MPI_PROGRAMS = ("mpi-probe", "mpi-pingpong-ref")
 _ASSIGN = re.compile(r"^([A-Za-z0-9_-]+)\s*:=\s*(.*)$")
 _REF = re.compile(r"\$\(([A-Za-z0-9_-]+)\)")
+# Make's file list by pattern, in name order: $(sort $(wildcard PATTERN)).
+_WILDCARD = re.compile(r"\$\(sort \$\(wildcard ([^)\s]+)\)\)")
+
+
+def _wildcard(m: re.Match[str]) -> str:
+    return " ".join(sorted(p.relative_to(PROGRAMS_MK.parent).as_posix() for p in PROGRAMS_MK.parent.glob(m.group(1))))
 
 
 @cache
@@ -26,7 +32,7 @@ def program_sources() -> dict[str, list[str]]:
         if not m:
             continue
         words: list[str] = []
-        for word in m.group(2).split():
+        for word in _WILDCARD.sub(_wildcard, m.group(2)).split():
             ref = _REF.fullmatch(word)
             words += variables[ref.group(1)] if ref else [word]
         variables[m.group(1)] = words

@@ -9,8 +9,10 @@ ECHO_SRCS := echo/server.c echo/server.h
 RING_SRCS := common/ring_setup.c common/ring_setup.h
 # The raw-data writer, for every program that records measurements to a file.
 RAW_SRCS := common/raw_out.c common/raw_out.h
-cost-probe_SRCS := probes/cost_probe.c probes/probe.c probes/probe.h probes/syscall_mode.c \
-	probes/sendrecv_mode.c probes/uring_mode.c probes/send_zc_mode.c common/uring_compat.h $(RING_SRCS) $(RAW_SRCS) $(COMMON_SRCS)
+# cost-probe's modes: every probes/*_mode.c, each registering itself (PROBE_MODE).
+PROBE_MODES := $(sort $(wildcard probes/*_mode.c))
+cost-probe_SRCS := probes/cost_probe.c probes/probe.c probes/probe.h $(PROBE_MODES) common/uring_compat.h \
+	$(RING_SRCS) $(RAW_SRCS) $(COMMON_SRCS)
 echo-epoll_SRCS := echo/echo_epoll.c $(ECHO_SRCS) $(COMMON_SRCS)
 echo-uring_SRCS := echo/echo_uring.c echo/echo_uring.h echo/uring_loop.c echo/uring_conn.c \
 	echo/uring_buffers.c $(RING_SRCS) $(ECHO_SRCS) $(COMMON_SRCS)

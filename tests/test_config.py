@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -429,6 +430,34 @@ def test_each_cost_probe_key_is_a_flag_of_cost_probe(experiment: str) -> None:
     flags = set(re.findall(r'\{ "([a-z-]+)", required_argument', source))
     keys = {k.replace("_", "-") for k in SETTINGS[experiment].model_fields} - {"enabled"}
     assert keys <= flags, keys - flags
+
+
+def as_flag_values(settings: dict) -> dict[str, str]:
+    """A section's values as cost-probe prints its defaults: key=value, the
+    key as its flag, a list comma-separated."""
+    return {
+        k.replace("_", "-"): ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+        for k, v in settings.items()
+        if k != "enabled"
+    }
+
+
+@pytest.mark.parametrize("experiment", [name for name, e in REGISTRY.items() if e.probe_mode])
+def test_each_cost_probe_mode_defaults_to_its_schema_section(native_build: Path, experiment: str) -> None:
+    """Every mode declares its defaults in its own *_mode.c; they are the
+    schema's, key for key (cost-probe MODE --defaults)."""
+    res = subprocess.run(
+        [str(native_build / "cost-probe"), REGISTRY[experiment].probe_mode, "--defaults"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    in_c = dict(line.split("=", 1) for line in res.stdout.splitlines())
+    schema = SETTINGS[experiment]().model_dump()
+    assert in_c == as_flag_values(schema)
+    # The comparison sees one changed default (the negative control).
+    assert in_c != as_flag_values({**schema, "batches": schema["batches"] + 1})
 
 
 def test_the_precision_model_names_the_schemas_keys_and_fills_in_its_defaults() -> None:

@@ -31,6 +31,7 @@ FLAGS = [
     "--n",
     "--max-not-inline",
     "--starve",
+    "--defaults",
 ]
 
 

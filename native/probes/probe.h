@@ -59,10 +59,39 @@ long long max_queued_bytes(const struct int_list *bytes, long long calls);
 
 void shuffle_size(size_t *a, size_t n, uint64_t seed);
 
-int mode_syscall(const struct probe_opts *o, struct raw_out *out);
-int mode_sendrecv(const struct probe_opts *o, struct raw_out *out);
-int mode_uring_batch(const struct probe_opts *o, struct raw_out *out);
-int mode_nop(const struct probe_opts *o, struct raw_out *out);
-int mode_send_zc(const struct probe_opts *o, struct raw_out *out);
+/* The options, as bits: a mode lists those it accepts, so a flag that
+ * would be ignored is an error. */
+enum {
+	F_BATCHES = 1 << 0, F_WARMUP = 1 << 1, F_SEED = 1 << 2, F_CPU = 1 << 3, F_OUTPUT = 1 << 4,
+	F_VARIANTS = 1 << 5, F_BATCH_US = 1 << 6, F_CALLS = 1 << 7, F_TRANSPORTS = 1 << 8,
+	F_OPS = 1 << 9, F_PATTERNS = 1 << 10, F_BYTES = 1 << 11, F_CONNECTIONS = 1 << 12,
+	F_PRESETS = 1 << 13, F_N = 1 << 14, F_MAX_NOT_INLINE = 1 << 15, F_STARVE = 1 << 16,
+	F_ACK_MODES = 1 << 17,
+};
+#define F_COMMON (F_BATCHES | F_WARMUP | F_SEED | F_CPU | F_OUTPUT)
+
+/* A mode of cost-probe, declared by its own *_mode.c with PROBE_MODE:
+ * cost-probe lists, documents and runs the modes from these entries alone. */
+struct probe_mode {
+	const char *name;
+	const char *summary;    /* its lines under "Modes:" in --help */
+	const char *usage;      /* its own options, for --help */
+	unsigned flags;         /* the options it accepts */
+	/* Its defaults, as options applied before the command line's; they are
+	 * the experiment's defaults in config/schema.yaml, which a test checks
+	 * (cost-probe MODE --defaults prints them). */
+	const char *defaults;
+	long long min_n;        /* the smallest --n it takes */
+	int (*run)(const struct probe_opts *o, struct raw_out *out);
+};
+
+/* Registers `mode` (a struct probe_mode) in the section the linker gathers
+ * into one array; a new *_mode.c needs no other list. */
+#define PROBE_MODE(mode) \
+	static const struct probe_mode *const mode##_entry \
+		__attribute__((used, section("iolab_probe_modes"))) = &(mode)
+
+extern const struct probe_mode *const __start_iolab_probe_modes[];
+extern const struct probe_mode *const __stop_iolab_probe_modes[];
 
 #endif

@@ -181,7 +181,7 @@ static const char *zc_refusal(struct io_uring *ring, struct conn *conn, char *bu
 	return NULL;
 }
 
-int mode_send_zc(const struct probe_opts *o, struct raw_out *out)
+static int mode_send_zc(const struct probe_opts *o, struct raw_out *out)
 {
 	unsigned vset = parse_name_set(PROG, "--variants", o->variants, variant_names, V_COUNT);
 	long long calls = o->calls_per_batch > 0 ? o->calls_per_batch : 8, maxbytes;
@@ -262,3 +262,20 @@ int mode_send_zc(const struct probe_opts *o, struct raw_out *out)
 	free(ctx);
 	return rc;
 }
+
+static const struct probe_mode send_zc_mode = {
+	.name = "send-zc",
+	.summary = "the sender's time per send by message size: io_uring SEND\n"
+		   "against SEND_ZC, which reports whether the kernel copied",
+	.usage = "  --variants LIST      subset of send,send_zc,send_zc_fixed\n"
+		 "  --bytes LIST         message sizes\n"
+		 "  --calls-per-batch K  sends per batch on one connection\n"
+		 "  After the samples, one '# zc_usage:' line per zero-copy cell counts its\n"
+		 "  notifications and those that report the kernel copied the data.\n",
+	.flags = F_COMMON | F_VARIANTS | F_BYTES | F_CALLS,
+	.defaults = "--batches 60 --warmup-batches 6 --variants send,send_zc,send_zc_fixed "
+		    "--bytes 1024,4096,16384,65536 --calls-per-batch 8",
+	.min_n = 1,
+	.run = mode_send_zc,
+};
+PROBE_MODE(send_zc_mode);

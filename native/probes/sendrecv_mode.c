@@ -119,7 +119,7 @@ static void run_batch(struct cell *c, struct batch_result *r)
 	r->emptied = x->pattern == PAT_SINGLE ? 1 : k;
 }
 
-int mode_sendrecv(const struct probe_opts *o, struct raw_out *out)
+static int mode_sendrecv(const struct probe_opts *o, struct raw_out *out)
 {
 	unsigned tset = parse_name_set(PROG, "--transports", o->transports, transport_names, TRANSPORT_COUNT);
 	unsigned pset = parse_name_set(PROG, "--patterns", o->patterns, pattern_names, PAT_COUNT);
@@ -196,3 +196,27 @@ int mode_sendrecv(const struct probe_opts *o, struct raw_out *out)
 	free(ctx);
 	return rc;
 }
+
+static const struct probe_mode sendrecv_mode = {
+	.name = "sendrecv",
+	.summary = "s + w: send(2)/recv(2) over TCP loopback and AF_UNIX",
+	.usage = "  --transports LIST    subset of tcp,unix\n"
+		 "  --ops LIST           subset of send,recv\n"
+		 "  --patterns LIST      subset of single,roundrobin: K calls on one\n"
+		 "                       connection, or one call on each of N (every\n"
+		 "                       roundrobin recv empties its queue)\n"
+		 "  --bytes LIST         message sizes\n"
+		 "  --ack-modes LIST     TCP ACK regimes: pingpong,quickack: an untimed\n"
+		 "                       echo round before each batch (delayed ACKs, as in\n"
+		 "                       an echo server), or TCP_QUICKACK on both ends\n"
+		 "                       (every segment ACKed at once)\n"
+		 "  --connections N      N for roundrobin\n"
+		 "  --calls-per-batch K  K for single\n",
+	.flags = F_COMMON | F_TRANSPORTS | F_OPS | F_PATTERNS | F_BYTES | F_CONNECTIONS | F_CALLS | F_ACK_MODES,
+	.defaults = "--batches 150 --warmup-batches 15 --transports tcp,unix --ops send,recv "
+		    "--patterns single,roundrobin --ack-modes pingpong,quickack --bytes 16,128,512,1024 "
+		    "--connections 64 --calls-per-batch 64",
+	.min_n = 1,
+	.run = mode_sendrecv,
+};
+PROBE_MODE(sendrecv_mode);

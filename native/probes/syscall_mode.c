@@ -42,7 +42,7 @@ static void run_batch(struct cell *c, struct batch_result *r)
 	r->ns = syscall_batch(x->variant, x->calls);
 }
 
-int mode_syscall(const struct probe_opts *o, struct raw_out *out)
+static int mode_syscall(const struct probe_opts *o, struct raw_out *out)
 {
 	unsigned set = parse_name_set(PROG, "--variants", o->variants, variant_names, VAR_COUNT);
 	struct cell cells[VAR_COUNT];
@@ -85,3 +85,16 @@ int mode_syscall(const struct probe_opts *o, struct raw_out *out)
 		return 1;
 	return run_cells(out, "syscall", o, cells, ncells, run_batch);
 }
+
+static const struct probe_mode syscall_mode = {
+	.name = "syscall",
+	.summary = "s: getppid(2) and an unimplemented syscall (ENOSYS)",
+	.usage = "  --variants LIST      subset of getppid,enosys\n"
+		 "  --batch-us US        target batch duration; sets calls per batch\n"
+		 "  --calls-per-batch K  fixed calls per batch instead of calibrating\n",
+	.flags = F_COMMON | F_VARIANTS | F_BATCH_US | F_CALLS,
+	.defaults = "--batches 300 --warmup-batches 30 --batch-us 50 --variants getppid,enosys",
+	.min_n = 1,
+	.run = mode_syscall,
+};
+PROBE_MODE(syscall_mode);

@@ -330,12 +330,50 @@ static int run_uring(const struct probe_opts *o, struct raw_out *out, int nop)
 	return rc;
 }
 
-int mode_uring_batch(const struct probe_opts *o, struct raw_out *out)
+static int mode_uring_batch(const struct probe_opts *o, struct raw_out *out)
 {
 	return run_uring(o, out, 0);
 }
 
-int mode_nop(const struct probe_opts *o, struct raw_out *out)
+static int mode_nop(const struct probe_opts *o, struct raw_out *out)
 {
 	return run_uring(o, out, 1);
 }
+
+#define RING_PRESET_USAGE \
+	"  --presets LIST       ring presets: default,coop_taskrun,\n" \
+	"                       single_issuer_defer_taskrun,register_ring_fd,sqpoll;\n" \
+	"                       refused or not applicable presets are reported in\n" \
+	"                       '# unavailable:' lines\n" \
+	"  --n LIST             SQEs per io_uring_enter\n"
+
+static const struct probe_mode uring_batch_mode = {
+	.name = "uring-batch",
+	.summary = "t(n): one io_uring_enter with n SEND or n RECV SQEs on n\n"
+		   "connections; checks every SQE completed inline",
+	.usage = RING_PRESET_USAGE
+		"  --ops LIST           subset of send,recv\n"
+		"  --bytes LIST         message sizes\n"
+		"  --max-not-inline F   fail if more than this fraction of SQEs did not\n"
+		"                       complete inline\n"
+		"  --starve             queue no data before RECV (forces non-inline\n"
+		"                       completion; for testing the check)\n",
+	.flags = F_COMMON | F_PRESETS | F_N | F_OPS | F_BYTES | F_MAX_NOT_INLINE | F_STARVE,
+	.defaults = "--batches 100 --warmup-batches 10 --ops send,recv --n 1,2,4,8,16,32,64,128,256 "
+		    "--bytes 16 --presets default --max-not-inline 0.01",
+	.min_n = 1,
+	.run = mode_uring_batch,
+};
+PROBE_MODE(uring_batch_mode);
+
+static const struct probe_mode nop_mode = {
+	.name = "nop",
+	.summary = "io_uring's own cost: n NOP SQEs per io_uring_enter\n"
+		   "(n = 0: a bare io_uring_enter)",
+	.usage = RING_PRESET_USAGE,
+	.flags = F_COMMON | F_PRESETS | F_N,
+	.defaults = "--batches 100 --warmup-batches 10 --n 0,1,2,4,8,16,32,64,128,256 --presets default",
+	.min_n = 0,
+	.run = mode_nop,
+};
+PROBE_MODE(nop_mode);
