@@ -10,7 +10,10 @@ Each later crate's number is set against the first's as a ratio B/A with a 95 %
 interval from both crates' repetitions (iolab.analysis.stats.ratio_interval):
 "differs" where that interval excludes 1, "equivalent" where it lies within
 the stated margin (--margin, default ±10 %). Disjoint intervals, the older and
-more conservative test, are counted beside it. With --figures, one figure per
+more conservative test, are counted beside it. The ratio's interval holds the
+two runs' own repetitions only, not the drift between occasions
+(data/occasions.json): two runs of one machine days apart "differ" by it
+wherever that drift exceeds their repetitions' spread. With --figures, one figure per
 question: the cost-model terms, the echo servers' CPU per request, MPI latency.
 """
 
