@@ -366,3 +366,19 @@ def test_compare_sets_each_number_against_the_first_as_a_ratio() -> None:
     # A crate without repetitions gets no ratio, rather than a made-up one.
     bare = compare.Run("c", {"same_ns": {"value": 100.0, "ci95": [97.0, 103.0]}}, {"nodes": {}})
     assert compare.quantities([bare, b])[0]["ratios"] == [None]
+
+
+def test_compare_names_the_fields_of_the_comparison_key_that_differ() -> None:
+    from iolab.archive import compare
+
+    def run(name: str, kernel: str, echo: str) -> compare.Run:
+        facts = {"cpu_model": "AMD EPYC", "cpus": 2, "kind": "vm", "kernel": kernel, "toolchain": {"liburing": "2.3"}}
+        return compare.Run(name, {}, {"nodes": {"local": facts}}, {"echo": echo, "syscall": "s1"})
+
+    same = [run("a", "6.18", "e1"), run("b", "6.18", "e1")]
+    assert compare.key_differences(same) == []
+    assert "These runs share one comparison key" in compare.report(same)
+    other = [run("a", "6.18", "e1"), run("b", "6.12", "e2")]
+    assert compare.key_differences(other) == ["node local: kernel", "settings: echo"]
+    text = compare.report(other)
+    assert "differ in 2 field(s) of the comparison key" in text and "| node local: kernel | 6.18 | 6.12 |" in text

@@ -4,7 +4,8 @@
     python -m iolab.archive.compare A.crate.zip B.crate.zip [...] [--figures DIR]
 
 Prints, as Markdown: the machines (node, CPU, kernel, liburing and MPI
-versions, mitigations); every claim part's verdict in each crate, with flips
+versions, mitigations); the fields of the comparison key (machine, software,
+each experiment's settings) on which the crates differ; every claim part's verdict in each crate, with flips
 (iolab.archive.reruns); and every number with its 95 % interval in each crate.
 Each later crate's number is set against the first's as a ratio B/A with a 95 %
 interval from both crates' repetitions (iolab.analysis.stats.ratio_interval):
@@ -20,11 +21,13 @@ question: the cost-model terms, the echo servers' CPU per request, MPI latency.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import math
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +55,44 @@ class Run:
     name: str
     numbers: dict[str, Any]
     environment: dict[str, Any]
+    # experiment -> a digest of the settings it measured with (its raw files'
+    # provenance), for the comparison key.
+    settings: dict[str, str] = field(default_factory=dict)
+
+
+# What must be equal for two runs' numbers to share an axis: per node, the
+# machine and its software; per experiment, the settings it measured with.
+# Code may differ (that is what a series over commits shows).
+NODE_KEY_FIELDS = ("cpu_model", "cpus", "kind", "kernel", "mitigations", "liburing", "mpi", "cc")
+
+
+def _settings_digest(settings: Any) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def comparison_key(run: Run) -> dict[str, str]:
+    """The run's comparison key, field by field ("node local: kernel",
+    "settings: echo", ...)."""
+    key: dict[str, str] = {}
+    nodes = run.environment.get("nodes")
+    for node, facts in sorted(nodes.items() if isinstance(nodes, dict) else []):
+        facts = facts if isinstance(facts, dict) else {}
+        toolchain = facts.get("toolchain")
+        tool = toolchain if isinstance(toolchain, dict) else {}
+        for name in NODE_KEY_FIELDS:
+            value = tool.get(name) if name in ("liburing", "mpi", "cc") else facts.get(name)
+            key[f"node {node}: {name}"] = shown(str(value), 80)
+    for experiment, digest in sorted(run.settings.items()):
+        key[f"settings: {experiment}"] = digest
+    return key
+
+
+def key_differences(runs: Sequence[Run]) -> list[str]:
+    """The comparison key's fields on which the runs differ (a field one run
+    lacks counts as different)."""
+    keys = [comparison_key(r) for r in runs]
+    fields = sorted(set().union(*keys))
+    return [f for f in fields if len({k.get(f, "(none)") for k in keys}) > 1]
 
 
 def load(crate_zip: Path) -> Run:
@@ -67,9 +108,18 @@ def load(crate_zip: Path) -> Run:
         numbers = crate.read_json("paper/generated/numbers.json")
         environment = crate.read_json("archive/environment.json")
         version = crate.root.get("version", "")
+        # One sidecar per experiment is enough: a run key directory holds one setting.
+        settings: dict[str, str] = {}
+        for name in crate.files("data/raw/"):
+            parts = name.split("/")
+            if len(parts) == 6 and parts[5].endswith(".provenance.json") and parts[3] not in settings:
+                sidecar = crate.read_json(name)
+                if isinstance(sidecar, dict):
+                    settings[parts[3]] = _settings_digest(sidecar.get("settings"))
     if not isinstance(numbers, dict) or not isinstance(environment, dict):
         raise CrateError(f"{crate_zip}: its numbers or environment is not a JSON object")
-    return Run(shown(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(version)[:7]})"), numbers, environment)
+    name = shown(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(version)[:7]})")
+    return Run(name, numbers, environment, settings)
 
 
 def machines(runs: Sequence[Run]) -> list[str]:
@@ -163,6 +213,22 @@ def _cell(value: float | None, bounds: list | None) -> str:
 def report(runs: Sequence[Run], margin: float = MARGIN) -> str:
     names = [r.name for r in runs]
     lines = [*machines(runs), ""]
+    differ = key_differences(runs)
+    lines += ["## Comparison key", ""]
+    if differ:
+        keys = [comparison_key(r) for r in runs]
+        lines += [
+            f"These runs differ in {len(differ)} field(s) of the comparison key (machine, software, "
+            "experiment settings): a ratio between them compares these, not only the code. "
+            "Numbers of different keys are shown side by side, never on one axis.",
+            "",
+            "| field | " + " | ".join(md_cell(n) for n in names) + " |",
+            "|---|" + "---|" * len(names),
+        ]
+        lines += [f"| {md_cell(f)} | " + " | ".join(md_cell(k.get(f, "(none)")) for k in keys) + " |" for f in differ]
+    else:
+        lines.append("These runs share one comparison key: the same machine, software and experiment settings.")
+    lines.append("")
     lines += reruns.report([r.numbers for r in runs], names).split("\n## Calibration")[0].splitlines()
     rows = quantities(runs, margin)
     supported = [r for r in rows if r["differs"]]
