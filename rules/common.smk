@@ -5,6 +5,7 @@ import os
 import shlex
 import sys
 import zlib
+from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
@@ -112,6 +113,7 @@ def run_seed(experiment, node, rep):
 
 # Which files make each native program: native/programs.mk, the table the
 # Makefile includes too.
+from iolab.codehash import measuring_sources, update_with_sources  # noqa: E402
 from iolab.native import BUILD_FILES, MPI_PROGRAMS, program_sources  # noqa: E402
 from iolab.settings import MpiSettings  # noqa: E402
 
@@ -144,12 +146,7 @@ def run_key(experiment, node):
     peers = peer_entries(experiment, node)
     h.update(json.dumps([experiment_settings(experiment), NODE_BY_NAME[node], *peers],
                         sort_keys=True).encode())
-    sources = set(BUILD_FILES) | set(REGISTRY[experiment].code)
-    for program in REGISTRY[experiment].programs + REGISTRY[experiment].optional_programs:
-        sources.update(NATIVE_PROGRAMS[program])
-    for src in sorted(sources):
-        h.update(src.encode())
-        h.update(open(os.path.join(workflow.basedir, src), "rb").read())
+    update_with_sources(h, measuring_sources(experiment), Path(workflow.basedir))
     return h.hexdigest()[:12]
 
 

@@ -27,6 +27,7 @@ from conftest import REPO, copy_workflow, tool_env
 from crate_support import craft
 
 from iolab.analysis import stats
+from iolab.codehash import measuring_digest
 
 CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"
 
@@ -127,7 +128,10 @@ def test_the_crate_holds_every_raw_file_with_its_checksum_and_the_run_as_actions
             assert entry["provenance"] in z.namelist()
         verdicts = json.loads(z.read("archive/verdicts.json"))
         environment = json.loads(z.read("archive/environment.json"))
+        code = json.loads(z.read("archive/code.json"))
     assert verdicts and {"claim", "part", "estimate", "rule", "margin", "outcome"} <= set(verdicts[0])
+    # The code of every experiment measured, as this checkout digests it today.
+    assert code["measured"] == {e: measuring_digest(e) for e in {entry["raw"].split("/")[3] for entry in raw}}
     assert environment["nodes"]["local"]["kernel"] and environment["apt"]["liburing-dev"]
     measured = [e for e in graph.values() if e.get("@type") == "CreateAction" and e["name"].startswith("measure_")]
     assert len(measured) == len(raw)
@@ -382,3 +386,19 @@ def test_compare_names_the_fields_of_the_comparison_key_that_differ() -> None:
     assert compare.key_differences(other) == ["node local: kernel", "settings: echo"]
     text = compare.report(other)
     assert "differ in 2 field(s) of the comparison key" in text and "| node local: kernel | 6.18 | 6.12 |" in text
+
+
+def test_compare_marks_what_was_measured_or_analysed_with_other_code(tmp_path: Path) -> None:
+    from iolab.archive import compare
+
+    wd = copy_workflow(tmp_path / "wd")
+    today = {e: measuring_digest(e, wd) for e in ("syscall", "echo")}
+    run = compare.Run("a", {}, {"nodes": {}}, {}, {"measured": today, "analysed": "not-today"})
+    assert compare.stale(run, wd) == ["analysed"]
+    # An edit to the probes' code marks the cost probes, not the echo servers.
+    probe = wd / "native" / "probes" / "syscall_mode.c"
+    probe.write_text(probe.read_text() + "/* edited */\n")
+    assert compare.stale(run, wd) == ["measured: syscall", "analysed"]
+    assert compare.stale(compare.Run("b", {}, {"nodes": {}}), wd) == ["unknown"]
+    text = "\n".join(compare.code_section([run], wd))
+    assert "measured with other code than this checkout's: syscall" in text

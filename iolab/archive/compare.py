@@ -31,7 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from ..analysis.stats import Estimate, ratio_interval
+from ..codehash import analysing_sources, measuring_digest, update_with_sources
+from ..registry import REGISTRY
 from . import reruns
 from .reruns import md_cell
 from .untrusted import Crate, CrateError, shown
@@ -58,6 +61,9 @@ class Run:
     # experiment -> a digest of the settings it measured with (its raw files'
     # provenance), for the comparison key.
     settings: dict[str, str] = field(default_factory=dict)
+    # archive/code.json: digests of the code that measured each experiment
+    # and of the analysis; None for a crate archived before it was recorded.
+    code: dict[str, Any] | None = None
 
 
 # What must be equal for two runs' numbers to share an axis: per node, the
@@ -116,10 +122,53 @@ def load(crate_zip: Path) -> Run:
                 sidecar = crate.read_json(name)
                 if isinstance(sidecar, dict):
                     settings[parts[3]] = _settings_digest(sidecar.get("settings"))
+        code = crate.read_json("archive/code.json") if crate.has("archive/code.json") else None
     if not isinstance(numbers, dict) or not isinstance(environment, dict):
         raise CrateError(f"{crate_zip}: its numbers or environment is not a JSON object")
     name = shown(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(version)[:7]})")
-    return Run(name, numbers, environment, settings)
+    return Run(name, numbers, environment, settings, code if isinstance(code, dict) else None)
+
+
+def stale(run: Run, root: Path = paths.REPO) -> list[str]:
+    """What of ``run`` today's checkout at ``root`` would measure or analyse
+    with other code: "measured: <experiment>" per experiment whose measuring
+    sources changed, "analysed" if the analysis did; ["unknown"] for a crate
+    that recorded no digests."""
+    if run.code is None:
+        return ["unknown"]
+    measured = run.code.get("measured")
+    out = [
+        f"measured: {experiment}"
+        for experiment, digest in sorted(measured.items() if isinstance(measured, dict) else [])
+        if experiment in REGISTRY and digest != measuring_digest(experiment, root)
+    ]
+    h = hashlib.sha256()
+    update_with_sources(h, analysing_sources(), root)
+    if run.code.get("analysed") != h.hexdigest()[:12]:
+        out.append("analysed")
+    return out
+
+
+def code_section(runs: Sequence[Run], root: Path = paths.REPO) -> list[str]:
+    """Which crates' numbers came from other code than this checkout's."""
+    lines = ["## Code", ""]
+    for run in runs:
+        marks = stale(run, root)
+        if marks == ["unknown"]:
+            lines.append(f"- {md_cell(run.name)}: records no code digests (archived before they were): unknown.")
+            continue
+        older = [m.removeprefix("measured: ") for m in marks if m.startswith("measured: ")]
+        said = []
+        if older:
+            said.append(f"measured with other code than this checkout's: {', '.join(older)}")
+        if "analysed" in marks:
+            said.append("analysed with other code (./repro reanalyse rebuilds its numbers with today's)")
+        lines.append(
+            f"- {md_cell(run.name)}: "
+            + ("; ".join(said) if said else "measured and analysed with this checkout's code")
+            + "."
+        )
+    return [*lines, ""]
 
 
 def machines(runs: Sequence[Run]) -> list[str]:
@@ -229,6 +278,7 @@ def report(runs: Sequence[Run], margin: float = MARGIN) -> str:
     else:
         lines.append("These runs share one comparison key: the same machine, software and experiment settings.")
     lines.append("")
+    lines += code_section(runs)
     lines += reruns.report([r.numbers for r in runs], names).split("\n## Calibration")[0].splitlines()
     rows = quantities(runs, margin)
     supported = [r for r in rows if r["differs"]]

@@ -20,6 +20,7 @@ checks against the bytes in the zip.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import subprocess
@@ -33,9 +34,10 @@ from typing import Any
 import yaml
 
 from .. import paths
+from ..codehash import analysing_sources, measuring_digest, update_with_sources
 from ..provenance import git_state
 from ..readers import sha256
-from ..registry import EXPERIMENTS, NOTEBOOKS, extra_output_paths
+from ..registry import EXPERIMENTS, NOTEBOOKS, REGISTRY, extra_output_paths
 from .untrusted import DEFAULT_MAX_BYTES, Crate, CrateError, verify
 
 PROFILES = {
@@ -141,6 +143,18 @@ def environment(root: Path, raw: list[dict[str, str]]) -> dict[str, Any]:
             },
         )
     return {"python": sys.version.split()[0], "apt": apt_versions(root), "nodes": nodes}
+
+
+def code(root: Path, raw: list[dict[str, str]]) -> dict[str, Any]:
+    """Digests of the code behind the run, so that a later checkout can tell
+    which of its numbers were measured or analysed with other code:
+    per experiment, its measuring sources (iolab.codehash, what its run key
+    digests besides the settings); and the analysis (tidy steps, statistics,
+    numbers, figures and notebooks)."""
+    h = hashlib.sha256()
+    update_with_sources(h, analysing_sources(), root)
+    experiments = sorted({e["experiment"] for e in raw if e["experiment"] in REGISTRY})
+    return {"measured": {e: measuring_digest(e, root) for e in experiments}, "analysed": h.hexdigest()[:12]}
 
 
 def verdicts(root: Path) -> list[dict[str, Any]]:
@@ -399,8 +413,10 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
         generated = Path(scratch)
         (generated / "environment.json").write_text(json.dumps(environment(root, raw), indent=1, sort_keys=True))
         (generated / "verdicts.json").write_text(json.dumps(verdicts(root), indent=1))
+        (generated / "code.json").write_text(json.dumps(code(root, raw), indent=1, sort_keys=True))
         for name, what in (
             ("environment.json", "software and nodes of this run"),
+            ("code.json", "digests of the code that measured each experiment and of the analysis"),
             ("verdicts.json", "each claim part's value, interval, rule, margin and outcome"),
         ):
             crate.add_file(
