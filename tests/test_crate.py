@@ -51,6 +51,7 @@ def smoke_crate(smoke_run: tuple[Path, object], tmp_path_factory: pytest.TempPat
     assert res.returncode == 0, res.stderr
     (crate,) = out.glob("iolab-*.crate.zip")
     assert res.stdout.startswith(f"wrote {crate}") or str(crate.name) in res.stdout
+    assert "added it to the store of runs" in res.stdout  # ./repro archive indexes its own crate
     return crate
 
 
@@ -402,3 +403,34 @@ def test_compare_marks_what_was_measured_or_analysed_with_other_code(tmp_path: P
     assert compare.stale(compare.Run("b", {}, {"nodes": {}}), wd) == ["unknown"]
     text = "\n".join(compare.code_section([run], wd))
     assert "measured with other code than this checkout's: syscall" in text
+
+
+def test_the_store_indexes_each_crate_once_and_refuses_a_changed_one(smoke_crate: Path, tmp_path: Path) -> None:
+    from iolab.archive import store
+    from iolab.archive.untrusted import CrateError
+
+    db = tmp_path / "store.sqlite"
+    assert store.add(db, smoke_crate) is True
+    assert store.add(db, smoke_crate) is False  # the same crate again: nothing changes
+    (held,) = store.runs(db)
+    assert held.numbers > 100 and held.verdicts > 0 and len(held.git_commit) == 40
+    # A crate whose member no longer matches its recorded SHA-256 is refused; the store keeps what it had.
+    changed = tmp_path / "changed.crate.zip"
+    with zipfile.ZipFile(smoke_crate) as src, zipfile.ZipFile(changed, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(info, data + b" " if info.filename == "paper/generated/numbers.json" else data)
+    with pytest.raises(CrateError):
+        store.add(db, changed)
+    assert [r.crate_sha256 for r in store.runs(db)] == [held.crate_sha256]
+    # The store is rebuilt from the crates alone, to the same contents.
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.store", "--db", str(db), "rebuild", str(smoke_crate), str(changed)],
+        cwd=REPO,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 1 and "changed.crate.zip: refused:" in res.stderr, res.stderr
+    assert store.runs(db) == [held]

@@ -540,6 +540,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"wrote {paths.relative(target)}: {size:.1f} MB in {(datetime.now() - started).seconds} s; "
                 f"check it with ./repro verify {paths.relative(target)}"
             )
+            from . import store
+
+            store.add(store.DEFAULT_STORE, target)
+            print(f"added it to the store of runs, {paths.relative(store.DEFAULT_STORE)} (./repro store list)")
         elif args.command == "verify":
             problems, files = verify(args.crate, args.max_bytes)
             for p in problems:

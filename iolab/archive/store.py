@@ -1,0 +1,192 @@
+"""A store of archived runs: an SQLite file that indexes crates (no server to
+start). The crates stay the source of truth; the store can always be rebuilt
+from them.
+
+    python -m iolab.archive.store add CRATE.zip [...]     index crates (once each)
+    python -m iolab.archive.store list                    the runs it holds
+    python -m iolab.archive.store rebuild CRATE.zip [...] start over from crates
+
+Each run: its crate's SHA-256 (so re-adding the same crate changes nothing),
+commit, date, name, its comparison key and code digests (iolab.archive.compare);
+every number with its value, 95 % interval, repetitions and unit; every claim
+part's verdict. A crate that fails verification is refused with one line.
+`./repro archive` adds the crate it writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import paths
+from ..readers import sha256
+from . import compare, reruns
+from .untrusted import Crate, CrateError
+
+DEFAULT_STORE = paths.REPO / "archive" / "store.sqlite"
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    crate_sha256 TEXT PRIMARY KEY,
+    file TEXT NOT NULL,
+    name TEXT NOT NULL,
+    git_commit TEXT NOT NULL,
+    published TEXT NOT NULL,
+    comparison_key TEXT NOT NULL,
+    code TEXT
+);
+CREATE TABLE IF NOT EXISTS numbers (
+    crate_sha256 TEXT NOT NULL REFERENCES runs,
+    key TEXT NOT NULL,
+    value REAL,
+    low REAL,
+    high REAL,
+    n INTEGER,
+    unit TEXT,
+    reps TEXT,
+    PRIMARY KEY (crate_sha256, key)
+);
+CREATE TABLE IF NOT EXISTS verdicts (
+    crate_sha256 TEXT NOT NULL REFERENCES runs,
+    claim TEXT NOT NULL,
+    part TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    PRIMARY KEY (crate_sha256, claim, part)
+);
+"""
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    crate_sha256: str
+    name: str
+    git_commit: str
+    published: str
+    numbers: int
+    verdicts: int
+
+
+@contextmanager
+def opened(db: Path) -> Iterator[sqlite3.Connection]:
+    """The store at ``db``, created if new; one transaction, committed on success."""
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with closing(sqlite3.connect(db)) as conn:
+        conn.executescript(SCHEMA)
+        with conn:
+            yield conn
+
+
+def _finite(x: Any) -> float | None:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else None
+
+
+def add(db: Path, crate_zip: Path) -> bool:
+    """Index one crate; False if the store already holds it (nothing changes).
+    A crate that does not verify raises CrateError, and nothing is written."""
+    digest = sha256(crate_zip)
+    with opened(db) as conn:
+        if conn.execute("SELECT 1 FROM runs WHERE crate_sha256 = ?", (digest,)).fetchone():
+            return False
+        run = compare.load(crate_zip)
+        with Crate(crate_zip) as crate:
+            published = str(crate.root.get("datePublished", ""))
+            git_commit = str(crate.root.get("version", ""))
+        conn.execute(
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                digest,
+                crate_zip.name,
+                run.name,
+                git_commit,
+                published,
+                json.dumps(compare.comparison_key(run), sort_keys=True),
+                None if run.code is None else json.dumps(run.code, sort_keys=True),
+            ),
+        )
+        rows = []
+        for key, entry in sorted(run.numbers.items()):
+            if not isinstance(entry, dict) or _finite(entry.get("value")) is None:
+                continue
+            ci95 = entry.get("ci95")
+            ci: list[Any] = ci95 if isinstance(ci95, list) else [None, None]
+            rows.append(
+                (
+                    digest,
+                    key,
+                    _finite(entry.get("value")),
+                    _finite(ci[0]) if len(ci) == 2 else None,
+                    _finite(ci[1]) if len(ci) == 2 else None,
+                    entry.get("n") if isinstance(entry.get("n"), int) else None,
+                    str(entry.get("unit", "")),
+                    json.dumps(compare.repetitions(run.numbers, key)),
+                )
+            )
+        conn.executemany("INSERT INTO numbers VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        verdicts = [
+            (digest, *claim_part.split(": ", 1), outcome)
+            for claim_part, outcome in reruns.verdicts(run.numbers).items()
+        ]
+        conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)", verdicts)
+    return True
+
+
+def runs(db: Path) -> list[StoredRun]:
+    """The runs the store holds, oldest first."""
+    with opened(db) as conn:
+        return [
+            StoredRun(*row)
+            for row in conn.execute(
+                "SELECT r.crate_sha256, r.name, r.git_commit, r.published,"
+                " (SELECT COUNT(*) FROM numbers n WHERE n.crate_sha256 = r.crate_sha256),"
+                " (SELECT COUNT(*) FROM verdicts v WHERE v.crate_sha256 = r.crate_sha256)"
+                " FROM runs r ORDER BY r.published, r.name"
+            )
+        ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.archive.store",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--db", type=Path, default=DEFAULT_STORE, help=f"the store (default: {paths.relative(DEFAULT_STORE)})"
+    )
+    sub = ap.add_subparsers(dest="command", required=True)
+    a = sub.add_parser("add", help="index crates; one already held changes nothing")
+    a.add_argument("crates", nargs="+", type=Path)
+    sub.add_parser("list", help="the runs the store holds")
+    r = sub.add_parser("rebuild", help="remove the store and index these crates again")
+    r.add_argument("crates", nargs="+", type=Path)
+    args = ap.parse_args(argv)
+    if args.command == "list":
+        held = runs(args.db)
+        for run in held:
+            counts = f"{run.numbers} numbers, {run.verdicts} verdicts"
+            print(f"{run.published[:19]}  {run.git_commit[:7]}  {counts}  {run.name}")
+        print(f"{len(held)} run(s) in {paths.relative(args.db)}", file=sys.stderr)
+        return 0
+    if args.command == "rebuild":
+        args.db.unlink(missing_ok=True)
+    status = 0
+    for crate_zip in args.crates:
+        try:
+            added = add(args.db, crate_zip)
+        except (CrateError, OSError) as e:
+            print(f"store: {crate_zip}: refused: {e}", file=sys.stderr)
+            status = 1
+            continue
+        print(f"store: {crate_zip.name}: {'added' if added else 'already held, unchanged'}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
