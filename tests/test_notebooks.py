@@ -377,7 +377,7 @@ def test_every_figure_has_one_caption_file_and_every_caption_a_figure() -> None:
 
     named = set()
     for source in NOTEBOOKS:
-        named |= set(_re.findall(r'out\.figure\(fig, "([a-z_]+)"', source.read_text()))
+        named |= set(_re.findall(r'out\.figure\(\s*fig,\s*"([a-z_]+)"', source.read_text()))
     captions = {p.stem for p in (REPO / "report" / "captions").glob("*.rst")}
     assert named and named == captions
 
