@@ -41,8 +41,17 @@ def analysing_sources() -> list[str]:
     return sorted({*paths.module_closure(ANALYSIS_PACKAGES), *notebooks})
 
 
+def _digest(sources: list[str], root: Path) -> str:
+    h = hashlib.sha256()
+    update_with_sources(h, sources, root)
+    return h.hexdigest()[:12]
+
+
 def measuring_digest(experiment: str, root: Path = paths.REPO) -> str:
     """A digest of the code that measures ``experiment`` in the checkout at ``root``."""
-    h = hashlib.sha256()
-    update_with_sources(h, measuring_sources(experiment), root)
-    return h.hexdigest()[:12]
+    return _digest(measuring_sources(experiment), root)
+
+
+def analysing_digest(root: Path = paths.REPO) -> str:
+    """A digest of the code that turns raw files into numbers and figures at ``root``."""
+    return _digest(analysing_sources(), root)

@@ -33,7 +33,7 @@ from typing import Any
 
 from .. import paths
 from ..analysis.stats import Estimate, ratio_interval
-from ..codehash import analysing_sources, measuring_digest, update_with_sources
+from ..codehash import analysing_digest, measuring_digest
 from ..registry import REGISTRY
 from . import reruns
 from .reruns import md_cell
@@ -64,6 +64,9 @@ class Run:
     # archive/code.json: digests of the code that measured each experiment
     # and of the analysis; None for a crate archived before it was recorded.
     code: dict[str, Any] | None = None
+    # The crate's commit and when it was archived (its root entity).
+    commit: str = ""
+    published: str = ""
 
 
 # What must be equal for two runs' numbers to share an axis: per node, the
@@ -76,15 +79,22 @@ def _settings_digest(settings: Any) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
+def node_facts(run: Run) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(node, its facts, its toolchain) for each node of the run's environment, by name."""
+    nodes = run.environment.get("nodes")
+    out = []
+    for node, facts in sorted(nodes.items() if isinstance(nodes, dict) else []):
+        facts = facts if isinstance(facts, dict) else {}
+        toolchain = facts.get("toolchain")
+        out.append((node, facts, toolchain if isinstance(toolchain, dict) else {}))
+    return out
+
+
 def comparison_key(run: Run) -> dict[str, str]:
     """The run's comparison key, field by field ("node local: kernel",
     "settings: echo", ...)."""
     key: dict[str, str] = {}
-    nodes = run.environment.get("nodes")
-    for node, facts in sorted(nodes.items() if isinstance(nodes, dict) else []):
-        facts = facts if isinstance(facts, dict) else {}
-        toolchain = facts.get("toolchain")
-        tool = toolchain if isinstance(toolchain, dict) else {}
+    for node, facts, tool in node_facts(run):
         for name in NODE_KEY_FIELDS:
             value = tool.get(name) if name in ("liburing", "mpi", "cc") else facts.get(name)
             key[f"node {node}: {name}"] = shown(str(value), 80)
@@ -114,6 +124,7 @@ def load(crate_zip: Path) -> Run:
         numbers = crate.read_json("paper/generated/numbers.json")
         environment = crate.read_json("archive/environment.json")
         version = crate.root.get("version", "")
+        published = crate.root.get("datePublished", "")
         # One sidecar per experiment is enough: a run key directory holds one setting.
         settings: dict[str, str] = {}
         for name in crate.files("data/raw/"):
@@ -126,7 +137,8 @@ def load(crate_zip: Path) -> Run:
     if not isinstance(numbers, dict) or not isinstance(environment, dict):
         raise CrateError(f"{crate_zip}: its numbers or environment is not a JSON object")
     name = shown(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(version)[:7]})")
-    return Run(name, numbers, environment, settings, code if isinstance(code, dict) else None)
+    code = code if isinstance(code, dict) else None
+    return Run(name, numbers, environment, settings, code, str(version), str(published))
 
 
 def stale(run: Run, root: Path = paths.REPO) -> list[str]:
@@ -142,9 +154,7 @@ def stale(run: Run, root: Path = paths.REPO) -> list[str]:
         for experiment, digest in sorted(measured.items() if isinstance(measured, dict) else [])
         if experiment in REGISTRY and digest != measuring_digest(experiment, root)
     ]
-    h = hashlib.sha256()
-    update_with_sources(h, analysing_sources(), root)
-    if run.code.get("analysed") != h.hexdigest()[:12]:
+    if run.code.get("analysed") != analysing_digest(root):
         out.append("analysed")
     return out
 
@@ -179,11 +189,7 @@ def machines(runs: Sequence[Run]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for run in runs:
-        nodes = run.environment.get("nodes")
-        for node, facts in sorted(nodes.items() if isinstance(nodes, dict) else []):
-            facts = facts if isinstance(facts, dict) else {}
-            toolchain = facts.get("toolchain")
-            tool = toolchain if isinstance(toolchain, dict) else {}
+        for node, facts, tool in node_facts(run):
             cells = [
                 node,
                 f"{facts.get('cpu_model')} ×{facts.get('cpus')}",
@@ -213,7 +219,7 @@ def repetitions(numbers: dict[str, Any], key: str) -> list[float]:
     reps = entry.get("reps") if isinstance(entry, dict) else None
     if not isinstance(reps, list):
         return []
-    return [float(v) for v in reps if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return [v for v in map(reruns.finite_number, reps) if v is not None]
 
 
 def ratio_says(ratio: Estimate | None, margin: float = MARGIN) -> str:

@@ -38,7 +38,7 @@ def md_cell(text: object, limit: int = 200) -> str:
     return s.translate(_MARKUP)
 
 
-def _number(x: Any) -> float | None:
+def finite_number(x: Any) -> float | None:
     """A finite real number from a numbers file, else None."""
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         return None
@@ -99,7 +99,7 @@ def intervals(numbers: Numbers, interval: str) -> dict[str, tuple[float | None, 
     part's estimate (keyed ``claim: part``)."""
     out: dict[str, tuple[float | None, list | None]] = {}
     for key, entry in numbers.items():
-        value = _number(entry.get("value")) if isinstance(entry, dict) else None
+        value = finite_number(entry.get("value")) if isinstance(entry, dict) else None
         if value is not None:
             out[str(key)] = (value, _bounds(entry.get(interval)))
     ends = {"pi95": ("pred_low", "pred_high"), "ci95": ("low", "high")}[interval]
@@ -107,7 +107,7 @@ def intervals(numbers: Numbers, interval: str) -> dict[str, tuple[float | None, 
         est = f.get("estimate")
         if not isinstance(est, dict):
             continue
-        value = _number(est.get("value"))
+        value = finite_number(est.get("value"))
         if value is not None:
             out[f"{f['claim']}: {f['part']}"] = (value, _bounds([est.get(ends[0]), est.get(ends[1])]))
     return out

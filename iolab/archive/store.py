@@ -28,7 +28,7 @@ from typing import Any
 from .. import paths
 from ..readers import sha256
 from . import compare, reruns
-from .untrusted import Crate, CrateError
+from .untrusted import CrateError
 
 DEFAULT_STORE = paths.REPO / "archive" / "store.sqlite"
 
@@ -83,10 +83,6 @@ def opened(db: Path) -> Iterator[sqlite3.Connection]:
             yield conn
 
 
-def _finite(x: Any) -> float | None:
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x else None
-
-
 def add(db: Path, crate_zip: Path) -> bool:
     """Index one crate; False if the store already holds it (nothing changes).
     A crate that does not verify raises CrateError, and nothing is written."""
@@ -95,24 +91,21 @@ def add(db: Path, crate_zip: Path) -> bool:
         if conn.execute("SELECT 1 FROM runs WHERE crate_sha256 = ?", (digest,)).fetchone():
             return False
         run = compare.load(crate_zip)
-        with Crate(crate_zip) as crate:
-            published = str(crate.root.get("datePublished", ""))
-            git_commit = str(crate.root.get("version", ""))
         conn.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
             (
                 digest,
                 crate_zip.name,
                 run.name,
-                git_commit,
-                published,
+                run.commit,
+                run.published,
                 json.dumps(compare.comparison_key(run), sort_keys=True),
                 None if run.code is None else json.dumps(run.code, sort_keys=True),
             ),
         )
         rows = []
         for key, entry in sorted(run.numbers.items()):
-            if not isinstance(entry, dict) or _finite(entry.get("value")) is None:
+            if not isinstance(entry, dict) or reruns.finite_number(entry.get("value")) is None:
                 continue
             ci95 = entry.get("ci95")
             ci: list[Any] = ci95 if isinstance(ci95, list) else [None, None]
@@ -120,9 +113,9 @@ def add(db: Path, crate_zip: Path) -> bool:
                 (
                     digest,
                     key,
-                    _finite(entry.get("value")),
-                    _finite(ci[0]) if len(ci) == 2 else None,
-                    _finite(ci[1]) if len(ci) == 2 else None,
+                    reruns.finite_number(entry.get("value")),
+                    reruns.finite_number(ci[0]) if len(ci) == 2 else None,
+                    reruns.finite_number(ci[1]) if len(ci) == 2 else None,
                     entry.get("n") if isinstance(entry.get("n"), int) else None,
                     str(entry.get("unit", "")),
                     json.dumps(compare.repetitions(run.numbers, key)),
