@@ -1,0 +1,63 @@
+"""Change points in a timeline of medians (iolab.analysis.changepoints):
+found where a constructed series steps, at the step, and in at most about
+α of series that do not step, under the drift between occasions these
+machines show. Without the drift term the same search raises false alarms
+in most series: the negative control."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iolab.analysis import changepoints
+from iolab.analysis.changepoints import Point
+
+# A cost probe's spread here (data/occasions.json, cost_model:absolute):
+# between occasions 0.17, and a median of 6 repetitions known to about 0.05
+# (both standard deviations of log values).
+SIGMA_OCCASION, SE = 0.17, 0.05
+RUNS, STEP_AT, SERIES = 12, 6, 400
+
+
+def series(rng: np.random.Generator, step: float) -> list[Point]:
+    points = []
+    for i in range(RUNS):
+        value = (
+            1000.0 * (step if i >= STEP_AT else 1.0) * float(np.exp(rng.normal(0, SIGMA_OCCASION) + rng.normal(0, SE)))
+        )
+        half = 1.96 * SE
+        points.append(Point(value, value * float(np.exp(-half)), value * float(np.exp(half))))
+    return points
+
+
+def test_a_step_is_found_where_it_is_with_its_size() -> None:
+    rng = np.random.default_rng(2026)
+    found = [changepoints.changes(series(rng, 2.0), SIGMA_OCCASION) for _ in range(SERIES)]
+    exact = [f for f in found if [c.at for c in f] == [STEP_AT]]
+    assert len(exact) / SERIES > 0.85  # power at a doubling, 6 runs either side
+    assert np.median([f[0].ratio for f in exact]) == pytest.approx(2.0, rel=0.1)
+
+
+def test_a_series_without_a_step_rarely_raises_an_alarm() -> None:
+    rng = np.random.default_rng(7)
+    alarms = sum(bool(changepoints.changes(series(rng, 1.0), SIGMA_OCCASION)) for _ in range(SERIES))
+    # α = 0.05, Bonferroni over the places a first change could sit; the
+    # binomial 99.9 % bound over 400 series is 0.08.
+    assert alarms / SERIES <= 0.08
+
+
+def test_without_the_drift_between_occasions_most_flat_series_raise_alarms() -> None:
+    # The negative control: weigh each point by its own interval only.
+    rng = np.random.default_rng(7)
+    alarms = sum(bool(changepoints.changes(series(rng, 1.0), 0.0)) for _ in range(SERIES))
+    assert alarms / SERIES > 0.5
+
+
+def test_short_and_bad_series() -> None:
+    assert changepoints.changes([Point(100.0, 90.0, 110.0)], 0.1) == []
+    (change,) = changepoints.changes([Point(100.0, 95.0, 105.0), Point(300.0, 285.0, 315.0)], 0.1)
+    assert change.at == 1 and change.ratio == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="positive"):
+        changepoints.changes([Point(0.0), Point(1.0)], 0.1)
+    with pytest.raises(ValueError, match="neither an interval nor an occasion spread"):
+        changepoints.changes([Point(1.0), Point(2.0)], 0.0)
