@@ -100,6 +100,54 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproces
     return wd, res
 
 
+def crate_cli(wd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """python -m iolab.archive.crate in ``wd``."""
+    return subprocess.run(
+        [sys.executable, "-m", "iolab.archive.crate", *args],
+        cwd=wd,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="session")
+def smoke_crate(
+    smoke_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The shared smoke run, archived as a crate (./repro archive)."""
+    wd, _ = smoke_run
+    out = tmp_path_factory.mktemp("crate")
+    res = crate_cli(wd, "build", "--out", str(out), "--profile", "smoke")
+    assert res.returncode == 0, res.stderr
+    (crate,) = out.glob("iolab-*.crate.zip")
+    assert res.stdout.startswith(f"wrote {crate}") or str(crate.name) in res.stdout
+    assert "added it to the store of runs" in res.stdout  # ./repro archive indexes its own crate
+    return crate
+
+
+@pytest.fixture(scope="session")
+def reference_crate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped reference data (data/reference), analysed as a run of its
+    own in a fresh copy and archived: <copy>/archive/<crate>."""
+    fresh = copy_workflow(tmp_path_factory.mktemp("reference") / "iolab")
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.reanalyse", "--raw-root", "data/reference"],
+        cwd=fresh,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "numbers, built from raw files alone" in res.stdout
+    built = crate_cli(fresh, "build", "--out", str(fresh / "archive"))
+    assert built.returncode == 0, built.stderr
+    (crate,) = (fresh / "archive").glob("*.crate.zip")
+    return crate
+
+
 @pytest.fixture
 def smoke_copy(smoke_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path) -> Path:
     """A private copy of the finished smoke run (timestamps and snakemake's

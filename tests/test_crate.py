@@ -23,36 +23,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, copy_workflow, tool_env
+from conftest import REPO, copy_workflow, crate_cli, tool_env
 from crate_support import craft
 
 from iolab.analysis import stats
 from iolab.codehash import measuring_digest
 
 CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"
-
-
-def crate_cli(wd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "iolab.archive.crate", *args],
-        cwd=wd,
-        env=tool_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-@pytest.fixture(scope="module")
-def smoke_crate(smoke_run: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    wd, _ = smoke_run
-    out = tmp_path_factory.mktemp("crate")
-    res = crate_cli(wd, "build", "--out", str(out), "--profile", "smoke")
-    assert res.returncode == 0, res.stderr
-    (crate,) = out.glob("iolab-*.crate.zip")
-    assert res.stdout.startswith(f"wrote {crate}") or str(crate.name) in res.stdout
-    assert "added it to the store of runs" in res.stdout  # ./repro archive indexes its own crate
-    return crate
 
 
 def seed_validator_cache(cache_home: Path) -> None:
@@ -131,8 +108,10 @@ def test_the_crate_holds_every_raw_file_with_its_checksum_and_the_run_as_actions
         environment = json.loads(z.read("archive/environment.json"))
         code = json.loads(z.read("archive/code.json"))
     assert verdicts and {"claim", "part", "estimate", "rule", "margin", "outcome"} <= set(verdicts[0])
-    # The code of every experiment measured, as this checkout digests it today.
+    # The code of every experiment measured, as this checkout digests it
+    # today (the smoke run measured in this copy, which has no git).
     assert code["measured"] == {e: measuring_digest(e) for e in {entry["raw"].split("/")[3] for entry in raw}}
+    assert code["unrecorded"] == {}
     assert environment["nodes"]["local"]["kernel"] and environment["apt"]["liburing-dev"]
     measured = [e for e in graph.values() if e.get("@type") == "CreateAction" and e["name"].startswith("measure_")]
     assert len(measured) == len(raw)
@@ -319,26 +298,13 @@ def test_compare_two_real_crates_side_by_side(smoke_crate: Path, tmp_path: Path)
 
 
 @pytest.mark.full
-def test_the_shipped_reference_run_becomes_a_run_that_archives_and_compares(tmp_path: Path) -> None:
-    fresh = copy_workflow(tmp_path / "fresh")
-    res = subprocess.run(
-        [sys.executable, "-m", "iolab.archive.reanalyse", "--raw-root", "data/reference"],
-        cwd=fresh,
-        env=tool_env(),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert "numbers, built from raw files alone" in res.stdout
+def test_the_shipped_reference_run_becomes_a_run_that_archives_and_compares(reference_crate: Path) -> None:
+    fresh = reference_crate.parent.parent
     # Its numbers are the ones the notebooks give by hand on the same data.
     record = json.loads((REPO / "tests" / "data" / "reference_numbers.json").read_text())
     numbers = json.loads((fresh / "paper" / "generated" / "numbers.json").read_text())
     assert numbers["w_send_ns"]["value"] == pytest.approx(record["cost_model"]["w_send_ns"]["value"], rel=1e-9)
-    built = crate_cli(fresh, "build", "--out", str(tmp_path / "out"))
-    assert built.returncode == 0, built.stderr
-    (crate,) = (tmp_path / "out").glob("*.crate.zip")
-    assert crate_cli(fresh, "verify", str(crate)).returncode == 0
+    assert crate_cli(fresh, "verify", str(reference_crate)).returncode == 0
 
 
 def test_compare_sets_each_number_against_the_first_as_a_ratio() -> None:
@@ -437,3 +403,63 @@ def test_the_store_indexes_each_crate_once_and_refuses_a_changed_one(smoke_crate
     )
     assert res.returncode == 1 and "changed.crate.zip: refused:" in res.stderr, res.stderr
     assert store.runs(db) == [held]
+
+
+def test_a_crate_names_the_measuring_code_only_where_git_shows_it_unchanged(tmp_path: Path) -> None:
+    # Raw files measured at another commit (re-analysed, as the shipped
+    # reference data is) carry today's digest only if their experiment's
+    # measuring sources did not change since; else the crate says why not.
+    from iolab.archive.crate import _measured_with_todays_code
+
+    wd = copy_workflow(tmp_path / "wd")
+
+    def git(*args: str) -> str:
+        who = ["-c", "user.name=iolab tests", "-c", "user.email=tests@iolab.invalid"]
+        res = subprocess.run(["git", "-C", str(wd), *who, *args], capture_output=True, text=True, check=True)
+        return res.stdout.strip()
+
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "measured here")
+    measured_at = git("rev-parse", "HEAD")
+    (wd / "README.md").write_text((wd / "README.md").read_text() + "\nedited\n")
+    git("commit", "-qam", "docs only")
+    assert _measured_with_todays_code(wd, "syscall", {measured_at}) is None
+    probe = wd / "native" / "probes" / "syscall_mode.c"
+    probe.write_text(probe.read_text() + "/* edited */\n")
+    git("commit", "-qam", "the probe changed")
+    assert "changed since" in str(_measured_with_todays_code(wd, "syscall", {measured_at}))
+    assert _measured_with_todays_code(wd, "echo", {measured_at}) is None  # the echo servers did not change
+    assert "is not in this checkout" in str(_measured_with_todays_code(wd, "echo", {"0" * 40}))
+    assert "record no commit" in str(_measured_with_todays_code(wd, "echo", {None}))
+
+
+def test_an_old_store_asks_to_be_rebuilt_and_environments_diff_field_by_field(tmp_path: Path) -> None:
+    import sqlite3
+
+    from iolab.archive import compare, store
+
+    db = tmp_path / "store.sqlite"
+    with sqlite3.connect(db) as conn:  # the first store's runs table, without the columns added since
+        conn.execute("CREATE TABLE runs (crate_sha256 TEXT PRIMARY KEY, file TEXT)")
+    with pytest.raises(store.StoreError, match=r"rebuild it from the crates, ./repro store rebuild"):
+        store.records(db)
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.store", "--db", str(db), "list"],
+        cwd=REPO,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 1 and res.stderr.count("\n") == 1 and "older iolab" in res.stderr
+
+    def run(kernel: str, liburing: str | None) -> compare.Run:
+        tool = {"liburing": liburing} if liburing else {}
+        return compare.Run("r", {}, {"python": "3.11.2", "nodes": {"local": {"kernel": kernel, "toolchain": tool}}})
+
+    assert compare.environment_diff(run("6.18", "2.3"), run("6.18", "2.3")) == []
+    assert compare.environment_diff(run("6.12", "2.3"), run("6.18", None)) == [
+        ("nodes / local / kernel", "6.12", "6.18"),
+        ("nodes / local / toolchain / liburing", "2.3", "(none)"),
+    ]

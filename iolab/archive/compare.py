@@ -67,6 +67,9 @@ class Run:
     # The crate's commit and when it was archived (its root entity).
     commit: str = ""
     published: str = ""
+    # When its first measurement or notebook started (its actions' earliest
+    # startTime): the date a timeline places it at; "" if none is recorded.
+    measured: str = ""
 
 
 # What must be equal for two runs' numbers to share an axis: per node, the
@@ -111,6 +114,28 @@ def key_differences(runs: Sequence[Run]) -> list[str]:
     return [f for f in fields if len({k.get(f, "(none)") for k in keys}) > 1]
 
 
+def flat_environment(environment: Any, prefix: str = "") -> dict[str, str]:
+    """A run's environment (archive/environment.json) field by field:
+    "python", "apt / liburing-dev", "nodes / local / toolchain / cc"."""
+    if isinstance(environment, dict):
+        out: dict[str, str] = {}
+        for name, value in environment.items():
+            out.update(flat_environment(value, f"{prefix}{shown(name, 80)} / "))
+        return out
+    return {prefix.removesuffix(" / ") or "(value)": shown(environment, 200)}
+
+
+def environment_diff(a: Run, b: Run) -> list[tuple[str, str, str]]:
+    """(field, in a, in b) for each environment field that differs; a field
+    one run lacks shows as "(none)"."""
+    fa, fb = flat_environment(a.environment), flat_environment(b.environment)
+    return [
+        (f, fa.get(f, "(none)"), fb.get(f, "(none)"))
+        for f in sorted(set(fa) | set(fb))
+        if fa.get(f, "(none)") != fb.get(f, "(none)")
+    ]
+
+
 def load(crate_zip: Path) -> Run:
     """A crate's numbers and environment, once the crate verifies
     (iolab.archive.untrusted: every member listed and matching its SHA-256)."""
@@ -134,26 +159,36 @@ def load(crate_zip: Path) -> Run:
                 if isinstance(sidecar, dict):
                     settings[parts[3]] = _settings_digest(sidecar.get("settings"))
         code = crate.read_json("archive/code.json") if crate.has("archive/code.json") else None
+        started = sorted(
+            str(e["startTime"])
+            for e in crate.entities.values()
+            if e.get("@type") == "CreateAction" and isinstance(e.get("startTime"), str)
+        )
     if not isinstance(numbers, dict) or not isinstance(environment, dict):
         raise CrateError(f"{crate_zip}: its numbers or environment is not a JSON object")
     name = shown(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(version)[:7]})")
     code = code if isinstance(code, dict) else None
-    return Run(name, numbers, environment, settings, code, str(version), str(published))
+    measured = shown(started[0], 40) if started else ""
+    return Run(name, numbers, environment, settings, code, str(version), str(published), measured)
 
 
 def stale(run: Run, root: Path = paths.REPO) -> list[str]:
     """What of ``run`` today's checkout at ``root`` would measure or analyse
     with other code: "measured: <experiment>" per experiment whose measuring
-    sources changed, "analysed" if the analysis did; ["unknown"] for a crate
-    that recorded no digests."""
+    sources changed, "unrecorded: <experiment>" per experiment whose crate
+    could not say which code measured it (raw files re-analysed from another
+    run), "analysed" if the analysis changed; ["unknown"] for a crate that
+    recorded no digests."""
     if run.code is None:
         return ["unknown"]
     measured = run.code.get("measured")
+    unrecorded = run.code.get("unrecorded")
     out = [
         f"measured: {experiment}"
         for experiment, digest in sorted(measured.items() if isinstance(measured, dict) else [])
         if experiment in REGISTRY and digest != measuring_digest(experiment, root)
     ]
+    out += [f"unrecorded: {shown(e, 40)}" for e in sorted(unrecorded if isinstance(unrecorded, dict) else [])]
     if run.code.get("analysed") != analysing_digest(root):
         out.append("analysed")
     return out
@@ -168,9 +203,12 @@ def code_section(runs: Sequence[Run], root: Path = paths.REPO) -> list[str]:
             lines.append(f"- {md_cell(run.name)}: records no code digests (archived before they were): unknown.")
             continue
         older = [m.removeprefix("measured: ") for m in marks if m.startswith("measured: ")]
+        unknown = [m.removeprefix("unrecorded: ") for m in marks if m.startswith("unrecorded: ")]
         said = []
         if older:
             said.append(f"measured with other code than this checkout's: {', '.join(older)}")
+        if unknown:
+            said.append(f"measured with code its crate could not name: {', '.join(unknown)}")
         if "analysed" in marks:
             said.append("analysed with other code (./repro reanalyse rebuilds its numbers with today's)")
         lines.append(

@@ -33,7 +33,7 @@ from typing import Any
 import yaml
 
 from .. import paths
-from ..codehash import analysing_digest, measuring_digest
+from ..codehash import analysing_digest, measuring_digest, measuring_sources
 from ..provenance import git_state
 from ..readers import sha256
 from ..registry import EXPERIMENTS, NOTEBOOKS, REGISTRY, extra_output_paths
@@ -144,14 +144,56 @@ def environment(root: Path, raw: list[dict[str, str]]) -> dict[str, Any]:
     return {"python": sys.version.split()[0], "apt": apt_versions(root), "nodes": nodes}
 
 
+def _measured_with_todays_code(root: Path, experiment: str, commits: set[str | None]) -> str | None:
+    """Why the raw files of ``experiment``, measured at ``commits`` (their
+    sidecars' git commits), cannot be said to come from the checkout's code
+    at ``root``; None when they can: measured at its commit, at a commit
+    from which git shows no change to the experiment's measuring sources,
+    or in a copy without git by itself (neither side knows a commit)."""
+    head = git_state(root)["commit"]
+    if head is None:
+        return None if commits == {None} else "raw files measured at a commit this copy (without git) cannot check"
+    sources = measuring_sources(experiment)
+    for commit in sorted(commits, key=str):
+        if commit == head:
+            continue
+        if commit is None:
+            return "raw files that record no commit"
+        res = subprocess.run(
+            ["git", "-C", str(root), "diff", "--quiet", commit, head, "--", *sources],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if res.returncode == 1:
+            return f"its measuring code changed since {commit[:12]}, where its raw files were measured"
+        if res.returncode != 0:
+            return f"commit {commit[:12]}, where its raw files were measured, is not in this checkout"
+    return None
+
+
 def code(root: Path, raw: list[dict[str, str]]) -> dict[str, Any]:
     """Digests of the code behind the run, so that a later checkout can tell
     which of its numbers were measured or analysed with other code:
     per experiment, its measuring sources (iolab.codehash, what its run key
-    digests besides the settings); and the analysis (tidy steps, statistics,
-    numbers, figures and notebooks)."""
-    experiments = sorted({e["experiment"] for e in raw if e["experiment"] in REGISTRY})
-    return {"measured": {e: measuring_digest(e, root) for e in experiments}, "analysed": analysing_digest(root)}
+    digests besides the settings) where its raw files were measured with
+    this checkout's code, and the reason where that cannot be said
+    ("unrecorded": raw files re-analysed from another run); and the analysis
+    (tidy steps, statistics, numbers, figures and notebooks)."""
+    commits: dict[str, set[str | None]] = {}
+    for entry in raw:
+        if entry["experiment"] in REGISTRY:
+            side = json.loads((root / entry["provenance"]).read_text())
+            git = side.get("git") if isinstance(side.get("git"), dict) else {}
+            commits.setdefault(entry["experiment"], set()).add(git.get("commit"))
+    measured, unrecorded = {}, {}
+    for experiment, seen in sorted(commits.items()):
+        why = _measured_with_todays_code(root, experiment, seen)
+        if why is None:
+            measured[experiment] = measuring_digest(experiment, root)
+        else:
+            unrecorded[experiment] = why
+    return {"measured": measured, "unrecorded": unrecorded, "analysed": analysing_digest(root)}
 
 
 def verdicts(root: Path) -> list[dict[str, Any]]:

@@ -39,8 +39,11 @@ CREATE TABLE IF NOT EXISTS runs (
     name TEXT NOT NULL,
     git_commit TEXT NOT NULL,
     published TEXT NOT NULL,
+    measured TEXT NOT NULL,
     comparison_key TEXT NOT NULL,
-    code TEXT
+    code TEXT,
+    environment TEXT NOT NULL,
+    path TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS numbers (
     crate_sha256 TEXT NOT NULL REFERENCES runs,
@@ -51,6 +54,7 @@ CREATE TABLE IF NOT EXISTS numbers (
     n INTEGER,
     unit TEXT,
     reps TEXT,
+    notebook TEXT,
     PRIMARY KEY (crate_sha256, key)
 );
 CREATE TABLE IF NOT EXISTS verdicts (
@@ -58,9 +62,16 @@ CREATE TABLE IF NOT EXISTS verdicts (
     claim TEXT NOT NULL,
     part TEXT NOT NULL,
     outcome TEXT NOT NULL,
+    value REAL,
+    low REAL,
+    high REAL,
     PRIMARY KEY (crate_sha256, claim, part)
 );
 """
+
+
+class StoreError(Exception):
+    """A store this code cannot read; the message says how to rebuild it."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +79,7 @@ class StoredRun:
     crate_sha256: str
     name: str
     git_commit: str
-    published: str
+    measured: str
     numbers: int
     verdicts: int
 
@@ -79,6 +90,12 @@ def opened(db: Path) -> Iterator[sqlite3.Connection]:
     db.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(db)) as conn:
         conn.executescript(SCHEMA)
+        for table, column in (("runs", "measured"), ("numbers", "notebook"), ("verdicts", "value")):
+            if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+                raise StoreError(
+                    f"{db} was written by an older iolab (its {table} have no {column}): "
+                    "rebuild it from the crates, ./repro store rebuild archive/*.crate.zip"
+                )
         with conn:
             yield conn
 
@@ -92,15 +109,18 @@ def add(db: Path, crate_zip: Path) -> bool:
             return False
         run = compare.load(crate_zip)
         conn.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 digest,
                 crate_zip.name,
                 run.name,
                 run.commit,
                 run.published,
+                run.measured or run.published,
                 json.dumps(compare.comparison_key(run), sort_keys=True),
                 None if run.code is None else json.dumps(run.code, sort_keys=True),
+                json.dumps(run.environment, sort_keys=True),
+                str(crate_zip.resolve()),
             ),
         )
         rows = []
@@ -119,29 +139,124 @@ def add(db: Path, crate_zip: Path) -> bool:
                     entry.get("n") if isinstance(entry.get("n"), int) else None,
                     str(entry.get("unit", "")),
                     json.dumps(compare.repetitions(run.numbers, key)),
+                    str(entry.get("notebook", "")),
                 )
             )
-        conn.executemany("INSERT INTO numbers VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-        verdicts = [
-            (digest, *claim_part.split(": ", 1), outcome)
-            for claim_part, outcome in reruns.verdicts(run.numbers).items()
-        ]
-        conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?)", verdicts)
+        conn.executemany("INSERT INTO numbers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        estimates = reruns.intervals(run.numbers, "ci95")
+        verdicts = []
+        for claim_part, outcome in reruns.verdicts(run.numbers).items():
+            value, bounds = estimates.get(claim_part, (None, None))
+            low, high = bounds or (None, None)
+            verdicts.append((digest, *claim_part.split(": ", 1), outcome, value, low, high))
+        conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?)", verdicts)
     return True
 
 
 def runs(db: Path) -> list[StoredRun]:
-    """The runs the store holds, oldest first."""
+    """The runs the store holds, in the order they were measured."""
     with opened(db) as conn:
         return [
             StoredRun(*row)
             for row in conn.execute(
-                "SELECT r.crate_sha256, r.name, r.git_commit, r.published,"
+                "SELECT r.crate_sha256, r.name, r.git_commit, r.measured,"
                 " (SELECT COUNT(*) FROM numbers n WHERE n.crate_sha256 = r.crate_sha256),"
                 " (SELECT COUNT(*) FROM verdicts v WHERE v.crate_sha256 = r.crate_sha256)"
-                " FROM runs r ORDER BY r.published, r.name"
+                " FROM runs r ORDER BY r.measured, r.name"
             )
         ]
+
+
+@dataclass(frozen=True)
+class Record:
+    """One stored run, whole: what the site shows of it."""
+
+    crate_sha256: str
+    file: str
+    path: str
+    name: str
+    git_commit: str
+    published: str
+    measured: str
+    comparison_key: dict[str, str]
+    code: dict[str, Any] | None
+    environment: dict[str, Any]
+
+    @property
+    def short(self) -> str:
+        """An identifier for file names and links: the crate's digest, cut."""
+        return self.crate_sha256[:12]
+
+    def as_run(self) -> compare.Run:
+        """Enough of a compare.Run to ask what of it is stale."""
+        return compare.Run(
+            self.name, {}, self.environment, {}, self.code, self.git_commit, self.published, self.measured
+        )
+
+
+@dataclass(frozen=True)
+class StoredNumber:
+    key: str
+    value: float
+    low: float | None
+    high: float | None
+    n: int | None
+    unit: str
+    notebook: str
+
+
+@dataclass(frozen=True)
+class StoredVerdict:
+    claim: str
+    part: str
+    outcome: str
+    value: float | None
+    low: float | None
+    high: float | None
+
+
+def records(db: Path) -> list[Record]:
+    """Every run the store holds, oldest first, whole."""
+    with opened(db) as conn:
+        rows = conn.execute(
+            "SELECT crate_sha256, file, path, name, git_commit, published, measured, comparison_key, code,"
+            " environment FROM runs ORDER BY measured, name"
+        ).fetchall()
+    return [
+        Record(
+            crate_sha256=sha,
+            file=file,
+            path=path,
+            name=name,
+            git_commit=commit,
+            published=published,
+            measured=measured,
+            comparison_key=json.loads(key),
+            code=None if code is None else json.loads(code),
+            environment=json.loads(environment),
+        )
+        for sha, file, path, name, commit, published, measured, key, code, environment in rows
+    ]
+
+
+def numbers_of(db: Path, crate_sha256: str) -> dict[str, StoredNumber]:
+    """A stored run's numbers, by key."""
+    with opened(db) as conn:
+        rows = conn.execute(
+            "SELECT key, value, low, high, n, unit, notebook FROM numbers WHERE crate_sha256 = ? ORDER BY key",
+            (crate_sha256,),
+        ).fetchall()
+    return {row[0]: StoredNumber(*row) for row in rows}
+
+
+def verdicts_of(db: Path, crate_sha256: str) -> list[StoredVerdict]:
+    """A stored run's claim parts and their outcomes, by claim and part."""
+    with opened(db) as conn:
+        rows = conn.execute(
+            "SELECT claim, part, outcome, value, low, high FROM verdicts WHERE crate_sha256 = ? ORDER BY claim, part",
+            (crate_sha256,),
+        ).fetchall()
+    return [StoredVerdict(*row) for row in rows]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -160,11 +275,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     r = sub.add_parser("rebuild", help="remove the store and index these crates again")
     r.add_argument("crates", nargs="+", type=Path)
     args = ap.parse_args(argv)
+    try:
+        return _command(args)
+    except StoreError as e:
+        print(f"store: {e}", file=sys.stderr)
+        return 1
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.command == "list":
         held = runs(args.db)
         for run in held:
             counts = f"{run.numbers} numbers, {run.verdicts} verdicts"
-            print(f"{run.published[:19]}  {run.git_commit[:7]}  {counts}  {run.name}")
+            print(f"{run.measured[:19]}  {run.git_commit[:7]}  {counts}  {run.name}")
         print(f"{len(held)} run(s) in {paths.relative(args.db)}", file=sys.stderr)
         return 0
     if args.command == "rebuild":
