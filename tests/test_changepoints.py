@@ -11,6 +11,8 @@ import pytest
 
 from iolab.analysis import changepoints
 from iolab.analysis.changepoints import Point
+from iolab.archive import store, timeline
+from iolab.codehash import analysing_digest, measuring_digest
 
 # A cost probe's spread here (data/occasions.json, cost_model:absolute):
 # between occasions 0.17, and a median of 6 repetitions known to about 0.05
@@ -61,3 +63,26 @@ def test_short_and_bad_series() -> None:
         changepoints.changes([Point(0.0), Point(1.0)], 0.1)
     with pytest.raises(ValueError, match="neither an interval nor an occasion spread"):
         changepoints.changes([Point(1.0), Point(2.0)], 0.0)
+
+
+def test_a_timeline_of_stored_runs_draws_older_code_apart_and_finds_the_step() -> None:
+    # Five runs of one key: four measured with today's code, cost doubling
+    # after the second; one between them measured with older code, far off.
+    today = {"measured": {e: measuring_digest(e) for e in ("syscall", "echo")}, "analysed": analysing_digest()}
+    older = {"measured": {"syscall": "0" * 12, "echo": today["measured"]["echo"]}, "analysed": "x"}
+    values = [(100.0, today), (104.0, today), (900.0, older), (205.0, today), (198.0, today)]
+    runs, numbers = [], {}
+    for i, (value, code) in enumerate(values):
+        sha = f"{i:064d}"
+        runs.append(store.Record(sha, "f", "p", f"run {i}", f"c{i}", "", f"2026-11-2{i}", {}, code, {}))
+        numbers[sha] = {
+            "s_getppid_ns": store.StoredNumber("s_getppid_ns", value, value * 0.97, value * 1.03, 6, "ns", "cost_model")
+        }
+    group = timeline.KeyGroup("k", {}, tuple(runs))
+    (line,) = timeline.timelines(group, numbers)
+    assert [p.code for p in line.points] == [timeline.TODAY] * 2 + [timeline.OLDER] + [timeline.TODAY] * 2
+    ((at, ratio),) = line.changes
+    assert at == 3 and ratio == pytest.approx(2.0, rel=0.05)  # the older point neither causes nor hides it
+    spec = timeline.chart(line)
+    assert [row["change"] for row in spec["data"]["values"]] == ["", "", "", f"×{ratio:.3g} from here", ""]
+    assert spec["hconcat"][0]["layer"][0]["encoding"]["y"]["title"] == "s_getppid_ns (ns)"

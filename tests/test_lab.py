@@ -20,15 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from browser_support import HAVE_CHROMIUM, chromium
 from conftest import REPO, copy_workflow, default_sigint, snakemake, tool_env
 
 from iolab.registry import NOTEBOOKS as REGISTERED_NOTEBOOKS
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-pytestmark = pytest.mark.skipif(
-    not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)),
-    reason="Debian's chromium and chromium-driver are not installed",
-)
+pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason="Debian's chromium and chromium-driver are not installed")
 NOTEBOOKS = list(REGISTERED_NOTEBOOKS)
 WAIT = 240  # seconds a notebook may take to run all its cells in the browser
 
@@ -107,30 +104,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1600,1200",
-        f"--user-data-dir={tmp_path_factory.mktemp('chromium')}",
-    ):
-        opts.add_argument(arg)
-    os.environ["SE_OFFLINE"] = "true"  # never let Selenium Manager try to download a driver
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
-    try:
+    with chromium(tmp_path_factory.mktemp("chromium")) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def wait_for(driver, condition, timeout: float = WAIT, what: str = ""):

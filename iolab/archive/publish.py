@@ -1,0 +1,428 @@
+"""Publish the store of runs as a static site: plain HTML with local assets,
+no network needed; it works opened from the file system and served by
+`python -m http.server --bind 127.0.0.1`.
+
+    python -m iolab.archive.publish [--db archive/store.sqlite] [--out archive/site] [--add CRATE.zip ...]
+    (./repro publish ...)
+
+Pages:
+- index.html: every run, comparison key and claim;
+- runs/<crate>.html: a run's verdicts, headline numbers with their 95 %
+  intervals, environment, code marks, and its paper (copied from the crate);
+- keys/<key>.html: per comparison key, each headline quantity over time, by
+  date and by commit, with intervals and change points (iolab.archive.timeline);
+- claims/<claim>.html: a claim's verdict in every run, on every machine;
+- diffs/<A>--<B>.html: what differs between two runs' environments, keys
+  and code, for every pair.
+
+Charts are Vega-Lite (altair), drawn in the page by the Vega bundle that
+vl-convert ships (assets/vega-bundle.js), over a static SVG of the same
+chart that stays for a reader without JavaScript. The site is written to a
+temporary directory beside --out and moved into place when whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .. import paths
+from ..analysis import changepoints
+from ..codehash import measuring_sources
+from . import compare, store, timeline
+from .untrusted import Crate, CrateError
+
+DEFAULT_OUT = paths.REPO / "archive" / "site"
+TEMPLATES = Path(__file__).with_name("site_templates")
+# What the Vega bundle exposes to the pages' classic scripts (site.js): a
+# module script would not load from the file system.
+GLOBALS = "window.vegaEmbed = vegaEmbed; window.vega = vega; window.vegaLite = vegaLite;"
+
+
+def _interval(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return ""
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return f"{value:.4g}"
+    return f"{value:.4g} [{low:.4g}, {high:.4g}]"
+
+
+def _outcome_class(outcome: str) -> str:
+    return {"reproduced": "reproduced", "not reproduced": "not-reproduced"}.get(
+        outcome, "undecided" if outcome.startswith("undecided") else ""
+    )
+
+
+def _file_name(text: str, taken: set[str]) -> str:
+    """A safe, unique file stem for a name a crate chose."""
+    stem = re.sub(r"[^A-Za-z0-9_-]", "_", text)[:60] or "_"
+    name, i = stem, 1
+    while name in taken:
+        i += 1
+        name = f"{stem}_{i}"
+    taken.add(name)
+    return name
+
+
+def _machine(record: store.Record) -> str:
+    nodes = compare.node_facts(record.as_run())
+    return "; ".join(f"{node}: {f.get('cpu_model')} ×{f.get('cpus')}, kernel {f.get('kernel')}" for node, f, _ in nodes)
+
+
+def _changed_by(root: Path, commit: str, experiment: str) -> str:
+    """The commits since ``commit`` that changed ``experiment``'s measuring
+    sources, as a range and the first few hashes ("" where git cannot tell)."""
+    res = subprocess.run(
+        ["git", "-C", str(root), "log", "--format=%h", f"{commit}..HEAD", "--", *measuring_sources(experiment)],
+        capture_output=True,
+        text=True,
+    )
+    hashes = res.stdout.split()
+    if res.returncode != 0 or not hashes:
+        return ""
+    shown = ", ".join(hashes[:5]) + (", …" if len(hashes) > 5 else "")
+    return f"{commit[:12]}..{_head(root)}: {len(hashes)} commit(s) changed it ({shown})"
+
+
+def _code_note(record: store.Record, root: Path) -> str:
+    marks = compare.stale(record.as_run(), root)
+    if marks == ["unknown"]:
+        return "code not recorded (archived before crates recorded it)"
+    older = [m.removeprefix("measured: ") for m in marks if m.startswith("measured: ")]
+    unknown = [m.removeprefix("unrecorded: ") for m in marks if m.startswith("unrecorded: ")]
+    said = []
+    for experiment in older:
+        since = _changed_by(root, record.git_commit, experiment)
+        said.append(
+            f"{experiment} measured with older code ({since or f'at {record.git_commit[:12]}; this checkout differs'})"
+        )
+    if unknown:
+        said.append(f"measured with code its crate could not name: {', '.join(unknown)}")
+    if "analysed" in marks:
+        said.append("analysed with older code")
+    return "; ".join(said) or "measured and analysed with this checkout's code"
+
+
+def _head(root: Path) -> str:
+    res = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    return res.stdout.strip() if res.returncode == 0 else "unknown"
+
+
+class Site:
+    def __init__(self, db: Path, out: Path, root: Path = paths.REPO) -> None:
+        import jinja2
+
+        self.db, self.out, self.root = db, out, root
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+        )
+        self.records = store.records(db)
+        self.numbers = {r.crate_sha256: store.numbers_of(db, r.crate_sha256) for r in self.records}
+        self.verdicts = {r.crate_sha256: store.verdicts_of(db, r.crate_sha256) for r in self.records}
+        self.groups = timeline.groups(self.records)
+        self.key_of = {r.crate_sha256: g.ident for g in self.groups for r in g.runs}
+        self.marks = {r.crate_sha256: timeline.experiment_code(r, root) for r in self.records}
+        taken: set[str] = set()
+        self.claim_files = {
+            c: _file_name(c, taken) for c in sorted({v.claim for vs in self.verdicts.values() for v in vs})
+        }
+        self.common = {
+            "built": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "run_count": len(self.records),
+            "head": _head(root),
+            "charts": False,
+        }
+        self.pages = 0
+        self.charts = 0
+
+    def write(self, target: Path, template: str, **values: Any) -> None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        depth = len(target.relative_to(self.out).parts) - 1
+        page = self.env.get_template(template).render(**{**self.common, "root": "../" * depth, **values})
+        target.write_text(page)
+        self.pages += 1
+
+    def run_row(self, r: store.Record) -> dict[str, Any]:
+        return {
+            "short": r.short,
+            "measured": r.measured[:19],
+            "commit": r.git_commit[:12],
+            "machine": _machine(r),
+            "key": self.key_of[r.crate_sha256],
+            "numbers": len(self.numbers[r.crate_sha256]),
+            "verdicts": len(self.verdicts[r.crate_sha256]),
+            "code": _code_note(r, self.root),
+        }
+
+    def index(self) -> None:
+        claims = [
+            {
+                "claim": c,
+                "file": f,
+                "parts": len({v.part for vs in self.verdicts.values() for v in vs if v.claim == c}),
+            }
+            for c, f in self.claim_files.items()
+        ]
+        keys = []
+        for g in self.groups:
+            kinds = sorted({v for f, v in g.fields.items() if f.endswith(": cpu_model")})
+            kernels = sorted({v for f, v in g.fields.items() if f.endswith(": kernel")})
+            keys.append(
+                {"ident": g.ident, "runs": len(g.runs), "summary": f"{', '.join(kinds)}; kernel {', '.join(kernels)}"}
+            )
+        self.write(
+            self.out / "index.html",
+            "index.html",
+            title="Runs over time and across machines",
+            runs=[self.run_row(r) for r in self.records],
+            keys=keys,
+            claims=claims,
+        )
+
+    def paper(self, r: store.Record) -> str | None:
+        """Copy the run's paper out of its crate (checked member by member)."""
+        try:
+            with Crate(Path(r.path)) as crate:
+                if not crate.has("paper/paper.pdf"):
+                    return None
+                where = self.out / "runs" / r.short
+                where.mkdir(parents=True, exist_ok=True)
+                crate.extract("paper/paper.pdf", where, where)
+        except (CrateError, OSError) as e:
+            print(f"publish: {r.file}: its paper is not copied: {e}", file=sys.stderr)
+            return None
+        return f"{r.short}/paper/paper.pdf"
+
+    def run_page(self, r: store.Record, diffs: dict[frozenset[str], str]) -> None:
+        marks = self.marks[r.crate_sha256]
+        numbers = [
+            {
+                "key": n.key,
+                "cell": _interval(n.value, n.low, n.high),
+                "unit": n.unit,
+                "n": n.n or "",
+                "code": timeline.code_status(n.notebook, marks),
+            }
+            for n in self.numbers[r.crate_sha256].values()
+            if timeline.headline(n.key)
+        ]
+        verdicts = [
+            {
+                "claim": v.claim,
+                "file": self.claim_files[v.claim],
+                "part": v.part,
+                "outcome": v.outcome,
+                "css": _outcome_class(v.outcome),
+                "estimate": _interval(v.value, v.low, v.high),
+            }
+            for v in self.verdicts[r.crate_sha256]
+        ]
+        others = [
+            {"name": o.name, "file": diffs[frozenset((r.crate_sha256, o.crate_sha256))]}
+            for o in self.records
+            if o.crate_sha256 != r.crate_sha256
+        ]
+        self.write(
+            self.out / "runs" / f"{r.short}.html",
+            "run.html",
+            title=f"Run {r.name}",
+            run=r,
+            key=self.key_of[r.crate_sha256],
+            code=_code_note(r, self.root),
+            paper=self.paper(r),
+            verdicts=verdicts,
+            numbers=numbers,
+            environment=sorted(compare.flat_environment(r.environment).items()),
+            others=others,
+        )
+
+    def key_page(self, g: timeline.KeyGroup) -> None:
+        import vl_convert
+
+        charts_dir = self.out / "charts" / g.ident
+        charts_dir.mkdir(parents=True, exist_ok=True)
+        questions: dict[str, list[dict[str, Any]]] = {}
+        lines = timeline.timelines(g, self.numbers, self.root)
+        for i, t in enumerate(lines):
+            spec = timeline.chart(t)
+            (charts_dir / f"{i:03d}.svg").write_text(vl_convert.vegalite_to_svg(spec))
+            self.charts += 1
+            current = sum(p.code == timeline.TODAY for p in t.points)
+            if t.changes:
+                said = "; ".join(
+                    f"changed ×{ratio:.3g} at {p.run.git_commit[:12]} (measured {p.run.measured[:10]})"
+                    for p, ratio in ((t.points[at], ratio) for at, ratio in t.changes)
+                )
+            elif current >= 2:
+                said = f"no change among the {current} runs measured with today's code"
+            else:
+                said = f"{current} run(s) measured with today's code: too few to look for a change"
+            questions.setdefault(t.question, []).append(
+                {"quantity": t.quantity, "chart": f"{i:03d}", "spec": spec, "summary": said}
+            )
+        titles = {name: title for name, (title, _) in compare.QUESTIONS.items()}
+        self.write(
+            self.out / "keys" / f"{g.ident}.html",
+            "key.html",
+            title=f"Comparison key {g.ident}",
+            ident=g.ident,
+            fields=sorted(g.fields.items()),
+            runs=[self.run_row(r) for r in g.runs],
+            current=sum(1 for r in g.runs if self.marks[r.crate_sha256] == {}),
+            alpha=changepoints.ALPHA,
+            questions=[{"title": titles.get(q, q), "timelines": ts} for q, ts in questions.items()],
+            charts=bool(lines),
+        )
+
+    def claim_page(self, claim: str, file: str) -> None:
+        parts: dict[str, list[dict[str, Any]]] = {}
+        for r in self.records:
+            for v in self.verdicts[r.crate_sha256]:
+                if v.claim != claim:
+                    continue
+                parts.setdefault(v.part, []).append(
+                    {
+                        "short": r.short,
+                        "measured": r.measured[:19],
+                        "commit": r.git_commit[:12],
+                        "machine": _machine(r),
+                        "outcome": v.outcome,
+                        "css": _outcome_class(v.outcome),
+                        "estimate": _interval(v.value, v.low, v.high),
+                        "code": timeline.code_status("claims", self.marks[r.crate_sha256]),
+                    }
+                )
+        self.write(
+            self.out / "claims" / f"{file}.html",
+            "claim.html",
+            title=f"Claim {claim}",
+            claim=claim,
+            parts=[{"part": p, "rows": rows} for p, rows in sorted(parts.items())],
+        )
+
+    def diff_page(self, a: store.Record, b: store.Record, file: str) -> None:
+        ka, kb = a.comparison_key, b.comparison_key
+        key = [
+            (f, ka.get(f, "(none)"), kb.get(f, "(none)"))
+            for f in sorted(set(ka) | set(kb))
+            if ka.get(f, "(none)") != kb.get(f, "(none)")
+        ]
+        self.write(
+            self.out / "diffs" / f"{file}.html",
+            "diff.html",
+            title=f"{a.name} against {b.name}",
+            a=a,
+            b=b,
+            key=key,
+            environment=compare.environment_diff(a.as_run(), b.as_run()),
+            code_a=_code_note(a, self.root),
+            code_b=_code_note(b, self.root),
+        )
+
+    def build(self, say: Any = print) -> None:
+        import vl_convert
+
+        assets = self.out / "assets"
+        shutil.copytree(TEMPLATES / "assets", assets)
+        (assets / "vega-bundle.js").write_text(vl_convert.javascript_bundle(GLOBALS))
+        counts = f"{len(self.records)} run(s), {len(self.groups)} comparison key(s), {len(self.claim_files)} claim(s)"
+        say(f"publish: {counts}")
+        self.index()
+        diffs = {
+            frozenset((a.crate_sha256, b.crate_sha256)): f"{a.short}--{b.short}"
+            for a, b in itertools.combinations(self.records, 2)
+        }
+        for a, b in itertools.combinations(self.records, 2):
+            self.diff_page(a, b, diffs[frozenset((a.crate_sha256, b.crate_sha256))])
+        for i, r in enumerate(self.records, 1):
+            say(f"publish: run {i}/{len(self.records)}: {r.name}")
+            self.run_page(r, diffs)
+        for i, g in enumerate(self.groups, 1):
+            say(f"publish: comparison key {i}/{len(self.groups)}: {g.ident}, {len(g.runs)} run(s)")
+            self.key_page(g)
+        for claim, file in self.claim_files.items():
+            self.claim_page(claim, file)
+
+
+def publish(db: Path, out: Path, root: Path = paths.REPO, say: Any = print) -> tuple[int, int]:
+    """Build the site into ``out``, replacing what was there only once the
+    new one is whole; (pages, charts) written."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        site = Site(db, work, root)
+        site.build(say)
+        if out.exists():
+            old = out.with_name(f".{out.name}-old-{time.monotonic_ns()}")
+            out.rename(old)
+            work.rename(out)
+            shutil.rmtree(old)
+        else:
+            work.rename(out)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return site.pages, site.charts
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m iolab.archive.publish",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument(
+        "--db",
+        type=Path,
+        default=store.DEFAULT_STORE,
+        help=f"the store (default {paths.relative(store.DEFAULT_STORE)})",
+    )
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the site (default {paths.relative(DEFAULT_OUT)})")
+    ap.add_argument("--add", nargs="+", type=Path, default=[], metavar="CRATE", help="add these crates first")
+    args = ap.parse_args(argv)
+    started = time.monotonic()
+    refused = 0
+    try:
+        for crate_zip in args.add:
+            try:
+                added = store.add(args.db, crate_zip)
+            except (CrateError, OSError) as e:
+                print(f"publish: {crate_zip}: refused: {e}", file=sys.stderr)
+                refused += 1
+                continue
+            print(f"publish: {crate_zip.name}: {'added' if added else 'already held'}", file=sys.stderr)
+        if not args.db.exists() or not store.records(args.db):
+            print(
+                f"publish: {paths.relative(args.db)} holds no run: add crates with ./repro store add "
+                "CRATE.zip (./repro archive adds its own), or pass --add",
+                file=sys.stderr,
+            )
+            return 1
+        pages, charts = publish(args.db, args.out, say=lambda s: print(s, file=sys.stderr))
+    except (store.StoreError, CrateError) as e:
+        print(f"publish: {e}", file=sys.stderr)
+        return 1
+    size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
+    print(
+        f"wrote {paths.relative(args.out)}: {pages} pages, {charts} charts, {size / 1e6:.1f} MB in "
+        f"{time.monotonic() - started:.0f} s; open {paths.relative(args.out / 'index.html')}, or serve it with "
+        f"python -m http.server --bind 127.0.0.1 --directory {paths.relative(args.out)}"
+    )
+    if refused:
+        print(f"publish: {refused} crate(s) refused, the site holds the others", file=sys.stderr)
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
