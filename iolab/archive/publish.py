@@ -156,7 +156,7 @@ class Site:
     def run_row(self, r: store.Record) -> dict[str, Any]:
         return {
             "short": r.short,
-            "measured": r.measured[:19],
+            "measured": r.measured[:16].replace("T", " "),
             "commit": r.git_commit[:12],
             "machine": _machine(r),
             "key": self.key_of[r.crate_sha256],
@@ -294,7 +294,7 @@ class Site:
                 parts.setdefault(v.part, []).append(
                     {
                         "short": r.short,
-                        "measured": r.measured[:19],
+                        "measured": r.measured[:16].replace("T", " "),
                         "commit": r.git_commit[:12],
                         "machine": _machine(r),
                         "outcome": v.outcome,
