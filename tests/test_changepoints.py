@@ -74,7 +74,7 @@ def test_a_timeline_of_stored_runs_draws_older_code_apart_and_finds_the_step() -
     runs, numbers = [], {}
     for i, (value, code) in enumerate(values):
         sha = f"{i:064d}"
-        runs.append(store.Record(sha, "f", "p", f"run {i}", f"c{i}", "", f"2026-11-2{i}", {}, code, {}))
+        runs.append(store.Record(sha, "f", "p", f"run {i}", f"c{i}", "", f"2026-11-2{i}", {}, code, {}, {}))
         numbers[sha] = {
             "s_getppid_ns": store.StoredNumber("s_getppid_ns", value, value * 0.97, value * 1.03, 6, "ns", "cost_model")
         }

@@ -459,6 +459,10 @@ def test_an_old_store_asks_to_be_rebuilt_and_environments_diff_field_by_field(tm
         return compare.Run("r", {}, {"python": "3.11.2", "nodes": {"local": {"kernel": kernel, "toolchain": tool}}})
 
     assert compare.environment_diff(run("6.18", "2.3"), run("6.18", "2.3")) == []
+    # Settings diff by option, not by digest.
+    a = compare.Run("a", {}, {}, setting_values={"echo": {"duration_s": 1, "sizes": [128]}})
+    b = compare.Run("b", {}, {}, setting_values={"echo": {"duration_s": 2, "sizes": [128]}, "nop": {"n": 4}})
+    assert compare.settings_diff(a, b) == [("echo / duration_s", "1", "2"), ("nop / n", "(none)", "4")]
     assert compare.environment_diff(run("6.12", "2.3"), run("6.18", None)) == [
         ("nodes / local / kernel", "6.12", "6.18"),
         ("nodes / local / toolchain / liburing", "2.3", "(none)"),

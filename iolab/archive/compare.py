@@ -70,6 +70,9 @@ class Run:
     # When its first measurement or notebook started (its actions' earliest
     # startTime): the date a timeline places it at; "" if none is recorded.
     measured: str = ""
+    # experiment -> the settings themselves (what ``settings`` digests), so
+    # that a diff can name the options that changed.
+    setting_values: dict[str, Any] = field(default_factory=dict)
 
 
 # What must be equal for two runs' numbers to share an axis: per node, the
@@ -125,15 +128,26 @@ def flat_environment(environment: Any, prefix: str = "") -> dict[str, str]:
     return {prefix.removesuffix(" / ") or "(value)": shown(environment, 200)}
 
 
-def environment_diff(a: Run, b: Run) -> list[tuple[str, str, str]]:
-    """(field, in a, in b) for each environment field that differs; a field
-    one run lacks shows as "(none)"."""
-    fa, fb = flat_environment(a.environment), flat_environment(b.environment)
+def flat_diff(a: Any, b: Any) -> list[tuple[str, str, str]]:
+    """(field, in a, in b) for each field of two nested records that
+    differs (flat_environment's names); a field one lacks shows as "(none)"."""
+    fa, fb = flat_environment(a), flat_environment(b)
     return [
         (f, fa.get(f, "(none)"), fb.get(f, "(none)"))
         for f in sorted(set(fa) | set(fb))
         if fa.get(f, "(none)") != fb.get(f, "(none)")
     ]
+
+
+def environment_diff(a: Run, b: Run) -> list[tuple[str, str, str]]:
+    """The environment fields (software, nodes) on which two runs differ."""
+    return flat_diff(a.environment, b.environment)
+
+
+def settings_diff(a: Run, b: Run) -> list[tuple[str, str, str]]:
+    """The experiment settings (options, sweeps) on which two runs differ,
+    as "<experiment> / <option>"."""
+    return flat_diff(a.setting_values, b.setting_values)
 
 
 def load(crate_zip: Path) -> Run:
@@ -152,12 +166,14 @@ def load(crate_zip: Path) -> Run:
         published = crate.root.get("datePublished", "")
         # One sidecar per experiment is enough: a run key directory holds one setting.
         settings: dict[str, str] = {}
+        values: dict[str, Any] = {}
         for name in crate.files("data/raw/"):
             parts = name.split("/")
             if len(parts) == 6 and parts[5].endswith(".provenance.json") and parts[3] not in settings:
                 sidecar = crate.read_json(name)
                 if isinstance(sidecar, dict):
                     settings[parts[3]] = _settings_digest(sidecar.get("settings"))
+                    values[parts[3]] = sidecar.get("settings")
         code = crate.read_json("archive/code.json") if crate.has("archive/code.json") else None
         started = sorted(
             str(e["startTime"])
@@ -169,7 +185,7 @@ def load(crate_zip: Path) -> Run:
     name = shown(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(version)[:7]})")
     code = code if isinstance(code, dict) else None
     measured = shown(started[0], 40) if started else ""
-    return Run(name, numbers, environment, settings, code, str(version), str(published), measured)
+    return Run(name, numbers, environment, settings, code, str(version), str(published), measured, values)
 
 
 def stale(run: Run, root: Path = paths.REPO) -> list[str]:

@@ -326,6 +326,7 @@ class Site:
             b=b,
             key=key,
             environment=compare.environment_diff(a.as_run(), b.as_run()),
+            settings=compare.settings_diff(a.as_run(), b.as_run()),
             code_a=_code_note(a, self.root),
             code_b=_code_note(b, self.root),
         )

@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS runs (
     comparison_key TEXT NOT NULL,
     code TEXT,
     environment TEXT NOT NULL,
+    settings TEXT NOT NULL,
     path TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS numbers (
@@ -90,7 +91,7 @@ def opened(db: Path) -> Iterator[sqlite3.Connection]:
     db.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(db)) as conn:
         conn.executescript(SCHEMA)
-        for table, column in (("runs", "measured"), ("numbers", "notebook"), ("verdicts", "value")):
+        for table, column in (("runs", "settings"), ("numbers", "notebook"), ("verdicts", "value")):
             if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
                 raise StoreError(
                     f"{db} was written by an older iolab (its {table} have no {column}): "
@@ -109,7 +110,7 @@ def add(db: Path, crate_zip: Path) -> bool:
             return False
         run = compare.load(crate_zip)
         conn.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 digest,
                 crate_zip.name,
@@ -120,6 +121,7 @@ def add(db: Path, crate_zip: Path) -> bool:
                 json.dumps(compare.comparison_key(run), sort_keys=True),
                 None if run.code is None else json.dumps(run.code, sort_keys=True),
                 json.dumps(run.environment, sort_keys=True),
+                json.dumps(run.setting_values, sort_keys=True, default=str),
                 str(crate_zip.resolve()),
             ),
         )
@@ -181,6 +183,7 @@ class Record:
     comparison_key: dict[str, str]
     code: dict[str, Any] | None
     environment: dict[str, Any]
+    settings: dict[str, Any]
 
     @property
     def short(self) -> str:
@@ -190,7 +193,15 @@ class Record:
     def as_run(self) -> compare.Run:
         """Enough of a compare.Run to ask what of it is stale."""
         return compare.Run(
-            self.name, {}, self.environment, {}, self.code, self.git_commit, self.published, self.measured
+            self.name,
+            {},
+            self.environment,
+            {},
+            self.code,
+            self.git_commit,
+            self.published,
+            self.measured,
+            self.settings,
         )
 
 
@@ -220,7 +231,7 @@ def records(db: Path) -> list[Record]:
     with opened(db) as conn:
         rows = conn.execute(
             "SELECT crate_sha256, file, path, name, git_commit, published, measured, comparison_key, code,"
-            " environment FROM runs ORDER BY measured, name"
+            " environment, settings FROM runs ORDER BY measured, name"
         ).fetchall()
     return [
         Record(
@@ -234,8 +245,9 @@ def records(db: Path) -> list[Record]:
             comparison_key=json.loads(key),
             code=None if code is None else json.loads(code),
             environment=json.loads(environment),
+            settings=json.loads(settings),
         )
-        for sha, file, path, name, commit, published, measured, key, code, environment in rows
+        for sha, file, path, name, commit, published, measured, key, code, environment, settings in rows
     ]
 
 
