@@ -38,6 +38,9 @@ def copy_workflow(dest: Path) -> Path:
     def ignore(directory: str, names: list[str]) -> set[str]:
         rel = Path(directory).relative_to(REPO)
         skip = {n for n in names if n in IGNORED}
+        if rel == Path("."):
+            # The checkout's own crates and store of runs (./repro archive).
+            skip.add("archive")
         if rel == Path("data"):
             skip.add("raw")
         if rel == Path("native"):

@@ -84,7 +84,7 @@ def reference_spread(kind: str) -> float:
     run: echo paired ratios (per cell, every preset against epoll) or the
     cost model's ratios."""
     if kind == "echo":
-        echo = tables.load("echo", "auto")
+        echo = tables.load("echo", tables.REFERENCE)
         sds = []
         for preset in sorted(set(echo["preset"]) - {"epoll"}):
             r = echostats.paired_ratios(echo, preset, "epoll")
@@ -94,12 +94,12 @@ def reference_spread(kind: str) -> float:
         return float(np.median(sds))
     from iolab.analysis import costmodel
 
-    syscall = tables.load("syscall", "auto")
+    syscall = tables.load("syscall", tables.REFERENCE)
     per_rep = costmodel.per_rep(
         costmodel.per_rep_inputs(
             syscall,
-            tables.load("sendrecv", "auto"),
-            tables.load("uring_batch", "auto"),
+            tables.load("sendrecv", tables.REFERENCE),
+            tables.load("uring_batch", tables.REFERENCE),
             node=str(sorted(syscall["node"].unique())[0]),
         )
     )
