@@ -11,7 +11,7 @@ import pytest
 
 from iolab.analysis import changepoints
 from iolab.analysis.changepoints import Point
-from iolab.archive import store, timeline
+from iolab.archive import compare, store, timeline
 from iolab.codehash import analysing_digest, measuring_digest
 
 # A cost probe's spread here (data/occasions.json, cost_model:absolute):
@@ -79,7 +79,8 @@ def test_a_timeline_of_stored_runs_draws_older_code_apart_and_finds_the_step() -
             "s_getppid_ns": store.StoredNumber("s_getppid_ns", value, value * 0.97, value * 1.03, 6, "ns", "cost_model")
         }
     group = timeline.KeyGroup("k", {}, tuple(runs))
-    (line,) = timeline.timelines(group, numbers)
+    marks = {r.crate_sha256: timeline.experiment_code(compare.stale(r.as_run())) for r in runs}
+    (line,) = timeline.timelines(group, numbers, marks)
     assert [p.code for p in line.points] == [timeline.TODAY] * 2 + [timeline.OLDER] + [timeline.TODAY] * 2
     ((at, ratio),) = line.changes
     assert at == 3 and ratio == pytest.approx(2.0, rel=0.05)  # the older point neither causes nor hides it

@@ -80,7 +80,7 @@ def _machine(record: store.Record) -> str:
     return "; ".join(f"{node}: {f.get('cpu_model')} ×{f.get('cpus')}, kernel {f.get('kernel')}" for node, f, _ in nodes)
 
 
-def _changed_by(root: Path, commit: str, experiment: str) -> str:
+def _changed_by(root: Path, head: str, commit: str, experiment: str) -> str:
     """The commits since ``commit`` that changed ``experiment``'s measuring
     sources, as a range and the first few hashes ("" where git cannot tell)."""
     res = subprocess.run(
@@ -92,18 +92,18 @@ def _changed_by(root: Path, commit: str, experiment: str) -> str:
     if res.returncode != 0 or not hashes:
         return ""
     shown = ", ".join(hashes[:5]) + (", …" if len(hashes) > 5 else "")
-    return f"{commit[:12]}..{_head(root)}: {len(hashes)} commit(s) changed it ({shown})"
+    return f"{commit[:12]}..{head}: {len(hashes)} commit(s) changed it ({shown})"
 
 
-def _code_note(record: store.Record, root: Path) -> str:
-    marks = compare.stale(record.as_run(), root)
+def _code_note(record: store.Record, marks: list[str], root: Path, head: str) -> str:
+    """What a run's stale marks (compare.stale) mean, in a sentence."""
     if marks == ["unknown"]:
         return "code not recorded (archived before crates recorded it)"
     older = [m.removeprefix("measured: ") for m in marks if m.startswith("measured: ")]
     unknown = [m.removeprefix("unrecorded: ") for m in marks if m.startswith("unrecorded: ")]
     said = []
     for experiment in older:
-        since = _changed_by(root, record.git_commit, experiment)
+        since = _changed_by(root, head, record.git_commit, experiment)
         said.append(
             f"{experiment} measured with older code ({since or f'at {record.git_commit[:12]}; this checkout differs'})"
         )
@@ -123,7 +123,7 @@ class Site:
     def __init__(self, db: Path, out: Path, root: Path = paths.REPO) -> None:
         import jinja2
 
-        self.db, self.out, self.root = db, out, root
+        self.db, self.out = db, out
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
         )
@@ -132,7 +132,12 @@ class Site:
         self.verdicts = {r.crate_sha256: store.verdicts_of(db, r.crate_sha256) for r in self.records}
         self.groups = timeline.groups(self.records)
         self.key_of = {r.crate_sha256: g.ident for g in self.groups for r in g.runs}
-        self.marks = {r.crate_sha256: timeline.experiment_code(r, root) for r in self.records}
+        # Each run's code digests against today's sources, read once: every
+        # page that marks a run reads these.
+        head = _head(root)
+        stale = {r.crate_sha256: compare.stale(r.as_run(), root) for r in self.records}
+        self.marks = {sha: timeline.experiment_code(m) for sha, m in stale.items()}
+        self.notes = {r.crate_sha256: _code_note(r, stale[r.crate_sha256], root, head) for r in self.records}
         taken: set[str] = set()
         self.claim_files = {
             c: _file_name(c, taken) for c in sorted({v.claim for vs in self.verdicts.values() for v in vs})
@@ -140,7 +145,7 @@ class Site:
         self.common = {
             "built": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "run_count": len(self.records),
-            "head": _head(root),
+            "head": head,
             "charts": False,
         }
         self.pages = 0
@@ -162,7 +167,7 @@ class Site:
             "key": self.key_of[r.crate_sha256],
             "numbers": len(self.numbers[r.crate_sha256]),
             "verdicts": len(self.verdicts[r.crate_sha256]),
-            "code": _code_note(r, self.root),
+            "code": self.notes[r.crate_sha256],
         }
 
     def index(self) -> None:
@@ -239,7 +244,7 @@ class Site:
             title=f"Run {r.name}",
             run=r,
             key=self.key_of[r.crate_sha256],
-            code=_code_note(r, self.root),
+            code=self.notes[r.crate_sha256],
             paper=self.paper(r),
             verdicts=verdicts,
             numbers=numbers,
@@ -253,7 +258,7 @@ class Site:
         charts_dir = self.out / "charts" / g.ident
         charts_dir.mkdir(parents=True, exist_ok=True)
         questions: dict[str, list[dict[str, Any]]] = {}
-        lines = timeline.timelines(g, self.numbers, self.root)
+        lines = timeline.timelines(g, self.numbers, self.marks)
         for i, t in enumerate(lines):
             spec = timeline.chart(t)
             (charts_dir / f"{i:03d}.svg").write_text(vl_convert.vegalite_to_svg(spec))
@@ -327,8 +332,8 @@ class Site:
             key=key,
             environment=compare.environment_diff(a.as_run(), b.as_run()),
             settings=compare.settings_diff(a.as_run(), b.as_run()),
-            code_a=_code_note(a, self.root),
-            code_b=_code_note(b, self.root),
+            code_a=self.notes[a.crate_sha256],
+            code_b=self.notes[b.crate_sha256],
         )
 
     def build(self, say: Any = print) -> None:

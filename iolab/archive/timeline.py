@@ -17,10 +17,8 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from .. import paths
 from ..analysis import changepoints, occasions
 from ..registry import NOTEBOOKS
 from . import compare
@@ -52,11 +50,10 @@ def groups(records: Sequence[Record]) -> list[KeyGroup]:
     return [KeyGroup(ident, runs[0].comparison_key, tuple(runs)) for ident, runs in by_key.items()]
 
 
-def experiment_code(record: Record, root: Path = paths.REPO) -> dict[str, str] | None:
-    """The experiments of a run that today's code at ``root`` would not
-    measure as it was measured, each OLDER or UNRECORDED; None when the crate
-    recorded no code digests at all."""
-    marks = compare.stale(record.as_run(), root)
+def experiment_code(marks: list[str]) -> dict[str, str] | None:
+    """From a run's stale marks (compare.stale), the experiments today's
+    code would not measure as they were measured, each OLDER or
+    UNRECORDED; None when the crate recorded no code digests at all."""
     if marks == ["unknown"]:
         return None
     out = {m.removeprefix("measured: "): OLDER for m in marks if m.startswith("measured: ")}
@@ -105,10 +102,12 @@ class Timeline:
     sigma_occasion: float
 
 
-def timelines(group: KeyGroup, numbers: dict[str, dict[str, StoredNumber]], root: Path = paths.REPO) -> list[Timeline]:
-    """Every headline quantity of a key's runs; ``numbers`` by run digest."""
+def timelines(
+    group: KeyGroup, numbers: dict[str, dict[str, StoredNumber]], marks: dict[str, dict[str, str] | None]
+) -> list[Timeline]:
+    """Every headline quantity of a key's runs; ``numbers`` and each run's
+    experiment_code (``marks``) by run digest."""
     spread = occasions.load()
-    marks = {r.crate_sha256: experiment_code(r, root) for r in group.runs}
     quantities = sorted({k for r in group.runs for k in numbers.get(r.crate_sha256, {}) if headline(k)})
     out = []
     for quantity in quantities:
