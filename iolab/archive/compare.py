@@ -175,16 +175,12 @@ def load(crate_zip: Path) -> Run:
                     settings[parts[3]] = _settings_digest(sidecar.get("settings"))
                     values[parts[3]] = sidecar.get("settings")
         code = crate.read_json("archive/code.json") if crate.has("archive/code.json") else None
-        started = sorted(
-            str(e["startTime"])
-            for e in crate.entities.values()
-            if e.get("@type") == "CreateAction" and isinstance(e.get("startTime"), str)
-        )
+        started = crate.first_started()
     if not isinstance(numbers, dict) or not isinstance(environment, dict):
         raise CrateError(f"{crate_zip}: its numbers or environment is not a JSON object")
     name = shown(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(version)[:7]})")
     code = code if isinstance(code, dict) else None
-    measured = shown(started[0], 40) if started else ""
+    measured = shown(started, 40)
     return Run(name, numbers, environment, settings, code, str(version), str(published), measured, values)
 
 

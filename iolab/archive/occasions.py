@@ -41,11 +41,7 @@ def crate_numbers(crate_zip: Path) -> tuple[dict[str, Any], dict[str, str]]:
             git = sidecar.get("git") if isinstance(sidecar, dict) else None
             if isinstance(git, dict) and isinstance(git.get("commit"), str):
                 commits.add(git["commit"][:12])
-        started = sorted(
-            str(e["startTime"])
-            for e in crate.entities.values()
-            if e.get("@type") == "CreateAction" and isinstance(e.get("startTime"), str)
-        )
+        started = crate.first_started()
     nodes = env.get("nodes", {}) if isinstance(env, dict) else {}
     cpus = (
         sorted({shown(f.get("cpu_model"), 80) for f in nodes.values() if isinstance(f, dict)})
@@ -55,7 +51,7 @@ def crate_numbers(crate_zip: Path) -> tuple[dict[str, Any], dict[str, str]]:
     return numbers if isinstance(numbers, dict) else {}, {
         "crate": shown(crate_zip.name),
         "commit": shown(", ".join(sorted(commits)) or root.get("version", ""), 80),
-        "date": shown(started[0] if started else root.get("datePublished", ""), 32),
+        "date": shown(started or root.get("datePublished", ""), 32),
         "cpu": ", ".join(cpus),
     }
 

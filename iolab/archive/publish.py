@@ -317,19 +317,13 @@ class Site:
         )
 
     def diff_page(self, a: store.Record, b: store.Record, file: str) -> None:
-        ka, kb = a.comparison_key, b.comparison_key
-        key = [
-            (f, ka.get(f, "(none)"), kb.get(f, "(none)"))
-            for f in sorted(set(ka) | set(kb))
-            if ka.get(f, "(none)") != kb.get(f, "(none)")
-        ]
         self.write(
             self.out / "diffs" / f"{file}.html",
             "diff.html",
             title=f"{a.name} against {b.name}",
             a=a,
             b=b,
-            key=key,
+            key=compare.flat_diff(a.comparison_key, b.comparison_key),
             environment=compare.environment_diff(a.as_run(), b.as_run()),
             settings=compare.settings_diff(a.as_run(), b.as_run()),
             code_a=self.notes[a.crate_sha256],

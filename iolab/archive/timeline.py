@@ -144,9 +144,10 @@ Y_TITLE = "__y_title__"
 @functools.cache
 def chart_template() -> str:
     """The timeline chart as Vega-Lite JSON, validated once by altair,
-    without data and with a placeholder for the y axis's title: the medians
-    with their intervals by date measured and by commit, coloured by the
-    code that measured them, with a rule and a label at each change."""
+    without data, with Y_TITLE where each chart puts its y axis's title:
+    the medians with their intervals by date measured and by commit,
+    coloured by the code that measured them, with a rule and a label at
+    each change."""
     import altair as alt
 
     colour = alt.Color(

@@ -269,6 +269,17 @@ class Crate:
         """The listed files present in the zip whose names start with ``prefix``."""
         return sorted(n for n in self.listed if n in self._infos and n.startswith(prefix))
 
+    def first_started(self) -> str:
+        """When the run's first action (a measurement or notebook) started,
+        as the metadata recorded it: the date a run is placed at; "" if no
+        action recorded one."""
+        started = sorted(
+            str(e["startTime"])
+            for e in self.entities.values()
+            if e.get("@type") == "CreateAction" and isinstance(e.get("startTime"), str)
+        )
+        return started[0] if started else ""
+
     def has(self, name: str) -> bool:
         return name in self.listed and name in self._infos
 
