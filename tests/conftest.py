@@ -103,16 +103,16 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproces
     return wd, res
 
 
+def module_cli(module: str, wd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """python -m ``module`` in ``wd``, with this environment's tools."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=wd, env=tool_env(), capture_output=True, text=True, timeout=timeout
+    )
+
+
 def crate_cli(wd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """python -m iolab.archive.crate in ``wd``."""
-    return subprocess.run(
-        [sys.executable, "-m", "iolab.archive.crate", *args],
-        cwd=wd,
-        env=tool_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return module_cli("iolab.archive.crate", wd, *args)
 
 
 @pytest.fixture(scope="session")
@@ -135,14 +135,7 @@ def reference_crate(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped reference data (data/reference), analysed as a run of its
     own in a fresh copy and archived: <copy>/archive/<crate>."""
     fresh = copy_workflow(tmp_path_factory.mktemp("reference") / "iolab")
-    res = subprocess.run(
-        [sys.executable, "-m", "iolab.archive.reanalyse", "--raw-root", "data/reference"],
-        cwd=fresh,
-        env=tool_env(),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    res = module_cli("iolab.archive.reanalyse", fresh, "--raw-root", "data/reference", timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "numbers, built from raw files alone" in res.stdout
     built = crate_cli(fresh, "build", "--out", str(fresh / "archive"))

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from conftest import REPO, copy_workflow, crate_cli, tool_env
+from conftest import REPO, copy_workflow, crate_cli, module_cli, tool_env
 from crate_support import craft
 
 from iolab.analysis import stats
@@ -175,14 +175,7 @@ def test_a_fresh_copy_rebuilds_the_paper_from_the_crate_number_for_number(smoke_
     # A clone of its own commit, which is not the one the crate recorded.
     for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
         subprocess.run(["git", *git], cwd=fresh, check=True, capture_output=True)
-    res = subprocess.run(
-        [sys.executable, "-m", "iolab.archive.reanalyse", str(smoke_crate)],
-        cwd=fresh,
-        env=tool_env(),
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
+    res = module_cli("iolab.archive.reanalyse", fresh, str(smoke_crate), timeout=1200)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "numbers, identical to the crate's" in res.stdout
     assert (fresh / "paper" / "paper.pdf").stat().st_size > 10_000
@@ -200,14 +193,7 @@ def test_a_fresh_copy_rebuilds_the_paper_from_the_crate_number_for_number(smoke_
     # Nothing was measured: the only raw files are the crate's.
     assert not list((fresh / "native").glob("build/cost-probe"))
     # A second run in the same checkout would mix two runs: refused, nothing lost.
-    again = subprocess.run(
-        [sys.executable, "-m", "iolab.archive.reanalyse", str(smoke_crate)],
-        cwd=fresh,
-        env=tool_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    again = module_cli("iolab.archive.reanalyse", fresh, str(smoke_crate))
     assert again.returncode == 1 and "re-analyse in a fresh clone" in again.stderr
 
 

@@ -13,29 +13,21 @@ and writes only where the pipeline would.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import copy_workflow, tool_env
+from conftest import copy_workflow, module_cli
 from crate_support import craft
 
 from iolab.archive import untrusted
-
-
-def cli(module: str, wd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=wd, env=tool_env(), capture_output=True, text=True, timeout=timeout
-    )
 
 
 @pytest.fixture(scope="module")
 def base_crate(smoke_run: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
     wd, _ = smoke_run
     out = tmp_path_factory.mktemp("base-crate")
-    res = cli("iolab.archive.crate", wd, "build", "--out", str(out), "--profile", "smoke")
+    res = module_cli("iolab.archive.crate", wd, "build", "--out", str(out), "--profile", "smoke")
     assert res.returncode == 0, res.stderr
     (crate,) = out.glob("iolab-*.crate.zip")
     return crate
@@ -94,11 +86,11 @@ def test_verify_and_reanalyse_refuse_each_attack_in_one_line_and_write_nothing(
 ) -> None:
     kwargs, says = attacks(tmp_path)[attack]
     crate = craft(base_crate, tmp_path / "evil.crate.zip", **kwargs)
-    verify = cli("iolab.archive.crate", fresh, "verify", str(crate))
+    verify = module_cli("iolab.archive.crate", fresh, "verify", str(crate))
     assert verify.returncode == 1, verify.stdout
     assert says in verify.stderr, verify.stderr
     assert "every" not in verify.stdout and "matches" not in verify.stdout
-    re = cli("iolab.archive.reanalyse", fresh, str(crate))
+    re = module_cli("iolab.archive.reanalyse", fresh, str(crate))
     assert re.returncode == 1, re.stdout
     lines = re.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("reanalyse: ") and "Traceback" not in re.stderr, re.stderr
@@ -130,7 +122,7 @@ def test_verify_counts_every_problem_and_never_vouches_for_a_crate_it_refused(ba
         add={"data/raw/local/syscall/0123456789ab/rep9.csv": b"1", "notes.txt": b"2"},
         list_added=False,
     )
-    res = cli("iolab.archive.crate", tmp_path, "verify", str(crate))
+    res = module_cli("iolab.archive.crate", tmp_path, "verify", str(crate))
     assert res.returncode == 1
     assert "data/raw/local/syscall/0123456789ab/rep9.csv: in the zip but not listed" in res.stderr
     assert "notes.txt: in the zip but not listed" in res.stderr
@@ -147,7 +139,7 @@ def test_an_edited_raw_member_whose_checksum_was_not_updated_is_named(base_crate
         tmp_path / "edited.crate.zip",
         edit_metadata=lambda m: next(e for e in m["@graph"] if e["@id"] == victim).update(contentSize=len(data) + 1),
     )
-    res = cli("iolab.archive.crate", tmp_path, "verify", str(crate))
+    res = module_cli("iolab.archive.crate", tmp_path, "verify", str(crate))
     assert res.returncode == 1 and f"{victim}: the zip says it expands to {len(data)} bytes" in res.stderr
 
 
@@ -155,7 +147,7 @@ def test_compare_refuses_a_crate_that_does_not_verify_and_escapes_what_it_prints
     base_crate: Path, tmp_path: Path
 ) -> None:
     evil = craft(base_crate, tmp_path / "evil.crate.zip", links={"data/raw/x/y": "/etc/passwd"})
-    res = cli("iolab.archive.compare", tmp_path, str(base_crate), str(evil))
+    res = module_cli("iolab.archive.compare", tmp_path, str(base_crate), str(evil))
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "a symbolic link" in res.stderr
     # Numbers whose values are malformed and a key with markup: shown escaped, not a traceback.
     with zipfile.ZipFile(base_crate) as z:
@@ -166,6 +158,6 @@ def test_compare_refuses_a_crate_that_does_not_verify_and_escapes_what_it_prints
     odd = craft(
         base_crate, tmp_path / "odd.crate.zip", replace={"paper/generated/numbers.json": json.dumps(numbers).encode()}
     )
-    res = cli("iolab.archive.compare", tmp_path, str(base_crate), str(odd))
+    res = module_cli("iolab.archive.compare", tmp_path, str(base_crate), str(odd))
     assert res.returncode == 0, res.stderr
     assert "<script>" not in res.stdout and "a | b" not in res.stdout and "a \\| b" in res.stdout
