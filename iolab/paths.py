@@ -27,6 +27,24 @@ def relative(path: str | Path) -> str:
         return p.as_posix()
 
 
+def room_packages() -> list[str]:
+    """The read side's rooms (iolab/rooms/<room>/, see iolab.rooms), as
+    dotted package names in name order."""
+    rooms = REPO / "iolab" / "rooms"
+    return sorted(f"iolab.rooms.{p.parent.name}" for p in rooms.glob("*/tidy.py"))
+
+
+def caption(figure: str) -> Path:
+    """A figure's caption file: beside its room's drawing code
+    (iolab/rooms/<room>/<figure>.rst) for a room's figure, else
+    report/captions/<figure>.rst (figures over several experiments). The
+    path returned may not exist (the report names it in its error)."""
+    own = sorted((REPO / "iolab" / "rooms").glob(f"*/{figure}.rst"))
+    if len(own) > 1:
+        raise ValueError(f"figure {figure!r} has captions in two rooms: {', '.join(relative(p) for p in own)}")
+    return own[0] if own else REPO / "report" / "captions" / f"{figure}.rst"
+
+
 def module_closure(packages: list[str]) -> list[str]:
     """Repository-relative paths of every iolab module that ``packages``
     (dotted names) import, directly or not, themselves included: the code an

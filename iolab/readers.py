@@ -40,7 +40,6 @@ PROBE_COLUMNS = [
 TRACE_COLUMNS = ["workload", "map", "count", "avg_ns", "total_ns"]
 _META = re.compile(r"^#\s*([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _UNAVAILABLE = re.compile(r"^#\s*unavailable:\s*preset=(\S+)\s+reason=(.*)$")
-_ZC_USAGE = re.compile(r"^#\s*zc_usage:\s*variant=(\S+)\s+bytes=(\d+)\s+notifications=(\d+)\s+copied=(\d+)\s*$")
 
 
 class RawFormatError(ValueError):
@@ -64,16 +63,6 @@ def read_metadata(path: str | Path) -> dict[str, str]:
 def read_unavailable(path: str | Path) -> list[dict[str, str]]:
     """Ring presets the probe reported as unavailable or not applicable."""
     return [{"preset": m.group(1), "reason": m.group(2)} for line in _header(path) if (m := _UNAVAILABLE.match(line))]
-
-
-def read_zc_usage(path: str | Path) -> pd.DataFrame:
-    """cost-probe send-zc's "# zc_usage:" lines, written after the samples:
-    per zero-copy cell, the notifications of its measured batches and how
-    many of them reported that the kernel copied the data."""
-    with open(path) as f:
-        rows = [m.groups() for line in f if line.startswith("#") and (m := _ZC_USAGE.match(line.strip()))]
-    frame = pd.DataFrame(rows, columns=["variant", "bytes", "zc_notifications", "zc_copied"])
-    return frame.astype({"bytes": int, "zc_notifications": int, "zc_copied": int})
 
 
 def formats_of(*experiments: str) -> frozenset[str]:

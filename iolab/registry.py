@@ -12,10 +12,9 @@ writes (each with its caption in report/captions/<figure>.rst) and the
 report category they go under. The workflow, the paper and the tests read
 it.
 
-Adding an experiment: an entry here, its module under iolab/experiments/
-(with a ``run_repetition``), its settings (a schema section and its model
-in iolab/settings.py), and its reader and tidy step if its raw format is new;
-then the notebook cell, figure, numbers and paper text that present it.
+Each experiment's tidy step is held by reference in iolab.rooms.ROOMS
+(the read side's registry, checked against this one at import). See
+DESIGN.md, "Adding an experiment".
 
 This module is in the base of the package: light (the workflow imports it
 at every start), and imported by both the run side and the read side.
@@ -45,8 +44,6 @@ class Experiment:
     name: str
     # Its config section, typed (iolab.settings), with the schema's defaults.
     settings: type[ExperimentSettings]
-    # The iolab.tables function that builds its tidy table from raw files.
-    tidy: str
     # The module under iolab/experiments/ whose run_repetition(Repetition)
     # measures one repetition.
     module: str
@@ -104,7 +101,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "syscall",
             settings_model("syscall"),
-            "probe_table",
             "cost_probes",
             "cost-probe syscall v2",
             COST_PROBE,
@@ -115,7 +111,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "sendrecv",
             settings_model("sendrecv"),
-            "probe_table",
             "cost_probes",
             "cost-probe sendrecv v2",
             COST_PROBE,
@@ -126,7 +121,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "uring_batch",
             settings_model("uring_batch"),
-            "probe_table",
             "cost_probes",
             "cost-probe uring-batch v2",
             COST_PROBE,
@@ -137,7 +131,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "nop",
             settings_model("nop"),
-            "probe_table",
             "cost_probes",
             "cost-probe nop v2",
             COST_PROBE,
@@ -148,7 +141,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "send_zc",
             settings_model("send_zc"),
-            "send_zc_table",
             "cost_probes",
             "cost-probe send-zc v2",
             COST_PROBE,
@@ -158,7 +150,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "trace",
             TraceSettings,
-            "trace_table",
             "trace",
             "bpftrace syscall durations v1",
             (*COST_PROBE, "echo-uring", "loadgen"),
@@ -169,7 +160,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "echo",
             EchoSettings,
-            "echo_table",
             "echo",
             "echo cells v1",
             ECHO_PROGRAMS,
@@ -183,7 +173,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "latency",
             LatencySettings,
-            "latency_table",
             "latency",
             "echo open-loop v1",
             ECHO_PROGRAMS,
@@ -196,7 +185,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "mpi",
             MpiSettings,
-            "mpi_table",
             "mpi",
             "mpi iterations v1",
             ("mpi-probe", "mpi-pingpong-ref"),
@@ -209,7 +197,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "ib",
             IbSettings,
-            "ib_table",
             "ib",
             "perftest v1",
             (),

@@ -49,10 +49,12 @@ manifest_out = "results/by-hand/figures/cost_model.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import costmodel, echostats, models, zerocopy
+from iolab.analysis import costmodel, echostats, models
 from iolab.analysis.stats import ESTIMATOR
 from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
+from iolab.rooms.send_zc import present as send_zc_present
+from iolab.rooms.send_zc import stats as send_zc_stats
 
 plots.style.apply()
 sources = {
@@ -157,12 +159,12 @@ costmodel.enter_overhead(nop, syscall, node)
 
 # %%
 send_zc = tables.load("send_zc", send_zc_table, reps=reps) if send_zc_table else None
-zc_summary = zerocopy.ratios(send_zc, node) if send_zc is not None else None
+zc_summary = send_zc_stats.ratios(send_zc, node) if send_zc is not None else None
 if zc_summary is not None:
-    fig = plots.cost.send_zc_figure(zc_summary)
+    fig = send_zc_present.figure(zc_summary)
     out.figure(fig, "send_zc_cost", data=models.measured(send_zc, node))
     plt.show()
-    print(zerocopy.crossover_text(zc_summary))
+    print(send_zc_stats.crossover_text(zc_summary))
 zc_summary
 
 # %% [markdown]
@@ -193,6 +195,6 @@ numbers.cost_model(
     cost_per_rep=per_rep,
 )
 if zc_summary is not None:
-    numbers.send_zc(out, zc_summary)
+    send_zc_present.numbers(out, zc_summary)
 out.finish()
 out.texts()

@@ -79,14 +79,20 @@ def node_runs(node, experiment):
 EXPERIMENTS = [name for name in RUN.experiments.switched_on()
                if any(node_runs(n, name) for n in NODES if n not in SKIPPED_NODES)]
 
-# Python modules the analysis steps run (iolab.analysis, iolab.report and
-# everything they import); editing one re-runs the analysis, never a measurement.
-from iolab.paths import module_closure  # noqa: E402
+# Python modules the analysis steps run (iolab.analysis, iolab.report, the
+# rooms of iolab/rooms/ and everything they import); editing one re-runs
+# the analysis, never a measurement.
+from iolab.paths import caption, module_closure, relative, room_packages  # noqa: E402
 
-ANALYSIS_CODE = module_closure(["iolab.analysis", "iolab.report"])
-# The tidy step's code: iolab.tables and every reader, format and check it
-# imports; editing any of them rebuilds the tables.
-TABLE_CODE = module_closure(["iolab.tables"])
+ANALYSIS_CODE = module_closure(["iolab.analysis", "iolab.report", "iolab.rooms", *room_packages()])
+# The tidy step's code: iolab.tables, each room's tidy module, and every
+# reader, format and check they import; editing any of them rebuilds the tables.
+TABLE_CODE = module_closure(["iolab.tables", *(f"{room}.tidy" for room in room_packages())])
+
+
+def caption_file(figure):
+    """A figure's caption file, repository-relative (iolab.paths.caption)."""
+    return relative(caption(figure))
 
 
 wildcard_constraints:

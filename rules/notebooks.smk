@@ -15,16 +15,16 @@ for _notebook in NOTEBOOKS:
             notebook=f"notebooks/{_notebook}.py",
             tables=notebook_tables(_notebook),
             code=ANALYSIS_CODE,
-            captions=expand("report/captions/{figure}.rst", figure=NOTEBOOK_FIGURES[_notebook]),
+            captions=[caption_file(figure) for figure in NOTEBOOK_FIGURES[_notebook]],
             plans=lambda w, notebook=_notebook: notebook_plans(notebook),
         output:
             executed=f"results/notebooks/{_notebook}.ipynb",
             numbers=f"results/numbers/{_notebook}.json",
             manifest=f"results/figures/{_notebook}.json",
             figures=figure_files(_notebook),
-            # One report entry per figure, its caption from report/captions/
-            # (the notebook writes the same text into the manifest).
-            **{f"png_{figure}": report(f"paper/figures/{figure}.png", caption=f"../report/captions/{figure}.rst",
+            # One report entry per figure, with its caption (iolab.paths.caption;
+            # the notebook writes the same text into the manifest).
+            **{f"png_{figure}": report(f"paper/figures/{figure}.png", caption=f"../{caption_file(figure)}",
                                        category=NOTEBOOK_CATEGORY[_notebook])
                for figure in NOTEBOOK_FIGURES[_notebook]},
         params:

@@ -84,9 +84,9 @@ def assert_only_complete_results(workflow: Path) -> None:
         if raw.name.endswith(".histograms.csv"):
             continue
         if raw.parent.parent.name == "trace":
-            tables.trace_table([raw])
+            tables.tidy("trace", [raw])
         else:
-            tables.probe_table([raw])  # parses, has its sidecar
+            tables.tidy("syscall", [raw])  # parses, has its sidecar
 
 
 def interrupt(proc: subprocess.Popen[bytes], every: float = 5.0, limit: float = 120) -> int:

@@ -72,7 +72,7 @@ def write_raw(d: Path, rep: int = 1, body: str = RAW) -> Path:
 
 def test_probe_table_subtracts_timer_and_divides(tmp_path: Path) -> None:
     raw = write_raw(tmp_path)
-    t = tables.probe_table([raw])
+    t = tables.tidy("syscall", [raw])
     assert list(t["ns_per_call"]) == [120.0, 100.0, 90.0]
     assert list(t["ns_per_sqe"]) == [120.0, 100.0, 22.5]
     assert list(t["warmup"]) == [True, False, False]
@@ -82,7 +82,7 @@ def test_probe_table_subtracts_timer_and_divides(tmp_path: Path) -> None:
 def test_truncated_raw_file_is_rejected(tmp_path: Path) -> None:
     raw = write_raw(tmp_path, body=RAW.rsplit(",", 2)[0] + "\n")
     with pytest.raises(readers.RawFormatError):
-        tables.probe_table([raw])
+        tables.tidy("syscall", [raw])
 
 
 def test_unavailable_presets_are_read(tmp_path: Path) -> None:
@@ -122,7 +122,7 @@ def test_raw_file_without_sidecar_is_rejected(tmp_path: Path) -> None:
     raw = write_raw(tmp_path)
     provenance.sidecar_for(raw).unlink()
     with pytest.raises(readers.RawFormatError, match="sidecar"):
-        tables.probe_table([raw])
+        tables.tidy("syscall", [raw])
 
 
 def test_load_from_raw_root_and_from_parquet(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from iolab.paths import module_closure
+from iolab.paths import module_closure, room_packages
 
 # Run code: the measurement entry point and every experiment module, a file
 # or a package (iolab/experiments/__init__.py only dispatches to them; the
@@ -35,7 +35,7 @@ def under(paths: list[str], folder: str) -> list[str]:
     return [p for p in paths if p.startswith(f"iolab/{folder}/")]
 
 
-READ_SIDE = ("iolab/tables.py", "iolab/analysis/", "iolab/report/", "iolab/archive/")
+READ_SIDE = ("iolab/tables.py", "iolab/rooms/", "iolab/analysis/", "iolab/report/", "iolab/archive/")
 
 
 @pytest.mark.parametrize(
@@ -46,7 +46,7 @@ def test_the_run_side_never_reaches_the_read_side(root: str) -> None:
     assert [p for p in closure if p.startswith(READ_SIDE)] == []
 
 
-@pytest.mark.parametrize("layer", ["iolab.tables", "iolab.analysis", "iolab.report", "iolab.archive"])
+@pytest.mark.parametrize("layer", ["iolab.tables", "iolab.analysis", "iolab.report", "iolab.archive", *room_packages()])
 def test_the_read_side_never_reaches_the_runners_or_the_run_code(layer: str) -> None:
     closure = module_closure([layer])
     assert under(closure, "runners") == []
@@ -83,6 +83,45 @@ def test_every_experiment_runs_from_its_own_module() -> None:
     assert modules == set(EXPERIMENT_MODULES)
     for name in modules:
         assert callable(getattr(importlib.import_module(f"iolab.experiments.{name}"), "run_repetition", None)), name
+
+
+def test_every_experiment_has_exactly_one_room() -> None:
+    from iolab.registry import REGISTRY
+    from iolab.rooms import ROOMS
+
+    assert list(ROOMS) == list(REGISTRY)
+    for name, room in ROOMS.items():
+        assert name in room.experiments and callable(room.tidy)
+        assert room.tidy.__module__ in {f"{r}.tidy" for r in room_packages()}
+
+
+def test_rooms_that_miss_or_share_an_experiment_fail_in_one_line() -> None:
+    # Negative control for the import-time check.
+    from iolab.registry import REGISTRY
+    from iolab.rooms import ROOMS, RoomError, check_rooms
+    from iolab.rooms.room import Room
+
+    rooms = [(name, room) for name, room in ROOMS.items()]
+    without = [(n, r) for n, r in rooms if n != "send_zc"]
+    with pytest.raises(RoomError, match=r"^send_zc has no room"):
+        check_rooms(without, REGISTRY)
+    with pytest.raises(RoomError, match="echo is read by rooms echo, copy"):
+        check_rooms([*rooms, ("copy", Room(("echo",), ROOMS["echo"].tidy))], REGISTRY)
+    with pytest.raises(RoomError, match="room extra reads zcrx"):
+        check_rooms([*rooms, ("extra", Room(("zcrx",), ROOMS["echo"].tidy))], REGISTRY)
+
+
+@pytest.mark.parametrize("room", room_packages())
+def test_within_a_room_the_read_layers_hold(room: str) -> None:
+    # tidy -> (tables); stats -> analysis; present -> report: a room's tidy
+    # step reads no statistics or presentation, its statistics no report.
+    folder = Path(__file__).resolve().parents[1] / room.replace(".", "/")
+    tidy = module_closure([f"{room}.tidy"])
+    assert [p for p in tidy if p.startswith(("iolab/analysis/", "iolab/report/"))] == []
+    assert [p for p in tidy if p.endswith(("/stats.py", "/present.py"))] == []
+    if (folder / "stats.py").exists():
+        stats = module_closure([f"{room}.stats"])
+        assert under(stats, "report") == [] and [p for p in stats if p.endswith("/present.py")] == []
 
 
 def test_the_registries_are_base_and_light() -> None:

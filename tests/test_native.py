@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from iolab import readers
+from iolab.rooms.send_zc import tidy as send_zc_tidy
 
 FLAGS = [
     "--batches",
@@ -255,7 +256,7 @@ def test_send_zc_counts_the_sends_the_kernel_copied(native_build: Path, tmp_path
     cells = frame.groupby(["variant", "bytes"]).size()
     assert len(cells) == 6 and (cells == 5).all()
     assert (frame["calls"] == 3).all() and (frame["ns"] > 0).all()
-    usage = readers.read_zc_usage(out)
+    usage = send_zc_tidy.read_zc_usage(out)
     assert sorted(zip(usage["variant"], usage["bytes"], strict=True)) == [
         ("send_zc", 512),
         ("send_zc", 16384),

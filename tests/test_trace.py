@@ -65,7 +65,7 @@ def test_skipped_cleanly_without_bpftrace(tmp_path: Path) -> None:
     assert side["trace"] == {"available": False, "reason": "bpftrace is not installed (apt-get install bpftrace)"}
     # The host facts come from the system's own tools all the same.
     assert side["host"]["kernel"] == os.uname().release and side["cpu"]["count"] == os.cpu_count()
-    table = tables.trace_table([raw])
+    table = tables.tidy("trace", [raw])
     assert models.kernel_view(table, "local") == {
         "trace_status": "skipped: bpftrace is not installed (apt-get install bpftrace)"
     }

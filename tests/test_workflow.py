@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import snakemake, tool_env
 from test_interrupt import repro_env
 
@@ -218,12 +219,19 @@ def test_editing_a_notebook_reruns_only_analysis(smoke_copy: Path) -> None:
     assert rules == {"notebook_cost_model", "paper_numbers", "figure_manifest", "paper_pdf", "all"}
 
 
-def test_editing_a_reader_rebuilds_the_tables(smoke_copy: Path) -> None:
-    # The tidy step's code is the closure of iolab.tables, not tables.py
-    # alone: a reader edited left the tables stale while the notebooks re-ran.
-    jobs = planned_after_edit(smoke_copy, "iolab/readers.py", "\n# an edit\n")
+@pytest.mark.parametrize("reader", ["iolab/readers.py", "iolab/rooms/cost_probes/tidy.py"])
+def test_editing_a_reader_rebuilds_the_tables(smoke_copy: Path, reader: str) -> None:
+    # The tidy step's code is the closure of iolab.tables and of every
+    # room's tidy module, not tables.py alone: a reader edited left the
+    # tables stale while the notebooks re-ran.
+    jobs = planned_after_edit(smoke_copy, reader, "\n# an edit\n")
     assert jobs.get("tidy_table", 0) >= 1 and "notebook_cost_model" in jobs
     assert not {rule for rule in jobs if rule.startswith("measure")}
+
+
+def test_editing_a_rooms_figure_reruns_its_notebook_not_the_tables(smoke_copy: Path) -> None:
+    jobs = planned_after_edit(smoke_copy, "iolab/rooms/send_zc/present.py", "\n# an edit\n")
+    assert "notebook_cost_model" in jobs and "tidy_table" not in jobs
 
 
 def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:

@@ -26,7 +26,6 @@ from ..analysis import (
     occasions,
     power,
     setups,
-    zerocopy,
 )
 from ..analysis.claims import faithful
 from ..analysis.stats import ESTIMATOR, Estimate, across_reps
@@ -258,29 +257,6 @@ ECHO_METRICS = (
     ("sqes_per_enter", "", 2),
     ("resched_ipis_per_request", "", 3),
 )
-
-
-def send_zc(out: Outputs, summary: pd.DataFrame) -> None:
-    """Zero-copy send against plain send (``summary``: zerocopy.ratios):
-    each variant's ratio at every size, where it starts to pay, and the
-    share of its sends the kernel copied."""
-    for row in summary.itertuples():
-        out.number(f"zc_ratio_{row.variant}_{row.bytes}", row.ratio, digits=2, estimate=row.estimate)
-        if math.isfinite(row.copied_share):
-            out.number(f"zc_copied_pct_{row.variant}_{row.bytes}", 100 * row.copied_share, unit="%")
-    for variant in sorted(set(summary["variant"])):
-        cross = zerocopy.crossover(summary, variant)
-        out.text(f"zc_crossover_{variant}", cross.sentence())
-        if cross.bytes is not None:
-            out.number(f"zc_crossover_bytes_{variant}", cross.bytes, unit="B")
-    shares = summary["copied_share"].dropna()
-    if len(shares):
-        out.number("zc_copied_pct_min", 100 * float(shares.min()), unit="%")
-        least = 100 * float(shares.min())
-        out.text(
-            "zc_copied_sentence",
-            "every one of them did" if least >= 99.95 else f"at every size at least {least:.0f} % of them did",
-        )
 
 
 def _echo_estimate(summary: pd.DataFrame, preset: str, c: int, size: int, metric: str) -> Estimate | None:

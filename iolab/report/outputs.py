@@ -36,13 +36,10 @@ _FIG_METADATA: dict[str, dict[str, str | None]] = {
 }
 
 
-CAPTIONS = paths.REPO / "report" / "captions"
-
-
 def figure_caption(name: str) -> str:
     """A figure's caption, from its reStructuredText file (one home for both
-    the manifest and the Snakemake report), as plain text."""
-    path = CAPTIONS / f"{name}.rst"
+    the manifest and the Snakemake report: iolab.paths.caption), as plain text."""
+    path = paths.caption(name)
     if not path.exists():
         raise ValueError(f"figure {name!r} has no caption: write {paths.relative(path)}")
     return " ".join(path.read_text().split()).replace("\\*", "*")

@@ -1,4 +1,4 @@
-"""Zero-copy send against plain send (cost-probe send-zc).
+"""Zero-copy send against plain send (cost-probe send-zc): statistics.
 
 Both variants run in one process, their batches interleaved at random, so
 each repetition's ratio of medians (zero-copy over plain, at one message
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .stats import Estimate, across_reps
+from ...analysis.stats import Estimate, across_reps
 
 ZERO_COPY = ("send_zc", "send_zc_fixed")
 PLAIN = "send"

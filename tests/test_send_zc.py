@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 
 from iolab import tables
-from iolab.analysis import zerocopy
 from iolab.analysis.stats import Estimate
+from iolab.rooms.send_zc import present
+from iolab.rooms.send_zc import stats as zerocopy
 
 
 def summary(intervals: dict[int, tuple[float, float, float]], variant: str = "send_zc") -> pd.DataFrame:
@@ -64,18 +65,17 @@ def test_the_reference_data_copies_every_zero_copy_send_on_loopback() -> None:
 
 
 def test_plain_send_alone_gives_an_empty_summary_that_still_draws_and_reports(tmp_path) -> None:
-    from iolab.report import numbers, plots
     from iolab.report.outputs import Outputs
 
     table = tables.load("send_zc", tables.REFERENCE)
     rows = zerocopy.ratios(table[table["variant"] == zerocopy.PLAIN], "local")
     assert rows.empty and list(rows.columns) == zerocopy.RATIO_COLUMNS
     assert zerocopy.crossover_text(rows) == "no zero-copy variant was measured beside plain send"
-    plots.cost.send_zc_figure(rows)
+    present.figure(rows)
     out = Outputs(
         "cost_model", str(tmp_path / "fig"), str(tmp_path / "numbers.json"), str(tmp_path / "m.json"), tables={}
     )
-    numbers.send_zc(out, rows)
+    present.numbers(out, rows)
     assert not [k for k in out.texts() if k.startswith("zc_")]
 
 

@@ -1,0 +1,53 @@
+"""Tidy table of the echo cells."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from ...presets import preset_server
+from ...readers import RawFormatError, read_echo_csv
+from ..context import context, load_sidecar
+from ..room import Room
+
+
+def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy echo results: one row per node, repetition and cell, with the
+    derived per-request costs. Per-request costs divide CPU time over the
+    whole server run by the requests it echoed (bytes / request size), so
+    warm-up is in both numerator and denominator."""
+    frames = []
+    for raw in sorted(Path(p) for p in raw_files):
+        frame = read_echo_csv(raw)
+        settings = load_sidecar(raw)["settings"]
+        # Each cell's wall-clock time under load: the load generator's warm-up and measured seconds.
+        loaded_s = float(settings.get("duration", "nan")) + float(settings.get("warmup", "nan"))
+        # Each preset's flags as the sweep ran them, so the table says what
+        # every configuration was without its raw files.
+        flags = {name: " ".join(preset_server(name, spec)[1]) for name, spec in (settings.get("presets") or {}).items()}
+        frame = frame.assign(**context(raw), loaded_s=loaded_s, flags=frame["preset"].map(flags).fillna(""))
+        frames.append(frame)
+    if not frames:
+        raise RawFormatError("no raw files given")
+    out = pd.concat(frames, ignore_index=True)
+    ok = out["status"] == "ok"
+    echoed = out["server_bytes"].where(ok) / out["bytes"]
+    out["server_ns_per_request"] = out["server_cpu_ns"].where(ok) / echoed
+    out["client_ns_per_request"] = out["client_cpu_ns"].where(ok) / echoed
+    out["sqes_per_enter"] = (out["sqes"] / out["io_uring_enter"]).where(ok & out["server"].isin(["uring", "go-uring"]))
+    out["events_per_wait"] = (out["events"] / out["waits"]).where(ok)
+    # How busy each side kept a CPU: near 1 the side saturated it, and with
+    # one CPU each, requests/s then measure the pair, not the server alone.
+    out["client_busy"] = (out["client_cpu_ns"] / 1e9 / out["loaded_s"]).where(ok)
+    out["server_busy"] = (out["server_cpu_ns"] / 1e9 / out["loaded_s"]).where(ok)
+    # Where the server was pinned, the IPIs its CPUs took per request echoed.
+    out["resched_ipis_per_request"] = (pd.to_numeric(out["server_resched_ipis"], errors="coerce") / echoed).where(
+        ok & out["server_cpu"].notna()
+    )
+    out["reason"] = out["reason"].astype(object).where(out["reason"].notna(), "")
+    return out
+
+
+ROOM = Room(("echo",), echo_table)

@@ -1,0 +1,2 @@
+"""The open-loop room: echo latency at fixed offered rates, with the
+load generator's histograms."""

@@ -1,0 +1,2 @@
+"""The MPI room: timed iterations of every rank, with what each launch
+decided and ran."""

@@ -1,0 +1,2 @@
+"""The bpftrace room: kernel-side syscall durations under the echo and
+probe workloads."""
