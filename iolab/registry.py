@@ -12,9 +12,11 @@ writes (each with its caption in report/captions/<figure>.rst) and the
 report category they go under. The workflow, the paper and the tests read
 it.
 
-Each experiment's tidy step is held by reference in iolab.rooms.ROOMS
-(the read side's registry, checked against this one at import). See
-DESIGN.md, "Adding an experiment".
+The code of each experiment is held by reference on each side, checked
+against this registry at import: its run_repetition in
+iolab.experiments.RUNS, its tidy step in iolab.rooms.ROOMS (each side
+imports the base, never the other, so the base holds no references to
+either). docs/contributing.md lists what adding an experiment touches.
 
 This module is in the base of the package: light (the workflow imports it
 at every start), and imported by both the run side and the read side.
@@ -44,18 +46,16 @@ class Experiment:
     name: str
     # Its config section, typed (iolab.settings), with the schema's defaults.
     settings: type[ExperimentSettings]
-    # The module under iolab/experiments/ whose run_repetition(Repetition)
-    # measures one repetition.
-    module: str
     # The raw file's format and version: its header has the line
     # "# iolab-raw: <raw_format>" (iolab.formats), which its reader checks;
     # bump the version with a reader kept for the old one.
     raw_format: str
     # Native programs it runs (built on the node); see native/programs.mk.
     programs: tuple[str, ...] = ()
-    # Python modules whose code decides what it measures: digested into the
-    # run key with the programs' sources, so new code measures into a new
-    # directory.
+    # Python modules whose code decides what it measures, its run module
+    # first (iolab.experiments.RUNS holds that module's run_repetition):
+    # digested into the run key with the programs' sources, so new code
+    # measures into a new directory.
     code: tuple[str, ...] = ()
     # cost-probe's subcommand, for the cost probes.
     probe_mode: str = ""
@@ -82,6 +82,11 @@ class Experiment:
     # repetitions of it).
     claims: bool = False
 
+    @property
+    def run_module(self) -> str:
+        """The dotted name of the module that measures it (its first ``code``)."""
+        return self.code[0].removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
 
 COST_PROBE = ("cost-probe",)
 COST_PROBE_CODE = ("iolab/experiments/cost_probes.py",)
@@ -101,7 +106,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "syscall",
             settings_model("syscall"),
-            "cost_probes",
             "cost-probe syscall v2",
             COST_PROBE,
             COST_PROBE_CODE,
@@ -111,7 +115,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "sendrecv",
             settings_model("sendrecv"),
-            "cost_probes",
             "cost-probe sendrecv v2",
             COST_PROBE,
             COST_PROBE_CODE,
@@ -121,7 +124,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "uring_batch",
             settings_model("uring_batch"),
-            "cost_probes",
             "cost-probe uring-batch v2",
             COST_PROBE,
             COST_PROBE_CODE,
@@ -131,7 +133,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "nop",
             settings_model("nop"),
-            "cost_probes",
             "cost-probe nop v2",
             COST_PROBE,
             COST_PROBE_CODE,
@@ -141,7 +142,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "send_zc",
             settings_model("send_zc"),
-            "cost_probes",
             "cost-probe send-zc v2",
             COST_PROBE,
             COST_PROBE_CODE,
@@ -150,7 +150,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "trace",
             TraceSettings,
-            "trace",
             "bpftrace syscall durations v1",
             (*COST_PROBE, "echo-uring", "loadgen"),
             ("iolab/experiments/trace.py", ECHO_CODE),
@@ -160,7 +159,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "echo",
             EchoSettings,
-            "echo",
             "echo cells v1",
             ECHO_PROGRAMS,
             (ECHO_CODE,),
@@ -173,7 +171,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "latency",
             LatencySettings,
-            "latency",
             "echo open-loop v1",
             ECHO_PROGRAMS,
             ("iolab/experiments/latency.py", ECHO_CODE),
@@ -185,7 +182,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "mpi",
             MpiSettings,
-            "mpi",
             "mpi iterations v1",
             ("mpi-probe", "mpi-pingpong-ref"),
             MPI_CODE,
@@ -197,7 +193,6 @@ EXPERIMENTS: dict[str, Experiment] = {
         Experiment(
             "ib",
             IbSettings,
-            "ib",
             "perftest v1",
             (),
             ("iolab/experiments/ib/__init__.py",),

@@ -9,7 +9,6 @@ indirect import through a third module counts too.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 import pytest
@@ -76,13 +75,29 @@ def test_the_closure_follows_relative_and_indirect_imports() -> None:
 
 
 def test_every_experiment_runs_from_its_own_module() -> None:
-    # The registry names each experiment's module; measure() only dispatches.
+    # RUNS holds each experiment's run_repetition by reference, from the
+    # module its registry entry names first in its code; every run module
+    # is used.
+    from iolab.experiments import RUNS
     from iolab.registry import REGISTRY
 
-    modules = {e.module for e in REGISTRY.values()}
-    assert modules == set(EXPERIMENT_MODULES)
-    for name in modules:
-        assert callable(getattr(importlib.import_module(f"iolab.experiments.{name}"), "run_repetition", None)), name
+    assert list(RUNS) == list(REGISTRY)
+    assert {f.__module__.removeprefix("iolab.experiments.") for f in RUNS.values()} == set(EXPERIMENT_MODULES)
+    for name, run in RUNS.items():
+        assert run.__name__ == "run_repetition" and run.__module__ == REGISTRY[name].run_module
+
+
+def test_runs_that_miss_or_misplace_an_experiment_fail_in_one_line() -> None:
+    # Negative control for the import-time check.
+    from iolab.experiments import RUNS, RunsError, check_runs
+
+    missing = {k: v for k, v in RUNS.items() if k != "send_zc"}
+    with pytest.raises(RunsError, match=r"^send_zc has no run_repetition in iolab.experiments.RUNS$"):
+        check_runs(missing)
+    with pytest.raises(RunsError, match=r"echo: RUNS holds iolab.experiments.cost_probes.run_repetition"):
+        check_runs({**RUNS, "echo": RUNS["syscall"]})
+    with pytest.raises(RunsError, match="RUNS names zcrx"):
+        check_runs({**RUNS, "zcrx": RUNS["syscall"]})
 
 
 def test_every_experiment_has_exactly_one_room() -> None:

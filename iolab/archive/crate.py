@@ -397,9 +397,7 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
         raw_entities[entry["raw"]] = data
         run_action(
             f"measure_{entry['experiment']}",
-            f"iolab.experiments.{EXPERIMENTS[entry['experiment']].module}"
-            if entry["experiment"] in EXPERIMENTS
-            else entry["experiment"],
+            EXPERIMENTS[entry["experiment"]].run_module if entry["experiment"] in EXPERIMENTS else entry["experiment"],
             entry["raw"],
             run_config,
             [data, sidecar, *extras],

@@ -1,14 +1,12 @@
 """The experiments, one module each. What each one is (its programs,
-settings, raw format, tidy table, needs) is declared once in
-iolab.registry; a module here measures one repetition of it
-(``run_repetition``). This package's ``__init__`` stays light: an
-experiment's run code is imported only to run it.
+settings, raw format, needs) is declared once in iolab.registry; a module
+here measures one repetition of it (``run_repetition``), and ``RUNS`` holds
+each experiment's by reference, checked against the registry at import.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -87,6 +85,41 @@ def settings_of(rep: Repetition, model: type[S]) -> S:
 
 def run_repetition(repetition: Repetition) -> Measured:
     """Measure one repetition with its experiment's module."""
-    module = importlib.import_module(f"{__name__}.{REGISTRY[repetition.experiment].module}")
-    measured: Measured = module.run_repetition(repetition)
-    return measured
+    return RUNS[repetition.experiment](repetition)
+
+
+class RunsError(ImportError):
+    """RUNS does not cover the registry's experiments exactly, or an entry
+    is not its experiment's run module's (the registry's first ``code``)."""
+
+
+def check_runs(runs: Mapping[str, Callable[[Repetition], Measured]]) -> dict[str, Callable[[Repetition], Measured]]:
+    """``runs`` in the registry's order, or a RunsError naming what is wrong."""
+    problems = [f"{e} has no run_repetition in iolab.experiments.RUNS" for e in REGISTRY if e not in runs]
+    problems += [f"RUNS names {e}, which iolab.registry does not declare" for e in runs if e not in REGISTRY]
+    problems += [
+        f"{e}: RUNS holds {f.__module__}.{f.__name__}, but its registry entry's code starts with "
+        f"{REGISTRY[e].code[0] if REGISTRY[e].code else 'nothing'}"
+        for e, f in runs.items()
+        if e in REGISTRY and f.__module__ != REGISTRY[e].run_module
+    ]
+    if problems:
+        raise RunsError("; ".join(problems))
+    return {e: runs[e] for e in REGISTRY}
+
+
+# The run modules import Repetition and Measured from here: imported last.
+from . import cost_probes, echo, ib, latency, mpi, trace  # noqa: E402
+
+# experiment -> the function that measures one repetition of it. Every
+# cost-probe mode runs through cost_probes.
+RUNS: dict[str, Callable[[Repetition], Measured]] = check_runs(
+    {
+        **{name: cost_probes.run_repetition for name, e in REGISTRY.items() if e.probe_mode},
+        "trace": trace.run_repetition,
+        "echo": echo.run_repetition,
+        "latency": latency.run_repetition,
+        "mpi": mpi.run_repetition,
+        "ib": ib.run_repetition,
+    }
+)
