@@ -61,6 +61,30 @@ def test_the_report_never_imports_the_archive() -> None:
     assert under(module_closure(["iolab.report", "iolab.analysis", "iolab.tables"]), "archive") == []
 
 
+def test_the_run_code_reaches_the_runners_through_their_package_only() -> None:
+    # One door: iolab.runners (its __init__) re-exports what experiments use.
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted(RUN_CODE):
+        tree = ast.parse((root / path).read_text())
+        deep = [
+            n.module
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom)
+            and n.module
+            and (".runners." in f".{n.module}." and not n.module.endswith("runners"))
+        ]
+        deep += [
+            f"{n.module}.{a.name}"
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and (n.module or "").endswith("runners")
+            for a in n.names
+            if a.name in {"base", "local", "ssh", "vm", "qemu", "slurm"}
+        ]
+        assert deep == [], f"{path} imports a runner module directly: {deep}"
+
+
 def test_runners_import_nothing_above_them() -> None:
     closure = module_closure(["iolab.runners"])
     assert under(closure, "analysis") == [] and under(closure, "report") == []

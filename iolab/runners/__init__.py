@@ -16,6 +16,7 @@ from ..capabilities import Capability, capabilities_of
 from ..inventory import NodeEntry
 from .base import RunError, Runner, RunResult, build_failure
 from .local import LocalRunner, SlurmRunner
+from .qemu import VmError, guest_kernel, guest_modules, run_in_guest
 from .ssh import SshRunner, ssh_failure, ssh_options
 from .vm import VmRunner
 
@@ -27,9 +28,13 @@ __all__ = [
     "Runner",
     "SlurmRunner",
     "SshRunner",
+    "VmError",
     "VmRunner",
     "build_failure",
     "capabilities_of",
+    "guest_kernel",
+    "guest_modules",
+    "run_in_guest",
     "runner_for",
     "skip_reason",
     "ssh_failure",

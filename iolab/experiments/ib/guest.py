@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...runners import qemu
+from ...runners import VmError, guest_kernel, guest_modules, run_in_guest
 from . import FACTS_SCRIPT, PROGRAMS, PerftestResult, parse, parse_facts
 
 # crc32_generic: rxe asks the crypto API for "crc32" when a link is added, and
@@ -28,12 +28,12 @@ def soft_roce_files() -> dict[str, str]:
         path = shutil.which(prog) or shutil.which(prog, path="/usr/sbin:/sbin:/usr/bin")
         if path is None:
             package = "perftest" if prog in PROGRAMS else "iproute2"
-            raise qemu.VmError(f"{prog} is missing; install it with: apt-get install {package}")
+            raise VmError(f"{prog} is missing; install it with: apt-get install {package}")
         files[f"/usr/bin/{prog}"] = path
     providers = sorted(Path("/usr/lib/x86_64-linux-gnu/libibverbs").glob("librxe-rdmav*.so"))
     driver = Path("/etc/libibverbs.d/rxe.driver")
     if not providers or not driver.exists():
-        raise qemu.VmError("the rxe verbs provider is missing; install it with: apt-get install ibverbs-providers")
+        raise VmError("the rxe verbs provider is missing; install it with: apt-get install ibverbs-providers")
     files[str(providers[-1])] = str(providers[-1])
     files[str(driver)] = str(driver)
     return files
@@ -76,12 +76,12 @@ def soft_roce_guest(
 ) -> tuple[list[PerftestResult], dict[str, dict[str, str]], Any]:
     """Both ends of ib_send_lat and ib_send_bw in one guest over rdma_rxe:
     (results, device facts, the guest run). Functional only."""
-    kernel = kernel or qemu.guest_kernel()
+    kernel = kernel or guest_kernel()
     if kernel is None:
-        raise qemu.VmError("no guest kernel: install linux-image-amd64 or set vm.kernel")
-    modules = qemu.guest_modules(kernel, SOFT_ROCE_MODULES)
+        raise VmError("no guest kernel: install linux-image-amd64 or set vm.kernel")
+    modules = guest_modules(kernel, SOFT_ROCE_MODULES)
     files = {**soft_roce_files(), **{f"/modules/{Path(m).name}": m for m in modules}}
-    run = qemu.run_in_guest(
+    run = run_in_guest(
         [],
         [],
         accel=accel,
@@ -94,7 +94,7 @@ def soft_roce_guest(
     )
     if run.status != 0:
         last = (run.stderr.strip().splitlines() or run.stdout.strip().splitlines() or ["no output"])[-1]
-        raise qemu.VmError(f"the soft-RoCE guest failed (status {run.status}): {last}")
+        raise VmError(f"the soft-RoCE guest failed (status {run.status}): {last}")
     sections = dict(part.split("\n", 1) for part in run.stdout.split(SECTION + " ")[1:])
     facts = parse_facts(sections.get("facts", ""))
     results = [parse(p, sections.get(p, "")) for p in PROGRAMS]
