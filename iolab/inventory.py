@@ -1,8 +1,9 @@
 """The node inventory (the config's ``nodes``), typed, with every default
 taken from config/schema.yaml (iolab.schema). Runners, node resolution and the
-experiments read a node through ``NodeEntry.of``, which accepts an entry
-the schema filled in as well as a hand-written one (tests, ``python -m
-iolab.measure``).
+experiments take a ``NodeEntry``; the boundaries (the workflow's typed
+config, ``python -m iolab.measure``'s JSON, tests) make one with
+``NodeEntry.of``, which accepts an entry the schema filled in as well as a
+hand-written one.
 """
 
 from __future__ import annotations

@@ -143,11 +143,10 @@ class Node:
         return out
 
 
-def resolve_node(entry: Mapping[str, Any] | NodeEntry, evidence: KindEvidence, facts: HostFacts | None = None) -> Node:
+def resolve_node(node: NodeEntry, evidence: KindEvidence, facts: HostFacts | None = None) -> Node:
     """A config ``nodes[]`` entry with its kind detected on the node itself
     (``evidence`` from its host ``facts``, iolab.hostfacts) or overridden in
     the config."""
-    node = NodeEntry.of(entry)
     kind: str = node.kind
     if kind == "auto":
         kind, reason = evidence.kind, evidence.reason

@@ -133,7 +133,7 @@ def test_no_value_changes_meaning_by_its_spelling(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="node b: address"):
         group.hostfile_text()
     # ssh reads the host after "--" as the destination, never as an option.
-    argv = SshRunner({"name": "b", "runner": "ssh", "host": "-oProxyCommand=x"}).ssh_argv()
+    argv = SshRunner(NodeEntry.of({"name": "b", "runner": "ssh", "host": "-oProxyCommand=x"})).ssh_argv()
     assert argv[-2:] == ["--", "-oProxyCommand=x"]
     assert "exec ssh -F" in group.agent_text() and ' -- "$host"' in group.agent_text()
 
@@ -192,7 +192,7 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             while True:
                 try:
                     for node in (first, peer):
-                        SshRunner(node).check_reachable()
+                        SshRunner(NodeEntry.of(node)).check_reachable()
                     break
                 except RunError:
                     if time.monotonic() > deadline or any(p.poll() is not None for p in sshds):
@@ -367,5 +367,5 @@ def test_pipeline_runs_echo_mpi_and_ib_on_ssh_nodes(two_nodes: dict, tmp_path: P
     assert claims_numbers["m1_verdict"]["text"].startswith("not testable")
     # Both nodes' scratch directories are gone.
     for node in (two_nodes["first"], two_nodes["peer"]):
-        runner = SshRunner(node)
+        runner = SshRunner(NodeEntry.of(node))
         assert runner.shell(f"ls -d .cache/iolab/*-{node['name']} 2>/dev/null").stdout == ""

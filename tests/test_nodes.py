@@ -7,6 +7,7 @@ import os
 import pytest
 
 from iolab import hostfacts
+from iolab.inventory import NodeEntry
 from iolab.nodes import detect_kind, resolve_node
 
 BARE_CPUINFO = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr sse sse2 avx2\n"
@@ -62,14 +63,14 @@ def test_hypervisor_word_elsewhere_is_not_the_flag() -> None:
 
 def test_config_override_keeps_the_detected_kind_in_the_reason() -> None:
     detected = hostfacts.gather().kind()
-    node = resolve_node({"name": "n", "runner": "local", "kind": "bare-metal"}, detected)
+    node = resolve_node(NodeEntry.of({"name": "n", "runner": "local", "kind": "bare-metal"}), detected)
     assert node.kind == "bare-metal"
     assert detected.kind in node.kind_reason
 
 
 def test_auto_uses_detection() -> None:
     detected = hostfacts.gather().kind()
-    node = resolve_node({"name": "n", "runner": "local", "kind": "auto"}, detected)
+    node = resolve_node(NodeEntry.of({"name": "n", "runner": "local", "kind": "auto"}), detected)
     assert (node.kind, node.kind_reason) == (detected.kind, detected.reason)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
+from iolab.inventory import NodeEntry
 from iolab.registry import REGISTRY, can_host
 from iolab.runners import (
     Capability,
@@ -30,8 +31,8 @@ RUNNER_NAMES = {"local", "slurm", "ssh", "vm", "netns"}
 def test_every_runner_implements_the_whole_protocol() -> None:
     runners = [
         LocalRunner(),
-        SshRunner({"name": "far", "runner": "ssh", "host": "far.example.org"}),
-        VmRunner({"name": "guest", "runner": "vm", "vm": {"accel": "tcg"}}),
+        SshRunner(NodeEntry.of({"name": "far", "runner": "ssh", "host": "far.example.org"})),
+        VmRunner(NodeEntry.of({"name": "guest", "runner": "vm", "vm": {"accel": "tcg"}})),
     ]
     members = [m for m in dir(Runner) if not m.startswith("_")]
     for runner in runners:
@@ -42,7 +43,7 @@ def test_every_runner_implements_the_whole_protocol() -> None:
 
 
 def test_a_vm_node_says_in_one_line_what_it_cannot_do(tmp_path: Path) -> None:
-    vm = VmRunner({"name": "guest", "runner": "vm", "vm": {"accel": "tcg"}})
+    vm = VmRunner(NodeEntry.of({"name": "guest", "runner": "vm", "vm": {"accel": "tcg"}}))
     for call in (
         lambda: vm.popen(["x"]),
         lambda: vm.read_file("/etc/hostname"),
@@ -60,9 +61,9 @@ def test_experiments_go_where_the_runner_has_what_they_need() -> None:
     assert [e for e in ("syscall", "echo", "mpi", "trace") if can_host(capabilities_of("vm"), e)] == ["syscall"]
     assert Capability.PEER in capabilities_of("ssh") and Capability.PEER not in capabilities_of("local")
     assert Capability.CPUS_HERE in capabilities_of("local") and Capability.CPUS_HERE not in capabilities_of("slurm")
-    slurm = runner_for({"name": "cn1", "runner": "slurm"})
+    slurm = runner_for(NodeEntry.of({"name": "cn1", "runner": "slurm"}))
     assert isinstance(slurm, SlurmRunner) and slurm.mpi_launcher == "srun"
-    assert runner_for({"name": "a", "runner": "local"}).mpi_launcher == "mpirun"
+    assert runner_for(NodeEntry.of({"name": "a", "runner": "local"})).mpi_launcher == "mpirun"
 
 
 def test_what_an_experiment_needs_lives_in_the_registry_not_in_the_runners() -> None:

@@ -18,6 +18,7 @@ import yaml
 from conftest import copy_workflow, snakemake, write_sshd_files
 
 from iolab import readers
+from iolab.inventory import NodeEntry
 from iolab.runners import RunError, SshRunner
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
@@ -70,7 +71,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
 
 
 def test_probe_runs_on_the_node_and_comes_back(sshd: dict, tmp_path: Path) -> None:
-    runner = SshRunner(sshd["node"])
+    runner = SshRunner(NodeEntry.of(sshd["node"]))
     with runner.session(["cost-probe"]) as r:
         assert r.shell(f"test -x {r.exe('cost-probe')}").returncode == 0  # built there
         out = tmp_path / "syscall.csv"
@@ -87,19 +88,19 @@ def test_probe_runs_on_the_node_and_comes_back(sshd: dict, tmp_path: Path) -> No
 def test_unknown_host_key_is_refused_not_ignored(sshd: dict) -> None:
     node = {**sshd["node"], "known_hosts": str(sshd["dir"] / "empty_known_hosts")}
     with pytest.raises(RunError) as e:
-        SshRunner(node).check_reachable()
+        SshRunner(NodeEntry.of(node)).check_reachable()
     assert str(e.value).startswith(f"node sshnode (root@127.0.0.1:{sshd['port']}): its host key is not in known_hosts")
     # Trusting on first use is an explicit choice, and then it connects.
     scratch = sshd["dir"] / "tofu_known_hosts"
     scratch.write_text("")
-    SshRunner({**node, "known_hosts": str(scratch), "accept_new_host_key": True}).check_reachable()
+    SshRunner(NodeEntry.of({**node, "known_hosts": str(scratch), "accept_new_host_key": True})).check_reachable()
     assert "ssh-ed25519" in scratch.read_text()
 
 
 def test_unreachable_node_is_one_line() -> None:
     node = {"name": "gone", "runner": "ssh", "host": "127.0.0.1", "port": _free_port(), "connect_timeout": 3}
     with pytest.raises(RunError) as e:
-        SshRunner(node).check_reachable()
+        SshRunner(NodeEntry.of(node)).check_reachable()
     msg = str(e.value)
     assert msg.startswith("node gone (127.0.0.1:") and "unreachable" in msg and "\n" not in msg
 
@@ -107,7 +108,7 @@ def test_unreachable_node_is_one_line() -> None:
 def test_missing_remote_dependency_names_node_and_package(sshd: dict) -> None:
     node = {**sshd["node"], "setup": ["export CC=/nonexistent/cc"]}
     with pytest.raises(RunError) as e:
-        with SshRunner(node).session(["cost-probe"]):
+        with SshRunner(NodeEntry.of(node)).session(["cost-probe"]):
             pass
     assert str(e.value) == (
         "node sshnode: remote build failed: missing dependency: C compiler "

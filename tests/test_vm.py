@@ -14,6 +14,7 @@ import yaml
 from conftest import REPO, copy_workflow, snakemake
 
 from iolab import readers, runners, tables
+from iolab.inventory import NodeEntry
 from iolab.runners import qemu as vm
 
 CPU_NO_VMX = "processor\t: 0\nflags\t\t: fpu vme sse2 hypervisor avx2\n"
@@ -45,10 +46,10 @@ def test_this_machines_dev_kvm_is_refused_with_the_reason() -> None:
     cpuinfo = Path("/proc/cpuinfo").read_text()
     if " vmx" in cpuinfo or " svm" in cpuinfo:
         pytest.skip("this machine has hardware virtualization")
-    reason = vm.skip_reason({"name": "g", "runner": "vm", "vm": {"accel": "kvm"}})
+    reason = vm.skip_reason(NodeEntry.of({"name": "g", "runner": "vm", "vm": {"accel": "kvm"}}))
     assert reason is not None and "neither vmx nor svm" in reason
-    assert runners.skip_reason({"name": "g", "runner": "vm", "vm": {"accel": "kvm"}}) == reason
-    assert runners.skip_reason({"name": "l", "runner": "local"}) is None
+    assert runners.skip_reason(NodeEntry.of({"name": "g", "runner": "vm", "vm": {"accel": "kvm"}})) == reason
+    assert runners.skip_reason(NodeEntry.of({"name": "l", "runner": "local"})) is None
 
 
 @can_boot

@@ -9,9 +9,6 @@ capabilities; callers ask for those, never for a runner class.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ..capabilities import Capability, capabilities_of
 from ..inventory import NodeEntry
 from .base import RunError, Runner, RunResult, build_failure
@@ -49,9 +46,8 @@ _CLASSES: dict[str, type[LocalRunner] | type[SshRunner] | type[VmRunner]] = {
 }
 
 
-def runner_for(entry: Mapping[str, Any] | NodeEntry) -> Runner:
+def runner_for(node: NodeEntry) -> Runner:
     """The runner for a config ``nodes[]`` entry."""
-    node = NodeEntry.of(entry)
     cls = _CLASSES.get(node.runner)
     if cls is None:
         raise RunError(
@@ -63,9 +59,8 @@ def runner_for(entry: Mapping[str, Any] | NodeEntry) -> Runner:
     return cls(node)
 
 
-def skip_reason(entry: Mapping[str, Any] | NodeEntry) -> str | None:
+def skip_reason(node: NodeEntry) -> str | None:
     """Why a node cannot run here (None: it can): its runner's answer (a
     QEMU guest without its emulator, guest kernel or KVM)."""
-    node = NodeEntry.of(entry)
     cls = _CLASSES.get(node.runner)
     return cls.skip_reason(node) if cls is not None else None

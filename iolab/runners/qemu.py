@@ -28,7 +28,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from .. import live
 from ..inventory import NodeEntry
@@ -71,9 +70,8 @@ def kvm_status(cpuinfo: str | None = None, modules: str | None = None, dev_kvm: 
     return True, f"hardware KVM: {hw[0]}, {loaded[0]}"
 
 
-def skip_reason(entry: Mapping[str, Any] | NodeEntry) -> str | None:
+def skip_reason(node: NodeEntry) -> str | None:
     """Why a vm node cannot run here (None: it can)."""
-    node = NodeEntry.of(entry)
     accel = node.vm.accel
     if shutil.which(QEMU) is None:
         return f"{QEMU} is missing; install it with: apt-get install qemu-system-x86"

@@ -69,12 +69,11 @@ def _source_tarball() -> bytes:
     return buf.getvalue()
 
 
-def ssh_options(entry: Mapping[str, Any] | NodeEntry, expand: Callable[[str], str] = str) -> list[tuple[str, str]]:
+def ssh_options(node: NodeEntry, expand: Callable[[str], str] = str) -> list[tuple[str, str]]:
     """The ssh options of an inventory node, as (keyword, value): for ``-o``
     here and for an ssh_config on another node (iolab/experiments/mpi/group.py).
     ``expand`` maps the key and known_hosts paths (``~`` expanded here; left
     for ssh to expand on another node)."""
-    node = NodeEntry.of(entry)
     opts = [("BatchMode", "yes"), ("ConnectTimeout", str(node.connect_timeout)), ("Port", str(node.port))]
     if node.user:
         opts.append(("User", node.user))
@@ -124,8 +123,8 @@ class SshRunner:
         one-line error, and the other nodes go on."""
         return None
 
-    def __init__(self, entry: Mapping[str, Any] | NodeEntry) -> None:
-        self.entry = NodeEntry.of(entry)
+    def __init__(self, entry: NodeEntry) -> None:
+        self.entry = entry
         self.node = self.entry.name
         if not self.entry.host:
             raise RunError(f"node {self.node}: an ssh node needs 'host'")

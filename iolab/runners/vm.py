@@ -31,8 +31,8 @@ class VmRunner:
         """Why a guest cannot start here (None: it can)."""
         return vm.skip_reason(entry)
 
-    def __init__(self, entry: Mapping[str, Any] | NodeEntry) -> None:
-        node = self.entry = NodeEntry.of(entry)
+    def __init__(self, entry: NodeEntry) -> None:
+        node = self.entry = entry
         self.node = node.name
         self.accel = node.vm.accel
         self.cmdline = node.vm.cmdline
