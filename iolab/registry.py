@@ -8,7 +8,7 @@ workflow (rules/common.smk), the measurement entry point (iolab.measure),
 the readers, the tables and the precision planner read it.
 
 ``NOTEBOOKS``: one entry per notebook, the tables it reads, the figures it
-writes (each with its caption in report/captions/<figure>.rst) and the
+writes (each with its caption, iolab.paths.caption) and the
 report category they go under. The workflow, the paper and the tests read
 it.
 
@@ -263,7 +263,7 @@ class Notebook:
     # The experiments whose tables it reads (its `<experiment>_table` parameters).
     tables: tuple[str, ...]
     # The figures it writes, under stable names (users cite them); each has
-    # its caption in report/captions/<name>.rst.
+    # its caption (iolab.paths.caption: in its room, else report/captions/).
     figures: tuple[Figure, ...]
     # The Snakemake report's category for its figures.
     category: str

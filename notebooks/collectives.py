@@ -43,8 +43,9 @@ import matplotlib.pyplot as plt
 
 from iolab import tables
 from iolab.analysis import models, mpimodels, mpistats
-from iolab.report import numbers, plots
+from iolab.report import plots
 from iolab.report.outputs import Outputs
+from iolab.rooms.mpi import present as mpi_present
 
 plots.style.apply()
 out = Outputs("collectives", figure_dir, numbers_out, manifest_out, tables={"mpi": mpi_table})
@@ -70,7 +71,7 @@ mpistats.overview(summary)
 # %%
 hockney = mpimodels.hockney_fits(summary, per_rep)
 rate_mbit = mpistats.tbf_rate(summary)
-fig = plots.mpi.pingpong_figure(summary, hockney, rate_mbit)
+fig = mpi_present.pingpong_figure(summary, hockney, rate_mbit)
 out.figure(fig, "mpi_pingpong", data=raw)
 plt.show()
 mpimodels.hockney_table(hockney)
@@ -95,10 +96,10 @@ agreement
 
 # %%
 fits = mpimodels.collective_fits(summary, per_rep)
-fig = plots.mpi.collectives_figure(summary, mpimodels.fit_curves(fits))
+fig = mpi_present.collectives_figure(summary, mpimodels.fit_curves(fits))
 out.figure(fig, "mpi_collectives", data=raw)
 plt.show()
-fig = plots.mpi.prediction_error_figure(mpimodels.prediction_errors(fits), summary, mpimodels.fit_curves(fits))
+fig = mpi_present.prediction_error_figure(mpimodels.prediction_errors(fits), summary, mpimodels.fit_curves(fits))
 out.figure(fig, "mpi_prediction_error", data=raw)
 plt.show()
 fits.drop(columns="errors")
@@ -111,7 +112,7 @@ fits.drop(columns="errors")
 
 # %%
 ratio_tables = mpistats.transport_ratios(per_rep, measured)
-fig = plots.mpi.ratio_figure(ratio_tables)
+fig = mpi_present.ratio_figure(ratio_tables)
 out.figure(fig, "mpi_transport_ratio", data=raw)
 plt.show()
 
@@ -125,17 +126,17 @@ plt.show()
 # %%
 method_ratios = mpistats.method_ratios(mpistats.osu_values(mpistats.report_rows(raw, node)))
 if len(method_ratios):
-    fig = plots.mpi.method_ratio_figure(method_ratios)
+    fig = mpi_present.method_ratio_figure(method_ratios)
     out.figure(fig, "mpi_method_ratio", data=raw)
     plt.show()
-numbers.method_agreement(out, method_ratios)
+mpi_present.method_agreement(out, method_ratios)
 method_ratios
 
 # %% [markdown]
 # ## Numbers for the paper
 
 # %%
-numbers.collectives(
+mpi_present.collectives(
     out,
     raw=raw,
     summary=summary,

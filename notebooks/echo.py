@@ -44,8 +44,10 @@ import matplotlib.pyplot as plt
 
 from iolab import tables
 from iolab.analysis import echostats, latency, models
-from iolab.report import numbers, plots
+from iolab.report import plots
 from iolab.report.outputs import Outputs
+from iolab.rooms.echo import present as echo_present
+from iolab.rooms.latency import present as latency_present
 
 plots.style.apply()
 sources = {
@@ -88,7 +90,7 @@ echostats.unavailable(echo)
 # %%
 cells = echostats.discussed_cells(echo)
 ratios = echostats.ratios_to_base(echo, cells)
-fig = plots.echo.ratio_figure(ratios, cells)
+fig = echo_present.ratio_figure(ratios, cells)
 out.figure(fig, "echo_rps", data=echo)
 plt.show()
 flags = echostats.preset_flags(echo)
@@ -98,7 +100,7 @@ flags
 # ## Server CPU per request, against the 2w floor
 
 # %%
-fig = plots.echo.cpu_figure(summary, floor)
+fig = echo_present.cpu_figure(summary, floor)
 out.figure(fig, "echo_cpu_per_request", data=echo)
 plt.show()
 
@@ -106,10 +108,10 @@ plt.show()
 # ## Latency and the batch size each server reached
 
 # %%
-fig = plots.echo.latency_figure(summary)
+fig = echo_present.latency_figure(summary)
 out.figure(fig, "echo_latency", data=echo)
 plt.show()
-fig = plots.echo.batch_figure(summary)
+fig = echo_present.batch_figure(summary)
 out.figure(fig, "echo_batch_size", data=echo)
 plt.show()
 
@@ -128,10 +130,10 @@ open_loop = latency.select(tables.load("latency", latency_table, reps=reps), nod
 if open_loop is not None:
     print(latency.describe(open_loop, node))
     curves = latency.curves(open_loop)
-    fig = plots.echo.open_loop_figure(curves, latency.paired_ratios(open_loop))
+    fig = latency_present.open_loop_figure(curves, latency.paired_ratios(open_loop))
     out.figure(fig, "echo_open_loop_latency", data=open_loop)
     plt.show()
-    numbers.open_loop(out, table=open_loop, curves=curves)
+    latency_present.numbers(out, table=open_loop, curves=curves)
 curves if open_loop is not None else None
 
 # %% [markdown]
@@ -147,6 +149,6 @@ echostats.seed_table(echostats.select(all_echo, node, presets))
 # ## Numbers for the paper
 
 # %%
-numbers.echo(out, echo_table=echo, summary=summary, floor=floor, ratios=ratios, flags=flags)
+echo_present.numbers(out, echo_table=echo, summary=summary, floor=floor, ratios=ratios, flags=flags)
 out.finish()
 out.texts("echo_default")

@@ -24,7 +24,7 @@ from iolab.config import ConfigError, check_semantics, load
 from iolab.experiments import echo as echo_exp
 from iolab.experiments import latency as latency_exp
 from iolab.formats import histograms_path
-from iolab.report import plots
+from iolab.rooms.latency import present as latency_present
 from iolab.runners import LocalRunner
 from iolab.settings import LatencySettings
 
@@ -206,7 +206,7 @@ def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Pat
     ]
     # One repetition: a value, no interval; the merged view is that repetition's.
     assert (curves["p99_us"] == curves["p99_us_merged"]).all() and np.isinf(curves["p99_us_low"]).all()
-    fig = plots.echo.open_loop_figure(curves, latency.paired_ratios(table))
+    fig = latency_present.open_loop_figure(curves, latency.paired_ratios(table))
     assert [ax.get_title() for ax in fig.axes] == ["p99 latency", "p99 over epoll's, same repetition"]
     ratio = latency.paired_ratio(table, "default", "epoll", 0.6)
     assert len(ratio) == 1 and ratio[0] > 0

@@ -21,6 +21,7 @@ from iolab.analysis import mpimodels, mpistats
 from iolab.experiments import mpi
 from iolab.experiments.mpi import launch as mpi_launch
 from iolab.experiments.mpi import netns
+from iolab.rooms.mpi import present as mpi_present
 from iolab.runners import RunError
 from iolab.settings import MpiSettings
 
@@ -574,7 +575,6 @@ def test_transport_ratios_are_formed_within_each_repetition() -> None:
 def test_the_ratio_figure_says_so_when_no_transport_pair_was_measured() -> None:
     # transports: [shm] (or shm and nodes on an ssh node) forms no pair; the
     # workflow still lists the figure, so the notebook must draw one.
-    from iolab.report import numbers, plots
 
     rows = [
         {
@@ -590,10 +590,10 @@ def test_the_ratio_figure_says_so_when_no_transport_pair_was_measured() -> None:
     ]
     tables_ = mpistats.transport_ratios(pd.DataFrame(rows), ["shm", "nodes"])
     assert tables_ == []
-    fig = plots.mpi.ratio_figure(tables_)
+    fig = mpi_present.ratio_figure(tables_)
     (text,) = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert text.startswith("No transport pair was measured") and "tcp/nodes" in text
-    assert numbers.transport_comparison(tables_) == "no transport comparison was measured"
+    assert mpi_present.transport_comparison(tables_) == "no transport comparison was measured"
 
 
 def test_config_errors_are_one_line(tmp_path: Path) -> None:
@@ -675,14 +675,13 @@ def _collective_summary() -> pd.DataFrame:
 
 @pytest.mark.parametrize("algorithm_ts,dotted", [(1000.0, 0), (3000.0, 1)])
 def test_collective_figures_draw_the_algorithm_formula_only_where_it_differs(algorithm_ts: float, dotted: int) -> None:
-    from iolab.report import plots
 
     summary = _collective_summary()
     curves = {
         ("shm", "bcast", "paper"): lambda p, m: (1000 + 0.5 * m) * np.log2(p),
         ("shm", "bcast", "algorithm"): lambda p, m: (algorithm_ts + 0.5 * m) * np.log2(p),
     }
-    fig = plots.mpi.collectives_figure(summary, curves)
+    fig = mpi_present.collectives_figure(summary, curves)
     (ax,) = fig.axes
     drawn = [line for line in ax.get_lines() if line.get_linestyle() == ":" and len(line.get_xdata())]
     assert len(drawn) == dotted
@@ -696,15 +695,15 @@ def test_collective_figures_draw_the_algorithm_formula_only_where_it_differs(alg
             for model in ("paper", "algorithm")
         ]
     )
-    fig = plots.mpi.prediction_error_figure(errors, summary, curves)
+    fig = mpi_present.prediction_error_figure(errors, summary, curves)
     assert len(fig.axes[0].get_lines()) - 1 == 1 + dotted  # one line per formula drawn, plus y = 0
 
 
 def test_oversubscribed_launches_are_drawn_as_the_paper_says() -> None:
-    from iolab.report import plots
 
     assert (
-        "hollow" in plots.mpi.OVERSUBSCRIBED_DRAWN and "left out of the collectives" in plots.mpi.OVERSUBSCRIBED_DRAWN
+        "hollow" in mpi_present.OVERSUBSCRIBED_DRAWN
+        and "left out of the collectives" in mpi_present.OVERSUBSCRIBED_DRAWN
     )
     ratios = pd.DataFrame(
         [
@@ -723,16 +722,15 @@ def test_oversubscribed_launches_are_drawn_as_the_paper_says() -> None:
             for m in (8, 64)
         ]
     )
-    fig = plots.mpi.ratio_figure([ratios])
+    fig = mpi_present.ratio_figure([ratios])
     faces = sorted(str(c.lines[0].get_markerfacecolor()) for c in fig.axes[0].containers)
     assert faces[-1] == "none" and faces[0] != "none"
 
 
 def test_the_formulas_shape_is_compared_only_where_p_can_tell_them_apart() -> None:
-    from iolab.report import numbers
 
     fits = pd.DataFrame({"model": ["paper", "algorithm"], "median_abs_error": [0.20, 0.08]})
-    assert "cannot be told apart here" in numbers.fit_shapes_sentence(fits, [2])
-    assert numbers.fit_shapes_sentence(fits, [2, 4]) == (
+    assert "cannot be told apart here" in mpi_present.fit_shapes_sentence(fits, [2])
+    assert mpi_present.fit_shapes_sentence(fits, [2, 4]) == (
         "Median error over transports and collectives: algorithm formula 8 %; paper formula 20 %."
     )

@@ -111,7 +111,7 @@ class Outputs:
         self, fig: Figure, name: str, caption: str | None = None, data: pd.DataFrame | None = None
     ) -> list[Path]:
         """Save ``fig`` as <name>.pdf/.png/.svg and record it for the manifest.
-        The caption is report/captions/<name>.rst (what the Snakemake report
+        The caption is iolab.paths.caption(name) (what the Snakemake report
         shows too) unless one is given (a caption that names the data).
         ``data``: the tidy rows it draws, for the stamp (machine, repetitions,
         date, commit) that goes under the figure, into each file's metadata

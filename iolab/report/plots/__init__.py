@@ -1,6 +1,7 @@
-"""Every figure of the paper, one module per notebook (cost, echo, mpi,
-claims, nodes) over one shared style (style)."""
+"""The paper's figures that no room draws alone, one module per notebook
+(cost, claims, nodes), over one shared style (style); a room's own
+figures are in its present module (iolab/rooms/<room>/present.py)."""
 
-from . import claims, cost, echo, mpi, nodes, style
+from . import claims, cost, nodes, style
 
-__all__ = ["claims", "cost", "echo", "mpi", "nodes", "style"]
+__all__ = ["claims", "cost", "nodes", "style"]

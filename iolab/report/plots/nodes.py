@@ -9,8 +9,7 @@ from matplotlib.artist import Artist
 from matplotlib.container import Container
 from matplotlib.figure import Figure
 
-from .mpi import transport_style
-from .style import TEXT_WIDTH_IN, color, interval_bars, legend_below
+from .style import TEXT_WIDTH_IN, color, interval_bars, legend_below, transport_style
 
 SMALL_BYTES = 256  # the HPC HUB figures' small-message panels
 

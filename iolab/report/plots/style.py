@@ -166,3 +166,25 @@ def overlapping_labels(fig: Figure) -> list[str]:
                 elif any(extent.shrunk(0.98, 0.9).overlaps(e) for _, e in shown[i + 1 :]):
                     hits.append(text)
     return hits
+
+
+# Each MPI transport's colour, marker and name, shared by the MPI room's
+# figures and the nodes figure.
+TRANSPORT_STYLE = {
+    "shm": (PALETTE[0], "o"),
+    "tcp": (PALETTE[1], "s"),
+    "netns": (PALETTE[2], "^"),
+    "netns_tbf": (PALETTE[3], "D"),
+    "nodes": (PALETTE[5], "v"),
+}
+TRANSPORT_LABEL = {
+    "shm": "shared memory",
+    "tcp": "TCP, loopback",
+    "netns": "TCP between namespaces",
+    "netns_tbf": "namespaces, tbf-shaped",
+    "nodes": "TCP between nodes",
+}
+
+
+def transport_style(transport: str) -> tuple[str, str]:
+    return TRANSPORT_STYLE.get(transport, (PALETTE[6], "x"))

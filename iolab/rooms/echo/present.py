@@ -1,6 +1,8 @@
-"""The echo notebook's figures: every preset against epoll as paired ratios,
-the servers' CPU per request against the 2w floor, latency and batch size.
-Every estimate is drawn with its 95 % interval across repetitions."""
+"""The echo room in the paper: the echo notebook's figures of the closed-loop
+cells (every preset against epoll as paired ratios, the servers' CPU per
+request against the 2w floor, latency and batch size; every estimate with
+its 95 % interval across repetitions) and the numbers it hands the paper.
+Captions: echo_*.rst here."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .style import EPOLL_COLOR, PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, plain_ticks
+from ...analysis import echostats
+from ...analysis.stats import Estimate
+from ...report.outputs import Outputs
+from ...report.plots.style import EPOLL_COLOR, PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, plain_ticks
 
 # The presets the absolute figures draw (where measured): epoll, the default
 # ring, the cheapest ring measured here, and the OpenAnolis server.
@@ -206,62 +211,81 @@ def batch_figure(summary: pd.DataFrame) -> Figure:
     return fig
 
 
-def open_loop_figure(curves: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
-    """One question: does a server's tail latency grow with the offered load,
-    and is io_uring's above or below epoll's? Left: p99 against the offered
-    load (share of each server's closed-loop capacity), median over
-    repetitions with its 95 % interval as a band, the closed-loop cell at
-    load 1 hollow. Right: each preset's p99 over epoll's, formed within each
-    repetition (``latency.paired_ratios``), median and 95 % interval: the
-    pairing removes the drift between repetitions that widens the left
-    bands. p50 and p99.9 are in the notebook's table and the text."""
-    fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.7), sharex=True)
-    presets = sorted(curves["preset"].unique(), key=lambda p: (p != "epoll", p))
-    colors = {p: EPOLL_COLOR if p == "epoll" else color(i) for i, p in enumerate(presets)}
-    for preset in presets:
-        c = colors[preset]
-        g = curves[(curves["preset"] == preset) & (curves["phase"] == "open")].sort_values("load")
-        ax.plot(g["load"], g["p99_us"], color=c, marker="o", ms=3, lw=1.2, label=f"{preset}, open loop")
-        ok = np.isfinite(g["p99_us_low"]) & np.isfinite(g["p99_us_high"])
-        ax.fill_between(g["load"][ok], g["p99_us_low"][ok], g["p99_us_high"][ok], color=c, alpha=0.15, lw=0)
-        cap = curves[(curves["preset"] == preset) & (curves["phase"] == "capacity")]
-        if len(cap):
-            ax.errorbar(
-                cap["load"],
-                cap["p99_us"],
-                yerr=interval_bars(cap["p99_us_low"], cap["p99_us"], cap["p99_us_high"]),
-                marker="o",
-                mfc="none",
-                color=c,
-                ms=6,
-                ls="none",
-                capsize=2,
-                label=f"{preset}, closed loop at capacity",
-            )
-    ax.set_yscale("log")
-    ax.set_title("p99 latency")
-    ax.set_xlabel("offered load / capacity")
-    ax.set_ylabel("p99 latency (µs)")
-    for preset, g in ratios.groupby("preset", sort=True):
-        g = g.sort_values("load")
-        ax_r.errorbar(
-            g["load"],
-            g["ratio"],
-            yerr=interval_bars(g["low"], g["ratio"], g["high"]),
-            color=colors.get(preset, color(0)),
-            marker="s",
-            ms=3,
-            lw=1.2,
-            capsize=2,
-        )
-    ax_r.axhline(1.0, color="black", lw=0.8, ls=":")
-    ax_r.set_yscale("log")
-    plain_ticks(ax_r.yaxis)
-    ax_r.set_title("p99 over epoll's, same repetition")
-    ax_r.set_xlabel("offered load / capacity")
-    ax_r.set_ylabel("ratio (1: as epoll)")
-    if ratios.empty:
-        ax_r.text(0.5, 0.5, "no preset ran beside epoll", ha="center", va="center", transform=ax_r.transAxes)
-    legend_below(fig, ncol=2)
-    fig.tight_layout()
-    return fig
+ECHO_METRICS = (
+    ("rps", "", 0),
+    ("server_ns_per_request", "ns", 0),
+    ("client_ns_per_request", "ns", 0),
+    ("p99_us", "µs", 1),
+    ("sqes_per_enter", "", 2),
+    ("resched_ipis_per_request", "", 3),
+)
+
+
+def _echo_estimate(summary: pd.DataFrame, preset: str, c: int, size: int, metric: str) -> Estimate | None:
+    row = summary[(summary["preset"] == preset) & (summary["connections"] == c) & (summary["bytes"] == size)]
+    if not len(row) or f"{metric}_low" not in row:
+        return None
+    r = row.iloc[0]
+    if isinstance(r.get(f"{metric}_estimate"), Estimate):
+        return r[f"{metric}_estimate"]
+    return Estimate(
+        float(r[metric]),
+        float(r[f"{metric}_low"]),
+        float(r[f"{metric}_high"]),
+        int(r["reps"]),
+        float(r[f"{metric}_pred_low"]),
+        float(r[f"{metric}_pred_high"]),
+    )
+
+
+def numbers(
+    out: Outputs,
+    *,
+    echo_table: pd.DataFrame,
+    summary: pd.DataFrame,
+    floor: float,
+    ratios: pd.DataFrame | None = None,
+    flags: pd.DataFrame | None = None,
+) -> None:
+    """The echo section: every configuration's medians at the smallest size,
+    the floor, what could not run, each preset's flags and its paired
+    ratios to epoll (``ratios``: echostats.ratios_to_base)."""
+    if flags is not None:
+        out.rows("echo_preset_flags", flags)
+    if ratios is not None:
+        for r in ratios.itertuples():
+            metric = "rps" if r.metric == "rps" else "cpu"
+            out.number(f"echo_ratio_{r.preset}_c{r.connections}_{metric}", r.ratio, digits=2, estimate=r.estimate)
+    conns = sorted(summary["connections"].unique())
+    size = int(sorted(summary["bytes"].unique())[0])
+    for preset in sorted(summary["preset"].unique()):
+        for c in conns:
+            for metric, unit, digits in ECHO_METRICS:
+                v = echostats.value(summary, preset, int(c), size, metric)
+                if v == v:
+                    out.number(
+                        f"echo_{preset}_c{c}_{metric}",
+                        v,
+                        unit=unit,
+                        digits=digits,
+                        estimate=_echo_estimate(summary, preset, int(c), size, metric),
+                    )
+    for c in conns:
+        # The median over configurations: how busy each side kept its CPU.
+        cell = summary[(summary["connections"] == c) & (summary["bytes"] == size)]
+        for side in ("client", "server"):
+            busy = cell[f"{side}_busy"].dropna() if f"{side}_busy" in cell else cell.iloc[0:0]
+            if len(busy):
+                out.number(f"echo_{side}_busy_c{int(c)}_pct", 100 * float(busy.median()), unit="%")
+    out.number("echo_floor_ns", floor, unit="ns")
+    out.text("echo_setup", echostats.setup_note(echo_table))
+    out.number("echo_bytes", size)
+    out.text("echo_connections", ", ".join(str(int(c)) for c in conns))
+    out.number("echo_repeats", int(echo_table["rep"].nunique()))
+    out.number("echo_cells", len(echo_table))
+    if "loaded_s" in echo_table and echo_table["loaded_s"].notna().any():
+        # How long a cell ran (its warm-up included), against the sources' 60 s.
+        out.number("echo_cell_seconds", float(echo_table["loaded_s"].median()), unit="s", digits=2)
+    out.number("echo_cells_ok", int((echo_table["status"] == "ok").sum()))
+    bad = echostats.unavailable(echo_table)
+    out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")

@@ -1,8 +1,12 @@
-"""The collectives notebook's figures. Points: median over repetitions with
-its 95 % interval. Oversubscribed launches (more ranks than CPUs) are drawn
-hollow where drawn at all; the model figures leave them out, as the fits do."""
+"""The MPI room in the paper: the collectives notebook's figures and the
+numbers it hands the paper (captions: mpi_*.rst here). Points: median over
+repetitions with its 95 % interval. Oversubscribed launches (more ranks than
+CPUs) are drawn hollow where drawn at all; the model figures leave them out,
+as the fits do."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -11,24 +15,18 @@ from matplotlib.artist import Artist
 from matplotlib.container import Container
 from matplotlib.figure import Figure
 
-from ...analysis import mpistats
-from .style import PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, size_axes
-
-TRANSPORT_STYLE = {
-    "shm": (PALETTE[0], "o"),
-    "tcp": (PALETTE[1], "s"),
-    "netns": (PALETTE[2], "^"),
-    "netns_tbf": (PALETTE[3], "D"),
-    "nodes": (PALETTE[5], "v"),
-}
-TRANSPORT_LABEL = {
-    "shm": "shared memory",
-    "tcp": "TCP, loopback",
-    "netns": "TCP between namespaces",
-    "netns_tbf": "namespaces, tbf-shaped",
-    "nodes": "TCP between nodes",
-}
-
+from ...analysis import mpimodels, mpistats
+from ...report.outputs import Outputs
+from ...report.plots.style import (
+    TEXT_WIDTH_IN,
+    TRANSPORT_LABEL,
+    TRANSPORT_STYLE,
+    color,
+    interval_bars,
+    legend_below,
+    size_axes,
+    transport_style,
+)
 
 # How launches with more ranks than CPUs are drawn (the paper says so from here).
 OVERSUBSCRIBED_DRAWN = "drawn hollow in the transport-ratio figure and left out of the collectives figures"
@@ -37,10 +35,6 @@ OVERSUBSCRIBED_DRAWN = "drawn hollow in the transport-ratio figure and left out 
 def _over(value: object) -> bool:
     """A table's oversubscribed flag, whatever its column's type."""
     return str(value).strip().lower() in ("true", "1")
-
-
-def transport_style(transport: str) -> tuple[str, str]:
-    return TRANSPORT_STYLE.get(transport, (PALETTE[6], "x"))
 
 
 def _points(
@@ -302,3 +296,124 @@ def method_ratio_figure(ratios: pd.DataFrame) -> Figure:
     legend_below(fig, ncol=3)
     fig.tight_layout()
     return fig
+
+
+def method_agreement(out: Outputs, ratios: pd.DataFrame) -> None:
+    """Our timing method against OSU's (``mpistats.method_ratios``): how many
+    cells agree within 10 %, and the range of the ratios."""
+    if ratios.empty:
+        return
+    within = ((ratios["ratio"] - 1).abs() <= 0.10).sum()
+    out.number("mpi_osu_method_cells", len(ratios))
+    out.number("mpi_osu_method_within_10pct", int(within))
+    out.number("mpi_osu_method_ratio_min", float(ratios["ratio"].min()), digits=2)
+    out.number("mpi_osu_method_ratio_max", float(ratios["ratio"].max()), digits=2)
+
+
+def collectives(
+    out: Outputs,
+    *,
+    raw: pd.DataFrame,
+    summary: pd.DataFrame,
+    transports: Sequence[str],
+    hockney: Mapping[str, mpimodels.Hockney],
+    rate_mbit: float | None,
+    agreement: pd.DataFrame,
+    fits: pd.DataFrame,
+    ratio_tables: Sequence[pd.DataFrame],
+) -> None:
+    """The MPI section: latency at the smallest and bandwidth at the largest
+    size every unshaped transport measured, the fits, the tbf check, the
+    probe/reference agreement and the transport comparison."""
+    unshaped = summary[(summary["bench"] == "pingpong") & (summary["transport"] != "netns_tbf")]
+    sizes = sorted(set.intersection(*(set(g["bytes"]) for _, g in unshaped.groupby("transport"))))
+    for transport in transports:
+        small = mpistats.pingpong_row(summary, transport, sizes[0]) if transport != "netns_tbf" else None
+        if small is not None:
+            out.number(
+                f"mpi_{transport}_latency_us",
+                small["median_ns"] / 1e3,
+                unit="µs",
+                digits=2,
+                estimate=mpistats.estimate_us(small),
+            )
+            out.number(f"mpi_{transport}_latency_mean3_us", small["mean3_ns"] / 1e3, unit="µs", digits=2)
+        large = mpistats.pingpong_row(summary, transport, sizes[-1])
+        if large is not None:
+            out.number(
+                f"mpi_{transport}_bandwidth_mb_s", large["bytes"] / large["median_ns"] * 1e3, unit="MB/s", digits=0
+            )
+        if transport in hockney:
+            h = hockney[transport]
+            out.number(f"mpi_{transport}_hockney_ts_us", h.small.ts_ns / 1e3, unit="µs", digits=2)
+            big = h.large or h.small
+            out.number(f"mpi_{transport}_hockney_bw_mb_s", big.bandwidth_mb_s, unit="MB/s", digits=0)
+            out.number(f"mpi_{transport}_hockney_breakpoint", h.breakpoint, unit="B")
+    out.number("mpi_latency_bytes", int(sizes[0]), unit="B")
+    out.number("mpi_bandwidth_bytes", int(sizes[-1]), unit="B")
+    if rate_mbit and "netns_tbf" in transports:
+        shaped = summary[(summary["bench"] == "pingpong") & (summary["transport"] == "netns_tbf")]
+        fitted = mpimodels.transfer_rate(shaped["bytes"], shaped["median_ns"])[0] * 8  # Mbit/s
+        out.number("mpi_tbf_rate_mbit", rate_mbit, unit="Mbit/s")
+        out.number("mpi_tbf_fitted_mbit", fitted, unit="Mbit/s")
+        out.number("mpi_tbf_fitted_ratio", fitted / rate_mbit, digits=3)
+    for r in agreement.itertuples():
+        if r.bytes == agreement["bytes"].min():
+            out.number(f"mpi_{r.transport}_reference_latency_us", r.reference_ns / 1e3, unit="µs", digits=2)
+            out.number(f"mpi_{r.transport}_probe_over_reference", r.ratio, digits=3)
+    for r in fits.itertuples():
+        key = f"mpi_fit_{r.transport}_{r.bench}_{r.model}"
+        out.number(f"{key}_ts_us", r.ts_ns / 1e3, unit="µs", digits=2)
+        out.number(f"{key}_tw_ns_per_byte", r.tw_ns_per_byte, unit="ns/B", digits=3)
+        out.number(f"{key}_median_abs_error_pct", 100 * r.median_abs_error, unit="%", digits=0)
+        out.text(f"mpi_algorithm_{r.bench}", r.algorithm)
+    measured_ranks = sorted(summary["ranks"].unique())
+    out.text("mpi_ranks", ", ".join(str(int(p)) for p in measured_ranks))
+    out.text(
+        "mpi_oversubscribed_ranks",
+        ", ".join(str(int(p)) for p in sorted(summary.loc[summary["oversubscribed"], "ranks"].unique())) or "none",
+    )
+    out.text("mpi_transports", ", ".join(transports))
+    if "nodes" in transports:
+        across = summary[summary["transport"] == "nodes"]
+        out.text("mpi_nodes_first", str(across["node"].iloc[0]))
+        out.text("mpi_nodes_peers", str(across["peers"].iloc[0]).replace(",", ", "))
+    out.number("mpi_repeats", int(raw["rep"].nunique()))
+    out.number("mpi_series", int(raw["series"].nunique()))
+    out.text("mpi_transport_comparison", transport_comparison(ratio_tables))
+    out.text("mpi_oversubscribed_drawn", OVERSUBSCRIBED_DRAWN)
+    fitted_ranks = sorted({int(p) for ranks in fits["ranks_fitted"] for p in ranks}) if "ranks_fitted" in fits else []
+    out.text("mpi_fit_shapes_sentence", fit_shapes_sentence(fits, fitted_ranks))
+
+
+def fit_shapes_sentence(fits: pd.DataFrame, ranks: Sequence[int]) -> str:
+    """Whether the fits can tell the HPC HUB formula from the algorithm's:
+    not at p = 2 alone, where log2 p = 1 and both are a start-up plus a
+    per-byte term; else their median errors side by side."""
+    if not len(fits) or (ranks and max(ranks) <= 2):
+        return (
+            "The fits used p = 2 only (the rank counts that fit on the CPUs): there log2 p = 1 and each "
+            "algorithm's formula is, like the HPC HUB formula, a start-up plus a per-byte term, so the two "
+            "cannot be told apart here."
+        )
+    by_model = fits.groupby("model")["median_abs_error"].median()
+    return (
+        "Median error over transports and collectives: "
+        + "; ".join(f"{m} formula {100 * v:.0f} %" for m, v in by_model.items())
+        + "."
+    )
+
+
+def transport_comparison(ratio_tables: Sequence[pd.DataFrame]) -> str:
+    """The worst faster/slower time ratio per collective at p = 2, per
+    transport pair (what the paper shows in place of M1/M2 on one node kind)."""
+    worst = []
+    for tab in ratio_tables:
+        coll = tab[tab["bench"].isin(["bcast", "allreduce", "alltoall"]) & (tab["ranks"] == 2) & ~tab["oversubscribed"]]
+        for bench, g in coll.groupby("bench"):
+            i = g["ratio"].idxmin()
+            worst.append(
+                f"{tab['numerator'].iloc[0]}/{tab['denominator'].iloc[0]} {bench} "
+                f"{g.loc[i, 'ratio']:.2f} at {int(g.loc[i, 'bytes'])} B"
+            )
+    return "; ".join(worst) if worst else "no transport comparison was measured"
