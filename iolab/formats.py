@@ -44,6 +44,11 @@ CELL_COLUMNS = [
     "layout",
     "server_resched_ipis",
     "helper_cpus",
+    "recv_buffers",
+    "recv_bufs_hist",
+    "buf_more",
+    "bufs_retired",
+    "rearms",
 ]
 # Files from before the client model and the layout were settings lack their
 # columns: those cells ran the event-loop client, pinned where a server CPU
@@ -55,6 +60,13 @@ CELL_OPTIONAL = {
     "server_resched_ipis": None,
     # The CPUs a preset's {spare_cpu}/{spare_cpus} became: none before.
     "helper_cpus": "",
+    # What echo-uring's provided buffers did (buffers per receive, bundles,
+    # incremental buffers): not counted before, nor by the other servers.
+    "recv_buffers": None,
+    "recv_bufs_hist": "",
+    "buf_more": None,
+    "bufs_retired": None,
+    "rearms": None,
 }
 
 # Every raw file's header says its format and version (iolab.registry's

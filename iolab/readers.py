@@ -110,6 +110,8 @@ def read_echo_csv(path: str | Path) -> pd.DataFrame:
         frame[column] = frame[column].map(
             lambda v: None if pd.isna(v) else str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
         )
+    # Receives by buffers taken, as "n1 n2 n3-4 ...": "" where not counted.
+    frame["recv_bufs_hist"] = frame["recv_bufs_hist"].map(lambda v: "" if pd.isna(v) else str(v))
     # The CPUs a preset's placeholders became ("2", "2-3"), "" where none.
     frame["helper_cpus"] = frame["helper_cpus"].map(
         lambda v: "" if pd.isna(v) else str(int(v)) if isinstance(v, float) else str(v)

@@ -52,6 +52,14 @@ EXTRA_SERVERS = {
         "--min-wait",
         "200",
     ],
+    # Receive bundles (Linux 6.10), single-shot and multishot: a completion
+    # takes as many buffers as the data fills, in ring order, not id order.
+    "recv_bundle": ["--buf-ring", "--recv-bundle", "--buf-size", "1024"],
+    "recv_bundle_multishot": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--buf-size", "1024"],
+    # Incremental buffers (Linux 6.12): buffers shared by connections, each
+    # used a message at a time, given back once retired and echoed; few of
+    # them, so that receives also wait for buffers.
+    "buf_inc": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "16"],
     "batched_wait_sqpoll_regfd": ["--sqpoll", "--register-ring-fd", "--wait-nr", "16", "--min-wait", "200"],
     # The Go servers' flags no preset uses: one ring with a tiny SQ (every
     # burst waits for the publisher to drain it), three rings each owning
@@ -99,6 +107,8 @@ STRUCTURAL = {
     "fixed_files",
     "send_zc",
     "few_buffers",
+    "recv_bundle_multishot",
+    "buf_inc",
     "go_net",
     "go_uring",
     "go_uring_sqpoll",

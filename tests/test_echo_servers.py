@@ -110,7 +110,7 @@ def test_ten_thousand_connections(stress_server: Server) -> None:
 
 
 @pytest.mark.parametrize("build", BUILDS)
-@pytest.mark.parametrize("provided", ["--buf-ring", "--buf-select"])
+@pytest.mark.parametrize("provided", ["--buf-ring", "--buf-select", "--buf-ring --buf-inc", "--buf-ring --recv-bundle"])
 def test_a_returned_buffer_reaches_a_starved_connection_with_bytes_waiting(
     native_build: Path, build: str, provided: str
 ) -> None:
@@ -126,7 +126,9 @@ def test_a_returned_buffer_reaches_a_starved_connection_with_bytes_waiting(
     times in 8). Each empty connection, armed, takes no buffer, so the
     server must keep waking until one with bytes waiting is armed."""
     exe = native_build / ("san" if build == "san" else "") / "echo-uring"
-    server = Server(exe, ["--multishot-recv", provided, "--buf-size", "512", "--buf-count", "2"], build == "san")
+    server = Server(
+        exe, ["--multishot-recv", *provided.split(), "--buf-size", "512", "--buf-count", "2"], build == "san"
+    )
     holders: list[socket.socket] = []
     served: list[socket.socket] = []  # probes that were echoed: buffers were still free
     empty: list[socket.socket] = []
@@ -174,6 +176,40 @@ def test_a_returned_buffer_reaches_a_starved_connection_with_bytes_waiting(
         if server.proc.poll() is None:
             server.proc.kill()
             server.proc.wait()
+
+
+@pytest.mark.parametrize("build", BUILDS)
+def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: str) -> None:
+    """A feature that stays inert must not pass for measured: the final
+    JSON line says what each did. 64 KiB messages into 4 KiB buffers: with
+    bundles a receive takes several buffers (ring order: bytes verified);
+    without, one each; incremental buffers leave a buffer for more data
+    and retire it later."""
+    exe = native_build / ("san" if build == "san" else "") / "echo-uring"
+    configs = {
+        "plain": ["--buf-ring", "--multishot-recv"],
+        "bundle": ["--buf-ring", "--multishot-recv", "--recv-bundle"],
+        "inc": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "64"],
+    }
+    counters = {}
+    for name, flags in configs.items():
+        server = Server(exe, flags, build == "san")
+        rng = random.Random(7)
+        try:
+            for _ in range(10):  # eight connections a round, 64 KiB each, every byte checked
+                exchange(server.port, [rng.randbytes(65536) for _ in range(8)], rng)
+            counters[name] = server.stop()
+        finally:
+            if server.proc.poll() is None:
+                server.proc.kill()
+                server.proc.wait()
+    plain, bundle, inc = counters["plain"], counters["bundle"], counters["inc"]
+    assert plain["recv_buffers"] == plain["requests"] and plain["recv_bufs_hist"][0] == plain["requests"]
+    assert bundle["recv_buffers"] > 2 * bundle["requests"] and sum(bundle["recv_bufs_hist"][1:]) > 0
+    assert bundle["config"]["recv_bundle"] == 1 and plain["config"]["recv_bundle"] == 0
+    assert inc["buf_more"] > 0 and inc["bufs_retired"] > 0 and plain["buf_more"] == 0
+    for c in counters.values():
+        assert sum(c["recv_bufs_hist"]) == c["requests"]
 
 
 def test_slow_reader_gets_backpressure_not_others(stress_server: Server) -> None:

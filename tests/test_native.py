@@ -290,4 +290,7 @@ def test_the_compatibility_header_matches_the_kernel_abi() -> None:
 # time; tests/test_echo_flags.py shows the feature working where it is set.
 NEWER_THAN_THE_HEADER = {
     "IORING_FEAT_MIN_TIMEOUT": ("6.12", "(1U << 15)"),
+    "IORING_RECVSEND_BUNDLE": ("6.10", "(1U << 4)"),
+    "IORING_FEAT_RECVSEND_BUNDLE": ("6.10", "(1U << 14)"),
+    "IORING_CQE_F_BUF_MORE": ("6.12", "(1U << 4)"),
 }

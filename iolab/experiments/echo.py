@@ -391,6 +391,12 @@ def measure_cell(
         "short_writes": server["short_writes"],
         "async_sqes": server["async_sqes"],
         "nobufs": server["nobufs"],
+        # echo-uring's provided-buffer counters (the Go servers and epoll have none).
+        "recv_buffers": server.get("recv_buffers", ""),
+        "recv_bufs_hist": " ".join(str(n) for n in server.get("recv_bufs_hist", [])),
+        "buf_more": server.get("buf_more", ""),
+        "bufs_retired": server.get("bufs_retired", ""),
+        "rearms": server.get("rearms", ""),
         "iowq_workers": server["config"].get("iowq_workers_at_exit", 0),
         "port": port,
         "helper_cpus": helper_cpus,

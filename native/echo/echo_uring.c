@@ -95,6 +95,13 @@ static void check_combinations(void)
 		       "with --async, --drain, --link-timeout or --send-zc");
 	if (opts.buf_count == 0 || (opts.buf_count & (opts.buf_count - 1)) || opts.buf_count > 32768)
 		refuse("--buf-count must be a power of two up to 32768");
+	if (opts.recv_bundle && !opts.buf_ring)
+		refuse("--recv-bundle takes several buffers from a buffer ring: add --buf-ring");
+	if (opts.buf_inc && !opts.buf_ring)
+		refuse("--buf-inc is a kind of buffer ring: add --buf-ring");
+	if (opts.buf_inc && opts.recv_bundle)
+		refuse("--buf-inc with --recv-bundle is not built: a bundle's pieces of partly used buffers "
+		       "would need a map of offsets per buffer; choose one");
 	if (opts.wait_nr > 1 && !opts.min_wait_us)
 		refuse("--wait-nr above 1 would wait for that many completions however long they take; "
 		       "add --min-wait USEC");
@@ -113,6 +120,8 @@ static void setup_ring(struct uring_ctx *r)
 		refuse(why);
 	if (!(features & IORING_FEAT_FAST_POLL))
 		refuse("this kernel lacks IORING_FEAT_FAST_POLL, which the server requires (Linux 5.7+)");
+	if (opts.recv_bundle && !(features & IORING_FEAT_RECVSEND_BUNDLE))
+		refuse("unavailable: this kernel lacks IORING_FEAT_RECVSEND_BUNDLE (--recv-bundle needs Linux 6.10+)");
 	if (opts.min_wait_us && !(features & IORING_FEAT_MIN_TIMEOUT))
 		refuse("unavailable: this kernel lacks IORING_FEAT_MIN_TIMEOUT (--min-wait needs Linux 6.12+)");
 	if (opts.fixed_files) {
@@ -272,6 +281,12 @@ static void usage(FILE *f)
 		"  --send-zc            zero-copy send (IORING_OP_SEND_ZC)\n"
 		"  --wait-nr N          each wait asks for N completions (default 1); above 1\n"
 		"                       needs --min-wait\n"
+		"  --recv-bundle        receive bundles: one completion for as many provided\n"
+		"                       buffers as the data fills (IORING_RECVSEND_BUNDLE,\n"
+		"                       Linux 6.10; needs --buf-ring)\n"
+		"  --buf-inc            incremental buffer ring: completions use a buffer a\n"
+		"                       message at a time (IOU_PBUF_RING_INC, Linux 6.12;\n"
+		"                       needs --buf-ring; use a large --buf-size)\n"
 		"  --min-wait USEC      batched waits (IORING_ENTER_EXT_ARG min_wait_usec, Linux\n"
 		"                       6.12+): a wait returns after USEC with the completions\n"
 		"                       that arrived, at least one, or at once with N of them\n"
@@ -293,7 +308,7 @@ static void parse_args(int argc, char **argv)
 		OPT_PORT = 256, OPT_BIND, OPT_ENTRIES, OPT_CQ, OPT_CLAMP, OPT_SQPOLL, OPT_IDLE, OPT_AFF, OPT_ATTACH,
 		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
 		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
-		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT,
+		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT, OPT_RECV_BUNDLE, OPT_BUF_INC,
 	};
 	static const struct option longopts[] = {
 		{ "port", required_argument, NULL, OPT_PORT }, { "bind", required_argument, NULL, OPT_BIND },
@@ -313,6 +328,7 @@ static void parse_args(int argc, char **argv)
 		{ "granule", required_argument, NULL, OPT_GRAN }, { "iowq-aff", required_argument, NULL, OPT_IOWQ_AFF },
 		{ "poll-first", no_argument, NULL, OPT_POLL_FIRST },
 		{ "wait-nr", required_argument, NULL, OPT_WAIT_NR }, { "min-wait", required_argument, NULL, OPT_MIN_WAIT },
+		{ "recv-bundle", no_argument, NULL, OPT_RECV_BUNDLE }, { "buf-inc", no_argument, NULL, OPT_BUF_INC },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -355,6 +371,8 @@ static void parse_args(int argc, char **argv)
 		case OPT_MIN_WAIT:
 			opts.min_wait_us = (unsigned)parse_int_flag(PROG, "--min-wait", optarg, 1, 10000000);
 			break;
+		case OPT_RECV_BUNDLE: opts.recv_bundle = 1; break;
+		case OPT_BUF_INC: opts.buf_inc = 1; break;
 		case OPT_RINGS: opts.rings = (int)parse_int_flag(PROG, "--rings", optarg, 1, 1024); break;
 		case OPT_GRAN: opts.granule = (int)parse_int_flag(PROG, "--granule", optarg, 1, 1 << 20); break;
 		case 'h': usage(stdout); exit(0);
@@ -447,6 +465,12 @@ static void close_rings(void)
 			close(rings[i].listen_fd);
 		free(rings[i].bufs);
 		free(rings[i].br);
+		free(rings[i].slot_bid);
+		free(rings[i].pos_of_bid);
+		free(rings[i].bundle_bids);
+		free(rings[i].inc_used);
+		free(rings[i].inc_refs);
+		free(rings[i].inc_retired);
 		free(rings[i].starved);
 		free(rings[i].conns);
 	}
@@ -469,7 +493,7 @@ static void print_counters(int iowq)
 		 "\"buf_ring\": %d, \"buf_size\": %u, \"buf_count\": %u, \"fixed_files\": %d, "
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"poll_first\": %d, \"rings\": %d, \"granule\": %d, "
-		 "\"wait_nr\": %u, \"min_wait_us\": %u, "
+		 "\"wait_nr\": %u, \"min_wait_us\": %u, \"recv_bundle\": %d, \"buf_inc\": %d, "
 		 "\"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
 		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
 		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
@@ -477,7 +501,7 @@ static void print_counters(int iowq)
 		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
 		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
 		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.wait_nr,
-		 opts.min_wait_us, opts.iowq_aff, iowq,
+		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.iowq_aff, iowq,
 		 IOLAB_LIBURING_VERSION) < 0)
 		die("formatting the counters", ENOMEM);
 	print_final(stdout, "uring", &total, config);

@@ -37,6 +37,8 @@ struct options {
 	unsigned buf_size, buf_count;
 	unsigned wait_nr;       /* --wait-nr: completions each wait asks for */
 	unsigned min_wait_us;   /* --min-wait: return after this with what arrived; 0: off */
+	int recv_bundle;        /* --recv-bundle: IORING_RECVSEND_BUNDLE on receives */
+	int buf_inc;            /* --buf-inc: an incremental buffer ring (IOU_PBUF_RING_INC) */
 };
 
 struct chunk {
@@ -73,6 +75,20 @@ struct uring_ctx {
 	struct io_uring_buf_ring *br;
 	char *bufs;
 	unsigned bufs_held;  /* provided buffers this program holds (CQE seen, not returned) */
+	/* --recv-bundle: a bundle's buffers follow each other in ring order,
+	 * not in id order: slot_bid[p % count] is the buffer added at ring
+	 * position p, pos_of_bid[bid] the position a buffer was last added at. */
+	unsigned short *slot_bid;
+	uint64_t *pos_of_bid;
+	uint64_t ring_tail;  /* buffers added to the ring so far */
+	int *bundle_bids;    /* scratch: the ids of one bundle's buffers */
+	/* --buf-inc: how much of each buffer completions have used, how many
+	 * queued chunks still point into it, and whether the kernel is done
+	 * with it (a completion without IORING_CQE_F_BUF_MORE). A buffer goes
+	 * back to the ring once it is retired and no chunk points into it. */
+	unsigned *inc_used;
+	unsigned *inc_refs;
+	unsigned char *inc_retired;
 	struct echo_counters c;
 	struct accept_pause pause;
 	int accept_paused;   /* the descriptor table was full: accepting resumes after a timeout */
@@ -118,6 +134,8 @@ void route_or_open(struct uring_ctx *r, int fd);
 /* uring_buffers.c: provided buffers */
 char *buf_addr(struct uring_ctx *r, int bid);
 void buf_return(struct uring_ctx *r, int bid);
+void buf_release(struct uring_ctx *r, int bid);
+unsigned recv_buffers(struct uring_ctx *r, struct io_uring_cqe *cqe, int *bids, unsigned max, char **data);
 void setup_buffers(struct uring_ctx *r);
 void unstarve(struct uring_ctx *r, int fd);
 

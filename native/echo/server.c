@@ -32,6 +32,12 @@ void counters_add(struct echo_counters *into, const struct echo_counters *c)
 	into->nobufs += c->nobufs;
 	into->zc_notifs += c->zc_notifs;
 	into->would_block += c->would_block;
+	into->recv_buffers += c->recv_buffers;
+	for (int i = 0; i < RECV_BUFS_BINS; i++)
+		into->recv_bufs_hist[i] += c->recv_bufs_hist[i];
+	into->buf_more += c->buf_more;
+	into->bufs_retired += c->bufs_retired;
+	into->rearms += c->rearms;
 }
 
 int accept_should_pause(int err)
@@ -157,7 +163,9 @@ void print_final(FILE *out, const char *server, const struct echo_counters *c,
 		"\"closed\": %llu, \"waits\": %llu, \"events\": %llu, \"io_uring_enter\": %llu, \"submits\": %llu, "
 		"\"sqes\": %llu, \"cqes\": %llu, \"short_writes\": %llu, \"async_sqes\": %llu, "
 		"\"link_timeouts\": %llu, \"nobufs\": %llu, \"zc_notifs\": %llu, \"would_block\": %llu, "
-		"\"user_cpu_ns\": %llu, \"sys_cpu_ns\": %llu, \"config\": %s}\n",
+		"\"user_cpu_ns\": %llu, \"sys_cpu_ns\": %llu, \"recv_buffers\": %llu, "
+		"\"recv_bufs_hist\": [%llu, %llu, %llu, %llu, %llu, %llu, %llu, %llu], \"buf_more\": %llu, "
+		"\"bufs_retired\": %llu, \"rearms\": %llu, \"config\": %s}\n",
 		server, (unsigned long long)c->requests, (unsigned long long)c->bytes,
 		(unsigned long long)c->accepted, (unsigned long long)c->closed,
 		(unsigned long long)c->waits, (unsigned long long)c->events,
@@ -167,6 +175,11 @@ void print_final(FILE *out, const char *server, const struct echo_counters *c,
 		(unsigned long long)c->async_sqes, (unsigned long long)c->timeouts,
 		(unsigned long long)c->nobufs, (unsigned long long)c->zc_notifs,
 		(unsigned long long)c->would_block, (unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
-		config_json);
+		(unsigned long long)c->recv_buffers, (unsigned long long)c->recv_bufs_hist[0],
+		(unsigned long long)c->recv_bufs_hist[1], (unsigned long long)c->recv_bufs_hist[2],
+		(unsigned long long)c->recv_bufs_hist[3], (unsigned long long)c->recv_bufs_hist[4],
+		(unsigned long long)c->recv_bufs_hist[5], (unsigned long long)c->recv_bufs_hist[6],
+		(unsigned long long)c->recv_bufs_hist[7], (unsigned long long)c->buf_more,
+		(unsigned long long)c->bufs_retired, (unsigned long long)c->rearms, config_json);
 	fflush(out);
 }

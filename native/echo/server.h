@@ -11,6 +11,8 @@
 /* Set by SIGTERM/SIGINT; loops check it after every wait. */
 extern volatile sig_atomic_t echo_stop;
 
+#define RECV_BUFS_BINS 8
+
 struct echo_counters {
 	uint64_t requests;     /* receive completions that carried data */
 	uint64_t bytes;        /* bytes echoed back */
@@ -27,6 +29,13 @@ struct echo_counters {
 	uint64_t nobufs;       /* receives that found no provided buffer */
 	uint64_t zc_notifs;    /* zero-copy send notifications */
 	uint64_t would_block;  /* receives and sends that found nothing to do (EAGAIN; --poll-first) */
+	/* Provided buffers (io_uring): what each feature did, so that a
+	 * configuration whose feature stayed inert is told apart. */
+	uint64_t recv_buffers;   /* buffers consumed by receives that carried data */
+	uint64_t recv_bufs_hist[RECV_BUFS_BINS]; /* receives by buffers taken: 1, 2, 3-4, 5-8, ..., >64 */
+	uint64_t buf_more;       /* completions that left their buffer for more (IORING_CQE_F_BUF_MORE) */
+	uint64_t bufs_retired;   /* incremental buffers used up and given back */
+	uint64_t rearms;         /* multishot receives re-armed after they ended without an error */
 };
 
 void counters_add(struct echo_counters *into, const struct echo_counters *c);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
+#include "../common/uring_compat.h"
 #include "echo_uring.h"
 
 char *buf_addr(struct uring_ctx *r, int bid)
@@ -23,13 +24,30 @@ static int has_unread(int fd)
 	return ioctl(fd, FIONREAD, &n) != 0 || n > 0;
 }
 
+/* Put buffer bid at the ring's tail, noting its position (bundles). */
+static void ring_add(struct uring_ctx *r, int bid, int offset)
+{
+	io_uring_buf_ring_add(r->br, buf_addr(r, bid), opts.buf_size, (unsigned short)bid,
+			      io_uring_buf_ring_mask(opts.buf_count), offset);
+	if (r->slot_bid) {
+		uint64_t pos = r->ring_tail + (uint64_t)offset;
+
+		r->slot_bid[pos & (opts.buf_count - 1)] = (unsigned short)bid;
+		r->pos_of_bid[bid] = pos;
+	}
+	if (r->inc_used) {
+		r->inc_used[bid] = 0;
+		r->inc_retired[bid] = 0;
+	}
+}
+
 void buf_return(struct uring_ctx *r, int bid)
 {
 	r->bufs_held--;
 	if (opts.buf_ring) {
-		io_uring_buf_ring_add(r->br, buf_addr(r, bid), opts.buf_size, (unsigned short)bid,
-				      io_uring_buf_ring_mask(opts.buf_count), 0);
+		ring_add(r, bid, 0);
 		io_uring_buf_ring_advance(r->br, 1);
+		r->ring_tail++;
 	} else {
 		struct io_uring_sqe *sqe = sqe_get(r);
 
@@ -70,21 +88,105 @@ void setup_buffers(struct uring_ctx *r)
 		reg.ring_addr = (unsigned long)r->br;
 		reg.ring_entries = opts.buf_count;
 		reg.bgid = 0;
+		if (opts.buf_inc)
+			IOLAB_SET_BUF_REG_FLAGS(reg, IOLAB_PBUF_RING_INC);
 		ret = io_uring_register_buf_ring(&r->ring, &reg, 0);
+		if (ret < 0 && opts.buf_inc) {
+			fprintf(stderr, PROG ": unavailable: the kernel refused an incremental buffer ring "
+				"(IOU_PBUF_RING_INC, Linux 6.12+): %s\n", strerror(-ret));
+			exit(2);
+		}
 		if (ret < 0) {
 			fprintf(stderr, PROG ": --buf-ring: kernel refused io_uring_register_buf_ring: %s\n",
 				strerror(-ret));
 			exit(2);
 		}
+		if (opts.recv_bundle) {
+			r->slot_bid = calloc(opts.buf_count, sizeof(*r->slot_bid));
+			r->pos_of_bid = calloc(opts.buf_count, sizeof(*r->pos_of_bid));
+			r->bundle_bids = calloc(opts.buf_count, sizeof(*r->bundle_bids));
+			if (!r->slot_bid || !r->pos_of_bid || !r->bundle_bids)
+				die("allocating the bundle slot table", ENOMEM);
+		}
+		if (opts.buf_inc) {
+			r->inc_used = calloc(opts.buf_count, sizeof(*r->inc_used));
+			r->inc_refs = calloc(opts.buf_count, sizeof(*r->inc_refs));
+			r->inc_retired = calloc(opts.buf_count, sizeof(*r->inc_retired));
+			if (!r->inc_used || !r->inc_refs || !r->inc_retired)
+				die("allocating the incremental buffer table", ENOMEM);
+		}
 		for (unsigned i = 0; i < opts.buf_count; i++)
-			io_uring_buf_ring_add(r->br, buf_addr(r, (int)i), opts.buf_size, (unsigned short)i,
-					      io_uring_buf_ring_mask(opts.buf_count), (int)i);
+			ring_add(r, (int)i, (int)i);
 		io_uring_buf_ring_advance(r->br, (int)opts.buf_count);
+		r->ring_tail += opts.buf_count;
 	} else {
 		struct io_uring_sqe *sqe = sqe_get(r);
 
 		io_uring_prep_provide_buffers(sqe, r->bufs, (int)opts.buf_size, (int)opts.buf_count, 0, 0);
 		io_uring_sqe_set_data64(sqe, ud(OP_PROVIDE, 0, 0));
+	}
+}
+
+/* The bin of recv_bufs_hist for a receive that took n buffers. */
+static unsigned hist_bin(unsigned n)
+{
+	unsigned bin = 0;
+
+	for (unsigned top = 1; bin < RECV_BUFS_BINS - 1 && n > top; top <<= 1)
+		bin++;
+	return bin;
+}
+
+/* The buffers a receive completion with data filled, in order: their ids
+ * into bids (at most max) and where the first byte is (*data). Takes the
+ * buffers into the program's hands (bufs_held) and counts them. With
+ * --buf-inc a completion uses part of one buffer, which stays in the ring
+ * while the kernel sets IORING_CQE_F_BUF_MORE. */
+unsigned recv_buffers(struct uring_ctx *r, struct io_uring_cqe *cqe, int *bids, unsigned max, char **data)
+{
+	int first = (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+	unsigned n = 1;
+
+	if (opts.buf_inc) {
+		bids[0] = first;
+		*data = buf_addr(r, first) + r->inc_used[first];
+		r->inc_used[first] += (unsigned)cqe->res;
+		r->inc_refs[first]++;
+		if (cqe->flags & IORING_CQE_F_BUF_MORE) {
+			r->c.buf_more++;
+		} else {
+			r->inc_retired[first] = 1;
+			r->bufs_held++;
+		}
+	} else {
+		if (opts.recv_bundle && cqe->res > 0)
+			n = ((unsigned)cqe->res + opts.buf_size - 1) / opts.buf_size;
+		if (n > max)
+			die("a bundle took more buffers than the ring holds", EOVERFLOW);
+		bids[0] = first;
+		for (unsigned i = 1; i < n; i++)
+			bids[i] = r->slot_bid[(r->pos_of_bid[first] + i) & (opts.buf_count - 1)];
+		*data = buf_addr(r, first);
+		r->bufs_held += n;
+	}
+	if (cqe->res > 0) {
+		r->c.recv_buffers += n;
+		r->c.recv_bufs_hist[hist_bin(n)]++;
+	}
+	return n;
+}
+
+/* A chunk is done with buffer bid: back to the ring, or with --buf-inc
+ * once the kernel retired it and no other chunk points into it. */
+void buf_release(struct uring_ctx *r, int bid)
+{
+	if (!opts.buf_inc) {
+		buf_return(r, bid);
+		return;
+	}
+	if (--r->inc_refs[bid] == 0 && r->inc_retired[bid]) {
+		r->c.bufs_retired++;
+		buf_return(r, bid);
 	}
 }
 

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "../common/uring_compat.h"
 #include "echo_uring.h"
 
 void arm_accept(struct uring_ctx *r)
@@ -76,6 +77,11 @@ void arm_recv(struct uring_ctx *r, int fd)
 		io_uring_prep_recv_multishot(sqe, fd, NULL, 0, 0);
 	else
 		io_uring_prep_recv(sqe, fd, provided ? NULL : c->buf, opts.buf_size, 0);
+	if (opts.recv_bundle) {
+		/* A bundle takes as many buffers as the data fills: no length. */
+		sqe->ioprio |= IORING_RECVSEND_BUNDLE;
+		sqe->len = 0;
+	}
 	if (provided) {
 		sqe->flags |= IOSQE_BUFFER_SELECT;
 		sqe->buf_group = 0;
@@ -96,7 +102,7 @@ void arm_recv(struct uring_ctx *r, int fd)
 static void chunk_free(struct uring_ctx *r, struct chunk *ch)
 {
 	if (ch->bid >= 0)
-		buf_return(r, ch->bid);
+		buf_release(r, ch->bid);
 	else if (ch->bid == COPIED)
 		free(ch->data);
 	free(ch);
@@ -310,18 +316,52 @@ static void on_polled_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd
 	start_closing(r, fd);
 }
 
+/* Queue a receive's data for the echo, one chunk per provided buffer it
+ * filled. A connection whose echo is backing up (a slow reader) keeps its
+ * data in memory of its own and gives the shared buffers back at once, so
+ * it cannot hold the buffers the other connections receive into. */
+static void queue_received(struct uring_ctx *r, int fd, const int *bids, unsigned nbufs, char *data, unsigned len)
+{
+	struct uconn *c = &r->conns[fd];
+
+	if (nbufs == 0) {
+		queue_chunk(r, fd, c->buf, len, OWN_BUFFER);
+		return;
+	}
+	for (unsigned i = 0; i < nbufs; i++) {
+		char *piece = i == 0 ? data : buf_addr(r, bids[i]);
+		unsigned piece_len = opts.buf_inc ? len : len - i * opts.buf_size;
+
+		if (piece_len > opts.buf_size)
+			piece_len = opts.buf_size;
+		if (c->queued >= MAX_QUEUED_CHUNKS / 2) {
+			char *copy = malloc(piece_len);
+
+			if (!copy)
+				die("copying a received chunk", ENOMEM);
+			memcpy(copy, piece, piece_len);
+			buf_release(r, bids[i]);
+			queue_chunk(r, fd, copy, piece_len, COPIED);
+		} else {
+			queue_chunk(r, fd, piece, piece_len, bids[i]);
+		}
+	}
+}
+
 void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 {
 	struct uconn *c = &r->conns[fd];
-	int has_buf = cqe->flags & IORING_CQE_F_BUFFER;
-	int bid = has_buf ? (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT) : -1;
 	int more = cqe->flags & IORING_CQE_F_MORE;
+	int one_bid;
+	int *bids = r->bundle_bids ? r->bundle_bids : &one_bid;
+	unsigned nbufs = 0;
+	char *data = NULL;
 
-	if (has_buf)
-		r->bufs_held++;
+	if (cqe->flags & IORING_CQE_F_BUFFER)
+		nbufs = recv_buffers(r, cqe, bids, r->bundle_bids ? opts.buf_count : 1, &data);
 	if (stale) {
-		if (has_buf)
-			buf_return(r, bid);
+		for (unsigned i = 0; i < nbufs; i++)
+			buf_release(r, bids[i]);
 		return;
 	}
 	if (opts.poll_first) {
@@ -334,30 +374,20 @@ void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 	}
 	if (cqe->res > 0) {
 		r->c.requests++;
-		if (has_buf && c->queued >= MAX_QUEUED_CHUNKS / 2) {
-			/* This connection's echo is backing up (a slow reader): keep
-			 * its data in memory of its own and give the shared buffer
-			 * back at once, so it cannot hold the buffers the other
-			 * connections receive into. */
-			char *copy = malloc((size_t)cqe->res);
-
-			if (!copy)
-				die("copying a received chunk", ENOMEM);
-			memcpy(copy, buf_addr(r, bid), (size_t)cqe->res);
-			buf_return(r, bid);
-			queue_chunk(r, fd, copy, (unsigned)cqe->res, COPIED);
-		} else {
-			queue_chunk(r, fd, has_buf ? buf_addr(r, bid) : c->buf, (unsigned)cqe->res,
-				    has_buf ? bid : OWN_BUFFER);
-		}
+		/* A multishot receive that ended without an error (a bundle that
+		 * drained the buffer ring ends so, without ENOBUFS): after_send
+		 * re-arms it once the echo has gone. */
+		if (!more && opts.multishot_recv)
+			r->c.rearms++;
+		queue_received(r, fd, bids, nbufs, data, (unsigned)cqe->res);
 		/* Backpressure: stop a multishot receive while this connection's
 		 * queue is full; after_send re-arms it. */
 		if (more && c->queued >= MAX_QUEUED_CHUNKS && !c->recv_cancelling)
 			cancel_recv(r, fd);
 		return;
 	}
-	if (has_buf)
-		buf_return(r, bid);
+	for (unsigned i = 0; i < nbufs; i++)
+		buf_release(r, bids[i]);
 	if (cqe->res == -ENOBUFS) {
 		/* Every provided buffer is in use; re-armed when one returns
 		 * (buf_return), or when this connection's queue drains. */

@@ -46,6 +46,10 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     out["resched_ipis_per_request"] = (pd.to_numeric(out["server_resched_ipis"], errors="coerce") / echoed).where(
         ok & out["server_cpu"].notna()
     )
+    # Provided buffers per receive completion (echo-uring with provided
+    # buffers): above 1 only where bundles took effect.
+    recv_buffers = pd.to_numeric(out["recv_buffers"], errors="coerce")
+    out["buffers_per_recv"] = (recv_buffers / out["server_requests"]).where(ok & (recv_buffers > 0))
     out["reason"] = out["reason"].astype(object).where(out["reason"].notna(), "")
     return out
 
