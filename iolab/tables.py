@@ -1,11 +1,12 @@
 """Loaders from raw files to tidy tables (one row per observation).
 
 Each experiment's tidy step lives in its room (iolab.rooms); this module
-loads, describes and writes the tables. Raw probe files are CSV with ``# key=value`` metadata lines; each has a
-provenance sidecar. Tidy tables join the two, so every row says which node,
-repetition and raw file it came from. ``python -m iolab.tables`` writes them
-as Parquet together with a ``.sources.json`` listing the raw files (with
-SHA-256) that the figure manifest links to.
+loads, describes and writes the tables. Raw probe files are CSV with
+``# key=value`` metadata lines; each has a provenance sidecar. Tidy tables
+join the two, so every row says which node, repetition and raw file it came
+from. ``python -m iolab.tables`` writes them as Parquet together with a
+``.sources.json`` listing the raw files (with SHA-256) that the figure
+manifest links to.
 """
 
 from __future__ import annotations

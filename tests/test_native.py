@@ -271,8 +271,12 @@ def test_the_compatibility_header_matches_the_kernel_abi() -> None:
     # Each constant the compatibility header supplies must be the kernel's
     # own value (linux-libc-dev's UAPI header, newer than liburing 2.3's).
     compat = (Path(__file__).resolve().parents[1] / "native" / "common" / "uring_compat.h").read_text()
-    ours = dict(re.findall(r"#define (IORING_\w+)\s+(\(.+?\))", compat))
+    defined = re.findall(r"#define (IORING_\w+)\s+(\(.+?\))", compat)
+    ours = dict(defined)
     assert ours, "the compatibility header defines nothing"
+    # Each once, outside the others' guards: a definition nested in another
+    # constant's #ifndef vanishes with a liburing that defines that one.
+    assert len(defined) == len(ours), sorted(n for n, _ in defined if [d for d, _ in defined].count(n) > 1)
     uapi = Path("/usr/include/linux/io_uring.h").read_text()
     for name, value in ours.items():
         found = re.search(rf"#define {name}\s+(\(.+?\))", uapi)

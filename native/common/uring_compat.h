@@ -20,67 +20,9 @@
  * IORING_NOTIF_USAGE_ZC_COPIED if any byte was copied. */
 #ifndef IORING_SEND_ZC_REPORT_USAGE
 #define IORING_SEND_ZC_REPORT_USAGE (1U << 3)
-/* Bundles (Linux 6.10): a receive (or send) with IORING_RECVSEND_BUNDLE in
- * sqe->ioprio takes as many provided buffers as the data fills, contiguous
- * in ring order; the CQE names the first. The ring reports support with
- * IORING_FEAT_RECVSEND_BUNDLE. */
-#ifndef IORING_RECVSEND_BUNDLE
-#define IORING_RECVSEND_BUNDLE (1U << 4)
-#endif
-#ifndef IORING_FEAT_RECVSEND_BUNDLE
-#define IORING_FEAT_RECVSEND_BUNDLE (1U << 14)
-#endif
-
-/* Incremental buffer rings (Linux 6.12): a buffer ring registered with
- * IOU_PBUF_RING_INC is consumed a completion's bytes at a time; a CQE with
- * IORING_CQE_F_BUF_MORE leaves its buffer at the ring's head for the next.
- * IOU_PBUF_RING_INC is an enum value in newer headers, so it cannot be
- * tested with #ifdef: the flag goes under a name of our own. The flags are
- * the u16 after bgid in struct io_uring_buf_reg, named pad in liburing 2.3
- * and flags later; IOLAB_SET_BUF_REG_FLAGS writes it whatever its name. */
-#define IOLAB_PBUF_RING_INC 2U
-#ifndef IORING_CQE_F_BUF_MORE
-#define IORING_CQE_F_BUF_MORE (1U << 4)
-#endif
-#define IOLAB_SET_BUF_REG_FLAGS(reg, value) \
-	do { \
-		__u16 iolab_flags_ = (__u16)(value); \
-		memcpy((char *)&(reg) + offsetof(struct io_uring_buf_reg, bgid) + sizeof(__u16), &iolab_flags_, \
-		       sizeof(iolab_flags_)); \
-	} while (0)
-
 #endif
 #ifndef IORING_NOTIF_USAGE_ZC_COPIED
 #define IORING_NOTIF_USAGE_ZC_COPIED (1U << 31)
-/* Bundles (Linux 6.10): a receive (or send) with IORING_RECVSEND_BUNDLE in
- * sqe->ioprio takes as many provided buffers as the data fills, contiguous
- * in ring order; the CQE names the first. The ring reports support with
- * IORING_FEAT_RECVSEND_BUNDLE. */
-#ifndef IORING_RECVSEND_BUNDLE
-#define IORING_RECVSEND_BUNDLE (1U << 4)
-#endif
-#ifndef IORING_FEAT_RECVSEND_BUNDLE
-#define IORING_FEAT_RECVSEND_BUNDLE (1U << 14)
-#endif
-
-/* Incremental buffer rings (Linux 6.12): a buffer ring registered with
- * IOU_PBUF_RING_INC is consumed a completion's bytes at a time; a CQE with
- * IORING_CQE_F_BUF_MORE leaves its buffer at the ring's head for the next.
- * IOU_PBUF_RING_INC is an enum value in newer headers, so it cannot be
- * tested with #ifdef: the flag goes under a name of our own. The flags are
- * the u16 after bgid in struct io_uring_buf_reg, named pad in liburing 2.3
- * and flags later; IOLAB_SET_BUF_REG_FLAGS writes it whatever its name. */
-#define IOLAB_PBUF_RING_INC 2U
-#ifndef IORING_CQE_F_BUF_MORE
-#define IORING_CQE_F_BUF_MORE (1U << 4)
-#endif
-#define IOLAB_SET_BUF_REG_FLAGS(reg, value) \
-	do { \
-		__u16 iolab_flags_ = (__u16)(value); \
-		memcpy((char *)&(reg) + offsetof(struct io_uring_buf_reg, bgid) + sizeof(__u16), &iolab_flags_, \
-		       sizeof(iolab_flags_)); \
-	} while (0)
-
 #endif
 
 /* Batched waits (Linux 6.12): IORING_ENTER_EXT_ARG's getevents argument
@@ -92,35 +34,6 @@
 #else
 #define IORING_FEAT_MIN_TIMEOUT (1U << 15)
 #define IOLAB_GETEVENTS_MIN_WAIT(arg) ((arg).pad)
-/* Bundles (Linux 6.10): a receive (or send) with IORING_RECVSEND_BUNDLE in
- * sqe->ioprio takes as many provided buffers as the data fills, contiguous
- * in ring order; the CQE names the first. The ring reports support with
- * IORING_FEAT_RECVSEND_BUNDLE. */
-#ifndef IORING_RECVSEND_BUNDLE
-#define IORING_RECVSEND_BUNDLE (1U << 4)
-#endif
-#ifndef IORING_FEAT_RECVSEND_BUNDLE
-#define IORING_FEAT_RECVSEND_BUNDLE (1U << 14)
-#endif
-
-/* Incremental buffer rings (Linux 6.12): a buffer ring registered with
- * IOU_PBUF_RING_INC is consumed a completion's bytes at a time; a CQE with
- * IORING_CQE_F_BUF_MORE leaves its buffer at the ring's head for the next.
- * IOU_PBUF_RING_INC is an enum value in newer headers, so it cannot be
- * tested with #ifdef: the flag goes under a name of our own. The flags are
- * the u16 after bgid in struct io_uring_buf_reg, named pad in liburing 2.3
- * and flags later; IOLAB_SET_BUF_REG_FLAGS writes it whatever its name. */
-#define IOLAB_PBUF_RING_INC 2U
-#ifndef IORING_CQE_F_BUF_MORE
-#define IORING_CQE_F_BUF_MORE (1U << 4)
-#endif
-#define IOLAB_SET_BUF_REG_FLAGS(reg, value) \
-	do { \
-		__u16 iolab_flags_ = (__u16)(value); \
-		memcpy((char *)&(reg) + offsetof(struct io_uring_buf_reg, bgid) + sizeof(__u16), &iolab_flags_, \
-		       sizeof(iolab_flags_)); \
-	} while (0)
-
 #endif
 
 /* Bundles (Linux 6.10): a receive (or send) with IORING_RECVSEND_BUNDLE in
