@@ -49,6 +49,8 @@ CELL_COLUMNS = [
     "buf_more",
     "bufs_retired",
     "rearms",
+    "send_buffers",
+    "send_bufs_hist",
 ]
 # Files from before the client model and the layout were settings lack their
 # columns: those cells ran the event-loop client, pinned where a server CPU
@@ -67,6 +69,10 @@ CELL_OPTIONAL = {
     "buf_more": None,
     "bufs_retired": None,
     "rearms": None,
+    # Chunks per send (echo-uring; above 1 only with --gather-send): not
+    # counted before.
+    "send_buffers": None,
+    "send_bufs_hist": "",
 }
 
 # Every raw file's header says its format and version (iolab.registry's

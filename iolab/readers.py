@@ -110,8 +110,10 @@ def read_echo_csv(path: str | Path) -> pd.DataFrame:
         frame[column] = frame[column].map(
             lambda v: None if pd.isna(v) else str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
         )
-    # Receives by buffers taken, as "n1 n2 n3-4 ...": "" where not counted.
-    frame["recv_bufs_hist"] = frame["recv_bufs_hist"].map(lambda v: "" if pd.isna(v) else str(v))
+    # Receives (sends) by buffers taken (carried), as "n1 n2 n3-4 ...": ""
+    # where not counted.
+    for column in ("recv_bufs_hist", "send_bufs_hist"):
+        frame[column] = frame[column].map(lambda v: "" if pd.isna(v) else str(v))
     # The CPUs a preset's placeholders became ("2", "2-3"), "" where none.
     frame["helper_cpus"] = frame["helper_cpus"].map(
         lambda v: "" if pd.isna(v) else str(int(v)) if isinstance(v, float) else str(v)

@@ -60,6 +60,18 @@ EXTRA_SERVERS = {
     # used a message at a time, given back once retired and echoed; few of
     # them, so that receives also wait for buffers.
     "buf_inc": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "16"],
+    # Gathered sends: one SENDMSG for every queued chunk; with bundles a
+    # receive's buffers go back in one send, with short sends resumed
+    # mid-vector; and on the readiness path, where chunks queue one by one.
+    "gather_send_bundle": [
+        "--buf-ring",
+        "--multishot-recv",
+        "--recv-bundle",
+        "--gather-send",
+        "--buf-size",
+        "1024",
+    ],
+    "gather_send_poll_first": ["--poll-first", "--gather-send"],
     "batched_wait_sqpoll_regfd": ["--sqpoll", "--register-ring-fd", "--wait-nr", "16", "--min-wait", "200"],
     # The Go servers' flags no preset uses: one ring with a tiny SQ (every
     # burst waits for the publisher to drain it), three rings each owning
@@ -109,6 +121,7 @@ STRUCTURAL = {
     "few_buffers",
     "recv_bundle_multishot",
     "buf_inc",
+    "gather_send_bundle",
     "go_net",
     "go_uring",
     "go_uring_sqpoll",

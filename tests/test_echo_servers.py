@@ -184,12 +184,14 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     JSON line says what each did. 64 KiB messages into 4 KiB buffers: with
     bundles a receive takes several buffers (ring order: bytes verified);
     without, one each; incremental buffers leave a buffer for more data
-    and retire it later."""
+    and retire it later; gathered sends carry several buffers each, plain
+    sends one."""
     exe = native_build / ("san" if build == "san" else "") / "echo-uring"
     configs = {
         "plain": ["--buf-ring", "--multishot-recv"],
         "bundle": ["--buf-ring", "--multishot-recv", "--recv-bundle"],
         "inc": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "64"],
+        "gather": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--gather-send"],
     }
     counters = {}
     for name, flags in configs.items():
@@ -208,8 +210,13 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     assert bundle["recv_buffers"] > 2 * bundle["requests"] and sum(bundle["recv_bufs_hist"][1:]) > 0
     assert bundle["config"]["recv_bundle"] == 1 and plain["config"]["recv_bundle"] == 0
     assert inc["buf_more"] > 0 and inc["bufs_retired"] > 0 and plain["buf_more"] == 0
+    gather = counters["gather"]
+    assert sum(gather["send_bufs_hist"][1:]) > 0 and gather["sqes"] < bundle["sqes"]
+    assert gather["send_buffers"] >= gather["recv_buffers"] and gather["config"]["gather_send"] == 1
     for c in counters.values():
         assert sum(c["recv_bufs_hist"]) == c["requests"]
+    for c in (plain, bundle, inc):  # a plain send carries one chunk
+        assert c["send_buffers"] == c["send_bufs_hist"][0] == sum(c["send_bufs_hist"])
 
 
 def test_slow_reader_gets_backpressure_not_others(stress_server: Server) -> None:

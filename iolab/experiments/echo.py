@@ -397,6 +397,8 @@ def measure_cell(
         "buf_more": server.get("buf_more", ""),
         "bufs_retired": server.get("bufs_retired", ""),
         "rearms": server.get("rearms", ""),
+        "send_buffers": server.get("send_buffers", ""),
+        "send_bufs_hist": " ".join(str(n) for n in server.get("send_bufs_hist", [])),
         "iowq_workers": server["config"].get("iowq_workers_at_exit", 0),
         "port": port,
         "helper_cpus": helper_cpus,

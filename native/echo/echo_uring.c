@@ -102,6 +102,8 @@ static void check_combinations(void)
 	if (opts.buf_inc && opts.recv_bundle)
 		refuse("--buf-inc with --recv-bundle is not built: a bundle's pieces of partly used buffers "
 		       "would need a map of offsets per buffer; choose one");
+	if (opts.gather_send && opts.send_zc)
+		refuse("--gather-send with --send-zc is not built: it would need IORING_OP_SENDMSG_ZC; choose one");
 	if (opts.wait_nr > 1 && !opts.min_wait_us)
 		refuse("--wait-nr above 1 would wait for that many completions however long they take; "
 		       "add --min-wait USEC");
@@ -287,6 +289,9 @@ static void usage(FILE *f)
 		"  --buf-inc            incremental buffer ring: completions use a buffer a\n"
 		"                       message at a time (IOU_PBUF_RING_INC, Linux 6.12;\n"
 		"                       needs --buf-ring; use a large --buf-size)\n"
+		"  --gather-send        one SENDMSG for every chunk queued on a connection (up\n"
+		"                       to IOV_MAX), not a SEND per chunk: with --recv-bundle a\n"
+		"                       bundle goes back in one send\n"
 		"  --min-wait USEC      batched waits (IORING_ENTER_EXT_ARG min_wait_usec, Linux\n"
 		"                       6.12+): a wait returns after USEC with the completions\n"
 		"                       that arrived, at least one, or at once with N of them\n"
@@ -308,7 +313,7 @@ static void parse_args(int argc, char **argv)
 		OPT_PORT = 256, OPT_BIND, OPT_ENTRIES, OPT_CQ, OPT_CLAMP, OPT_SQPOLL, OPT_IDLE, OPT_AFF, OPT_ATTACH,
 		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
 		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
-		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT, OPT_RECV_BUNDLE, OPT_BUF_INC,
+		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT, OPT_RECV_BUNDLE, OPT_BUF_INC, OPT_GATHER_SEND,
 	};
 	static const struct option longopts[] = {
 		{ "port", required_argument, NULL, OPT_PORT }, { "bind", required_argument, NULL, OPT_BIND },
@@ -329,6 +334,7 @@ static void parse_args(int argc, char **argv)
 		{ "poll-first", no_argument, NULL, OPT_POLL_FIRST },
 		{ "wait-nr", required_argument, NULL, OPT_WAIT_NR }, { "min-wait", required_argument, NULL, OPT_MIN_WAIT },
 		{ "recv-bundle", no_argument, NULL, OPT_RECV_BUNDLE }, { "buf-inc", no_argument, NULL, OPT_BUF_INC },
+		{ "gather-send", no_argument, NULL, OPT_GATHER_SEND },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -373,6 +379,7 @@ static void parse_args(int argc, char **argv)
 			break;
 		case OPT_RECV_BUNDLE: opts.recv_bundle = 1; break;
 		case OPT_BUF_INC: opts.buf_inc = 1; break;
+		case OPT_GATHER_SEND: opts.gather_send = 1; break;
 		case OPT_RINGS: opts.rings = (int)parse_int_flag(PROG, "--rings", optarg, 1, 1024); break;
 		case OPT_GRAN: opts.granule = (int)parse_int_flag(PROG, "--granule", optarg, 1, 1 << 20); break;
 		case 'h': usage(stdout); exit(0);
@@ -493,7 +500,7 @@ static void print_counters(int iowq)
 		 "\"buf_ring\": %d, \"buf_size\": %u, \"buf_count\": %u, \"fixed_files\": %d, "
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"poll_first\": %d, \"rings\": %d, \"granule\": %d, "
-		 "\"wait_nr\": %u, \"min_wait_us\": %u, \"recv_bundle\": %d, \"buf_inc\": %d, "
+		 "\"wait_nr\": %u, \"min_wait_us\": %u, \"recv_bundle\": %d, \"buf_inc\": %d, \"gather_send\": %d, "
 		 "\"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
 		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
 		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
@@ -501,7 +508,7 @@ static void print_counters(int iowq)
 		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
 		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
 		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.wait_nr,
-		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.iowq_aff, iowq,
+		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.iowq_aff, iowq,
 		 IOLAB_LIBURING_VERSION) < 0)
 		die("formatting the counters", ENOMEM);
 	print_final(stdout, "uring", &total, config);

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "../common/ring_setup.h"
 #include "server.h"
@@ -39,6 +40,7 @@ struct options {
 	unsigned min_wait_us;   /* --min-wait: return after this with what arrived; 0: off */
 	int recv_bundle;        /* --recv-bundle: IORING_RECVSEND_BUNDLE on receives */
 	int buf_inc;            /* --buf-inc: an incremental buffer ring (IOU_PBUF_RING_INC) */
+	int gather_send;        /* --gather-send: one SENDMSG for every queued chunk */
 };
 
 struct chunk {
@@ -62,6 +64,17 @@ struct uconn {
 	char *buf;           /* own receive buffer (no provided buffers) */
 	struct chunk *head, *tail;
 	unsigned queued;
+	/* The send in flight: how many queued chunks and bytes it carries. */
+	unsigned send_pieces, send_len;
+	struct send_gather *gather;   /* --gather-send: its message, kept until it completes */
+};
+
+/* --gather-send: a SENDMSG's header and iovec, one entry per chunk; grown
+ * (only between sends) to the longest queue seen, up to IOV_MAX. */
+struct send_gather {
+	struct msghdr msg;
+	unsigned cap;
+	struct iovec iov[];
 };
 
 struct uring_ctx {
@@ -135,6 +148,7 @@ void route_or_open(struct uring_ctx *r, int fd);
 char *buf_addr(struct uring_ctx *r, int bid);
 void buf_return(struct uring_ctx *r, int bid);
 void buf_release(struct uring_ctx *r, int bid);
+unsigned bufs_hist_bin(unsigned n);
 unsigned recv_buffers(struct uring_ctx *r, struct io_uring_cqe *cqe, int *bids, unsigned max, char **data);
 void setup_buffers(struct uring_ctx *r);
 void unstarve(struct uring_ctx *r, int fd);

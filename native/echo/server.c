@@ -38,6 +38,9 @@ void counters_add(struct echo_counters *into, const struct echo_counters *c)
 	into->buf_more += c->buf_more;
 	into->bufs_retired += c->bufs_retired;
 	into->rearms += c->rearms;
+	into->send_buffers += c->send_buffers;
+	for (int i = 0; i < RECV_BUFS_BINS; i++)
+		into->send_bufs_hist[i] += c->send_bufs_hist[i];
 }
 
 int accept_should_pause(int err)
@@ -165,7 +168,8 @@ void print_final(FILE *out, const char *server, const struct echo_counters *c,
 		"\"link_timeouts\": %llu, \"nobufs\": %llu, \"zc_notifs\": %llu, \"would_block\": %llu, "
 		"\"user_cpu_ns\": %llu, \"sys_cpu_ns\": %llu, \"recv_buffers\": %llu, "
 		"\"recv_bufs_hist\": [%llu, %llu, %llu, %llu, %llu, %llu, %llu, %llu], \"buf_more\": %llu, "
-		"\"bufs_retired\": %llu, \"rearms\": %llu, \"config\": %s}\n",
+		"\"bufs_retired\": %llu, \"rearms\": %llu, \"send_buffers\": %llu, "
+		"\"send_bufs_hist\": [%llu, %llu, %llu, %llu, %llu, %llu, %llu, %llu], \"config\": %s}\n",
 		server, (unsigned long long)c->requests, (unsigned long long)c->bytes,
 		(unsigned long long)c->accepted, (unsigned long long)c->closed,
 		(unsigned long long)c->waits, (unsigned long long)c->events,
@@ -180,6 +184,11 @@ void print_final(FILE *out, const char *server, const struct echo_counters *c,
 		(unsigned long long)c->recv_bufs_hist[3], (unsigned long long)c->recv_bufs_hist[4],
 		(unsigned long long)c->recv_bufs_hist[5], (unsigned long long)c->recv_bufs_hist[6],
 		(unsigned long long)c->recv_bufs_hist[7], (unsigned long long)c->buf_more,
-		(unsigned long long)c->bufs_retired, (unsigned long long)c->rearms, config_json);
+		(unsigned long long)c->bufs_retired, (unsigned long long)c->rearms,
+		(unsigned long long)c->send_buffers, (unsigned long long)c->send_bufs_hist[0],
+		(unsigned long long)c->send_bufs_hist[1], (unsigned long long)c->send_bufs_hist[2],
+		(unsigned long long)c->send_bufs_hist[3], (unsigned long long)c->send_bufs_hist[4],
+		(unsigned long long)c->send_bufs_hist[5], (unsigned long long)c->send_bufs_hist[6],
+		(unsigned long long)c->send_bufs_hist[7], config_json);
 	fflush(out);
 }

@@ -36,6 +36,8 @@ struct echo_counters {
 	uint64_t buf_more;       /* completions that left their buffer for more (IORING_CQE_F_BUF_MORE) */
 	uint64_t bufs_retired;   /* incremental buffers used up and given back */
 	uint64_t rearms;         /* multishot receives re-armed after they ended without an error */
+	uint64_t send_buffers;   /* chunks (buffers or pieces) carried by sends that sent data */
+	uint64_t send_bufs_hist[RECV_BUFS_BINS]; /* such sends by chunks carried: 1, 2, 3-4, ..., >64 */
 };
 
 void counters_add(struct echo_counters *into, const struct echo_counters *c);

@@ -127,8 +127,9 @@ void setup_buffers(struct uring_ctx *r)
 	}
 }
 
-/* The bin of recv_bufs_hist for a receive that took n buffers. */
-static unsigned hist_bin(unsigned n)
+/* The bin of recv_bufs_hist (send_bufs_hist) for a receive (send) that
+ * took (carried) n buffers. */
+unsigned bufs_hist_bin(unsigned n)
 {
 	unsigned bin = 0;
 
@@ -171,7 +172,7 @@ unsigned recv_buffers(struct uring_ctx *r, struct io_uring_cqe *cqe, int *bids, 
 	}
 	if (cqe->res > 0) {
 		r->c.recv_buffers += n;
-		r->c.recv_bufs_hist[hist_bin(n)]++;
+		r->c.recv_bufs_hist[bufs_hist_bin(n)]++;
 	}
 	return n;
 }

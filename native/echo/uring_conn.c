@@ -1,6 +1,7 @@
 /* echo-uring: one connection's life. Receives and sends alternate with at
  * most one SEND in flight, so bytes are never reordered; a short send is
- * resubmitted for the rest. Received chunks queue per connection; a full
+ * resubmitted for the rest (with --gather-send that SEND is a SENDMSG that
+ * carries every queued chunk). Received chunks queue per connection; a full
  * queue cancels the multishot receive (backpressure) until it drains.
  *
  * --poll-first is the OpenAnolis study's server: a multishot POLL_ADD tells
@@ -12,6 +13,7 @@
  * the socket full waits on a one-shot POLLOUT and is sent again. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <liburing.h>
 #include <poll.h>
 #include <stdio.h>
@@ -133,9 +135,11 @@ static void conn_close(struct uring_ctx *r, int fd)
 		(void)io_uring_register_files_update(&r->ring, (unsigned)fd, &minus_one, 1);
 	}
 	free(c->buf);
+	free(c->gather);
 	close(fd);
 	c->open = 0;
 	c->buf = NULL;
+	c->gather = NULL;
 	c->gen++;   /* CQEs still in flight for this fd are now stale */
 	r->c.closed++;
 }
@@ -210,17 +214,49 @@ void conn_open(struct uring_ctx *r, int fd)
 	arm_recv(r, fd);
 }
 
+/* --gather-send: point the connection's message at every queued chunk (up
+ * to IOV_MAX), the head from where its last send stopped. */
+static struct msghdr *gather_queue(struct uconn *c)
+{
+	unsigned n = 0;
+
+	for (struct chunk *ch = c->head; ch && n < IOV_MAX; ch = ch->next)
+		n++;
+	if (!c->gather || c->gather->cap < n) {
+		unsigned cap = c->gather && c->gather->cap * 2 > n ? c->gather->cap * 2 : n;
+		struct send_gather *g = realloc(c->gather, sizeof(*g) + cap * sizeof(g->iov[0]));
+
+		if (!g)
+			die("growing a connection's send vector", ENOMEM);
+		g->cap = cap;
+		c->gather = g;
+	}
+	c->send_len = 0;
+	n = 0;
+	for (struct chunk *ch = c->head; ch && n < IOV_MAX; ch = ch->next) {
+		c->gather->iov[n++] = (struct iovec){ ch->data + ch->off, ch->len - ch->off };
+		c->send_len += ch->len - ch->off;
+	}
+	c->send_pieces = n;
+	c->gather->msg = (struct msghdr){ .msg_iov = c->gather->iov, .msg_iovlen = n };
+	return &c->gather->msg;
+}
+
 static void send_head(struct uring_ctx *r, int fd)
 {
 	struct uconn *c = &r->conns[fd];
 	struct chunk *ch = c->head;
 	struct io_uring_sqe *sqe = sqe_get(r);
+	int flags = MSG_NOSIGNAL | (opts.poll_first ? MSG_DONTWAIT : 0);
 
+	c->send_pieces = 1;
+	c->send_len = ch->len - ch->off;
 	if (opts.send_zc)
 		io_uring_prep_send_zc(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL, 0);
+	else if (opts.gather_send && ch->next)
+		io_uring_prep_sendmsg(sqe, fd, gather_queue(c), (unsigned)flags);
 	else
-		io_uring_prep_send(sqe, fd, ch->data + ch->off, ch->len - ch->off,
-				   MSG_NOSIGNAL | (opts.poll_first ? MSG_DONTWAIT : 0));
+		io_uring_prep_send(sqe, fd, ch->data + ch->off, ch->len - ch->off, flags);
 	data_flags(r, sqe);
 	io_uring_sqe_set_data64(sqe, ud(OP_SEND, c->gen, fd));
 	c->send_inflight = 1;
@@ -231,9 +267,9 @@ static void send_head(struct uring_ctx *r, int fd)
 static void after_send(struct uring_ctx *r, int fd)
 {
 	struct uconn *c = &r->conns[fd];
-	struct chunk *ch = c->head;
+	struct chunk *ch;
 
-	if (ch && ch->off == ch->len) {
+	while ((ch = c->head) && ch->off == ch->len) {
 		c->head = ch->next;
 		if (!c->head)
 			c->tail = NULL;
@@ -317,12 +353,14 @@ static void on_polled_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd
 }
 
 /* Queue a receive's data for the echo, one chunk per provided buffer it
- * filled. A connection whose echo is backing up (a slow reader) keeps its
- * data in memory of its own and gives the shared buffers back at once, so
- * it cannot hold the buffers the other connections receive into. */
+ * filled. A connection whose echo is backing up (a slow reader: half the
+ * queue full before this receive) keeps its data in memory of its own and
+ * gives the shared buffers back at once, so it cannot hold the buffers the
+ * other connections receive into; it holds at most one bundle's. */
 static void queue_received(struct uring_ctx *r, int fd, const int *bids, unsigned nbufs, char *data, unsigned len)
 {
 	struct uconn *c = &r->conns[fd];
+	int backing_up = c->queued >= MAX_QUEUED_CHUNKS / 2;
 
 	if (nbufs == 0) {
 		queue_chunk(r, fd, c->buf, len, OWN_BUFFER);
@@ -334,7 +372,7 @@ static void queue_received(struct uring_ctx *r, int fd, const int *bids, unsigne
 
 		if (piece_len > opts.buf_size)
 			piece_len = opts.buf_size;
-		if (c->queued >= MAX_QUEUED_CHUNKS / 2) {
+		if (backing_up) {
 			char *copy = malloc(piece_len);
 
 			if (!copy)
@@ -373,6 +411,8 @@ void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 		c->recv_cancelling = 0;
 	}
 	if (cqe->res > 0) {
+		unsigned queued_before = c->queued;
+
 		r->c.requests++;
 		/* A multishot receive that ended without an error (a bundle that
 		 * drained the buffer ring ends so, without ENOBUFS): after_send
@@ -381,8 +421,9 @@ void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 			r->c.rearms++;
 		queue_received(r, fd, bids, nbufs, data, (unsigned)cqe->res);
 		/* Backpressure: stop a multishot receive while this connection's
-		 * queue is full; after_send re-arms it. */
-		if (more && c->queued >= MAX_QUEUED_CHUNKS && !c->recv_cancelling)
+		 * queue is full (before this receive: a bundle's chunks count as
+		 * one receive); after_send re-arms it. */
+		if (more && queued_before + 1 >= MAX_QUEUED_CHUNKS && !c->recv_cancelling)
 			cancel_recv(r, fd);
 		return;
 	}
@@ -521,9 +562,17 @@ void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 		return;
 	}
 	r->c.bytes += (uint64_t)cqe->res;
-	ch->off += (unsigned)cqe->res;
-	if (ch->off < ch->len)
+	r->c.send_buffers += c->send_pieces;
+	r->c.send_bufs_hist[bufs_hist_bin(c->send_pieces)]++;
+	if ((unsigned)cqe->res < c->send_len)
 		r->c.short_writes++;
+	/* The bytes sent fill the chunks the send carried, in order. */
+	for (unsigned left = (unsigned)cqe->res; left > 0; ch = ch->next) {
+		unsigned take = ch->len - ch->off < left ? ch->len - ch->off : left;
+
+		ch->off += take;
+		left -= take;
+	}
 	if (cqe->flags & IORING_CQE_F_MORE) {
 		c->zc_wait = 1;   /* after_send runs when the notification arrives */
 		return;

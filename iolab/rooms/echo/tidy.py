@@ -50,6 +50,11 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     # buffers): above 1 only where bundles took effect.
     recv_buffers = pd.to_numeric(out["recv_buffers"], errors="coerce")
     out["buffers_per_recv"] = (recv_buffers / out["server_requests"]).where(ok & (recv_buffers > 0))
+    # Chunks per send: above 1 only where gathered sends took effect.
+    send_buffers = pd.to_numeric(out["send_buffers"], errors="coerce")
+    sends = out["send_bufs_hist"].map(lambda h: sum(int(n) for n in str(h).split()) if h else 0)
+    out["buffers_per_send"] = (send_buffers / sends.where(sends > 0)).where(ok & (send_buffers > 0))
+
     out["reason"] = out["reason"].astype(object).where(out["reason"].notna(), "")
     return out
 
