@@ -240,11 +240,12 @@ def check_semantics(config: Mapping[str, Any] | RunConfig, cpu_count: int | None
 
 def _check_echo(echo: EchoSettings) -> None:
     _check_presets(echo)
-    if any(s.client == "thread-per-connection" for s in echo.setups) and echo.pipeline != 1:
-        raise ConfigError(
-            "config error at experiments.echo.setups: the thread-per-connection client is "
-            "closed-loop ping-pong; set pipeline to 1 or drop that setup"
-        )
+    for i, setup in enumerate(echo.setups):
+        if setup.client == "thread-per-connection" and (setup.pipeline or echo.pipeline) != 1:
+            raise ConfigError(
+                f"config error at experiments.echo.setups[{i}]: the thread-per-connection client is "
+                "closed-loop ping-pong; set its pipeline (or the sweep's) to 1 or drop that setup"
+            )
     known = ", ".join(sorted(echo.presets))
     for i, setup in enumerate(echo.setups):
         unknown = sorted(set(setup.only or ()) - set(echo.presets))

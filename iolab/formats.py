@@ -42,6 +42,7 @@ CELL_COLUMNS = [
     "port",
     "client",
     "layout",
+    "pipeline",
     "server_resched_ipis",
     "helper_cpus",
     "recv_buffers",
@@ -58,6 +59,9 @@ CELL_COLUMNS = [
 CELL_OPTIONAL = {
     "client": "event-loop",
     "layout": "",
+    # Requests in flight per connection: the sweep's one setting before it
+    # was a setup's (the loader fills it from the run's settings).
+    "pipeline": None,
     # Rescheduling IPIs on the server's CPUs: not counted before.
     "server_resched_ipis": None,
     # The CPUs a preset's {spare_cpu}/{spare_cpus} became: none before.

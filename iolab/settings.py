@@ -91,6 +91,7 @@ class EchoSetup(Section):
     # These cells only (None: the sweep's connections and bytes).
     connections: tuple[int, ...] | None = None
     bytes: tuple[int, ...] | None = None
+    pipeline: int | None = None  # requests in flight per connection (None: the sweep's)
 
 
 class EchoSettings(ExperimentSettings):

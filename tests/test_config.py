@@ -140,7 +140,20 @@ BAD_CONFIGS = [
     ),
     (
         {"experiments": {"echo": {"setups": [{"client": "thread-per-connection", "layout": "shared"}], "pipeline": 4}}},
-        "config error at experiments.echo.setups: the thread-per-connection client is closed-loop ping-pong",
+        "config error at experiments.echo.setups[0]: the thread-per-connection client is closed-loop ping-pong",
+    ),
+    (
+        {
+            "experiments": {
+                "echo": {
+                    "setups": [
+                        {"client": "event-loop", "layout": "pinned", "pipeline": 8},
+                        {"client": "thread-per-connection", "layout": "shared", "pipeline": 8},
+                    ]
+                }
+            }
+        },
+        "config error at experiments.echo.setups[1]: the thread-per-connection client is closed-loop ping-pong",
     ),
     (
         {"experiments": {"echo": {"setups": [{"client": "event-loop", "layout": "shared", "only": ["go_nett"]}]}}},

@@ -28,9 +28,9 @@ from iolab.settings import EchoSettings
 def test_a_sweep_cell_runs_under_the_uring_client(native_build: Path, tmp_path: Path) -> None:
     """experiments.echo.setups may name the io_uring client: the cell passes
     its event-loop settings to it, and its label says which client ran."""
-    cell = echo_exp.Cell("default", (), 8, 256, client="event-loop-uring")
-    assert cell.label() == "default c=8 256 B (io_uring client)"
-    run = echo_exp.LoadgenRun(duration=0.3, warmup=0.1, threads=2, pipeline=2)
+    cell = echo_exp.Cell("default", (), 8, 256, client="event-loop-uring", pipeline=2)
+    assert cell.label() == "default c=8 256 B (io_uring client, pipeline 2)"
+    run = echo_exp.LoadgenRun(duration=0.3, warmup=0.1, threads=2)
     result = echo_exp.measure_cell(cell, run, {"server": None, "client": None}, tmp_path / "h.csv")
     assert result["requests"] > 0  # loadgen exits 1, a CellError, on any byte wrong
     report = json.loads((tmp_path / "h.report").read_text())
@@ -179,10 +179,11 @@ def test_a_killed_servers_cell_blames_the_server_not_the_load_generator(native_b
 
 
 def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Path) -> None:
-    """Two setups (our client pinned, the sources' client unpinned): each
-    cell twice, told apart in the raw file and the tidy table, with the CPUs
-    each side ran on; ratios pair cells of one setup only, and each side
-    picks its own (the claims the sources', the figures ours)."""
+    """Three setups (our client pinned, the same with 4 requests in flight,
+    the sources' client unpinned): each cell three times, told apart in the
+    raw file and the tidy table, with the CPUs each side ran on; ratios pair
+    cells of one setup only, and each side picks its own (the claims the
+    sources', the figures ours, both one request in flight)."""
     settings = {
         **SWEEP,
         "connections": [3],
@@ -190,17 +191,21 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
         "setups": [
             {"client": "event-loop", "layout": "pinned"},
             {"client": "thread-per-connection", "layout": "shared"},
+            {"client": "event-loop", "layout": "pinned", "pipeline": 4},
         ],
     }
     planned = echo_exp.cells(EchoSettings.of(settings), 5)
-    assert sorted((c.preset, c.client, c.layout) for c in planned) == [
-        ("default", "event-loop", "pinned"),
-        ("default", "thread-per-connection", "shared"),
-        ("epoll", "event-loop", "pinned"),
-        ("epoll", "thread-per-connection", "shared"),
+    assert sorted((c.preset, c.client, c.layout, c.pipeline) for c in planned) == [
+        ("default", "event-loop", "pinned", 1),
+        ("default", "event-loop", "pinned", 4),
+        ("default", "thread-per-connection", "shared", 1),
+        ("epoll", "event-loop", "pinned", 1),
+        ("epoll", "event-loop", "pinned", 4),
+        ("epoll", "thread-per-connection", "shared", 1),
     ]
     # A setup may run only some presets (the paper profile's sources' setup).
     narrow = {**settings, "setups": [settings["setups"][0], {**settings["setups"][1], "only": ["epoll"]}]}
+    narrow["setups"].append({**settings["setups"][0], "pipeline": 1})  # the first again: runs once
     assert sorted((c.preset, c.client) for c in echo_exp.cells(EchoSettings.of(narrow), 5)) == [
         ("default", "event-loop"),
         ("epoll", "event-loop"),
@@ -234,28 +239,36 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
         for r in table.itertuples()
     }
     assert placed == {("event-loop", "pinned", "0", "1"), ("thread-per-connection", "shared", "-", "-")}
+    assert sorted(table["pipeline"]) == [1, 1, 1, 1, 4, 4]
     # IPIs per request where the server had its own CPUs; unpinned, the count mixes both sides.
     assert table.loc[table["layout"] == "pinned", "resched_ipis_per_request"].notna().all()
     assert table.loc[table["layout"] == "shared", "resched_ipis_per_request"].isna().all()
     ratios = echostats.paired_ratios(table, "default", "epoll")
-    assert sorted(ratios["layout"]) == ["pinned", "shared"]
+    assert sorted(zip(ratios["layout"], ratios["pipeline"], strict=True)) == [
+        ("pinned", 1),
+        ("pinned", 4),
+        ("shared", 1),
+    ]
     with pytest.raises(ValueError, match="keep one setup"):
         echostats.ratio_per_rep(ratios, 3, 64)
     # Ours prefers the io_uring client; this node ran the epoll one, so that is ours here.
     for setup, client in (echostats.OUR_SETUP, "event-loop"), (echostats.SOURCE_SETUP, "thread-per-connection"):
         one = echostats.one_setup(table, setup)
         assert set(one["client"]) == {client} and set(one["layout"]) == {setup["layout"]}
+        assert set(one["pipeline"]) == {1}
         assert len(echostats.ratio_per_rep(echostats.paired_ratios(one, "default", "epoll"), 3, 64)) == 1
     assert echostats.seed_table(table)["our setup"].iloc[0].startswith("thread-per-connection client, shared")
-    # Files written before the client model and the layout were recorded:
-    # the event-loop client, pinned where a server CPU was recorded.
+    # Files written before the client model, the layout and a setup's depth
+    # were recorded: the event-loop client, pinned where a server CPU was
+    # recorded, the sweep's one pipeline setting.
     old = [ln for ln in raw.read_text().splitlines() if not ln.startswith("#")]  # no format line then either
     header = old[0].split(",")
-    drop = {header.index("client"), header.index("layout")}
+    drop = {header.index("client"), header.index("layout"), header.index("pipeline")}
     raw.write_text("\n".join(",".join(f for i, f in enumerate(ln.split(",")) if i not in drop) for ln in old) + "\n")
     legacy = readers.read_echo_csv(raw)
     assert set(legacy["client"]) == {"event-loop"}
-    assert sorted(legacy["layout"]) == ["pinned", "pinned", "shared", "shared"]
+    assert sorted(legacy["layout"]) == ["pinned"] * 4 + ["shared", "shared"]
+    assert set(tables.load("echo", tmp_path)["pipeline"]) == {SWEEP.get("pipeline", 1)}
 
 
 def test_rescheduling_ipis_are_read_per_cpu_set() -> None:

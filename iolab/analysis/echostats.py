@@ -5,9 +5,10 @@ server reached; and paired ratios between configurations, formed within
 each repetition (cells of one repetition run close together in time) and
 then summarised across repetitions.
 
-Cells measured under several setups (the load generator's client model and
-the layout) are kept apart (``client`` and ``layout`` are part of every
-key); ``one_setup`` keeps one per node: the sources' (rust_echo_bench's
+Cells measured under several setups (the load generator's client model,
+the layout and the requests in flight per connection) are kept apart
+(``client``, ``layout`` and ``pipeline`` are part of every key);
+``one_setup`` keeps one per node: the sources' (rust_echo_bench's
 thread-per-connection client, server and client sharing every CPU) for the
 claims, ours (our event-loop client, on io_uring where the node's kernel
 allowed it, else on epoll, each pinned to its own CPUs) for the figures,
@@ -24,35 +25,40 @@ from ..presets import SERVER_PROGRAMS
 from .sources import U1_RPS, U2_COLUMNS, U2_RPS, cell_of
 from .stats import across_reps
 
-KEYS = ["node", "client", "layout", "preset", "server", "connections", "bytes"]
-SETUP = ["client", "layout"]
+KEYS = ["node", "client", "layout", "pipeline", "preset", "server", "connections", "bytes"]
+# A setup: the load generator's model, where the two sides ran, and the
+# requests in flight per connection.
+SETUP = ["client", "layout", "pipeline"]
 SOURCE_CLIENT = "thread-per-connection"  # rust_echo_bench's model, which every source used
 # Ours: the default setup's client "auto" runs the io_uring loop where the
 # node's kernel allows it, else the epoll one (``echo.resolve_auto_client``).
 OUR_CLIENTS = ("event-loop-uring", "event-loop")
 SOURCE_LAYOUT = "shared"  # the sources pinned nothing
 OUR_LAYOUT = "pinned"
-SOURCE_SETUP: dict[str, str | tuple[str, ...]] = {"client": SOURCE_CLIENT, "layout": SOURCE_LAYOUT}
-OUR_SETUP: dict[str, str | tuple[str, ...]] = {"client": OUR_CLIENTS, "layout": OUR_LAYOUT}
-# What tables written before the client and layout columns existed ran.
-UNRECORDED_SETUP = {"client": "event-loop", "layout": OUR_LAYOUT}
+PING_PONG = 1  # one request in flight per connection, as the sources ran
+SetupChoice = Mapping[str, str | int | tuple[str, ...]]
+SOURCE_SETUP: SetupChoice = {"client": SOURCE_CLIENT, "layout": SOURCE_LAYOUT, "pipeline": PING_PONG}
+OUR_SETUP: SetupChoice = {"client": OUR_CLIENTS, "layout": OUR_LAYOUT, "pipeline": PING_PONG}
+# What tables written before the client, layout and pipeline columns existed ran.
+UNRECORDED_SETUP = {"client": "event-loop", "layout": OUR_LAYOUT, "pipeline": PING_PONG}
 
 
 def with_setup(echo: pd.DataFrame) -> pd.DataFrame:
-    """``echo`` with ``client`` and ``layout`` columns (tables from before
-    they existed were measured with the epoll event-loop client, pinned)."""
+    """``echo`` with ``client``, ``layout`` and ``pipeline`` columns (tables
+    from before they existed were measured with the epoll event-loop client,
+    pinned, one request in flight)."""
     missing = {c: UNRECORDED_SETUP[c] for c in SETUP if c not in echo}
     return echo.assign(**missing) if missing else echo
 
 
-def one_setup(echo: pd.DataFrame, prefer: Mapping[str, str | Sequence[str]]) -> pd.DataFrame:
-    """Per node, the cells of the ``prefer`` setup: for the client model and
-    then the layout, the first preferred one that node ran (a column may name
-    several, best first), else everything it ran."""
+def one_setup(echo: pd.DataFrame, prefer: SetupChoice) -> pd.DataFrame:
+    """Per node, the cells of the ``prefer`` setup: for the client model, the
+    layout and then the pipeline depth, the first preferred one that node ran
+    (a column may name several, best first), else everything it ran."""
     echo = with_setup(echo)
     for column in SETUP:
         wanted = prefer[column]
-        for value in (wanted,) if isinstance(wanted, str) else wanted:
+        for value in (wanted,) if isinstance(wanted, str | int) else wanted:
             has = set(echo.loc[echo[column] == value, "node"])
             keep = (echo[column] == value) | ~echo["node"].isin(has)
             echo = echo[keep.to_numpy()]
@@ -70,7 +76,10 @@ def setup_note(echo: pd.DataFrame) -> str:
     """A short label of the setup, for a claim part measured on ``echo``."""
     echo = with_setup(echo)
     clients, layouts = sorted(set(echo["client"])), sorted(set(echo["layout"]))
-    ours = f"{' and '.join(clients)} client, {' and '.join(layouts)} CPUs"
+    depths = sorted({int(d) for d in echo["pipeline"]} - {PING_PONG})
+    ours = f"{' and '.join(clients)} client, {' and '.join(layouts)} CPUs" + (
+        f", {' and '.join(map(str, depths))} requests in flight" if depths else ""
+    )
     if clients == [SOURCE_CLIENT] and layouts == [SOURCE_LAYOUT]:
         return f"{ours}, as the sources"
     return f"{ours}; the sources used thread-per-connection, shared CPUs"

@@ -157,7 +157,7 @@ def reference_residuals() -> np.ndarray:
     out = []
     for preset in sorted(set(echo["preset"]) - {"epoll"}):
         r = echostats.paired_ratios(echo, preset, "epoll")
-        for _, g in r.groupby(["node", "client", "layout", "connections", "bytes"]):
+        for _, g in r.groupby(["node", *echostats.SETUP, "connections", "bytes"]):
             v = np.log(g["ratio"].to_numpy(float))
             if v.size >= 3:
                 out.append(v - np.median(v))

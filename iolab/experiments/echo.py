@@ -69,6 +69,7 @@ class Cell:
     server: str = ""  # presets.SERVER_PROGRAMS key; "" -> from the preset's name
     layout: str = "pinned"  # pinned: the node's cpus.server/client; shared: unpinned
     rate: float = 0.0  # open loop at this many requests/s (loadgen --rate); 0: closed loop
+    pipeline: int = 1  # requests in flight per connection (loadgen --pipeline)
 
     def __post_init__(self) -> None:
         if not self.server:
@@ -78,6 +79,7 @@ class Cell:
         setup = [
             *([CLIENT_LABELS[self.client]] if self.client in CLIENT_LABELS else []),
             *(["shared CPUs"] if self.layout == "shared" else []),
+            *([f"pipeline {self.pipeline}"] if self.pipeline > 1 else []),
         ]
         if self.rate:
             setup.append(f"open loop at {self.rate:,.0f} req/s")
@@ -97,26 +99,25 @@ class Cell:
 
 @dataclass(frozen=True)
 class LoadgenRun:
-    """How the load generator drives a cell: for how long, with how many
-    event-loop threads and requests in flight per connection, against a
-    server listening on ``port`` (0: any free port)."""
+    """How the load generator drives a sweep's cells: for how long and with
+    how many event-loop threads, against a server listening on ``port`` (0:
+    any free port). Requests in flight per connection are the cell's."""
 
     duration: float
     warmup: float
     threads: int = 1
-    pipeline: int = 1
     port: int = 0
 
     @classmethod
     def for_sweep(cls, settings: EchoSettings) -> LoadgenRun:
-        return cls(settings.duration, settings.warmup, settings.loadgen_threads, settings.pipeline, settings.port)
+        return cls(settings.duration, settings.warmup, settings.loadgen_threads, settings.port)
 
 
 def cells(settings: EchoSettings, seed: int) -> list[Cell]:
     """Every (preset, setup, connections, bytes) of the sweep, in a seeded
     random order that keeps the cells of one (connections, bytes) together:
     the blocks come in a random order and the presets and setups (client
-    model and layout) in a random order within each. Ratios between presets
+    model, layout and pipeline depth) in a random order within each. Ratios between presets
     (formed per repetition) then compare cells measured seconds apart.
     ``cells``, when given, restricts the sweep to those [preset,
     connections, bytes], under every setup (an adaptive-precision round)."""
@@ -134,11 +135,18 @@ def cells(settings: EchoSettings, seed: int) -> list[Cell]:
     rng.shuffle(blocks)
     out = []
     for c, b in blocks:
-        # A cell two setup entries share (same preset, client and layout) runs once.
+        # A cell two setup entries share (same preset, client, layout and depth) runs once.
         block = list(
             {
-                (name, setup.client, setup.layout): Cell(
-                    name, presets[name].flags, c, b, setup.client, presets[name].server, setup.layout
+                (name, setup.client, setup.layout, setup.pipeline or typed.pipeline): Cell(
+                    name,
+                    presets[name].flags,
+                    c,
+                    b,
+                    setup.client,
+                    presets[name].server,
+                    setup.layout,
+                    pipeline=setup.pipeline or typed.pipeline,
                 )
                 for name in chosen
                 for setup, g in zip(typed.setups, grids, strict=True)
@@ -277,7 +285,7 @@ def run_loadgen(
         remote_hist,
     ]
     if cell.client != "thread-per-connection":  # the event loops, on epoll or io_uring
-        argv += ["--threads", str(run.threads), "--pipeline", str(run.pipeline)]
+        argv += ["--threads", str(run.threads), "--pipeline", str(cell.pipeline)]
     if cell.rate:
         argv += ["--rate", f"{cell.rate:.1f}"]
     budget = run.duration + run.warmup + 120
@@ -505,6 +513,7 @@ def run_sweep(
                 preset=cell.preset,
                 client=cell.client,
                 layout=cell.layout,
+                pipeline=cell.pipeline,
                 connections=cell.connections,
                 bytes=cell.bytes,
                 server_cpu=placed["server"],

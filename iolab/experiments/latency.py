@@ -74,7 +74,7 @@ def run(
     paths). Returns provenance extras."""
     runner = runner or LocalRunner()
     # One request in flight per connection: the open loop sets the rate.
-    loadgen = LoadgenRun(settings.duration, settings.warmup, threads=1, pipeline=1, port=settings.port)
+    loadgen = LoadgenRun(settings.duration, settings.warmup, threads=1, port=settings.port)
     planned = plan(settings, seed)
     unbuilt = build_optional_servers([echo_cell(c, settings, 0.0) for c in planned], runner)
     capacity: dict[str, float] = {}

@@ -25,7 +25,7 @@ from ..sources import QUOTED, U1_RPS, U2_COLUMNS, U2_RPS, cell_of
 from ..verdicts import Finding, Outcome, claim_verdict, settle
 from . import habr, openanolis
 
-SOURCE_SETUP = {"client": echostats.SOURCE_CLIENT, "layout": echostats.SOURCE_LAYOUT}
+SOURCE_SETUP = dict(echostats.SOURCE_SETUP)
 RUNS = 200
 
 

@@ -28,6 +28,11 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
         # every configuration was without its raw files.
         flags = {name: " ".join(preset_server(name, spec)[1]) for name, spec in (settings.get("presets") or {}).items()}
         frame = frame.assign(**context(raw), loaded_s=loaded_s, flags=frame["preset"].map(flags).fillna(""))
+        # Requests in flight per connection: files from before a setup could
+        # set it ran the sweep's one setting.
+        frame["pipeline"] = (
+            pd.to_numeric(frame["pipeline"], errors="coerce").fillna(int(settings.get("pipeline") or 1)).astype(int)
+        )
         frames.append(frame)
     if not frames:
         raise RawFormatError("no raw files given")
