@@ -15,6 +15,15 @@ from . import paths
 # An echo preset's server: echo-<server>. A preset is a list of echo-uring
 # flags (the preset named epoll: echo-epoll's), or {server, flags}.
 SERVER_PROGRAMS = {"epoll": "echo-epoll", "uring": "echo-uring", "go-net": "echo-go-net", "go-uring": "echo-go-uring"}
+# echo-uring flags that turn on what Linux 6.10+ added to io_uring's
+# networking (or, for --gather-send, stand in for it), and the feature each
+# turns on: a preset with one is "modern" in the study's open question.
+MODERN_FEATURES = {
+    "--recv-bundle": "receive bundles",
+    "--buf-inc": "incremental buffer rings",
+    "--gather-send": "gathered sends",
+    "--min-wait": "batched waits",
+}
 
 
 def preset_server(name: str, spec: Sequence[str] | Mapping[str, Any]) -> tuple[str, tuple[str, ...]]:
@@ -22,6 +31,11 @@ def preset_server(name: str, spec: Sequence[str] | Mapping[str, Any]) -> tuple[s
     if isinstance(spec, Mapping):
         return str(spec["server"]), tuple(spec.get("flags") or ())
     return ("epoll" if name == "epoll" else "uring"), tuple(spec)
+
+
+def modern_features(flags: Sequence[str]) -> list[str]:
+    """The modern features (MODERN_FEATURES) a preset's flags turn on."""
+    return [name for flag, name in MODERN_FEATURES.items() if flag in flags]
 
 
 def server_flags() -> dict[str, set[str]]:

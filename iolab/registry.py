@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .capabilities import Capability
+from .presets import modern_features
 from .settings import (
     EchoSettings,
     ExperimentSettings,
@@ -280,6 +281,14 @@ def _both_mpi_methods(run: Any, nodes: int) -> bool:
     return bool(run.experiments.mpi) and {"probe", "osu"} <= set(run.experiments.mpi.methods)
 
 
+def _modern_presets(run: Any, nodes: int) -> bool:
+    echo = run.experiments.echo
+    if not echo:
+        return False
+    chosen = echo.only or list(echo.presets)
+    return any(modern_features(echo.presets[name].flags) for name in chosen)
+
+
 def _several_nodes(run: Any, nodes: int) -> bool:
     return nodes > 1
 
@@ -315,6 +324,7 @@ NOTEBOOKS: dict[str, Notebook] = {
                 Figure("echo_latency"),
                 Figure("echo_batch_size"),
                 Figure("echo_open_loop_latency", needs="latency"),
+                Figure("echo_modern", when=_modern_presets),
             ),
             "Echo servers",
             needs=("echo",),

@@ -46,6 +46,7 @@ from iolab import tables
 from iolab.analysis import echostats, latency, models
 from iolab.report import plots
 from iolab.report.outputs import Outputs
+from iolab.rooms.echo import modern as echo_modern
 from iolab.rooms.echo import present as echo_present
 from iolab.rooms.latency import present as latency_present
 
@@ -135,6 +136,27 @@ if open_loop is not None:
     plt.show()
     latency_present.numbers(out, table=open_loop, curves=curves)
 curves if open_loop is not None else None
+
+# %% [markdown]
+# ## Modern io_uring: does it beat epoll here?
+# The presets whose flags turn on what Linux 6.10+ added (receive bundles,
+# incremental buffer rings, batched waits) or a gathered send, beside the
+# cheapest older ring, as paired ratios to epoll under our setup at every
+# depth (requests in flight) measured; the counters show whether each
+# feature was in effect. The modern profile runs them.
+
+# %%
+node_echo = echostats.select(all_echo, node, presets)
+modern_view = echo_modern.ratios(node_echo)
+modern_counts = echo_modern.counters(node_echo)
+modern_presets = echo_modern.modern_presets(node_echo)
+if modern_presets:
+    fig = echo_present.modern_figure(modern_view, echo_modern.GOAL)
+    out.figure(fig, "echo_modern", data=node_echo[node_echo["preset"].isin([*modern_presets, "epoll"])])
+    plt.show()
+    echo_modern.numbers(out, modern_view)
+out.text("echo_modern_answer", echo_modern.answer(modern_view, modern_counts))
+modern_counts
 
 # %% [markdown]
 # ## The sources' table, with our numbers beside theirs

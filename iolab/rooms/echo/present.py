@@ -289,3 +289,54 @@ def numbers(
     out.number("echo_cells_ok", int((echo_table["status"] == "ok").sum()))
     bad = echostats.unavailable(echo_table)
     out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")
+
+
+def modern_figure(view: pd.DataFrame, goal: float) -> Figure:
+    """Server CPU per request over epoll's for the modern presets and the
+    older ring (``modern.ratios``): one panel per requests in flight, one
+    marker per cell (connections and message size) and preset, bars the
+    95 % interval across repetitions; epoll at 1 and the study's goal
+    dashed."""
+    cpu = view[view["metric"] == "server_ns_per_request"] if len(view) else view
+    if not len(cpu):
+        # Presets configured, no cell of theirs measured (the echo table's
+        # reason column says why): the figure says so rather than vanish.
+        fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 1.2))
+        ax.text(0.5, 0.5, "no cell of a modern preset was measured in this run", ha="center", va="center")
+        ax.set_axis_off()
+        return fig
+    depths = sorted(cpu["pipeline"].unique())
+    widths = [cpu[cpu["pipeline"] == d][["connections", "bytes"]].drop_duplicates().shape[0] for d in depths]
+    fig, axes = plt.subplots(
+        1, len(depths), figsize=(TEXT_WIDTH_IN, 3.2), sharey=True, squeeze=False, gridspec_kw={"width_ratios": widths}
+    )
+    presets = sorted(cpu["preset"].unique())
+    for ax, depth in zip(axes[0], depths, strict=True):
+        here = cpu[cpu["pipeline"] == depth]
+        cells = sorted({(int(c), int(b)) for c, b in zip(here["connections"], here["bytes"], strict=True)})
+        for i, preset in enumerate(presets):
+            g = here[here["preset"] == preset].set_index(["connections", "bytes"]).reindex(cells)
+            x = np.arange(len(cells)) + (i - (len(presets) - 1) / 2) * 0.12
+            ax.errorbar(
+                x,
+                g["ratio"],
+                yerr=interval_bars(g["low"], g["ratio"], g["high"]),
+                fmt="so^Dv<>"[i % 7],
+                ms=3,
+                capsize=1.5,
+                color=color(i),
+                label=preset,
+            )
+        ax.axhline(1.0, color=EPOLL_COLOR, lw=1, label="epoll")
+        ax.axhline(goal, color="black", ls="--", lw=0.8, label=f"goal: {goal:.2f}x epoll")
+        ax.set_xticks(range(len(cells)))
+        ax.set_xticklabels([f"{c}\n{b // 1024}K" if b >= 1024 else f"{c}\n{b}" for c, b in cells], fontsize=6)
+        ax.set_yscale("log", base=2)
+        plain_ticks(ax.yaxis)
+        ax.set_title("one request in flight" if depth == 1 else f"{depth} in flight", fontsize=8)
+    axes[0][0].set_ylabel("server CPU per request / epoll's")
+    for ax in axes[0]:
+        ax.set_xlabel("connections / message (B; K: KiB)", fontsize=7)
+    legend_below(fig, ncol=4)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,190 @@
+"""Does modern io_uring beat epoll here? The echo cells of the presets that
+use a feature of Linux 6.10+ (receive bundles, incremental buffer rings,
+batched waits) or a gathered send, beside epoll and the cheapest older
+ring, as paired ratios to epoll per setup depth (requests in flight), with
+the counters that show whether each feature was in effect, and the one
+paragraph that answers the question from them.
+
+The presets are found from their flags (the table's ``flags`` column), not
+from a list: a new preset with one of these flags joins the view."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ...analysis import echostats
+from ...presets import modern_features
+from ...report.outputs import Outputs
+
+# The older ring the new features are compared beside: the cheapest measured here.
+OLDER_RING = "defer_taskrun_multishot"
+# What the study asked of a modern ring: at most this share of epoll's CPU
+# per request at a loaded cell (c >= LOADED).
+GOAL = 0.85
+LOADED = 50
+CPU = "server_ns_per_request"
+
+
+def modern_presets(echo: pd.DataFrame) -> dict[str, list[str]]:
+    """Preset -> the modern features its flags turn on, for every preset of
+    ``echo`` that has one."""
+    out: dict[str, list[str]] = {}
+    for preset, flags in echo[["preset", "flags"]].drop_duplicates().itertuples(index=False):
+        features = modern_features(str(flags).split())
+        if features:
+            out[str(preset)] = features
+    return out
+
+
+def ratios(echo: pd.DataFrame) -> pd.DataFrame:
+    """Server CPU per request and requests/s over epoll's, per setup depth
+    (``pipeline``), preset (the modern ones and the older ring) and cell:
+    median and 95 % interval over repetitions (echostats.ratios_to_base on
+    each depth's cells of our setup). Empty where no modern preset ran."""
+    modern = modern_presets(echo)
+    if not modern:
+        return pd.DataFrame()
+    keep = {*modern, OLDER_RING, "epoll"}
+    echo = echostats.with_setup(echo)
+    echo = echo[echo["preset"].isin(keep)]
+    frames = []
+    for depth, rows in echo.groupby("pipeline"):
+        ours = echostats.one_setup(rows, {**echostats.OUR_SETUP, "pipeline": int(depth)})
+        ok = ours[ours["status"] == "ok"]
+        cells = sorted({(int(c), int(b)) for c, b in zip(ok["connections"], ok["bytes"], strict=True)})
+        r = echostats.ratios_to_base(ours, cells)
+        if len(r):
+            frames.append(r.assign(pipeline=int(depth)))
+    if not frames:
+        return pd.DataFrame()
+    out = pd.concat(frames, ignore_index=True)
+    return out[out["metric"].isin([CPU, "rps"])].drop(columns="estimate")
+
+
+def counters(echo: pd.DataFrame) -> pd.DataFrame:
+    """Per preset, depth and message size, the medians over cells and
+    repetitions of what each feature did: buffers per receive and per send,
+    SQEs per echoed message, completions reaped per io_uring_enter, and the
+    completions that left a buffer for more (sums). ``inert`` names a
+    feature whose counters show it did nothing there (a bundle or gathered
+    send of one buffer each, incremental buffers never partly used)."""
+    modern = modern_presets(echo)
+    ok = echostats.with_setup(echo)
+    ok = ok[(ok["status"] == "ok") & ok["preset"].isin({*modern, OLDER_RING})]
+    if not len(ok):
+        return pd.DataFrame()
+    ok = ok.assign(
+        sqes_per_message=ok["sqes"] * ok["bytes"] / ok["server_bytes"],
+        cqes_per_enter=ok["cqes"] / ok["io_uring_enter"],
+    )
+    grouped = ok.groupby(["preset", "pipeline", "bytes"]).agg(
+        buffers_per_recv=("buffers_per_recv", "median"),
+        buffers_per_send=("buffers_per_send", "median"),
+        sqes_per_message=("sqes_per_message", "median"),
+        cqes_per_enter=("cqes_per_enter", "median"),
+        buf_more=("buf_more", "sum"),
+    )
+    out = grouped.reset_index()
+
+    def inert(row: pd.Series) -> str:
+        features = modern.get(str(row["preset"]), [])
+        idle = [
+            name
+            for name, unused in (
+                ("receive bundles", row["buffers_per_recv"] <= 1.0),
+                ("gathered sends", row["buffers_per_send"] <= 1.0),
+                ("incremental buffer rings", row["buf_more"] == 0),
+            )
+            if name in features and unused
+        ]
+        return ", ".join(idle)
+
+    out["inert"] = out.apply(inert, axis=1)
+    return out
+
+
+def _size(size: float) -> str:
+    n = int(size)
+    return f"{n // 1024} KiB" if n >= 1024 and n % 1024 == 0 else f"{n} B"
+
+
+def _cell(row: pd.Series) -> str:
+    depth = int(row["pipeline"])
+    return f"c = {int(row['connections'])}, {_size(row['bytes'])}" + (f", {depth} in flight" if depth > 1 else "")
+
+
+def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL) -> str:
+    """The paragraph: does a modern ring beat epoll's CPU per request here,
+    where and by how much (a cell whose whole 95 % interval is at or under
+    ``goal`` at c >= 50 counts), and otherwise how close the best came and
+    where the cost goes, from the counters."""
+    if view.empty:
+        return (
+            "No preset with a feature of Linux 6.10+ ran in this run, so the question is not answered "
+            "here; the modern profile (config/profiles/modern.yaml) measures them."
+        )
+    cpu = view[(view["metric"] == CPU) & (view["connections"] >= LOADED) & (view["preset"] != OLDER_RING)]
+    cpu = cpu[cpu["high"].map(math.isfinite)]
+    wins = cpu[cpu["high"] <= goal].sort_values("ratio")
+    reps = int(view["reps"].min())
+    lead = (
+        f"Over {reps} or more interleaved repetitions, server CPU per request as a ratio to epoll's "
+        f"(median [95 % interval]) at {LOADED} connections and more:"
+    )
+    if len(wins):
+        cells = "; ".join(
+            f"{r['preset']} at {_cell(r)}: {r['ratio']:.2f} [{r['low']:.2f}, {r['high']:.2f}]"
+            for _, r in wins.head(4).iterrows()
+        )
+        return (
+            f"{lead} yes, modern io_uring beats epoll here in {len(wins)} of {len(cpu)} cells, "
+            f"its whole interval at or under {goal:.2f}: {cells}."
+        )
+    best = cpu.sort_values("ratio").iloc[0]
+    worst = cpu.sort_values("ratio").iloc[-1]
+    text = (
+        f"{lead} no; no modern preset reached {goal:.2f} in any of {len(cpu)} cells. The closest was "
+        f"{best['preset']} at {_cell(best)}, {best['ratio']:.2f} [{best['low']:.2f}, {best['high']:.2f}]; "
+        f"the farthest {worst['preset']} at {_cell(worst)}, {worst['ratio']:.2f}."
+    )
+    if len(counts):
+        c = counts[counts["preset"].isin({*cpu["preset"], OLDER_RING}) & (counts["pipeline"] == 1)]
+        largest = c[c["bytes"] == c["bytes"].max()].sort_values("sqes_per_message")
+        if len(largest):
+            text += (
+                f" Where the cost goes, at {_size(largest['bytes'].iloc[0])} one request in flight: "
+                + "; ".join(
+                    f"{r.preset} {r.sqes_per_message:.1f} SQEs per message ({r.buffers_per_recv:.1f} buffers per "
+                    f"receive, {r.buffers_per_send:.1f} per send, {r.cqes_per_enter:.0f} completions per enter)"
+                    for r in largest.itertuples()
+                )
+                + "."
+            )
+        c = counts[counts["preset"].isin(set(cpu["preset"]))]
+        idle = c[c["inert"] != ""]
+        if len(idle):
+            where: dict[tuple[str, str], list[str]] = {(r["preset"], r["inert"]): [] for _, r in idle.iterrows()}
+            for _, r in idle.iterrows():
+                depth = int(r["pipeline"])
+                where[(r["preset"], r["inert"])].append(_size(r["bytes"]) + (f" x{depth}" if depth > 1 else ""))
+            text += (
+                " Inert (the counters show the feature did nothing; xN: N requests in flight): "
+                + "; ".join(f"{inert} in {preset} at {', '.join(cells)}" for (preset, inert), cells in where.items())
+                + "."
+            )
+    return text
+
+
+def numbers(out: Outputs, view: pd.DataFrame) -> None:
+    """What the paper reads besides the paragraph: how many cells the
+    modern view has, and each modern preset's lowest CPU ratio at c >= 50."""
+    cpu = view[(view["metric"] == CPU) & (view["connections"] >= LOADED)] if len(view) else view
+    out.text("echo_modern_cells", str(len(cpu)))
+    for preset, rows in cpu.groupby("preset") if len(cpu) else ():
+        best = rows.sort_values("ratio").iloc[0]
+        out.text(
+            f"echo_modern_{preset}_best_cpu_ratio",
+            f"{best['ratio']:.2f} [{best['low']:.2f}, {best['high']:.2f}] at {_cell(best)}",
+        )
