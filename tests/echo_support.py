@@ -54,12 +54,12 @@ EXTRA_SERVERS = {
     ],
     # Receive bundles (Linux 6.10), single-shot and multishot: a completion
     # takes as many buffers as the data fills, in ring order, not id order.
-    "recv_bundle": ["--buf-ring", "--recv-bundle", "--buf-size", "1024"],
+    "recv_bundle_single_shot": ["--buf-ring", "--recv-bundle", "--buf-size", "1024"],
     "recv_bundle_multishot": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--buf-size", "1024"],
     # Incremental buffers (Linux 6.12): buffers shared by connections, each
     # used a message at a time, given back once retired and echoed; few of
     # them, so that receives also wait for buffers.
-    "buf_inc": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "16"],
+    "buf_inc_few": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "16"],
     # Gathered sends: one SENDMSG for every queued chunk; with bundles a
     # receive's buffers go back in one send, with short sends resumed
     # mid-vector; and on the readiness path, where chunks queue one by one.
@@ -120,7 +120,7 @@ STRUCTURAL = {
     "send_zc",
     "few_buffers",
     "recv_bundle_multishot",
-    "buf_inc",
+    "buf_inc_few",
     "gather_send_bundle",
     "go_net",
     "go_uring",
