@@ -9,6 +9,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from ...analysis import echostats
@@ -33,6 +34,23 @@ def _style(preset: str) -> dict[str, object]:
         "color": EPOLL_COLOR if preset == "epoll" else color(i - 1 if preset != "epoll" else 6),
         "marker": "so^Dv"[min(i, 4)],
     }
+
+
+def _against_connections(ax: Axes, g: pd.DataFrame, metric: str, preset: str, label: str, lw: float) -> None:
+    """One preset's ``metric`` against connections (``g``: its summary rows),
+    bars the 95 % interval across repetitions, in the preset's style."""
+    st = _style(preset)
+    ax.errorbar(
+        g["connections"],
+        g[metric],
+        yerr=interval_bars(g[f"{metric}_low"], g[metric], g[f"{metric}_high"]),
+        marker=st["marker"],
+        ms=3,
+        lw=lw,
+        capsize=1.5,
+        color=st["color"],
+        label=label,
+    )
 
 
 def ratio_figure(ratios: pd.DataFrame, cells: list[tuple[int, int]]) -> Figure:
@@ -111,20 +129,7 @@ def cpu_figure(summary: pd.DataFrame, floor_ns: float | None = None) -> Figure:
     for ax, size in zip(axes[0], sizes, strict=True):
         for preset in _key_presets(summary):
             g = summary[(summary["preset"] == preset) & (summary["bytes"] == size)].sort_values("connections")
-            st = _style(preset)
-            ax.errorbar(
-                g["connections"],
-                g["server_ns_per_request"],
-                yerr=interval_bars(
-                    g["server_ns_per_request_low"], g["server_ns_per_request"], g["server_ns_per_request_high"]
-                ),
-                marker=st["marker"],
-                ms=3,
-                lw=1.2,
-                capsize=1.5,
-                color=st["color"],
-                label=preset,
-            )
+            _against_connections(ax, g, "server_ns_per_request", preset, preset, lw=1.2)
         client = summary[(summary["preset"] == "epoll") & (summary["bytes"] == size)].sort_values("connections")
         if len(client):
             ax.plot(
@@ -158,18 +163,7 @@ def latency_figure(summary: pd.DataFrame) -> Figure:
     for ax, metric, title in zip(axes, ("p50_us", "p99_us", "p999_us"), ("p50", "p99", "p99.9"), strict=True):
         for preset in _key_presets(sub):
             g = sub[sub["preset"] == preset].sort_values("connections")
-            st = _style(preset)
-            ax.errorbar(
-                g["connections"],
-                g[metric],
-                yerr=interval_bars(g[f"{metric}_low"], g[metric], g[f"{metric}_high"]),
-                marker=st["marker"],
-                ms=3,
-                lw=1.1,
-                capsize=1.5,
-                color=st["color"],
-                label=preset,
-            )
+            _against_connections(ax, g, metric, preset, preset, lw=1.1)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("connections")
@@ -190,18 +184,8 @@ def batch_figure(summary: pd.DataFrame) -> Figure:
     for preset in _key_presets(sub):
         g = sub[sub["preset"] == preset].sort_values("connections")
         metric = "events_per_wait" if preset == "epoll" else "sqes_per_enter"
-        st = _style(preset)
-        ax.errorbar(
-            g["connections"],
-            g[metric],
-            yerr=interval_bars(g[f"{metric}_low"], g[metric], g[f"{metric}_high"]),
-            marker=st["marker"],
-            ms=3,
-            lw=1.1,
-            capsize=1.5,
-            color=st["color"],
-            label="epoll (events per wait)" if preset == "epoll" else f"{preset} (SQEs per enter)",
-        )
+        label = "epoll (events per wait)" if preset == "epoll" else f"{preset} (SQEs per enter)"
+        _against_connections(ax, g, metric, preset, label, lw=1.1)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("connections")
