@@ -33,14 +33,14 @@ void counters_add(struct echo_counters *into, const struct echo_counters *c)
 	into->zc_notifs += c->zc_notifs;
 	into->would_block += c->would_block;
 	into->recv_buffers += c->recv_buffers;
-	for (int i = 0; i < RECV_BUFS_BINS; i++)
-		into->recv_bufs_hist[i] += c->recv_bufs_hist[i];
 	into->buf_more += c->buf_more;
 	into->bufs_retired += c->bufs_retired;
 	into->rearms += c->rearms;
 	into->send_buffers += c->send_buffers;
-	for (int i = 0; i < RECV_BUFS_BINS; i++)
+	for (int i = 0; i < BUFS_HIST_BINS; i++) {
+		into->recv_bufs_hist[i] += c->recv_bufs_hist[i];
 		into->send_bufs_hist[i] += c->send_bufs_hist[i];
+	}
 }
 
 int accept_should_pause(int err)

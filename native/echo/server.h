@@ -11,7 +11,7 @@
 /* Set by SIGTERM/SIGINT; loops check it after every wait. */
 extern volatile sig_atomic_t echo_stop;
 
-#define RECV_BUFS_BINS 8
+#define BUFS_HIST_BINS 8   /* bins of the buffers-per-receive and per-send histograms */
 
 struct echo_counters {
 	uint64_t requests;     /* receive completions that carried data */
@@ -32,12 +32,12 @@ struct echo_counters {
 	/* Provided buffers (io_uring): what each feature did, so that a
 	 * configuration whose feature stayed inert is told apart. */
 	uint64_t recv_buffers;   /* buffers consumed by receives that carried data */
-	uint64_t recv_bufs_hist[RECV_BUFS_BINS]; /* receives by buffers taken: 1, 2, 3-4, 5-8, ..., >64 */
+	uint64_t recv_bufs_hist[BUFS_HIST_BINS]; /* receives by buffers taken: 1, 2, 3-4, 5-8, ..., >64 */
 	uint64_t buf_more;       /* completions that left their buffer for more (IORING_CQE_F_BUF_MORE) */
 	uint64_t bufs_retired;   /* incremental buffers used up and given back */
 	uint64_t rearms;         /* multishot receives re-armed after they ended without an error */
 	uint64_t send_buffers;   /* chunks (buffers or pieces) carried by sends that sent data */
-	uint64_t send_bufs_hist[RECV_BUFS_BINS]; /* such sends by chunks carried: 1, 2, 3-4, ..., >64 */
+	uint64_t send_bufs_hist[BUFS_HIST_BINS]; /* such sends by chunks carried: 1, 2, 3-4, ..., >64 */
 };
 
 void counters_add(struct echo_counters *into, const struct echo_counters *c);

@@ -133,7 +133,7 @@ unsigned bufs_hist_bin(unsigned n)
 {
 	unsigned bin = 0;
 
-	for (unsigned top = 1; bin < RECV_BUFS_BINS - 1 && n > top; top <<= 1)
+	for (unsigned top = 1; bin < BUFS_HIST_BINS - 1 && n > top; top <<= 1)
 		bin++;
 	return bin;
 }
