@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import resource
 import shutil
 import socket
 import subprocess
@@ -287,6 +289,57 @@ def test_a_server_closing_between_requests_is_an_early_close(native_build: Path,
     assert res.returncode == 1, res.stdout
     assert json.loads(res.stdout)["short_closes"] == 32
     assert "32 early closes" in res.stderr
+
+
+def descriptor_limited_server(exe: Path, nofile: int) -> tuple[subprocess.Popen[str], int]:
+    """echo-epoll allowed ``nofile`` descriptors: past them accept fails with
+    EMFILE, the server pauses accepting and serves the connections it has,
+    and the rest wait in its listen backlog (connect succeeded for them)."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    proc = subprocess.Popen(
+        [str(exe), "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    m = re.search(r"listening on [0-9.]+:(\d+)", line)
+    assert m, f"server did not start: {line}"
+    return proc, int(m.group(1))
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_a_server_that_holds_fewer_connections_than_asked_fails_the_run(native_build: Path, model: str) -> None:
+    """The server can hold about 34 connections at once; 60 are asked for.
+    Each client model must say how many were answered and fail, not measure
+    34 connections as 60. (Before this check, thread-per-connection passed:
+    its first connections finished, closed, and the server then accepted the
+    waiting ones after the run's end.) Twenty connections on the same server
+    pass, so the check is not a blanket failure."""
+    proc, port = descriptor_limited_server(native_build / "echo-epoll", 40)
+    try:
+        runs = {}
+        for connections in (60, 20):
+            runs[connections] = subprocess.run(
+                [
+                    str(native_build / "loadgen"),
+                    *("--port", str(port), "--connections", str(connections), "--duration", "0.3"),
+                    *("--warmup", "0", "--timeout", "1", "--model", model),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    too_many, fitting = runs[60], runs[20]
+    answered = json.loads(too_many.stdout)["connections_answered"]
+    assert too_many.returncode == 1 and 20 <= answered < 60, too_many.stdout
+    assert f"answered {answered} of the 60 connections asked for and never served {60 - answered}" in too_many.stderr
+    assert fitting.returncode == 0, fitting.stderr
+    assert json.loads(fitting.stdout)["connections_answered"] == 20
 
 
 def context_switches_and_cpu_ticks(pid: int) -> tuple[int, int]:

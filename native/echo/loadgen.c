@@ -100,8 +100,11 @@ static void usage(FILE *f)
 		"  -h, --help          show this help\n"
 		"\n"
 		"Output: one JSON line with requests, rps, bytes_per_s, latency percentiles\n"
-		"(p50/p99/p999/max, µs), errors, and the load generator's own CPU time.\n"
-		"Exit status 1 on any mismatch, early close or timeout.\n");
+		"(p50/p99/p999/max, µs), errors, connections_answered (how many the server\n"
+		"echoed on within the run: all were open at once) and the load generator's\n"
+		"own CPU time. Exit status 1 on any mismatch, early close, timeout, failed\n"
+		"connect, or a connection that sent in the run's first half and heard\n"
+		"nothing back before its end.\n");
 }
 
 /* A percentile for the JSON line: null when no request was measured. */
@@ -266,8 +269,22 @@ static struct lthread *start_threads(_Atomic uint64_t **shared_hist, pthread_att
 /* Every thread's counts and latency buckets, summed. */
 struct totals {
 	uint64_t hist[NBUCKETS], requests, bytes, mismatches, short_closes, timeouts, connect_errors;
+	/* Connections the server echoed a byte on within the run, and those
+	 * that waited for one (waited_unanswered). Every connection is opened
+	 * before the clock starts and held to the end, so with no early close
+	 * `answered` is how many the server served at once; an unanswered one
+	 * it left unaccepted (out of descriptors, say) or never served. */
+	int answered, unanswered;
 	double max_us;
 };
+
+/* c sent its first request in the run's first half and heard nothing back
+ * before the end: far longer than any answered request takes. (An open-loop
+ * connection first due late in the run is not judged.) */
+static int waited_unanswered(const struct lconn *c)
+{
+	return c->first_sent_ns && c->first_sent_ns - t_start_ns <= (t_end_ns - t_start_ns) / 2;
+}
 
 static void sum_threads(const struct lthread *threads, int shared, struct totals *s)
 {
@@ -281,6 +298,11 @@ static void sum_threads(const struct lthread *threads, int shared, struct totals
 		s->short_closes += t->short_closes;
 		s->timeouts += t->timeouts;
 		s->connect_errors += t->connect_errors;
+		for (int k = 0; k < t->nconn; k++)
+			if (t->conns[k].answered)
+				s->answered++;
+			else if (waited_unanswered(&t->conns[k]))
+				s->unanswered++;
 		if (!shared || i == 0)
 			for (unsigned b = 0; b < NBUCKETS; b++)
 				s->hist[b] += atomic_load_explicit(&t->hist[b], memory_order_relaxed);
@@ -329,7 +351,7 @@ static void print_report(const struct totals *s)
 	       "\"max_us\": %.3f, \"mismatches\": %llu, \"short_closes\": %llu, \"timeouts\": %llu, "
 	       "\"connect_errors\": %llu, \"client_user_cpu_ns\": %llu, \"client_sys_cpu_ns\": %llu, "
 	       "\"connections\": %d, \"request_bytes\": %lld, \"pipeline\": %d, \"rate\": %.1f, "
-	       "\"threads\": %d, \"warmup_s\": %.3f, \"model\": \"%s\"}\n",
+	       "\"connections_answered\": %d, \"threads\": %d, \"warmup_s\": %.3f, \"model\": \"%s\"}\n",
 	       (unsigned long long)s->requests, (unsigned long long)s->bytes, secs, (double)s->requests / secs,
 	       (double)s->bytes / secs, json_number(p50, sizeof(p50), percentile(s->hist, s->requests, 0.5)),
 	       json_number(p99, sizeof(p99), percentile(s->hist, s->requests, 0.99)),
@@ -337,7 +359,7 @@ static void print_report(const struct totals *s)
 	       (unsigned long long)s->mismatches, (unsigned long long)s->short_closes,
 	       (unsigned long long)s->timeouts, (unsigned long long)s->connect_errors,
 	       (unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
-	       o.connections, o.bytes, o.pipeline, o.rate, o.threads, o.warmup, MODEL_NAMES[o.model]);
+	       o.connections, o.bytes, o.pipeline, o.rate, s->answered, o.threads, o.warmup, MODEL_NAMES[o.model]);
 	fflush(stdout);
 }
 
@@ -354,6 +376,10 @@ static void report_failure(const struct totals *s, const struct lthread *threads
 				(unsigned long long)threads[i].first_mismatch_seq, threads[i].first_mismatch_off);
 			break;
 		}
+	if (s->unanswered)
+		fprintf(stderr, "; the server answered %d of the %d connections asked for and never served "
+			"%d that sent a request: it did not hold them all at once (check its descriptor limit "
+			"and listen backlog, or ask for fewer)", s->answered, o.connections, s->unanswered);
 	fprintf(stderr, "\n");
 }
 
@@ -381,7 +407,7 @@ int main(int argc, char **argv)
 	if (o.histogram && write_histogram(&s) != 0)
 		return 2;
 	print_report(&s);
-	failed = s.mismatches || s.short_closes || s.timeouts || s.connect_errors;
+	failed = s.mismatches || s.short_closes || s.timeouts || s.connect_errors || s.unanswered;
 	if (failed)
 		report_failure(&s, threads);
 	for (int i = 0; i < o.threads; i++) {

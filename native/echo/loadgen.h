@@ -48,6 +48,10 @@ struct lconn {
 	uint64_t last_progress_ns;
 	int want_out;            /* epoll loop: waiting for EPOLLOUT */
 	int dead;
+	/* When the first byte went out (0: not yet), and whether the server
+	 * echoed one before the run's end. */
+	uint64_t first_sent_ns;
+	int answered;
 	/* io_uring loop: the bytes of the send in flight, and how many of them
 	 * the kernel has taken so far. */
 	size_t send_len, send_done;
@@ -110,6 +114,9 @@ void start_connection_clock(const struct lthread *t, struct lconn *c, int i);
 void begin_request(struct lconn *c, uint64_t now);
 /* n more bytes of the current request are on their way. */
 void advance_sent(struct lconn *c, long long n);
+/* Bytes went out on c; bytes came back from the server at now. */
+void note_sent(struct lconn *c);
+void note_answered(struct lconn *c, uint64_t now);
 /* n echoed bytes arrived: check each, count and time the requests they end. */
 void consume_echo(struct lthread *t, struct lconn *c, const uint8_t *buf, size_t n, uint64_t now);
 /* The server ended the stream: an early close unless nothing was pending. */

@@ -56,6 +56,7 @@ static void blocking_send(struct lthread *t, struct lconn *c, uint8_t *buf)
 				blocking_failure(t, c);
 				return;
 			}
+			note_sent(c);
 			done += n;
 		}
 		off += chunk;
@@ -80,6 +81,7 @@ static void blocking_recv(struct lthread *t, struct lconn *c, uint8_t *buf)
 			blocking_failure(t, c);
 			return;
 		}
+		note_answered(c, now_ns());
 		{
 			long long first = 0;
 			uint64_t bad = count_mismatches(buf, (uint32_t)c->id, c->next_seq, (uint64_t)off, (size_t)n, &first);

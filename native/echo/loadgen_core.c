@@ -257,8 +257,24 @@ void begin_request(struct lconn *c, uint64_t now)
 	c->start_ns[c->next_seq & (c->ring - 1)] = o.rate > 0 ? c->next_due_ns : now;
 }
 
+void note_sent(struct lconn *c)
+{
+	if (!c->first_sent_ns)
+		c->first_sent_ns = now_ns();
+}
+
+/* Only an answer within the run counts: after it, connections that finished
+ * close and free the server's descriptors, and one it left waiting may be
+ * accepted then. */
+void note_answered(struct lconn *c, uint64_t now)
+{
+	if (now < t_end_ns)
+		c->answered = 1;
+}
+
 void advance_sent(struct lconn *c, long long n)
 {
+	note_sent(c);
 	c->sent_off += n;
 	if (c->sent_off == o.bytes) {
 		c->sent_off = 0;
@@ -283,6 +299,7 @@ void note_mismatches(struct lthread *t, struct lconn *c, uint64_t seq, uint64_t 
 void consume_echo(struct lthread *t, struct lconn *c, const uint8_t *buf, size_t n, uint64_t now)
 {
 	c->last_progress_ns = now;
+	note_answered(c, now);
 	for (size_t i = 0; i < n;) {
 		long long left = o.bytes - c->recv_off, first = 0;
 		size_t seg = n - i < (size_t)left ? n - i : (size_t)left;
