@@ -95,7 +95,8 @@ def histograms_path(raw: Path) -> Path:
 
 
 # latency: one row per cell of an open-loop sweep (iolab.experiments.latency); phase is
-# "capacity" (closed loop, load 0) or "open" (offered_rps = load x capacity)
+# "capacity" (closed loop, load 0), "open" (offered_rps = load x the preset's
+# capacity) or "fixed" (load x the slowest preset's: one rate for all)
 LATENCY_COLUMNS = [
     "order",
     "server",
@@ -115,9 +116,13 @@ LATENCY_COLUMNS = [
     "max_us",
     "client_cpu_ns",
     "server_cpu_ns",
+    "server_bytes",
     "server_cpu",
     "client_cpu",
 ]
+# Files from before the fixed-rate phase lack the bytes the server echoed
+# (its CPU per request needs them).
+LATENCY_OPTIONAL: dict[str, object] = {"server_bytes": None}
 
 # mpi: one row per timed iteration and rank, transport first
 MPI_PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]

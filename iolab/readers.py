@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from .formats import CELL_COLUMNS, CELL_OPTIONAL, IB_COLUMNS, LATENCY_COLUMNS, MPI_COLUMNS, RAW_FORMAT_PREFIX
+from .formats import (
+    CELL_COLUMNS,
+    CELL_OPTIONAL,
+    IB_COLUMNS,
+    LATENCY_COLUMNS,
+    LATENCY_OPTIONAL,
+    MPI_COLUMNS,
+    RAW_FORMAT_PREFIX,
+)
 from .registry import REGISTRY
 
 # cost-probe raw format v2: every mode writes these columns.
@@ -127,7 +135,11 @@ def read_echo_csv(path: str | Path) -> pd.DataFrame:
 
 def read_latency_csv(path: str | Path) -> pd.DataFrame:
     """An open-loop latency sweep's raw CSV (one row per cell)."""
-    frame = _read_csv(path, LATENCY_COLUMNS, ["order", "phase", "load", "status"], formats_of("latency"))
+    required = [c for c in LATENCY_COLUMNS if c not in LATENCY_OPTIONAL]
+    frame = _read_csv(path, required, ["order", "phase", "load", "status"], formats_of("latency"))
+    for column, default in LATENCY_OPTIONAL.items():
+        if column not in frame:
+            frame[column] = default
     frame["reason"] = frame["reason"].astype(object).where(frame["reason"].notna(), "")
     return frame
 

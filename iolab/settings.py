@@ -123,6 +123,7 @@ class LatencySettings(ExperimentSettings):
     connections: int = _d("latency", "connections")
     bytes: int = _d("latency", "bytes")
     loads: tuple[Number, ...] = _d("latency", "loads")
+    fixed_rate_loads: tuple[Number, ...] = _d("latency", "fixed_rate_loads")
     presets: tuple[str, ...] = _d("latency", "presets")
     port: int = _d("latency", "port")
     # The presets' echo flags (experiments.echo.presets), so new flags measure

@@ -125,6 +125,9 @@ plt.show()
 # server's closed-loop capacity measured in the same repetition, and each is
 # timed from when it was due. Percentiles per repetition, summarised across
 # repetitions; crosses: all repetitions' histograms merged (HdrHistogram).
+# The fixed-rate cells offer every server the same requests/s (a share of
+# the slowest one's capacity): equal work, so server CPU per request compares
+# the servers at one rate, as paired ratios to epoll.
 
 # %%
 open_loop = latency.select(tables.load("latency", latency_table, reps=reps), node) if latency_table else None
@@ -135,6 +138,8 @@ if open_loop is not None:
     out.figure(fig, "echo_open_loop_latency", data=open_loop)
     plt.show()
     latency_present.numbers(out, table=open_loop, curves=curves)
+    print("server CPU per request over epoll's at one rate for every preset:")
+    print(latency_present.fixed_rate_text(latency.fixed_rate_cpu(open_loop)))
 curves if open_loop is not None else None
 
 # %% [markdown]

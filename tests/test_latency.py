@@ -152,6 +152,7 @@ SETTINGS = {
     "bytes": 64,
     "port": 0,
     "loads": [0.2, 0.6],
+    "fixed_rate_loads": [0.4],
     "presets": ["epoll", "default", "refused"],
     "preset_specs": {"epoll": [], "default": [], "refused": ["--sqpoll", "--coop-taskrun"]},
 }
@@ -159,10 +160,13 @@ SETTINGS = {
 
 def test_the_plan_measures_capacity_first_then_shuffles_every_load() -> None:
     planned = latency_exp.plan(LatencySettings.of(SETTINGS), 3)
-    assert [c.phase for c in planned] == ["capacity"] * 3 + ["open"] * 6
-    assert sorted((c.preset, c.load) for c in planned[3:]) == sorted(
-        (p, x) for p in SETTINGS["presets"] for x in SETTINGS["loads"]
+    assert [c.phase for c in planned[:3]] == ["capacity"] * 3
+    assert sorted((c.phase, c.preset, c.load) for c in planned[3:]) == sorted(
+        [("open", p, x) for p in SETTINGS["presets"] for x in SETTINGS["loads"]]
+        + [("fixed", p, x) for p in SETTINGS["presets"] for x in SETTINGS["fixed_rate_loads"]]
     )
+    # Fixed-rate cells are shuffled in among the open-loop ones, not after them.
+    assert [c.phase for c in planned[3:]] != sorted(c.phase for c in planned[3:])
     assert planned == latency_exp.plan(LatencySettings.of(SETTINGS), 3)
     assert any(latency_exp.plan(LatencySettings.of(SETTINGS), s) != planned for s in range(4, 10))
 
@@ -182,6 +186,10 @@ def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Pat
         elif r["phase"] == "open":
             assert r["status"] == "ok"
             assert float(r["offered_rps"]) == pytest.approx(float(r["load"]) * capacity[r["preset"]], abs=0.1)
+        elif r["phase"] == "fixed":
+            # One rate for every preset: a share of the slowest capacity.
+            assert r["status"] == "ok" and int(r["server_bytes"]) > 0
+            assert float(r["offered_rps"]) == pytest.approx(0.4 * min(capacity.values()), abs=0.1)
     raw.with_name("rep1.provenance.json").write_text(
         json.dumps(
             {
@@ -194,16 +202,21 @@ def test_one_repetition_from_servers_to_curves(native_build: Path, tmp_path: Pat
     )
     table = tables.load("latency", tmp_path)
     ok = table[table["status"] == "ok"]
-    assert len(ok) == 6 and all(sum(c) == n for c, n in zip(ok["hist_count"], ok["requests"], strict=True))
+    assert len(ok) == 8 and all(sum(c) == n for c, n in zip(ok["hist_count"], ok["requests"], strict=True))
     curves = latency.curves(table)
-    assert sorted(zip(curves["preset"], curves["load"], strict=True)) == [
-        ("default", 0.2),
-        ("default", 0.6),
-        ("default", 1.0),
-        ("epoll", 0.2),
-        ("epoll", 0.6),
-        ("epoll", 1.0),
+    assert sorted(zip(curves["preset"], curves["phase"], curves["load"], strict=True)) == [
+        ("default", "capacity", 1.0),
+        ("default", "fixed", 0.4),
+        ("default", "open", 0.2),
+        ("default", "open", 0.6),
+        ("epoll", "capacity", 1.0),
+        ("epoll", "fixed", 0.4),
+        ("epoll", "open", 0.2),
+        ("epoll", "open", 0.6),
     ]
+    fixed = latency.fixed_rate_cpu(table)
+    assert fixed[["preset", "load", "reps"]].values.tolist() == [["default", 0.4, 1]]
+    assert 0 < fixed["ratio"].iloc[0] < np.inf and fixed["base_ns"].iloc[0] > 0
     # One repetition: a value, no interval; the merged view is that repetition's.
     assert (curves["p99_us"] == curves["p99_us_merged"]).all() and np.isinf(curves["p99_us_low"]).all()
     fig = latency_present.open_loop_figure(curves, latency.paired_ratios(table))
@@ -257,6 +270,53 @@ def test_curves_give_intervals_across_repetitions_and_a_merged_tail() -> None:
     assert list(summary["preset"]) == ["uring"] and summary["reps"].tolist() == [6]
     row = summary.iloc[0]
     assert row["low"] <= row["ratio"] <= row["high"] < 1 and row["ratio"] == pytest.approx(0.8, rel=0.05)
+
+
+def fixed_rate_table(shuffle_pairs: bool = False) -> pd.DataFrame:
+    """Synthetic fixed-rate cells: epoll at 10 µs of server CPU per request,
+    the other preset at 0.85 of that, both times a drift shared within a
+    repetition of up to +-30 % (these machines' drift between runs), plus
+    2 % noise. ``shuffle_pairs``: the other preset's repetitions relabelled,
+    so cells measured apart are paired (the broken version)."""
+    rng = np.random.default_rng(7)
+    drift = rng.uniform(0.7, 1.3, size=8)
+    reps = np.arange(1, 9)
+    other_reps = rng.permutation(reps) if shuffle_pairs else reps
+    rows = []
+    for preset, cost, labels in (("epoll", 10_000.0, reps), ("uring", 8_500.0, other_reps)):
+        for rep, d in zip(labels, drift, strict=True):
+            rows.append(
+                {
+                    "rep": int(rep),
+                    "preset": preset,
+                    "phase": "fixed",
+                    "load": 0.5,
+                    "status": "ok",
+                    "offered_rps": 20_000.0,
+                    "server_ns_per_request": cost * d * rng.normal(1, 0.02),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_fixed_rate_cpu_pairs_cells_within_a_repetition() -> None:
+    """With the drift shared within a repetition, the paired ratio's interval
+    is narrow around 0.85 and excludes 1. Negative control: pair cells from
+    different repetitions and the same data give an interval too wide to
+    place the ratio (the check below fails on it)."""
+
+    def narrow_around_085(row: pd.Series) -> bool:
+        return bool(row["low"] <= 0.85 <= row["high"] and row["high"] - row["low"] < 0.1 and row["high"] < 1)
+
+    paired = latency.fixed_rate_cpu(fixed_rate_table()).iloc[0]
+    assert paired["preset"] == "uring" and paired["reps"] == 8 and paired["base_ns"] > 0
+    assert narrow_around_085(paired)
+    assert not narrow_around_085(latency.fixed_rate_cpu(fixed_rate_table(shuffle_pairs=True)).iloc[0])
+    text = latency_present.fixed_rate_text(latency.fixed_rate_cpu(fixed_rate_table()))
+    assert text.startswith("at 20,000 requests/s (50% of the slowest capacity; epoll") and "uring 0.8" in text
+    assert latency_present.fixed_rate_text(latency.fixed_rate_cpu(curves_table(2).assign(phase="open"))).startswith(
+        "not measured"
+    )
 
 
 def test_a_latency_preset_must_be_an_echo_preset() -> None:

@@ -83,7 +83,7 @@ def curves(table: pd.DataFrame) -> pd.DataFrame:
         }
         rps = across_reps(g["rps"].to_numpy(float))
         row.update(rps=rps.value, rps_low=rps.low, rps_high=rps.high, rps_estimate=rps)
-        if phase == "open":
+        if phase in ("open", "fixed"):
             ratio = across_reps(g["achieved_over_offered"].to_numpy(float))
             row.update(achieved_over_offered=ratio.value, achieved_low=ratio.low, achieved_high=ratio.high)
         pooled = merged(hists)
@@ -138,6 +138,45 @@ def paired_ratios(table: pd.DataFrame, denominator: str = "epoll", percentile: s
                     }
                 )
     return pd.DataFrame(rows, columns=["preset", "load", "ratio", "low", "high", "reps", "estimate"])
+
+
+FIXED_RATE_COLUMNS = ["preset", "load", "offered_rps", "base_ns", "ratio", "low", "high", "reps", "estimate"]
+
+
+def fixed_rate_cpu(table: pd.DataFrame, denominator: str = "epoll") -> pd.DataFrame:
+    """Every other preset's server CPU per request over ``denominator``'s
+    at each fixed offered rate (the same requests/s for every preset in a
+    repetition), formed within each repetition and summarised across them.
+    Rows: preset, load (share of the slowest capacity), offered_rps and
+    base_ns (the rate and the denominator's ns per request, medians across
+    repetitions), ratio, low, high, reps, estimate."""
+    if "server_ns_per_request" not in table:  # a table from before the fixed-rate phase
+        return pd.DataFrame(columns=FIXED_RATE_COLUMNS)
+    ok = table[(table["status"] == "ok") & (table["phase"] == "fixed")].dropna(subset=["server_ns_per_request"])
+    rows = []
+    for load, at_load in ok.groupby("load", sort=True):
+        by_rep = at_load.pivot_table(index="rep", columns="preset", values="server_ns_per_request", aggfunc="first")
+        if denominator not in by_rep:
+            continue
+        for preset in sorted(set(by_rep.columns) - {denominator}):
+            per_rep = (by_rep[preset] / by_rep[denominator]).dropna().to_numpy(float)
+            if not len(per_rep):
+                continue
+            e = across_reps(per_rep, predict=False)
+            rows.append(
+                {
+                    "preset": preset,
+                    "load": float(load),
+                    "offered_rps": float(at_load["offered_rps"].median()),
+                    "base_ns": float(by_rep[denominator].median()),
+                    "ratio": e.value,
+                    "low": e.low,
+                    "high": e.high,
+                    "reps": e.n,
+                    "estimate": e,
+                }
+            )
+    return pd.DataFrame(rows, columns=FIXED_RATE_COLUMNS)
 
 
 def select(table: pd.DataFrame, node: str) -> pd.DataFrame:

@@ -10,9 +10,11 @@ to the node's ``cpus.server`` and ``cpus.client``:
 
 1. each preset's capacity: a closed-loop cell at the same connections and
    size, the presets in a random order, back to back;
-2. every (preset, load) cell at ``load`` x that capacity requests/s, all
-   presets' cells shuffled together, so the curves compare cells measured
-   seconds apart.
+2. every (preset, load) cell at ``load`` x that capacity requests/s, and
+   every (preset, fixed-rate load) cell at that load x the slowest preset's
+   capacity (one rate for every preset: equal work, so server CPU per
+   request compares like for like), all shuffled together, so the curves
+   compare cells measured seconds apart.
 
 It writes ``rep<N>.csv`` (one row per cell, ``LATENCY_COLUMNS``) and
 ``rep<N>.histograms.csv`` (every cell's latency buckets, as the echo sweep).
@@ -40,20 +42,36 @@ from .echo import Cell, CellError, LoadgenRun, SweepFiles, build_optional_server
 class LoadCell:
     preset: str
     load: float  # share of the capacity offered; 0 for the capacity cell
+    fixed_rate: bool = False  # load is a share of the slowest preset's capacity
 
     @property
     def phase(self) -> str:
-        return "capacity" if self.load == 0 else "open"
+        return "capacity" if self.load == 0 else "fixed" if self.fixed_rate else "open"
 
 
 def plan(settings: LatencySettings, seed: int) -> list[LoadCell]:
-    """The capacity cells (presets shuffled), then every open-loop cell (shuffled)."""
+    """The capacity cells (presets shuffled), then every open-loop and
+    fixed-rate cell (shuffled together)."""
     rng = random.Random(seed)
     presets = list(settings.presets)
     rng.shuffle(presets)
     opened = [LoadCell(p, float(load)) for p in presets for load in settings.loads]
+    opened += [LoadCell(p, float(load), fixed_rate=True) for p in presets for load in settings.fixed_rate_loads]
     rng.shuffle(opened)
     return [LoadCell(p, 0.0) for p in presets] + opened
+
+
+def offered_rate(cell: LoadCell, capacity: Mapping[str, float]) -> float:
+    """Requests/s to offer: load x the preset's capacity, or for a
+    fixed-rate cell load x the slowest capacity measured; 0 for a capacity
+    cell. CellError where the capacity it needs was not measured."""
+    if cell.phase == "capacity":
+        return 0.0
+    if cell.phase == "fixed":
+        if not capacity:
+            raise CellError("no preset's capacity was measured, so there is no common rate to offer")
+        return cell.load * min(capacity.values())
+    return cell.load * capacity.get(cell.preset, 0.0)
 
 
 def echo_cell(cell: LoadCell, settings: LatencySettings, rate: float) -> Cell:
@@ -82,7 +100,6 @@ def run(
     failures: list[str] = []
     with SweepFiles(out_csv, out_hist, LATENCY_COLUMNS, REGISTRY["latency"].raw_format) as files:
         for i, cell in enumerate(planned):
-            rate = cell.load * capacity.get(cell.preset, 0.0)
             row: dict[str, Any] = {c: "" for c in LATENCY_COLUMNS}
             row.update(
                 order=i,
@@ -91,14 +108,15 @@ def run(
                 load=cell.load,
                 connections=settings.connections,
                 bytes=settings.bytes,
-                offered_rps=round(rate, 1) if rate else "",
                 server_cpu=cpus.get("server"),
                 client_cpu=cpus.get("client"),
             )
             start = time.monotonic()
             try:
-                if cell.phase == "open" and cell.preset in no_capacity:
+                if cell.phase != "capacity" and cell.preset in no_capacity:
                     raise CellError(no_capacity[cell.preset])
+                rate = offered_rate(cell, capacity)
+                row["offered_rps"] = round(rate, 1) if rate else ""
                 measured_cell = echo_cell(cell, settings, rate)
                 row["server"] = measured_cell.server
                 if measured_cell.program in unbuilt:
@@ -118,7 +136,11 @@ def run(
                     failures.append(f"{cell.preset} load {cell.load:g}: {reason}")
             files.write(row)
             if progress:
-                what = "capacity" if cell.phase == "capacity" else f"{cell.load:.0%} of capacity"
+                what = {
+                    "capacity": "capacity",
+                    "open": f"{cell.load:.0%} of capacity",
+                    "fixed": f"{cell.load:.0%} of the slowest capacity",
+                }[cell.phase]
                 done = (
                     f"{float(row['rps']):,.0f} req/s, p99 {float(row['p99_us']):,.0f} us"
                     if row["status"] == "ok"

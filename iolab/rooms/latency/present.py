@@ -74,10 +74,30 @@ def open_loop_figure(curves: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
     return fig
 
 
+def fixed_rate_text(fixed: pd.DataFrame) -> str:
+    """Server CPU per request over epoll's at each fixed rate, one clause
+    per rate: the rate, epoll's cost, and each preset's ratio with its
+    interval."""
+    clauses = []
+    for load, g in fixed.groupby("load", sort=True):
+        first = g.iloc[0]
+        ratios = "; ".join(
+            f"{r.preset} {r.ratio:.2f}"
+            + (f" [{r.low:.2f}, {r.high:.2f}]" if r.estimate.bounded else " (no interval: < 6 repetitions)")
+            for r in g.itertuples()
+        )
+        clauses.append(
+            f"at {first['offered_rps']:,.0f} requests/s ({load:.0%} of the slowest capacity; epoll "
+            f"{first['base_ns'] / 1000:.1f} µs of server CPU per request): {ratios}"
+        )
+    return "; ".join(clauses) if clauses else "not measured in this run (no fixed-rate cells beside epoll)"
+
+
 def numbers(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> None:
     """The open-loop latency paragraph: the setting, each preset's capacity,
     p50/p99/p99.9 at every offered load, how closely the schedule was kept,
-    and the io_uring/epoll p99 ratio per load where both ran."""
+    the io_uring/epoll p99 ratio per load where both ran, and server CPU per
+    request over epoll's at the fixed rates."""
     if curves.empty:
         out.text("open_loop_presets", "none measured")
         return
@@ -90,7 +110,9 @@ def numbers(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> None:
     loads = [f"{x * 100:g}" for x in open_loads]
     out.text("open_loop_loads", (", ".join(loads[:-1]) + " and " if len(loads) > 1 else "") + loads[-1] + " %")
     for r in curves.itertuples():
-        tag = "capacity" if r.phase == "capacity" else f"load{round(r.load * 100):d}"
+        tag = (
+            r.phase if r.phase == "capacity" else f"{'fixed' if r.phase == 'fixed' else 'load'}{round(r.load * 100):d}"
+        )
         key = f"open_loop_{r.preset}_{tag}"
         if r.phase == "capacity":
             out.number(f"{key}_rps", r.rps, estimate=r.rps_estimate)
@@ -104,6 +126,7 @@ def numbers(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> None:
         for r in latency.paired_ratios(table).itertuples()
     ]
     out.text("open_loop_p99_vs_epoll", "; ".join(parts) or "no preset ran beside epoll")
+    out.text("open_loop_fixed_rate_cpu", fixed_rate_text(latency.fixed_rate_cpu(table)))
     achieved = curves["achieved_over_offered"].dropna() if "achieved_over_offered" in curves else pd.Series([])
     if len(achieved):
         out.number("open_loop_achieved_min", float(achieved.min()), digits=4)

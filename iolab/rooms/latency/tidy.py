@@ -28,7 +28,11 @@ def latency_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     if not frames:
         raise RawFormatError("no raw files given")
     out = pd.concat(frames, ignore_index=True)
-    out["achieved_over_offered"] = (out["rps"] / out["offered_rps"]).where(out["phase"] == "open")
+    out["achieved_over_offered"] = (out["rps"] / out["offered_rps"]).where(out["phase"].isin(["open", "fixed"]))
+    # Server CPU (its whole life: warm-up, measured seconds, drain) over the
+    # requests it echoed in that time; NaN in files from before server_bytes.
+    echoed = pd.to_numeric(out["server_bytes"], errors="coerce") / out["bytes"]
+    out["server_ns_per_request"] = (out["server_cpu_ns"] / echoed).where(out["status"] == "ok")
     return out
 
 
