@@ -52,6 +52,8 @@ CELL_COLUMNS = [
     "rearms",
     "send_buffers",
     "send_bufs_hist",
+    "napi_checked",
+    "napi_conns",
 ]
 # Files from before the client model and the layout were settings lack their
 # columns: those cells ran the event-loop client, pinned where a server CPU
@@ -77,6 +79,10 @@ CELL_OPTIONAL = {
     # counted before.
     "send_buffers": None,
     "send_bufs_hist": "",
+    # Connections whose NAPI id echo-uring --napi read at close, and those
+    # with one: not counted before.
+    "napi_checked": None,
+    "napi_conns": None,
 }
 
 # Every raw file's header says its format and version (iolab.registry's

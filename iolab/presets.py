@@ -23,6 +23,7 @@ MODERN_FEATURES = {
     "--buf-inc": "incremental buffer rings",
     "--gather-send": "gathered sends",
     "--min-wait": "batched waits",
+    "--napi": "NAPI busy polling",
 }
 
 

@@ -185,13 +185,15 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     bundles a receive takes several buffers (ring order: bytes verified);
     without, one each; incremental buffers leave a buffer for more data
     and retire it later; gathered sends carry several buffers each, plain
-    sends one."""
+    sends one; NAPI busy polling reads every closed socket's NAPI id, none
+    on loopback (inert here, and said so)."""
     exe = native_build / ("san" if build == "san" else "") / "echo-uring"
     configs = {
         "plain": ["--buf-ring", "--multishot-recv"],
         "bundle": ["--buf-ring", "--multishot-recv", "--recv-bundle"],
         "inc": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "64"],
         "gather": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--gather-send"],
+        "napi": ["--buf-ring", "--multishot-recv", "--napi", "50"],
     }
     counters = {}
     for name, flags in configs.items():
@@ -217,6 +219,9 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
         assert sum(c["recv_bufs_hist"]) == c["requests"]
     for c in (plain, bundle, inc):  # a plain send carries one chunk
         assert c["send_buffers"] == c["send_bufs_hist"][0] == sum(c["send_bufs_hist"])
+    napi = counters["napi"]
+    assert napi["config"]["napi_us"] == 50 and napi["napi_checked"] == napi["closed"] == 80
+    assert napi["napi_conns"] == 0 and plain["napi_checked"] == 0
 
 
 def test_slow_reader_gets_backpressure_not_others(stress_server: Server) -> None:

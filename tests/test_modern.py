@@ -104,3 +104,24 @@ def test_without_a_modern_preset_the_question_is_left_open() -> None:
     echo = echo[echo["preset"] != "recv_bundle"]
     assert modern.ratios(echo).empty
     assert "not answered here" in modern.answer(modern.ratios(echo), modern.counters(echo))
+
+
+def with_napi(echo: pd.DataFrame, napi_conns: int) -> pd.DataFrame:
+    """The older ring's cells again as a NAPI busy-polling preset whose
+    closed connections had ``napi_conns`` NAPI ids among them."""
+    napi = echo[echo["preset"] == "defer_taskrun_multishot"].assign(
+        preset="napi", flags=FLAGS["defer_taskrun_multishot"] + " --napi 50", napi_conns=napi_conns
+    )
+    return pd.concat([echo.assign(napi_conns=0), napi], ignore_index=True)
+
+
+def test_napi_busy_polling_without_napi_ids_is_labelled_inert() -> None:
+    """On loopback no socket has a NAPI id: the preset is labelled inert, not
+    presented as measured. Where sockets had ids (a NIC node) it is not."""
+    echo = with_napi(table(1.0, 0.03), napi_conns=0)
+    assert modern.modern_presets(echo)["napi"] == ["NAPI busy polling"]
+    counts = modern.counters(echo)
+    assert set(counts.loc[counts["preset"] == "napi", "inert"]) == {"NAPI busy polling"}
+    assert "NAPI busy polling in napi at 64 KiB, 64 KiB x8" in modern.answer(modern.ratios(echo), counts)
+    on_a_nic = modern.counters(with_napi(table(1.0, 0.03), napi_conns=50))
+    assert set(on_a_nic.loc[on_a_nic["preset"] == "napi", "inert"]) == {""}

@@ -407,6 +407,8 @@ def measure_cell(
         "rearms": server.get("rearms", ""),
         "send_buffers": server.get("send_buffers", ""),
         "send_bufs_hist": " ".join(str(n) for n in server.get("send_bufs_hist", [])),
+        "napi_checked": server.get("napi_checked", ""),
+        "napi_conns": server.get("napi_conns", ""),
         "iowq_workers": server["config"].get("iowq_workers_at_exit", 0),
         "port": port,
         "helper_cpus": helper_cpus,

@@ -65,4 +65,24 @@
 		       sizeof(iolab_flags_)); \
 	} while (0)
 
+/* NAPI busy polling (Linux 6.9): IORING_REGISTER_NAPI with this struct has
+ * a ring's waits busy-poll the NAPI instances its sockets' packets came
+ * through, for up to busy_poll_to µs. The opcode is an enum value in newer
+ * headers and 2.3 lacks the struct: both go under names of our own. opcode
+ * and op_param 0 register with dynamic tracking (6.13+; padding before). A
+ * socket's NAPI id (SO_INCOMING_NAPI_ID) is 0 on loopback and veth: there
+ * is no NAPI instance to poll, and the registration is inert. */
+#define IOLAB_REGISTER_NAPI 27U
+struct iolab_uring_napi {
+	__u32 busy_poll_to;
+	__u8 prefer_busy_poll;
+	__u8 opcode;
+	__u8 pad[2];
+	__u32 op_param;
+	__u32 resv;
+};
+#ifndef SO_INCOMING_NAPI_ID
+#define SO_INCOMING_NAPI_ID 56
+#endif
+
 #endif

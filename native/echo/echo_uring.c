@@ -37,6 +37,7 @@
 #include <string.h>
 #include <stdatomic.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -148,6 +149,18 @@ static void setup_ring(struct uring_ctx *r)
 			fprintf(stderr, PROG ": --iowq-aff %s: kernel refused IORING_REGISTER_IOWQ_AFF: %s\n",
 				opts.iowq_aff, strerror(-ret));
 			exit(2);
+		}
+	}
+	if (opts.napi_us) {
+		struct iolab_uring_napi napi = { .busy_poll_to = opts.napi_us, .prefer_busy_poll = 1 };
+
+		if (syscall(__NR_io_uring_register, r->ring.ring_fd, IOLAB_REGISTER_NAPI, &napi, 1) < 0) {
+			char line[200];
+
+			snprintf(line, sizeof(line),
+				 "unavailable: this kernel refused IORING_REGISTER_NAPI (--napi needs Linux 6.9+ "
+				 "built with CONFIG_NET_RX_BUSY_POLL): %s", strerror(errno));
+			refuse(line);
 		}
 	}
 	setup_buffers(r);
@@ -295,6 +308,10 @@ static void usage(FILE *f)
 		"  --min-wait USEC      batched waits (IORING_ENTER_EXT_ARG min_wait_usec, Linux\n"
 		"                       6.12+): a wait returns after USEC with the completions\n"
 		"                       that arrived, at least one, or at once with N of them\n"
+		"  --napi USEC          NAPI busy polling: each wait polls the NAPI instances of\n"
+		"                       the ring's sockets for up to USEC (IORING_REGISTER_NAPI,\n"
+		"                       Linux 6.9); the final line counts connections that had\n"
+		"                       a NAPI id (none on loopback or veth: inert there)\n"
 		"  --poll-first         a multishot poll per connection; on readiness a RECV, and\n"
 		"                       every SEND, with MSG_DONTWAIT, so each completes inside\n"
 		"                       the io_uring_enter that submits it (no task work, no\n"
@@ -314,6 +331,7 @@ static void parse_args(int argc, char **argv)
 		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
 		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
 		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT, OPT_RECV_BUNDLE, OPT_BUF_INC, OPT_GATHER_SEND,
+		OPT_NAPI,
 	};
 	static const struct option longopts[] = {
 		{ "port", required_argument, NULL, OPT_PORT }, { "bind", required_argument, NULL, OPT_BIND },
@@ -334,7 +352,7 @@ static void parse_args(int argc, char **argv)
 		{ "poll-first", no_argument, NULL, OPT_POLL_FIRST },
 		{ "wait-nr", required_argument, NULL, OPT_WAIT_NR }, { "min-wait", required_argument, NULL, OPT_MIN_WAIT },
 		{ "recv-bundle", no_argument, NULL, OPT_RECV_BUNDLE }, { "buf-inc", no_argument, NULL, OPT_BUF_INC },
-		{ "gather-send", no_argument, NULL, OPT_GATHER_SEND },
+		{ "gather-send", no_argument, NULL, OPT_GATHER_SEND }, { "napi", required_argument, NULL, OPT_NAPI },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -380,6 +398,7 @@ static void parse_args(int argc, char **argv)
 		case OPT_RECV_BUNDLE: opts.recv_bundle = 1; break;
 		case OPT_BUF_INC: opts.buf_inc = 1; break;
 		case OPT_GATHER_SEND: opts.gather_send = 1; break;
+		case OPT_NAPI: opts.napi_us = (unsigned)parse_int_flag(PROG, "--napi", optarg, 1, 10000000); break;
 		case OPT_RINGS: opts.rings = (int)parse_int_flag(PROG, "--rings", optarg, 1, 1024); break;
 		case OPT_GRAN: opts.granule = (int)parse_int_flag(PROG, "--granule", optarg, 1, 1 << 20); break;
 		case 'h': usage(stdout); exit(0);
@@ -501,14 +520,14 @@ static void print_counters(int iowq)
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"poll_first\": %d, \"rings\": %d, \"granule\": %d, "
 		 "\"wait_nr\": %u, \"min_wait_us\": %u, \"recv_bundle\": %d, \"buf_inc\": %d, \"gather_send\": %d, "
-		 "\"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
+		 "\"napi_us\": %u, \"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
 		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
 		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
 		 opts.ring.coop_taskrun, opts.ring.taskrun_flag, opts.ring.single_issuer, opts.ring.defer_taskrun,
 		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
 		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
 		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.wait_nr,
-		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.iowq_aff, iowq,
+		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.napi_us, opts.iowq_aff, iowq,
 		 IOLAB_LIBURING_VERSION) < 0)
 		die("formatting the counters", ENOMEM);
 	print_final(stdout, "uring", &total, config);

@@ -41,6 +41,7 @@ struct options {
 	int recv_bundle;        /* --recv-bundle: IORING_RECVSEND_BUNDLE on receives */
 	int buf_inc;            /* --buf-inc: an incremental buffer ring (IOU_PBUF_RING_INC) */
 	int gather_send;        /* --gather-send: one SENDMSG for every queued chunk */
+	unsigned napi_us;       /* --napi: NAPI busy polling for up to this per wait; 0: off */
 };
 
 struct chunk {

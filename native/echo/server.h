@@ -38,6 +38,10 @@ struct echo_counters {
 	uint64_t rearms;         /* multishot receives re-armed after they ended without an error */
 	uint64_t send_buffers;   /* chunks (buffers or pieces) carried by sends that sent data */
 	uint64_t send_bufs_hist[BUFS_HIST_BINS]; /* such sends by chunks carried: 1, 2, 3-4, ..., >64 */
+	/* NAPI busy polling (echo-uring --napi): connections whose socket's NAPI
+	 * id was read at close, and those of them with one (0 on loopback: the
+	 * busy polling had nothing to poll). */
+	uint64_t napi_checked, napi_conns;
 };
 
 void counters_add(struct echo_counters *into, const struct echo_counters *c);

@@ -129,6 +129,17 @@ static void conn_close(struct uring_ctx *r, int fd)
 
 	unstarve(r, fd);
 	drop_queue(r, c);
+	if (opts.napi_us) {
+		/* Read at close, after the connection's packets: the id is set
+		 * as they arrive. */
+		unsigned napi_id = 0;
+		socklen_t len = sizeof(napi_id);
+
+		if (getsockopt(fd, SOL_SOCKET, SO_INCOMING_NAPI_ID, &napi_id, &len) != 0)
+			die("getsockopt SO_INCOMING_NAPI_ID (--napi)", errno);
+		r->c.napi_checked++;
+		r->c.napi_conns += napi_id != 0;
+	}
 	if (opts.fixed_files) {
 		int minus_one = -1;
 

@@ -69,7 +69,8 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
     SQEs per echoed message, completions reaped per io_uring_enter, and the
     completions that left a buffer for more (sums). ``inert`` names a
     feature whose counters show it did nothing there (a bundle or gathered
-    send of one buffer each, incremental buffers never partly used)."""
+    send of one buffer each, incremental buffers never partly used, NAPI
+    busy polling on sockets without a NAPI id, as on loopback)."""
     modern = modern_presets(echo)
     ok = echostats.with_setup(echo)
     ok = ok[(ok["status"] == "ok") & ok["preset"].isin({*modern, OLDER_RING})]
@@ -78,6 +79,9 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
     ok = ok.assign(
         sqes_per_message=ok["sqes"] * ok["bytes"] / ok["server_bytes"],
         cqes_per_enter=ok["cqes"] / ok["io_uring_enter"],
+        # Not counted before the --napi flag: NaN, summed as 0 (only --napi
+        # presets are judged by it).
+        napi_conns=pd.to_numeric(ok["napi_conns"], errors="coerce") if "napi_conns" in ok else math.nan,
     )
     grouped = ok.groupby(["preset", "pipeline", "bytes"]).agg(
         buffers_per_recv=("buffers_per_recv", "median"),
@@ -85,6 +89,7 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
         sqes_per_message=("sqes_per_message", "median"),
         cqes_per_enter=("cqes_per_enter", "median"),
         buf_more=("buf_more", "sum"),
+        napi_conns=("napi_conns", "sum"),
     )
     out = grouped.reset_index()
 
@@ -96,6 +101,7 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
                 ("receive bundles", row["buffers_per_recv"] <= 1.0),
                 ("gathered sends", row["buffers_per_send"] <= 1.0),
                 ("incremental buffer rings", row["buf_more"] == 0),
+                ("NAPI busy polling", row["napi_conns"] == 0),
             )
             if name in features and unused
         ]
