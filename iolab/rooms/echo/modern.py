@@ -93,9 +93,9 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
     )
     out = grouped.reset_index()
 
-    def inert(row: pd.Series) -> str:
+    def inert(row: pd.Series) -> list[str]:
         features = modern.get(str(row["preset"]), [])
-        idle = [
+        return [
             name
             for name, unused in (
                 ("receive bundles", row["buffers_per_recv"] <= 1.0),
@@ -105,10 +105,30 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
             )
             if name in features and unused
         ]
-        return ", ".join(idle)
 
-    out["inert"] = out.apply(inert, axis=1)
+    idle = out.apply(inert, axis=1)
+    out["inert"] = idle.map(", ".join)
+    # Every feature of the preset idle: its cells measured the older ring
+    # under another name, and are not counted as the modern feature's.
+    out["all_inert"] = [
+        bool(names) and len(names) == len(modern.get(str(p), [])) for names, p in zip(idle, out["preset"], strict=True)
+    ]
     return out
+
+
+def all_inert_cells(counts: pd.DataFrame) -> set[tuple[str, int, int]]:
+    """(preset, pipeline, bytes) where the counters show every feature of
+    the preset inert (``counters``' all_inert)."""
+    if not len(counts):
+        return set()
+    idle = counts[counts["all_inert"]]
+    return {(str(p), int(d), int(b)) for p, d, b in zip(idle["preset"], idle["pipeline"], idle["bytes"], strict=True)}
+
+
+def _active(view: pd.DataFrame, idle: set[tuple[str, int, int]]) -> pd.Series:
+    """Which of view's rows are cells where some feature took effect."""
+    keys = zip(view["preset"], view["pipeline"], view["bytes"], strict=True)
+    return pd.Series([(str(p), int(d), int(b)) not in idle for p, d, b in keys], index=view.index, dtype=bool)
 
 
 def _size(size: float) -> str:
@@ -128,17 +148,30 @@ def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL) -> str:
     where the cost goes, from the counters."""
     if view.empty:
         return (
-            "No preset with a feature of Linux 6.10+ ran in this run, so the question is not answered "
+            "No preset with a feature of Linux 6.9+ ran in this run, so the question is not answered "
             "here; the modern profile (config/profiles/modern.yaml) measures them."
         )
     cpu = view[(view["metric"] == CPU) & (view["connections"] >= LOADED) & (view["preset"] != OLDER_RING)]
     cpu = cpu[cpu["high"].map(math.isfinite)]
-    wins = cpu[cpu["high"] <= goal].sort_values("ratio")
+    measured = set(cpu["preset"])
+    active = _active(cpu, all_inert_cells(counts))
+    left_out = int((~active).sum())
+    cpu = cpu[active]
     reps = int(view["reps"].min())
     lead = (
         f"Over {reps} or more interleaved repetitions, server CPU per request as a ratio to epoll's "
-        f"(median [95 % interval]) at {LOADED} connections and more:"
+        f"(median [95 % interval]) at {LOADED} connections and more"
+        + (
+            f", leaving out {left_out} cells where the counters show every feature of the preset inert:"
+            if left_out
+            else ":"
+        )
     )
+    if not len(cpu):
+        return f"{lead} no cell had a modern feature in effect, so the question is not answered here." + (
+            _inert_sentence(counts, measured)
+        )
+    wins = cpu[cpu["high"] <= goal].sort_values("ratio")
     if len(wins):
         cells = "; ".join(
             f"{r['preset']} at {_cell(r)}: {r['ratio']:.2f} [{r['low']:.2f}, {r['high']:.2f}]"
@@ -146,7 +179,7 @@ def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL) -> str:
         )
         return (
             f"{lead} yes, modern io_uring beats epoll here in {len(wins)} of {len(cpu)} cells, "
-            f"its whole interval at or under {goal:.2f}: {cells}."
+            f"its whole interval at or under {goal:.2f}: {cells}." + _inert_sentence(counts, measured)
         )
     best = cpu.sort_values("ratio").iloc[0]
     worst = cpu.sort_values("ratio").iloc[-1]
@@ -168,19 +201,24 @@ def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL) -> str:
                 )
                 + "."
             )
-        c = counts[counts["preset"].isin(set(cpu["preset"]))]
-        idle = c[c["inert"] != ""]
-        if len(idle):
-            where: dict[tuple[str, str], list[str]] = {(r["preset"], r["inert"]): [] for _, r in idle.iterrows()}
-            for _, r in idle.iterrows():
-                depth = int(r["pipeline"])
-                where[(r["preset"], r["inert"])].append(_size(r["bytes"]) + (f" x{depth}" if depth > 1 else ""))
-            text += (
-                " Inert (the counters show the feature did nothing; xN: N requests in flight): "
-                + "; ".join(f"{inert} in {preset} at {', '.join(cells)}" for (preset, inert), cells in where.items())
-                + "."
-            )
-    return text
+    return text + _inert_sentence(counts, measured)
+
+
+def _inert_sentence(counts: pd.DataFrame, presets: set[str]) -> str:
+    """Where the counters show a feature of one of ``presets`` idle."""
+    c = counts[counts["preset"].isin(presets)] if len(counts) else counts
+    idle = c[c["inert"] != ""] if len(c) else c
+    if not len(idle):
+        return ""
+    where: dict[tuple[str, str], list[str]] = {(r["preset"], r["inert"]): [] for _, r in idle.iterrows()}
+    for _, r in idle.iterrows():
+        depth = int(r["pipeline"])
+        where[(r["preset"], r["inert"])].append(_size(r["bytes"]) + (f" x{depth}" if depth > 1 else ""))
+    return (
+        " Inert (the counters show the feature did nothing; xN: N requests in flight): "
+        + "; ".join(f"{inert} in {preset} at {', '.join(cells)}" for (preset, inert), cells in where.items())
+        + "."
+    )
 
 
 def numbers(out: Outputs, view: pd.DataFrame) -> None:

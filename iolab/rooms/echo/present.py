@@ -275,12 +275,13 @@ def numbers(
     out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")
 
 
-def modern_figure(view: pd.DataFrame, goal: float) -> Figure:
+def modern_figure(view: pd.DataFrame, goal: float, inert: set[tuple[str, int, int]] | None = None) -> Figure:
     """Server CPU per request over epoll's for the modern presets and the
     older ring (``modern.ratios``): one panel per requests in flight, one
     marker per cell (connections and message size) and preset, bars the
     95 % interval across repetitions; epoll at 1 and the study's goal
-    dashed."""
+    dashed. Cells in ``inert`` ((preset, depth, bytes) whose every feature
+    the counters show idle: ``modern.all_inert_cells``) are drawn hollow."""
     cpu = view[view["metric"] == "server_ns_per_request"] if len(view) else view
     if not len(cpu):
         # Presets configured, no cell of theirs measured (the echo table's
@@ -301,16 +302,22 @@ def modern_figure(view: pd.DataFrame, goal: float) -> Figure:
         for i, preset in enumerate(presets):
             g = here[here["preset"] == preset].set_index(["connections", "bytes"]).reindex(cells)
             x = np.arange(len(cells)) + (i - (len(presets) - 1) / 2) * 0.12
-            ax.errorbar(
-                x,
-                g["ratio"],
-                yerr=interval_bars(g["low"], g["ratio"], g["high"]),
-                fmt="so^Dv<>"[i % 7],
-                ms=3,
-                capsize=1.5,
-                color=color(i),
-                label=preset,
-            )
+            idle = np.array([(preset, int(depth), b) in (inert or set()) for _, b in cells])
+            label: str | None = preset  # on the first of the two draws
+            for show, face in ((~idle, None), (idle, "none")):
+                if show.any():
+                    ax.errorbar(
+                        x[show],
+                        g["ratio"][show],
+                        yerr=interval_bars(g["low"][show], g["ratio"][show], g["high"][show]),
+                        fmt="so^Dv<>"[i % 7],
+                        ms=4,
+                        mfc=face,
+                        capsize=1.5,
+                        color=color(i),
+                        label=label,
+                    )
+                    label = None
         ax.axhline(1.0, color=EPOLL_COLOR, lw=1, label="epoll")
         ax.axhline(goal, color="black", ls="--", lw=0.8, label=f"goal: {goal:.2f}x epoll")
         ax.set_xticks(range(len(cells)))
@@ -319,8 +326,8 @@ def modern_figure(view: pd.DataFrame, goal: float) -> Figure:
         plain_ticks(ax.yaxis)
         ax.set_title("one request in flight" if depth == 1 else f"{depth} in flight", fontsize=8)
     axes[0][0].set_ylabel("server CPU per request / epoll's")
-    for ax in axes[0]:
-        ax.set_xlabel("connections / message (B; K: KiB)", fontsize=7)
+    # One label under the panels: the narrow pipelined panels cannot hold one each.
+    fig.supxlabel("connections / message (B; K: KiB); hollow: every feature of the preset inert", fontsize=7)
     legend_below(fig, ncol=4)
     fig.tight_layout()
     return fig
