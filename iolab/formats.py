@@ -54,6 +54,9 @@ CELL_COLUMNS = [
     "send_bufs_hist",
     "napi_checked",
     "napi_conns",
+    "zc_notifs",
+    "zc_copied",
+    "zc_fixed",
 ]
 # Files from before the client model and the layout were settings lack their
 # columns: those cells ran the event-loop client, pinned where a server CPU
@@ -83,6 +86,11 @@ CELL_OPTIONAL = {
     # with one: not counted before.
     "napi_checked": None,
     "napi_conns": None,
+    # Zero-copy sends (echo-uring --send-zc): notifications, those whose
+    # usage report says the kernel copied, sends from registered buffers.
+    "zc_notifs": None,
+    "zc_copied": None,
+    "zc_fixed": None,
 }
 
 # Every raw file's header says its format and version (iolab.registry's

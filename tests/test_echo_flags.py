@@ -30,6 +30,8 @@ from iolab.presets import SERVER_PROGRAMS, server_flags
         (["--granule", "75"], "--granule routes connections between rings"),
         (["--buf-count", "3"], "--buf-count must be a power of two"),
         (["--wait-nr", "8"], "--wait-nr above 1 would wait for that many completions however long they take"),
+        (["--zc-fixed", "--buf-ring"], "--zc-fixed registers the buffers zero-copy sends go out from: add --send-zc"),
+        (["--send-zc", "--zc-fixed"], "--zc-fixed registers the provided buffers: add --buf-ring or --buf-select"),
     ],
 )
 def test_refused_combinations_exit_2_with_one_line(native_build: Path, flags: list[str], message: str) -> None:

@@ -186,7 +186,9 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     without, one each; incremental buffers leave a buffer for more data
     and retire it later; gathered sends carry several buffers each, plain
     sends one; NAPI busy polling reads every closed socket's NAPI id, none
-    on loopback (inert here, and said so)."""
+    on loopback (inert here, and said so); every zero-copy send's usage
+    report says copied on loopback, and with --zc-fixed the sends go out
+    from the registered buffer area."""
     exe = native_build / ("san" if build == "san" else "") / "echo-uring"
     configs = {
         "plain": ["--buf-ring", "--multishot-recv"],
@@ -194,6 +196,8 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
         "inc": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "64"],
         "gather": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--gather-send"],
         "napi": ["--buf-ring", "--multishot-recv", "--napi", "50"],
+        "zc": ["--buf-ring", "--multishot-recv", "--send-zc"],
+        "zc_fixed": ["--buf-ring", "--multishot-recv", "--send-zc", "--zc-fixed"],
     }
     counters = {}
     for name, flags in configs.items():
@@ -222,6 +226,12 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     napi = counters["napi"]
     assert napi["config"]["napi_us"] == 50 and napi["napi_checked"] == napi["closed"] == 80
     assert napi["napi_conns"] == 0 and plain["napi_checked"] == 0
+    zc, zc_fixed = counters["zc"], counters["zc_fixed"]
+    for c in (zc, zc_fixed):  # a notification per send, each copied on loopback
+        assert c["zc_notifs"] == c["send_buffers"] > 0 and c["zc_copied"] == c["zc_notifs"]
+    # Chunks the server copied out of a backed-up queue go out unregistered.
+    assert zc["zc_fixed"] == 0 and 0 < zc_fixed["zc_fixed"] <= zc_fixed["zc_notifs"]
+    assert plain["zc_notifs"] == plain["zc_copied"] == 0
 
 
 def test_slow_reader_gets_backpressure_not_others(stress_server: Server) -> None:

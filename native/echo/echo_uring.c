@@ -103,6 +103,10 @@ static void check_combinations(void)
 	if (opts.buf_inc && opts.recv_bundle)
 		refuse("--buf-inc with --recv-bundle is not built: a bundle's pieces of partly used buffers "
 		       "would need a map of offsets per buffer; choose one");
+	if (opts.zc_fixed && !opts.send_zc)
+		refuse("--zc-fixed registers the buffers zero-copy sends go out from: add --send-zc");
+	if (opts.zc_fixed && !opts.buf_ring && !opts.buf_select)
+		refuse("--zc-fixed registers the provided buffers: add --buf-ring or --buf-select");
 	if (opts.gather_send && opts.send_zc)
 		refuse("--gather-send with --send-zc is not built: it would need IORING_OP_SENDMSG_ZC; choose one");
 	if (opts.wait_nr > 1 && !opts.min_wait_us)
@@ -294,6 +298,12 @@ static void usage(FILE *f)
 		"  --multishot-accept   one multishot accept\n"
 		"  --multishot-recv     multishot receive (needs --buf-ring or --buf-select)\n"
 		"  --send-zc            zero-copy send (IORING_OP_SEND_ZC)\n"
+		"  --zc-fixed           zero-copy sends of received data go out from the provided\n"
+		"                       buffers, registered as one fixed buffer\n"
+		"                       (IORING_RECVSEND_FIXED_BUF; needs --send-zc and --buf-ring\n"
+		"                       or --buf-select). Every zero-copy send asks for a usage\n"
+		"                       report (Linux 6.2+): the final line counts zc_copied\n"
+		"                       (loopback copies every send)\n"
 		"  --wait-nr N          each wait asks for N completions (default 1); above 1\n"
 		"                       needs --min-wait\n"
 		"  --recv-bundle        receive bundles: one completion for as many provided\n"
@@ -331,7 +341,7 @@ static void parse_args(int argc, char **argv)
 		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
 		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
 		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT, OPT_RECV_BUNDLE, OPT_BUF_INC, OPT_GATHER_SEND,
-		OPT_NAPI,
+		OPT_NAPI, OPT_ZC_FIXED,
 	};
 	static const struct option longopts[] = {
 		{ "port", required_argument, NULL, OPT_PORT }, { "bind", required_argument, NULL, OPT_BIND },
@@ -353,6 +363,7 @@ static void parse_args(int argc, char **argv)
 		{ "wait-nr", required_argument, NULL, OPT_WAIT_NR }, { "min-wait", required_argument, NULL, OPT_MIN_WAIT },
 		{ "recv-bundle", no_argument, NULL, OPT_RECV_BUNDLE }, { "buf-inc", no_argument, NULL, OPT_BUF_INC },
 		{ "gather-send", no_argument, NULL, OPT_GATHER_SEND }, { "napi", required_argument, NULL, OPT_NAPI },
+		{ "zc-fixed", no_argument, NULL, OPT_ZC_FIXED },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -398,6 +409,7 @@ static void parse_args(int argc, char **argv)
 		case OPT_RECV_BUNDLE: opts.recv_bundle = 1; break;
 		case OPT_BUF_INC: opts.buf_inc = 1; break;
 		case OPT_GATHER_SEND: opts.gather_send = 1; break;
+		case OPT_ZC_FIXED: opts.zc_fixed = 1; break;
 		case OPT_NAPI: opts.napi_us = (unsigned)parse_int_flag(PROG, "--napi", optarg, 1, 10000000); break;
 		case OPT_RINGS: opts.rings = (int)parse_int_flag(PROG, "--rings", optarg, 1, 1024); break;
 		case OPT_GRAN: opts.granule = (int)parse_int_flag(PROG, "--granule", optarg, 1, 1 << 20); break;
@@ -520,14 +532,15 @@ static void print_counters(int iowq)
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"poll_first\": %d, \"rings\": %d, \"granule\": %d, "
 		 "\"wait_nr\": %u, \"min_wait_us\": %u, \"recv_bundle\": %d, \"buf_inc\": %d, \"gather_send\": %d, "
-		 "\"napi_us\": %u, \"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
+		 "\"napi_us\": %u, \"zc_fixed\": %d, \"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
 		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
 		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
 		 opts.ring.coop_taskrun, opts.ring.taskrun_flag, opts.ring.single_issuer, opts.ring.defer_taskrun,
 		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
 		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
 		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.wait_nr,
-		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.napi_us, opts.iowq_aff, iowq,
+		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.napi_us, opts.zc_fixed, opts.iowq_aff,
+		 iowq,
 		 IOLAB_LIBURING_VERSION) < 0)
 		die("formatting the counters", ENOMEM);
 	print_final(stdout, "uring", &total, config);

@@ -42,6 +42,7 @@ struct options {
 	int buf_inc;            /* --buf-inc: an incremental buffer ring (IOU_PBUF_RING_INC) */
 	int gather_send;        /* --gather-send: one SENDMSG for every queued chunk */
 	unsigned napi_us;       /* --napi: NAPI busy polling for up to this per wait; 0: off */
+	int zc_fixed;           /* --zc-fixed: zero-copy sends from the provided buffers, registered */
 };
 
 struct chunk {

@@ -39,6 +39,8 @@ void counters_add(struct echo_counters *into, const struct echo_counters *c)
 	into->send_buffers += c->send_buffers;
 	into->napi_checked += c->napi_checked;
 	into->napi_conns += c->napi_conns;
+	into->zc_copied += c->zc_copied;
+	into->zc_fixed += c->zc_fixed;
 	for (int i = 0; i < BUFS_HIST_BINS; i++) {
 		into->recv_bufs_hist[i] += c->recv_bufs_hist[i];
 		into->send_bufs_hist[i] += c->send_bufs_hist[i];
@@ -172,7 +174,7 @@ void print_final(FILE *out, const char *server, const struct echo_counters *c,
 		"\"recv_bufs_hist\": [%llu, %llu, %llu, %llu, %llu, %llu, %llu, %llu], \"buf_more\": %llu, "
 		"\"bufs_retired\": %llu, \"rearms\": %llu, \"send_buffers\": %llu, "
 		"\"send_bufs_hist\": [%llu, %llu, %llu, %llu, %llu, %llu, %llu, %llu], \"napi_checked\": %llu, "
-		"\"napi_conns\": %llu, \"config\": %s}\n",
+		"\"napi_conns\": %llu, \"zc_copied\": %llu, \"zc_fixed\": %llu, \"config\": %s}\n",
 		server, (unsigned long long)c->requests, (unsigned long long)c->bytes,
 		(unsigned long long)c->accepted, (unsigned long long)c->closed,
 		(unsigned long long)c->waits, (unsigned long long)c->events,
@@ -193,6 +195,7 @@ void print_final(FILE *out, const char *server, const struct echo_counters *c,
 		(unsigned long long)c->send_bufs_hist[3], (unsigned long long)c->send_bufs_hist[4],
 		(unsigned long long)c->send_bufs_hist[5], (unsigned long long)c->send_bufs_hist[6],
 		(unsigned long long)c->send_bufs_hist[7], (unsigned long long)c->napi_checked,
-		(unsigned long long)c->napi_conns, config_json);
+		(unsigned long long)c->napi_conns, (unsigned long long)c->zc_copied,
+		(unsigned long long)c->zc_fixed, config_json);
 	fflush(out);
 }

@@ -42,6 +42,10 @@ struct echo_counters {
 	 * id was read at close, and those of them with one (0 on loopback: the
 	 * busy polling had nothing to poll). */
 	uint64_t napi_checked, napi_conns;
+	/* Zero-copy sends (echo-uring --send-zc): notifications whose usage
+	 * report says the kernel copied the bytes after all, and sends from the
+	 * registered provided-buffer area (--zc-fixed). */
+	uint64_t zc_copied, zc_fixed;
 };
 
 void counters_add(struct echo_counters *into, const struct echo_counters *c);

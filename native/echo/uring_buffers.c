@@ -77,6 +77,17 @@ void setup_buffers(struct uring_ctx *r)
 		return;
 	if (posix_memalign((void **)&r->bufs, 4096, (size_t)opts.buf_count * opts.buf_size) != 0)
 		die("allocating provided buffers", ENOMEM);
+	if (opts.zc_fixed) {
+		struct iovec area = { r->bufs, (size_t)opts.buf_count * opts.buf_size };
+		int ret = io_uring_register_buffers(&r->ring, &area, 1);
+
+		if (ret < 0) {
+			fprintf(stderr, PROG ": --zc-fixed: the kernel refused to register the %zu-byte buffer area: %s%s\n",
+				area.iov_len, strerror(-ret),
+				ret == -ENOMEM ? " (raise the locked-memory limit, ulimit -l, or use fewer --buf-count)" : "");
+			exit(2);
+		}
+	}
 	if (opts.buf_ring) {
 		struct io_uring_buf_reg reg;
 		int ret;

@@ -262,8 +262,14 @@ static void send_head(struct uring_ctx *r, int fd)
 
 	c->send_pieces = 1;
 	c->send_len = ch->len - ch->off;
-	if (opts.send_zc)
-		io_uring_prep_send_zc(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL, 0);
+	if (opts.send_zc && opts.zc_fixed && ch->bid >= 0) {
+		/* The provided-buffer area is registered buffer 0 (--zc-fixed). */
+		io_uring_prep_send_zc_fixed(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL,
+					    IORING_SEND_ZC_REPORT_USAGE, 0);
+		r->c.zc_fixed++;
+	} else if (opts.send_zc)
+		io_uring_prep_send_zc(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL,
+				      IORING_SEND_ZC_REPORT_USAGE);
 	else if (opts.gather_send && ch->next)
 		io_uring_prep_sendmsg(sqe, fd, gather_queue(c), (unsigned)flags);
 	else
@@ -539,8 +545,11 @@ void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 	if (stale)
 		return;
 	if (cqe->flags & IORING_CQE_F_NOTIF) {
-		/* Zero-copy: the kernel no longer needs the buffer. */
+		/* Zero-copy: the kernel no longer needs the buffer; the usage
+		 * report says whether it copied the bytes anyway (loopback does). */
 		r->c.zc_notifs++;
+		if ((unsigned)cqe->res & IORING_NOTIF_USAGE_ZC_COPIED)
+			r->c.zc_copied++;
 		c->zc_wait = 0;
 		if (c->send_failed)
 			end_failed_send(r, fd);
@@ -559,6 +568,13 @@ void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 		io_uring_sqe_set_data64(sqe, ud(OP_POLLOUT, c->gen, fd));
 		c->send_inflight = 1;
 		return;
+	}
+	if (cqe->res == -EINVAL && opts.send_zc) {
+		/* Every zero-copy send asks for a usage report: a kernel without
+		 * them refuses the first send. */
+		fprintf(stderr, PROG ": unavailable: this kernel refused a zero-copy send with "
+			"IORING_SEND_ZC_REPORT_USAGE (EINVAL; Linux 6.2+)\n");
+		exit(2);
 	}
 	if (cqe->res < 0) {
 		c->closing = 1;
