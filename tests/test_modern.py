@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from iolab.analysis.costmodel import OPS, CostInputs, Fit
 from iolab.rooms.echo import modern
 
 FLAGS = {
@@ -147,3 +148,30 @@ def test_an_inert_presets_cells_are_not_counted_as_a_win() -> None:
     assert "yes, modern io_uring beats epoll here in 4 of 8 cells" in modern.answer(
         modern.ratios(live), modern.counters(live)
     )
+
+
+def test_the_cost_view_prices_each_request_at_the_sqes_and_enters_it_used() -> None:
+    """Model B with s = 100, a = 300 and b = 50 ns (send and recv alike): a
+    request of 5 SQEs in one enter costs 400 + 5 x 50 = 650 ns. The synthetic
+    bundles use 5,000 SQEs and 1,000 enters for 1,000 requests."""
+    fits = {op: {"A": Fit("A", {"t": 500.0}, 0.0, 5), "B": Fit("B", {"a": 300.0, "b": 50.0}, 0.0, 5)} for op in OPS}
+    ci = CostInputs(s=100.0, w={"send": 1000.0, "recv": 1000.0}, fits=fits, t1={"send": 500.0, "recv": 500.0})
+    echo = table(1.0, 0.03)
+    view = modern.cost_view(echo, ci).set_index(["preset", "pipeline"])
+    bundle = view.loc[("recv_bundle", 1)]
+    assert bundle["sqes_per_request"] == 5.0 and bundle["enters_per_request"] == 1.0
+    assert bundle["model_b_ns"] == 1.0 * 400 + 5.0 * 50
+    assert bundle["measured_over_model"] == bundle["measured_ns"] / 650.0
+    assert set(view.index.get_level_values("preset")) == {"recv_bundle", "defer_taskrun_multishot"}
+    text = modern.answer(modern.ratios(echo), modern.counters(echo), cost=modern.cost_view(echo, ci))
+    assert "Model B (each io_uring_enter s + a, each SQE b" in text and "recv_bundle 0.7 µs (5.0 SQEs" in text
+
+
+def test_the_floor_is_drawn_as_a_share_of_epolls_cost() -> None:
+    echo = table(1.0, 0.03)
+    floor = modern.floor_ratios(echo, 4_000.0)
+    ours = echo[(echo["preset"] == "epoll") & (echo["pipeline"] == 1)]
+    for (c, b), ratio in floor.items():
+        epoll = ours[(ours["connections"] == c) & (ours["bytes"] == b)]["server_ns_per_request"].median()
+        assert ratio == 4_000.0 / epoll
+    assert set(floor) == {(50, 65536), (500, 65536)} and modern.floor_ratios(echo, float("nan")) == {}

@@ -15,6 +15,7 @@ import math
 import pandas as pd
 
 from ...analysis import echostats
+from ...analysis.costmodel import OPS, CostInputs
 from ...presets import modern_features
 from ...report.outputs import Outputs
 
@@ -116,6 +117,86 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def floor_ratios(echo: pd.DataFrame, floor_ns: float) -> dict[tuple[int, int], float]:
+    """(connections, bytes) -> the 2w floor over epoll's CPU per request
+    (median over repetitions) at one request in flight under our setup: how
+    far below epoll any server could go on the kernel work of one recv and
+    one send. The floor comes from 16-byte probes, so at larger messages it
+    is a looser lower bound (the copies add to it)."""
+    if not math.isfinite(floor_ns):
+        return {}
+    ok = echostats.one_setup(echostats.with_setup(echo), echostats.OUR_SETUP)
+    ok = ok[(ok["status"] == "ok") & (ok["preset"] == "epoll")]
+    medians = ok.groupby(["connections", "bytes"])[CPU].median()
+    return {(int(c), int(b)): floor_ns / float(ns) for (c, b), ns in medians.items() if ns > 0}
+
+
+COST_VIEW_COLUMNS = [
+    "preset",
+    "pipeline",
+    "bytes",
+    "sqes_per_request",
+    "enters_per_request",
+    "model_b_ns",
+    "measured_ns",
+    "measured_over_model",
+]
+
+
+def cost_view(echo: pd.DataFrame, ci: CostInputs) -> pd.DataFrame:
+    """The cost model's view of each modern preset and the older ring, per
+    depth and message size at c >= LOADED (medians over cells and
+    repetitions): SQEs and io_uring_enter calls per request, model B's price
+    of a request at those counts (each enter s + a, each SQE b: the cost
+    probes' fits, a and b averaged over send and recv, 16-byte operations),
+    the measured server CPU per request, and measured over that price (what
+    the SQE and enter counts do not explain: copies, buffer bookkeeping)."""
+    modern = modern_presets(echo)
+    ok = echostats.with_setup(echo)
+    ok = ok[(ok["status"] == "ok") & ok["preset"].isin({*modern, OLDER_RING}) & (ok["connections"] >= LOADED)]
+    if not len(ok):
+        return pd.DataFrame(columns=COST_VIEW_COLUMNS)
+    per_request = ok["bytes"] / ok["server_bytes"]
+    ok = ok.assign(sqes_per_request=ok["sqes"] * per_request, enters_per_request=ok["io_uring_enter"] * per_request)
+    out = (
+        ok.groupby(["preset", "pipeline", "bytes"])
+        .agg(
+            sqes_per_request=("sqes_per_request", "median"),
+            enters_per_request=("enters_per_request", "median"),
+            measured_ns=(CPU, "median"),
+        )
+        .reset_index()
+    )
+    per_enter = ci.s + sum(ci.fits[op]["B"].params["a"] for op in OPS) / len(OPS)
+    per_sqe = sum(ci.fits[op]["B"].params["b"] for op in OPS) / len(OPS)
+    out["model_b_ns"] = out["enters_per_request"] * per_enter + out["sqes_per_request"] * per_sqe
+    out["measured_over_model"] = out["measured_ns"] / out["model_b_ns"]
+    return out[COST_VIEW_COLUMNS]
+
+
+def cost_sentence(view: pd.DataFrame, idle: set[tuple[str, int, int]] | None = None) -> str:
+    """One sentence from ``cost_view`` at the largest message size, one
+    request in flight: model B's price of each preset's request and the
+    measured cost over it, leaving out cells in ``idle`` (every feature
+    inert)."""
+    one = view[view["pipeline"] == 1] if len(view) else view
+    one = one[_active(one, idle or set())] if len(one) else one
+    if not len(one):
+        return ""
+    size = int(one["bytes"].max())
+    rows = one[one["bytes"] == size].sort_values("model_b_ns")
+    return (
+        f" Model B (each io_uring_enter s + a, each SQE b, from the cost probes) prices a {_size(size)} "
+        "request at the SQEs and enters it used (c >= 50): "
+        + "; ".join(
+            f"{r.preset} {r.model_b_ns / 1000:.1f} µs ({r.sqes_per_request:.1f} SQEs, "
+            f"{r.enters_per_request:.2f} enters), measured {r.measured_over_model:.1f}x that"
+            for r in rows.itertuples()
+        )
+        + "."
+    )
+
+
 def all_inert_cells(counts: pd.DataFrame) -> set[tuple[str, int, int]]:
     """(preset, pipeline, bytes) where the counters show every feature of
     the preset inert (``counters``' all_inert)."""
@@ -141,11 +222,12 @@ def _cell(row: pd.Series) -> str:
     return f"c = {int(row['connections'])}, {_size(row['bytes'])}" + (f", {depth} in flight" if depth > 1 else "")
 
 
-def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL) -> str:
+def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL, cost: pd.DataFrame | None = None) -> str:
     """The paragraph: does a modern ring beat epoll's CPU per request here,
     where and by how much (a cell whose whole 95 % interval is at or under
     ``goal`` at c >= 50 counts), and otherwise how close the best came and
-    where the cost goes, from the counters."""
+    where the cost goes, from the counters and (``cost``: ``cost_view``)
+    the cost model."""
     if view.empty:
         return (
             "No preset with a feature of Linux 6.9+ ran in this run, so the question is not answered "
@@ -201,7 +283,8 @@ def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL) -> str:
                 )
                 + "."
             )
-    return text + _inert_sentence(counts, measured)
+    cost_text = cost_sentence(cost, all_inert_cells(counts)) if cost is not None else ""
+    return text + cost_text + _inert_sentence(counts, measured)
 
 
 def _inert_sentence(counts: pd.DataFrame, presets: set[str]) -> str:

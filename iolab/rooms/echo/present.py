@@ -275,13 +275,21 @@ def numbers(
     out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")
 
 
-def modern_figure(view: pd.DataFrame, goal: float, inert: set[tuple[str, int, int]] | None = None) -> Figure:
+def modern_figure(
+    view: pd.DataFrame,
+    goal: float,
+    inert: set[tuple[str, int, int]] | None = None,
+    floor: dict[tuple[int, int], float] | None = None,
+) -> Figure:
     """Server CPU per request over epoll's for the modern presets and the
     older ring (``modern.ratios``): one panel per requests in flight, one
     marker per cell (connections and message size) and preset, bars the
     95 % interval across repetitions; epoll at 1 and the study's goal
     dashed. Cells in ``inert`` ((preset, depth, bytes) whose every feature
-    the counters show idle: ``modern.all_inert_cells``) are drawn hollow."""
+    the counters show idle: ``modern.all_inert_cells``) are drawn hollow.
+    ``floor`` ((connections, bytes) -> the 2w floor over epoll's cost:
+    ``modern.floor_ratios``) marks each one-in-flight cell with a dotted
+    dash: no server goes below it on the kernel work of a recv and a send."""
     cpu = view[view["metric"] == "server_ns_per_request"] if len(view) else view
     if not len(cpu):
         # Presets configured, no cell of theirs measured (the echo table's
@@ -318,6 +326,11 @@ def modern_figure(view: pd.DataFrame, goal: float, inert: set[tuple[str, int, in
                         label=label,
                     )
                     label = None
+        marks = [(x, (floor or {}).get(cell)) for x, cell in enumerate(cells)] if depth == 1 else []
+        marks = [(x, y) for x, y in marks if y is not None]
+        if marks:
+            xs, ys = zip(*marks, strict=True)
+            ax.hlines(ys, np.array(xs) - 0.35, np.array(xs) + 0.35, color="black", ls=":", lw=1.2, label="2w floor")
         ax.axhline(1.0, color=EPOLL_COLOR, lw=1, label="epoll")
         ax.axhline(goal, color="black", ls="--", lw=0.8, label=f"goal: {goal:.2f}x epoll")
         ax.set_xticks(range(len(cells)))
