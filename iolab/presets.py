@@ -24,6 +24,7 @@ MODERN_FEATURES = {
     "--gather-send": "gathered sends",
     "--min-wait": "batched waits",
     "--napi": "NAPI busy polling",
+    "--reg-wait": "registered wait regions",
 }
 
 

@@ -73,6 +73,15 @@ EXTRA_SERVERS = {
     ],
     "gather_send_poll_first": ["--poll-first", "--gather-send"],
     "batched_wait_sqpoll_regfd": ["--sqpoll", "--register-ring-fd", "--wait-nr", "16", "--min-wait", "200"],
+    # Registered wait regions (Linux 6.13): each ring's waits read their
+    # timeout and minimum wait from a region registered at setup; ring 0's
+    # timeout is how a stop signal is noticed, so a region the kernel
+    # ignored would hang the stop these tests end with.
+    "reg_wait_batched": ["--single-issuer", "--defer-taskrun", "--multishot-recv", "--buf-ring", "--reg-wait"]
+    + ["--wait-nr", "16", "--min-wait", "200"],
+    "reg_wait_rings": ["--rings", "2", "--reg-wait"],
+    # Zero-copy sends from the registered provided-buffer area.
+    "send_zc_fixed": ["--buf-ring", "--multishot-recv", "--send-zc", "--zc-fixed"],
     # The Go servers' flags no preset uses: one ring with a tiny SQ (every
     # burst waits for the publisher to drain it), three rings each owning
     # two consecutive fds, one worker pool, a small buffer (partial echoes),

@@ -3,12 +3,14 @@
 #include "ring_setup.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "config.h"
+#include "uring_compat.h"
 
 const char *ring_setup_conflict(const struct ring_setup *rs)
 {
@@ -50,7 +52,7 @@ static void params_from(const struct ring_setup *rs, struct io_uring_params *p)
 		p->flags |= IORING_SETUP_ATTACH_WQ;
 		p->wq_fd = (unsigned)rs->attach_wq_fd;
 	}
-	if (rs->r_disabled)
+	if (rs->r_disabled || rs->wait_region)
 		p->flags |= IORING_SETUP_R_DISABLED;
 	if (rs->coop_taskrun)
 		p->flags |= IORING_SETUP_COOP_TASKRUN;
@@ -77,7 +79,23 @@ int ring_setup_init(const struct ring_setup *rs, struct io_uring *ring, unsigned
 			 strerror(-ret));
 		return ret;
 	}
-	if (rs->r_disabled) {
+	if (rs->wait_region) {
+		struct iolab_region_desc desc = { .user_addr = (__u64)(uintptr_t)rs->wait_region,
+						  .size = rs->wait_region_size,
+						  .flags = IOLAB_MEM_REGION_TYPE_USER };
+		struct iolab_mem_region_reg reg = { .region_uptr = (__u64)(uintptr_t)&desc,
+						    .flags = IOLAB_MEM_REGION_REG_WAIT_ARG };
+
+		if (syscall(__NR_io_uring_register, ring->ring_fd, IOLAB_REGISTER_MEM_REGION, &reg, 1) < 0) {
+			ret = -errno;
+			snprintf(why, why_size,
+				 "unavailable: this kernel refused a registered wait region (IORING_REGISTER_MEM_REGION, "
+				 "Linux 6.13+): %s", strerror(-ret));
+			io_uring_queue_exit(ring);
+			return ret;
+		}
+	}
+	if (rs->r_disabled || rs->wait_region) {
 		/* liburing 2.3 has no io_uring_enable_rings(); the register call is the same. */
 		if (syscall(__NR_io_uring_register, ring->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0) {
 			ret = -errno;

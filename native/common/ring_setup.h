@@ -16,6 +16,11 @@ struct ring_setup {
 	int sq_aff;            /* CPU of the SQPOLL thread; < 0: unpinned */
 	int attach_wq_fd;      /* ring whose io-wq to share; < 0: its own */
 	int r_disabled, coop_taskrun, taskrun_flag, single_issuer, defer_taskrun, register_ring_fd;
+	/* A registered wait region (page-aligned, a multiple of the page size):
+	 * the ring is created disabled, the region registered, then the ring
+	 * enabled. NULL: none. */
+	void *wait_region;
+	size_t wait_region_size;
 };
 
 /* A ring_setup with nothing chosen: the default ring of `entries`. */

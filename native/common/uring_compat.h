@@ -85,4 +85,39 @@ struct iolab_uring_napi {
 #define SO_INCOMING_NAPI_ID 56
 #endif
 
+/* Registered wait regions (Linux 6.13): memory registered with
+ * IORING_REGISTER_MEM_REGION (flag REG_WAIT_ARG) while the ring is still
+ * disabled holds struct io_uring_reg_wait entries; a wait then passes
+ * IORING_ENTER_EXT_ARG_REG and an entry's byte offset in place of a
+ * getevents argument the kernel would copy in on every wait. None of it is
+ * in liburing 2.3's headers, and the opcode is an enum value in newer ones:
+ * all under names of our own. */
+#define IOLAB_REGISTER_MEM_REGION 34U
+#define IOLAB_MEM_REGION_TYPE_USER 1U
+#define IOLAB_MEM_REGION_REG_WAIT_ARG 1U
+#define IOLAB_ENTER_EXT_ARG_REG (1U << 6)
+#define IOLAB_REG_WAIT_TS (1U << 0)
+struct iolab_region_desc {
+	__u64 user_addr;
+	__u64 size;
+	__u32 flags;
+	__u32 id;
+	__u64 mmap_offset;
+	__u64 resv[4];
+};
+struct iolab_mem_region_reg {
+	__u64 region_uptr;
+	__u64 flags;
+	__u64 resv[2];
+};
+struct iolab_reg_wait {
+	struct __kernel_timespec ts;
+	__u32 min_wait_usec;
+	__u32 flags;
+	__u64 sigmask;
+	__u32 sigmask_sz;
+	__u32 pad[3];
+	__u64 pad2[2];
+};
+
 #endif

@@ -123,6 +123,21 @@ static void setup_ring(struct uring_ctx *r)
 
 	if (opts.attach_wq && r->idx > 0)
 		rs.attach_wq_fd = rings[0].ring.ring_fd;
+	if (opts.reg_wait) {
+		long page = sysconf(_SC_PAGESIZE);
+
+		if (page <= 0 || posix_memalign((void **)&r->wait_region, (size_t)page, (size_t)page) != 0)
+			die("allocating a wait region", ENOMEM);
+		memset(r->wait_region, 0, (size_t)page);
+		/* Ring 0 wakes every STOP_CHECK_MS to look for a stop signal. */
+		if (r->idx == 0) {
+			r->wait_region->ts.tv_nsec = STOP_CHECK_MS * 1000000L;
+			r->wait_region->flags = IOLAB_REG_WAIT_TS;
+		}
+		r->wait_region->min_wait_usec = opts.min_wait_us;
+		rs.wait_region = r->wait_region;
+		rs.wait_region_size = (size_t)page;
+	}
 	if (ring_setup_init(&rs, &r->ring, &features, why, sizeof(why)) < 0)
 		refuse(why);
 	if (!(features & IORING_FEAT_FAST_POLL))
@@ -298,6 +313,10 @@ static void usage(FILE *f)
 		"  --multishot-accept   one multishot accept\n"
 		"  --multishot-recv     multishot receive (needs --buf-ring or --buf-select)\n"
 		"  --send-zc            zero-copy send (IORING_OP_SEND_ZC)\n"
+		"  --reg-wait           each wait reads its argument (timeout, --min-wait) from a\n"
+		"                       region registered at setup (IORING_REGISTER_MEM_REGION,\n"
+		"                       IORING_ENTER_EXT_ARG_REG, Linux 6.13) instead of one the\n"
+		"                       kernel copies in per wait\n"
 		"  --zc-fixed           zero-copy sends of received data go out from the provided\n"
 		"                       buffers, registered as one fixed buffer\n"
 		"                       (IORING_RECVSEND_FIXED_BUF; needs --send-zc and --buf-ring\n"
@@ -341,7 +360,7 @@ static void parse_args(int argc, char **argv)
 		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
 		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
 		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT, OPT_RECV_BUNDLE, OPT_BUF_INC, OPT_GATHER_SEND,
-		OPT_NAPI, OPT_ZC_FIXED,
+		OPT_NAPI, OPT_ZC_FIXED, OPT_REG_WAIT,
 	};
 	static const struct option longopts[] = {
 		{ "port", required_argument, NULL, OPT_PORT }, { "bind", required_argument, NULL, OPT_BIND },
@@ -363,7 +382,7 @@ static void parse_args(int argc, char **argv)
 		{ "wait-nr", required_argument, NULL, OPT_WAIT_NR }, { "min-wait", required_argument, NULL, OPT_MIN_WAIT },
 		{ "recv-bundle", no_argument, NULL, OPT_RECV_BUNDLE }, { "buf-inc", no_argument, NULL, OPT_BUF_INC },
 		{ "gather-send", no_argument, NULL, OPT_GATHER_SEND }, { "napi", required_argument, NULL, OPT_NAPI },
-		{ "zc-fixed", no_argument, NULL, OPT_ZC_FIXED },
+		{ "zc-fixed", no_argument, NULL, OPT_ZC_FIXED }, { "reg-wait", no_argument, NULL, OPT_REG_WAIT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -410,6 +429,7 @@ static void parse_args(int argc, char **argv)
 		case OPT_BUF_INC: opts.buf_inc = 1; break;
 		case OPT_GATHER_SEND: opts.gather_send = 1; break;
 		case OPT_ZC_FIXED: opts.zc_fixed = 1; break;
+		case OPT_REG_WAIT: opts.reg_wait = 1; break;
 		case OPT_NAPI: opts.napi_us = (unsigned)parse_int_flag(PROG, "--napi", optarg, 1, 10000000); break;
 		case OPT_RINGS: opts.rings = (int)parse_int_flag(PROG, "--rings", optarg, 1, 1024); break;
 		case OPT_GRAN: opts.granule = (int)parse_int_flag(PROG, "--granule", optarg, 1, 1 << 20); break;
@@ -509,6 +529,7 @@ static void close_rings(void)
 		free(rings[i].inc_used);
 		free(rings[i].inc_refs);
 		free(rings[i].inc_retired);
+		free(rings[i].wait_region);   /* the ring that pinned it is gone */
 		free(rings[i].starved);
 		free(rings[i].conns);
 	}
@@ -532,14 +553,14 @@ static void print_counters(int iowq)
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"poll_first\": %d, \"rings\": %d, \"granule\": %d, "
 		 "\"wait_nr\": %u, \"min_wait_us\": %u, \"recv_bundle\": %d, \"buf_inc\": %d, \"gather_send\": %d, "
-		 "\"napi_us\": %u, \"zc_fixed\": %d, \"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
+		 "\"napi_us\": %u, \"zc_fixed\": %d, \"reg_wait\": %d, \"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
 		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
 		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
 		 opts.ring.coop_taskrun, opts.ring.taskrun_flag, opts.ring.single_issuer, opts.ring.defer_taskrun,
 		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
 		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
 		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.wait_nr,
-		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.napi_us, opts.zc_fixed, opts.iowq_aff,
+		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.napi_us, opts.zc_fixed, opts.reg_wait, opts.iowq_aff,
 		 iowq,
 		 IOLAB_LIBURING_VERSION) < 0)
 		die("formatting the counters", ENOMEM);

@@ -43,6 +43,7 @@ struct options {
 	int gather_send;        /* --gather-send: one SENDMSG for every queued chunk */
 	unsigned napi_us;       /* --napi: NAPI busy polling for up to this per wait; 0: off */
 	int zc_fixed;           /* --zc-fixed: zero-copy sends from the provided buffers, registered */
+	int reg_wait;           /* --reg-wait: waits read their argument from a registered region */
 };
 
 struct chunk {
@@ -81,6 +82,7 @@ struct send_gather {
 
 struct uring_ctx {
 	int idx;
+	struct iolab_reg_wait *wait_region;   /* --reg-wait: this ring's region, one entry used */
 	struct uconn *conns; /* this ring's connections, fd-indexed, sized from RLIMIT_NOFILE */
 	int *starved;        /* connections whose receive found no buffer */
 	size_t nstarved;

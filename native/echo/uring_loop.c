@@ -213,6 +213,13 @@ static int submit_and_wait_batched(struct uring_ctx *r, struct __kernel_timespec
 	int fd = r->ring.ring_fd;
 
 	IOLAB_GETEVENTS_MIN_WAIT(arg) = opts.min_wait_us;
+	if (opts.reg_wait) {
+		/* The same timeout and minimum wait, from the ring's registered
+		 * region (set up with them): the argument is entry 0's offset.
+		 * EXT_ARG too: without it the kernel reads the argument as a
+		 * sigset pointer and the wait has no timeout. */
+		flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | IOLAB_ENTER_EXT_ARG_REG;
+	}
 	if (opts.ring.sqpoll && (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP))
 		flags |= IORING_ENTER_SQ_WAKEUP;
 	if (opts.ring.register_ring_fd) {
@@ -220,6 +227,8 @@ static int submit_and_wait_batched(struct uring_ctx *r, struct __kernel_timespec
 		flags |= IORING_ENTER_REGISTERED_RING;
 	}
 	/* liburing's wrapper returns -errno itself and leaves errno alone. */
+	if (opts.reg_wait)
+		return io_uring_enter2((unsigned)fd, submit, opts.wait_nr, flags, NULL, sizeof(struct iolab_reg_wait));
 	return io_uring_enter2((unsigned)fd, submit, opts.wait_nr, flags, (sigset_t *)&arg, sizeof(arg));
 }
 
@@ -241,7 +250,7 @@ void *run_ring(void *arg)
 			 * at most that often: one read() per interval under load. */
 			struct io_uring_cqe *first;
 
-			ret = opts.min_wait_us ? submit_and_wait_batched(r, &check_every)
+			ret = opts.min_wait_us || opts.reg_wait ? submit_and_wait_batched(r, &check_every)
 					       : io_uring_submit_and_wait_timeout(&r->ring, &first, 1, &check_every, NULL);
 			if (now_ns() >= next_check) {
 				next_check = now_ns() + STOP_CHECK_MS * 1000000ull;
@@ -249,7 +258,8 @@ void *run_ring(void *arg)
 					break;
 			}
 		} else {
-			ret = opts.min_wait_us ? submit_and_wait_batched(r, NULL) : io_uring_submit_and_wait(&r->ring, 1);
+			ret = opts.min_wait_us || opts.reg_wait ? submit_and_wait_batched(r, NULL)
+							       : io_uring_submit_and_wait(&r->ring, 1);
 		}
 		/* Waiting for a completion always enters the kernel (liburing). */
 		r->c.waits++;
