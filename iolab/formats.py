@@ -57,6 +57,7 @@ CELL_COLUMNS = [
     "zc_notifs",
     "zc_copied",
     "zc_fixed",
+    "connections_answered",
 ]
 # Files from before the client model and the layout were settings lack their
 # columns: those cells ran the event-loop client, pinned where a server CPU
@@ -91,6 +92,10 @@ CELL_OPTIONAL = {
     "zc_notifs": None,
     "zc_copied": None,
     "zc_fixed": None,
+    # Connections the server echoed on within the cell (loadgen): not
+    # counted before; below `connections` only where the thread-per-
+    # connection client reported, without failing, some never answered.
+    "connections_answered": None,
 }
 
 # Every raw file's header says its format and version (iolab.registry's

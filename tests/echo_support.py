@@ -77,8 +77,10 @@ EXTRA_SERVERS = {
     # timeout and minimum wait from a region registered at setup; ring 0's
     # timeout is how a stop signal is noticed, so a region the kernel
     # ignored would hang the stop these tests end with.
-    "reg_wait_batched": ["--single-issuer", "--defer-taskrun", "--multishot-recv", "--buf-ring", "--reg-wait"]
-    + ["--wait-nr", "16", "--min-wait", "200"],
+    "reg_wait_batched": [
+        *("--single-issuer", "--defer-taskrun", "--multishot-recv", "--buf-ring", "--reg-wait"),
+        *("--wait-nr", "16", "--min-wait", "200"),
+    ],
     "reg_wait_rings": ["--rings", "2", "--reg-wait"],
     # Zero-copy sends from the registered provided-buffer area.
     "send_zc_fixed": ["--buf-ring", "--multishot-recv", "--send-zc", "--zc-fixed"],

@@ -412,6 +412,7 @@ def measure_cell(
         "zc_notifs": server.get("zc_notifs", ""),
         "zc_copied": server.get("zc_copied", ""),
         "zc_fixed": server.get("zc_fixed", ""),
+        "connections_answered": client.get("connections_answered", ""),
         "iowq_workers": server["config"].get("iowq_workers_at_exit", 0),
         "port": port,
         "helper_cpus": helper_cpus,

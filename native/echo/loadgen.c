@@ -103,8 +103,9 @@ static void usage(FILE *f)
 		"(p50/p99/p999/max, µs), errors, connections_answered (how many the server\n"
 		"echoed on within the run: all were open at once) and the load generator's\n"
 		"own CPU time. Exit status 1 on any mismatch, early close, timeout, failed\n"
-		"connect, or a connection that sent in the run's first half and heard\n"
-		"nothing back before its end.\n");
+		"connect, or (event loops) a connection that sent in the run's first half\n"
+		"and heard nothing back before its end; thread-per-connection reports\n"
+		"those (connections_unanswered) without failing.\n");
 }
 
 /* A percentile for the JSON line: null when no request was measured. */
@@ -351,7 +352,7 @@ static void print_report(const struct totals *s)
 	       "\"max_us\": %.3f, \"mismatches\": %llu, \"short_closes\": %llu, \"timeouts\": %llu, "
 	       "\"connect_errors\": %llu, \"client_user_cpu_ns\": %llu, \"client_sys_cpu_ns\": %llu, "
 	       "\"connections\": %d, \"request_bytes\": %lld, \"pipeline\": %d, \"rate\": %.1f, "
-	       "\"connections_answered\": %d, \"threads\": %d, \"warmup_s\": %.3f, \"model\": \"%s\"}\n",
+	       "\"connections_answered\": %d, \"connections_unanswered\": %d, \"threads\": %d, \"warmup_s\": %.3f, \"model\": \"%s\"}\n",
 	       (unsigned long long)s->requests, (unsigned long long)s->bytes, secs, (double)s->requests / secs,
 	       (double)s->bytes / secs, json_number(p50, sizeof(p50), percentile(s->hist, s->requests, 0.5)),
 	       json_number(p99, sizeof(p99), percentile(s->hist, s->requests, 0.99)),
@@ -359,8 +360,19 @@ static void print_report(const struct totals *s)
 	       (unsigned long long)s->mismatches, (unsigned long long)s->short_closes,
 	       (unsigned long long)s->timeouts, (unsigned long long)s->connect_errors,
 	       (unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
-	       o.connections, o.bytes, o.pipeline, o.rate, s->answered, o.threads, o.warmup, MODEL_NAMES[o.model]);
+	       o.connections, o.bytes, o.pipeline, o.rate, s->answered, s->unanswered, o.threads, o.warmup, MODEL_NAMES[o.model]);
 	fflush(stdout);
+}
+
+/* Whether connections the server never answered fail the run: in the
+ * event loops, which serve every connection in turn, they are the server's.
+ * With a thread per connection on shared CPUs a thread woken by its echo
+ * may simply not have run before the end: the client's own starvation,
+ * which the sources' client (rust_echo_bench) did not check either. There
+ * they are reported, not failed. */
+static int unanswered_fail(const struct totals *s)
+{
+	return s->unanswered && o.model != MODEL_THREAD_PER_CONNECTION;
 }
 
 /* One line on stderr for a failed run, naming the first wrong byte. */
@@ -376,7 +388,7 @@ static void report_failure(const struct totals *s, const struct lthread *threads
 				(unsigned long long)threads[i].first_mismatch_seq, threads[i].first_mismatch_off);
 			break;
 		}
-	if (s->unanswered)
+	if (unanswered_fail(s))
 		fprintf(stderr, "; the server answered %d of the %d connections asked for and never served "
 			"%d that sent a request: it did not hold them all at once (check its descriptor limit "
 			"and listen backlog, or ask for fewer)", s->answered, o.connections, s->unanswered);
@@ -407,9 +419,13 @@ int main(int argc, char **argv)
 	if (o.histogram && write_histogram(&s) != 0)
 		return 2;
 	print_report(&s);
-	failed = s.mismatches || s.short_closes || s.timeouts || s.connect_errors || s.unanswered;
+	failed = s.mismatches || s.short_closes || s.timeouts || s.connect_errors || unanswered_fail(&s);
 	if (failed)
 		report_failure(&s, threads);
+	else if (s.unanswered)
+		fprintf(stderr, PROG ": note: %d of the %d connections sent a request and heard nothing back within "
+			"the run (thread per connection: the server may have left them waiting, or their threads "
+			"did not run); reported as connections_answered, not failed\n", s.unanswered, o.connections);
 	for (int i = 0; i < o.threads; i++) {
 		free(threads[i].conns);
 		if (!shared_hist)
