@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -84,7 +84,17 @@ def raw_format(path: str | Path) -> str:
     return next((line[len(prefix) :].strip() for line in _header(path) if line.startswith(prefix)), "")
 
 
-def _read_csv(path: str | Path, columns: list[str], complete: list[str], formats: Collection[str]) -> pd.DataFrame:
+def _read_csv(
+    path: str | Path,
+    columns: list[str],
+    complete: list[str],
+    formats: Collection[str],
+    optional: Mapping[str, object] | None = None,
+) -> pd.DataFrame:
+    """A raw CSV of one of ``formats`` with every one of ``columns``, those
+    in ``complete`` set in every row. A column of ``optional`` (name ->
+    default), which files from before it lack, is filled with its default."""
+    optional = optional or {}
     try:
         found = raw_format(path)
     except (OSError, UnicodeDecodeError) as e:
@@ -98,21 +108,22 @@ def _read_csv(path: str | Path, columns: list[str], complete: list[str], formats
         frame = pd.read_csv(path, comment="#")
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
         raise RawFormatError(f"{path}: not a valid raw CSV ({e})") from e
-    missing = [c for c in columns if c not in frame.columns]
+    missing = [c for c in columns if c not in frame.columns and c not in optional]
     if missing:
         raise RawFormatError(f"{path}: missing columns {missing}")
     if frame[complete].isna().any().any():
         raise RawFormatError(f"{path}: incomplete rows (truncated file?)")
+    for column, default in optional.items():
+        if column not in frame:
+            frame[column] = default
     return frame
 
 
 def read_echo_csv(path: str | Path) -> pd.DataFrame:
     """An echo sweep's raw CSV (one row per cell)."""
-    required = [c for c in CELL_COLUMNS if c not in CELL_OPTIONAL]
-    frame = _read_csv(path, required, ["order", "connections", "bytes", "status"], formats_of("echo"))
-    for column, default in CELL_OPTIONAL.items():
-        if column not in frame:
-            frame[column] = default
+    frame = _read_csv(
+        path, CELL_COLUMNS, ["order", "connections", "bytes", "status"], formats_of("echo"), CELL_OPTIONAL
+    )
     # CPU sets as taskset wrote them ("0", "0-3"), not as floats.
     for column in ("server_cpu", "client_cpu"):
         frame[column] = frame[column].map(
@@ -135,11 +146,9 @@ def read_echo_csv(path: str | Path) -> pd.DataFrame:
 
 def read_latency_csv(path: str | Path) -> pd.DataFrame:
     """An open-loop latency sweep's raw CSV (one row per cell)."""
-    required = [c for c in LATENCY_COLUMNS if c not in LATENCY_OPTIONAL]
-    frame = _read_csv(path, required, ["order", "phase", "load", "status"], formats_of("latency"))
-    for column, default in LATENCY_OPTIONAL.items():
-        if column not in frame:
-            frame[column] = default
+    frame = _read_csv(
+        path, LATENCY_COLUMNS, ["order", "phase", "load", "status"], formats_of("latency"), LATENCY_OPTIONAL
+    )
     frame["reason"] = frame["reason"].astype(object).where(frame["reason"].notna(), "")
     return frame
 
