@@ -202,24 +202,22 @@ static unsigned flush_sq(struct io_uring *ring)
 /* Submit what is queued and wait for opts.wait_nr completions, returning
  * after opts.min_wait_us with those that arrived (at least one), or at
  * `ts` with none: one io_uring_enter with IORING_ENTER_EXT_ARG, which
- * liburing 2.3 cannot pass min_wait_usec through. Returns the SQEs
- * submitted, or -errno. */
+ * liburing 2.3 cannot pass min_wait_usec through. With --reg-wait the
+ * same timeout and minimum wait come from the ring's registered region
+ * (set up with them): the argument is entry 0's offset, 0, and EXT_ARG
+ * stays set (without it the kernel reads the argument as a sigset pointer
+ * and the wait has no timeout). Returns the SQEs submitted, or -errno. */
 static int submit_and_wait_batched(struct uring_ctx *r, struct __kernel_timespec *ts)
 {
 	struct io_uring_getevents_arg arg = { .sigmask = 0, .sigmask_sz = _NSIG / 8,
 					      .ts = (__u64)(uintptr_t)ts };
-	unsigned flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG;
+	unsigned flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | (opts.reg_wait ? IOLAB_ENTER_EXT_ARG_REG : 0);
+	void *argp = opts.reg_wait ? NULL : &arg;
+	size_t argsz = opts.reg_wait ? sizeof(struct iolab_reg_wait) : sizeof(arg);
 	unsigned submit = flush_sq(&r->ring);
 	int fd = r->ring.ring_fd;
 
 	IOLAB_GETEVENTS_MIN_WAIT(arg) = opts.min_wait_us;
-	if (opts.reg_wait) {
-		/* The same timeout and minimum wait, from the ring's registered
-		 * region (set up with them): the argument is entry 0's offset.
-		 * EXT_ARG too: without it the kernel reads the argument as a
-		 * sigset pointer and the wait has no timeout. */
-		flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | IOLAB_ENTER_EXT_ARG_REG;
-	}
 	if (opts.ring.sqpoll && (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP))
 		flags |= IORING_ENTER_SQ_WAKEUP;
 	if (opts.ring.register_ring_fd) {
@@ -227,9 +225,7 @@ static int submit_and_wait_batched(struct uring_ctx *r, struct __kernel_timespec
 		flags |= IORING_ENTER_REGISTERED_RING;
 	}
 	/* liburing's wrapper returns -errno itself and leaves errno alone. */
-	if (opts.reg_wait)
-		return io_uring_enter2((unsigned)fd, submit, opts.wait_nr, flags, NULL, sizeof(struct iolab_reg_wait));
-	return io_uring_enter2((unsigned)fd, submit, opts.wait_nr, flags, (sigset_t *)&arg, sizeof(arg));
+	return io_uring_enter2((unsigned)fd, submit, opts.wait_nr, flags, (sigset_t *)argp, argsz);
 }
 
 void *run_ring(void *arg)

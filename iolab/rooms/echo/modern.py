@@ -236,7 +236,8 @@ def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL, cost: p
     cpu = view[(view["metric"] == CPU) & (view["connections"] >= LOADED) & (view["preset"] != OLDER_RING)]
     cpu = cpu[cpu["high"].map(math.isfinite)]
     measured = set(cpu["preset"])
-    active = _active(cpu, all_inert_cells(counts))
+    idle = all_inert_cells(counts)
+    active = _active(cpu, idle)
     left_out = int((~active).sum())
     cpu = cpu[active]
     reps = int(view["reps"].min())
@@ -283,7 +284,7 @@ def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL, cost: p
                 )
                 + "."
             )
-    cost_text = cost_sentence(cost, all_inert_cells(counts)) if cost is not None else ""
+    cost_text = cost_sentence(cost, idle) if cost is not None else ""
     return text + cost_text + _inert_sentence(counts, measured)
 
 
