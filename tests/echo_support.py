@@ -145,11 +145,25 @@ TSAN_ENV = {"TSAN_OPTIONS": "halt_on_error=1:exitcode=66:second_deadlock_stack=1
 
 
 class Server:
-    def __init__(self, exe: Path, flags: list[str], san: bool, env_extra: dict | None = None) -> None:
+    def __init__(
+        self, exe: Path, flags: list[str], san: bool, env_extra: dict | None = None, nofile: int | None = None
+    ) -> None:
+        """``nofile``: the server may open only that many descriptors (soft
+        and hard limit), so that it cannot raise its own."""
         env = dict(os.environ, **(SAN_ENV if san else {}), **(env_extra or {}))
         self.preset = ""  # set by the fixtures that start a named configuration
+
+        def limit() -> None:
+            if nofile is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
         self.proc = subprocess.Popen(
-            [str(exe), "--port", "0", *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            [str(exe), "--port", "0", *flags],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            preexec_fn=limit if nofile is not None else None,
         )
         assert self.proc.stderr is not None
         line = self.proc.stderr.readline()

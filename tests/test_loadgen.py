@@ -7,8 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import resource
 import shutil
 import socket
 import subprocess
@@ -291,24 +289,6 @@ def test_a_server_closing_between_requests_is_an_early_close(native_build: Path,
     assert "32 early closes" in res.stderr
 
 
-def descriptor_limited_server(exe: Path, nofile: int) -> tuple[subprocess.Popen[str], int]:
-    """echo-epoll allowed ``nofile`` descriptors: past them accept fails with
-    EMFILE, the server pauses accepting and serves the connections it has,
-    and the rest wait in its listen backlog (connect succeeded for them)."""
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
-    proc = subprocess.Popen(
-        [str(exe), "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit
-    )
-    assert proc.stderr is not None
-    line = proc.stderr.readline()
-    m = re.search(r"listening on [0-9.]+:(\d+)", line)
-    assert m, f"server did not start: {line}"
-    return proc, int(m.group(1))
-
-
 @pytest.mark.parametrize("model", MODELS)
 def test_a_server_that_holds_fewer_connections_than_asked_fails_the_run(native_build: Path, model: str) -> None:
     """The server can hold about 34 connections at once; 60 are asked for.
@@ -318,7 +298,11 @@ def test_a_server_that_holds_fewer_connections_than_asked_fails_the_run(native_b
     report them: its first connections finished, closed, and the server
     then accepted the waiting ones after the run's end). Twenty connections
     on the same server pass, so the check is not a blanket failure."""
-    proc, port = descriptor_limited_server(native_build / "echo-epoll", 40)
+    # echo-epoll allowed 40 descriptors: past them accept fails with EMFILE,
+    # the server pauses accepting and serves the connections it has, and the
+    # rest wait in its listen backlog (connect succeeded for them).
+    server = Server(native_build / "echo-epoll", [], False, nofile=40)
+    port = server.port
     try:
         runs = {}
         for connections in (60, 20):
@@ -333,8 +317,7 @@ def test_a_server_that_holds_fewer_connections_than_asked_fails_the_run(native_b
                 timeout=60,
             )
     finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
+        server.stop()
     too_many, fitting = runs[60], runs[20]
     report = json.loads(too_many.stdout)
     answered = report["connections_answered"]
