@@ -15,9 +15,10 @@ from . import paths
 # An echo preset's server: echo-<server>. A preset is a list of echo-uring
 # flags (the preset named epoll: echo-epoll's), or {server, flags}.
 SERVER_PROGRAMS = {"epoll": "echo-epoll", "uring": "echo-uring", "go-net": "echo-go-net", "go-uring": "echo-go-uring"}
-# echo-uring flags that turn on what Linux 6.10+ added to io_uring's
-# networking (or, for --gather-send, stand in for it), and the feature each
-# turns on: a preset with one is "modern" in the study's open question.
+# Server flags that turn on what Linux 6.9+ added to io_uring's networking
+# (or, for --gather-send, stand in for it), and the feature each turns on:
+# a preset with one is "modern" in the study's open question. All are
+# echo-uring's but --uring-wait, echo-epoll's (the epoll-wait bridge).
 MODERN_FEATURES = {
     "--recv-bundle": "receive bundles",
     "--buf-inc": "incremental buffer rings",
@@ -25,6 +26,7 @@ MODERN_FEATURES = {
     "--min-wait": "batched waits",
     "--napi": "NAPI busy polling",
     "--reg-wait": "registered wait regions",
+    "--uring-wait": "the epoll-wait bridge",
 }
 
 

@@ -117,12 +117,13 @@ SAN_ENV = {
 }
 # Configurations whose code paths differ in structure (readiness vs
 # completion, provided buffers with multishot, a kernel submission thread,
-# several rings, registered files, zero-copy sends): the stress tests run on
-# these by default. The other presets differ in ring flags the stress tests
-# exercise no differently; they get the correctness tests by default and the
-# stress tests in the release tier (--full).
+# several rings, registered files, zero-copy sends, a wait through a ring):
+# the stress tests run on these by default. The other presets differ in ring
+# flags the stress tests exercise no differently; they get the correctness
+# tests by default and the stress tests in the release tier (--full).
 STRUCTURAL = {
     "epoll",
+    "epoll_uring_wait",
     "default",
     "multishot",
     "sqpoll",

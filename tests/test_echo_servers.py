@@ -234,6 +234,34 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     assert plain["zc_notifs"] == plain["zc_copied"] == 0
 
 
+@pytest.mark.parametrize("build", BUILDS)
+def test_the_epoll_wait_bridge_waits_through_the_ring(native_build: Path, build: str) -> None:
+    """echo-epoll --uring-wait: every wait is one io_uring_enter that reaps
+    the completion of an IORING_OP_EPOLL_WAIT carrying the epoll events (one
+    may still be armed at the stop); plain echo-epoll enters no ring. A
+    bridge that fell back to epoll_wait would count no enters here."""
+    exe = native_build / ("san" if build == "san" else "") / "echo-epoll"
+    counters = {}
+    for name, flags in {"plain": [], "bridge": ["--uring-wait"]}.items():
+        server = Server(exe, flags, build == "san")
+        rng = random.Random(11)
+        try:
+            for _ in range(5):
+                exchange(server.port, [rng.randbytes(rng.randint(1, 70000)) for _ in range(8)], rng)
+            counters[name] = server.stop()
+        finally:
+            if server.proc.poll() is None:
+                server.proc.kill()
+                server.proc.wait()
+    plain, bridge = counters["plain"], counters["bridge"]
+    assert plain["io_uring_enter"] == plain["sqes"] == plain["cqes"] == 0
+    assert plain["config"]["uring_wait"] is False and bridge["config"]["uring_wait"] is True
+    assert bridge["io_uring_enter"] == bridge["waits"] > 0
+    assert bridge["cqes"] <= bridge["sqes"] <= bridge["cqes"] + 1
+    # Every completion carried at least one event (an empty one re-arms).
+    assert bridge["events"] >= bridge["cqes"] > 0 and bridge["accepted"] == 40
+
+
 def test_slow_reader_gets_backpressure_not_others(stress_server: Server) -> None:
     slow = connect(stress_server.port)
     # More than the socket buffers on both sides hold (autotuned to a few MiB
@@ -393,7 +421,7 @@ def test_go_reactor_link_timeout_closes_an_idle_connection_only(native_build: Pa
     assert counters["link_timeouts"] == 1 and counters["config"]["link_timeout_ms"] == 300
 
 
-@pytest.mark.parametrize("name", ["epoll", "default", "multishot", "go_net", "go_uring"])
+@pytest.mark.parametrize("name", ["epoll", "epoll_uring_wait", "default", "multishot", "go_net", "go_uring"])
 def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(native_build: Path, name: str) -> None:
     """ulimit -n 256 and 500 clients: accept fails with EMFILE while the
     connections wait in the backlog. The server pauses accepting, reports it

@@ -85,6 +85,13 @@ struct iolab_uring_napi {
 #define SO_INCOMING_NAPI_ID 56
 #endif
 
+/* The epoll-wait bridge (Linux 6.15): IORING_OP_EPOLL_WAIT reaps an epoll
+ * set's ready events (sqe->fd the epoll fd, addr the events array, len
+ * its size) as a completion whose result is their count; with none ready
+ * it waits, armed as a poll on the epoll fd. An enum value in newer
+ * liburing headers, absent from 2.3: a name of our own. */
+#define IOLAB_OP_EPOLL_WAIT 59U
+
 /* Registered wait regions (Linux 6.13): memory registered with
  * IORING_REGISTER_MEM_REGION (flag REG_WAIT_ARG) while the ring is still
  * disabled holds struct io_uring_reg_wait entries; a wait then passes

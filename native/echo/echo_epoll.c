@@ -7,11 +7,18 @@
  * reading resumes, so no byte is dropped or reordered and a slow reader
  * stalls only itself. --threads N runs N event loops, each with its own
  * SO_REUSEPORT listener. SIGTERM/SIGINT: exit 0 with one JSON line of counters.
+ *
+ * --uring-wait is the epoll-wait bridge (Linux 6.15): the same server, whose
+ * wait is an IORING_OP_EPOLL_WAIT on a small ring instead of epoll_wait, as
+ * an epoll program moving to io_uring a piece at a time would first do. It
+ * lives here, not in echo-uring, because everything but the wait is this
+ * server's: readiness from the epoll set, reads and writes by system call.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <liburing.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,6 +29,7 @@
 #include <unistd.h>
 
 #include "../common/cli.h"
+#include "../common/uring_compat.h"
 #include "../common/timing.h"
 #include "server.h"
 
@@ -41,11 +49,15 @@ struct worker {
 	struct echo_counters c;
 	struct accept_pause pause;
 	uint64_t accept_resume_ns;   /* accepting is paused until then (0: not paused) */
+	int uring_wait;              /* wait through ring (--uring-wait) */
+	int wait_armed;              /* an EPOLL_WAIT is in the ring, not completed */
+	struct io_uring ring;
 };
 
 struct options {
 	const char *bind;
 	int port, threads, max_events;
+	int uring_wait;
 };
 
 static struct conn *conns;   /* fd-indexed, sized from RLIMIT_NOFILE */
@@ -64,6 +76,9 @@ static void usage(FILE *f)
 		"  --bind ADDR      IPv4 address to bind (default 127.0.0.1)\n"
 		"  --threads N      event loops, each with an SO_REUSEPORT listener (default 1)\n"
 		"  --max-events N   epoll_wait batch size (default 256)\n"
+		"  --uring-wait     wait with IORING_OP_EPOLL_WAIT on an io_uring (the\n"
+		"                   epoll-wait bridge, Linux 6.15+) instead of epoll_wait;\n"
+		"                   a kernel without it: exit 2 with the reason\n"
 		"  -h, --help       show this help\n");
 }
 
@@ -210,6 +225,78 @@ static void on_accept(struct worker *w)
 	}
 }
 
+/* The bridge's wait (--uring-wait): the ring's one EPOLL_WAIT stays armed
+ * across waits that time out or are interrupted, and its completion
+ * carries the events. Returns their count (0 on a timeout), or -1 with
+ * errno as epoll_wait would. */
+static int uring_epoll_wait(struct worker *w, struct epoll_event *events, int timeout_ms)
+{
+	struct io_uring_cqe *cqe;
+	int ret;
+
+	if (!w->wait_armed) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
+
+		if (!sqe) {   /* the ring holds this one request only */
+			errno = EBUSY;
+			return -1;
+		}
+		io_uring_prep_rw((int)IOLAB_OP_EPOLL_WAIT, sqe, w->ep, events, (unsigned)w->max_events, 0);
+		w->wait_armed = 1;
+		w->c.sqes++;
+	}
+	if (timeout_ms < 0) {
+		ret = io_uring_submit_and_wait(&w->ring, 1);
+	} else {
+		struct __kernel_timespec ts = { .tv_sec = timeout_ms / 1000,
+						.tv_nsec = (long long)(timeout_ms % 1000) * 1000000 };
+
+		ret = io_uring_submit_and_wait_timeout(&w->ring, &cqe, 1, &ts, NULL);
+	}
+	w->c.enters++;
+	if (io_uring_peek_cqe(&w->ring, &cqe) == 0) {
+		int res = cqe->res;
+
+		io_uring_cqe_seen(&w->ring, cqe);
+		w->wait_armed = 0;
+		w->c.wait_cqes++;
+		if (res == -EINTR || res == -EAGAIN)
+			return 0;
+		if (res < 0) {
+			errno = -res;
+			return -1;
+		}
+		return res;
+	}
+	if (ret == -ETIME || ret >= 0)
+		return 0;
+	errno = -ret;
+	return -1;
+}
+
+/* --uring-wait: one small ring per event loop, and a kernel that lacks the
+ * bridge refused in one line (exit 2, which the sweep records as the
+ * cell's reason). */
+static void setup_uring_wait(struct worker *w)
+{
+	struct io_uring_probe *probe;
+	int ret = io_uring_queue_init(4, &w->ring, 0);
+
+	if (ret < 0) {
+		fprintf(stderr, PROG ": unavailable: --uring-wait cannot set up an io_uring: %s%s\n", strerror(-ret),
+			ret == -EPERM || ret == -ENOSYS ? " (io_uring is disabled here: sysctl kernel.io_uring_disabled)" : "");
+		exit(2);
+	}
+	probe = io_uring_get_probe_ring(&w->ring);
+	if (!probe || !io_uring_opcode_supported(probe, (int)IOLAB_OP_EPOLL_WAIT)) {
+		fprintf(stderr, PROG ": unavailable: this kernel lacks IORING_OP_EPOLL_WAIT "
+			"(--uring-wait needs Linux 6.15+)\n");
+		exit(2);
+	}
+	io_uring_free_probe(probe);
+	w->uring_wait = 1;
+}
+
 static void *run_loop(void *arg)
 {
 	struct worker *w = arg;
@@ -239,12 +326,14 @@ static void *run_loop(void *arg)
 				timeout = (int)((w->accept_resume_ns - now) / 1000000ull) + 1;
 			}
 		}
-		n = epoll_wait(w->ep, events, w->max_events, timeout);
+		n = w->uring_wait ? uring_epoll_wait(w, events, timeout)
+				  : epoll_wait(w->ep, events, w->max_events, timeout);
 		w->c.waits++;
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			fprintf(stderr, PROG ": epoll_wait: %s\n", strerror(errno));
+			fprintf(stderr, PROG ": %s: %s\n", w->uring_wait ? "IORING_OP_EPOLL_WAIT" : "epoll_wait",
+				strerror(errno));
 			exit(1);
 		}
 		w->c.events += (uint64_t)n;
@@ -272,6 +361,7 @@ int main(int argc, char **argv)
 		{ "bind", required_argument, NULL, 'b' },
 		{ "threads", required_argument, NULL, 't' },
 		{ "max-events", required_argument, NULL, 'm' },
+		{ "uring-wait", no_argument, NULL, 'u' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -287,6 +377,7 @@ int main(int argc, char **argv)
 		case 'b': o.bind = optarg; break;
 		case 't': o.threads = (int)parse_int_flag(PROG, "--threads", optarg, 1, 1024); break;
 		case 'm': o.max_events = (int)parse_int_flag(PROG, "--max-events", optarg, 1, 1 << 20); break;
+		case 'u': o.uring_wait = 1; break;
 		case 'h': usage(stdout); return 0;
 		default: fprintf(stderr, PROG ": bad option; see --help\n"); return 2;
 		}
@@ -324,6 +415,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, PROG ": epoll: %s\n", strerror(errno));
 			return 1;
 		}
+		if (o.uring_wait)
+			setup_uring_wait(w);
 	}
 	fprintf(stderr, PROG ": listening on %s:%d\n", o.bind, o.port);
 	for (int i = 1; i < o.threads; i++)
@@ -339,6 +432,8 @@ int main(int argc, char **argv)
 		pthread_join(workers[i].thread, NULL);
 	for (int i = 0; i < o.threads; i++) {
 		counters_add(&total, &workers[i].c);
+		if (workers[i].uring_wait)
+			io_uring_queue_exit(&workers[i].ring);   /* cancels a wait still armed */
 		close(workers[i].ep);
 		close(workers[i].listen_fd);
 	}
@@ -348,8 +443,8 @@ int main(int argc, char **argv)
 			close((int)fd);
 		}
 	snprintf(config, sizeof(config),
-		 "{\"bind\": \"%s\", \"port\": %d, \"threads\": %d, \"max_events\": %d}",
-		 o.bind, o.port, o.threads, o.max_events);
+		 "{\"bind\": \"%s\", \"port\": %d, \"threads\": %d, \"max_events\": %d, \"uring_wait\": %s}",
+		 o.bind, o.port, o.threads, o.max_events, o.uring_wait ? "true" : "false");
 	print_final(stdout, "epoll", &total, config);
 	free(conns);
 	free(workers);

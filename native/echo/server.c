@@ -38,6 +38,7 @@ void counters_add(struct echo_counters *into, const struct echo_counters *c)
 	into->rearms += c->rearms;
 	into->send_buffers += c->send_buffers;
 	into->napi_checked += c->napi_checked;
+	into->wait_cqes += c->wait_cqes;
 	into->napi_conns += c->napi_conns;
 	into->zc_copied += c->zc_copied;
 	into->zc_fixed += c->zc_fixed;
@@ -178,9 +179,9 @@ void print_final(FILE *out, const char *server, const struct echo_counters *c,
 		server, (unsigned long long)c->requests, (unsigned long long)c->bytes,
 		(unsigned long long)c->accepted, (unsigned long long)c->closed,
 		(unsigned long long)c->waits, (unsigned long long)c->events,
-		(unsigned long long)(uring ? c->enters : 0), (unsigned long long)c->submits,
+		(unsigned long long)c->enters, (unsigned long long)c->submits,
 		(unsigned long long)c->sqes,
-		(unsigned long long)(uring ? c->events : 0), (unsigned long long)c->short_writes,
+		(unsigned long long)(uring ? c->events : c->wait_cqes), (unsigned long long)c->short_writes,
 		(unsigned long long)c->async_sqes, (unsigned long long)c->timeouts,
 		(unsigned long long)c->nobufs, (unsigned long long)c->zc_notifs,
 		(unsigned long long)c->would_block, (unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),

@@ -46,6 +46,10 @@ struct echo_counters {
 	 * report says the kernel copied the bytes after all, and sends from the
 	 * registered provided-buffer area (--zc-fixed). */
 	uint64_t zc_copied, zc_fixed;
+	/* An epoll server that waits through io_uring (echo-epoll
+	 * --uring-wait): the completions of its IORING_OP_EPOLL_WAITs (events
+	 * counts the epoll events they carried). */
+	uint64_t wait_cqes;
 };
 
 void counters_add(struct echo_counters *into, const struct echo_counters *c);
