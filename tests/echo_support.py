@@ -60,6 +60,18 @@ EXTRA_SERVERS = {
     # used a message at a time, given back once retired and echoed; few of
     # them, so that receives also wait for buffers.
     "buf_inc_few": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "16"],
+    # Bundles of incremental buffers: a receive starts where the last left
+    # its first buffer and runs on through whole buffers into a last one
+    # left for more; few, small buffers so that every shape happens (and,
+    # with gathered sends, go back in one SENDMSG each).
+    "bundle_buf_inc_small": [
+        *("--buf-ring", "--multishot-recv", "--recv-bundle", "--buf-inc"),
+        *("--buf-size", "4096", "--buf-count", "16"),
+    ],
+    "bundle_buf_inc_gather": [
+        *("--buf-ring", "--recv-bundle", "--buf-inc", "--gather-send"),
+        *("--buf-size", "1024", "--buf-count", "32"),
+    ],
     # Gathered sends: one SENDMSG for every queued chunk; with bundles a
     # receive's buffers go back in one send, with short sends resumed
     # mid-vector; and on the readiness path, where chunks queue one by one.
@@ -104,6 +116,8 @@ SERVERS = [
     for name, spec in {**PRESETS, **EXTRA_SERVERS}.items()
     for server, flags in [preset_server(name, spec)]
 ]
+# An extra server named as a preset would replace that preset's tests.
+assert not PRESETS.keys() & EXTRA_SERVERS.keys(), sorted(PRESETS.keys() & EXTRA_SERVERS.keys())
 BUILDS = ["opt", "san"]
 # The sanitizer build: ASan/UBSan for the C servers, Go's race detector for
 # the Go ones (each ignores the other's variables). By default the race
@@ -133,6 +147,7 @@ STRUCTURAL = {
     "few_buffers",
     "recv_bundle_multishot",
     "buf_inc_few",
+    "bundle_buf_inc_small",
     "gather_send_bundle",
     "go_net",
     "go_uring",

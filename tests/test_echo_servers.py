@@ -110,7 +110,16 @@ def test_ten_thousand_connections(stress_server: Server) -> None:
 
 
 @pytest.mark.parametrize("build", BUILDS)
-@pytest.mark.parametrize("provided", ["--buf-ring", "--buf-select", "--buf-ring --buf-inc", "--buf-ring --recv-bundle"])
+@pytest.mark.parametrize(
+    "provided",
+    [
+        "--buf-ring",
+        "--buf-select",
+        "--buf-ring --buf-inc",
+        "--buf-ring --recv-bundle",
+        "--buf-ring --recv-bundle --buf-inc",
+    ],
+)
 def test_a_returned_buffer_reaches_a_starved_connection_with_bytes_waiting(
     native_build: Path, build: str, provided: str
 ) -> None:
@@ -184,9 +193,10 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     JSON line says what each did. 64 KiB messages into 4 KiB buffers: with
     bundles a receive takes several buffers (ring order: bytes verified);
     without, one each; incremental buffers leave a buffer for more data
-    and retire it later; gathered sends carry several buffers each, plain
-    sends one; NAPI busy polling reads every closed socket's NAPI id, none
-    on loopback (inert here, and said so); every zero-copy send's usage
+    and retire it later, and with bundles a receive spans several of them;
+    gathered sends carry several buffers each, plain sends one; NAPI busy
+    polling reads every closed socket's NAPI id, none on loopback (inert
+    here, and said so); every zero-copy send's usage
     report says copied on loopback, and with --zc-fixed the sends go out
     from the registered buffer area."""
     exe = native_build / ("san" if build == "san" else "") / "echo-uring"
@@ -195,6 +205,7 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
         "bundle": ["--buf-ring", "--multishot-recv", "--recv-bundle"],
         "inc": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "64"],
         "gather": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--gather-send"],
+        "bundle_inc": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--buf-inc", "--buf-size", "16384"],
         "napi": ["--buf-ring", "--multishot-recv", "--napi", "50"],
         "zc": ["--buf-ring", "--multishot-recv", "--send-zc"],
         "zc_fixed": ["--buf-ring", "--multishot-recv", "--send-zc", "--zc-fixed"],
@@ -216,12 +227,17 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     assert bundle["recv_buffers"] > 2 * bundle["requests"] and sum(bundle["recv_bufs_hist"][1:]) > 0
     assert bundle["config"]["recv_bundle"] == 1 and plain["config"]["recv_bundle"] == 0
     assert inc["buf_more"] > 0 and inc["bufs_retired"] > 0 and plain["buf_more"] == 0
+    # Both at once: a receive runs over several incremental buffers, and
+    # leaves its last one for more.
+    both = counters["bundle_inc"]
+    assert both["recv_buffers"] > 2 * both["requests"] and both["buf_more"] > 0 and both["bufs_retired"] > 0
+    assert both["config"]["recv_bundle"] == both["config"]["buf_inc"] == 1
     gather = counters["gather"]
     assert sum(gather["send_bufs_hist"][1:]) > 0 and gather["sqes"] < bundle["sqes"]
     assert gather["send_buffers"] >= gather["recv_buffers"] and gather["config"]["gather_send"] == 1
     for c in counters.values():
         assert sum(c["recv_bufs_hist"]) == c["requests"]
-    for c in (plain, bundle, inc):  # a plain send carries one chunk
+    for c in (plain, bundle, inc, both):  # a plain send carries one chunk
         assert c["send_buffers"] == c["send_bufs_hist"][0] == sum(c["send_bufs_hist"])
     napi = counters["napi"]
     assert napi["config"]["napi_us"] == 50 and napi["napi_checked"] == napi["closed"] == 80

@@ -100,9 +100,6 @@ static void check_combinations(void)
 		refuse("--recv-bundle takes several buffers from a buffer ring: add --buf-ring");
 	if (opts.buf_inc && !opts.buf_ring)
 		refuse("--buf-inc is a kind of buffer ring: add --buf-ring");
-	if (opts.buf_inc && opts.recv_bundle)
-		refuse("--buf-inc with --recv-bundle is not built: a bundle's pieces of partly used buffers "
-		       "would need a map of offsets per buffer; choose one");
 	if (opts.zc_fixed && !opts.send_zc)
 		refuse("--zc-fixed registers the buffers zero-copy sends go out from: add --send-zc");
 	if (opts.zc_fixed && !opts.buf_ring && !opts.buf_select)
@@ -330,7 +327,9 @@ static void usage(FILE *f)
 		"                       Linux 6.10; needs --buf-ring)\n"
 		"  --buf-inc            incremental buffer ring: completions use a buffer a\n"
 		"                       message at a time (IOU_PBUF_RING_INC, Linux 6.12;\n"
-		"                       needs --buf-ring; use a large --buf-size)\n"
+		"                       needs --buf-ring; use a large --buf-size; with\n"
+		"                       --recv-bundle a completion spans several buffers,\n"
+		"                       from where the last left the first)\n"
 		"  --gather-send        one SENDMSG for every chunk queued on a connection (up\n"
 		"                       to IOV_MAX), not a SEND per chunk: with --recv-bundle a\n"
 		"                       bundle goes back in one send\n"

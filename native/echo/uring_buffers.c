@@ -149,33 +149,66 @@ unsigned bufs_hist_bin(unsigned n)
 	return bin;
 }
 
+/* Take a piece of `take` bytes of incremental buffer bid: one more chunk
+ * points into it; once the kernel has used it up (retired) it is the
+ * program's until every such chunk is done (buf_release). */
+static void inc_take(struct uring_ctx *r, int bid, unsigned take, int retired)
+{
+	r->inc_used[bid] += take;
+	r->inc_refs[bid]++;
+	if (retired) {
+		r->inc_retired[bid] = 1;
+		r->bufs_held++;
+	}
+}
+
 /* The buffers a receive completion with data filled, in order: their ids
  * into bids (at most max) and where the first byte is (*data). Takes the
  * buffers into the program's hands (bufs_held) and counts them. With
- * --buf-inc a completion uses part of one buffer, which stays in the ring
- * while the kernel sets IORING_CQE_F_BUF_MORE. */
+ * --buf-inc a completion uses part of a buffer, which stays in the ring
+ * while the kernel sets IORING_CQE_F_BUF_MORE; a bundle of incremental
+ * buffers starts where the last one left its first buffer, uses up every
+ * buffer before its last, and leaves the last for more by the same flag.
+ * Each piece's length follows from where it starts (queue_received). */
 unsigned recv_buffers(struct uring_ctx *r, struct io_uring_cqe *cqe, int *bids, unsigned max, char **data)
 {
 	int first = (int)(cqe->flags >> IORING_CQE_BUFFER_SHIFT);
+	int more = (cqe->flags & IORING_CQE_F_BUF_MORE) != 0;
 	unsigned n = 1;
 
+	bids[0] = first;
 	if (opts.buf_inc) {
-		bids[0] = first;
+		unsigned left = cqe->res > 0 ? (unsigned)cqe->res : 0;
+
 		*data = buf_addr(r, first) + r->inc_used[first];
-		r->inc_used[first] += (unsigned)cqe->res;
-		r->inc_refs[first]++;
-		if (cqe->flags & IORING_CQE_F_BUF_MORE) {
+		if (more)
 			r->c.buf_more++;
+		if (!opts.recv_bundle || left <= opts.buf_size - r->inc_used[first]) {
+			inc_take(r, first, left, !more);
 		} else {
-			r->inc_retired[first] = 1;
-			r->bufs_held++;
+			/* A bundle over several buffers, in ring order from the first. */
+			left -= opts.buf_size - r->inc_used[first];
+			inc_take(r, first, opts.buf_size - r->inc_used[first], 1);
+			while (left) {
+				int bid = r->slot_bid[(r->pos_of_bid[first] + n) & (opts.buf_count - 1)];
+				unsigned take = left < opts.buf_size ? left : opts.buf_size;
+
+				if (n == max)
+					die("a bundle took more buffers than the ring holds", EOVERFLOW);
+				left -= take;
+				/* The kernel's flag and our count must agree on the last. */
+				if (!left && more != (take < opts.buf_size))
+					die("a bundle's last incremental buffer: the kernel's BUF_MORE and the "
+					    "bytes counted here disagree", EPROTO);
+				inc_take(r, bid, take, left || !more);
+				bids[n++] = bid;
+			}
 		}
 	} else {
 		if (opts.recv_bundle && cqe->res > 0)
 			n = ((unsigned)cqe->res + opts.buf_size - 1) / opts.buf_size;
 		if (n > max)
 			die("a bundle took more buffers than the ring holds", EOVERFLOW);
-		bids[0] = first;
 		for (unsigned i = 1; i < n; i++)
 			bids[i] = r->slot_bid[(r->pos_of_bid[first] + i) & (opts.buf_count - 1)];
 		*data = buf_addr(r, first);

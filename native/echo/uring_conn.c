@@ -384,11 +384,14 @@ static void queue_received(struct uring_ctx *r, int fd, const int *bids, unsigne
 		return;
 	}
 	for (unsigned i = 0; i < nbufs; i++) {
+		/* Only the first piece may start inside its buffer (an incremental
+		 * buffer partly used); each fills its buffer's rest, the last the
+		 * bytes left. */
 		char *piece = i == 0 ? data : buf_addr(r, bids[i]);
-		unsigned piece_len = opts.buf_inc ? len : len - i * opts.buf_size;
+		unsigned room = opts.buf_size - (unsigned)(piece - buf_addr(r, bids[i]));
+		unsigned piece_len = len < room ? len : room;
 
-		if (piece_len > opts.buf_size)
-			piece_len = opts.buf_size;
+		len -= piece_len;
 		if (backing_up) {
 			char *copy = malloc(piece_len);
 
