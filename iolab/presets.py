@@ -23,6 +23,7 @@ MODERN_FEATURES = {
     "--recv-bundle": "receive bundles",
     "--buf-inc": "incremental buffer rings",
     "--gather-send": "gathered sends",
+    "--send-bundle": "send bundles",
     "--min-wait": "batched waits",
     "--napi": "NAPI busy polling",
     "--reg-wait": "registered wait regions",

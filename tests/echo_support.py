@@ -72,6 +72,24 @@ EXTRA_SERVERS = {
         *("--buf-ring", "--recv-bundle", "--buf-inc", "--gather-send"),
         *("--buf-size", "1024", "--buf-count", "32"),
     ],
+    # Send bundles: each connection's chunks go into a send ring of its own
+    # and one SEND sends them until it is empty, a short pass leaving the
+    # rest of a chunk at the ring's head; from the connection's own buffer,
+    # from receive bundles (many small chunks a pass) and from incremental
+    # buffers (chunks that start inside a buffer).
+    "send_bundle_own": ["--send-bundle"],
+    "send_bundle_recv_bundle": [
+        "--buf-ring",
+        "--multishot-recv",
+        "--recv-bundle",
+        "--send-bundle",
+        "--buf-size",
+        "1024",
+    ],
+    "send_bundle_buf_inc": [
+        *("--buf-ring", "--multishot-recv", "--buf-inc", "--send-bundle"),
+        *("--buf-size", "4096", "--buf-count", "16"),
+    ],
     # Gathered sends: one SENDMSG for every queued chunk; with bundles a
     # receive's buffers go back in one send, with short sends resumed
     # mid-vector; and on the readiness path, where chunks queue one by one.
@@ -148,6 +166,8 @@ STRUCTURAL = {
     "recv_bundle_multishot",
     "buf_inc_few",
     "bundle_buf_inc_small",
+    "send_bundle_recv_bundle",
+    "send_bundle_buf_inc",
     "gather_send_bundle",
     "go_net",
     "go_uring",

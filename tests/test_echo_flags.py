@@ -32,6 +32,7 @@ from iolab.presets import SERVER_PROGRAMS, server_flags
         (["--wait-nr", "8"], "--wait-nr above 1 would wait for that many completions however long they take"),
         (["--zc-fixed", "--buf-ring"], "--zc-fixed registers the buffers zero-copy sends go out from: add --send-zc"),
         (["--send-zc", "--zc-fixed"], "--zc-fixed registers the provided buffers: add --buf-ring or --buf-select"),
+        (["--send-bundle", "--gather-send"], "--send-bundle sends from a buffer ring per connection"),
     ],
 )
 def test_refused_combinations_exit_2_with_one_line(native_build: Path, flags: list[str], message: str) -> None:

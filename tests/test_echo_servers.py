@@ -194,7 +194,8 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     bundles a receive takes several buffers (ring order: bytes verified);
     without, one each; incremental buffers leave a buffer for more data
     and retire it later, and with bundles a receive spans several of them;
-    gathered sends carry several buffers each, plain sends one; NAPI busy
+    gathered sends and send bundles carry several buffers each, plain
+    sends one; NAPI busy
     polling reads every closed socket's NAPI id, none on loopback (inert
     here, and said so); every zero-copy send's usage
     report says copied on loopback, and with --zc-fixed the sends go out
@@ -206,6 +207,7 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
         "inc": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "65536", "--buf-count", "64"],
         "gather": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--gather-send"],
         "bundle_inc": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--buf-inc", "--buf-size", "16384"],
+        "send_bundle": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--send-bundle"],
         "napi": ["--buf-ring", "--multishot-recv", "--napi", "50"],
         "zc": ["--buf-ring", "--multishot-recv", "--send-zc"],
         "zc_fixed": ["--buf-ring", "--multishot-recv", "--send-zc", "--zc-fixed"],
@@ -235,6 +237,11 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     gather = counters["gather"]
     assert sum(gather["send_bufs_hist"][1:]) > 0 and gather["sqes"] < bundle["sqes"]
     assert gather["send_buffers"] >= gather["recv_buffers"] and gather["config"]["gather_send"] == 1
+    # Send bundles: a receive bundle's buffers go back in one send pass,
+    # one SQE where plain sends took one per buffer.
+    sb = counters["send_bundle"]
+    assert sb["config"]["send_bundle"] == 1 and bundle["config"]["send_bundle"] == 0
+    assert sum(sb["send_bufs_hist"][1:]) > 0 and sb["sqes"] < bundle["sqes"] / 2
     for c in counters.values():
         assert sum(c["recv_bufs_hist"]) == c["requests"]
     for c in (plain, bundle, inc, both):  # a plain send carries one chunk

@@ -175,3 +175,23 @@ def test_the_floor_is_drawn_as_a_share_of_epolls_cost() -> None:
         epoll = ours[(ours["connections"] == c) & (ours["bytes"] == b)]["server_ns_per_request"].median()
         assert ratio == 4_000.0 / epoll
     assert set(floor) == {(50, 65536), (500, 65536)} and modern.floor_ratios(echo, float("nan")) == {}
+
+
+def test_a_send_bundle_of_one_chunk_per_pass_is_labelled_inert() -> None:
+    """Send bundles whose every pass carried one chunk did what a plain send
+    does: labelled inert beside the receive bundles that did work; with
+    several chunks a pass they are not."""
+
+    def with_send_bundle(per_send: float) -> pd.DataFrame:
+        echo = table(1.0, 0.03)
+        sb = echo[echo["preset"] == "recv_bundle"].assign(
+            preset="send_bundle", flags=FLAGS["recv_bundle"] + " --send-bundle", buffers_per_send=per_send
+        )
+        return pd.concat([echo, sb], ignore_index=True)
+
+    counts = modern.counters(with_send_bundle(1.0))
+    assert modern.modern_presets(with_send_bundle(1.0))["send_bundle"] == ["receive bundles", "send bundles"]
+    assert set(counts.loc[counts["preset"] == "send_bundle", "inert"]) == {"send bundles"}
+    assert not counts.loc[counts["preset"] == "send_bundle", "all_inert"].any()
+    working = modern.counters(with_send_bundle(4.0))
+    assert set(working.loc[working["preset"] == "send_bundle", "inert"]) == {""}

@@ -104,6 +104,9 @@ static void check_combinations(void)
 		refuse("--zc-fixed registers the buffers zero-copy sends go out from: add --send-zc");
 	if (opts.zc_fixed && !opts.buf_ring && !opts.buf_select)
 		refuse("--zc-fixed registers the provided buffers: add --buf-ring or --buf-select");
+	if (opts.send_bundle && (opts.send_zc || opts.gather_send || opts.poll_first))
+		refuse("--send-bundle sends from a buffer ring per connection; it cannot be combined with "
+		       "--send-zc, --gather-send or --poll-first");
 	if (opts.gather_send && opts.send_zc)
 		refuse("--gather-send with --send-zc is not built: it would need IORING_OP_SENDMSG_ZC; choose one");
 	if (opts.wait_nr > 1 && !opts.min_wait_us)
@@ -141,6 +144,29 @@ static void setup_ring(struct uring_ctx *r)
 		refuse("this kernel lacks IORING_FEAT_FAST_POLL, which the server requires (Linux 5.7+)");
 	if (opts.recv_bundle && !(features & IORING_FEAT_RECVSEND_BUNDLE))
 		refuse("unavailable: this kernel lacks IORING_FEAT_RECVSEND_BUNDLE (--recv-bundle needs Linux 6.10+)");
+	if (opts.send_bundle && !(features & IORING_FEAT_RECVSEND_BUNDLE))
+		refuse("unavailable: this kernel lacks IORING_FEAT_RECVSEND_BUNDLE (--send-bundle needs Linux 6.10+)");
+	if (opts.send_bundle) {
+		/* Each connection's send ring is incremental: try one first. */
+		struct io_uring_buf_reg reg;
+		struct io_uring_buf_ring *probe;
+
+		if (posix_memalign((void **)&probe, 4096, sizeof(struct io_uring_buf)) != 0)
+			die("allocating a probe buffer ring", ENOMEM);
+		memset(&reg, 0, sizeof(reg));
+		reg.ring_addr = (unsigned long)probe;
+		reg.ring_entries = 1;
+		reg.bgid = 65535;
+		IOLAB_SET_BUF_REG_FLAGS(reg, IOLAB_PBUF_RING_INC);
+		ret = io_uring_register_buf_ring(&r->ring, &reg, 0);
+		if (ret < 0) {
+			snprintf(why, sizeof(why), "unavailable: this kernel refused an incremental send buffer ring "
+				 "(IOU_PBUF_RING_INC; --send-bundle needs Linux 6.12+): %s", strerror(-ret));
+			refuse(why);
+		}
+		io_uring_unregister_buf_ring(&r->ring, 65535);
+		free(probe);
+	}
 	if (opts.min_wait_us && !(features & IORING_FEAT_MIN_TIMEOUT))
 		refuse("unavailable: this kernel lacks IORING_FEAT_MIN_TIMEOUT (--min-wait needs Linux 6.12+)");
 	if (opts.fixed_files) {
@@ -333,6 +359,10 @@ static void usage(FILE *f)
 		"  --gather-send        one SENDMSG for every chunk queued on a connection (up\n"
 		"                       to IOV_MAX), not a SEND per chunk: with --recv-bundle a\n"
 		"                       bundle goes back in one send\n"
+		"  --send-bundle        send bundles: each connection's queued chunks go into a\n"
+		"                       send buffer ring of its own (256 entries, incremental),\n"
+		"                       sent by one SEND with IORING_RECVSEND_BUNDLE until it is\n"
+		"                       empty (Linux 6.12+; descriptors from 65534 send plainly)\n"
 		"  --min-wait USEC      batched waits (IORING_ENTER_EXT_ARG min_wait_usec, Linux\n"
 		"                       6.12+): a wait returns after USEC with the completions\n"
 		"                       that arrived, at least one, or at once with N of them\n"
@@ -358,7 +388,7 @@ static void parse_args(int argc, char **argv)
 		OPT_PORT = 256, OPT_BIND, OPT_ENTRIES, OPT_CQ, OPT_CLAMP, OPT_SQPOLL, OPT_IDLE, OPT_AFF, OPT_ATTACH,
 		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
 		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
-		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT, OPT_RECV_BUNDLE, OPT_BUF_INC, OPT_GATHER_SEND,
+		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT, OPT_RECV_BUNDLE, OPT_BUF_INC, OPT_GATHER_SEND, OPT_SEND_BUNDLE,
 		OPT_NAPI, OPT_ZC_FIXED, OPT_REG_WAIT,
 	};
 	static const struct option longopts[] = {
@@ -380,7 +410,7 @@ static void parse_args(int argc, char **argv)
 		{ "poll-first", no_argument, NULL, OPT_POLL_FIRST },
 		{ "wait-nr", required_argument, NULL, OPT_WAIT_NR }, { "min-wait", required_argument, NULL, OPT_MIN_WAIT },
 		{ "recv-bundle", no_argument, NULL, OPT_RECV_BUNDLE }, { "buf-inc", no_argument, NULL, OPT_BUF_INC },
-		{ "gather-send", no_argument, NULL, OPT_GATHER_SEND }, { "napi", required_argument, NULL, OPT_NAPI },
+		{ "gather-send", no_argument, NULL, OPT_GATHER_SEND }, { "send-bundle", no_argument, NULL, OPT_SEND_BUNDLE }, { "napi", required_argument, NULL, OPT_NAPI },
 		{ "zc-fixed", no_argument, NULL, OPT_ZC_FIXED }, { "reg-wait", no_argument, NULL, OPT_REG_WAIT },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -427,6 +457,7 @@ static void parse_args(int argc, char **argv)
 		case OPT_RECV_BUNDLE: opts.recv_bundle = 1; break;
 		case OPT_BUF_INC: opts.buf_inc = 1; break;
 		case OPT_GATHER_SEND: opts.gather_send = 1; break;
+		case OPT_SEND_BUNDLE: opts.send_bundle = 1; break;
 		case OPT_ZC_FIXED: opts.zc_fixed = 1; break;
 		case OPT_REG_WAIT: opts.reg_wait = 1; break;
 		case OPT_NAPI: opts.napi_us = (unsigned)parse_int_flag(PROG, "--napi", optarg, 1, 10000000); break;
@@ -513,11 +544,16 @@ static void close_rings(void)
 				free(ch);
 			}
 			free(conns[fd].buf);
+			free(conns[fd].gather);
 			close((int)fd);
 		}
 	}
 	for (int i = 0; i < opts.rings; i++) {
 		io_uring_queue_exit(&rings[i].ring);
+		/* The send rings (--send-bundle) once the kernel let go of them. */
+		for (size_t fd = 0; fd < nconns; fd++)
+			if (rings[i].conns[fd].open)
+				free(rings[i].conns[fd].send_br);
 		if (rings[i].listen_fd >= 0)
 			close(rings[i].listen_fd);
 		free(rings[i].bufs);
@@ -551,7 +587,7 @@ static void print_counters(int iowq)
 		 "\"buf_ring\": %d, \"buf_size\": %u, \"buf_count\": %u, \"fixed_files\": %d, "
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"poll_first\": %d, \"rings\": %d, \"granule\": %d, "
-		 "\"wait_nr\": %u, \"min_wait_us\": %u, \"recv_bundle\": %d, \"buf_inc\": %d, \"gather_send\": %d, "
+		 "\"wait_nr\": %u, \"min_wait_us\": %u, \"recv_bundle\": %d, \"buf_inc\": %d, \"gather_send\": %d, \"send_bundle\": %d, "
 		 "\"napi_us\": %u, \"zc_fixed\": %d, \"reg_wait\": %d, \"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
 		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
 		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
@@ -559,7 +595,7 @@ static void print_counters(int iowq)
 		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
 		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
 		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.wait_nr,
-		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.napi_us, opts.zc_fixed, opts.reg_wait, opts.iowq_aff,
+		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.send_bundle, opts.napi_us, opts.zc_fixed, opts.reg_wait, opts.iowq_aff,
 		 iowq,
 		 IOLAB_LIBURING_VERSION) < 0)
 		die("formatting the counters", ENOMEM);

@@ -19,6 +19,9 @@
 #define PROG "echo-uring"
 #define MAX_QUEUED_CHUNKS 8   /* per connection, before backpressure */
 #define STOP_CHECK_MS 100     /* how often ring 0 looks for SIGTERM/SIGINT */
+/* --send-bundle: entries of a connection's send buffer ring (one page);
+ * queued chunks past them join as the kernel uses the first up. */
+#define SEND_RING_ENTRIES 256
 
 enum op {
 	OP_ACCEPT = 1, OP_RECV, OP_SEND, OP_TIMEOUT, OP_PROVIDE, OP_HANDOFF, OP_CANCEL, OP_MSG, OP_STOP,
@@ -41,6 +44,7 @@ struct options {
 	int recv_bundle;        /* --recv-bundle: IORING_RECVSEND_BUNDLE on receives */
 	int buf_inc;            /* --buf-inc: an incremental buffer ring (IOU_PBUF_RING_INC) */
 	int gather_send;        /* --gather-send: one SENDMSG for every queued chunk */
+	int send_bundle;        /* --send-bundle: a send buffer ring per connection, sent in bundles */
 	unsigned napi_us;       /* --napi: NAPI busy polling for up to this per wait; 0: off */
 	int zc_fixed;           /* --zc-fixed: zero-copy sends from the provided buffers, registered */
 	int reg_wait;           /* --reg-wait: waits read their argument from a registered region */
@@ -70,6 +74,13 @@ struct uconn {
 	/* The send in flight: how many queued chunks and bytes it carries. */
 	unsigned send_pieces, send_len;
 	struct send_gather *gather;   /* --gather-send: its message, kept until it completes */
+	/* --send-bundle: the connection's send buffer ring (buffer group
+	 * send_bgid; 0: none, plain sends), the entries in it the kernel has
+	 * not used up, and the first queued chunk not yet in it. */
+	struct io_uring_buf_ring *send_br;
+	unsigned short send_bgid;
+	unsigned send_ring_n;
+	struct chunk *ring_next;
 };
 
 /* --gather-send: a SENDMSG's header and iovec, one entry per chunk; grown

@@ -10,7 +10,17 @@
  * SEND inside the io_uring_enter that submits it (io_submit_sqes), with data
  * or EAGAIN: it never arms a poll of its own for them, never runs their
  * completion as task work, and never hands them to io-wq. A send that finds
- * the socket full waits on a one-shot POLLOUT and is sent again. */
+ * the socket full waits on a one-shot POLLOUT and is sent again.
+ *
+ * --send-bundle: each connection has a send buffer ring of its own, into
+ * which its queued chunks go in order; one SEND with IORING_RECVSEND_BUNDLE
+ * sends from it until it is empty, posting a completion (with F_MORE while
+ * it goes on) for each pass. The kernel resumes a short send itself
+ * (bundles send with MSG_WAITALL), so a pass ends where the ring's
+ * entries did; the ring is incremental (IOU_PBUF_RING_INC) all the same,
+ * so that a pass ending inside a chunk would leave its rest at the head,
+ * and the bytes sent fill the queued chunks in order, as with plain
+ * sends. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
@@ -113,6 +123,9 @@ static void chunk_free(struct uring_ctx *r, struct chunk *ch)
 /* Drop every chunk still queued on a connection, giving provided buffers back. */
 static void drop_queue(struct uring_ctx *r, struct uconn *c)
 {
+	/* With --send-bundle no send is in flight here: nothing reads the
+	 * ring's entries again before it is unregistered at close. */
+	c->ring_next = NULL;
 	while (c->head) {
 		struct chunk *ch = c->head;
 
@@ -144,6 +157,14 @@ static void conn_close(struct uring_ctx *r, int fd)
 		int minus_one = -1;
 
 		(void)io_uring_register_files_update(&r->ring, (unsigned)fd, &minus_one, 1);
+	}
+	if (c->send_br) {
+		int ret = io_uring_unregister_buf_ring(&r->ring, c->send_bgid);
+
+		if (ret < 0)
+			die("unregistering a connection's send buffer ring (--send-bundle)", -ret);
+		free(c->send_br);
+		c->send_br = NULL;
 	}
 	free(c->buf);
 	free(c->gather);
@@ -187,6 +208,55 @@ static void start_closing(struct uring_ctx *r, int fd)
 	close_when_idle(r, fd);
 }
 
+/* --send-bundle: the connection's own send buffer ring. Buffer group ids
+ * are 16 bits, and 0 is the receive ring's: a connection whose descriptor
+ * is 65534 or more sends without a bundle. */
+static void send_ring_open(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+	struct io_uring_buf_reg reg;
+	int ret;
+
+	c->send_br = NULL;
+	c->send_ring_n = 0;
+	c->ring_next = NULL;
+	if (fd >= 65534)
+		return;
+	if (posix_memalign((void **)&c->send_br, 4096, SEND_RING_ENTRIES * sizeof(struct io_uring_buf)) != 0)
+		die("allocating a connection's send buffer ring", ENOMEM);
+	io_uring_buf_ring_init(c->send_br);
+	memset(&reg, 0, sizeof(reg));
+	reg.ring_addr = (unsigned long)c->send_br;
+	reg.ring_entries = SEND_RING_ENTRIES;
+	reg.bgid = (unsigned short)(fd + 1);
+	IOLAB_SET_BUF_REG_FLAGS(reg, IOLAB_PBUF_RING_INC);
+	ret = io_uring_register_buf_ring(&r->ring, &reg, 0);
+	if (ret < 0) {
+		fprintf(stderr, PROG ": --send-bundle: the kernel refused connection %d's send buffer ring: %s%s\n", fd,
+			strerror(-ret), ret == -ENOMEM ? " (raise the locked-memory limit, ulimit -l)" : "");
+		exit(1);
+	}
+	c->send_bgid = reg.bgid;
+}
+
+/* --send-bundle: queued chunks not yet in the send ring join it, as far
+ * as it has room. */
+static void send_ring_fill(struct uconn *c)
+{
+	int added = 0;
+
+	for (; c->ring_next && c->send_ring_n < SEND_RING_ENTRIES; c->ring_next = c->ring_next->next) {
+		struct chunk *ch = c->ring_next;
+
+		io_uring_buf_ring_add(c->send_br, ch->data + ch->off, ch->len - ch->off, (unsigned short)added,
+				      io_uring_buf_ring_mask(SEND_RING_ENTRIES), added);
+		added++;
+		c->send_ring_n++;
+	}
+	if (added)
+		io_uring_buf_ring_advance(c->send_br, added);
+}
+
 void conn_open(struct uring_ctx *r, int fd)
 {
 	struct uconn *c;
@@ -221,6 +291,8 @@ void conn_open(struct uring_ctx *r, int fd)
 			return;
 		}
 	}
+	if (opts.send_bundle)
+		send_ring_open(r, fd);
 	r->c.accepted++;
 	arm_recv(r, fd);
 }
@@ -262,6 +334,18 @@ static void send_head(struct uring_ctx *r, int fd)
 
 	c->send_pieces = 1;
 	c->send_len = ch->len - ch->off;
+	if (c->send_br) {
+		/* Sends from the ring until it is empty; no length, no address. */
+		send_ring_fill(c);
+		io_uring_prep_send(sqe, fd, NULL, 0, MSG_NOSIGNAL);
+		sqe->ioprio |= IORING_RECVSEND_BUNDLE;
+		data_flags(r, sqe);
+		sqe->flags |= IOSQE_BUFFER_SELECT;
+		sqe->buf_group = c->send_bgid;
+		io_uring_sqe_set_data64(sqe, ud(OP_SEND, c->gen, fd));
+		c->send_inflight = 1;
+		return;
+	}
 	if (opts.send_zc && opts.zc_fixed && ch->bid >= 0) {
 		/* The provided-buffer area is registered buffer 0 (--zc-fixed). */
 		io_uring_prep_send_zc_fixed(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL,
@@ -279,11 +363,9 @@ static void send_head(struct uring_ctx *r, int fd)
 	c->send_inflight = 1;
 }
 
-/* After a send finished (and its zero-copy notification, if any): release a
- * finished chunk, send the next, re-arm the receive, or close. */
-static void after_send(struct uring_ctx *r, int fd)
+/* Release the chunks at the head of the queue that were sent whole. */
+static void release_sent(struct uring_ctx *r, struct uconn *c)
 {
-	struct uconn *c = &r->conns[fd];
 	struct chunk *ch;
 
 	while ((ch = c->head) && ch->off == ch->len) {
@@ -293,6 +375,15 @@ static void after_send(struct uring_ctx *r, int fd)
 		c->queued--;
 		chunk_free(r, ch);
 	}
+}
+
+/* After a send finished (and its zero-copy notification, if any): release a
+ * finished chunk, send the next, re-arm the receive, or close. */
+static void after_send(struct uring_ctx *r, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+
+	release_sent(r, c);
 	if (c->head) {
 		send_head(r, fd);
 		return;
@@ -326,6 +417,12 @@ static void queue_chunk(struct uring_ctx *r, int fd, char *data, unsigned len, i
 		c->head = ch;
 	c->tail = ch;
 	c->queued++;
+	if (c->send_br) {
+		/* Into the ring at once: a bundle still sending takes it too. */
+		if (!c->ring_next)
+			c->ring_next = ch;
+		send_ring_fill(c);
+	}
 	if (!c->send_inflight && !c->zc_wait)
 		send_head(r, fd);
 }
@@ -540,6 +637,55 @@ static void end_failed_send(struct uring_ctx *r, int fd)
 		cancel_recv(r, fd);
 }
 
+/* --send-bundle: one pass of a bundle send. F_MORE: the send goes on with
+ * what the ring still holds; without it, it ended (the ring empty, or an
+ * error). */
+static void on_bundle_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd)
+{
+	struct uconn *c = &r->conns[fd];
+	struct chunk *ch = c->head;
+	unsigned pieces = 0;
+
+	c->send_inflight = (cqe->flags & IORING_CQE_F_MORE) != 0;
+	if (cqe->res == -EINVAL) {
+		fprintf(stderr, PROG ": unavailable: this kernel refused a send bundle (EINVAL; --send-bundle needs "
+			"Linux 6.10+)\n");
+		exit(2);
+	}
+	if (cqe->res < 0 && cqe->res != -ENOBUFS) {
+		if (c->send_inflight)
+			return;
+		c->closing = 1;
+		c->send_failed = 1;
+		end_failed_send(r, fd);
+		return;
+	}
+	/* The bytes sent fill the chunks in the ring in order; a chunk sent
+	 * whole is an entry the kernel used up. (ENOBUFS, a pass that found
+	 * the ring empty, sent nothing: the next send takes what is queued.) */
+	for (unsigned left = cqe->res > 0 ? (unsigned)cqe->res : 0; left > 0; ch = ch->next) {
+		unsigned take;
+
+		if (!ch || ch == c->ring_next)
+			die("a send bundle sent more than its connection's ring held", EPROTO);
+		take = ch->len - ch->off < left ? ch->len - ch->off : left;
+		ch->off += take;
+		left -= take;
+		pieces++;
+		if (ch->off == ch->len)
+			c->send_ring_n--;
+	}
+	if (pieces) {
+		r->c.bytes += (uint64_t)cqe->res;
+		r->c.send_buffers += pieces;
+		r->c.send_bufs_hist[bufs_hist_bin(pieces)]++;
+	}
+	release_sent(r, c);
+	send_ring_fill(c);
+	if (!c->send_inflight)
+		after_send(r, fd);
+}
+
 void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 {
 	struct uconn *c = &r->conns[fd];
@@ -547,6 +693,10 @@ void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 
 	if (stale)
 		return;
+	if (c->send_br) {
+		on_bundle_send(r, cqe, fd);
+		return;
+	}
 	if (cqe->flags & IORING_CQE_F_NOTIF) {
 		/* Zero-copy: the kernel no longer needs the buffer; the usage
 		 * report says whether it copied the bytes anyway (loopback does). */

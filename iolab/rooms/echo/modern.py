@@ -1,8 +1,9 @@
 """Does modern io_uring beat epoll here? The echo cells of the presets that
 use a feature of Linux 6.9+ (receive bundles, incremental buffer rings,
-batched waits, NAPI, registered waits, the epoll-wait bridge) or a gathered
-send, beside epoll and the cheapest older ring, as paired ratios to epoll per setup depth (requests in flight), with
-the counters that show whether each feature was in effect, and the one
+batched waits, NAPI, registered waits, send bundles, the epoll-wait
+bridge) or a gathered send, beside epoll and the cheapest older ring, as
+paired ratios to epoll per setup depth (requests in flight), with the
+counters that show whether each feature was in effect, and the one
 paragraph that answers the question from them.
 
 The presets are found from their flags (the table's ``flags`` column), not
@@ -69,8 +70,8 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
     repetitions of what each feature did: buffers per receive and per send,
     SQEs per echoed message, completions reaped per io_uring_enter, and the
     completions that left a buffer for more (sums). ``inert`` names a
-    feature whose counters show it did nothing there (a bundle or gathered
-    send of one buffer each, incremental buffers never partly used, NAPI
+    feature whose counters show it did nothing there (a bundle, send bundle
+    or gathered send of one buffer each, incremental buffers never partly used, NAPI
     busy polling on sockets without a NAPI id, as on loopback)."""
     modern = modern_presets(echo)
     ok = echostats.with_setup(echo)
@@ -101,6 +102,7 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
             for name, unused in (
                 ("receive bundles", row["buffers_per_recv"] <= 1.0),
                 ("gathered sends", row["buffers_per_send"] <= 1.0),
+                ("send bundles", row["buffers_per_send"] <= 1.0),
                 ("incremental buffer rings", row["buf_more"] == 0),
                 ("NAPI busy polling", row["napi_conns"] == 0),
             )
