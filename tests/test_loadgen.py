@@ -333,6 +333,86 @@ def test_a_server_that_holds_fewer_connections_than_asked_fails_the_run(native_b
     assert json.loads(fitting.stdout)["connections_answered"] == 20
 
 
+class LateServer(threading.Thread):
+    """An echo server that answers its first ``prompt`` connections at once
+    and every later one only ``late_s`` after that connection was accepted:
+    past a short run's end, within any timeout."""
+
+    def __init__(self, prompt: int, late_s: float) -> None:
+        super().__init__(daemon=True)
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=256)
+        self.port = self.listener.getsockname()[1]
+        self.prompt, self.late_s = prompt, late_s
+        self.stopped = False
+
+    def serve(self, conn: socket.socket, late: bool) -> None:
+        start = time.monotonic()
+        with conn:
+            while True:
+                try:
+                    data = conn.recv(65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                if late:
+                    time.sleep(max(0.0, start + self.late_s - time.monotonic()))
+                try:
+                    conn.sendall(data)
+                except OSError:
+                    return
+
+    def run(self) -> None:
+        self.listener.settimeout(0.2)
+        accepted = 0
+        while not self.stopped:
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            late = accepted >= self.prompt
+            accepted += 1
+            threading.Thread(target=self.serve, args=(conn, late), daemon=True).start()
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.join(timeout=5)
+        self.listener.close()
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_connections_answered_only_after_the_end_fail_the_run_without_any_timeout(
+    native_build: Path, model: str
+) -> None:
+    """The case only the answered-connections check catches: 10 of 30
+    connections get their echo 1.5 s after they were accepted, after a
+    0.4 s run but well within a 20 s timeout, so no timeout, mismatch or
+    early close fires. The event loops must fail, naming 20 of 30;
+    thread-per-connection reports them."""
+    server = LateServer(prompt=20, late_s=1.5)
+    server.start()
+    try:
+        res = subprocess.run(
+            [
+                str(native_build / "loadgen"),
+                *("--port", str(server.port), "--connections", "30", "--duration", "0.4"),
+                *("--warmup", "0", "--timeout", "20", "--model", model),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        server.stop()
+    report = json.loads(res.stdout)
+    assert report["timeouts"] == report["mismatches"] == report["short_closes"] == 0, res.stdout
+    assert report["connections_answered"] == 20 and report["connections_unanswered"] == 10, res.stdout
+    if model == "thread-per-connection":
+        assert res.returncode == 0 and "note: 10 of the 30 connections" in res.stderr
+    else:
+        assert res.returncode == 1 and "answered 20 of the 30 connections asked for" in res.stderr, res.stderr
+
+
 def context_switches_and_cpu_ticks(pid: int) -> tuple[int, int]:
     """All of a process's threads' context switches, and its CPU time in clock ticks."""
     switches = 0
