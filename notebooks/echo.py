@@ -154,13 +154,18 @@ modern_view = echo_modern.ratios(node_echo)
 modern_counts = echo_modern.counters(node_echo)
 modern_presets = echo_modern.modern_presets(node_echo)
 if modern_presets:
+    # Beside the saturated cells: the same ratio at the fixed offered rates
+    # (the latency experiment), for the presets of this view.
+    fixed, fixed_rows, fixed_cell = echo_modern.fixed_rate_view(open_loop, set(modern_view["preset"]))
     fig = echo_present.modern_figure(
         modern_view,
         echo_modern.GOAL,
         echo_modern.all_inert_cells(modern_counts),
         echo_modern.floor_ratios(node_echo, floor),
+        fixed=fixed,
+        fixed_cell=fixed_cell,
     )
-    out.figure(fig, "echo_modern", data=node_echo[node_echo["preset"].isin([*modern_presets, "epoll"])])
+    out.figure(fig, "echo_modern", data=echo_modern.figure_rows(node_echo, modern_presets, fixed_rows))
     plt.show()
     echo_modern.numbers(out, modern_view)
 # The cost model's view: model B (the cost probes' fits) prices each preset's

@@ -195,3 +195,69 @@ def test_a_send_bundle_of_one_chunk_per_pass_is_labelled_inert() -> None:
     assert not counts.loc[counts["preset"] == "send_bundle", "all_inert"].any()
     working = modern.counters(with_send_bundle(4.0))
     assert set(working.loc[working["preset"] == "send_bundle", "inert"]) == {""}
+
+
+def test_the_figure_draws_the_fixed_rate_beside_the_saturated_cells() -> None:
+    """The fixed-rate panel: each preset of the view at each offered rate,
+    paired with epoll in its repetition; presets outside the view (a
+    latency-only preset) stay out of it, and without fixed-rate rows the
+    figure keeps only the saturated panels."""
+    from iolab.rooms.echo import present
+
+    rows = []
+    for rep in range(1, 7):
+        drift = 1 + 0.1 * rep  # shared by the repetition's cells: paired out
+        for load in (0.25, 0.5):
+            for preset, ratio in (("epoll", 1.0), ("recv_bundle", 2.0), ("sqpoll", 3.0)):
+                rows.append(
+                    {
+                        "status": "ok",
+                        "phase": "fixed",
+                        "rep": rep,
+                        "load": load,
+                        "preset": preset,
+                        "offered_rps": 10_000 * load,
+                        "connections": 50,
+                        "bytes": 16384,
+                        "server_ns_per_request": 15_000 * drift * ratio,
+                    }
+                )
+    open_loop = pd.DataFrame(rows)
+    echo = table(0.9, 0.03)
+    view = modern.ratios(echo)
+    fixed, fixed_rows, cell = modern.fixed_rate_view(open_loop, set(view["preset"]))
+    assert cell == "c 50, 16 KiB" and set(fixed["preset"]) == {"recv_bundle"}
+    assert np.allclose(fixed["ratio"], 2.0) and set(fixed_rows["preset"]) == {"epoll", "recv_bundle"}
+    assert len(modern.figure_rows(echo, modern.modern_presets(echo), fixed_rows)) == len(echo) + len(fixed_rows)
+    fig = present.modern_figure(view, modern.GOAL, fixed=fixed, fixed_cell=cell)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[-1] == "fixed rate\nc 50, 16 KiB" and len(titles) == 3
+    assert [t.get_text() for t in fig.axes[-1].get_xticklabels()] == ["25%\n2.5k", "50%\n5.0k"]
+    none = modern.fixed_rate_view(None, set(view["preset"]))
+    assert none[0].empty and none[2] == ""
+    assert len(present.modern_figure(view, modern.GOAL, fixed=none[0]).axes) == 2
+
+
+def test_the_epoll_wait_bridge_is_described_without_buffer_counts_and_not_priced() -> None:
+    """The bridge is echo-epoll waiting through a ring: the answer gives its
+    SQEs and completions per enter, no buffer counts (it has none), and the
+    cost view leaves it out (its reads and writes are system calls)."""
+    fits = {op: {"A": Fit("A", {"t": 500.0}, 0.0, 5), "B": Fit("B", {"a": 300.0, "b": 50.0}, 0.0, 5)} for op in OPS}
+    ci = CostInputs(s=100.0, w={"send": 1000.0, "recv": 1000.0}, fits=fits, t1={"send": 500.0, "recv": 500.0})
+    echo = table(1.0, 0.03)
+    bridge = echo[echo["preset"] == "epoll"].assign(
+        preset="epoll_uring_wait",
+        flags="--uring-wait",
+        sqes=500,
+        cqes=500,
+        io_uring_enter=500,
+        buffers_per_recv=np.nan,
+        buffers_per_send=np.nan,
+    )
+    echo = pd.concat([echo, bridge], ignore_index=True)
+    assert modern.modern_presets(echo)["epoll_uring_wait"] == ["the epoll-wait bridge"]
+    cost = modern.cost_view(echo, ci)
+    assert "epoll_uring_wait" not in set(cost["preset"])
+    text = modern.answer(modern.ratios(echo), modern.counters(echo), cost=cost)
+    assert "epoll_uring_wait 0.5 SQEs per message (its ring only waits: 1 completion per enter)" in text
+    assert "nan" not in text

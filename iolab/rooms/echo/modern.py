@@ -12,10 +12,11 @@ from a list: a new preset with one of these flags joins the view."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pandas as pd
 
-from ...analysis import echostats
+from ...analysis import echostats, latency
 from ...analysis.costmodel import OPS, CostInputs
 from ...presets import modern_features
 from ...report.outputs import Outputs
@@ -117,6 +118,28 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
         bool(names) and len(names) == len(modern.get(str(p), [])) for names, p in zip(idle, out["preset"], strict=True)
     ]
     return out
+
+
+def fixed_rate_view(open_loop: pd.DataFrame | None, presets: set[str]) -> tuple[pd.DataFrame, pd.DataFrame, str]:
+    """The fixed-rate ratios to epoll (latency.fixed_rate_cpu) of
+    ``presets``, the latency table's fixed-rate rows behind them, and their
+    cell ("c 50, 16 KiB"); empty, and "", where the run measured none."""
+    if open_loop is None or not len(open_loop) or "phase" not in open_loop:
+        return pd.DataFrame(columns=latency.FIXED_RATE_COLUMNS), pd.DataFrame(), ""
+    fixed = latency.fixed_rate_cpu(open_loop)
+    fixed = fixed[fixed["preset"].isin(presets)]
+    rows = open_loop[(open_loop["phase"] == "fixed") & open_loop["preset"].isin({*presets, "epoll"})]
+    if not len(fixed) or not len(rows):
+        return fixed, pd.DataFrame(), ""
+    return fixed, rows, f"c {int(rows['connections'].iloc[0])}, {_size(int(rows['bytes'].iloc[0]))}"
+
+
+def figure_rows(echo: pd.DataFrame, presets: dict[str, list[str]], fixed_rows: pd.DataFrame) -> pd.DataFrame:
+    """The tidy rows the modern figure draws (for its stamp): the modern
+    presets', the older ring's and epoll's echo cells, and the fixed-rate
+    rows."""
+    drawn = echo[echo["preset"].isin([*presets, OLDER_RING, "epoll"])]
+    return pd.concat([drawn, fixed_rows], ignore_index=True) if len(fixed_rows) else drawn
 
 
 def floor_ratios(echo: pd.DataFrame, floor_ns: float) -> dict[tuple[int, int], float]:
@@ -286,15 +309,26 @@ def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL, cost: p
         if len(largest):
             text += (
                 f" Where the cost goes, at {_size(largest['bytes'].iloc[0])} one request in flight: "
-                + "; ".join(
-                    f"{r.preset} {r.sqes_per_message:.1f} SQEs per message ({r.buffers_per_recv:.1f} buffers per "
-                    f"receive, {r.buffers_per_send:.1f} per send, {r.cqes_per_enter:.0f} completions per enter)"
-                    for r in largest.itertuples()
-                )
+                + "; ".join(_where_the_cost_goes(r) for r in largest.itertuples())
                 + "."
             )
     cost_text = cost_sentence(cost, idle) if cost is not None else ""
     return text + cost_text + _inert_sentence(counts, measured)
+
+
+def _where_the_cost_goes(r: Any) -> str:
+    """One preset's SQEs, buffers and completions per enter (a ``counters``
+    row); a server without provided buffers (the epoll-wait bridge, whose
+    ring only waits) has no buffer counts to give."""
+    if math.isnan(r.buffers_per_recv):
+        return (
+            f"{r.preset} {r.sqes_per_message:.1f} SQEs per message (its ring only waits: "
+            f"{r.cqes_per_enter:.0f} completion per enter)"
+        )
+    return (
+        f"{r.preset} {r.sqes_per_message:.1f} SQEs per message ({r.buffers_per_recv:.1f} buffers per "
+        f"receive, {r.buffers_per_send:.1f} per send, {r.cqes_per_enter:.0f} completions per enter)"
+    )
 
 
 def _inert_sentence(counts: pd.DataFrame, presets: set[str]) -> str:

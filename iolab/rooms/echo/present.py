@@ -275,11 +275,42 @@ def numbers(
     out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")
 
 
+def _fixed_rate_panel(
+    ax: Axes, fixed: pd.DataFrame, loads: list[float], presets: list[str], goal: float, cell: str
+) -> None:
+    """modern_figure's last panel: each preset at each fixed offered rate,
+    the same colours and markers as the saturated panels."""
+    for i, preset in enumerate(presets):
+        g = fixed[fixed["preset"] == preset].set_index("load").reindex(loads)
+        if g["ratio"].isna().all():
+            continue
+        x = np.arange(len(loads)) + (i - (len(presets) - 1) / 2) * 0.12
+        ax.errorbar(
+            x,
+            g["ratio"],
+            yerr=interval_bars(g["low"], g["ratio"], g["high"]),
+            fmt="so^Dv<>"[i % 7],
+            ms=4,
+            capsize=1.5,
+            color=color(i),
+            label=preset,
+        )
+    rates = fixed.groupby("load")["offered_rps"].median()
+    ax.axhline(1.0, color=EPOLL_COLOR, lw=1, label="epoll")
+    ax.axhline(goal, color="black", ls="--", lw=0.8, label=f"goal: {goal:.2f}x epoll")
+    ax.set_xticks(range(len(loads)))
+    ax.set_xticklabels([f"{load:.0%}\n{rates[load] / 1000:.1f}k" for load in loads], fontsize=6)
+    ax.set_xlim(-0.6, len(loads) - 0.4)
+    ax.set_title(f"fixed rate\n{cell}" if cell else "fixed rate", fontsize=8)
+
+
 def modern_figure(
     view: pd.DataFrame,
     goal: float,
     inert: set[tuple[str, int, int]] | None = None,
     floor: dict[tuple[int, int], float] | None = None,
+    fixed: pd.DataFrame | None = None,
+    fixed_cell: str = "",
 ) -> Figure:
     """Server CPU per request over epoll's for the modern presets and the
     older ring (``modern.ratios``): one panel per requests in flight, one
@@ -289,7 +320,11 @@ def modern_figure(
     the counters show idle: ``modern.all_inert_cells``) are drawn hollow.
     ``floor`` ((connections, bytes) -> the 2w floor over epoll's cost:
     ``modern.floor_ratios``) marks each one-in-flight cell with a dotted
-    dash: no server goes below it on the kernel work of a recv and a send."""
+    dash: no server goes below it on the kernel work of a recv and a send.
+    ``fixed`` (``latency.fixed_rate_cpu``: each preset's server CPU per
+    request over epoll's when every preset is offered the same requests/s)
+    adds a last panel beside the saturated ones, one tick per offered rate,
+    titled with ``fixed_cell`` (its connections and message size)."""
     cpu = view[view["metric"] == "server_ns_per_request"] if len(view) else view
     if not len(cpu):
         # Presets configured, no cell of theirs measured (the echo table's
@@ -300,14 +335,24 @@ def modern_figure(
         return fig
     depths = sorted(cpu["pipeline"].unique())
     widths = [cpu[cpu["pipeline"] == d][["connections", "bytes"]].drop_duplicates().shape[0] for d in depths]
+    fixed = fixed if fixed is not None and len(fixed) else None
+    loads = sorted(fixed["load"].unique()) if fixed is not None else []
     fig, axes = plt.subplots(
-        1, len(depths), figsize=(TEXT_WIDTH_IN, 3.2), sharey=True, squeeze=False, gridspec_kw={"width_ratios": widths}
+        1,
+        len(depths) + bool(loads),
+        figsize=(TEXT_WIDTH_IN, 3.2),
+        sharey=True,
+        squeeze=False,
+        gridspec_kw={"width_ratios": widths + ([max(len(loads), 3)] if loads else [])},
     )
-    presets = sorted(cpu["preset"].unique())
-    for ax, depth in zip(axes[0], depths, strict=True):
+    # One colour and marker per preset across the panels.
+    presets = sorted(set(cpu["preset"]) | (set(fixed["preset"]) if fixed is not None else set()))
+    for ax, depth in zip(axes[0], depths, strict=False):
         here = cpu[cpu["pipeline"] == depth]
         cells = sorted({(int(c), int(b)) for c, b in zip(here["connections"], here["bytes"], strict=True)})
         for i, preset in enumerate(presets):
+            if preset not in set(here["preset"]):
+                continue
             g = here[here["preset"] == preset].set_index(["connections", "bytes"]).reindex(cells)
             x = np.arange(len(cells)) + (i - (len(presets) - 1) / 2) * 0.12
             idle = np.array([(preset, int(depth), b) in (inert or set()) for _, b in cells])
@@ -338,9 +383,17 @@ def modern_figure(
         ax.set_yscale("log", base=2)
         plain_ticks(ax.yaxis)
         ax.set_title("one request in flight" if depth == 1 else f"{depth} in flight", fontsize=8)
+    if fixed is not None:
+        _fixed_rate_panel(axes[0][-1], fixed, loads, presets, goal, fixed_cell)
     axes[0][0].set_ylabel("server CPU per request / epoll's")
     # One label under the panels: the narrow pipelined panels cannot hold one each.
-    fig.supxlabel("connections / message (B; K: KiB); hollow: every feature of the preset inert", fontsize=7)
+    fig.supxlabel(
+        "connections / message (B; K: KiB); fixed rate: share of the slowest capacity, thousand requests/s;"
+        " hollow: every feature of the preset inert"
+        if loads
+        else "connections / message (B; K: KiB); hollow: every feature of the preset inert",
+        fontsize=7,
+    )
     legend_below(fig, ncol=4)
     fig.tight_layout()
     return fig
