@@ -148,17 +148,11 @@ static void setup_ring(struct uring_ctx *r)
 		refuse("unavailable: this kernel lacks IORING_FEAT_RECVSEND_BUNDLE (--send-bundle needs Linux 6.10+)");
 	if (opts.send_bundle) {
 		/* Each connection's send ring is incremental: try one first. */
-		struct io_uring_buf_reg reg;
 		struct io_uring_buf_ring *probe;
 
 		if (posix_memalign((void **)&probe, 4096, sizeof(struct io_uring_buf)) != 0)
 			die("allocating a probe buffer ring", ENOMEM);
-		memset(&reg, 0, sizeof(reg));
-		reg.ring_addr = (unsigned long)probe;
-		reg.ring_entries = 1;
-		reg.bgid = 65535;
-		IOLAB_SET_BUF_REG_FLAGS(reg, IOLAB_PBUF_RING_INC);
-		ret = io_uring_register_buf_ring(&r->ring, &reg, 0);
+		ret = register_buf_ring(r, probe, 1, 65535, 1);
 		if (ret < 0) {
 			snprintf(why, sizeof(why), "unavailable: this kernel refused an incremental send buffer ring "
 				 "(IOU_PBUF_RING_INC; --send-bundle needs Linux 6.12+): %s", strerror(-ret));

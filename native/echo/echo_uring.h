@@ -166,6 +166,8 @@ void buf_release(struct uring_ctx *r, int bid);
 unsigned bufs_hist_bin(unsigned n);
 unsigned recv_buffers(struct uring_ctx *r, struct io_uring_cqe *cqe, int *bids, unsigned max, char **data);
 void setup_buffers(struct uring_ctx *r);
+int register_buf_ring(struct uring_ctx *r, struct io_uring_buf_ring *br, unsigned entries, unsigned short bgid,
+		      int incremental);
 void unstarve(struct uring_ctx *r, int fd);
 
 #endif

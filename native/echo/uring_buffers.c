@@ -71,6 +71,23 @@ void buf_return(struct uring_ctx *r, int bid)
 	}
 }
 
+/* Register br (page-aligned, `entries` slots) as buffer group bgid of r's
+ * ring, incremental (IOU_PBUF_RING_INC) if asked: the receive ring and
+ * each connection's send ring (--send-bundle). Returns 0 or -errno. */
+int register_buf_ring(struct uring_ctx *r, struct io_uring_buf_ring *br, unsigned entries, unsigned short bgid,
+		      int incremental)
+{
+	struct io_uring_buf_reg reg;
+
+	memset(&reg, 0, sizeof(reg));
+	reg.ring_addr = (unsigned long)br;
+	reg.ring_entries = entries;
+	reg.bgid = bgid;
+	if (incremental)
+		IOLAB_SET_BUF_REG_FLAGS(reg, IOLAB_PBUF_RING_INC);
+	return io_uring_register_buf_ring(&r->ring, &reg, 0);
+}
+
 void setup_buffers(struct uring_ctx *r)
 {
 	if (!opts.buf_ring && !opts.buf_select)
@@ -89,19 +106,12 @@ void setup_buffers(struct uring_ctx *r)
 		}
 	}
 	if (opts.buf_ring) {
-		struct io_uring_buf_reg reg;
 		int ret;
 
 		if (posix_memalign((void **)&r->br, 4096, opts.buf_count * sizeof(struct io_uring_buf)) != 0)
 			die("allocating the buffer ring", ENOMEM);
 		io_uring_buf_ring_init(r->br);
-		memset(&reg, 0, sizeof(reg));
-		reg.ring_addr = (unsigned long)r->br;
-		reg.ring_entries = opts.buf_count;
-		reg.bgid = 0;
-		if (opts.buf_inc)
-			IOLAB_SET_BUF_REG_FLAGS(reg, IOLAB_PBUF_RING_INC);
-		ret = io_uring_register_buf_ring(&r->ring, &reg, 0);
+		ret = register_buf_ring(r, r->br, opts.buf_count, 0, opts.buf_inc);
 		if (ret < 0 && opts.buf_inc) {
 			fprintf(stderr, PROG ": unavailable: the kernel refused an incremental buffer ring "
 				"(IOU_PBUF_RING_INC, Linux 6.12+): %s\n", strerror(-ret));

@@ -214,7 +214,6 @@ static void start_closing(struct uring_ctx *r, int fd)
 static void send_ring_open(struct uring_ctx *r, int fd)
 {
 	struct uconn *c = &r->conns[fd];
-	struct io_uring_buf_reg reg;
 	int ret;
 
 	c->send_br = NULL;
@@ -225,18 +224,13 @@ static void send_ring_open(struct uring_ctx *r, int fd)
 	if (posix_memalign((void **)&c->send_br, 4096, SEND_RING_ENTRIES * sizeof(struct io_uring_buf)) != 0)
 		die("allocating a connection's send buffer ring", ENOMEM);
 	io_uring_buf_ring_init(c->send_br);
-	memset(&reg, 0, sizeof(reg));
-	reg.ring_addr = (unsigned long)c->send_br;
-	reg.ring_entries = SEND_RING_ENTRIES;
-	reg.bgid = (unsigned short)(fd + 1);
-	IOLAB_SET_BUF_REG_FLAGS(reg, IOLAB_PBUF_RING_INC);
-	ret = io_uring_register_buf_ring(&r->ring, &reg, 0);
+	c->send_bgid = (unsigned short)(fd + 1);
+	ret = register_buf_ring(r, c->send_br, SEND_RING_ENTRIES, c->send_bgid, 1);
 	if (ret < 0) {
 		fprintf(stderr, PROG ": --send-bundle: the kernel refused connection %d's send buffer ring: %s%s\n", fd,
 			strerror(-ret), ret == -ENOMEM ? " (raise the locked-memory limit, ulimit -l)" : "");
 		exit(1);
 	}
-	c->send_bgid = reg.bgid;
 }
 
 /* --send-bundle: queued chunks not yet in the send ring join it, as far
@@ -637,14 +631,35 @@ static void end_failed_send(struct uring_ctx *r, int fd)
 		cancel_recv(r, fd);
 }
 
+/* The bytes a send sent fill the queued chunks from the head, in order
+ * (with --send-bundle, those in the ring: up to c->ring_next). Returns how
+ * many chunks they touched; *whole: how many they finished. */
+static unsigned fill_sent(struct uconn *c, unsigned bytes, unsigned *whole)
+{
+	unsigned pieces = 0;
+
+	*whole = 0;
+	for (struct chunk *ch = c->head; bytes > 0; ch = ch->next) {
+		unsigned take;
+
+		if (!ch || ch == c->ring_next)
+			die("a send sent more than its connection had queued", EPROTO);
+		take = ch->len - ch->off < bytes ? ch->len - ch->off : bytes;
+		ch->off += take;
+		bytes -= take;
+		pieces++;
+		*whole += ch->off == ch->len;
+	}
+	return pieces;
+}
+
 /* --send-bundle: one pass of a bundle send. F_MORE: the send goes on with
  * what the ring still holds; without it, it ended (the ring empty, or an
  * error). */
 static void on_bundle_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd)
 {
 	struct uconn *c = &r->conns[fd];
-	struct chunk *ch = c->head;
-	unsigned pieces = 0;
+	unsigned pieces, whole;
 
 	c->send_inflight = (cqe->flags & IORING_CQE_F_MORE) != 0;
 	if (cqe->res == -EINVAL) {
@@ -660,21 +675,11 @@ static void on_bundle_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd
 		end_failed_send(r, fd);
 		return;
 	}
-	/* The bytes sent fill the chunks in the ring in order; a chunk sent
-	 * whole is an entry the kernel used up. (ENOBUFS, a pass that found
-	 * the ring empty, sent nothing: the next send takes what is queued.) */
-	for (unsigned left = cqe->res > 0 ? (unsigned)cqe->res : 0; left > 0; ch = ch->next) {
-		unsigned take;
-
-		if (!ch || ch == c->ring_next)
-			die("a send bundle sent more than its connection's ring held", EPROTO);
-		take = ch->len - ch->off < left ? ch->len - ch->off : left;
-		ch->off += take;
-		left -= take;
-		pieces++;
-		if (ch->off == ch->len)
-			c->send_ring_n--;
-	}
+	/* A chunk sent whole is an entry the kernel used up. (ENOBUFS, a pass
+	 * that found the ring empty, sent nothing: the next send takes what is
+	 * queued.) */
+	pieces = fill_sent(c, cqe->res > 0 ? (unsigned)cqe->res : 0, &whole);
+	c->send_ring_n -= whole;
 	if (pieces) {
 		r->c.bytes += (uint64_t)cqe->res;
 		r->c.send_buffers += pieces;
@@ -689,7 +694,7 @@ static void on_bundle_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd
 void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 {
 	struct uconn *c = &r->conns[fd];
-	struct chunk *ch = c->head;
+	unsigned whole;
 
 	if (stale)
 		return;
@@ -746,13 +751,7 @@ void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 	r->c.send_bufs_hist[bufs_hist_bin(c->send_pieces)]++;
 	if ((unsigned)cqe->res < c->send_len)
 		r->c.short_writes++;
-	/* The bytes sent fill the chunks the send carried, in order. */
-	for (unsigned left = (unsigned)cqe->res; left > 0; ch = ch->next) {
-		unsigned take = ch->len - ch->off < left ? ch->len - ch->off : left;
-
-		ch->off += take;
-		left -= take;
-	}
+	fill_sent(c, (unsigned)cqe->res, &whole);
 	if (cqe->flags & IORING_CQE_F_MORE) {
 		c->zc_wait = 1;   /* after_send runs when the notification arrives */
 		return;
