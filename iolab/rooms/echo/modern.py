@@ -72,8 +72,8 @@ def counters(echo: pd.DataFrame) -> pd.DataFrame:
     SQEs per echoed message, completions reaped per io_uring_enter, and the
     completions that left a buffer for more (sums). ``inert`` names a
     feature whose counters show it did nothing there (a bundle, send bundle
-    or gathered send of one buffer each, incremental buffers never partly used, NAPI
-    busy polling on sockets without a NAPI id, as on loopback)."""
+    or gathered send of one buffer each, incremental buffers never partly
+    used, NAPI busy polling on sockets without a NAPI id, as on loopback)."""
     modern = modern_presets(echo)
     ok = echostats.with_setup(echo)
     ok = ok[(ok["status"] == "ok") & ok["preset"].isin({*modern, OLDER_RING})]

@@ -275,6 +275,33 @@ def numbers(
     out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")
 
 
+def _preset_points(ax: Axes, x: np.ndarray, g: pd.DataFrame, i: int, label: str | None, hollow: bool = False) -> None:
+    """One preset's ratios (``g``: ratio, low, high) at ``x`` with their
+    intervals, in the marker and colour of its place ``i`` among the modern
+    figure's presets."""
+    ax.errorbar(
+        x,
+        g["ratio"],
+        yerr=interval_bars(g["low"], g["ratio"], g["high"]),
+        fmt="so^Dv<>"[i % 7],
+        ms=4,
+        mfc="none" if hollow else None,
+        capsize=1.5,
+        color=color(i),
+        label=label,
+    )
+
+
+def _offsets(ticks: int, i: int, presets: int) -> np.ndarray:
+    """Preset ``i``'s x positions beside the others' at each tick."""
+    return np.arange(ticks) + (i - (presets - 1) / 2) * 0.12
+
+
+def _epoll_and_goal(ax: Axes, goal: float) -> None:
+    ax.axhline(1.0, color=EPOLL_COLOR, lw=1, label="epoll")
+    ax.axhline(goal, color="black", ls="--", lw=0.8, label=f"goal: {goal:.2f}x epoll")
+
+
 def _fixed_rate_panel(
     ax: Axes, fixed: pd.DataFrame, loads: list[float], presets: list[str], goal: float, cell: str
 ) -> None:
@@ -282,22 +309,10 @@ def _fixed_rate_panel(
     the same colours and markers as the saturated panels."""
     for i, preset in enumerate(presets):
         g = fixed[fixed["preset"] == preset].set_index("load").reindex(loads)
-        if g["ratio"].isna().all():
-            continue
-        x = np.arange(len(loads)) + (i - (len(presets) - 1) / 2) * 0.12
-        ax.errorbar(
-            x,
-            g["ratio"],
-            yerr=interval_bars(g["low"], g["ratio"], g["high"]),
-            fmt="so^Dv<>"[i % 7],
-            ms=4,
-            capsize=1.5,
-            color=color(i),
-            label=preset,
-        )
+        if not g["ratio"].isna().all():
+            _preset_points(ax, _offsets(len(loads), i, len(presets)), g, i, preset)
     rates = fixed.groupby("load")["offered_rps"].median()
-    ax.axhline(1.0, color=EPOLL_COLOR, lw=1, label="epoll")
-    ax.axhline(goal, color="black", ls="--", lw=0.8, label=f"goal: {goal:.2f}x epoll")
+    _epoll_and_goal(ax, goal)
     ax.set_xticks(range(len(loads)))
     ax.set_xticklabels([f"{load:.0%}\n{rates[load] / 1000:.1f}k" for load in loads], fontsize=6)
     ax.set_xlim(-0.6, len(loads) - 0.4)
@@ -354,30 +369,19 @@ def modern_figure(
             if preset not in set(here["preset"]):
                 continue
             g = here[here["preset"] == preset].set_index(["connections", "bytes"]).reindex(cells)
-            x = np.arange(len(cells)) + (i - (len(presets) - 1) / 2) * 0.12
+            x = _offsets(len(cells), i, len(presets))
             idle = np.array([(preset, int(depth), b) in (inert or set()) for _, b in cells])
             label: str | None = preset  # on the first of the two draws
-            for show, face in ((~idle, None), (idle, "none")):
+            for show, hollow in ((~idle, False), (idle, True)):
                 if show.any():
-                    ax.errorbar(
-                        x[show],
-                        g["ratio"][show],
-                        yerr=interval_bars(g["low"][show], g["ratio"][show], g["high"][show]),
-                        fmt="so^Dv<>"[i % 7],
-                        ms=4,
-                        mfc=face,
-                        capsize=1.5,
-                        color=color(i),
-                        label=label,
-                    )
+                    _preset_points(ax, x[show], g[show], i, label, hollow)
                     label = None
         marks = [(x, (floor or {}).get(cell)) for x, cell in enumerate(cells)] if depth == 1 else []
         marks = [(x, y) for x, y in marks if y is not None]
         if marks:
             xs, ys = zip(*marks, strict=True)
             ax.hlines(ys, np.array(xs) - 0.35, np.array(xs) + 0.35, color="black", ls=":", lw=1.2, label="2w floor")
-        ax.axhline(1.0, color=EPOLL_COLOR, lw=1, label="epoll")
-        ax.axhline(goal, color="black", ls="--", lw=0.8, label=f"goal: {goal:.2f}x epoll")
+        _epoll_and_goal(ax, goal)
         ax.set_xticks(range(len(cells)))
         ax.set_xticklabels([f"{c}\n{b // 1024}K" if b >= 1024 else f"{c}\n{b}" for c, b in cells], fontsize=6)
         ax.set_yscale("log", base=2)
@@ -387,13 +391,10 @@ def modern_figure(
         _fixed_rate_panel(axes[0][-1], fixed, loads, presets, goal, fixed_cell)
     axes[0][0].set_ylabel("server CPU per request / epoll's")
     # One label under the panels: the narrow pipelined panels cannot hold one each.
-    fig.supxlabel(
-        "connections / message (B; K: KiB); fixed rate: share of the slowest capacity, thousand requests/s;"
-        " hollow: every feature of the preset inert"
-        if loads
-        else "connections / message (B; K: KiB); hollow: every feature of the preset inert",
-        fontsize=7,
-    )
+    keys = ["connections / message (B; K: KiB)", "hollow: every feature of the preset inert"]
+    if loads:
+        keys.insert(1, "fixed rate: share of the slowest capacity, thousand requests/s")
+    fig.supxlabel("; ".join(keys), fontsize=7)
     legend_below(fig, ncol=4)
     fig.tight_layout()
     return fig
