@@ -233,6 +233,96 @@ def test_the_html_report_shows_every_figure(browser: object, smoke_copy: Path) -
     assert first in page, first
 
 
+# Run as another local user: every process's command line (which /proc shows
+# to all), the server's environment (which it must not), and the API without
+# the token. Debian's python3: the environment's lies under /root.
+AS_NOBODY = r"""
+import json, os, sys, urllib.error, urllib.request
+token, base, *pids = sys.stdin.read().split()  # never in this process's own argv
+seen = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if token.encode() in f.read():
+                seen.append(pid)
+    except OSError:
+        pass
+environ = []
+for pid in pids:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ.append((pid, token.encode() in f.read()))
+    except OSError:
+        pass
+try:
+    status = urllib.request.urlopen(f"{base}/api/status", timeout=10).status
+except urllib.error.HTTPError as e:
+    status = e.code
+print(json.dumps({"uid": os.getuid(), "cmdline": seen, "environ": environ, "status": status}))
+"""
+
+
+def descendants(pid: int) -> list[str]:
+    """``pid`` and every process below it, from /proc."""
+    parent = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent[entry.name] = stat.rsplit(")", 1)[1].split()[1]
+    found, frontier = [str(pid)], [str(pid)]
+    while frontier:
+        frontier = [p for p, pp in parent.items() if pp in frontier]
+        found += frontier
+    return found
+
+
+def cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_no_other_local_user_reads_the_token(lab: dict) -> None:
+    # A kernel too: its process inherits the server's environment.
+    req = urllib.request.Request(f"{lab['base']}/api/kernels?token={lab['token']}", data=b"{}", method="POST")
+    with urllib.request.urlopen(req, timeout=60) as r:
+        kernel = json.loads(r.read())["id"]
+    try:
+        deadline = time.monotonic() + 60
+        # The server and everything under it (a kernel starts a session of its own).
+        while True:
+            pids = descendants(lab["proc"].pid)
+            if any(b"ipykernel" in cmdline(p) for p in pids):
+                break
+            assert time.monotonic() < deadline, f"the kernel did not start: {pids}"
+            time.sleep(0.2)
+        res = subprocess.run(
+            ["/usr/bin/python3", "-c", AS_NOBODY],
+            input=" ".join([lab["token"], lab["base"], *pids]),
+            user="nobody",
+            group="nogroup",
+            extra_groups=[],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+        )
+        assert res.returncode == 0, res.stderr
+        seen = json.loads(res.stdout)
+        assert seen["uid"] != 0
+        # No process shows the token in its command line; the server's and the
+        # kernel's environments are not readable; the API refuses without it.
+        assert seen["cmdline"] == [], f"the token is in the command line of {seen['cmdline']}"
+        assert seen["environ"] == [], seen["environ"]
+        assert seen["status"] == 403, seen
+    finally:
+        req = urllib.request.Request(f"{lab['base']}/api/kernels/{kernel}?token={lab['token']}", method="DELETE")
+        urllib.request.urlopen(req, timeout=30).close()
+
+
 def test_lab_refuses_to_drop_its_token_or_leave_loopback(tmp_path: Path) -> None:
     wd = copy_workflow(tmp_path / "iolab")
     for bad in ("--IdentityProvider.token=", "--ip=0.0.0.0"):
