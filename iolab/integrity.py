@@ -119,7 +119,7 @@ def _records_fingerprints(commit: str) -> bool:
         return False
     try:
         res = subprocess.run(
-            ["git", "merge-base", "--is-ancestor", FINGERPRINTS_SINCE, commit],
+            ["git", "merge-base", "--is-ancestor", "--end-of-options", FINGERPRINTS_SINCE, commit],
             cwd=paths.REPO,
             capture_output=True,
             timeout=30,

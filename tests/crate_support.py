@@ -23,11 +23,16 @@ def craft(
     replace: dict[str, bytes] | None = None,
     edit_metadata: Callable[[dict], None] | None = None,
     compress: bool = True,
+    encrypted: set[str] | None = None,
+    method: dict[str, int] | None = None,
 ) -> Path:
     """A copy of the crate ``base`` with members added (listed in the
     metadata with their true checksum and size unless ``list_added`` is
     False), symbolic-link members, members replaced (their checksums
-    re-recorded), and the metadata edited last."""
+    re-recorded), and the metadata edited last. Members in ``encrypted``
+    carry the zip's encryption flag; ``method`` rewrites a member's
+    compression method in its headers (a stored member, so the bytes stay
+    what they were)."""
     add, links, replace = add or {}, links or {}, replace or {}
     with zipfile.ZipFile(base) as src:
         meta = json.loads(src.read(METADATA))
@@ -42,13 +47,61 @@ def craft(
         entity.update(sha256=hashlib.sha256(data).hexdigest(), contentSize=len(data))
     if edit_metadata:
         edit_metadata(meta)
-    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
-    with zipfile.ZipFile(out, "w", method) as dst:
+    default_method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(out, "w", default_method) as dst:
         dst.writestr(METADATA, json.dumps(meta))
         for name, data in {**members, **add}.items():
-            dst.writestr(name, data)
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_STORED if name in (method or {}) else default_method
+            dst.writestr(info, data)
         for name, target in links.items():
             info = zipfile.ZipInfo(name)
             info.external_attr = (stat.S_IFLNK | 0o777) << 16
             dst.writestr(info, target)
+    # zipfile writes neither an encryption flag nor an unknown method: both
+    # go into the headers afterwards, as another zip tool could write them.
+    for name in encrypted or set():
+        _patch_header(out, name, flags=0x1)
+    for name, number in (method or {}).items():
+        _patch_header(out, name, method=number)
     return out
+
+
+def _patch_header(path: Path, name: str, method: int | None = None, flags: int = 0) -> None:
+    """Set ``flags`` in ``name``'s general-purpose bits and write compression
+    ``method`` into its local and central headers, in place."""
+    with zipfile.ZipFile(path) as z:
+        offset = z.getinfo(name).header_offset
+    data = bytearray(path.read_bytes())
+
+    def patch(at: int, flag_at: int, method_at: int) -> None:
+        old = int.from_bytes(data[at + flag_at : at + flag_at + 2], "little")
+        data[at + flag_at : at + flag_at + 2] = (old | flags).to_bytes(2, "little")
+        if method is not None:
+            data[at + method_at : at + method_at + 2] = method.to_bytes(2, "little")
+
+    assert data[offset : offset + 4] == b"PK\x03\x04"
+    patch(offset, 6, 8)
+    central = data.find(b"PK\x01\x02")
+    encoded = name.encode()
+    while central != -1:
+        length = int.from_bytes(data[central + 28 : central + 30], "little")
+        if data[central + 46 : central + 46 + length] == encoded:
+            patch(central, 8, 10)
+            break
+        central = data.find(b"PK\x01\x02", central + 4)
+    else:
+        raise AssertionError(f"{name} not in the central directory")
+    path.write_bytes(bytes(data))
+
+
+def raw_of_another_run(base: Path, tag: str) -> dict[str, bytes]:
+    """A ``replace`` for ``craft`` that gives every raw measurement file
+    other bytes (a trailing comment naming ``tag``), so the crafted crate is
+    another run by identity (iolab.archive.identity), not a copy of ``base``'s."""
+    with zipfile.ZipFile(base) as z:
+        return {
+            n: z.read(n) + f"# crafted run {tag}\n".encode()
+            for n in z.namelist()
+            if n.startswith("data/raw/") and n.endswith(".csv") and "/rep" in n and n.count("/") == 5
+        }

@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import copy_workflow, module_cli
+from conftest import REPO, copy_workflow, module_cli
 from crate_support import craft
 
 from iolab.archive import untrusted
@@ -43,6 +43,10 @@ def outside_marker(tmp_path: Path) -> Path:
     return tmp_path / "escaped" / "pwned.py"
 
 
+SMALL = "data/raw/local/syscall/0123456789ab/rep9.csv"
+MIB_OF_ZEROS = bytes(1 << 20)
+
+
 def attacks(tmp_path: Path) -> dict[str, tuple[dict, str]]:
     """name -> (craft arguments, what the one refusal line must say)."""
     escaped = outside_marker(tmp_path)
@@ -65,6 +69,20 @@ def attacks(tmp_path: Path) -> dict[str, tuple[dict, str]]:
             {"edit_metadata": lambda m: next(e for e in m["@graph"] if e.get("sha256")).__setitem__("sha256", 12)},
             "has no valid @id or SHA-256",
         ),
+        "encrypted member": (
+            {"add": {SMALL: b"# iolab-raw\n"}, "encrypted": {SMALL}},
+            "an encrypted member",
+        ),
+        "unknown compression method": (
+            {"add": {SMALL: b"# iolab-raw\n"}, "method": {SMALL: 99}},
+            "an unknown compression method (99)",
+        ),
+        # Each member at the per-member floor (1 MiB), listed with its true
+        # checksum: only the bound over the whole crate stops them.
+        "many small members": (
+            {"add": {f"data/raw/local/syscall/0123456789ab/rep{i}.csv": MIB_OF_ZEROS for i in range(10, 210)}},
+            "more than 100 times in all: a zip bomb",
+        ),
     }
 
 
@@ -77,6 +95,9 @@ ATTACKS = [
     "expansion bomb",
     "graph not a list",
     "checksum not a string",
+    "encrypted member",
+    "unknown compression method",
+    "many small members",
 ]
 
 
@@ -161,3 +182,71 @@ def test_compare_refuses_a_crate_that_does_not_verify_and_escapes_what_it_prints
     res = module_cli("iolab.archive.compare", tmp_path, str(base_crate), str(odd))
     assert res.returncode == 0, res.stderr
     assert "<script>" not in res.stdout and "a | b" not in res.stdout and "a \\| b" in res.stdout
+
+
+def test_a_crate_value_never_reaches_git_as_an_option(base_crate: Path, fresh: Path, tmp_path: Path) -> None:
+    # The crate's root version is what publish once handed git as a range.
+    target = tmp_path / "written-by-git"
+    evil = craft(
+        base_crate,
+        tmp_path / "option.crate.zip",
+        edit_metadata=lambda m: next(e for e in m["@graph"] if e["@id"] == "./").__setitem__(
+            "version", f"--output={target}"
+        ),
+    )
+    db, site = tmp_path / "store.sqlite", tmp_path / "site"
+    for module, args, prefix in (
+        ("iolab.archive.store", ["--db", str(db), "add", str(evil)], "store: "),
+        ("iolab.archive.publish", ["--db", str(db), "--out", str(site), "--add", str(evil)], "publish: "),
+        ("iolab.archive.reanalyse", [str(evil)], "reanalyse: "),
+    ):
+        res = module_cli(module, fresh, *args)
+        assert res.returncode != 0, (module, res.stdout)
+        assert "Traceback" not in res.stderr, res.stderr
+        refusal = [line for line in res.stderr.splitlines() if "is not a git commit" in line]
+        assert len(refusal) == 1 and refusal[0].startswith(prefix), (module, res.stderr)
+    assert not list(tmp_path.glob("written-by-git*")), "git wrote a file a crate named"
+    assert not (fresh / "data" / "raw").exists()
+    # A sidecar's commit is checked the same way before it reaches git.
+    from iolab.archive.crate import _measured_with_todays_code
+
+    why = _measured_with_todays_code(REPO, "syscall", {f"--output={target}"})
+    assert why is not None and "is not a git commit" in why
+    assert not list(tmp_path.glob("written-by-git*"))
+
+
+def test_publish_refuses_a_bad_crate_and_publishes_the_others(base_crate: Path, tmp_path: Path) -> None:
+    bad = craft(base_crate, tmp_path / "locked.crate.zip", encrypted={"paper/generated/numbers.json"})
+    res = module_cli(
+        "iolab.archive.publish",
+        tmp_path,
+        "--db",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(tmp_path / "site"),
+        "--add",
+        str(bad),
+        str(base_crate),
+    )
+    assert res.returncode == 1 and "Traceback" not in res.stderr, res.stderr
+    assert "locked.crate.zip: refused:" in res.stderr and "an encrypted member" in res.stderr
+    assert "1 crate(s) refused, the site holds the others" in res.stderr
+    assert len(list((tmp_path / "site" / "runs").glob("*.html"))) == 1
+
+
+def test_a_size_mismatch_says_sizes_not_digests(base_crate: Path, tmp_path: Path) -> None:
+    # The zip's own size matches the metadata's, the bytes are shorter.
+    with zipfile.ZipFile(base_crate) as z:
+        victim = next(n for n in z.namelist() if n.startswith("data/raw/") and n.endswith(".csv"))
+        data = z.read(victim)
+    crate = craft(base_crate, tmp_path / "short.crate.zip", replace={victim: data[:-1]})
+    crate = craft(
+        crate,
+        tmp_path / "short2.crate.zip",
+        edit_metadata=lambda m: next(e for e in m["@graph"] if e["@id"] == victim).update(contentSize=len(data)),
+    )
+    with untrusted.Crate(crate) as opened:
+        # Bypass the zip-header check to reach the streamed one.
+        opened.problems.clear()
+        problems = opened.checksum_problems()
+    assert any(f"expands to {len(data) - 1} bytes, the metadata records {len(data)}" in p for p in problems), problems

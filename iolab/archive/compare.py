@@ -37,7 +37,7 @@ from ..codehash import analysing_digest, measuring_digest
 from ..registry import REGISTRY
 from . import reruns
 from .reruns import md_cell
-from .untrusted import Crate, CrateError, shown
+from .untrusted import Crate, CrateError, crate_commit, shown
 
 # One figure per question: the numbers (by key) that answer it.
 QUESTIONS = {
@@ -162,7 +162,7 @@ def load(crate_zip: Path) -> Run:
                 raise CrateError(f"{crate_zip}: no {name}: not an iolab run crate; make one with ./repro archive")
         numbers = crate.read_json("paper/generated/numbers.json")
         environment = crate.read_json("archive/environment.json")
-        version = crate.root.get("version", "")
+        version = crate_commit(crate.root.get("version", ""), crate_zip)
         published = crate.root.get("datePublished", "")
         # One sidecar per experiment is enough: a run key directory holds one setting.
         settings: dict[str, str] = {}

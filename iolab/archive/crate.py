@@ -37,7 +37,7 @@ from ..codehash import analysing_digest, measuring_digest, measuring_sources
 from ..provenance import git_state
 from ..readers import sha256
 from ..registry import EXPERIMENTS, NOTEBOOKS, REGISTRY, extra_output_paths
-from .untrusted import DEFAULT_MAX_BYTES, Crate, CrateError, verify
+from .untrusted import DEFAULT_MAX_BYTES, Crate, CrateError, commit_or_none, shown, verify
 
 PROFILES = {
     "https://w3id.org/ro/wfrun/process/0.5": "Process Run Crate",
@@ -159,8 +159,10 @@ def _measured_with_todays_code(root: Path, experiment: str, commits: set[str | N
             continue
         if commit is None:
             return "raw files that record no commit"
+        if commit_or_none(commit) is None:
+            return f"raw files whose recorded commit {shown(commit, 40)!r} is not a git commit"
         res = subprocess.run(
-            ["git", "-C", str(root), "diff", "--quiet", commit, head, "--", *sources],
+            ["git", "-C", str(root), "diff", "--quiet", "--end-of-options", commit, head, "--", *sources],
             capture_output=True,
             text=True,
             timeout=60,

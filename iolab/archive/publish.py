@@ -41,7 +41,7 @@ from .. import paths
 from ..analysis import changepoints
 from ..codehash import measuring_sources
 from . import compare, store, timeline
-from .untrusted import Crate, CrateError
+from .untrusted import Crate, CrateError, commit_or_none
 
 DEFAULT_OUT = paths.REPO / "archive" / "site"
 TEMPLATES = Path(__file__).with_name("site_templates")
@@ -83,8 +83,20 @@ def _machine(record: store.Record) -> str:
 def _changed_by(root: Path, head: str, commit: str, experiment: str) -> str:
     """The commits since ``commit`` that changed ``experiment``'s measuring
     sources, as a range and the first few hashes ("" where git cannot tell)."""
+    if commit_or_none(commit) is None:
+        return ""
     res = subprocess.run(
-        ["git", "-C", str(root), "log", "--format=%h", f"{commit}..HEAD", "--", *measuring_sources(experiment)],
+        [
+            "git",
+            "-C",
+            str(root),
+            "log",
+            "--format=%h",
+            "--end-of-options",
+            f"{commit}..HEAD",
+            "--",
+            *measuring_sources(experiment),
+        ],
         capture_output=True,
         text=True,
     )

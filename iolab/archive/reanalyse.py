@@ -26,7 +26,8 @@ from .. import atomic, paths, tables
 from ..provenance import git_state, sidecar_for
 from ..registry import NOTEBOOKS, REGISTRY, extra_output_paths
 from ..report import paper
-from .untrusted import DEFAULT_MAX_BYTES, Crate, CrateError, shown
+from .untrusted import DEFAULT_MAX_BYTES, Crate, CrateError, commit_or_none, shown
+from .untrusted import crate_commit as crate_commit_of
 
 NOTE_KEY = "reanalysis_note"
 # A raw member: data/raw/<node>/<experiment>/<key>/rep<N>.<suffix>, the
@@ -250,11 +251,22 @@ def reanalyse(crate_zip: Path, log: Any = print, max_bytes: int = DEFAULT_MAX_BY
         if bad:
             raise CrateError(f"{bad[0]}: refused, {bad[1]}; nothing was unpacked")
         _refuse_if_analysed(root)
-        version = crate.root.get("version", "")
-        crate_commit = version if isinstance(version, str) else ""
-        unpacked = sum(crate.extract(name, root / "data" / "raw", root) for name in raw_members)
-        log(f"reanalyse: {unpacked} raw files and sidecars unpacked, every checksum matches")
+        crate_commit = crate_commit_of(crate.root.get("version", ""), crate_zip)
         raw = _raw_lists(crate, set(raw_members))
+        # Only what a table was built from: each listed raw file, its
+        # sidecar and the companions its experiment declares. Anything else
+        # under data/raw/ is never written.
+        named = {
+            str(Path(member))
+            for experiment, files in raw.items()
+            for f in files
+            for member in (Path(f), sidecar_for(Path(f)), *extra_output_paths(experiment, Path(f)))
+        }
+        wanted = [n for n in raw_members if n in named]
+        unpacked = sum(crate.extract(name, root / "data" / "raw", root) for name in wanted)
+        log(f"reanalyse: {unpacked} raw files and sidecars unpacked, every checksum matches")
+        if skipped := len(raw_members) - len(wanted):
+            log(f"reanalyse: skipped {skipped} raw member(s) that no table's *.sources.json names")
         ran_here = [nb for nb in NOTEBOOKS if crate.has(f"results/notebooks/{nb}.ipynb")]
         params = {
             nb: pipeline_parameters(
@@ -271,9 +283,7 @@ def reanalyse(crate_zip: Path, log: Any = print, max_bytes: int = DEFAULT_MAX_BY
         if not isinstance(archived, dict):
             archived = {}
     head = git_state(root)["commit"] or ""
-    measured_at = (
-        f"commit {crate_commit[:12]}" if re.fullmatch(r"[0-9a-f]{40}", crate_commit) else "an unrecorded commit"
-    )
+    measured_at = f"commit {crate_commit[:12]}" if commit_or_none(crate_commit) else "an unrecorded commit"
     note = (
         f"Re-analysed from an archived run measured at {measured_at}, with the code of commit {head[:12]}."
         if head and crate_commit != head

@@ -31,6 +31,7 @@ import os
 import re
 import stat
 import zipfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,11 @@ MAX_RATIO = 100
 # "..", or hidden), then letters, digits and ._+=@,- only.
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@,-]*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# A git commit as a crate or a sidecar may name it: 7 to 40 lowercase hex
+# digits. Anything else never reaches git (it could be read as an option).
+_COMMIT = re.compile(r"[0-9a-f]{7,40}")
+# What a crate built outside a git checkout records instead of a commit.
+NO_COMMIT = "unknown"
 
 
 class CrateError(RuntimeError):
@@ -79,6 +85,20 @@ def shown(text: object, limit: int = 120) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut) + ("…" if len(s) > limit else "")
 
 
+def commit_or_none(value: object) -> str | None:
+    """``value`` if it is a git commit (7-40 hex digits), else None."""
+    return value if isinstance(value, str) and _COMMIT.fullmatch(value) else None
+
+
+def crate_commit(value: object, where: object) -> str:
+    """A crate's recorded commit, checked to its type: 7-40 hex digits, or
+    ``NO_COMMIT`` for a crate built outside a checkout; CrateError otherwise,
+    so that no crate value can reach git as an option or a range."""
+    if value == NO_COMMIT or commit_or_none(value) is not None:
+        return str(value)
+    raise CrateError(f"{where}: its version {shown(value, 60)!r} is not a git commit (7-40 hex digits); refused")
+
+
 def name_problem(name: str) -> str | None:
     """Why a member name is not a plain relative path (None: it is)."""
     if not name or len(name) > 1024:
@@ -96,8 +116,18 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+# The compression methods Python's zipfile reads; a crate of ours uses deflate.
+_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+
+
 def _kind_problem(info: zipfile.ZipInfo) -> str | None:
-    """Why a member is not a regular file or a directory (None: it is one)."""
+    """Why a member is not a plain readable file or a directory (None: it
+    is one): a link, a special file, an encrypted member, or a compression
+    method this reader does not know."""
+    if info.flag_bits & 0x1:
+        return "an encrypted member (a crate is never encrypted)"
+    if info.compress_type not in _METHODS:
+        return f"an unknown compression method ({info.compress_type})"
     mode = info.external_attr >> 16
     kind = stat.S_IFMT(mode)
     if kind in (0, stat.S_IFREG, stat.S_IFDIR):
@@ -180,7 +210,8 @@ class Crate:
                 self._infos[name] = info
         meta = self._infos.get(METADATA)
         if meta is None:
-            raise CrateError(f"{self.path}: no {METADATA}: not an RO-Crate zip")
+            refused = next((p for p in self.problems if p.startswith(f"{METADATA}:")), None)
+            raise CrateError(f"{self.path}: {refused or f'no {METADATA}: not an RO-Crate zip'}")
         if meta.file_size > MAX_METADATA_BYTES:
             raise CrateError(
                 f"{self.path}: {METADATA} would expand to {meta.file_size} bytes, more than {MAX_METADATA_BYTES}"
@@ -196,7 +227,7 @@ class Crate:
         self.entities = {e["@id"]: e for e in graph if isinstance(e.get("@id"), str)}
         root = self.entities.get("./")
         self.root: dict[str, Any] = root if isinstance(root, dict) else {}
-        total = 0
+        total = compressed = 0
         for name, info in sorted(self._infos.items()):
             if name == METADATA:
                 continue
@@ -214,6 +245,14 @@ class Crate:
                     f"{info.file_size} (more than {MAX_RATIO} times: a zip bomb)"
                 )
             total += info.file_size
+            compressed += info.compress_size
+        # The same bound over the whole crate: many members each under the
+        # per-member floor must not add up to a bomb either.
+        if total > _CHUNK and total > MAX_RATIO * max(compressed, 1):
+            self.problems.append(
+                f"refused, the members' {compressed} bytes would expand to {total} "
+                f"(more than {MAX_RATIO} times in all: a zip bomb)"
+            )
         if total + meta.file_size > self.max_bytes:
             self.problems.append(
                 f"the members would expand to {total + meta.file_size} bytes, more than the "
@@ -223,8 +262,11 @@ class Crate:
             self.problems.append(f"{shown(name)}: listed in the crate but missing from the zip")
 
     def _read_bounded(self, info: zipfile.ZipInfo, limit: int) -> bytes:
-        with self._zip.open(info) as f:
-            data = f.read(limit + 1)
+        try:
+            with self._zip.open(info) as f:
+                data = f.read(limit + 1)
+        except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError, zlib.error) as e:
+            raise CrateError(f"{info.filename}: unreadable in the zip ({shown(e, 80)})") from e
         if len(data) > limit:
             raise CrateError(f"{info.filename}: expands past {limit} bytes")
         return data
@@ -248,9 +290,11 @@ class Crate:
                         raise CrateError(f"{name}: expands past its recorded {limit} bytes")
                     h.update(chunk)
                     yield chunk
-        except (OSError, zipfile.BadZipFile, EOFError) as e:
-            raise CrateError(f"{name}: unreadable in the zip ({e})") from e
-        if size != limit or h.hexdigest() != entry.sha256:
+        except (OSError, zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError, zlib.error) as e:
+            raise CrateError(f"{name}: unreadable in the zip ({shown(e, 80)})") from e
+        if size != limit:
+            raise CrateError(f"{name}: expands to {size} bytes, the metadata records {limit}")
+        if h.hexdigest() != entry.sha256:
             raise CrateError(f"{name}: SHA-256 {h.hexdigest()[:16]}… does not match the recorded {entry.sha256[:16]}…")
 
     def checksum_problems(self) -> list[str]:
