@@ -28,6 +28,7 @@ from crate_support import craft
 
 from iolab.analysis import stats
 from iolab.codehash import measuring_digest
+from iolab.readers import sha256
 
 CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"
 
@@ -362,8 +363,19 @@ def test_the_store_indexes_each_crate_once_and_refuses_a_changed_one(smoke_crate
     from iolab.archive.untrusted import CrateError
 
     db = tmp_path / "store.sqlite"
-    assert store.add(db, smoke_crate) is True
-    assert store.add(db, smoke_crate) is False  # the same crate again: nothing changes
+    assert store.add(db, smoke_crate) == store.ADDED
+    assert store.add(db, smoke_crate) == "already held, unchanged"  # the same crate again: nothing changes
+    # The same run zipped again (other bytes, the same raw files): one run.
+    rezipped = tmp_path / "rezipped.crate.zip"
+    with (
+        zipfile.ZipFile(smoke_crate) as src,
+        zipfile.ZipFile(rezipped, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as dst,
+    ):
+        for info in reversed(src.infolist()):
+            dst.writestr(info.filename, src.read(info))
+    assert sha256(rezipped) != sha256(smoke_crate)
+    said = store.add(db, rezipped)
+    assert said == f"the same run as {smoke_crate.name} (they share raw files), held once, unchanged", said
     (held,) = store.runs(db)
     with zipfile.ZipFile(smoke_crate) as z:
         root = next(e for e in json.loads(z.read("ro-crate-metadata.json"))["@graph"] if e["@id"] == "./")

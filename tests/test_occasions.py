@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import tool_env
-from crate_support import craft
+from crate_support import craft, raw_of_another_run
 
 from iolab.analysis import occasions
 
@@ -78,7 +78,10 @@ def test_repro_occasions_writes_the_estimate_with_the_runs_it_rests_on(base_crat
         craft(
             base_crate,
             tmp_path / f"run{i}.crate.zip",
-            replace={"paper/generated/numbers.json": json.dumps(shifted(numbers, f, rng)).encode()},
+            replace={
+                "paper/generated/numbers.json": json.dumps(shifted(numbers, f, rng)).encode(),
+                **raw_of_another_run(base_crate, str(i)),
+            },
         )
         for i, f in enumerate((0.9, 1.0, 1.15))
     ]
@@ -118,3 +121,34 @@ def test_repro_occasions_writes_the_estimate_with_the_runs_it_rests_on(base_crat
     )
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "a symbolic link" in res.stderr
     assert not target.exists()
+
+
+def estimate_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "iolab.archive.occasions", "estimate", *args],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_one_run_counts_once_and_an_estimate_in_use_is_never_replaced_unasked(base_crate: Path, tmp_path: Path) -> None:
+    # The same crate twice, and the same run zipped again: one run, which
+    # cannot give a between-run spread (it once wrote 0.000 for every group).
+    again = craft(base_crate, tmp_path / "again.crate.zip")
+    target = tmp_path / "occasions.json"
+    res = estimate_cli(str(base_crate), str(base_crate), str(again), "--output", str(target))
+    assert res.returncode == 1 and not target.exists(), res.stderr
+    assert f"{again.name} is the same run as {base_crate.name}" in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        "occasions: the crates hold 1 distinct run(s); an estimate needs runs of at least two occasions"
+    )
+    # An existing estimate (the tracked one by default) stays unless --replace.
+    other = craft(base_crate, tmp_path / "other.crate.zip", replace=raw_of_another_run(base_crate, "b"))
+    target.write_text("{}")
+    res = estimate_cli(str(base_crate), str(other), "--output", str(target))
+    assert res.returncode == 2 and "pass --replace" in res.stderr and target.read_text() == "{}"
+    res = estimate_cli(str(base_crate), str(other), "--output", str(target), "--replace")
+    assert res.returncode == 0, res.stderr
+    assert len({r["run"] for r in json.loads(target.read_text())["runs"]}) == 2

@@ -35,7 +35,8 @@ from .. import paths
 from ..analysis.stats import Estimate, ratio_interval
 from ..codehash import analysing_digest, measuring_digest
 from ..registry import REGISTRY
-from . import reruns
+from . import identity, reruns
+from .identity import RunIdentity
 from .reruns import md_cell
 from .untrusted import Crate, CrateError, crate_commit, shown
 
@@ -73,6 +74,9 @@ class Run:
     # experiment -> the settings themselves (what ``settings`` digests), so
     # that a diff can name the options that changed.
     setting_values: dict[str, Any] = field(default_factory=dict)
+    # What makes two crates one run (iolab.archive.identity); None for a
+    # Run made without a crate.
+    identity: RunIdentity | None = None
 
 
 # What must be equal for two runs' numbers to share an axis: per node, the
@@ -176,12 +180,13 @@ def load(crate_zip: Path) -> Run:
                     values[parts[3]] = sidecar.get("settings")
         code = crate.read_json("archive/code.json") if crate.has("archive/code.json") else None
         started = crate.first_started()
+        ident = identity.of_crate(crate, version)
     if not isinstance(numbers, dict) or not isinstance(environment, dict):
         raise CrateError(f"{crate_zip}: its numbers or environment is not a JSON object")
     name = shown(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(version)[:7]})")
     code = code if isinstance(code, dict) else None
     measured = shown(started, 40)
-    return Run(name, numbers, environment, settings, code, str(version), str(published), measured, values)
+    return Run(name, numbers, environment, settings, code, version, str(published), measured, values, ident)
 
 
 def stale(run: Run, root: Path = paths.REPO) -> list[str]:

@@ -581,8 +581,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             from . import store
 
-            store.add(store.DEFAULT_STORE, target)
-            print(f"added it to the store of runs, {paths.relative(store.DEFAULT_STORE)} (./repro store list)")
+            added = store.add(store.DEFAULT_STORE, target)
+            said = "added it to" if added == store.ADDED else f"{added}: not added again to"
+            print(f"{said} the store of runs, {paths.relative(store.DEFAULT_STORE)} (./repro store list)")
         elif args.command == "verify":
             problems, files = verify(args.crate, args.max_bytes)
             for p in problems:

@@ -13,17 +13,28 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import atomic, paths
 from ..analysis import occasions
-from .untrusted import Crate, CrateError, shown
+from . import identity
+from .identity import RunIdentity
+from .untrusted import Crate, CrateError, crate_commit, shown
 
 
-def crate_numbers(crate_zip: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """A crate's numbers, and what identifies its run: file, commit, date
-    and CPU, each as it may be printed."""
+@dataclass(frozen=True)
+class CrateRun:
+    numbers: dict[str, Any]
+    # What is printed of it: file, commit, date and CPU, and its run's ident.
+    meta: dict[str, str]
+    identity: RunIdentity
+
+
+def crate_numbers(crate_zip: Path) -> CrateRun:
+    """A crate's numbers, what identifies its run (iolab.archive.identity),
+    and its file, commit, date and CPU, each as it may be printed."""
     with Crate(crate_zip) as crate:
         problems = crate.problems + crate.checksum_problems()
         if problems:
@@ -42,18 +53,21 @@ def crate_numbers(crate_zip: Path) -> tuple[dict[str, Any], dict[str, str]]:
             if isinstance(git, dict) and isinstance(git.get("commit"), str):
                 commits.add(git["commit"][:12])
         started = crate.first_started()
+        ident = identity.of_crate(crate, crate_commit(root.get("version", ""), crate_zip))
     nodes = env.get("nodes", {}) if isinstance(env, dict) else {}
     cpus = (
         sorted({shown(f.get("cpu_model"), 80) for f in nodes.values() if isinstance(f, dict)})
         if isinstance(nodes, dict)
         else []
     )
-    return numbers if isinstance(numbers, dict) else {}, {
+    meta = {
         "crate": shown(crate_zip.name),
+        "run": ident.ident,
         "commit": shown(", ".join(sorted(commits)) or root.get("version", ""), 80),
         "date": shown(started or root.get("datePublished", ""), 32),
         "cpu": ", ".join(cpus),
     }
+    return CrateRun(numbers if isinstance(numbers, dict) else {}, meta, ident)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -69,7 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         "--output",
         type=Path,
         default=occasions.SHIPPED,
-        help=f"where to write it (default {paths.relative(occasions.SHIPPED)})",
+        help=f"where to write it (default {paths.relative(occasions.SHIPPED)}, the estimate in use)",
+    )
+    e.add_argument(
+        "--replace",
+        action="store_true",
+        help="overwrite the output if it exists (the estimate in use is never replaced unasked)",
     )
     sub.add_parser("show", help="print the estimate in use")
     args = ap.parse_args(argv)
@@ -85,13 +104,30 @@ def main(argv: list[str] | None = None) -> int:
     if len(args.crates) < 2:
         print("occasions: give the crates of at least two runs on different occasions", file=sys.stderr)
         return 2
+    if args.output.exists() and not args.replace:
+        print(
+            f"occasions: {paths.relative(args.output)} exists (an estimate in use); pass --replace to overwrite "
+            "it, or --output to write elsewhere",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        loaded = [crate_numbers(c) for c in args.crates]
-        groups = occasions.estimate([numbers for numbers, _ in loaded])
+        loaded, dropped = identity.distinct([crate_numbers(c) for c in args.crates], lambda r: r.identity)
+        for twin, first in dropped:
+            print(
+                f"occasions: {twin.meta['crate']} is the same run as {first.meta['crate']} "
+                f"(run {first.identity.ident}): counted once",
+                file=sys.stderr,
+            )
+        if len(loaded) < 2:
+            raise ValueError(
+                f"the crates hold {len(loaded)} distinct run(s); an estimate needs runs of at least two occasions"
+            )
+        groups = occasions.estimate([r.numbers for r in loaded])
     except (CrateError, ValueError) as err:
         print(f"occasions: {err}", file=sys.stderr)
         return 1
-    runs = [meta for _, meta in loaded]
+    runs = [r.meta for r in loaded]
     dates = sorted(r["date"][:10] for r in runs if r["date"])
     doc = {
         "method": occasions.METHOD,

@@ -413,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"publish: {crate_zip}: refused: {e}", file=sys.stderr)
                 refused += 1
                 continue
-            print(f"publish: {crate_zip.name}: {'added' if added else 'already held'}", file=sys.stderr)
+            print(f"publish: {crate_zip.name}: {added}", file=sys.stderr)
         if not args.db.exists() or not store.records(args.db):
             print(
                 f"publish: {paths.relative(args.db)} holds no run: add crates with ./repro store add "

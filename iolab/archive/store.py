@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import paths
 from ..readers import sha256
-from . import compare, reruns
+from . import compare, identity, reruns
 from .untrusted import CrateError
 
 DEFAULT_STORE = paths.REPO / "archive" / "store.sqlite"
@@ -35,6 +35,7 @@ DEFAULT_STORE = paths.REPO / "archive" / "store.sqlite"
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     crate_sha256 TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
     file TEXT NOT NULL,
     name TEXT NOT NULL,
     git_commit TEXT NOT NULL,
@@ -46,6 +47,12 @@ CREATE TABLE IF NOT EXISTS runs (
     settings TEXT NOT NULL,
     path TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS raw (
+    crate_sha256 TEXT NOT NULL REFERENCES runs,
+    sha256 TEXT NOT NULL,
+    PRIMARY KEY (crate_sha256, sha256)
+);
+CREATE INDEX IF NOT EXISTS raw_by_digest ON raw (sha256);
 CREATE TABLE IF NOT EXISTS numbers (
     crate_sha256 TEXT NOT NULL REFERENCES runs,
     key TEXT NOT NULL,
@@ -91,7 +98,7 @@ def opened(db: Path) -> Iterator[sqlite3.Connection]:
     db.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(db)) as conn:
         conn.executescript(SCHEMA)
-        for table, column in (("runs", "settings"), ("numbers", "notebook"), ("verdicts", "value")):
+        for table, column in (("runs", "settings"), ("runs", "run_id"), ("numbers", "notebook"), ("verdicts", "value")):
             if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
                 raise StoreError(
                     f"{db} was written by an older iolab (its {table} have no {column}): "
@@ -101,18 +108,27 @@ def opened(db: Path) -> Iterator[sqlite3.Connection]:
             yield conn
 
 
-def add(db: Path, crate_zip: Path) -> bool:
-    """Index one crate; False if the store already holds it (nothing changes).
+ADDED = "added"
+
+
+def add(db: Path, crate_zip: Path) -> str:
+    """Index one crate: ``ADDED``, or why nothing changed (the store holds
+    this crate, or another crate of the same run: iolab.archive.identity).
     A crate that does not verify raises CrateError, and nothing is written."""
     digest = sha256(crate_zip)
     with opened(db) as conn:
         if conn.execute("SELECT 1 FROM runs WHERE crate_sha256 = ?", (digest,)).fetchone():
-            return False
+            return "already held, unchanged"
         run = compare.load(crate_zip)
+        assert run.identity is not None  # load() reads it from the crate
+        twin = _same_run(conn, run.identity)
+        if twin is not None:
+            return f"the same run as {twin} (they share raw files), held once, unchanged"
         conn.execute(
-            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 digest,
+                run.identity.ident,
                 crate_zip.name,
                 run.name,
                 run.commit,
@@ -144,6 +160,7 @@ def add(db: Path, crate_zip: Path) -> bool:
                     str(entry.get("notebook", "")),
                 )
             )
+        conn.executemany("INSERT INTO raw VALUES (?, ?)", [(digest, r) for r in sorted(run.identity.raw)])
         conn.executemany("INSERT INTO numbers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         estimates = reruns.intervals(run.numbers, "ci95")
         verdicts = []
@@ -152,7 +169,26 @@ def add(db: Path, crate_zip: Path) -> bool:
             low, high = bounds or (None, None)
             verdicts.append((digest, *claim_part.split(": ", 1), outcome, value, low, high))
         conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?, ?)", verdicts)
-    return True
+    return ADDED
+
+
+def _same_run(conn: sqlite3.Connection, ident: identity.RunIdentity) -> str | None:
+    """The file of a stored crate of the same run as ``ident``, or None."""
+    if not ident.raw:
+        row = conn.execute("SELECT file FROM runs WHERE run_id = ?", (ident.ident,)).fetchone()
+        return None if row is None else str(row[0])
+    digests = sorted(ident.raw)
+    # In slices: SQLite bounds the parameters of one statement.
+    for i in range(0, len(digests), 500):
+        part = digests[i : i + 500]
+        row = conn.execute(
+            "SELECT r.file FROM raw JOIN runs r USING (crate_sha256)"
+            f" WHERE raw.sha256 IN ({','.join('?' * len(part))}) LIMIT 1",
+            part,
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
+    return None
 
 
 def runs(db: Path) -> list[StoredRun]:
@@ -312,7 +348,7 @@ def _command(args: argparse.Namespace) -> int:
             print(f"store: {crate_zip}: refused: {e}", file=sys.stderr)
             status = 1
             continue
-        print(f"store: {crate_zip.name}: {'added' if added else 'already held, unchanged'}", file=sys.stderr)
+        print(f"store: {crate_zip.name}: {added}", file=sys.stderr)
     return status
 
 
