@@ -150,7 +150,12 @@ def crawl(driver: Any, start: str) -> tuple[list[str], int, int]:
         drawn = charts_drawn(driver)
         problems += [f"{url}: {p}" for p in drawn]
         charts += driver.execute_script("return document.querySelectorAll('.chart').length") - len(drawn)
-        for href in driver.execute_script("return Array.from(document.querySelectorAll('a[href]')).map(a => a.href)"):
+        links = driver.execute_script("return Array.from(document.querySelectorAll('a[href]')).map(a => a.href)")
+        # The static images as the page was written (a drawn chart replaces
+        # its image), for a reader without JavaScript: each must load.
+        with urllib.request.urlopen(url, timeout=10) as f:
+            images = re.findall(r'<img[^>]* src="([^"]+)"', f.read().decode())
+        for href in [*links, *images]:
             target = urldefrag(urljoin(url, href))[0]
             if not target.startswith(origin):
                 problems.append(f"{url}: links outside the site: {target}")
@@ -216,7 +221,8 @@ def test_the_crawler_reports_a_request_off_the_machine_a_broken_link_and_an_undr
     index.write_text(
         index.read_text().replace(
             "</main>",
-            '<script src="https://cdn.jsdelivr.net/npm/vega@5"></script><a href="runs/missing.html">gone</a></main>',
+            '<script src="https://cdn.jsdelivr.net/npm/vega@5"></script><a href="runs/missing.html">gone</a>'
+            '<img src="charts/missing.svg" alt="gone"></main>',
         )
     )
     key = next((broken / "keys").glob("*.html"))
@@ -224,4 +230,5 @@ def test_the_crawler_reports_a_request_off_the_machine_a_broken_link_and_an_undr
     problems, _, _ = crawl(browser, index.as_uri())
     assert any("a request left the site: https://cdn.jsdelivr.net" in p for p in problems), problems
     assert any("missing.html" in p for p in problems), problems
+    assert any("charts/missing.svg" in p for p in problems), problems
     assert any("chart 0: error" in p for p in problems), problems
