@@ -497,3 +497,68 @@ def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(n
     assert len(err) < 4000
     counters = json.loads(out.strip().splitlines()[-1])
     assert counters["requests"] >= 50 * (rounds + 1) // 2
+
+
+# A crowd of clients that send and never read, and one that must still be
+# served: the crowd keeps sending what its sockets take, up to 8 MiB each,
+# before and while the probe asks for its echoes.
+NON_READERS = 200
+PROBE_ECHOES = 4
+PROBE_BOUND_S = 5.0
+CROWD_BYTES = 8 << 20
+
+
+@pytest.fixture(
+    params=[pytest.param(s, id=s[0], marks=() if s[0] in STRUCTURAL else pytest.mark.full) for s in SERVERS]
+)
+def crowded_server(request: pytest.FixtureRequest, native_build: Path) -> Iterator[Server]:
+    """Every configuration, optimised build; the structural ones by default."""
+    yield from start_server((request.param, "opt"), native_build)
+
+
+def test_a_crowd_of_non_readers_does_not_starve_a_new_client(crowded_server: Server) -> None:
+    crowd = []
+    stop = threading.Event()
+    sent = [0] * NON_READERS
+
+    def pump() -> None:
+        block = os.urandom(64 << 10)
+        while not stop.is_set():
+            for i, s in enumerate(crowd):
+                try:
+                    while sent[i] < CROWD_BYTES:
+                        sent[i] += s.send(block)
+                except (BlockingIOError, OSError):
+                    pass
+            time.sleep(0.01)
+
+    try:
+        for _ in range(NON_READERS):
+            s = connect(crowded_server.port)
+            s.setblocking(False)
+            crowd.append(s)
+        pumping = threading.Thread(target=pump, daemon=True)
+        pumping.start()
+        time.sleep(2.0)
+        probe = connect(crowded_server.port)
+        waits = []
+        for i in range(PROBE_ECHOES):
+            msg = bytes([i]) * 64
+            start = time.monotonic()
+            probe.sendall(msg)
+            assert echoed_within(probe, msg, PROBE_BOUND_S), (
+                f"echo {i + 1} of {PROBE_ECHOES} not answered within {PROBE_BOUND_S} s beside "
+                f"{NON_READERS} clients that never read ({sum(sent) >> 20} MiB sent)"
+            )
+            waits.append(time.monotonic() - start)
+        print(
+            f"probe waits beside {NON_READERS} non-readers ({sum(sent) >> 20} MiB sent): "
+            + ", ".join(f"{w * 1e3:.1f} ms" for w in waits)
+        )
+        probe.close()
+    finally:
+        stop.set()
+        for s in crowd:
+            s.close()
+    counters = crowded_server.stop()
+    assert counters["accepted"] == NON_READERS + 1

@@ -71,6 +71,7 @@ struct uconn {
 	char *buf;           /* own receive buffer (no provided buffers) */
 	struct chunk *head, *tail;
 	unsigned queued;
+	unsigned held;       /* queued chunks in this ring's provided buffers (fair_share bounds it) */
 	/* The send in flight: how many queued chunks and bytes it carries. */
 	unsigned send_pieces, send_len;
 	struct send_gather *gather;   /* --gather-send: its message, kept until it completes */
@@ -103,6 +104,7 @@ struct uring_ctx {
 	struct io_uring_buf_ring *br;
 	char *bufs;
 	unsigned bufs_held;  /* provided buffers this program holds (CQE seen, not returned) */
+	unsigned open_conns; /* connections open on this ring */
 	/* --recv-bundle: a bundle's buffers follow each other in ring order,
 	 * not in id order: slot_bid[p % count] is the buffer added at ring
 	 * position p, pos_of_bid[bid] the position a buffer was last added at. */

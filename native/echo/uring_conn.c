@@ -111,11 +111,12 @@ void arm_recv(struct uring_ctx *r, int fd)
 }
 
 /* Release a chunk's data: a provided buffer goes back to the ring. */
-static void chunk_free(struct uring_ctx *r, struct chunk *ch)
+static void chunk_free(struct uring_ctx *r, struct uconn *c, struct chunk *ch)
 {
-	if (ch->bid >= 0)
+	if (ch->bid >= 0) {
 		buf_release(r, ch->bid);
-	else if (ch->bid == COPIED)
+		c->held--;
+	} else if (ch->bid == COPIED)
 		free(ch->data);
 	free(ch);
 }
@@ -130,7 +131,7 @@ static void drop_queue(struct uring_ctx *r, struct uconn *c)
 		struct chunk *ch = c->head;
 
 		c->head = ch->next;
-		chunk_free(r, ch);
+		chunk_free(r, c, ch);
 	}
 	c->tail = NULL;
 	c->queued = 0;
@@ -174,6 +175,7 @@ static void conn_close(struct uring_ctx *r, int fd)
 	c->gather = NULL;
 	c->gen++;   /* CQEs still in flight for this fd are now stale */
 	r->c.closed++;
+	r->open_conns--;
 }
 
 /* Whether the kernel still holds a receive of this connection: the armed
@@ -265,7 +267,7 @@ void conn_open(struct uring_ctx *r, int fd)
 	c->recv_inflight = c->readable = c->hup = 0;
 	c->ring = r->idx;
 	c->head = c->tail = NULL;
-	c->queued = 0;
+	c->queued = c->held = 0;
 	if (!(opts.buf_ring || opts.buf_select)) {
 		c->buf = malloc(opts.buf_size);
 		if (!c->buf) {
@@ -288,6 +290,7 @@ void conn_open(struct uring_ctx *r, int fd)
 	if (opts.send_bundle)
 		send_ring_open(r, fd);
 	r->c.accepted++;
+	r->open_conns++;
 	arm_recv(r, fd);
 }
 
@@ -367,7 +370,7 @@ static void release_sent(struct uring_ctx *r, struct uconn *c)
 		if (!c->head)
 			c->tail = NULL;
 		c->queued--;
-		chunk_free(r, ch);
+		chunk_free(r, c, ch);
 	}
 }
 
@@ -411,6 +414,8 @@ static void queue_chunk(struct uring_ctx *r, int fd, char *data, unsigned len, i
 		c->head = ch;
 	c->tail = ch;
 	c->queued++;
+	if (bid >= 0)
+		c->held++;
 	if (c->send_br) {
 		/* Into the ring at once: a bundle still sending takes it too. */
 		if (!c->ring_next)
@@ -460,15 +465,28 @@ static void on_polled_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd
 	start_closing(r, fd);
 }
 
+/* The provided buffers one connection may keep queued: half the ring's
+ * pool shared among its open connections. However many connections stop
+ * reading, together they hold at most half the pool (a share only shrinks
+ * as connections arrive), so the others, a new one among them, still find
+ * buffers to receive into. A bundle takes many buffers in one completion:
+ * what it brings beyond the share is copied out and its buffers returned. */
+static unsigned fair_share(const struct uring_ctx *r)
+{
+	return opts.buf_count / (2u * (r->open_conns ? r->open_conns : 1u));
+}
+
 /* Queue a receive's data for the echo, one chunk per provided buffer it
  * filled. A connection whose echo is backing up (a slow reader: half the
- * queue full before this receive) keeps its data in memory of its own and
- * gives the shared buffers back at once, so it cannot hold the buffers the
- * other connections receive into; it holds at most one bundle's. */
+ * queue full before this receive), or that holds its share of the buffers
+ * already, keeps the data in memory of its own and gives the shared
+ * buffers back at once, so it cannot hold the buffers the other
+ * connections receive into. */
 static void queue_received(struct uring_ctx *r, int fd, const int *bids, unsigned nbufs, char *data, unsigned len)
 {
 	struct uconn *c = &r->conns[fd];
 	int backing_up = c->queued >= MAX_QUEUED_CHUNKS / 2;
+	unsigned share = fair_share(r);
 
 	if (nbufs == 0) {
 		queue_chunk(r, fd, c->buf, len, OWN_BUFFER);
@@ -483,7 +501,7 @@ static void queue_received(struct uring_ctx *r, int fd, const int *bids, unsigne
 		unsigned piece_len = len < room ? len : room;
 
 		len -= piece_len;
-		if (backing_up) {
+		if (backing_up || c->held >= share) {
 			char *copy = malloc(piece_len);
 
 			if (!copy)
