@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import statistics
 import sys
 import threading
@@ -193,11 +194,28 @@ class Progress:
                     text = "(no log)"
                 self.line(f"--- {log}\n{text}\n---")
         elif event == LogEvent.ERROR or record.levelno >= logging.WARNING:
-            self.line(record.getMessage())
+            self.line(explained(record.getMessage()))
         elif event is None:
             message = record.getMessage()
             if message.startswith(KEPT_PREFIXES):
                 self.line(message)
+
+
+# Snakemake's words when a job whose outputs are flagged update() fails on
+# its first try: there was no earlier file to put back. The raw files are
+# written through temporaries, so a failed repetition leaves nothing.
+NO_BACKUP = re.compile(r"Cannot restore (?P<path>.+): no backup found\.?$")
+
+
+def explained(message: str) -> str:
+    """A Snakemake warning as it reads here (most pass unchanged)."""
+    m = NO_BACKUP.match(message)
+    if m:
+        return (
+            f"{m['path']}: not written (the repetition failed before it finished, and no earlier "
+            "version existed to restore); it is measured again on the next run"
+        )
+    return message
 
 
 def _width() -> int:

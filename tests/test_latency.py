@@ -324,3 +324,47 @@ def test_a_latency_preset_must_be_an_echo_preset() -> None:
     config["experiments"]["latency"]["presets"] = ["epoll", "no_such_preset"]
     with pytest.raises(ConfigError, match=r"experiments\.latency\.presets: 'no_such_preset' is not"):
         check_semantics(config)
+
+
+def test_a_cell_without_its_result_or_its_rate_is_a_failed_cell_with_its_reason() -> None:
+    # The report loadgen prints when no request completed in the window.
+    nothing = {
+        "requests": 0,
+        "rps": 0.0,
+        "p50_us": None,
+        "p99_us": None,
+        "p999_us": None,
+        "max_us": None,
+        "client_user_cpu_ns": 1000,
+        "client_sys_cpu_ns": 1000,
+    }
+    open_loop = echo_exp.Cell("epoll", (), 50, 128, rate=20_000.0)
+    assert "no request completed" in (echo_exp.report_problem(open_loop, nothing) or "")
+    assert echo_exp.failed_status(echo_exp.report_problem(open_loop, nothing) or "") == "failed"
+    measured = nothing | {
+        "requests": 1634,
+        "rps": 1634.0,
+        "p50_us": 80.0,
+        "p99_us": 900.0,
+        "p999_us": 2e3,
+        "max_us": 5e3,
+    }
+    # Several times under its offered rate: not measured at its load.
+    assert "overloaded: completed 1,634 of the 20,000 requests/s offered" in (
+        echo_exp.report_problem(open_loop, measured) or ""
+    )
+    # The same report closed loop, or open loop at a rate it kept, is a measurement.
+    assert echo_exp.report_problem(echo_exp.Cell("epoll", (), 50, 128), measured) is None
+    assert echo_exp.report_problem(echo_exp.Cell("epoll", (), 50, 128, rate=1700.0), measured) is None
+    assert "no number for p99_us" in (echo_exp.report_problem(open_loop, measured | {"p99_us": "12"}) or "")
+    # A progress line shows what it cannot format, and never raises.
+    assert echo_exp.number_text(None) == "?" and echo_exp.number_text("") == "?"
+    assert echo_exp.number_text(1234.4) == "1,234"
+
+
+def test_snakemakes_restore_warning_is_said_in_this_packages_words() -> None:
+    from iolab.progress import explained
+
+    said = explained("Cannot restore data/raw/local/latency/abc/rep3.csv: no backup found.")
+    assert said.startswith("data/raw/local/latency/abc/rep3.csv: not written") and "measured again" in said
+    assert explained("Some other warning") == "Some other warning"

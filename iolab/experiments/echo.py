@@ -341,6 +341,32 @@ def _interrupts(runner: Runner) -> str:
         return ""
 
 
+# The load generator's report fields a measured cell needs.
+REPORT_FIELDS = ("rps", "requests", "p50_us", "p99_us", "p999_us", "max_us", "client_user_cpu_ns", "client_sys_cpu_ns")
+# An open-loop cell that completes less than this share of the requests it
+# was offered ran beyond its server's capacity (the capacity drifts 10-30 %
+# between cells on a shared VM) or behind its client: it was not measured
+# at its load.
+RATE_KEPT = 0.8
+
+
+def report_problem(cell: Cell, client: Mapping[str, Any]) -> str | None:
+    """Why the load generator's report does not measure ``cell`` (None: it
+    does): a field missing or not a number, no request completed in the
+    measured window, or an open-loop rate not kept."""
+    bad = [k for k in REPORT_FIELDS if isinstance(client.get(k), bool) or not isinstance(client.get(k), int | float)]
+    if "requests" not in bad and client["requests"] <= 0:
+        return "no request completed in the measured window (a busy or stalled machine): no latency to report"
+    if bad:
+        return f"the load generator's report has no number for {', '.join(bad)}"
+    if cell.rate and float(client["rps"]) < RATE_KEPT * cell.rate:
+        return (
+            f"overloaded: completed {float(client['rps']):,.0f} of the {cell.rate:,.0f} requests/s offered "
+            f"(under {RATE_KEPT:.0%}), so the cell was not measured at its load"
+        )
+    return None
+
+
 def measure_cell(
     cell: Cell,
     run: LoadgenRun,
@@ -379,6 +405,9 @@ def measure_cell(
         raise CellError(death or str(e)) from e
     ipis_after = resched_ipis(_interrupts(server_runner), cpus.get("server"))
     server = stop_server(proc, server_runner)
+    problem = report_problem(cell, client)
+    if problem:
+        raise CellError(problem)
     return {
         "server_resched_ipis": (ipis_after - ipis_before if ipis_before is not None and ipis_after is not None else ""),
         "rps": client["rps"],
@@ -456,6 +485,15 @@ def resolve_auto_client(planned: Sequence[Cell], runner: Runner) -> tuple[list[C
             raise ValueError(f"loadgen --model auto --check gave no answer ({e})") from e
     resolved = [replace(c, client=picked["model"]) if c.client == "auto" else c for c in planned]
     return list(dict.fromkeys(resolved)), picked
+
+
+def number_text(value: Any) -> str:
+    """A measured number as a progress line shows it; never raises (a
+    progress line must not fail a measurement)."""
+    try:
+        return f"{float(value):,.0f}"
+    except (TypeError, ValueError):
+        return "?"
 
 
 class SweepFiles:
@@ -551,7 +589,7 @@ def run_sweep(
             if progress:
                 print(
                     f"iolab: echo [{i + 1}/{len(planned)}] {cell.label()}: {row['status']}"
-                    + (f" {float(row['rps']):,.0f} req/s" if row["status"] == "ok" else f" ({row['reason']})")
+                    + (f" {number_text(row['rps'])} req/s" if row["status"] == "ok" else f" ({row['reason']})")
                     + f" [{time.monotonic() - start:.1f} s]",
                     flush=True,
                 )

@@ -35,7 +35,16 @@ from ..registry import REGISTRY
 from ..runners import LocalRunner, Runner
 from ..settings import LatencySettings
 from . import Measured, Repetition, settings_of
-from .echo import Cell, CellError, LoadgenRun, SweepFiles, build_optional_servers, failed_status, measure_cell
+from .echo import (
+    Cell,
+    CellError,
+    LoadgenRun,
+    SweepFiles,
+    build_optional_servers,
+    failed_status,
+    measure_cell,
+    number_text,
+)
 
 
 @dataclass(frozen=True)
@@ -142,7 +151,7 @@ def run(
                     "fixed": f"{cell.load:.0%} of the slowest capacity",
                 }[cell.phase]
                 done = (
-                    f"{float(row['rps']):,.0f} req/s, p99 {float(row['p99_us']):,.0f} us"
+                    f"{number_text(row['rps'])} req/s, p99 {number_text(row['p99_us'])} us"
                     if row["status"] == "ok"
                     else row["reason"]
                 )
