@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -161,3 +164,42 @@ def test_traced_echo_workloads_show_where_task_work_runs() -> None:
     assert view["trace_echo_default_task_work_run_per_request"] > 0
     assert view["trace_echo_defer_taskrun_local_work_run_per_request"] > 0
     assert view["trace_echo_defer_taskrun_task_work_run_per_request"] == 0
+
+
+@pytest.mark.skipif(
+    not trace.availability().available or (os.cpu_count() or 1) < 2,
+    reason="bpftrace is not usable here, or fewer than 2 CPUs",
+)
+def test_the_trace_counts_only_the_processes_it_started(tmp_path: Path) -> None:
+    """Another run's echo-uring on the same machine (here a DEFER_TASKRUN
+    server, whose task work runs at its waits: local_work_run) must not
+    reach the traced default ring's counts: the default ring never runs
+    deferred task work, so any local_work_run it shows came from elsewhere.
+    Filtering by the program's name alone (comm) counted the other run's."""
+    build = REPO / "native" / "build"
+    subprocess.run(["make", "-s", "-C", str(REPO / "native")], check=True, capture_output=True, timeout=600)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Started by a shell, as another run's would be: not this process's child.
+    beside = subprocess.Popen(
+        [
+            "sh",
+            "-c",
+            f"{build}/echo-uring --port {port} --single-issuer --defer-taskrun 2>/dev/null >/dev/null & pid=$!; "
+            f"sleep 0.3; {build}/loadgen --port {port} --connections 20 --bytes 128 --duration 30 --warmup 0 "
+            ">/dev/null; kill -TERM $pid; wait $pid",
+        ],
+        start_new_session=True,
+    )
+    try:
+        time.sleep(1.5)  # the other load is running
+        assert beside.poll() is None, "the other run did not start"
+        maps = trace.run_workload("echo_default", seconds=1, cpu=None, seed=1, cpus={"server": 0, "client": 1})
+        assert beside.poll() is None, "the other run ended before the traced workload did"
+    finally:
+        os.killpg(beside.pid, signal.SIGTERM)
+        beside.wait(timeout=30)
+    assert maps["echoed_requests"]["count"] > 1000
+    assert maps.get("local_work_run", {"count": 0})["count"] == 0, maps
+    assert maps.get("task_work_run", {"count": 0})["count"] > 0, maps

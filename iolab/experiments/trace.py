@@ -38,19 +38,24 @@ SYSCALLS = ("getppid", "sendto", "recvfrom", "io_uring_enter")
 # before attaching): the workload starts only after this line.
 ATTACHED = "iolab: probes attached"
 
+# Only the processes this measurement started: its own children, the
+# process that runs bpftrace passing its PID as $1. A name alone (comm)
+# also counted the servers and probes of any other run on the machine.
+MINE = "curtask->real_parent->tgid == $1"
+
 # The io_uring tracepoints counted under the echo workloads.
 ECHO_TRACEPOINTS = ("task_work_run", "local_work_run", "poll_arm", "queue_async_work")
 
 SCRIPT = "\n".join(
     [f'BEGIN {{ printf("{ATTACHED}\\n"); }}']
     + [
-        f"""tracepoint:syscalls:sys_enter_{sc} /comm == "cost-probe"/ {{ @t_{sc}[tid] = nsecs; }}
+        f"""tracepoint:syscalls:sys_enter_{sc} /comm == "cost-probe" && {MINE}/ {{ @t_{sc}[tid] = nsecs; }}
 tracepoint:syscalls:sys_exit_{sc} /@t_{sc}[tid]/ {{
   @ns_{sc} = stats(nsecs - @t_{sc}[tid]); delete(@t_{sc}[tid]);
 }}"""
         for sc in SYSCALLS
     ]
-    + ["""tracepoint:io_uring:io_uring_submit_req /comm == "cost-probe"/ { @submit_req = count(); }"""]
+    + [f"""tracepoint:io_uring:io_uring_submit_req /comm == "cost-probe" && {MINE}/ {{ @submit_req = count(); }}"""]
     # The echo workloads: how often the server ran io_uring task work, in its
     # own task (task_work_run: after being kicked, the notification the
     # rescheduling IPIs carry) or deferred to its next wait (local_work_run:
@@ -59,7 +64,7 @@ tracepoint:syscalls:sys_exit_{sc} /@t_{sc}[tid]/ {{
     # completes it later as task work; and how often io_uring handed a
     # request to an io-wq worker (queue_async_work).
     + [
-        f"""tracepoint:io_uring:io_uring_{tp} /comm == "echo-uring"/ {{ @{tp} = count(); }}"""
+        f"""tracepoint:io_uring:io_uring_{tp} /comm == "echo-uring" && {MINE}/ {{ @{tp} = count(); }}"""
         for tp in ECHO_TRACEPOINTS
     ]
     + ["END { " + " ".join(f"clear(@t_{sc});" for sc in SYSCALLS) + " }"]
@@ -172,9 +177,14 @@ def run_workload(
 ) -> dict[str, dict[str, int]]:
     """Trace one workload: start bpftrace, wait until attached, run the probe
     (or the echo server and load generator) long enough, stop bpftrace with
-    SIGINT so it prints its maps."""
+    SIGINT so it prints its maps. Only this process's children are counted
+    (``MINE``): the workloads are started here, directly."""
     bt = subprocess.Popen(
-        ["bpftrace", "-e", SCRIPT], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        ["bpftrace", "-e", SCRIPT, str(os.getpid())],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         assert bt.stdout is not None
