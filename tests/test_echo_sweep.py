@@ -228,11 +228,14 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     )
     table = tables.load("echo", tmp_path)
     assert (table["status"] == "ok").all()
-    # CPU seconds over the 0.4 loaded seconds of each cell: CPUs kept busy (pinned, at most
-    # about one; the server's lifetime is a little longer than the load).
+    # CPU seconds over the 0.4 loaded seconds of each cell: CPUs kept busy. Pinned, the
+    # client has one CPU for its whole life, which is the loaded seconds plus connecting
+    # and closing: its rusage counts those too (1.04-1.06 beside another run on both
+    # CPUs, 2026-12-01), so one CPU reads somewhat above 1, never near the 2 that a
+    # client spread over two CPUs can reach.
     pinned = table["layout"] == "pinned"
     assert ((table["client_busy"] > 0) & (table["client_busy"] <= (os.cpu_count() or 1) + 0.1)).all()
-    assert (table.loc[pinned, "client_busy"] <= 1.05).all()
+    assert (table.loc[pinned, "client_busy"] <= 1.25).all()
     assert ((table["server_busy"] > 0) & (table["server_busy"] < (os.cpu_count() or 1) + 0.5)).all()
     placed = {
         (r.client, r.layout, *("-" if pd.isna(v) else v for v in (r.server_cpu, r.client_cpu)))
