@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# Ctrl-C stops the suite, leaving nothing running (tests/stop_on_interrupt.py).
+pytest_plugins = ("stop_on_interrupt",)
+
 REPO = Path(__file__).resolve().parent.parent
 # Generated or environment-specific paths that a copy must not carry over.
 IGNORED = {".venv", ".git", ".snakemake", "results", ".pytest_cache", "__pycache__", "report.html"}

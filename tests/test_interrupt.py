@@ -221,3 +221,38 @@ def test_repro_never_unlocks_a_live_run(workflow: Path, tmp_path: Path) -> None:
         # measuring to the end (~20 s).
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=120)
+
+
+INNER_TEST = """
+import subprocess, time
+
+def test_waits_on_a_process_tree():
+    # A child that has a child of its own, as a snakemake run has measurements.
+    subprocess.run(["sh", "-c", "sleep 6011 & sleep 6012"])
+"""
+
+
+def test_ctrl_c_stops_the_suite_and_leaves_nothing_running(tmp_path: Path) -> None:
+    (tmp_path / "test_inner.py").write_text(INNER_TEST)
+    env = dict(tool_env(), PYTHONPATH=str(REPO / "tests"))
+    # Started as from a script's background: SIGINT ignored, which the suite
+    # once kept, running on for minutes.
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-q", "-p", "stop_on_interrupt", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    deadline = time.monotonic() + 60
+    while subprocess.run(["pgrep", "-f", "sleep 6012"], capture_output=True).returncode != 0:
+        assert time.monotonic() < deadline and proc.poll() is None, "the inner test did not start"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2, out  # pytest's "interrupted"
+    assert "KeyboardInterrupt" in out
+    left = subprocess.run(["pgrep", "-f", "sleep 601[12]"], capture_output=True, text=True).stdout.split()
+    assert left == [], f"left running after Ctrl-C: {left}"
