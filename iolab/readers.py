@@ -111,8 +111,17 @@ def _read_csv(
     missing = [c for c in columns if c not in frame.columns and c not in optional]
     if missing:
         raise RawFormatError(f"{path}: missing columns {missing}")
-    if frame[complete].isna().any().any():
-        raise RawFormatError(f"{path}: incomplete rows (truncated file?)")
+    gaps = frame[complete].isna()
+    if gaps.any().any():
+        row = int(gaps.any(axis=1).to_numpy().argmax())
+        empty = ", ".join(c for c in complete if gaps[c].iloc[row])
+        with open(path, "rb") as f:
+            f.seek(max(Path(path).stat().st_size - 1, 0))
+            cut = f.read(1) != b"\n"
+        why = (
+            "the file ends inside it (truncated?)" if cut and row == len(frame) - 1 else "an empty or non-numeric value"
+        )
+        raise RawFormatError(f"{path}: data row {row + 1} has no {empty}: {why}")
     for column, default in optional.items():
         if column not in frame:
             frame[column] = default

@@ -210,3 +210,30 @@ def test_a_full_disk_gives_one_line_naming_the_file_and_keeps_nothing(tmp_path: 
         assert [p for p in tiny.rglob("*") if p.is_file()] == []
     finally:
         subprocess.run(["umount", str(tiny)], check=True)
+
+
+def test_a_sidecar_row_count_that_disagrees_with_its_file_is_named(measured: Path) -> None:
+    side = json.loads(sidecar_for(measured).read_text())
+    side[integrity.KEY]["rep1.csv"]["rows"] = 90  # the bytes as measured, the count not
+    sidecar_for(measured).write_text(json.dumps(side))
+    with pytest.raises(readers.RawFormatError, match=r"rep1\.csv: its sidecar records 90 rows, the file has 88"):
+        tables.load("syscall", measured.parents[3])
+
+
+def test_a_missing_value_names_its_row_and_column(tmp_path: Path) -> None:
+    from iolab.formats import CELL_COLUMNS
+
+    raw = tmp_path / "rep1.csv"
+    header = ",".join(CELL_COLUMNS) + "\n"
+    cells = {"order": "0", "preset": "epoll", "connections": "50", "bytes": "128", "status": "ok"}
+
+    def row(**given: str) -> str:
+        return ",".join({**cells, **given}.get(c, "") for c in CELL_COLUMNS) + "\n"
+
+    raw.write_text(header + row() + row(order="1", connections=""))
+    with pytest.raises(readers.RawFormatError, match=r"data row 2 has no connections: an empty or non-numeric value"):
+        readers.read_echo_csv(raw)
+    cut = ",".join(["1", *[""] * (CELL_COLUMNS.index("connections") - 1), "50"])
+    raw.write_text(header + row() + cut)
+    with pytest.raises(readers.RawFormatError, match=r"data row 2 has no bytes, status: the file ends inside it"):
+        readers.read_echo_csv(raw)

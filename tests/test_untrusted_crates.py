@@ -77,6 +77,15 @@ def attacks(tmp_path: Path) -> dict[str, tuple[dict, str]]:
             {"add": {SMALL: b"# iolab-raw\n"}, "method": {SMALL: 99}},
             "an unknown compression method (99)",
         ),
+        "names that differ only by case": (
+            {
+                "add": {
+                    "data/raw/Node1/syscall/0123456789ab/rep9.csv": b"# iolab-raw\n",
+                    "data/raw/node1/syscall/0123456789ab/rep9.csv": b"# iolab-raw\n",
+                }
+            },
+            "only by case",
+        ),
         # Each member at the per-member floor (1 MiB), listed with its true
         # checksum: only the bound over the whole crate stops them.
         "many small members": (
@@ -98,6 +107,7 @@ ATTACKS = [
     "encrypted member",
     "unknown compression method",
     "many small members",
+    "names that differ only by case",
 ]
 
 

@@ -197,12 +197,17 @@ class Crate:
         infos = self._zip.infolist()
         self.problems: list[str] = []
         seen: set[str] = set()
+        folded: dict[str, str] = {}
         self._infos: dict[str, zipfile.ZipInfo] = {}
         for info in infos:
             name = info.filename
             problem = name_problem(name) or _kind_problem(info)
             if problem is None and name in seen:
                 problem = "it appears twice in the zip"
+            # Two names one file system may take for one (Local/ and local/).
+            twin = folded.setdefault(name.rstrip("/").casefold(), name)
+            if problem is None and twin != name:
+                problem = f"its name differs from {shown(twin, 80)!r} only by case"
             seen.add(name)
             if problem:
                 self.problems.append(f"{shown(name)}: refused, {problem}")
