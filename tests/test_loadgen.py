@@ -712,3 +712,18 @@ def test_uring_client_sees_a_server_that_closes(native_build: Path) -> None:
     assert proc.returncode == 1, err
     report = json.loads(out)
     assert report["short_closes"] == 5 and report["mismatches"] == 0
+
+
+def test_more_connections_than_source_ports_is_refused_in_one_line(native_build: Path) -> None:
+    # One address to one server port: each connection needs a source port of
+    # its own, so the local port range bounds the connections (28,232 on a
+    # default Linux); past it the load generator says so before connecting.
+    lo, hi = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    res = subprocess.run(
+        [str(native_build / "loadgen"), "--port", "1", "--connections", str(hi - lo + 2), "--duration", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert f"the local port range {lo}-{hi} gives {hi - lo + 1}" in res.stderr

@@ -191,6 +191,25 @@ static void print_check(const char *auto_why)
 }
 
 /* The checks across flags, the server's address and the descriptor limit. */
+/* Every connection goes from this host's one address to one server port,
+ * so each needs a source port of its own from the local port range. */
+static void check_port_range(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	long lo, hi;
+
+	if (!f)
+		return;   /* not Linux, or no procfs: connect() says it when ports run out */
+	if (fscanf(f, "%ld %ld", &lo, &hi) == 2 && hi >= lo && o.connections > hi - lo + 1) {
+		fprintf(stderr,
+			PROG ": %d connections need as many source ports, and the local port range %ld-%ld gives "
+			     "%ld; lower --connections or widen net.ipv4.ip_local_port_range\n",
+			o.connections, lo, hi, hi - lo + 1);
+		exit(2);
+	}
+	fclose(f);
+}
+
 static void check_run(int threads_given)
 {
 	require_flag(PROG, o.port >= 0, "--port");
@@ -216,12 +235,14 @@ static void check_run(int threads_given)
 		exit(2);
 	}
 	signal(SIGPIPE, SIG_IGN);
+	check_port_range();
 	if (raise_nofile(PROG) < (size_t)o.connections + 64) {
 		fprintf(stderr, PROG ": RLIMIT_NOFILE's hard limit is below %d connections; raise it (ulimit -Hn)\n",
 			o.connections);
 		exit(2);
 	}
 }
+
 
 /* Start o.threads threads of the chosen model, each with its share of the
  * connections; the thread-per-connection threads share one histogram. */
