@@ -232,7 +232,10 @@ class Crate:
         self.entities = {e["@id"]: e for e in graph if isinstance(e.get("@id"), str)}
         root = self.entities.get("./")
         self.root: dict[str, Any] = root if isinstance(root, dict) else {}
-        total = compressed = 0
+        total = 0
+        # Members under the per-member floor that each shrank past the ratio:
+        # many of them together are a bomb of small pieces.
+        small_bombs = small_packed = 0
         for name, info in sorted(self._infos.items()):
             if name == METADATA:
                 continue
@@ -249,14 +252,16 @@ class Crate:
                     f"{name}: refused, {info.compress_size} bytes would expand to "
                     f"{info.file_size} (more than {MAX_RATIO} times: a zip bomb)"
                 )
+            elif info.file_size <= _CHUNK and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+                small_bombs += info.file_size
+                small_packed += info.compress_size
             total += info.file_size
-            compressed += info.compress_size
-        # The same bound over the whole crate: many members each under the
-        # per-member floor must not add up to a bomb either.
-        if total > _CHUNK and total > MAX_RATIO * max(compressed, 1):
+        # The same bound over the small members together: each under the
+        # floor, they must not add up to a bomb either.
+        if small_bombs > _CHUNK:
             self.problems.append(
-                f"refused, the members' {compressed} bytes would expand to {total} "
-                f"(more than {MAX_RATIO} times in all: a zip bomb)"
+                f"refused, members under {_CHUNK} bytes that each shrank more than {MAX_RATIO} times would "
+                f"expand from {small_packed} bytes to {small_bombs} (more than {MAX_RATIO} times in all: a zip bomb)"
             )
         if total + meta.file_size > self.max_bytes:
             self.problems.append(
