@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, Literal, Protocol, cast
 
 import numpy as np
 
@@ -575,7 +575,20 @@ def table(findings: Sequence[Finding]) -> pd.DataFrame:
     )
 
 
-def combine(findings: Sequence[Finding]) -> Outcome:
+class Judged(Protocol):
+    """What a claim's verdict reads of each part: a finding within one run,
+    or a part pooled over runs (iolab.analysis.pooled)."""
+
+    context: bool
+    cell: str
+    reason: str
+    role: Literal["both", "against"]
+
+    @property
+    def outcome(self) -> Outcome: ...
+
+
+def combine(findings: Sequence[Judged]) -> Outcome:
     """A claim of several parts (context findings are not counted): not
     reproduced when any part is not; reproduced only when every part is
     (a part not testable here leaves it incomplete); not testable when no
@@ -621,7 +634,7 @@ class ClaimVerdict:
         return text + ")"
 
 
-def claim_verdict(claim: str, findings: Sequence[Finding], source_cells: Sequence[str] = ()) -> ClaimVerdict:
+def claim_verdict(claim: str, findings: Sequence[Judged], source_cells: Sequence[str] = ()) -> ClaimVerdict:
     """``claim``'s verdict from its findings; ``source_cells``: the cells of
     the source's table the claim covers (empty: the source gave no table)."""
     counted = [f for f in findings if not f.context]

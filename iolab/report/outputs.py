@@ -239,6 +239,12 @@ class Outputs:
                     "setup": setup,
                     "outcome": f.outcome.value,
                     "rule": f.rule.text() if f.rule else "",
+                    # The rule as data, for pooling runs (iolab.analysis.pooled).
+                    "rule_kind": f.rule.kind if f.rule else None,
+                    "bound": f.rule.bound if f.rule else None,
+                    "margin_share": f.rule.margin if f.rule else None,
+                    "role": f.role,
+                    "cell": f.cell,
                     "margin": f.rule.why if f.rule else "",
                     "quoted": f.quoted,
                     "value": interval_text(est) if est else "",

@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from .. import echostats, evidence
+from ..pooled import Mode, RunFindings, entry_of, pool
+from ..pooled import claim_verdict as pooled_verdict
 from ..sources import QUOTED, U1_RPS, U2_COLUMNS, U2_RPS, cell_of
 from ..verdicts import Finding, Outcome, claim_verdict, settle
 from . import habr, openanolis
@@ -180,3 +182,64 @@ def reproduce_share(
     rng = np.random.default_rng(seed)
     hits = sum(_judge(make(reps, spread, rng), claim, adaptive, sigma) is Outcome.REPRODUCED for _ in range(runs))
     return hits / runs
+
+
+# --- faithful replications as runs, pooled (iolab.analysis.pooled) -------------------
+
+# The numbers of runs a pooled verdict is looked at, for runs_to_decide.
+RUN_COUNTS = (6, 8, 12, 16, 24, 32, 48, 64)
+
+
+def replicated_runs(
+    claim: str, runs: int, reps: int, within: float, sigma: float, seed: int = 0
+) -> list[RunFindings] | None:
+    """``runs`` faithful replications of ``claim``'s source table as runs on
+    different occasions: each through the real claim functions at ``reps``
+    repetitions with ``within`` spread between them, then moved by the run's
+    occasion effect (normal, sd ``sigma`` in log), shared by its parts."""
+    make = replications(claim)
+    if make is None:
+        return None
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(runs):
+        effect = math.exp(float(rng.normal(0.0, sigma)))
+        entries = []
+        for f in make(reps, within, rng):
+            if f.claim != claim:
+                continue
+            entry = entry_of(f)
+            entry["per_rep"] = [v * effect for v in entry["per_rep"]]
+            entries.append(entry)
+        out.append(RunFindings(f"run{i}", f"{i:04d}", entries))
+    return out
+
+
+def runs_to_decide(
+    claim: str,
+    reps: int,
+    within: float,
+    sigma: float,
+    *,
+    mode: Mode = "planned",
+    share: float = 0.5,
+    studies: int = 200,
+    seed: int = 0,
+) -> tuple[int | None, dict[int, float]]:
+    """The fewest runs (of RUN_COUNTS) at which ``share`` of pooled studies
+    of the source's own table reproduce ``claim``, and the share at each
+    count. Studies draw their runs from one set of replicated runs."""
+    pool_of = replicated_runs(claim, max(RUN_COUNTS) * 2, reps, within, sigma, seed)
+    if pool_of is None:
+        return None, {}
+    rng = np.random.default_rng(seed + 1)
+    shares: dict[int, float] = {}
+    for k in RUN_COUNTS:
+        hits = 0
+        for _ in range(studies):
+            chosen = [pool_of[i] for i in rng.choice(len(pool_of), k, replace=False)]
+            parts = [p for p in pool(chosen, mode) if p.claim == claim]
+            hits += pooled_verdict(claim, parts).outcome is Outcome.REPRODUCED
+        shares[k] = hits / studies
+    first = next((k for k in RUN_COUNTS if shares[k] >= share), None)
+    return first, shares

@@ -1,0 +1,431 @@
+"""Verdicts pooled across runs: the run is the unit of evidence for a claim
+about a machine (Kalibera & Jones, 2013).
+
+A run (one occasion: a machine launch, a day, a node of a cluster) gives
+each claim part one observation, the median of the part's per-repetition
+values in that run. Repetitions within a run only make that observation
+precise; the occasion effect they share persists, so no number of them
+decides a claim about the machine. Across runs of distinct identity
+(iolab.archive.identity: a run counts once) the part's verdict is an exact
+sign test on the run medians, against the rule's bound:
+
+- the estimand is the median, over occasions, of a run's median (the
+  typical run); the sign test is exact for it under any occasion law,
+  normal or skewed, with no estimate of the between-run spread;
+- ``planned``: the number of runs was fixed before looking (a cluster
+  study of k nodes): the fixed-sample test at exactly k runs;
+- ``accumulating``: runs are added and the verdict looked at again with
+  each (a store over days): the anytime-valid sign test (Robbins'
+  beta-binomial mixture, iolab.analysis.stats), in the order the runs were
+  measured, valid however often it is looked at.
+
+Each way (a wrong "reproduced", a wrong "not reproduced") a claim errs at
+most ``ALPHA`` = 2.5 %: a claim is reproduced only when every counted part
+is (an intersection-union test); it is not reproduced when a part is, after
+Holm's step-down adjustment over the claim's counted parts. Nothing here
+moves a bound by an estimated spread: the spread is in the runs.
+
+A t test (or Wilcoxon's) over runs would decide with fewer runs where the
+run medians are symmetric, but a symmetry check on a few runs cannot tell a
+skewed occasion law from a symmetric one well enough: in simulation
+(iolab.analysis.run_errors) a symmetry-gated Wilcoxon test errs 3.0-3.5 %
+at 16 runs under a slow-tail occasion law. It is printed as a reading
+beside the verdict (``symmetric_reading``), never used for it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Literal
+
+import numpy as np
+from scipy import stats as sps
+
+from . import evidence
+from .verdicts import ClaimVerdict, Finding, Outcome, Rule
+
+ALPHA = evidence.ALPHA_SIDE
+Mode = Literal["planned", "accumulating"]
+# The most runs the planner looks ahead.
+MAX_RUNS = 256
+
+
+@dataclass(frozen=True)
+class RunValue:
+    """One run's observation of a part: the median of its repetitions."""
+
+    run: str  # the run's identity (iolab.archive.identity)
+    measured: str  # when its first measurement started: the order runs came in
+    value: float
+    reps: int
+
+
+def p_side(values: np.ndarray, bound: float, side: evidence.Side, mode: Mode) -> np.ndarray:
+    """The sign test's p-value that the median lies ``side`` of ``bound``,
+    from run medians (..., k) in the order measured."""
+    v = np.asarray(values, dtype=float)
+    if v.shape[-1] == 0:
+        return np.ones(v.shape[:-1])
+    if mode == "planned":
+        return np.asarray(evidence.fixed_p(v, bound, side))
+    return np.asarray(evidence.anytime_p(v, bound, side))
+
+
+def p_holds(rule: Rule, values: np.ndarray, mode: Mode) -> np.ndarray:
+    """Small: the run medians put the claim's side of its bound."""
+    if rule.kind == "above":
+        return p_side(values, rule.bound, "above", mode)
+    if rule.kind == "below":
+        return p_side(values, rule.bound, "below", mode)
+    lo, hi = rule.band
+    return np.maximum(p_side(values, lo, "above", mode), p_side(values, hi, "below", mode))
+
+
+def p_fails(rule: Rule, values: np.ndarray, mode: Mode) -> np.ndarray:
+    """Small: the run medians put the other side (for a band: outside it)."""
+    if rule.kind == "above":
+        return p_side(values, rule.bound, "below", mode)
+    if rule.kind == "below":
+        return p_side(values, rule.bound, "above", mode)
+    lo, hi = rule.band
+    return np.minimum(p_side(values, lo, "below", mode), p_side(values, hi, "above", mode))
+
+
+def decide(
+    rules: Sequence[Rule], values: Sequence[np.ndarray], mode: Mode, alpha: float = ALPHA, holm: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """(reproduced, not reproduced) of a claim whose counted parts have
+    ``rules``, from each part's run medians (..., k): reproduced when every
+    part holds at ``alpha``, not reproduced when a part fails after Holm's
+    adjustment over the parts. The same tests ``PooledPart`` and ``settle``
+    apply, on arrays (the error simulation's path)."""
+    holds = np.stack([p_holds(r, v, mode) for r, v in zip(rules, values, strict=True)], axis=-1)
+    fails = np.stack([p_fails(r, v, mode) for r, v in zip(rules, values, strict=True)], axis=-1)
+    if holm:
+        fails = evidence.holm(fails)
+    held, failed = np.all(holds <= alpha, axis=-1), np.any(fails <= alpha, axis=-1)
+    return held & ~failed, failed & ~held
+
+
+@cache
+def runs_to_reach(level: float, mode: Mode) -> int:
+    """The fewest runs at which the sign test can reject at ``level``: every
+    run on one side (fixed: 2^-k <= level)."""
+    for k in range(1, MAX_RUNS + 1):
+        if float(p_side(np.ones(k), 0.0, "above", mode)) <= level:
+            return k
+    return MAX_RUNS + 1
+
+
+def reachable(k: int, family: int, mode: Mode) -> tuple[bool, bool]:
+    """(reproduced, not reproduced): what k runs can reach for a part of a
+    claim of ``family`` counted parts (a "not reproduced" at Holm's
+    strictest level, ALPHA / family)."""
+    return k >= runs_to_reach(ALPHA, mode), k >= runs_to_reach(ALPHA / max(family, 1), mode)
+
+
+@dataclass
+class PooledPart:
+    """One claim part over runs."""
+
+    claim: str
+    part: str
+    rule: Rule | None
+    context: bool = False
+    cell: str = ""
+    role: Literal["both", "against"] = "both"
+    values: list[RunValue] = field(default_factory=list)
+    reason: str = ""  # why no run tested it (or why its runs cannot pool)
+    mode: Mode = "accumulating"
+    family: int = 1
+    p_fails_adjusted: float | None = None
+
+    @property
+    def k(self) -> int:
+        return len(self.values)
+
+    def _array(self) -> np.ndarray:
+        return np.asarray([v.value for v in sorted(self.values, key=lambda v: (v.measured, v.run))], dtype=float)
+
+    @property
+    def median(self) -> float:
+        return float(np.median(self._array())) if self.values else math.nan
+
+    def p_holds(self) -> float:
+        assert self.rule is not None
+        return float(p_holds(self.rule, self._array(), self.mode))
+
+    def p_fails(self) -> float:
+        assert self.rule is not None
+        return float(p_fails(self.rule, self._array(), self.mode))
+
+    @property
+    def outcome(self) -> Outcome:
+        if self.rule is None or not self.values:
+            return Outcome.NOT_TESTABLE
+        holds = self.p_holds() <= ALPHA
+        fails = (self.p_fails_adjusted if self.p_fails_adjusted is not None else self.p_fails()) <= ALPHA
+        if holds and not fails:
+            return Outcome.REPRODUCED
+        if fails and not holds:
+            return Outcome.NOT_REPRODUCED
+        return Outcome.UNDECIDED
+
+    @property
+    def reachable(self) -> tuple[bool, bool]:
+        return reachable(self.k, self.family, self.mode)
+
+    def interval(self) -> tuple[float, float]:
+        """The sign test's 95 % interval for the median over runs (planned:
+        the exact order-statistic interval; accumulating: the confidence
+        sequence's); unbounded where k runs cannot bound it."""
+        v = np.sort(self._array())
+        if self.mode == "accumulating":
+            from .stats import confidence_sequence
+
+            return confidence_sequence(self._array(), 1 - 2 * ALPHA) if v.size else (-math.inf, math.inf)
+        k = _rank(v.size)
+        if k is None:
+            return -math.inf, math.inf
+        return float(v[v.size - k]), float(v[k - 1])
+
+    def symmetric_reading(self) -> float | None:
+        """Wilcoxon's signed-rank p-value for the claim's side, valid only
+        where the run medians are symmetric: printed beside the verdict."""
+        if self.rule is None or self.k < 6 or self.rule.kind == "within":
+            return None
+        x = np.log(self._array()) - math.log(self.rule.bound)
+        if np.all(x == 0):
+            return None
+        alternative = "greater" if self.rule.kind == "above" else "less"
+        return float(sps.wilcoxon(x, alternative=alternative).pvalue)
+
+    def summary(self) -> str:
+        if self.outcome is Outcome.NOT_TESTABLE:
+            return f"{Outcome.NOT_TESTABLE.value}: {self.reason}"
+        assert self.rule is not None
+        low, high = self.interval()
+        bounded = math.isfinite(low) and math.isfinite(high)
+        shown = f"{self.median:.3g} [{low:.3g}, {high:.3g}]" if bounded else f"{self.median:.3g} (no interval yet)"
+        text = f"{self.outcome.value}: {self.part} = {shown} over {self.k} run(s), claim {self.rule.text()}"
+        if self.outcome is Outcome.UNDECIDED:
+            can_hold, can_fail = self.reachable
+            if not (can_hold or can_fail):
+                text += f"; {runs_to_reach(ALPHA, self.mode)} runs are the fewest that can decide it"
+        return text
+
+
+@cache
+def _rank(n: int) -> int | None:
+    """The exact sign interval's order statistic at ALPHA per side."""
+    for k in range(1, n + 1):
+        if float(evidence.sign_tail(k, n)) <= ALPHA:
+            return k
+    return None
+
+
+def settle(parts: Sequence[PooledPart], mode: Mode) -> None:
+    """Each part's mode and family, and Holm's adjustment of "not
+    reproduced" over each claim's counted, testable parts."""
+    families: dict[str, list[PooledPart]] = {}
+    for p in parts:
+        p.mode = mode
+        if not p.context and p.rule is not None and p.values:
+            families.setdefault(p.claim, []).append(p)
+    for family in families.values():
+        adjusted = evidence.holm(np.array([p.p_fails() for p in family]))
+        for p, a in zip(family, adjusted, strict=True):
+            p.family = len(family)
+            p.p_fails_adjusted = float(a)
+
+
+def claim_verdict(claim: str, parts: Sequence[PooledPart], source_cells: Sequence[str] = ()) -> ClaimVerdict:
+    """The claim's verdict from its pooled parts (verdicts.claim_verdict's
+    rule: reproduced only when every counted part is, a part not testable
+    leaves it incomplete)."""
+    from .verdicts import claim_verdict as judge
+
+    return judge(claim, parts, source_cells)
+
+
+# --- reading runs' findings ------------------------------------------------------
+
+_NUM = r"([0-9][0-9\u2009,]*(?:\.[0-9]+)?)"
+_RULE_TEXT = {
+    "above": re.compile(rf"^\u2265 {_NUM}$"),
+    "below": re.compile(rf"^\u2264 {_NUM}$"),
+    "within": re.compile(rf"^within \u00b1{_NUM} % of {_NUM}"),
+}
+
+
+def _number(text: str) -> float:
+    return float(text.replace("\u2009", "").replace(",", ""))
+
+
+def rule_of(entry: Mapping[str, Any]) -> Rule | None:
+    """A finding's rule as a run recorded it: the structured fields where
+    the run wrote them, else read back from its text (crates from before
+    they were written); None where neither is a rule."""
+    kind, bound, margin = entry.get("rule_kind"), entry.get("bound"), entry.get("margin_share")
+    if kind in ("above", "below", "within") and isinstance(bound, int | float) and math.isfinite(bound):
+        m = float(margin) if isinstance(margin, int | float) and math.isfinite(margin) and margin >= 0 else 0.0
+        return Rule(kind, float(bound), m)
+    text = entry.get("rule")
+    if not isinstance(text, str):
+        return None
+    if found := _RULE_TEXT["within"].match(text.strip()):
+        return Rule("within", _number(found.group(2)), _number(found.group(1)) / 100)
+    if found := _RULE_TEXT["above"].match(text.strip()):
+        return Rule("above", _number(found.group(1)))
+    if found := _RULE_TEXT["below"].match(text.strip()):
+        return Rule("below", _number(found.group(1)))
+    return None
+
+
+def _same_rule(a: Rule, b: Rule) -> bool:
+    """Equal to the 3 significant figures a run's text keeps."""
+
+    def sig(x: float) -> float:
+        return float(f"{x:.3g}")
+
+    return a.kind == b.kind and sig(a.bound) == sig(b.bound) and sig(a.margin) == sig(b.margin)
+
+
+@dataclass(frozen=True)
+class RunFindings:
+    """One run's findings, as its numbers recorded them."""
+
+    run: str
+    measured: str
+    findings: Sequence[Mapping[str, Any]]
+
+
+def entry_of(f: Finding) -> dict[str, Any]:
+    """A finding as a run's numbers record it (what ``pool`` reads)."""
+    return {
+        "claim": f.claim,
+        "part": f.part,
+        "context": f.context,
+        "cell": f.cell,
+        "role": f.role,
+        "reason": f.reason,
+        "rule_kind": f.rule.kind if f.rule else None,
+        "bound": f.rule.bound if f.rule else None,
+        "margin_share": f.rule.margin if f.rule else None,
+        "per_rep": list(f.per_rep) if f.estimate is not None else [],
+    }
+
+
+def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
+    """Every claim part any run recorded, over the runs that measured it.
+    A run counts once (the caller keeps one crate per run identity). A
+    part's rule must be the same in every run that measured it; where runs
+    disagree (another version of the rule), the part pools the runs of the
+    newest run's rule and says how many it left out."""
+    seen: dict[tuple[str, str], PooledPart] = {}
+    rules: dict[tuple[str, str], list[tuple[str, Rule]]] = {}
+    ordered = sorted(runs, key=lambda r: (r.measured, r.run))
+    for run in ordered:
+        for f in run.findings:
+            claim, part = str(f.get("claim", "")), str(f.get("part", ""))
+            if not claim or not part:
+                continue
+            key = (claim, part)
+            entry = seen.setdefault(
+                key,
+                PooledPart(
+                    claim,
+                    part,
+                    None,
+                    bool(f.get("context", False)),
+                    str(f.get("cell", "") or ""),
+                    "against" if f.get("role") == "against" else "both",
+                    reason=str(f.get("reason", "") or ""),
+                ),
+            )
+            rule = rule_of(f)
+            values = [float(v) for v in f.get("per_rep") or [] if isinstance(v, int | float) and math.isfinite(v)]
+            if rule is None or not values:
+                if f.get("reason") and not entry.reason:
+                    entry.reason = str(f["reason"])
+                continue
+            rules.setdefault(key, []).append((run.run, rule))
+            entry.values.append(RunValue(run.run, run.measured, float(np.median(values)), len(values)))
+    for key, entry in seen.items():
+        held = rules.get(key, [])
+        if not held:
+            continue
+        newest = held[-1][1]
+        keep = {run for run, rule in held if _same_rule(rule, newest)}
+        left = len(held) - len(keep)
+        entry.rule = newest
+        entry.values = [v for v in entry.values if v.run in keep]
+        if left:
+            entry.reason = f"{left} run(s) judged it by another rule and are left out"
+    parts = list(seen.values())
+    settle(parts, mode)
+    return parts
+
+
+# --- how many runs a claim needs --------------------------------------------------
+
+
+def power(
+    rule_kind: str,
+    k: int,
+    sigma: float,
+    effect: float,
+    mode: Mode = "planned",
+    family: int = 1,
+    sims: int = 4000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """(to reproduce, to refute): the share of ``sims`` sets of k runs that
+    decide one part right when its truth lies ``effect`` (relative) beyond
+    its bound on the claim's side, or as far on the other, with a normal
+    occasion effect of sd ``sigma`` (log) per run; "not reproduced" at
+    Holm's strictest level over ``family`` parts."""
+    rng = np.random.default_rng(seed)
+    rule = Rule("above", 1.0) if rule_kind != "below" else Rule("below", 1.0)
+    sign = 1.0 if rule.kind == "above" else -1.0
+    out = []
+    for holds in (True, False):
+        centre = math.log1p(effect) * (sign if holds else -sign)
+        x = np.exp(centre + rng.normal(0.0, sigma, (sims, k)))
+        if holds:
+            ps = _p_many(rule, x, mode, "holds")
+            out.append(float(np.mean(ps <= ALPHA)))
+        else:
+            ps = _p_many(rule, x, mode, "fails")
+            out.append(float(np.mean(ps <= ALPHA / max(family, 1))))
+    return out[0], out[1]
+
+
+def _p_many(rule: Rule, x: np.ndarray, mode: Mode, which: str) -> np.ndarray:
+    side: evidence.Side = (
+        ("above" if rule.kind == "above" else "below")
+        if which == "holds"
+        else ("below" if rule.kind == "above" else "above")
+    )
+    if mode == "planned":
+        return np.asarray(evidence.fixed_p(x, rule.bound, side))
+    return np.asarray(evidence.anytime_p(x, rule.bound, side))
+
+
+def runs_needed(distance: float, sigma: float, mode: Mode = "planned", target: float = 0.8) -> int | None:
+    """The fewest runs that decide a part whose truth lies ``distance``
+    (relative, > 0) from its bound, with probability ``target``, at an
+    occasion spread ``sigma`` (log); None beyond MAX_RUNS (a truth on its
+    bound is never decided)."""
+    if not math.isfinite(distance) or distance <= 0:
+        return None
+    k = runs_to_reach(ALPHA, mode)
+    while k <= MAX_RUNS:
+        if power("above", k, max(sigma, 1e-6), distance, mode, sims=2000)[0] >= target:
+            return k
+        k = k + 1 if k < 32 else int(k * 1.25)
+    return None
