@@ -62,6 +62,9 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _COMMIT = re.compile(r"[0-9a-f]{7,40}")
 # What a crate built outside a git checkout records instead of a commit.
 NO_COMMIT = "unknown"
+# Spaces that print as spaces (the thin space of our thousands, no-break
+# spaces): kept; every other unprintable character is escaped.
+_SPACES = "\u2009\u202f\u00a0"
 
 
 class CrateError(RuntimeError):
@@ -82,7 +85,9 @@ def shown(text: object, limit: int = 120) -> str:
     escaped, cut at ``limit`` characters."""
     s = str(text)
     cut = s[:limit]
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in cut) + ("…" if len(s) > limit else "")
+    return "".join(c if c.isprintable() or c in _SPACES else repr(c)[1:-1] for c in cut) + (
+        "…" if len(s) > limit else ""
+    )
 
 
 def commit_or_none(value: object) -> str | None:

@@ -1,0 +1,177 @@
+"""Verdicts pooled across runs (iolab.analysis.pooled): the sign tests over
+run medians reach every outcome at a finite number of runs, hold their
+error in the world these machines show (a persistent occasion effect,
+normal and skewed laws, the spread at 1-3x, each claim shape's
+least-favourable configuration) where broken procedures fail the same
+check, decide when the truth is clear of its bound, and reach the sources'
+own verdicts through the real claim functions; `./repro verdicts` pools
+crates, each run once."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import tool_env
+from crate_support import craft
+
+from iolab.analysis import pooled, run_errors
+from iolab.analysis.claims import faithful
+from iolab.analysis.run_errors import C2_LIKE, ONE_PART, SHAPES, U1_LIKE, World
+from iolab.analysis.verdicts import Outcome, Rule
+
+
+def part(values: list[float], rule: Rule, mode: pooled.Mode = "planned", claim: str = "X") -> pooled.PooledPart:
+    runs = [pooled.RunValue(f"r{i}", f"{i:03d}", v, 6) for i, v in enumerate(values)]
+    p = pooled.PooledPart(claim, "p", rule, values=runs)
+    pooled.settle([p], mode)
+    return p
+
+
+def test_each_outcome_is_reached_at_the_runs_the_sign_test_needs() -> None:
+    above = Rule("above", 1.0)
+    # Planned: 6 runs all above decide it (2^-6 <= 2.5 %); 5 cannot.
+    assert pooled.runs_to_reach(pooled.ALPHA, "planned") == 6
+    assert part([1.1] * 6, above).outcome is Outcome.REPRODUCED
+    assert part([1.1] * 5, above).outcome is Outcome.UNDECIDED
+    assert part([0.9] * 6, above).outcome is Outcome.NOT_REPRODUCED
+    assert part([1.1] * 5 + [0.9], above).outcome is Outcome.UNDECIDED
+    # Accumulating (looked at with every run): the anytime test needs more.
+    k = pooled.runs_to_reach(pooled.ALPHA, "accumulating")
+    assert k > 6
+    assert part([1.1] * k, above, "accumulating").outcome is Outcome.REPRODUCED
+    assert part([1.1] * (k - 1), above, "accumulating").outcome is Outcome.UNDECIDED
+    # A band: inside on both sides; outside on either.
+    band = Rule("within", 1.0, 0.1)
+    assert part([1.0, 1.02, 0.98, 1.05, 0.95, 1.01], band).outcome is Outcome.REPRODUCED
+    assert part([1.3] * 6, band).outcome is Outcome.NOT_REPRODUCED
+    # Holm: a claim of 3 parts needs 2^-k <= 2.5 % / 3 to refute: 7 runs.
+    assert pooled.reachable(6, 3, "planned") == (True, False)
+    assert pooled.reachable(7, 3, "planned") == (True, True)
+
+
+def test_a_run_reads_its_rule_back_from_its_numbers_old_or_new() -> None:
+    # The text old crates recorded, with the thin space of thousands.
+    assert pooled.rule_of({"rule": "\u2265 0.950"}) == Rule("above", 0.95)
+    assert pooled.rule_of({"rule": "\u2264 1.05"}) == Rule("below", 1.05)
+    r = pooled.rule_of({"rule": "within \u00b125 % of 1\u2009500 (1\u2009125\u20131\u2009875)"})
+    assert r is not None and r.kind == "within" and r.bound == 1500 and math.isclose(r.margin, 0.25)
+    # Structured fields win; nonsense is no rule.
+    assert pooled.rule_of({"rule_kind": "below", "bound": 2.0, "rule": "\u2265 9"}) == Rule("below", 2.0)
+    assert pooled.rule_of({"rule": "rm -rf"}) is None and pooled.rule_of({"rule_kind": "x", "bound": 1}) is None
+
+
+def test_runs_judged_by_another_rule_are_left_out_and_said() -> None:
+    def run(i: int, text: str) -> pooled.RunFindings:
+        return pooled.RunFindings(f"r{i}", f"{i:03d}", [{"claim": "X", "part": "p", "rule": text, "per_rep": [1.2]}])
+
+    parts = pooled.pool([run(0, "\u2265 0.900"), *(run(i, "\u2265 0.950") for i in range(1, 7))], "planned")
+    (p,) = parts
+    assert p.rule == Rule("above", 0.95) and p.k == 6 and "1 run(s) judged it by another rule" in p.reason
+    assert p.outcome is Outcome.REPRODUCED
+
+
+# --- the error guarantee, in the world these machines show -----------------------
+
+WORLDS = [
+    World(law, run_errors.SIGMA * m, shared) for law in run_errors.LAWS for m in (1, 2, 3) for shared in (True, False)
+]
+
+
+@pytest.mark.parametrize("procedure", sorted(run_errors.PROCEDURES))
+@pytest.mark.parametrize("shape", SHAPES, ids=[s.name for s in SHAPES])
+def test_the_pooled_verdict_holds_its_error_in_every_world(procedure: str, shape: run_errors.Shape) -> None:
+    for world in WORLDS:
+        for k in (8, 16):
+            wrong_r, wrong_n = run_errors.error_rates(run_errors.PROCEDURES[procedure], shape, k, world, sims=2000)
+            assert wrong_r.holds() and wrong_n.holds(), (world.text(), k, wrong_r.rate, wrong_n.rate)
+
+
+# Each broken procedure, and the world in which the check must catch it.
+CAUGHT = {
+    "5 % per side": (C2_LIKE, World("slow tail", 0.10, True)),
+    "Holm dropped": (U1_LIKE, World("normal", 0.10, False)),
+    "t over runs": (C2_LIKE, World("slow tail", 0.10, True)),
+    "each run counted twice": (U1_LIKE, World("normal", 0.10, False)),
+    "fixed-sample re-checked": (ONE_PART, World("slow tail", 0.10, False)),
+    "a single run, no occasion handling": (ONE_PART, World("normal", 0.10, True)),
+}
+
+
+@pytest.mark.parametrize("control", sorted(run_errors.CONTROLS))
+def test_each_broken_procedure_fails_the_same_check(control: str) -> None:
+    shape, world = CAUGHT[control]
+    wrong = run_errors.error_rates(run_errors.CONTROLS[control], shape, 16, world, sims=2000)
+    assert not all(w.holds() for w in wrong), (control, [w.rate for w in wrong])
+    # The package's procedures pass it in that very world.
+    for procedure in run_errors.PROCEDURES.values():
+        assert all(w.holds() for w in run_errors.error_rates(procedure, shape, 16, world, sims=2000))
+
+
+def never_decides(shape: run_errors.Shape, values: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    none = np.zeros(values[0].shape[:-1], dtype=bool)
+    return none, none
+
+
+def test_it_decides_when_the_truth_is_clear_of_its_bound_and_a_mute_test_fails() -> None:
+    # One part, a truth 10 % beyond its bound, 16 runs at 0.10 of spread: the
+    # exact sign test decides it right about 60 % of the time (either way);
+    # 25 % beyond, at 8 runs, over 80 %.
+    normal = World()
+    ten = run_errors.power(run_errors.planned, ONE_PART, 16, normal, 0.10)
+    quarter = run_errors.power(run_errors.planned, ONE_PART, 8, normal, 0.25)
+    assert min(ten) >= 0.5 and min(quarter) >= 0.8, (ten, quarter)
+    # A procedure that never decides holds any error rate and fails this.
+    assert all(w.holds() for w in run_errors.error_rates(never_decides, ONE_PART, 16, normal))
+    assert max(run_errors.power(never_decides, ONE_PART, 16, normal, 0.25)) == 0.0
+
+
+# --- the sources' own tables, through the real claim functions, over runs ----------
+
+
+@pytest.mark.parametrize("claim", ["U1", "U2", "U3", "C1", "C2", "C3"])
+def test_the_sources_own_table_is_reproduced_at_a_finite_number_of_runs(claim: str) -> None:
+    # Each run a faithful replication (6 repetitions, 0.10 between them) moved
+    # by its occasion (0.10): pooled, the source's verdict comes at some k.
+    k, shares = faithful.runs_to_decide(claim, reps=6, within=0.10, sigma=0.10, studies=40)
+    assert k is not None and k <= max(faithful.RUN_COUNTS), shares
+    # More runs decide it more often: from the fewest counted to the most.
+    assert shares[max(faithful.RUN_COUNTS)] > shares[min(faithful.RUN_COUNTS)], shares
+
+
+# --- ./repro verdicts ------------------------------------------------------------
+
+
+def test_repro_verdicts_pools_crates_each_run_once(smoke_crate: Path, tmp_path: Path) -> None:
+    again = craft(smoke_crate, tmp_path / "again.crate.zip")
+    out = tmp_path / "verdicts.json"
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), str(again), "--json", str(out)],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr
+    assert f"{again.name} is the same run as {smoke_crate.name}: counted once" in res.stderr
+    assert res.stdout.startswith("1 run(s), each counted once (accumulating")
+    doc = json.loads(out.read_text())
+    with zipfile.ZipFile(smoke_crate) as z:
+        findings = json.loads(z.read("paper/generated/numbers.json"))["findings"]["value"]
+    assert set(doc["claims"]) == {f["claim"] for f in findings}
+    # One run decides nothing, and says so.
+    assert all(c["outcome"] != Outcome.REPRODUCED.value for c in doc["claims"].values())
+    planned = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), "--planned", "4"],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert planned.returncode == 2 and "the study planned 4 runs and 1 distinct run(s) are here" in planned.stderr
