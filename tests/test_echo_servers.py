@@ -135,8 +135,13 @@ def test_a_returned_buffer_reaches_a_starved_connection_with_bytes_waiting(
     times in 8). Each empty connection, armed, takes no buffer, so the
     server must keep waking until one with bytes waiting is armed."""
     exe = native_build / ("san" if build == "san" else "") / "echo-uring"
+    # --hold-share 0: no cap, so a connection may keep the whole pool
+    # queued, as connections that stop reading may not by default (the
+    # crowd test).
     server = Server(
-        exe, ["--multishot-recv", *provided.split(), "--buf-size", "512", "--buf-count", "2"], build == "san"
+        exe,
+        ["--multishot-recv", *provided.split(), "--buf-size", "512", "--buf-count", "2", "--hold-share", "0"],
+        build == "san",
     )
     holders: list[socket.socket] = []
     served: list[socket.socket] = []  # probes that were echoed: buffers were still free
@@ -517,6 +522,30 @@ def crowded_server(request: pytest.FixtureRequest, native_build: Path) -> Iterat
 
 
 def test_a_crowd_of_non_readers_does_not_starve_a_new_client(crowded_server: Server) -> None:
+    waits = crowd_and_probe(crowded_server)
+    assert all(w is not None for w in waits), (
+        f"echo {waits.index(None) + 1} of {PROBE_ECHOES} not answered within {PROBE_BOUND_S} s beside "
+        f"{NON_READERS} clients that never read"
+    )
+    print(f"probe waits beside {NON_READERS} non-readers: " + ", ".join(f"{w * 1e3:.1f} ms" for w in waits if w))
+    counters = crowded_server.stop()
+    assert counters["accepted"] == NON_READERS + 1
+
+
+def test_without_the_cap_the_crowd_starves_the_new_client(native_build: Path) -> None:
+    # The negative control: send bundles without the cap (--hold-share 0).
+    ((_, program, flags),) = [s for s in SERVERS if s[0] == "send_bundle"]
+    server = Server(native_build / program, [*flags, "--hold-share", "0"], san=False)
+    try:
+        waits = crowd_and_probe(server)
+        assert None in waits, f"the probe was served without the cap too: {waits}"
+    finally:
+        server.stop()
+
+
+def crowd_and_probe(server: Server) -> list[float | None]:
+    """The probe's wait for each of its echoes (None: not within the bound)
+    beside a crowd that sends and never reads."""
     crowd = []
     stop = threading.Event()
     sent = [0] * NON_READERS
@@ -534,31 +563,25 @@ def test_a_crowd_of_non_readers_does_not_starve_a_new_client(crowded_server: Ser
 
     try:
         for _ in range(NON_READERS):
-            s = connect(crowded_server.port)
+            s = connect(server.port)
             s.setblocking(False)
             crowd.append(s)
         pumping = threading.Thread(target=pump, daemon=True)
         pumping.start()
         time.sleep(2.0)
-        probe = connect(crowded_server.port)
-        waits = []
+        probe = connect(server.port)
+        waits: list[float | None] = []
         for i in range(PROBE_ECHOES):
             msg = bytes([i]) * 64
             start = time.monotonic()
             probe.sendall(msg)
-            assert echoed_within(probe, msg, PROBE_BOUND_S), (
-                f"echo {i + 1} of {PROBE_ECHOES} not answered within {PROBE_BOUND_S} s beside "
-                f"{NON_READERS} clients that never read ({sum(sent) >> 20} MiB sent)"
-            )
+            if not echoed_within(probe, msg, PROBE_BOUND_S):
+                waits.append(None)
+                break
             waits.append(time.monotonic() - start)
-        print(
-            f"probe waits beside {NON_READERS} non-readers ({sum(sent) >> 20} MiB sent): "
-            + ", ".join(f"{w * 1e3:.1f} ms" for w in waits)
-        )
         probe.close()
     finally:
         stop.set()
         for s in crowd:
             s.close()
-    counters = crowded_server.stop()
-    assert counters["accepted"] == NON_READERS + 1
+    return waits

@@ -50,7 +50,7 @@
 
 struct options opts = {
 	.bind = "127.0.0.1", .port = -1, .ring = RING_SETUP_DEFAULT(1024),
-	.rings = 1, .buf_size = 4096, .buf_count = 4096, .iowq_aff = "", .wait_nr = 1,
+	.rings = 1, .buf_size = 4096, .buf_count = 4096, .hold_pct = 50, .iowq_aff = "", .wait_nr = 1,
 };
 size_t nconns;             /* every connection table's size */
 struct uring_ctx *rings;
@@ -318,6 +318,11 @@ static void usage(FILE *f)
 		"  --buf-ring           ring-mapped provided buffers (io_uring_register_buf_ring)\n"
 		"  --buf-size BYTES     receive buffer size (default 4096)\n"
 		"  --buf-count N        provided buffers per ring, a power of two (default 4096)\n"
+		"  --hold-share PCT     the share of a ring's provided buffers its connections may\n"
+		"                       keep queued together, 1-100 (default 50): each holds at\n"
+		"                       most PCT %% / its open connections and copies the rest,\n"
+		"                       so clients that stop reading cannot starve the others;\n"
+		"                       0: no cap (a bundle may take what the ring has)\n"
 		"  --fixed-files        registered file descriptors (IOSQE_FIXED_FILE)\n"
 		"  --link-timeout MS    IOSQE_IO_LINK + IORING_OP_LINK_TIMEOUT on each receive;\n"
 		"                       an idle connection's receive is re-armed when it fires\n"
@@ -383,7 +388,7 @@ static void parse_args(int argc, char **argv)
 		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
 		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
 		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT, OPT_RECV_BUNDLE, OPT_BUF_INC, OPT_GATHER_SEND, OPT_SEND_BUNDLE,
-		OPT_NAPI, OPT_ZC_FIXED, OPT_REG_WAIT,
+		OPT_NAPI, OPT_ZC_FIXED, OPT_REG_WAIT, OPT_HOLD,
 	};
 	static const struct option longopts[] = {
 		{ "port", required_argument, NULL, OPT_PORT }, { "bind", required_argument, NULL, OPT_BIND },
@@ -396,6 +401,7 @@ static void parse_args(int argc, char **argv)
 		{ "register-ring-fd", no_argument, NULL, OPT_REGFD }, { "async", no_argument, NULL, OPT_ASYNC },
 		{ "buf-select", no_argument, NULL, OPT_BSEL }, { "buf-ring", no_argument, NULL, OPT_BRING },
 		{ "buf-size", required_argument, NULL, OPT_BSIZE }, { "buf-count", required_argument, NULL, OPT_BCOUNT },
+		{ "hold-share", required_argument, NULL, OPT_HOLD },
 		{ "fixed-files", no_argument, NULL, OPT_FIXED }, { "link-timeout", required_argument, NULL, OPT_LT },
 		{ "hardlink", no_argument, NULL, OPT_HARD }, { "drain", no_argument, NULL, OPT_DRAIN },
 		{ "multishot-accept", no_argument, NULL, OPT_MSA }, { "multishot-recv", no_argument, NULL, OPT_MSR },
@@ -436,6 +442,7 @@ static void parse_args(int argc, char **argv)
 		case OPT_BRING: opts.buf_ring = 1; break;
 		case OPT_BSIZE: opts.buf_size = (unsigned)parse_int_flag(PROG, "--buf-size", optarg, 1, 1 << 20); break;
 		case OPT_BCOUNT: opts.buf_count = (unsigned)parse_int_flag(PROG, "--buf-count", optarg, 1, 32768); break;
+		case OPT_HOLD: opts.hold_pct = (unsigned)parse_int_flag(PROG, "--hold-share", optarg, 0, 100); break;
 		case OPT_FIXED: opts.fixed_files = 1; break;
 		case OPT_LT: opts.link_timeout_ms = (int)parse_int_flag(PROG, "--link-timeout", optarg, 1, 3600000); break;
 		case OPT_HARD: opts.hardlink = 1; break;
@@ -578,7 +585,7 @@ static void print_counters(int iowq)
 		 "\"sqpoll\": %d, \"sq_thread_idle\": %d, \"sq_aff\": %d, \"attach_wq\": %d, "
 		 "\"r_disabled\": %d, \"coop_taskrun\": %d, \"taskrun_flag\": %d, \"single_issuer\": %d, "
 		 "\"defer_taskrun\": %d, \"register_ring_fd\": %d, \"async\": %d, \"buf_select\": %d, "
-		 "\"buf_ring\": %d, \"buf_size\": %u, \"buf_count\": %u, \"fixed_files\": %d, "
+		 "\"buf_ring\": %d, \"buf_size\": %u, \"buf_count\": %u, \"hold_pct\": %u, \"fixed_files\": %d, "
 		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
 		 "\"multishot_recv\": %d, \"send_zc\": %d, \"poll_first\": %d, \"rings\": %d, \"granule\": %d, "
 		 "\"wait_nr\": %u, \"min_wait_us\": %u, \"recv_bundle\": %d, \"buf_inc\": %d, \"gather_send\": %d, \"send_bundle\": %d, "
@@ -587,7 +594,7 @@ static void print_counters(int iowq)
 		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
 		 opts.ring.coop_taskrun, opts.ring.taskrun_flag, opts.ring.single_issuer, opts.ring.defer_taskrun,
 		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
-		 opts.buf_count, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
+		 opts.buf_count, opts.hold_pct, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
 		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.wait_nr,
 		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.send_bundle, opts.napi_us, opts.zc_fixed, opts.reg_wait, opts.iowq_aff,
 		 iowq,

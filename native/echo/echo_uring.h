@@ -39,6 +39,7 @@ struct options {
 	int rings, granule;
 	const char *iowq_aff;   /* --iowq-aff as given, "" without it */
 	unsigned buf_size, buf_count;
+	unsigned hold_pct;   /* --hold-share: percent of a ring's pool its connections may keep queued */
 	unsigned wait_nr;       /* --wait-nr: completions each wait asks for */
 	unsigned min_wait_us;   /* --min-wait: return after this with what arrived; 0: off */
 	int recv_bundle;        /* --recv-bundle: IORING_RECVSEND_BUNDLE on receives */

@@ -465,15 +465,21 @@ static void on_polled_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd
 	start_closing(r, fd);
 }
 
-/* The provided buffers one connection may keep queued: half the ring's
- * pool shared among its open connections. However many connections stop
- * reading, together they hold at most half the pool (a share only shrinks
- * as connections arrive), so the others, a new one among them, still find
- * buffers to receive into. A bundle takes many buffers in one completion:
- * what it brings beyond the share is copied out and its buffers returned. */
+/* The provided buffers one connection may keep queued: --hold-share (half
+ * by default) of the ring's pool, shared among its open connections.
+ * However many connections stop reading, together they hold at most that
+ * much of the pool (a share only shrinks as connections arrive), so the
+ * others, a new one among them, still find buffers to receive into. A
+ * bundle takes many buffers in one completion: what it brings beyond the
+ * share is copied out and its buffers returned. */
 static unsigned fair_share(const struct uring_ctx *r)
 {
-	return opts.buf_count / (2u * (r->open_conns ? r->open_conns : 1u));
+	unsigned long long held = (unsigned long long)opts.buf_count * opts.hold_pct / 100u;
+
+	if (opts.hold_pct == 0)
+		return UINT_MAX;   /* --hold-share 0: no cap */
+
+	return (unsigned)(held / (r->open_conns ? r->open_conns : 1u));
 }
 
 /* Queue a receive's data for the echo, one chunk per provided buffer it
