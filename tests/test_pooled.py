@@ -175,3 +175,22 @@ def test_repro_verdicts_pools_crates_each_run_once(smoke_crate: Path, tmp_path: 
         timeout=300,
     )
     assert planned.returncode == 2 and "the study planned 4 runs and 1 distinct run(s) are here" in planned.stderr
+
+
+def test_a_single_runs_paper_says_how_many_runs_each_claim_needs() -> None:
+    from iolab.analysis.verdicts import finding
+    from iolab.report import over_runs
+
+    def judged(value: float, sigma: float) -> list:
+        f = finding("X", "p [setup]", [value] * 6, Rule("above", 1.0))
+        f.sigma = sigma
+        return [f]
+
+    holds = over_runs.runs_text("X", judged(1.10, 0.10))
+    assert "one of at least 6" in holds and "10% from its bound, so about 17 runs would reproduce it" in holds
+    fails = over_runs.runs_text("X", judged(0.80, 0.10))
+    assert "20% on the failing side, so about 6 runs would refute the claim" in fails
+    # The spread halved, a tenth beyond its bound takes 6 runs, not 17.
+    assert "so about 6 runs would reproduce it" in over_runs.runs_text("X", judged(1.10, 0.05))
+    on_bound = over_runs.runs_text("X", judged(1.0, 0.10))
+    assert "too near for 256 runs to reproduce it" in on_bound

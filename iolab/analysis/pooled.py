@@ -416,16 +416,31 @@ def _p_many(rule: Rule, x: np.ndarray, mode: Mode, which: str) -> np.ndarray:
     return np.asarray(evidence.anytime_p(x, rule.bound, side))
 
 
-def runs_needed(distance: float, sigma: float, mode: Mode = "planned", target: float = 0.8) -> int | None:
-    """The fewest runs that decide a part whose truth lies ``distance``
-    (relative, > 0) from its bound, with probability ``target``, at an
-    occasion spread ``sigma`` (log); None beyond MAX_RUNS (a truth on its
-    bound is never decided)."""
-    if not math.isfinite(distance) or distance <= 0:
-        return None
-    k = runs_to_reach(ALPHA, mode)
-    while k <= MAX_RUNS:
-        if power("above", k, max(sigma, 1e-6), distance, mode, sims=2000)[0] >= target:
+def side_power(p_beyond: float, k: int, level: float = ALPHA) -> float:
+    """The exact sign test's power with k runs when each run's median lies
+    beyond the bound with probability ``p_beyond``."""
+    c = _count_needed(k, level)
+    return 0.0 if c is None else float(sps.binom.sf(c - 1, k, p_beyond))
+
+
+@cache
+def _count_needed(k: int, level: float) -> int | None:
+    for c in range(1, k + 1):
+        if float(evidence.sign_tail(c, k)) <= level:
+            return c
+    return None
+
+
+def runs_needed(distance: float, sigma: float, level: float = ALPHA, target: float = 0.8) -> int | None:
+    """The fewest planned runs whose exact sign test decides, with
+    probability ``target``, a part whose typical run lies ``distance``
+    (relative, > 0) beyond its bound, where run medians spread ``sigma``
+    (log sd, normal); None beyond MAX_RUNS (a truth on its bound is never
+    decided)."""
+    if not math.isfinite(distance) or distance <= 0 or sigma <= 0:
+        return None if not (sigma <= 0 < distance) else runs_to_reach(level, "planned")
+    p_beyond = float(sps.norm.cdf(math.log1p(distance) / sigma))
+    for k in range(runs_to_reach(level, "planned"), MAX_RUNS + 1):
+        if side_power(p_beyond, k, level) >= target:
             return k
-        k = k + 1 if k < 32 else int(k * 1.25)
     return None

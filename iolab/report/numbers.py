@@ -27,6 +27,7 @@ from ..analysis import (
 from ..analysis.claims import faithful
 from ..analysis.stats import ESTIMATOR, Estimate, across_reps
 from ..analysis.verdicts import RULE_TEXT, ClaimVerdict, Finding, Outcome, claim_verdict, error_text
+from . import over_runs
 from .outputs import Outputs
 
 COST_QUANTITIES = (
@@ -385,8 +386,8 @@ def faithful_text(claim: str, findings: Sequence[Finding], runs: int = faithful.
     if share >= FAITHFUL_GOAL:
         return text + "."
     return (
-        text + ": a \u201creproduced\u201d cannot be expected here, because its parts' bounds sit closer to the "
-        "source's own values than this spread and the error budget let so few repetitions decide."
+        text + ": a \u201creproduced\u201d cannot be expected from one run, because the occasion allowance "
+        "widens its parts' intervals past the source's own values at any number of repetitions; runs decide it."
     )
 
 
@@ -420,6 +421,7 @@ def claims_numbers(
             + f"; at most {evidence.ALPHA_SIDE:.1%} wrong each way, per claim",
         )
         out.text(f"{claim.lower()}_reach", reach_text(claim, findings))
+        out.text(f"{claim.lower()}_runs", over_runs.runs_text(claim, findings))
         pw = power.claim_power([f for f in findings if f.claim == claim], runs=power_runs) if counted else None
         out.text(f"{claim.lower()}_power", pw.text() if pw else "not tested here")
         faithful_sentence = faithful_text(claim, findings, runs=faithful_runs)

@@ -292,8 +292,9 @@ def limitations(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
     if short:
         out.append(
             f"For {len(short)} claims a faithful replication of the source's own table would rarely be "
-            "reproduced at this machine's spread and these repetitions (their rows say how often); "
-            "there an undecided verdict says more about this machine's noise than about the claim."
+            "reproduced from one run (their rows say how often), whatever its repetitions: one run's verdict "
+            "carries the spread between runs, and a claim about this machine is decided across runs "
+            "(./repro verdicts), each row saying about how many."
         )
     occ = _text(numbers, "method_occasions")
     if occ:

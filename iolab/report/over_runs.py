@@ -1,0 +1,74 @@
+"""What one run contributes to a verdict about the machine, in words: a
+claim about a machine is decided across runs (iolab.analysis.pooled), so a
+single run's paper says how many runs each claim needs at the spread
+between runs, from how far this run's medians lie from their bounds."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from ..analysis import pooled
+from ..analysis.verdicts import Finding, Rule
+
+
+def distance(rule: Rule, value: float) -> float:
+    """How far (relative) ``value`` lies beyond ``rule``'s bound on the
+    claim's side (> 0: it holds there; < 0: it fails by as much). A band
+    counts from its nearer edge."""
+    if not (math.isfinite(value) and value > 0):
+        return math.nan
+    if rule.kind == "above":
+        return value / rule.bound - 1
+    if rule.kind == "below":
+        return rule.bound / value - 1
+    lo, hi = rule.band
+    return min(value / lo, hi / value) - 1
+
+
+def part_runs(f: Finding) -> tuple[float, int | None]:
+    """(distance, runs needed at 80 % power) of one part, at its group's
+    spread between runs."""
+    assert f.rule is not None and f.estimate is not None
+    d = distance(f.rule, f.estimate.value)
+    return d, pooled.runs_needed(abs(d), f.sigma)
+
+
+def runs_text(claim: str, findings: Sequence[Finding]) -> str:
+    """One sentence: the runs a verdict about the machine needs."""
+    parts = [
+        f for f in findings if f.claim == claim and not f.context and f.rule is not None and f.estimate is not None
+    ]
+    if not parts:
+        return ""
+    sigmas = sorted({round(f.sigma, 3) for f in parts})
+    spread = " and ".join(f"{s:g}" for s in sigmas)
+    first = pooled.runs_to_reach(pooled.ALPHA, "planned")
+    lead = (
+        f"Over runs, this run is one of at least {first} that a verdict about this machine needs "
+        f"(the sign test over runs, ./repro verdicts)"
+    )
+    if not any(f.sigma > 0 for f in parts):
+        return lead + "; no spread between runs is estimated, so how many more cannot be said."
+    each = [(f, *part_runs(f)) for f in parts]
+    failing = [(f, d, k) for f, d, k in each if d < 0]
+    if failing:
+        f, d, k = min(failing, key=lambda x: x[2] if x[2] is not None else pooled.MAX_RUNS + 1)
+        said = f"; its part furthest from holding ({f.part.split(' [')[0]}) lies {abs(d):.0%} on the failing side, " + (
+            f"so about {k} runs would refute the claim (80 % power"
+            if k is not None
+            else f"too near its bound for {pooled.MAX_RUNS} runs to refute it ("
+        )
+    else:
+        needs = [k for _, _, k in each]
+        worst = max(each, key=lambda x: x[2] if x[2] is not None else pooled.MAX_RUNS + 1)
+        said = (
+            f"; every part lies on its claim's side, the nearest ({worst[0].part.split(' [')[0]}) "
+            f"{worst[1]:.0%} from its bound, "
+            + (
+                f"so about {max(k for k in needs if k is not None)} runs would reproduce it (80 % power"
+                if all(k is not None for k in needs)
+                else f"too near for {pooled.MAX_RUNS} runs to reproduce it ("
+            )
+        )
+    return lead + said + f", at a spread between runs of {spread} in log)."
