@@ -8,7 +8,9 @@ leaves nothing running.
   SIGKILL), while the tree is whole: once KeyboardInterrupt reaches
   subprocess.run, it kills only its direct child, and what that child
   started (a snakemake run's measurements, servers) would run on. Then
-  KeyboardInterrupt goes on as usual.
+  KeyboardInterrupt goes on as usual, and the suite stops after the test
+  it interrupted even where that test's cleanup, finding its processes
+  gone, raised another error in its place.
 """
 
 from __future__ import annotations
@@ -21,12 +23,28 @@ from types import FrameType
 
 import pytest
 
+# The session, and whether Ctrl-C came: a test whose cleanup fails once its
+# processes are stopped raises that error in place of KeyboardInterrupt, so
+# the suite also stops after the test it interrupted.
+_STATE: dict[str, object] = {"session": None, "interrupted": False}
+
 
 def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGINT, _interrupted)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _STATE["session"] = session
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    session = _STATE["session"]
+    if _STATE["interrupted"] and isinstance(session, pytest.Session):
+        session.shouldstop = "interrupted by Ctrl-C (SIGINT)"
+
+
 def _interrupted(signum: int, frame: FrameType | None) -> None:
+    _STATE["interrupted"] = True
     stop_descendants()
     raise KeyboardInterrupt
 

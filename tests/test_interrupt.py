@@ -227,8 +227,15 @@ INNER_TEST = """
 import subprocess, time
 
 def test_waits_on_a_process_tree():
-    # A child that has a child of its own, as a snakemake run has measurements.
-    subprocess.run(["sh", "-c", "sleep 6011 & sleep 6012"])
+    # A child that has a child of its own, as a snakemake run has measurements;
+    # its cleanup fails once the child is stopped, raising in place of Ctrl-C.
+    try:
+        subprocess.run(["sh", "-c", "sleep 6011 & sleep 6012"])
+    finally:
+        raise RuntimeError("cleanup found its server gone")
+
+def test_after_it():
+    open("ran-after-ctrl-c", "w").close()
 """
 
 
@@ -253,6 +260,7 @@ def test_ctrl_c_stops_the_suite_and_leaves_nothing_running(tmp_path: Path) -> No
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2, out  # pytest's "interrupted"
-    assert "KeyboardInterrupt" in out
+    assert "interrupted by Ctrl-C" in out or "KeyboardInterrupt" in out
+    assert not (tmp_path / "ran-after-ctrl-c").exists(), "the suite went on after Ctrl-C"
     left = subprocess.run(["pgrep", "-f", "sleep 601[12]"], capture_output=True, text=True).stdout.split()
     assert left == [], f"left running after Ctrl-C: {left}"
