@@ -268,8 +268,27 @@ class Finding:
 
     @property
     def reachable(self) -> tuple[bool, bool]:
-        """(reproduced, not reproduced): what round 0's exact test can reach."""
-        return evidence.reachable(self.n0, self.family, self.budget)
+        """(reproduced, not reproduced): what round 0's exact test can reach,
+        with everything that moves the bound: an equivalence band narrower
+        than twice the occasion allowance is empty once the allowance moves
+        both its edges inward, and then no number of repetitions reproduces
+        it."""
+        can_hold, can_fail = evidence.reachable(self.n0, self.family, self.budget)
+        if self.rule is not None and self.rule.kind == "within":
+            lo, hi = self.rule.band
+            can_hold = can_hold and lo * math.exp(self.shifts.reproduced) < hi / math.exp(self.shifts.reproduced)
+        return can_hold, can_fail
+
+    @property
+    def empty_band(self) -> bool:
+        """The occasion allowance leaves the part's band empty: one run
+        cannot reproduce it at any number of repetitions."""
+        return (
+            self.rule is not None
+            and self.rule.kind == "within"
+            and not self.reachable[0]
+            and (evidence.reachable(self.n0, self.family, self.budget)[0])
+        )
 
     @property
     def needed(self) -> int | None:

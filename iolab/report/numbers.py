@@ -322,11 +322,13 @@ def reach_text(claim: str, findings: Sequence[Finding]) -> str:
     )
     if cannot:
         needed = evidence.reps_to_reach(parts[0].family, parts[0].budget)
-        text += (
-            ", not "
-            + " or ".join(f"\u201c{c}\u201d" for c in cannot)
-            + (f" (its {parts[0].family} parts need {needed})" if "not reproduced" in cannot else "")
-        )
+        empty = [f for f in parts if f.empty_band]
+        why = []
+        if "not reproduced" in cannot:
+            why.append(f"its {parts[0].family} parts need {needed} repetitions to refute it")
+        if "reproduced" in cannot and empty:
+            why.append(f"the occasion allowance leaves {len(empty)} of its bands empty at any number of repetitions")
+        text += ", not " + " or ".join(f"\u201c{c}\u201d" for c in cannot) + (f" ({'; '.join(why)})" if why else "")
     return text[0].upper() + text[1:] + "."
 
 
