@@ -194,3 +194,6 @@ def test_a_single_runs_paper_says_how_many_runs_each_claim_needs() -> None:
     assert "so about 6 runs would reproduce it" in over_runs.runs_text("X", judged(1.10, 0.05))
     on_bound = over_runs.runs_text("X", judged(1.0, 0.10))
     assert "too near for 256 runs to reproduce it" in on_bound
+    # A quantity that is not positive has no relative distance: no number is made up.
+    negative = over_runs.runs_text("X", judged(-0.5, 0.10))
+    assert negative.endswith("./repro verdicts).") and "nan" not in negative

@@ -50,7 +50,11 @@ def runs_text(claim: str, findings: Sequence[Finding]) -> str:
     )
     if not any(f.sigma > 0 for f in parts):
         return lead + "; no spread between runs is estimated, so how many more cannot be said."
-    each = [(f, *part_runs(f)) for f in parts]
+    # A part whose values are not all positive (a difference) has no
+    # relative distance from its bound: it is left out of the count.
+    each = [(f, d, k) for f in parts for d, k in [part_runs(f)] if math.isfinite(d)]
+    if not each:
+        return lead + "."
     failing = [(f, d, k) for f, d, k in each if d < 0]
     if failing:
         f, d, k = min(failing, key=lambda x: x[2] if x[2] is not None else pooled.MAX_RUNS + 1)
