@@ -15,6 +15,9 @@ for _notebook in NOTEBOOKS:
             notebook=f"notebooks/{_notebook}.py",
             tables=notebook_tables(_notebook),
             code=ANALYSIS_CODE,
+            # The between-run spread every prediction interval and each
+            # claim's occasion allowance read (iolab.analysis.occasions).
+            occasions="data/occasions.json",
             captions=[caption_file(figure) for figure in NOTEBOOK_FIGURES[_notebook]],
             plans=lambda w, notebook=_notebook: notebook_plans(notebook),
         output:

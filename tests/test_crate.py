@@ -120,6 +120,9 @@ def test_the_crate_holds_every_raw_file_with_its_checksum_and_the_run_as_actions
     organize = next(e for e in graph.values() if e.get("@type") == "OrganizeAction")
     assert len(organize["object"]) == sum(1 for e in graph.values() if e.get("@type") == "ControlAction")
     assert graph["./"]["mainEntity"] == {"@id": "Snakefile"}
+    # The between-run spread the analysis read goes with the run.
+    assert graph["data/occasions.json"]["sha256"] == sha256(REPO / "data" / "occasions.json")
+    assert {"@id": "data/occasions.json"} in graph["#run"]["object"]
 
 
 def test_verify_names_a_raw_file_whose_bytes_changed(smoke_crate: Path, tmp_path: Path) -> None:

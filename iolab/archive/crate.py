@@ -47,6 +47,8 @@ PROFILES = {
 }
 RULE_FILES = ("rules/*.smk",)
 CONFIG_FILES = ("config/*.yaml", "config/profiles/*.yaml", "profiles/*/config.yaml")
+# Data the analysis read besides the raw files: the between-run spread.
+DATA_INPUTS = ("data/occasions.json",)
 OUTPUT_FILES = (
     "results/tables/*.parquet",
     "results/tables/*.sources.json",
@@ -291,6 +293,7 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
     # The rule files are the workflow's source; the configs are what it ran on.
     rule_files = [add_file(p, **{"@type": ["File", "SoftwareSourceCode"]}) for p in _glob(root, RULE_FILES)]
     config_files = [add_file(p, encodingFormat="application/yaml") for p in _glob(root, CONFIG_FILES)]
+    data_inputs = [add_file(p, encodingFormat="application/json") for p in _glob(root, DATA_INPUTS)]
     # What this run read: the base config, the nodes and the profile it named.
     run_config = [
         f
@@ -477,7 +480,7 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
                     "@type": "CreateAction",
                     "name": crate.name,
                     "instrument": workflow,
-                    "object": run_config,
+                    "object": [*run_config, *data_inputs],
                     "result": run_result,
                     "endTime": now.isoformat(),
                     "description": f"profile {profile or 'default'}; environment: {', '.join(e.id for e in env_files)}",
