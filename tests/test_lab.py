@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from browser_support import HAVE_CHROMIUM, chromium
 from conftest import REPO, copy_workflow, default_sigint, snakemake, tool_env
+from stop_on_interrupt import descendants
 
 from iolab.registry import NOTEBOOKS as REGISTERED_NOTEBOOKS
 
@@ -262,22 +263,6 @@ print(json.dumps({"uid": os.getuid(), "cmdline": seen, "environ": environ, "stat
 """
 
 
-def descendants(pid: int) -> list[str]:
-    """``pid`` and every process below it, from /proc."""
-    parent = {}
-    for entry in Path("/proc").iterdir():
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent[entry.name] = stat.rsplit(")", 1)[1].split()[1]
-    found, frontier = [str(pid)], [str(pid)]
-    while frontier:
-        frontier = [p for p, pp in parent.items() if pp in frontier]
-        found += frontier
-    return found
-
-
 def cmdline(pid: str) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
@@ -294,7 +279,7 @@ def test_no_other_local_user_reads_the_token(lab: dict) -> None:
         deadline = time.monotonic() + 60
         # The server and everything under it (a kernel starts a session of its own).
         while True:
-            pids = descendants(lab["proc"].pid)
+            pids = [str(p) for p in [lab["proc"].pid, *descendants(lab["proc"].pid)]]
             if any(b"ipykernel" in cmdline(p) for p in pids):
                 break
             assert time.monotonic() < deadline, f"the kernel did not start: {pids}"

@@ -374,48 +374,6 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
 # --- how many runs a claim needs --------------------------------------------------
 
 
-def power(
-    rule_kind: str,
-    k: int,
-    sigma: float,
-    effect: float,
-    mode: Mode = "planned",
-    family: int = 1,
-    sims: int = 4000,
-    seed: int = 0,
-) -> tuple[float, float]:
-    """(to reproduce, to refute): the share of ``sims`` sets of k runs that
-    decide one part right when its truth lies ``effect`` (relative) beyond
-    its bound on the claim's side, or as far on the other, with a normal
-    occasion effect of sd ``sigma`` (log) per run; "not reproduced" at
-    Holm's strictest level over ``family`` parts."""
-    rng = np.random.default_rng(seed)
-    rule = Rule("above", 1.0) if rule_kind != "below" else Rule("below", 1.0)
-    sign = 1.0 if rule.kind == "above" else -1.0
-    out = []
-    for holds in (True, False):
-        centre = math.log1p(effect) * (sign if holds else -sign)
-        x = np.exp(centre + rng.normal(0.0, sigma, (sims, k)))
-        if holds:
-            ps = _p_many(rule, x, mode, "holds")
-            out.append(float(np.mean(ps <= ALPHA)))
-        else:
-            ps = _p_many(rule, x, mode, "fails")
-            out.append(float(np.mean(ps <= ALPHA / max(family, 1))))
-    return out[0], out[1]
-
-
-def _p_many(rule: Rule, x: np.ndarray, mode: Mode, which: str) -> np.ndarray:
-    side: evidence.Side = (
-        ("above" if rule.kind == "above" else "below")
-        if which == "holds"
-        else ("below" if rule.kind == "above" else "above")
-    )
-    if mode == "planned":
-        return np.asarray(evidence.fixed_p(x, rule.bound, side))
-    return np.asarray(evidence.anytime_p(x, rule.bound, side))
-
-
 def side_power(p_beyond: float, k: int, level: float = ALPHA) -> float:
     """The exact sign test's power with k runs when each run's median lies
     beyond the bound with probability ``p_beyond``."""
