@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iolab.analysis import changepoints
+from iolab.analysis import changepoints, occasions
 from iolab.analysis.changepoints import Point
 from iolab.archive import compare, store, timeline
 from iolab.codehash import analysing_digest, measuring_digest
@@ -76,11 +76,15 @@ def test_a_timeline_of_stored_runs_draws_older_code_apart_and_finds_the_step() -
         sha = f"{i:064d}"
         runs.append(store.Record(sha, "f", "p", f"run {i}", f"c{i}", "", f"2026-11-2{i}", {}, code, {}, {}))
         numbers[sha] = {
-            "s_getppid_ns": store.StoredNumber("s_getppid_ns", value, value * 0.97, value * 1.03, 6, "ns", "cost_model")
+            "s_getppid_ns": store.StoredNumber(
+                "s_getppid_ns", value, value * 0.97, value * 1.03, 6, "ns", "cost_model", "time"
+            )
         }
     group = timeline.KeyGroup("k", {}, tuple(runs))
     marks = {r.crate_sha256: timeline.experiment_code(compare.stale(r.as_run())) for r in runs}
-    (line,) = timeline.timelines(group, numbers, marks)
+    # An occasion spread of 0.10 for the number's kind, as the test's own.
+    spread = occasions.Occasions({"cost_model:time": occasions.Spread(0.10, 0.05, 1, 6, 36)}, {})
+    (line,) = timeline.timelines(group, numbers, marks, spread)
     assert [p.code for p in line.points] == [timeline.TODAY] * 2 + [timeline.OLDER] + [timeline.TODAY] * 2
     ((at, ratio),) = line.changes
     assert at == 3 and ratio == pytest.approx(2.0, rel=0.05)  # the older point neither causes nor hides it

@@ -28,7 +28,9 @@ PAPER_REPS = {"U": 10, "C": 8}
 
 
 def judged(found: list[Finding], adaptive: bool = False) -> list[Finding]:
-    settle(found, evidence.budget(adaptive), {}, predict=False)
+    # The rules' own logic, with no occasion allowance (a spread known to be
+    # 0); judging over runs is tests/test_pooled.py's.
+    settle(found, evidence.budget(adaptive), 0.0, predict=False)
     return found
 
 
@@ -483,14 +485,14 @@ def test_the_claims_table_says_which_outcomes_each_claim_can_reach() -> None:
     # A band narrower than twice the occasion allowance is empty once the
     # allowance moves both its edges in: no repetitions reproduce it.
     narrow = [finding("C1", "p", [1.0] * 10, Rule("within", 1.0, 0.05))]
-    settle(narrow, evidence.FIXED, {"claims:cost": 0.10}, predict=False)
+    settle(narrow, evidence.FIXED, 0.10, predict=False)
     assert narrow[0].empty_band and narrow[0].reachable == (False, True)
     assert numbers.reach_text("C1", narrow) == (
         "With 10 repetitions planned in advance, C1 can be not reproduced or undecided, not \u201creproduced\u201d "
         "(the occasion allowance leaves 1 of its bands empty at any number of repetitions)."
     )
     wide = [finding("C1", "p", [1.0] * 10, Rule("within", 1.0, 0.5))]
-    settle(wide, evidence.FIXED, {"claims:cost": 0.10}, predict=False)
+    settle(wide, evidence.FIXED, 0.10, predict=False)
     assert not wide[0].empty_band and wide[0].reachable[0]
     seven = judged([finding("U1", f"p{i}", [1.2] * 7, rules.above(1.0, "t")) for i in range(2)])
     assert numbers.reach_text("U1", seven) == (

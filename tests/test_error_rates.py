@@ -74,6 +74,26 @@ def test_a_one_part_claim_holds_its_rate_under_a_round_effect(residuals, round_s
     assert r.mean_reps > error_rates.ONE_PART.repeats
 
 
+def test_a_persistent_run_effect_at_twice_the_estimate_stays_within_the_rate(residuals, round_sd: float) -> None:
+    # The run's own occasion effect persists through every round: no
+    # repetition averages it away. The allowance takes the estimate's upper
+    # bound (its runs' degrees of freedom), so a spread twice the estimate
+    # still holds the rate; taken at the point estimate it does not.
+    world = Scenario("run effect 2x", run_sd=2 * round_sd)
+    r = error_rates.simulate(error_rates.ONE_PART, "bound", 2000, residuals, scenario=world, seed=4)
+    assert rates_hold(r), r
+    point = error_rates.simulate(
+        error_rates.ONE_PART,
+        "bound",
+        2000,
+        residuals,
+        procedure=PROCEDURES["allowance at the point estimate"],
+        scenario=world,
+        seed=4,
+    )
+    assert not rates_hold(point), point
+
+
 def test_without_drift_the_tests_decide_at_the_bound_and_hold_their_rate(residuals) -> None:
     # With no occasion effect (and no allowance for one) the sign tests are
     # exact: verdicts at the bound do happen, each way, and stay within the
@@ -122,7 +142,10 @@ def test_each_broken_procedure_fails_the_check(
 
 @pytest.mark.full
 @pytest.mark.parametrize("claim", error_rates.CLAIMS, ids=[c.name for c in error_rates.CLAIMS])
-@pytest.mark.parametrize("scenario", ["iid", "round effect", "trend -2 %", "trend +2 %"])
+@pytest.mark.parametrize(
+    "scenario",
+    ["iid", "round effect", "trend -2 %", "trend +2 %", "run effect", "run effect 2x", "run effect 3x"],
+)
 def test_the_package_holds_its_rate_in_every_shape_and_scenario(
     claim: Claim, scenario: str, residuals, round_sd: float
 ) -> None:

@@ -111,20 +111,22 @@ def test_the_verdict_interval_and_the_tests_agree(kind: str) -> None:
     for _ in range(300):
         values = list(1.0 * np.exp(rng.normal(rng.normal(0, 0.15), 0.15, int(rng.integers(6, 14)))))
         f = finding("X", "p", values, rule, decides={"echo": []})
-        settle([f], evidence.ADAPTIVE, {"claims:echo": 0.03}, predict=False)
+        settle([f], evidence.ADAPTIVE, 0.03, predict=False)
         by_interval = rule.judge(f.estimate.low, f.estimate.high).value == "reproduced"
         assert by_interval == (f.p_holds() <= f.budget.tests)
 
 
 def test_the_prediction_interval_in_closed_form() -> None:
-    # Equal values: no within-run error, only the two occasions' spread.
-    lo, hi = occasions.prediction_interval([2.0] * 6, 0.1)
-    half = sps.t.ppf(0.975, 5) * math.sqrt(2 * 0.1**2)
+    # Equal values: no within-run error, only the two occasions' spread,
+    # estimated from 4 runs: t with their 3 degrees of freedom.
+    lo, hi = occasions.prediction_interval([2.0] * 6, occasions.Spread(0.1, 0.0, 1, 4, 0))
+    half = sps.t.ppf(0.975, 3) * math.sqrt(2 * 0.1**2)
     assert (lo, hi) == pytest.approx((2.0 * math.exp(-half), 2.0 * math.exp(half)))
     # Asymmetric on the original scale, symmetric on the log scale.
     assert hi / 2.0 == pytest.approx(2.0 / lo)
     values = np.random.default_rng(2).lognormal(0, 0.2, 8)
-    wide, narrow = occasions.prediction_interval(values, 0.1), occasions.prediction_interval(values, 0.0)
+    wide = occasions.prediction_interval(values, occasions.Spread(0.1, 0.0, 1, 4, 0))
+    narrow = occasions.prediction_interval(values, occasions.Spread(0.0, 0.0, 1, 4, 0))
     assert wide[0] < narrow[0] and wide[1] > narrow[1]
 
 

@@ -224,7 +224,7 @@ def test_numbers_with_unbounded_intervals_are_valid_json(tmp_path: Path) -> None
     from iolab.report.outputs import Outputs
 
     out = Outputs("t", tmp_path, tmp_path / "n.json", tmp_path / "m.json")
-    out.number("nstar", 20.5, digits=1, estimate=Estimate(20.5, 18.0, float("inf"), 6))
+    out.number("nstar", 20.5, digits=1, estimate=Estimate(20.5, 18.0, float("inf"), 6), kind="count")
     out.finish()
     entry = json.loads((tmp_path / "n.json").read_text())["nstar"]
     assert entry["ci95"] == [18.0, None] and entry["ci_text"] == "18.0–∞"

@@ -244,7 +244,7 @@ def _judged(findings: list) -> list:
     from iolab.analysis import evidence
     from iolab.analysis.verdicts import settle
 
-    settle(findings, evidence.FIXED, {}, predict=False)
+    settle(findings, evidence.FIXED, 0.0, predict=False)
     return findings
 
 

@@ -37,19 +37,127 @@ def shifted(numbers: dict, factor: float, rng: np.random.Generator) -> dict:
 def test_the_estimate_recovers_an_occasion_effect_from_runs() -> None:
     rng = np.random.default_rng(3)
     base = {
-        f"q{i}": {"value": 1.0, "unit": "ns", "notebook": "cost_model", "reps": list(rng.lognormal(0, 0.05, 6))}
+        f"q{i}": {
+            "value": 1.0,
+            "unit": "ns",
+            "kind": "time",
+            "notebook": "cost_model",
+            "reps": list(rng.lognormal(0, 0.05, 6)),
+        }
         for i in range(30)
     }
     runs = [shifted(base, float(np.exp(rng.normal(0, 0.1))), rng) for _ in range(6)]
     # Each run's quantities share its occasion's factor; within a run, 5 % noise.
-    got = occasions.estimate(runs)["cost_model:absolute"]
+    got = occasions.estimate(runs)["cost_model:time"]
     assert 0.04 < got.sigma_occasion < 0.2 and got.runs == 6 and got.quantities == 30
+    # Its uncertainty: a run's effect is shared by its quantities, so 6 runs
+    # give 5 degrees of freedom, and the upper bound is sigma x sqrt(5 / chi2_0.05(5)).
+    assert got.df == 5 and got.upper == pytest.approx(got.sigma_occasion * math.sqrt(5 / 1.1455), rel=1e-3)
+
+
+def runs_of_two_kinds(
+    rng: np.random.Generator, runs: int, ratio_sd: float, rate_sd: float, quantities: int = 20
+) -> list[dict]:
+    """Runs of one notebook with paired ratios and absolute rates, both
+    unit-less, each kind moved by its own occasion effect."""
+    out = []
+    for _ in range(runs):
+        ratio_f, rate_f = float(np.exp(rng.normal(0, ratio_sd))), float(np.exp(rng.normal(0, rate_sd)))
+        numbers = {}
+        for i in range(quantities):
+            numbers[f"ratio{i}"] = {
+                "notebook": "echo",
+                "unit": "",
+                "kind": "ratio",
+                "reps": list(ratio_f * rng.lognormal(0, 0.05, 6)),
+            }
+            numbers[f"rps{i}"] = {
+                "notebook": "echo",
+                "unit": "",
+                "kind": "rate",
+                "reps": list(1e5 * rate_f * rng.lognormal(0, 0.05, 6)),
+            }
+        out.append(numbers)
+    return out
+
+
+def test_each_kind_is_estimated_apart_and_a_number_of_no_kind_adds_nothing() -> None:
+    # Unit-less requests/s were once filed as ratios: a paired ratio's small
+    # spread then read as the rates' large one.
+    rng = np.random.default_rng(5)
+    groups = occasions.estimate(runs_of_two_kinds(rng, 8, 0.03, 0.25))
+    assert set(groups) == {"echo:ratio", "echo:rate"}
+    assert groups["echo:ratio"].sigma_occasion < 0.08 < 0.12 < groups["echo:rate"].sigma_occasion
+    # A crate from before kinds: a unit names a time for certain; a unit-less
+    # number could be a ratio or a count, and is left out, not guessed.
+    old = {"a": {"notebook": "echo", "unit": "", "reps": [1.0, 1.1, 0.9]}}
+    old["b"] = {"notebook": "echo", "unit": "ns", "reps": [1.0, 1.1, 0.9]}
+    assert set(occasions.observations(old)) == {("echo:time", "b")}
+    # Shares and differences have no log scale, so no estimate.
+    assert occasions.observations({"s": {"notebook": "mpi", "kind": "share", "reps": [0.5, 0.6, 0.7]}}) == {}
+
+
+def test_an_estimate_carries_its_own_uncertainty_and_no_group_falls_back() -> None:
+    spread = occasions.Spread(0.10, 0.05, 10, 4, 240)
+    assert spread.df == 3 and spread.upper == pytest.approx(0.292, abs=1e-3)
+    assert occasions.Spread(0.10, 0.05, 10, 1, 60).upper == math.inf
+    occ = occasions.Occasions({"echo:ratio": spread}, {})
+    assert occ.sigma("echo:ratio") == 0.10 and occ.sigma("mpi:ratio") is None and occ.spread("all") is None
+    # Unknown: no interval claims to cover a re-run; the run's own one stays available.
+    values = [1.0, 1.1, 0.9, 1.05, 0.95, 1.02]
+    assert all(math.isnan(x) for x in occasions.prediction_interval(values, None))
+    low, high = occasions.prediction_interval(values, None, within_only=True)
+    wide_low, wide_high = occasions.prediction_interval(values, spread)
+    assert wide_low < low < 1.0 < high < wide_high
+
+
+def test_a_number_with_an_interval_declares_its_kind(tmp_path: Path) -> None:
+    from iolab.analysis.stats import across_reps
+    from iolab.report.outputs import Outputs
+
+    out = Outputs("echo", tmp_path, tmp_path / "n.json", tmp_path / "m.json")
+    est = across_reps([1.0, 1.1, 0.9, 1.0, 1.05, 0.95])
+    with pytest.raises(ValueError, match="declare its kind"):
+        out.number("x", est.value, estimate=est)
+    with pytest.raises(ValueError, match="is not one of"):
+        out.number("x", est.value, estimate=est, kind="absolute")
+    out.number("x", est.value, estimate=est, kind="ratio")
+    assert out.numbers["x"]["kind"] == "ratio" and out.numbers["x"]["group"] == "echo:ratio"
 
 
 def test_a_groups_numbers_without_repetitions_add_nothing() -> None:
-    assert occasions.observations({"x": {"value": 1.0, "notebook": "echo", "unit": ""}}) == {}
+    assert occasions.observations({"x": {"value": 1.0, "notebook": "echo", "unit": "", "kind": "ratio"}}) == {}
     with pytest.raises(ValueError, match="at least two runs"):
-        occasions.estimate([{"x": {"value": 1.0, "reps": [1.0, 1.1, 0.9], "notebook": "echo", "unit": ""}}])
+        occasions.estimate(
+            [{"x": {"value": 1.0, "reps": [1.0, 1.1, 0.9], "notebook": "echo", "unit": "", "kind": "ratio"}}]
+        )
+
+
+def test_prediction_intervals_hold_a_re_run_as_often_as_they_say_and_without_the_occasion_they_do_not() -> None:
+    from iolab.archive import calibration
+
+    # Sets of six runs, each run moved by its occasion (0.10 in log),
+    # repetitions 5 % apart: each run held out in turn, the others estimate
+    # the spread (5 runs, 4 degrees of freedom). Averaged over the sets, as
+    # a re-run meets them; one set's share moves with its own estimate.
+    def mean_shares(with_occasion: bool = True) -> dict[float, float]:
+        got = [
+            calibration.coverage(
+                runs_of_two_kinds(np.random.default_rng(seed), 6, 0.10, 0.10, quantities=8), with_occasion
+            )
+            for seed in range(8)
+        ]
+        return {level: float(np.mean([c.share(level) for c in got])) for level in calibration.LEVELS}
+
+    shares = mean_shares()
+    lo, hi = calibration.GOAL_95
+    assert lo <= shares[0.95] <= hi, shares
+    assert shares[0.5] < shares[0.8] < shares[0.9] < shares[0.95] < shares[0.99], shares
+    assert abs(shares[0.5] - 0.5) < 0.1 and abs(shares[0.8] - 0.8) < 0.08, shares
+    # Negative control: the same intervals without the occasion term (this
+    # run's repetitions only) hold far fewer re-runs.
+    narrow = mean_shares(with_occasion=False)
+    assert narrow[0.95] < lo, narrow
 
 
 @pytest.fixture(scope="module")
@@ -96,10 +204,12 @@ def test_repro_occasions_writes_the_estimate_with_the_runs_it_rests_on(base_crat
     assert res.returncode == 0, res.stderr
     doc = json.loads(target.read_text())
     assert [r["crate"] for r in doc["runs"]] == [c.name for c in crates]
-    assert doc["method"] == occasions.METHOD and "all" in doc["groups"]
-    assert doc["groups"]["all"]["sigma_occasion"] > 0.05
+    assert doc["method"] == occasions.METHOD and "all" not in doc["groups"]
+    assert all(g.rsplit(":", 1)[1] in occasions.LOG_KINDS for g in doc["groups"]), doc["groups"]
+    assert max(g["sigma_occasion"] for g in doc["groups"].values()) > 0.05
+    assert all(g["df"] == 2 and g["upper95"] > g["sigma_occasion"] for g in doc["groups"].values())
     loaded = occasions.load(target)
-    assert math.isclose(loaded.sigma("no such group"), doc["groups"]["all"]["sigma_occasion"], rel_tol=1e-6)
+    assert loaded.sigma("no such group") is None
     # A crate that does not verify is refused in one line; nothing is written.
     bad = craft(base_crate, tmp_path / "bad.crate.zip", links={"data/raw/x/y": "/etc/passwd"})
     target.unlink()

@@ -65,22 +65,29 @@ CLAIMS = (ONE_PART, C2_LIKE, U1_LIKE)
 
 @dataclass(frozen=True)
 class Scenario:
-    """How values drift between rounds: a random effect per round (log sd)
-    and a trend per round (relative)."""
+    """How values drift: a random effect per round (log sd), a trend per
+    round (relative), and the run's own occasion effect (log sd), drawn
+    once per simulated run and shared by all its rounds and parts: the
+    effect no number of repetitions averages away."""
 
     name: str
     round_sd: float = 0.0
     trend: float = 0.0
+    run_sd: float = 0.0
 
 
 def scenarios(round_sd: float) -> tuple[Scenario, ...]:
     """iid values; a per-round random effect of the measured size; a trend
-    of +-2 % per round."""
+    of +-2 % per round; a persistent run effect at the measured spread and
+    at 2x and 3x it (the spread mis-estimated)."""
     return (
         Scenario("iid"),
         Scenario("round effect", round_sd=round_sd),
         Scenario("trend -2 %", trend=-TREND),
         Scenario("trend +2 %", trend=TREND),
+        Scenario("run effect", run_sd=round_sd),
+        Scenario("run effect 2x", run_sd=2 * round_sd),
+        Scenario("run effect 3x", run_sd=3 * round_sd),
     )
 
 
@@ -95,6 +102,9 @@ class Procedure:
     rounds: bool = True  # False: every value counted as planned in advance, re-checked each round
     occasion: bool = True  # the occasion allowance
     t_interval: bool = False  # a plain t interval of the log values instead of the sign tests
+    # The allowance at the spread's upper confidence bound (its uncertainty
+    # carried), or at the point estimate, as if the spread were known.
+    upper: bool = True
 
     def __str__(self) -> str:
         return self.name
@@ -125,6 +135,8 @@ PROCEDURES = {
         Procedure("uncorrected", Budget(0.0, evidence.ALPHA_SIDE, 0.0), holm=False, rounds=False, occasion=False),
         # The package's procedure without the occasion allowance.
         Procedure("no occasion allowance", evidence.ADAPTIVE, occasion=False),
+        # The allowance at the point estimate of the spread, its uncertainty ignored.
+        Procedure("allowance at the point estimate", evidence.ADAPTIVE, upper=False),
     )
 }
 
@@ -166,11 +178,29 @@ def reference_residuals() -> np.ndarray:
     return pooled - np.median(pooled)
 
 
+ECHO_RATIOS = occasions.group_of("claims:echo", "ratio")
+
+
+def measured_spread() -> occasions.Spread:
+    """The between-occasion estimate of the echo claims' paired ratios (log
+    scale), from archived runs (data/occasions.json), with its runs."""
+    spread = occasions.load().spread(ECHO_RATIOS)
+    if spread is None:
+        raise LookupError(f"data/occasions.json has no estimate for {ECHO_RATIOS}: ./repro occasions CRATE CRATE ...")
+    return spread
+
+
 def measured_round_sd() -> float:
-    """The between-occasion sd of paired echo ratios (log scale), as
-    estimated from archived runs (data/occasions.json); the pooled one when
-    that group is missing."""
-    return occasions.load().sigma("claims:echo")
+    """The point estimate of ``measured_spread``."""
+    return measured_spread().sigma_occasion
+
+
+def allowance_sigma(procedure: Procedure, sigma: float, df: int) -> float:
+    """The spread a procedure's allowance uses, given an estimate ``sigma``
+    from ``df`` + 1 runs: its upper bound, or the estimate itself."""
+    if not procedure.occasion:
+        return 0.0
+    return occasions.Spread(sigma, 0.0, 1, df + 1, 0).upper if procedure.upper else sigma
 
 
 def truth_at(rule: Rule, where: str) -> float:
@@ -211,12 +241,13 @@ def _draw(rng: np.random.Generator, residuals: np.ndarray, truth: float, n: int,
     return (truth * np.exp(e + shift)).tolist()
 
 
-def _settle(found: list[Finding], p: Procedure, sigma: float, round_of_rep: dict[int, int]) -> None:
-    """The procedure's statistics on one claim's findings."""
+def _settle(found: list[Finding], p: Procedure, allowance: float, round_of_rep: dict[int, int]) -> None:
+    """The procedure's statistics on one claim's findings; ``allowance``:
+    the spread its occasion allowance uses."""
     settle(
         found,
         p.budget,
-        {"claims:echo": sigma if p.occasion else 0.0},
+        allowance,
         {"echo": round_of_rep} if p.rounds else {},
         predict=False,
     )
@@ -233,20 +264,22 @@ def run_claim(
     *,
     procedure: Procedure,
     scenario: Scenario,
-    sigma: float,
+    allowance: float,
     precision: PrecisionSettings = PAPER_PRECISION,
 ) -> tuple[list[Finding], int]:
     """One claim through every round the planner asks for; its final
-    findings and the repetitions taken. Repetitions are numbered as the
+    findings and the repetitions taken; ``allowance``: the spread the
+    occasion allowance uses. Repetitions are numbered as the
     workflow numbers them: round 0's 1..n0, then each round's next ones,
     whichever parts it repeats."""
     truths = [truth_at(r, where) for r in claim.rules]
     effects = [
         float(rng.normal(0, scenario.round_sd)) if scenario.round_sd else 0.0 for _ in range(precision.max_rounds + 1)
     ]
+    run_effect = float(rng.normal(0, scenario.run_sd)) if scenario.run_sd else 0.0
 
     def shift(round_: int) -> float:
-        return effects[round_] + round_ * math.log1p(scenario.trend)
+        return run_effect + effects[round_] + round_ * math.log1p(scenario.trend)
 
     values = [_draw(rng, residuals, t, claim.repeats, shift(0)) for t in truths]
     reps = [list(range(1, claim.repeats + 1)) for _ in truths]
@@ -259,7 +292,7 @@ def run_claim(
                 "X", f"part {j}", pd.Series(values[j], index=reps[j]), rule, decides={"echo": [[f"p{j}", 0, 0]]}
             )
             found.append(kind(**{k: getattr(f, k) for k in f.__dataclass_fields__}))
-        _settle(found, procedure, sigma, round_of_rep)
+        _settle(found, procedure, allowance, round_of_rep)
         plan = plan_round(
             found,
             round_=round_,
@@ -289,18 +322,24 @@ def simulate(
     procedure: Procedure = PROCEDURES["iolab"],
     scenario: Scenario = Scenario("iid"),
     sigma: float | None = None,
+    df: int | None = None,
     seed: int = 0,
 ) -> Rates:
     """The error rates of ``claim`` with every part's truth at ``where``.
-    ``sigma``: the occasion spread the procedure's allowance assumes
-    (default: the measured one)."""
+    ``sigma``, ``df``: the estimate of the occasion spread the procedure's
+    allowance starts from, and its degrees of freedom (default: the
+    measured one)."""
     rng = np.random.default_rng(seed)
-    sigma = measured_round_sd() if sigma is None else sigma
+    if sigma is None or df is None:
+        measured = measured_spread()
+        sigma = measured.sigma_occasion if sigma is None else sigma
+        df = measured.df if df is None else df
+    sigma = allowance_sigma(procedure, sigma, df)
     truth_holds = [holds(r, truth_at(r, where)) for r in claim.rules]
     part_r = part_n = claim_r = claim_n = any_r = any_n = 0
     reps = 0
     for _ in range(runs):
-        found, taken = run_claim(claim, where, residuals, rng, procedure=procedure, scenario=scenario, sigma=sigma)
+        found, taken = run_claim(claim, where, residuals, rng, procedure=procedure, scenario=scenario, allowance=sigma)
         reps += taken
         for f, ok in zip(found, truth_holds, strict=True):
             # At the bound both verdicts are unsupported (each test's null

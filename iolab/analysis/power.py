@@ -37,8 +37,8 @@ class Power:
 
     def text(self) -> str:
         return (
-            f"{self.reproduce:.0%} to reproduce, {self.refute:.0%} to refute (truth {EFFECT:.0%} beyond "
-            f"the bound, {self.runs} simulated runs)"
+            f"Power in one run: {self.reproduce:.0%} to reproduce, {self.refute:.0%} to refute (truth "
+            f"{EFFECT:.0%} beyond the bound, {self.runs} simulated runs)."
         )
 
 

@@ -192,7 +192,7 @@ def prediction_interval(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed
     paper add it, iolab.analysis.occasions.prediction_interval)."""
     from .occasions import prediction_interval as with_occasions
 
-    return with_occasions(np.asarray(per_rep, dtype=float).ravel(), 0.0, confidence, seed)
+    return with_occasions(np.asarray(per_rep, dtype=float).ravel(), None, confidence, seed, within_only=True)
 
 
 def expected_ci(

@@ -35,6 +35,8 @@ from .stats import MIN_REPS_FOR_CI, Estimate, expected_cis
 if TYPE_CHECKING:
     import pandas as pd
 
+    from .occasions import Spread
+
 RULE_TEXT = (
     "A part is reproduced when the evidence says its median lies on the claim's side of the bound "
     "(an interval wholly on that side), not reproduced when it says the opposite after the adjustment "
@@ -52,7 +54,8 @@ def error_text(b: Budget, sigma_source: str) -> str:
         f"Per claim, a wrong \u201creproduced\u201d and a wrong \u201cnot reproduced\u201d each happen at "
         f"most {ALPHA_SIDE * 100:g} % of the time: {b.text()}. A claim is not reproduced only when a part "
         "contradicts it after Holm's adjustment over the claim's counted parts. The occasion allowance moves "
-        "each bound by the one-sided normal quantile of the between-occasion spread; "
+        "each bound by the one-sided normal quantile of the between-occasion spread's 95 % upper confidence "
+        "bound (a part whose kind has no estimate is not decided by one run); "
         f"{sigma_source}."
     )
 
@@ -180,7 +183,14 @@ class Finding:
     reps: list[int] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)
     budget: Budget = evidence.FIXED
-    sigma: float = 0.0  # the between-occasion sd of its group (log scale)
+    # What its per-repetition values are (iolab.analysis.occasions.KINDS):
+    # most parts are paired ratios; an absolute cost or a count says so.
+    kind: str = "ratio"
+    # Its group's between-occasion sd (log scale) and that sd's upper
+    # confidence bound, which moves the bound; None: unknown (no runs of
+    # its kind were estimated), and one run cannot decide it.
+    sigma: float | None = 0.0
+    sigma_upper: float | None = 0.0
     group: str = ""  # its occasion group (iolab.analysis.occasions)
     family: int = 1  # the claim's counted parts
     p_fails_adjusted: float | None = None
@@ -193,6 +203,13 @@ class Finding:
     # "against": a necessary condition only, so it can count against its
     # claim (a "not reproduced") but never for it.
     role: Literal["both", "against"] = "both"
+    # The echo metric a paired-ratio part divides ("rps", "server_busy", ...):
+    # what the same part reads under another setup (iolab.analysis.claims).
+    metric: str = ""
+    # A not-testable part that stands for parts this run measured under
+    # another setup than the claim's (the sources'): over runs it drops out
+    # wherever another run measured them (iolab.analysis.pooled).
+    stand_in: bool = False
 
     @property
     def n0(self) -> int:
@@ -200,8 +217,16 @@ class Finding:
         return sum(r == 0 for r in self.rounds) if self.rounds else len(self.per_rep)
 
     @property
+    def spread_unknown(self) -> bool:
+        """No estimate of its group's between-run spread: one run cannot
+        decide it (its allowance is unbounded)."""
+        return self.sigma_upper is None
+
+    @property
     def shifts(self) -> Shifts:
-        return Shifts.of(self.sigma, self.budget, self.family)
+        if self.sigma_upper is None:
+            return Shifts(math.inf, math.inf)
+        return Shifts.of(self.sigma_upper, self.budget, self.family)
 
     def _values(self) -> np.ndarray:
         return np.asarray(self.per_rep, dtype=float)
@@ -231,7 +256,10 @@ class Finding:
         """The verdict interval, from the values and the current statistics."""
         if self.estimate is None or not self.per_rep:
             return
-        low, high = evidence.interval(self.per_rep, self.n0, self.budget, self.shifts.reproduced, self.withheld)
+        # An unknown spread decides nothing; the interval shown is this
+        # run's own (the summary says why it decides nothing).
+        shift = 0.0 if self.spread_unknown else self.shifts.reproduced
+        low, high = evidence.interval(self.per_rep, self.n0, self.budget, shift, self.withheld)
         self.estimate = Estimate(
             self.estimate.value,
             low,
@@ -241,6 +269,15 @@ class Finding:
             self.estimate.pred_high,
             self.estimate.values,
         )
+
+    def own_interval(self) -> Estimate | None:
+        """The part's interval about this run's occasion: the same tests'
+        interval without the occasion allowance (what its repetitions say of
+        this run; the verdict about the machine moves the bound further)."""
+        if self.estimate is None or not self.per_rep:
+            return None
+        low, high = evidence.interval(self.per_rep, self.n0, self.budget, 0.0, self.withheld)
+        return Estimate(self.estimate.value, low, high, self.estimate.n, values=self.estimate.values)
 
     @property
     def interval_outcome(self) -> Outcome:
@@ -274,6 +311,8 @@ class Finding:
         both its edges inward, and then no number of repetitions reproduces
         it."""
         can_hold, can_fail = evidence.reachable(self.n0, self.family, self.budget)
+        if self.spread_unknown:
+            return False, False
         if self.rule is not None and self.rule.kind == "within":
             lo, hi = self.rule.band
             can_hold = can_hold and lo * math.exp(self.shifts.reproduced) < hi / math.exp(self.shifts.reproduced)
@@ -292,7 +331,7 @@ class Finding:
 
     @property
     def needed(self) -> int | None:
-        if self.outcome is not Outcome.UNDECIDED or self.rule is None:
+        if self.outcome is not Outcome.UNDECIDED or self.rule is None or self.spread_unknown:
             return None
         return reps_needed(
             self.per_rep,
@@ -319,7 +358,10 @@ class Finding:
         if self.outcome is Outcome.UNDECIDED:
             n = self.needed
             text += (
-                f"; about {n} repetitions would decide it"
+                f"; the between-run spread of its kind ({self.group}) is not estimated, so one run cannot "
+                "decide it: runs can (./repro verdicts)"
+                if self.spread_unknown
+                else f"; about {n} repetitions would decide it"
                 if n is not None
                 else f"; more than {MAX_REPS} repetitions would be needed"
             )
@@ -384,7 +426,7 @@ class ExtremeFinding(Finding):
             return
         b, k = self.budget, len(self.cells)
         split = Budget(b.occasion, b.round0 / k, b.later / k)
-        shift = self.shifts.reproduced
+        shift = 0.0 if self.spread_unknown else self.shifts.reproduced
         wide = [evidence.interval(v, self._n0(v), split, shift) for v in self.cells.values()]
         each = [evidence.interval(v, self._n0(v), b, shift) for v in self.cells.values()]
         if self.extreme == "max":
@@ -406,6 +448,8 @@ class ExtremeFinding(Finding):
         every cell, 2^-n <= level (over the claim's parts for a "not
         reproduced")."""
         assert self.rule is not None
+        if self.spread_unknown:
+            return False, False
         n, k, level = self.n0, max(len(self.cells), 1), self.budget.round0
 
         def ok(direction: str, family: int) -> bool:
@@ -482,11 +526,14 @@ def finding(
     decides: dict[str, list[list[object]]] | None = None,
     context: bool = False,
     cell: str = "",
+    kind: str = "ratio",
+    metric: str = "",
 ) -> Finding:
     """A finding from per-repetition values of the claim's quantity, in the
     order measured (a Series indexed by repetition keeps which repetition
     each came from); ``context``: shown, not counted in the claim's verdict;
-    ``cell``: the source's table cell it tests."""
+    ``cell``: the source's table cell it tests; ``kind``: what the values
+    are (iolab.analysis.occasions.KINDS), a paired ratio unless said."""
     reps: list[int] = []
     if hasattr(per_rep, "index") and hasattr(per_rep, "to_numpy"):
         series = cast("pd.Series", per_rep).sort_index()  # index = repetition
@@ -499,7 +546,9 @@ def finding(
     else:
         values = [float(v) for v in per_rep if not math.isnan(float(v))]
     if not values:
-        return Finding(claim, part, quoted=quoted, reason="nothing was measured for it", context=context, cell=cell)
+        return Finding(
+            claim, part, quoted=quoted, reason="nothing was measured for it", context=context, cell=cell, kind=kind
+        )
     median = float(np.median(values))
     f = Finding(
         claim,
@@ -513,6 +562,8 @@ def finding(
         context,
         cell,
         reps,
+        kind=kind,
+        metric=metric,
     )
     f.refresh()
     return f
@@ -521,25 +572,34 @@ def finding(
 def settle(
     findings: Sequence[Finding],
     b: Budget,
-    sigma: Mapping[str, float] | None = None,
+    sigma: Mapping[str, Spread] | float | None = None,
     rounds: Mapping[str, Mapping[int, int]] | None = None,
     predict: bool = True,
 ) -> None:
     """Give every testable finding its statistics and decide the claims'
     "not reproduced" with Holm over each claim's counted parts.
-    ``sigma``: occasion group -> between-occasion sd (log scale), groups
-    from ``occasions.claims_group`` of the experiments a part decides;
+    ``sigma``: per occasion group (``occasions.claims_group`` of the
+    experiments a part decides and its kind) the between-occasion estimate,
+    whose upper bound moves the part's bound (a group without one: unknown,
+    and one run cannot decide the part); a number: every group's spread,
+    known exactly (simulations); None: the shipped estimate.
     ``rounds``: experiment -> repetition -> round (0: planned in advance);
     ``predict``: with the interval a re-run on another occasion is expected in."""
-    from .occasions import claims_group, prediction_interval
+    from .occasions import Spread as _Spread
+    from .occasions import claims_group, load, prediction_interval
 
+    spreads = load().groups if sigma is None else sigma
     families: dict[str, list[Finding]] = {}
     for f in findings:
         if f.rule is None or f.estimate is None:
             continue
         f.budget = b
-        f.group = claims_group(f.decides)
-        f.sigma = float((sigma or {}).get(f.group, (sigma or {}).get("all", 0.0)))
+        f.group = claims_group(f.decides, f.kind)
+        if isinstance(spreads, (int, float)):
+            f.sigma = f.sigma_upper = float(spreads)
+        else:
+            got = spreads.get(f.group)
+            f.sigma, f.sigma_upper = (got.sigma_occasion, got.upper) if got is not None else (None, None)
         experiment = next(iter(f.decides), "")
         table = (rounds or {}).get(experiment, {})
         f.rounds = [int(table.get(r, 0)) for r in f.reps] if f.reps and table else [0] * len(f.per_rep)
@@ -559,7 +619,12 @@ def settle(
             f.refresh()
             if not predict:
                 continue
-            pred = prediction_interval(f.per_rep, f.sigma)
+            occasion: _Spread | None
+            if isinstance(spreads, (int, float)):
+                occasion = _Spread(float(spreads), 0.0, 1, 1_000_000, 0)
+            else:
+                occasion = spreads.get(f.group)
+            pred = prediction_interval(f.per_rep, occasion)
             f.estimate = Estimate(
                 f.estimate.value, f.estimate.low, f.estimate.high, f.estimate.n, *pred, f.estimate.values
             )

@@ -6,7 +6,10 @@ your own archived runs, and show the estimate in use.
 
 Each crate is checked first (iolab.archive.untrusted); the estimate, with
 which runs it rests on, is written to data/occasions.json, which every
-prediction interval and the verdicts' drift allowance then use.
+prediction interval and a single run's drift allowance then use. Groups
+are quantities of one declared kind (iolab.analysis.occasions.KINDS);
+crates from before kinds were declared add only what their units tell for
+certain (times and rates): reanalyse them first to count the rest.
 """
 
 from __future__ import annotations
@@ -97,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         print(occ.source())
         for g, s in sorted(occ.groups.items()):
             print(
-                f"  {g:24} sigma_occasion {s.sigma_occasion:.4f}  sigma_within {s.sigma_within:.4f}  "
-                f"({s.quantities} quantities, {s.runs} runs)"
+                f"  {g:26} sigma_occasion {s.sigma_occasion:.4f} (95 % upper bound {s.upper:.4f}, {s.df} df)  "
+                f"sigma_within {s.sigma_within:.4f}  ({s.quantities} quantities, {s.runs} runs)"
             )
         return 0
     if len(args.crates) < 2:
@@ -140,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     occasions.load.cache_clear()
     print(
         f"occasions: wrote {paths.relative(args.output)} from {len(runs)} runs: "
-        + ", ".join(f"{g} {s.sigma_occasion:.3f}" for g, s in groups.items())
+        + ", ".join(f"{g} {s.sigma_occasion:.3f} (upper {s.upper:.3f})" for g, s in groups.items())
     )
     return 0
 

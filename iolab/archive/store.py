@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
+from ..analysis import occasions
 from ..readers import sha256
 from . import compare, identity, reruns
 from .untrusted import CrateError
@@ -63,6 +64,7 @@ CREATE TABLE IF NOT EXISTS numbers (
     unit TEXT,
     reps TEXT,
     notebook TEXT,
+    kind TEXT,
     PRIMARY KEY (crate_sha256, key)
 );
 CREATE TABLE IF NOT EXISTS verdicts (
@@ -98,7 +100,13 @@ def opened(db: Path) -> Iterator[sqlite3.Connection]:
     db.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(db)) as conn:
         conn.executescript(SCHEMA)
-        for table, column in (("runs", "settings"), ("runs", "run_id"), ("numbers", "notebook"), ("verdicts", "value")):
+        for table, column in (
+            ("runs", "settings"),
+            ("runs", "run_id"),
+            ("numbers", "notebook"),
+            ("numbers", "kind"),
+            ("verdicts", "value"),
+        ):
             if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
                 raise StoreError(
                     f"{db} was written by an older iolab (its {table} have no {column}): "
@@ -158,10 +166,11 @@ def add(db: Path, crate_zip: Path) -> str:
                     str(entry.get("unit", "")),
                     json.dumps(compare.repetitions(run.numbers, key)),
                     str(entry.get("notebook", "")),
+                    occasions.kind_of(entry),
                 )
             )
         conn.executemany("INSERT INTO raw VALUES (?, ?)", [(digest, r) for r in sorted(run.identity.raw)])
-        conn.executemany("INSERT INTO numbers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.executemany("INSERT INTO numbers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         estimates = reruns.intervals(run.numbers, "ci95")
         verdicts = []
         for claim_part, outcome in reruns.verdicts(run.numbers).items():
@@ -250,6 +259,7 @@ class StoredNumber:
     n: int | None
     unit: str
     notebook: str
+    kind: str | None  # iolab.analysis.occasions.KINDS; None: unknown (an old crate)
 
 
 @dataclass(frozen=True)
@@ -291,7 +301,7 @@ def numbers_of(db: Path, crate_sha256: str) -> dict[str, StoredNumber]:
     """A stored run's numbers, by key."""
     with opened(db) as conn:
         rows = conn.execute(
-            "SELECT key, value, low, high, n, unit, notebook FROM numbers WHERE crate_sha256 = ? ORDER BY key",
+            "SELECT key, value, low, high, n, unit, notebook, kind FROM numbers WHERE crate_sha256 = ? ORDER BY key",
             (crate_sha256,),
         ).fetchall()
     return {row[0]: StoredNumber(*row) for row in rows}

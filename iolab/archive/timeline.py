@@ -99,31 +99,41 @@ class Timeline:
     # Changes among the points measured with today's code: the index into
     # ``points`` of the first point after each.
     changes: tuple[tuple[int, float], ...]
-    sigma_occasion: float
+    # The between-occasion spread of its kind; None: unknown, and no change
+    # between runs is judged (any would be, with none allowed for).
+    sigma_occasion: float | None
 
 
 def timelines(
-    group: KeyGroup, numbers: dict[str, dict[str, StoredNumber]], marks: dict[str, dict[str, str] | None]
+    group: KeyGroup,
+    numbers: dict[str, dict[str, StoredNumber]],
+    marks: dict[str, dict[str, str] | None],
+    spread: occasions.Occasions | None = None,
 ) -> list[Timeline]:
     """Every headline quantity of a key's runs; ``numbers`` and each run's
-    experiment_code (``marks``) by run digest."""
-    spread = occasions.load()
+    experiment_code (``marks``) by run digest; ``spread``: the
+    between-occasion estimate (default: the one in use)."""
+    spread = spread or occasions.load()
     quantities = sorted({k for r in group.runs for k in numbers.get(r.crate_sha256, {}) if headline(k)})
     out = []
     for quantity in quantities:
         points: list[TimelinePoint] = []
-        notebook, unit = "", ""
+        notebook, unit, kind = "", "", None
         for run in group.runs:
             n = numbers.get(run.crate_sha256, {}).get(quantity)
             if n is None or not (n.value > 0 and math.isfinite(n.value)):
                 continue
-            notebook, unit = n.notebook, n.unit
+            notebook, unit, kind = n.notebook, n.unit, n.kind
             code = code_status(n.notebook, marks[run.crate_sha256])
             points.append(TimelinePoint(run, n.value, n.low, n.high, code))
         current = [i for i, p in enumerate(points) if p.code == TODAY]
-        sigma = spread.sigma(occasions.group_of(notebook, unit))
-        found = changepoints.changes(
-            [changepoints.Point(points[i].value, points[i].low, points[i].high) for i in current], sigma
+        sigma = spread.sigma(occasions.group_of(notebook, kind))
+        found = (
+            changepoints.changes(
+                [changepoints.Point(points[i].value, points[i].low, points[i].high) for i in current], sigma
+            )
+            if sigma is not None
+            else []
         )
         out.append(
             Timeline(

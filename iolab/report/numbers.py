@@ -81,7 +81,12 @@ def cost_model(
         row = overall[(overall["node"] == node) & (overall["variant"] == variant)]
         if len(row):
             out.number(
-                f"s_{variant}_ns", row["median_ns"].iloc[0], unit="ns", digits=1, estimate=row["estimate"].iloc[0]
+                f"s_{variant}_ns",
+                row["median_ns"].iloc[0],
+                unit="ns",
+                digits=1,
+                estimate=row["estimate"].iloc[0],
+                kind="time",
             )
     for key, fact in models.node_context(syscall, node).items():
         out.text(f"s_{key}", str(fact))
@@ -98,20 +103,21 @@ def cost_model(
             unit="ns" if digits == 0 else "",
             digits=digits,
             estimate=models.as_estimate(summary, q),
+            kind="ratio" if q in RATIOS else "time",
         )
     if w_pattern:
         out.text("model_w_pattern", w_pattern)
     if enter is not None and len(enter):
         for col, name in (("enter0_beyond_s", "enter0_beyond_s_ns"), ("nop_per_sqe", "nop_per_sqe_ns")):
             e = across_reps(enter[col].to_numpy(float))
-            out.number(name, e.value, unit="ns", estimate=e)
+            out.number(name, e.value, unit="ns", estimate=e, kind="time")
         if cost_per_rep is not None:
             t_bound(out, enter, cost_per_rep)
     for q in ("nstar_A", "nstar_B"):
         if math.isinf(summary.loc[q, "value"]):
             out.text(q, "never")
         else:
-            out.number(q, summary.loc[q, "value"], digits=1, estimate=models.as_estimate(summary, q))
+            out.number(q, summary.loc[q, "value"], digits=1, estimate=models.as_estimate(summary, q), kind="count")
     point = summary["value"].to_dict()
     out.text("preferred_model", costmodel.preferred_model(point))
     out.number("aic_gap", sum(point[f"aic_A_{op}"] - point[f"aic_B_{op}"] for op in costmodel.OPS), digits=1)
@@ -158,6 +164,9 @@ def cost_model(
                 if e.bounded and e.low > 1
                 else "its interval includes 1, so this run does not tell whether a request in a batch "
                 "costs less than that kernel work."
+                if e.bounded
+                else f"it has no interval from {e.n} repetitions, so this run does not tell whether a request in a "
+                "batch costs less than that kernel work."
             ),
         )
     rate = (kernel_view or {}).get("trace_echo_poll_first_poll_arm_per_request")
@@ -229,7 +238,7 @@ def t_bound(out: Outputs, enter: pd.DataFrame, cost_per_rep: pd.DataFrame) -> No
         return
     upper = across_reps(((both["t1_mean"] - both["enter0_beyond_s"].clip(lower=0)) / both["w_mean"]).to_numpy(float))
     measured = across_reps((both["t1_mean"] / both["w_mean"]).to_numpy(float))
-    out.number("t1_over_w_upper_bound", upper.value, digits=2, estimate=upper)
+    out.number("t1_over_w_upper_bound", upper.value, digits=2, estimate=upper, kind="ratio")
     gap = measured.value - upper.value
     if measured.bounded:
         width = measured.high - measured.low
@@ -247,7 +256,8 @@ def t_bound(out: Outputs, enter: pd.DataFrame, cost_per_rep: pd.DataFrame) -> No
     )
 
 
-CLAIM_IDS = ("C1", "C2", "C3", "C4", "U1", "U2", "U3", "U4", "U5", "M1", "M2", "M3")
+# The claims, in the claims table's order: declared once, with their tests.
+CLAIM_IDS = tuple(claims.CLAIM_TESTS)
 
 
 def claim_verdict_objects(findings: Sequence[Finding]) -> dict[str, ClaimVerdict]:
@@ -325,7 +335,12 @@ def reach_text(claim: str, findings: Sequence[Finding]) -> str:
         empty = [f for f in parts if f.empty_band]
         why = []
         if "not reproduced" in cannot:
-            why.append(f"its {parts[0].family} parts need {needed} repetitions to refute it")
+            family = parts[0].family
+            why.append(
+                f"its {family} parts need {needed} repetitions to refute it"
+                if family > 1
+                else f"its one part needs {needed} repetitions to refute it"
+            )
         if "reproduced" in cannot and empty:
             why.append(f"the occasion allowance leaves {len(empty)} of its bands empty at any number of repetitions")
         text += ", not " + " or ".join(f"\u201c{c}\u201d" for c in cannot) + (f" ({'; '.join(why)})" if why else "")
@@ -333,21 +348,24 @@ def reach_text(claim: str, findings: Sequence[Finding]) -> str:
 
 
 def occasions_sentence() -> str:
-    """Where the between-occasion spread comes from, and its size for the
-    claims' groups."""
+    """Where the between-occasion spread comes from, and its size, with its
+    upper bound and degrees of freedom, for the claims' groups."""
     occ = occasions.load()
     if not occ.groups:
         return (
             "No between-occasion spread is estimated (data/occasions.json is absent): the intervals describe "
-            "this run's occasion only."
+            "this run's occasion only, and one run decides no claim."
         )
     parts = [
-        f"{g.split(':')[1]} {s.sigma_occasion:.3f}" for g, s in sorted(occ.groups.items()) if g.startswith("claims:")
+        f"{g.removeprefix('claims:').replace(':', ' ')} {s.sigma_occasion:.3f} (upper bound {s.upper:.3f}, {s.df} df)"
+        for g, s in sorted(occ.groups.items())
+        if g.startswith("claims:")
     ]
     return (
-        f"The between-occasion spread (log sd) folded into the verdicts and the prediction intervals: "
-        f"{'; '.join(parts) or 'pooled ' + format(occ.sigma('all'), '.3f')} for the claims' quantities; "
-        f"{occ.source()}."
+        "The between-occasion spread (log sd) of the claims' quantities, by family and kind: "
+        + ("; ".join(parts) if parts else "none estimated")
+        + "; its upper bound moves a single run's bounds, and a kind without an estimate is decided over runs "
+        f"only; {occ.source()}."
     )
 
 
@@ -374,11 +392,22 @@ def faithful_text(claim: str, findings: Sequence[Finding], runs: int = faithful.
         return ""
     kind = "echo" if claim.startswith("U") else "cost"
     mine = [f for f in findings if f.claim == claim and not f.context and f.estimate is not None]
-    alike = mine or [f for f in findings if f.estimate is not None and f.group == f"claims:{kind}"]
+    alike = mine or [f for f in findings if f.estimate is not None and f.group.startswith(f"claims:{kind}:")]
     spread = log_spread(alike)
-    if not alike or not math.isfinite(spread):
+    if not alike:
         return f"No part of {claim} or its kind was measured, so no replication of its source's table was simulated."
-    reps, b, sigma = max(f.n0 for f in alike), alike[0].budget, alike[0].sigma
+    if not math.isfinite(spread):
+        most = max(len(f.per_rep) for f in alike)
+        return (
+            f"{claim}'s parts have at most {most} repetitions here, too few for a spread between repetitions "
+            "(3 are needed), so no replication of its source's table was simulated."
+        )
+    reps, b, sigma = max(f.n0 for f in alike), alike[0].budget, alike[0].sigma_upper
+    if sigma is None:
+        return (
+            f"The between-run spread of {claim}'s kind is not estimated, so one run cannot decide it and no "
+            "single-run replication was simulated; runs decide it."
+        )
     share = faithful.reproduce_share(claim, reps, spread, adaptive=b.later > 0, sigma=sigma, runs=runs)
     assert share is not None
     text = (
@@ -425,7 +454,7 @@ def claims_numbers(
         out.text(f"{claim.lower()}_reach", reach_text(claim, findings))
         out.text(f"{claim.lower()}_runs", over_runs.runs_text(claim, findings))
         pw = power.claim_power([f for f in findings if f.claim == claim], runs=power_runs) if counted else None
-        out.text(f"{claim.lower()}_power", pw.text() if pw else "not tested here")
+        out.text(f"{claim.lower()}_power", pw.text() if pw else "")
         faithful_sentence = faithful_text(claim, findings, runs=faithful_runs)
         if faithful_sentence:
             out.text(f"{claim.lower()}_faithful", faithful_sentence)

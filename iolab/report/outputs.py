@@ -176,13 +176,23 @@ class Outputs:
         unit: str = "",
         digits: int = 0,
         estimate: Estimate | None = None,
+        kind: str | None = None,
         note: str = "",
     ) -> str:
-        """Record a number for the paper text; returns its rendered text."""
+        """Record a number for the paper text; returns its rendered text.
+        A number with an ``estimate`` declares its ``kind``
+        (iolab.analysis.occasions.KINDS): which between-occasion spread its
+        prediction interval takes depends on what it is, not on its unit."""
         if not math.isfinite(value):
             raise ValueError(f"number {key!r} is not finite ({value})")
+        if kind is not None and kind not in occasions.KINDS:
+            raise ValueError(f"number {key!r}: kind {kind!r} is not one of {', '.join(occasions.KINDS)}")
+        if estimate is not None and kind is None:
+            raise ValueError(f"number {key!r} has an interval: declare its kind ({', '.join(occasions.KINDS)})")
         text = f"{value:,.{digits}f}".replace(",", "\u2009")
         entry: dict[str, Any] = {"value": value, "text": text, "unit": unit, "notebook": self.notebook, "note": note}
+        if kind is not None:
+            entry["kind"] = kind
         if estimate is not None:
 
             def bound(x: float) -> str:
@@ -197,15 +207,16 @@ class Outputs:
             entry["ci95"] = [finite(estimate.low), finite(estimate.high)]
             # Where a re-run on another occasion is expected: this run's
             # repetitions and the between-occasion spread of the number's
-            # group (iolab.analysis.occasions), on the log scale.
+            # group (iolab.analysis.occasions), on the log scale; none where
+            # that spread is unknown.
+            group = occasions.group_of(self.notebook, kind)
             pred = (
-                occasions.prediction_interval(
-                    estimate.values, occasions.load().sigma(occasions.group_of(self.notebook, unit))
-                )
+                occasions.prediction_interval(estimate.values, occasions.load().spread(group))
                 if estimate.values
                 else (estimate.pred_low, estimate.pred_high)
             )
-            entry["pi95"] = [finite(pred[0]), finite(pred[1])]
+            entry["pi95"] = None if math.isnan(pred[0]) else [finite(pred[0]), finite(pred[1])]
+            entry["group"] = group
             entry["n"] = estimate.n
             if estimate.values:
                 entry["reps"] = [finite(v) for v in estimate.values]
@@ -244,10 +255,13 @@ class Outputs:
                     "bound": f.rule.bound if f.rule else None,
                     "margin_share": f.rule.margin if f.rule else None,
                     "role": f.role,
+                    "stand_in": f.stand_in,
                     "cell": f.cell,
                     "margin": f.rule.why if f.rule else "",
                     "quoted": f.quoted,
-                    "value": interval_text(est) if est else "",
+                    # This run's own interval (its occasion); the verdict's,
+                    # widened by the occasion allowance, is in "estimate".
+                    "value": interval_text(own) if (own := f.own_interval()) is not None else "",
                     "reason": f.reason,
                     "reps": est.n if est else 0,
                     "needed": f.needed,
@@ -255,6 +269,7 @@ class Outputs:
                     "context": f.context,
                     "held_back": f.held_back,
                     "group": f.group,
+                    "kind": f.kind,
                     "per_rep": [v if math.isfinite(v) else None for v in f.per_rep],
                     "round0": f.n0,
                     "family": f.family,

@@ -31,7 +31,7 @@ def part_runs(f: Finding) -> tuple[float, int | None]:
     spread between runs."""
     assert f.rule is not None and f.estimate is not None
     d = distance(f.rule, f.estimate.value)
-    return d, pooled.runs_needed(abs(d), f.sigma)
+    return d, (pooled.runs_needed(abs(d), f.sigma) if f.sigma is not None else None)
 
 
 def runs_text(claim: str, findings: Sequence[Finding]) -> str:
@@ -41,18 +41,19 @@ def runs_text(claim: str, findings: Sequence[Finding]) -> str:
     ]
     if not parts:
         return ""
-    sigmas = sorted({round(f.sigma, 3) for f in parts})
+    sigmas = sorted({round(f.sigma, 3) for f in parts if f.sigma is not None})
     spread = " and ".join(f"{s:g}" for s in sigmas)
     first = pooled.runs_to_reach(pooled.ALPHA, "planned")
     lead = (
         f"Over runs, this run is one of at least {first} that a verdict about this machine needs "
         f"(the sign test over runs, ./repro verdicts)"
     )
-    if not any(f.sigma > 0 for f in parts):
-        return lead + "; no spread between runs is estimated, so how many more cannot be said."
+    if not any(f.sigma for f in parts):
+        return lead + "; no spread between runs is estimated for its parts, so how many more cannot be said."
     # A part whose values are not all positive (a difference) has no
-    # relative distance from its bound: it is left out of the count.
-    each = [(f, d, k) for f in parts for d, k in [part_runs(f)] if math.isfinite(d)]
+    # relative distance from its bound, and one of a kind with no estimate
+    # no count: both are left out.
+    each = [(f, d, k) for f in parts if f.sigma for d, k in [part_runs(f)] if math.isfinite(d)]
     if not each:
         return lead + "."
     failing = [(f, d, k) for f, d, k in each if d < 0]

@@ -136,7 +136,7 @@ def evaluate(
     ib: pd.DataFrame | None = None,
     trace: pd.DataFrame | None = None,
     anytime_after: int = 0,
-    sigma: Mapping[str, float] | None = None,
+    sigma: Mapping[str, occasions.Spread] | float | None = None,
 ) -> list[Finding]:
     """Every claim's findings for ``node`` (default: the first in name order),
     with their error control (iolab.analysis.evidence). ``anytime_after``:
@@ -145,7 +145,7 @@ def evaluate(
     ``sigma``: the between-occasion spread per group (default: the shipped
     estimate, iolab.analysis.occasions)."""
     out = _findings(syscall, sendrecv, uring, echo, mpi, node, ib, trace)
-    spread = sigma if sigma is not None else {g: s.sigma_occasion for g, s in occasions.load().groups.items()}
+    spread = sigma if sigma is not None else occasions.load().groups
     tables = {"syscall": syscall, "echo": echo, "mpi": mpi, "ib": ib, "trace": trace}
     settle(out, evidence.budget(bool(anytime_after)), spread, rounds_of(tables, anytime_after))
     return out

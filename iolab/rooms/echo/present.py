@@ -195,13 +195,14 @@ def batch_figure(summary: pd.DataFrame) -> Figure:
     return fig
 
 
+# Each headline metric: its unit, digits and kind (iolab.analysis.occasions.KINDS).
 ECHO_METRICS = (
-    ("rps", "", 0),
-    ("server_ns_per_request", "ns", 0),
-    ("client_ns_per_request", "ns", 0),
-    ("p99_us", "µs", 1),
-    ("sqes_per_enter", "", 2),
-    ("resched_ipis_per_request", "", 3),
+    ("rps", "", 0, "rate"),
+    ("server_ns_per_request", "ns", 0, "time"),
+    ("client_ns_per_request", "ns", 0, "time"),
+    ("p99_us", "µs", 1, "time"),
+    ("sqes_per_enter", "", 2, "count"),
+    ("resched_ipis_per_request", "", 3, "count"),
 )
 
 
@@ -239,12 +240,14 @@ def numbers(
     if ratios is not None:
         for r in ratios.itertuples():
             metric = "rps" if r.metric == "rps" else "cpu"
-            out.number(f"echo_ratio_{r.preset}_c{r.connections}_{metric}", r.ratio, digits=2, estimate=r.estimate)
+            out.number(
+                f"echo_ratio_{r.preset}_c{r.connections}_{metric}", r.ratio, digits=2, estimate=r.estimate, kind="ratio"
+            )
     conns = sorted(summary["connections"].unique())
     size = int(sorted(summary["bytes"].unique())[0])
     for preset in sorted(summary["preset"].unique()):
         for c in conns:
-            for metric, unit, digits in ECHO_METRICS:
+            for metric, unit, digits, kind in ECHO_METRICS:
                 v = echostats.value(summary, preset, int(c), size, metric)
                 if v == v:
                     out.number(
@@ -253,6 +256,7 @@ def numbers(
                         unit=unit,
                         digits=digits,
                         estimate=_echo_estimate(summary, preset, int(c), size, metric),
+                        kind=kind,
                     )
     for c in conns:
         # The median over configurations: how busy each side kept its CPU.

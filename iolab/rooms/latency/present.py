@@ -115,10 +115,12 @@ def numbers(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> None:
         )
         key = f"open_loop_{r.preset}_{tag}"
         if r.phase == "capacity":
-            out.number(f"{key}_rps", r.rps, estimate=r.rps_estimate)
+            out.number(f"{key}_rps", r.rps, estimate=r.rps_estimate, kind="rate")
         for name in latency.PERCENTILES:
             value = getattr(r, f"{name}_us")
-            out.number(f"{key}_{name}_us", value, unit="µs", digits=0, estimate=getattr(r, f"{name}_us_estimate"))
+            out.number(
+                f"{key}_{name}_us", value, unit="µs", digits=0, estimate=getattr(r, f"{name}_us_estimate"), kind="time"
+            )
             out.number(f"{key}_{name}_us_merged", getattr(r, f"{name}_us_merged"), unit="µs", digits=0)
     parts = [
         f"{r.preset}/epoll at {r.load:.0%} of capacity {r.ratio:.2f}"

@@ -336,6 +336,7 @@ def collectives(
                 unit="µs",
                 digits=2,
                 estimate=mpistats.estimate_us(small),
+                kind="time",
             )
             out.number(f"mpi_{transport}_latency_mean3_us", small["mean3_ns"] / 1e3, unit="µs", digits=2)
         large = mpistats.pingpong_row(summary, transport, sizes[-1])

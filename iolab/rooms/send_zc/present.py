@@ -20,7 +20,7 @@ def numbers(out: Outputs, summary: pd.DataFrame) -> None:
     each variant's ratio at every size, where it starts to pay, and the
     share of its sends the kernel copied."""
     for row in summary.itertuples():
-        out.number(f"zc_ratio_{row.variant}_{row.bytes}", row.ratio, digits=2, estimate=row.estimate)
+        out.number(f"zc_ratio_{row.variant}_{row.bytes}", row.ratio, digits=2, estimate=row.estimate, kind="ratio")
         if math.isfinite(row.copied_share):
             out.number(f"zc_copied_pct_{row.variant}_{row.bytes}", 100 * row.copied_share, unit="%")
     for variant in sorted(set(summary["variant"])):
