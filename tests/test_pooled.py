@@ -77,6 +77,46 @@ def test_runs_judged_by_another_rule_are_left_out_and_said() -> None:
     assert p.outcome is Outcome.REPRODUCED
 
 
+def test_a_part_pools_only_runs_that_measured_it_under_the_claims_setup_and_counted_it() -> None:
+    # Run 0 measured U1 under our pinned client (its parts context, and a
+    # stand-in for the sources' setup); runs 1-6 under the sources' setup,
+    # counted. The context values once pooled into the counted part, and the
+    # stand-in made the claim read "not testable" however many runs measured it.
+    ours = pooled.RunFindings(
+        "r0",
+        "000",
+        [
+            {"claim": "U1", "part": "echo servers under the sources' setup", "stand_in": True, "reason": "not ours"},
+            {
+                "claim": "U1",
+                "part": "c=50 128 B, rps",
+                "setup": "pinned",
+                "context": True,
+                "rule": "\u2265 0.950",
+                "per_rep": [0.5],
+            },
+        ],
+    )
+    theirs = [
+        pooled.RunFindings(
+            f"r{i}",
+            f"{i:03d}",
+            [{"claim": "U1", "part": "c=50 128 B, rps", "setup": "shared", "rule": "\u2265 0.950", "per_rep": [1.2]}],
+        )
+        for i in range(1, 7)
+    ]
+    parts = pooled.pool([ours, *theirs], "planned")
+    counted = [p for p in parts if not p.context]
+    assert [(p.setup, p.k) for p in counted] == [("shared", 6)]
+    assert pooled.claim_verdict("U1", parts).outcome is Outcome.REPRODUCED
+    (shown,) = [p for p in parts if p.context]
+    assert shown.setup == "pinned" and shown.k == 1
+    # With no run of the sources' setup, the stand-in says why the claim is not testable.
+    alone = pooled.pool([ours], "planned")
+    assert pooled.claim_verdict("U1", alone).outcome is Outcome.NOT_TESTABLE
+    assert any(p.reason == "not ours" for p in alone)
+
+
 # --- the error guarantee, in the world these machines show -----------------------
 
 WORLDS = [
@@ -130,6 +170,21 @@ def test_it_decides_when_the_truth_is_clear_of_its_bound_and_a_mute_test_fails()
     # A procedure that never decides holds any error rate and fails this.
     assert all(w.holds() for w in run_errors.error_rates(never_decides, ONE_PART, 16, normal))
     assert max(run_errors.power(never_decides, ONE_PART, 16, normal, 0.25)) == 0.0
+
+
+def test_a_t_over_runs_buys_its_power_only_by_breaking_the_bound_where_runs_are_skewed() -> None:
+    # The frontier behind choosing the sign test: a t over runs, gated by a
+    # symmetry check loose enough to reach 80 % power where run medians are
+    # symmetric (16 runs, a tenth beyond the bound, spread 0.10), errs well
+    # beyond 2.5 % under the slow-tail law in that same check; gated more
+    # tightly, it no longer reaches 80 % (and still errs: python -m
+    # iolab.analysis.run_errors --frontier). The sign test holds.
+    normal, slow = World(), World("slow tail", 0.10, True)
+    loose, tight = run_errors.gated(1.0), run_errors.gated(0.5)
+    assert run_errors.power(loose, ONE_PART, 16, normal, 0.10)[0] >= 0.8
+    assert not all(w.holds() for w in run_errors.error_rates(loose, ONE_PART, 16, slow, sims=2000))
+    assert run_errors.power(tight, ONE_PART, 16, normal, 0.10)[0] < 0.8
+    assert all(w.holds() for w in run_errors.error_rates(run_errors.planned, ONE_PART, 16, slow, sims=2000))
 
 
 # --- the sources' own tables, through the real claim functions, over runs ----------

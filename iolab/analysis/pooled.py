@@ -130,7 +130,11 @@ def reachable(k: int, family: int, mode: Mode) -> tuple[bool, bool]:
 
 @dataclass
 class PooledPart:
-    """One claim part over runs."""
+    """One claim part over runs: one part under one setup (a part measured
+    under another client or layout is another quantity), counted or shown
+    as context (a run where the part was context, because its instrument was
+    unsound there or its setup was not the claim's, adds to the context
+    part only)."""
 
     claim: str
     part: str
@@ -143,6 +147,7 @@ class PooledPart:
     mode: Mode = "accumulating"
     family: int = 1
     p_fails_adjusted: float | None = None
+    setup: str = ""
 
     @property
     def k(self) -> int:
@@ -211,7 +216,8 @@ class PooledPart:
         low, high = self.interval()
         bounded = math.isfinite(low) and math.isfinite(high)
         shown = f"{self.median:.3g} [{low:.3g}, {high:.3g}]" if bounded else f"{self.median:.3g} (no interval yet)"
-        text = f"{self.outcome.value}: {self.part} = {shown} over {self.k} run(s), claim {self.rule.text()}"
+        part = f"{self.part} [{self.setup}]" if self.setup else self.part
+        text = f"{self.outcome.value}: {part} = {shown} over {self.k} run(s), claim {self.rule.text()}"
         if self.outcome is Outcome.UNDECIDED:
             can_hold, can_fail = self.reachable
             if not (can_hold or can_fail):
@@ -312,6 +318,7 @@ def entry_of(f: Finding) -> dict[str, Any]:
         "context": f.context,
         "cell": f.cell,
         "role": f.role,
+        "stand_in": f.stand_in,
         "reason": f.reason,
         "rule_kind": f.rule.kind if f.rule else None,
         "bound": f.rule.bound if f.rule else None,
@@ -320,31 +327,50 @@ def entry_of(f: Finding) -> dict[str, Any]:
     }
 
 
+# Crates from before stand-ins were marked name theirs by this part.
+LEGACY_STAND_IN = "echo servers under the sources' setup"
+
+
+def _stand_in(f: Mapping[str, Any]) -> bool:
+    return bool(f.get("stand_in")) or (str(f.get("part", "")) == LEGACY_STAND_IN and not f.get("per_rep"))
+
+
 def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
     """Every claim part any run recorded, over the runs that measured it.
-    A run counts once (the caller keeps one crate per run identity). A
-    part's rule must be the same in every run that measured it; where runs
-    disagree (another version of the rule), the part pools the runs of the
-    newest run's rule and says how many it left out."""
-    seen: dict[tuple[str, str], PooledPart] = {}
-    rules: dict[tuple[str, str], list[tuple[str, Rule]]] = {}
+    A run counts once (the caller keeps one crate per run identity). A part
+    is one part under one setup, counted or context as the run judged it:
+    values measured under another setup, or where the part was context,
+    never pool with the counted ones. A part's rule must be the same in
+    every run that measured it; where runs disagree (another version of the
+    rule), the part pools the runs of the newest run's rule and says how
+    many it left out. A stand-in (a run that measured the claim under
+    another setup) drops out where another run measured the claim's own."""
+    seen: dict[tuple[str, str, str, bool], PooledPart] = {}
+    rules: dict[tuple[str, str, str, bool], list[tuple[str, Rule]]] = {}
+    stand_ins: dict[str, PooledPart] = {}
     ordered = sorted(runs, key=lambda r: (r.measured, r.run))
     for run in ordered:
         for f in run.findings:
             claim, part = str(f.get("claim", "")), str(f.get("part", ""))
             if not claim or not part:
                 continue
-            key = (claim, part)
+            context = bool(f.get("context", False))
+            if _stand_in(f):
+                stand_ins.setdefault(claim, PooledPart(claim, part, None, context, reason=str(f.get("reason", ""))))
+                continue
+            setup = str(f.get("setup", "") or "")
+            key = (claim, part, setup, context)
             entry = seen.setdefault(
                 key,
                 PooledPart(
                     claim,
                     part,
                     None,
-                    bool(f.get("context", False)),
+                    context,
                     str(f.get("cell", "") or ""),
                     "against" if f.get("role") == "against" else "both",
                     reason=str(f.get("reason", "") or ""),
+                    setup=setup,
                 ),
             )
             rule = rule_of(f)
@@ -367,6 +393,14 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
         if left:
             entry.reason = f"{left} run(s) judged it by another rule and are left out"
     parts = list(seen.values())
+    # A counted part no run measured, where another part of the same cell
+    # and claim was measured under the claim's setup in some run, is the
+    # trace of a run that measured it elsewhere: it adds nothing.
+    measured = {(p.claim, p.part) for p in parts if not p.context and p.values}
+    parts = [p for p in parts if p.context or p.values or (p.claim, p.part) not in measured]
+    for claim, stand_in in stand_ins.items():
+        if not any(p.claim == claim and not p.context and p.values for p in parts):
+            parts.insert(0, stand_in)
     settle(parts, mode)
     return parts
 
