@@ -3,7 +3,10 @@
 Times sys_enter -> sys_exit of sendto, recvfrom and io_uring_enter, and of
 getppid for calibration (getppid does almost nothing, so its traced duration
 is the tracing overhead itself), and counts io_uring_submit_req events per
-io_uring_enter. Only tracepoints are used: kprobes are often unavailable.
+io_uring_enter. Inside the echo servers it times their request syscalls
+(echo-epoll's recvfrom and sendto, echo-uring's io_uring_enter) on the CPU,
+for C1's premise, with what tracing costs per call, in the window and in
+all. Only tracepoints are used: kprobes are often unavailable.
 
 Where bpftrace is missing, we are not root, or tracefs cannot be mounted, the
 experiment is skipped and the reason recorded; that is not an error.
@@ -70,6 +73,41 @@ tracepoint:syscalls:sys_exit_{sc} /@t_{sc}[tid]/ {{
     + ["END { " + " ".join(f"clear(@t_{sc});" for sc in SYSCALLS) + " }"]
 )
 
+# C1's premise, as the source measured it ("perf shows the read/write
+# requests themselves take the vast majority of the cost"): the time a
+# server spends inside its request syscalls, on the CPU only, under a
+# script of its own that attaches nothing else (no other program runs inside
+# the windows, so the tracing's own cost inside one is what the same window
+# around getppid shows). echo-epoll's recv(2) and send(2) (recvfrom,
+# sendto); echo-uring's io_uring_enter, where its receives and sends run
+# and where it may also sleep waiting for completions: the time switched out
+# inside a window is subtracted, from the scheduler's switch tracepoint. One
+# window per thread at a time, so one start map serves every syscall.
+# (process name, syscall, the map its windows go to)
+SERVER_WINDOWS = (
+    ("cost-probe", "getppid", "cal"),
+    ("echo-epoll", "recvfrom", "rw"),
+    ("echo-epoll", "sendto", "rw"),
+    ("echo-uring", "io_uring_enter", "enter"),
+)
+PREMISE_SCRIPT = "\n".join(
+    [f'BEGIN {{ printf("{ATTACHED}\\n"); }}']
+    + [
+        f"""tracepoint:syscalls:sys_enter_{sc} /comm == "{comm}" && {MINE}/ {{ @w[tid] = nsecs; @off[tid] = 0; }}
+tracepoint:syscalls:sys_exit_{sc} /comm == "{comm}" && @w[tid]/ {{
+  @ns_server_{kind} = stats(nsecs - @w[tid] - @off[tid]); delete(@w[tid]); delete(@off[tid]);
+}}"""
+        for comm, sc, kind in SERVER_WINDOWS
+    ]
+    + [
+        """tracepoint:sched:sched_switch /@w[args->prev_pid]/ { @out[args->prev_pid] = nsecs; }
+tracepoint:sched:sched_switch /@out[args->next_pid]/ {
+  @off[args->next_pid] += nsecs - @out[args->next_pid]; delete(@out[args->next_pid]);
+}"""
+    ]
+    + ["END { clear(@w); clear(@off); clear(@out); }"]
+)
+
 # The workloads traced, each a cost-probe invocation (16 B, echo conditions).
 WORKLOADS: dict[str, list[str]] = {
     "getppid": ["syscall", "--variants", "getppid"],
@@ -78,15 +116,25 @@ WORKLOADS: dict[str, list[str]] = {
     "uring_n16": ["uring-batch", "--n", "16", "--bytes", "16"],
 }
 
-# The echo workloads: echo-uring with these ring flags, 50 connections of
-# 128 B for the workload's seconds, server and load generator pinned apart.
-ECHO_WORKLOADS: dict[str, list[str]] = {
-    "echo_default": [],
-    "echo_coop_taskrun": ["--coop-taskrun", "--taskrun-flag"],
-    "echo_defer_taskrun": ["--single-issuer", "--defer-taskrun"],
+# The echo workloads: a server (echo-uring with these ring flags, or
+# echo-epoll), 50 connections of 128 B for the workload's seconds, server
+# and load generator pinned apart.
+ECHO_WORKLOADS: dict[str, tuple[str, list[str]]] = {
+    "echo_default": ("uring", []),
+    "echo_coop_taskrun": ("uring", ["--coop-taskrun", "--taskrun-flag"]),
+    "echo_defer_taskrun": ("uring", ["--single-issuer", "--defer-taskrun"]),
     # The OpenAnolis server (C3): receives and sends complete in their submission.
-    "echo_poll_first": ["--poll-first"],
+    "echo_poll_first": ("uring", ["--poll-first"]),
 }
+# C1's premise, under PREMISE_SCRIPT: the calibration (getppid as the cost
+# probe runs it: the tracing's cost inside a window, and per call in all, as
+# the probe times it), then each server, traced, with its CPU time.
+PREMISE_CALIBRATION = "premise_getppid"
+PREMISE_SERVERS: dict[str, tuple[str, list[str]]] = {
+    "premise_epoll": ("epoll", []),
+    "premise_poll_first": ("uring", ["--poll-first"]),
+}
+PREMISE_WORKLOADS = (PREMISE_CALIBRATION, *PREMISE_SERVERS)
 ECHO_CONNECTIONS, ECHO_BYTES = 50, 128
 
 _STATS = re.compile(
@@ -143,33 +191,60 @@ def parse_output(text: str) -> dict[str, dict[str, int]]:
     return out
 
 
-def _run_probe(name: str, seconds: int, cpu: int | None, seed: int) -> dict[str, dict[str, int]]:
+def _run_probe(name: str, seconds: int, cpu: int | None, seed: int, timed: bool = False) -> dict[str, dict[str, int]]:
+    """The cost probe's workload, run again and again for ``seconds``;
+    ``timed``: also return what one call cost, traced, as the probe timed it
+    (the median over its batches of ns per call, warm-up left out): the
+    whole tracing cost per syscall, in the window and around it."""
     argv = [str(paths.NATIVE_BUILD / "cost-probe"), *WORKLOADS[name], "--seed", str(seed)]
     if cpu is not None:
         argv += ["--cpu", str(cpu)]
+    per_call: list[float] = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         res = subprocess.run(
             [*argv, "--batches", "50", "--warmup-batches", "5"],
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if timed else subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
             check=False,
         )
         if res.returncode != 0:
             raise RuntimeError(f"traced probe failed: {res.stderr.strip()[-300:]}")
-    return {}
+        if timed:
+            per_call += _ns_per_call(res.stdout)
+    if not timed:
+        return {}
+    if not per_call:
+        raise RuntimeError("the traced calibration probe reported no batch")
+    median = sorted(per_call)[len(per_call) // 2]
+    return {"traced_ns_per_call": {"count": len(per_call), "avg_ns": round(median), "total_ns": 0}}
+
+
+def _ns_per_call(text: str) -> list[float]:
+    """ns per call of each measured batch of the cost probe's CSV output."""
+    rows = [ln.split(",") for ln in text.splitlines() if ln and not ln.startswith("#")]
+    if not rows:
+        return []
+    head = rows[0]
+    warm, ns, calls = head.index("warmup"), head.index("ns"), head.index("calls")
+    return [float(r[ns]) / float(r[calls]) for r in rows[1:] if r[warm] == "0" and float(r[calls]) > 0]
 
 
 def _run_echo(name: str, seconds: int, cpus: Mapping[str, int | str | None]) -> dict[str, dict[str, int]]:
-    """The echo workload; returns the requests the server echoed."""
-    cell = echo.Cell(name, tuple(ECHO_WORKLOADS[name]), ECHO_CONNECTIONS, ECHO_BYTES, server="uring")
+    """An echo workload; returns the requests the server echoed and, for C1's
+    premise, the server's CPU time."""
+    server, flags = {**ECHO_WORKLOADS, **PREMISE_SERVERS}[name]
+    cell = echo.Cell(name, tuple(flags), ECHO_CONNECTIONS, ECHO_BYTES, server=server)
     with TemporaryDirectory() as tmp:
         try:
             result = echo.measure_cell(cell, echo.LoadgenRun(seconds, 0), cpus, Path(tmp) / "h.csv", LocalRunner())
         except echo.CellError as e:
             raise RuntimeError(f"traced echo workload {name}: {e}") from e
-    return {"echoed_requests": {"count": int(result["server_bytes"]) // ECHO_BYTES, "avg_ns": 0, "total_ns": 0}}
+    out = {"echoed_requests": {"count": int(result["server_bytes"]) // ECHO_BYTES, "avg_ns": 0, "total_ns": 0}}
+    if name in PREMISE_SERVERS:
+        out["server_cpu"] = {"count": 1, "avg_ns": 0, "total_ns": int(result["server_cpu_ns"])}
+    return out
 
 
 def run_workload(
@@ -179,8 +254,9 @@ def run_workload(
     (or the echo server and load generator) long enough, stop bpftrace with
     SIGINT so it prints its maps. Only this process's children are counted
     (``MINE``): the workloads are started here, directly."""
+    script = PREMISE_SCRIPT if name in PREMISE_WORKLOADS else SCRIPT
     bt = subprocess.Popen(
-        ["bpftrace", "-e", SCRIPT, str(os.getpid())],
+        ["bpftrace", "-e", script, str(os.getpid())],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -201,7 +277,11 @@ def run_workload(
                 bt.wait()
                 err = bt.stderr.read() if bt.stderr else ""
                 raise RuntimeError(f"bpftrace exited before attaching: {err.strip()[:300]}")
-        extra = _run_echo(name, seconds, cpus or {}) if name in ECHO_WORKLOADS else _run_probe(name, seconds, cpu, seed)
+        if name in ECHO_WORKLOADS or name in PREMISE_SERVERS:
+            extra = _run_echo(name, seconds, cpus or {})
+        else:
+            calibration = name == PREMISE_CALIBRATION
+            extra = _run_probe("getppid" if calibration else name, seconds, cpu, seed, timed=calibration)
         # A SIGINT that arrives while bpftrace is busy can go unanswered
         # (seen as a 60 s hang once in several suite runs): ask again.
         for _ in range(6):
@@ -238,11 +318,19 @@ def measure(
             f.write("workload,map,count,avg_ns,total_ns\n")
             return {"trace": {"available": False, "reason": avail.reason}}
         f.write("workload,map,count,avg_ns,total_ns\n")
-        for name in [*WORKLOADS, *ECHO_WORKLOADS]:
+        for name in [*WORKLOADS, *ECHO_WORKLOADS, *PREMISE_WORKLOADS]:
             maps = run_workload(name, seconds, cpu, seed, cpus)
             for key, st in sorted(maps.items()):
                 f.write(f"{name},{key},{st['count']},{st['avg_ns']},{st['total_ns']}\n")
-    return {"trace": {"available": True, "reason": avail.reason, "bpftrace": _bpftrace_version(), "script": SCRIPT}}
+    return {
+        "trace": {
+            "available": True,
+            "reason": avail.reason,
+            "bpftrace": _bpftrace_version(),
+            "script": SCRIPT,
+            "premise_script": PREMISE_SCRIPT,
+        }
+    }
 
 
 def _bpftrace_version() -> str | None:
