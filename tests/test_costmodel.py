@@ -175,17 +175,19 @@ def test_c1_counts_the_ratios_that_carry_over_and_shows_absolute_costs_as_contex
         t1_over_w=[950 / 750] * 6,
         uring_n1_over_epoll=[(950 + 115) / (115 + 750)] * 6,
     )
-    t_w, n1, premise, s_abs, w_abs, t_abs = claims.c1(frame, "off")
-    # Without the echo servers, the premise (requests are most of a server's cost) is not testable.
-    assert premise.outcome is Outcome.NOT_TESTABLE
+    t_w, n1, inside_epoll, inside_uring, premise, s_abs, w_abs, t_abs = claims.c1(frame, "off")
+    # Without the trace and the echo servers, the premise (requests are most
+    # of a server's cost) is not testable, inside either server or by the probes.
+    assert all(f.outcome is Outcome.NOT_TESTABLE for f in (inside_epoll, inside_uring, premise))
     assert t_w.outcome is Outcome.REPRODUCED and t_w.quoted == "1.27 (1900/1500 ns)" and not t_w.context
     assert n1.outcome is Outcome.REPRODUCED and n1.quoted == "1.23 (2130/1730 ns)" and not n1.context
     # The why is computed from the band: its lower edge (1.27 / 1.25) stays above 1.
     assert t_w.rule.why.startswith("1.01–1.52: its lower edge 1.01 keeps t/w above 1")
     # The absolute costs differ by 2x: not reproduced, but only as context.
     assert all(f.context and f.outcome is Outcome.NOT_REPRODUCED for f in (s_abs, w_abs, t_abs))
-    assert s_abs.quoted == "230 ns" and claims.c1(frame, "on")[3].quoted == "700 ns"
-    assert numbers.claim_verdicts([t_w, n1, premise, s_abs, w_abs, t_abs])["C1"].startswith("reproduced where testable")
+    assert s_abs.quoted == "230 ns" and claims.c1(frame, "on")[5].quoted == "700 ns"
+    found = [t_w, n1, inside_epoll, inside_uring, premise, s_abs, w_abs, t_abs]
+    assert numbers.claim_verdicts(found)["C1"].startswith("reproduced where testable")
 
 
 @pytest.mark.parametrize(

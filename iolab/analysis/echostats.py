@@ -72,6 +72,14 @@ def claims_view(echo: pd.DataFrame | None, node: str) -> pd.DataFrame | None:
     return one_setup(here, SOURCE_SETUP) if here is not None and len(here) else None
 
 
+def our_view(echo: pd.DataFrame | None, node: str) -> pd.DataFrame | None:
+    """``node``'s cells under our setup (the pinned event-loop client) where
+    it ran: what reads a server's own CPU, and the other client a claim's
+    part is checked against; None when the echo experiment did not run there."""
+    here = echo[echo["node"] == node] if echo is not None else None
+    return one_setup(here, OUR_SETUP) if here is not None and len(here) else None
+
+
 def setup_note(echo: pd.DataFrame) -> str:
     """A short label of the setup, for a claim part measured on ``echo``."""
     echo = with_setup(echo)

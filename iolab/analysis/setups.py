@@ -15,10 +15,14 @@ ASPECTS = ("system", "hardware", "kernel", "client", "layout", "cells", "duratio
 _SYSTEMS = {
     "C1": "cost-probe: getppid(2) loops for s; send(2)/recv(2) over TCP loopback for w; one io_uring_enter "
     "with n SEND/RECV SQEs for t(n)",
-    "C2": "models A and B fitted to our t(n) per repetition",
-    "C3": "echo-uring --poll-first (single-threaded; receives and sends complete in their submission, no io-wq: "
-    "the trace experiment counts no poll armed for them) against echo-epoll",
+    "C2": "models A and B fitted to our t(n) per repetition; echo-uring --poll-first against echo-epoll at the "
+    "largest c (throughput)",
+    "C3": "echo-uring --poll-first (single-threaded, no io-wq; receives and sends meant to complete in their "
+    "submission, which the trace experiment checks by counting the polls armed per echoed request) against "
+    "echo-epoll",
     "C4": "echo-uring --poll-first against echo-epoll, server CPU per request at the largest message size",
+    "C5": "model B fitted per repetition to our probes, priced at each io_uring server's own SQEs per enter, "
+    "against the servers' measured CPU per request (our pinned client)",
     "U1": "echo-uring, default ring, against echo-epoll (C)",
     "U2": "echo-go-uring (our pure-Go reactor with the source's defaults) against echo-go-net; second row: "
     "echo-uring with 2 rings, granule 75, attach_wq against echo-epoll",
@@ -28,6 +32,7 @@ _SYSTEMS = {
     "U5": "echo-go-uring with other ring counts and granule 1, echo-uring's rings against one ring with "
     "IOSQE_ASYNC and with or without ATTACH_WQ (the reactor profile); io-wq requests counted by the "
     "trace experiment",
+    "U6": "echo-uring, default ring: its io-wq workers at exit, counted from /proc",
     "M1": "mpi-probe ping-pong and perftest where a node pair ran them",
     "M2": "mpi-probe collectives (OSU's method where it ran), Open MPI's default algorithms where they ran",
     "M3": "mpi-probe collectives across nodes: the largest native/VM ratio",
@@ -62,9 +67,22 @@ def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame
     for claim, theirs in SOURCE_SETUPS.items():
         rows.append({"claim": claim, "side": "source", **{a: getattr(theirs, a) for a in ASPECTS}})
         duration = _durations(claim, cost_node, echo_here, mpi)
-        if claim in ("C1", "C2"):
+        if claim == "C1":
             hardware, kernel = _machine(cost_node)
             client, layout, cells = "-", "the probe pinned to one CPU", "1 connection per SQE, 16 B and up"
+        elif claim == "C2":
+            # The model's parts come from the probes, the throughput part from the servers.
+            hardware, kernel = _machine(cost_node)
+            setup = echostats.with_setup(echo_here) if echo_here is not None else None
+            client = (
+                "probes: -; servers: " + " and ".join(sorted(set(setup["client"]))) + " load generator"
+                if setup is not None
+                else "probes: -; servers: not measured"
+            )
+            layout = "probes pinned to one CPU" + (
+                "; servers: " + " and ".join(sorted(set(setup["layout"]))) + " CPUs" if setup is not None else ""
+            )
+            cells = "probes: 1 connection per SQE, 16 B and up; servers: the largest c measured, smallest size"
         elif claim.startswith("M"):
             hardware, kernel = _machine(mpi)
             client, layout = "-", "ranks over the nodes transport where two nodes ran it"
@@ -83,6 +101,8 @@ def compared(syscall: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame
                     "U3": _echo_cells(echo_here, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES),
                     "C3": _echo_cells(echo_here, (1000,), tuple(sorted(set(echo_here["bytes"])))),
                     "C4": "the largest message size measured",
+                    "C5": "every io_uring server at c \u2265 50, smallest size",
+                    "U6": "every cell of the default ring",
                 }.get(claim, "the largest c measured, smallest size")
         # Our machine is said once (``our_machine``); a claim measured elsewhere names its own.
         here_hw, here_kernel = _machine(cost_node)

@@ -217,6 +217,14 @@ SOURCE_SETUPS: dict[str, SourceSetup] = {
         "-",
         "model only",
     ),
+    "C5": SourceSetup(
+        "the cost model's conclusion: which of io_uring and epoll wins is decided by s, w, t and n",
+        _OPENANOLIS_HW,
+        "not stated",
+        "-",
+        "-",
+        "model only",
+    ),
     "U4": SourceSetup(
         "the part 3 reactor with each ring option",
         "i5-7500, 4 cores, in a VirtualBox VM",
@@ -233,6 +241,14 @@ SOURCE_SETUPS: dict[str, SourceSetup] = {
         "rust_echo_bench",
         "not stated",
         "the author's opinion, no table",
+    ),
+    "U6": SourceSetup(
+        "the author's reply under part 1: 'ps auxf | grep io_wqe_' shows the workers of a ring without SQPOLL",
+        "i5-7500, 4 cores, 16 GB",
+        "5.11",
+        "-",
+        "-",
+        "a comment, no measurement",
     ),
     "M1": SourceSetup(
         "perftest ib_send_lat/ib_send_bw, bare metal against KVM guests with SR-IOV VFs",

@@ -23,6 +23,7 @@ import pandas as pd
 
 from .. import costmodel, echostats, evidence, mpistats, occasions
 from ..models import trace_rates
+from ..stats import across_reps
 from ..verdicts import Finding, Rule, not_testable, settle
 from .habr import (
     REACTOR_MIN_CPUS,
@@ -35,12 +36,13 @@ from .habr import (
     u3,
     u4,
     u5,
+    u6,
 )
 from .habr import SOURCE_CELLS as HABR_CELLS
 from .habr import TESTS as HABR_TESTS
 from .hpchub import M3_FASTER, m1, m1_perftest, m2, m3
 from .hpchub import TESTS as HPCHUB_TESTS
-from .openanolis import LARGE_W_BYTES, SOURCE_URING_SERVER, c1, c2, c3, c4, poll_first_inline, regime
+from .openanolis import LARGE_W_BYTES, SOURCE_URING_SERVER, c1, c2, c3, c4, c5, poll_first_inline, regime
 from .openanolis import TESTS as OPENANOLIS_TESTS
 from .rules import ClaimTest, cell_label
 
@@ -67,6 +69,7 @@ __all__ = [
     "c2",
     "c3",
     "c4",
+    "c5",
     "cell_label",
     "evaluate",
     "m1",
@@ -79,10 +82,14 @@ __all__ = [
     "u3",
     "u4",
     "u5",
+    "u6",
 ]
 
 
-HABR_CLAIMS = ("U1", "U2", "U3", "U4", "U5")
+HABR_CLAIMS = ("U1", "U2", "U3", "U4", "U5", "U6")
+# The part that stands, in a run that did not measure the sources' setup,
+# for the parts measured under it.
+STAND_IN = "echo servers under the sources' setup"
 
 
 def _sources_setup_gate(findings: list[Finding], echo: pd.DataFrame) -> list[Finding]:
@@ -105,9 +112,37 @@ def _sources_setup_gate(findings: list[Finding], echo: pd.DataFrame) -> list[Fin
             f.context = True
             f.cell = ""
         if on_echo:
-            out.append(not_testable(claim, "echo servers under the sources' setup", why))
+            stand_in = not_testable(claim, STAND_IN, why)
+            stand_in.stand_in = True
+            out.append(stand_in)
         out += mine
     return out + [f for f in findings if f.claim not in HABR_CLAIMS]
+
+
+def other_client_sign(f: Finding, other: pd.DataFrame) -> str:
+    """Where an echo part's paired ratio lies on one side of 1 under the
+    setup it was judged in and on the other side under ``other`` (our
+    pinned event-loop client), each beyond its 95 % interval of the median:
+    a clause saying so, for the part's row; "" otherwise. The client's model
+    changes how requests batch at the server, and so can flip the answer."""
+    pairs = f.decides.get("echo", [])
+    if not f.metric or len(pairs) != 2 or f.estimate is None or f.context:
+        return ""
+    (num_p, c, b), (den_p, _, _) = pairs
+    r = echostats.paired_ratios(other, str(num_p), str(den_p), f.metric)
+    theirs = echostats.ratio_per_rep(r, int(str(c)), int(str(b))).dropna()
+    if theirs.empty:
+        return ""
+    mine, alt = across_reps(f.per_rep), across_reps(theirs.to_numpy(float))
+    if not (mine.bounded and alt.bounded):
+        return ""
+    if (mine.low > 1 and alt.high < 1) or (mine.high < 1 and alt.low > 1):
+        client = "/".join(sorted(set(echostats.with_setup(other)["client"])))
+        return (
+            f"; under our {client} client, pinned, the ratio is {alt.value:.2f} [{alt.low:.2f}, {alt.high:.2f}]: "
+            "the other side of 1"
+        )
+    return ""
 
 
 def rounds_of(tables: Mapping[str, pd.DataFrame | None], round0_reps: int = 0) -> dict[str, dict[int, int]]:
@@ -151,6 +186,39 @@ def evaluate(
     return out
 
 
+def _openanolis(
+    cost: pd.DataFrame,
+    inputs: Mapping[int, costmodel.CostInputs],
+    mitigations: str,
+    why: str,
+    echo: pd.DataFrame | None,
+    trace: pd.DataFrame | None,
+    node: str,
+) -> list[Finding]:
+    """C1-C5 on ``node``: the model's parts from the probes (``cost``, per
+    repetition; ``inputs``, the model's inputs per repetition), the servers'
+    throughput under the sources' setup where it ran (the OpenAnolis study
+    does not say how it drove its servers), and what reads a server's own
+    CPU (C1's probe premise, C5) under our pinned client, each labelled
+    with the setup it was measured in."""
+    echo_here = echostats.claims_view(echo, node)
+    inline = poll_first_inline(trace, node)
+    ours = echostats.our_view(echo, node)
+    on_ours = [*c1(cost, mitigations, ours, trace, node), *c5(inputs, ours)]
+    if ours is not None:
+        for f in on_ours:
+            if f.estimate is not None and "echo" in f.decides:
+                f.part += f" [{echostats.setup_note(ours)}]"
+    first = [f for f in on_ours if f.claim == "C1"]
+    return [
+        *first,
+        *c2(cost, mitigations, why, echo_here, inline),
+        *c3(cost, mitigations, echo_here, why, inline),
+        *c4(echo_here),
+        *[f for f in on_ours if f.claim == "C5"],
+    ]
+
+
 def _findings(
     syscall: pd.DataFrame,
     sendrecv: pd.DataFrame,
@@ -163,25 +231,14 @@ def _findings(
 ) -> list[Finding]:
     node = node or str(sorted(syscall["node"].unique())[0])
     flag = str(syscall.loc[syscall["node"] == node, "mitigations"].iloc[0])
-    cost = costmodel.per_rep(costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node))
+    inputs = costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node)
+    cost = costmodel.per_rep(inputs)
     # The premises of C2 and C3 are about the measured cost of a syscall, not the flag.
     mitigations, why = regime(cost, flag)
+    out = _openanolis(cost, inputs, mitigations, why, echo, trace, node)
     # The sources drove their servers with rust_echo_bench, unpinned: that
-    # setup where it ran (the OpenAnolis study does not say how it drove its).
-    echo_here = echostats.claims_view(echo, node)
-    inline = poll_first_inline(trace, node)
-    out = [
-        *c1(
-            cost,
-            mitigations,
-            echostats.one_setup(echo[echo["node"] == node], echostats.OUR_SETUP)
-            if echo is not None and (echo["node"] == node).any()
-            else None,
-        ),
-        *c2(cost, mitigations, why, echo_here, inline),
-        *c3(cost, mitigations, echo_here, why, inline),
-        *c4(echo_here),
-    ]
+    # setup where it ran; ours, to check each part's sign under our client.
+    echo_here, ours = echostats.claims_view(echo, node), echostats.our_view(echo, node)
     measured_echo: list[Finding] = []
     for claim, fn in (("U1", u1), ("U2", u2), ("U3", u3), ("U4", u4)):
         measured_echo += (
@@ -191,12 +248,16 @@ def _findings(
         )
     rates = trace_rates(trace, node, "echo_default", "queue_async_work") if trace is not None else None
     measured_echo += u5(echo_here, rates)
+    measured_echo += u6(echo_here) if echo_here is not None else u6(None)
     if echo_here is not None:
         measured_echo = _sources_setup_gate(measured_echo, echo_here)
         note = echostats.setup_note(echo_here)
         for f in [*out, *measured_echo]:
-            if f.estimate is not None and "echo" in f.decides:
+            if f.estimate is not None and "echo" in f.decides and not f.part.endswith("]"):
                 f.part += f" [{note}]"
+        if ours is not None:
+            for f in [*out, *measured_echo]:
+                f.part += other_client_sign(f, ours)
     out += measured_echo
     if mpi is not None and len(mpi):
         per_rep, mean3 = mpistats.seed_view(mpi)

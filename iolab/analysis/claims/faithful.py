@@ -91,8 +91,6 @@ def openanolis_cost(mitigations: str, reps: int, spread: float, rng: np.random.G
     (per SQE, so b = t and a = 0 in model B) for one mitigation regime."""
     s_key = "c1_s_mitigations_off_ns" if mitigations == "off" else "c1_s_mitigations_on_ns"
     s, w, t = QUOTED[s_key].value, QUOTED["c1_w_ns"].value, QUOTED["c1_t1_ns"].value
-    # The source's epoll server: its requests take the vast majority of its
-    # cost, which we read as the model's 2s + 2w being 4/5 of it.
     rows = []
     for rep in range(1, reps + 1):
         e = _side(rng, spread, 4)
@@ -211,7 +209,8 @@ def replications(claim: str) -> Callable[[int, float, np.random.Generator], list
             cost = openanolis_cost(regime, reps, spread, rng)
             echo = openanolis_echo(reps, spread, rng, regime)
             if name == "C1":
-                return openanolis.c1(cost, regime, echo[echo["preset"] == "epoll"])
+                trace = openanolis_trace(reps, spread, rng, regime)
+                return openanolis.c1(cost, regime, echo[echo["preset"] == "epoll"], trace, "n1")
             if name == "C2":
                 return openanolis.c2(cost, regime, echo=echo)
             return openanolis.c3(cost, regime, echo)

@@ -200,6 +200,7 @@ def cell_finding(
         {"echo": [[num_preset, c, b], [den_preset, c, b]]},
         context=context,
         cell=cell_label(c, b) if source_cell and not context else "",
+        metric=metric,
     )
     f.ratio_of_means = means
     return f
