@@ -118,7 +118,9 @@ class Outputs:
         and into the manifest, where the paper's caption reads it."""
         from .plots import style
 
-        caption = caption if caption is not None else figure_caption(name)
+        # A figure whose optional elements depend on the data carries the
+        # caption of what it drew (``style.drawn_caption``).
+        caption = caption if caption is not None else getattr(fig, "iolab_caption", None) or figure_caption(name)
         git = git_state()
         commit = (git["commit"][:8] + ("+changes" if git["dirty"] else "")) if git["commit"] else "(no git commit)"
         where = (

@@ -24,6 +24,7 @@ from typing import Any
 from ..analysis import evidence
 from ..analysis.echostats import GO_BASE
 from ..analysis.stats import median_ci
+from . import checks
 
 Numbers = Mapping[str, Any]
 ALPHA = 0.05
@@ -227,13 +228,18 @@ def write(numbers: Numbers) -> dict[str, dict[str, Any]]:
             "direction, per claim; the method section states what that rests on."
         ),
         "conclusion": " ".join(conclusion(numbers, outcomes)),
-        "limitations": " ".join(limitations(numbers, outcomes)),
+        **checks.entries(numbers),
     }
+    sentences["limitations"] = " ".join(limitations({**numbers, **_as_numbers(sentences)}, outcomes))
     return {
         k: {"value": v, "text": v, "unit": "", "notebook": None, "note": "written from the run's numbers"}
         for k, v in sentences.items()
         if v
     }
+
+
+def _as_numbers(sentences: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    return {k: {"text": v} for k, v in sentences.items()}
 
 
 def _text(numbers: Numbers, key: str) -> str:
@@ -302,6 +308,9 @@ def limitations(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
     occ = _text(numbers, "method_occasions")
     if occ:
         out.append(occ)
+    caveats = _text(numbers, "check_limitations")
+    if caveats:
+        out.append("The run's own checks found: " + caveats)
     return out
 
 

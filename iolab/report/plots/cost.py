@@ -9,7 +9,16 @@ from matplotlib.figure import Figure
 
 from ...analysis import costmodel
 from ...analysis.stats import across_reps
-from .style import PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, plain_ticks, size_axes
+from .style import (
+    PALETTE,
+    TEXT_WIDTH_IN,
+    color,
+    drawn_caption,
+    interval_bars,
+    legend_below,
+    plain_ticks,
+    size_axes,
+)
 
 
 def rep_medians(measured: pd.DataFrame, by: list[str], value: str) -> pd.DataFrame:
@@ -237,8 +246,10 @@ def per_request_figure(
     epoll = summary.loc["epoll_request", "value"]
     ax.axhline(epoll, color=PALETTE[6], lw=1.5, label="epoll: 2s + 2w")
     lo, hi = summary.loc["epoll_request", "low"], summary.loc["epoll_request", "high"]
+    drawn: set[str] = set()
     if np.isfinite(lo) and np.isfinite(hi):
         ax.axhspan(lo, hi, color=PALETTE[6], alpha=0.1, lw=0)
+        drawn.add("epoll band")
     for model, c, ls, label in (
         ("A", PALETTE[1], "--", "io_uring, model A: (t + s)/n"),
         ("B", PALETTE[0], "-", "io_uring, model B: (s + a)/n + b"),
@@ -250,12 +261,16 @@ def per_request_figure(
             low = np.array([b.low for b in bands])
             high = np.array([b.high for b in bands])
             ok = np.isfinite(low) & np.isfinite(high)
-            ax.fill_between(n[ok], low[ok], high[ok], color=c, alpha=0.15, lw=0)
+            if ok.any():
+                ax.fill_between(n[ok], low[ok], high[ok], color=c, alpha=0.15, lw=0)
+                drawn.add("bands")
         ns, ns_low, ns_high = (summary.loc[f"nstar_{model}", k] for k in ("value", "low", "high"))
         if np.isfinite(ns) and ns <= n.max():
             ax.axvline(ns, color=c, lw=0.9, ls=ls, alpha=0.8, label=_nstar_label(summary, model))
+            drawn.add("crossover")
             if np.isfinite(ns_low):
                 ax.axvspan(ns_low, min(ns_high, n.max()), ymax=0.06, color=c, alpha=0.5, lw=0)
+                drawn.add("crossover span")
         else:
             ax.plot([], [], ls, color=c, lw=0.9, label=_nstar_label(summary, model))
     floor = summary.loc["floor_request", "value"]
@@ -266,20 +281,54 @@ def per_request_figure(
     ax.set_ylabel("CPU ns per echo request")
     if has_servers:
         assert echo is not None
-        _servers_over_model(ax_r, inputs, echo)
+        drawn |= _servers_over_model(ax_r, inputs, echo)
     legend_below(fig, ncol=2)
     fig.tight_layout()
+    drawn_caption(
+        fig,
+        (
+            (
+                True,
+                f"{'Left' if has_servers else 'The model'}: predicted CPU ns per echo request (one receive and one "
+                "send) against the batch size n: epoll (two system calls), io_uring under the source's formula "
+                "(model A) and the linear-batch model (B), and the kernel work 2w.",
+            ),
+            (
+                "bands" in drawn,
+                "Bands: each model's 95 % interval across repetitions (the model fitted to each repetition alone).",
+            ),
+            ("crossover" in drawn, "Vertical lines: the crossovers n*, given in the legend"),
+            ("crossover span" in drawn, "with their 95 % intervals shaded along the bottom"),
+            ("crossover" in drawn, "."),
+            (
+                "crossover" not in drawn,
+                "No crossover lies within the batch sizes drawn (the legend says where each model's would be).",
+            ),
+            (
+                has_servers,
+                "Right: each measured C server's CPU per request over what the model prices it at (epoll: its two "
+                "system calls; io_uring: model B at the batch size the server reached), a row per server, a "
+                "colour per connection count, the model taken at its median",
+            ),
+            (has_servers and "hollow" in drawn, "; filled markers for the smallest message size, hollow for larger"),
+            (has_servers and "bars" in drawn, "; bars: the measured 95 % interval across repetitions"),
+            (has_servers and "bars" not in drawn, "; no measured interval (too few repetitions)"),
+            (has_servers, "."),
+        ),
+    )
     return fig
 
 
-def _servers_over_model(ax: plt.Axes, inputs: costmodel.CostInputs, echo: pd.DataFrame) -> None:
-    """The right panel of the per-request figure: measured over priced."""
+def _servers_over_model(ax: plt.Axes, inputs: costmodel.CostInputs, echo: pd.DataFrame) -> set[str]:
+    """The right panel of the per-request figure: measured over priced;
+    returns which optional elements it drew ("bars", "hollow")."""
     price = costmodel.overlay_prices(inputs, echo)
     rows = echo.assign(
         ratio=echo["server_ns_per_request"] / price, r_low=echo["low"] / price, r_high=echo["high"] / price
     )
     order = rows.groupby("preset")["ratio"].median().sort_values().index.tolist()
     y_of = {p: i for i, p in enumerate(order)}
+    drawn: set[str] = set()
     cells = sorted(set(zip(rows["connections"], rows["bytes"], strict=True)))
     conns = sorted({c for c, _ in cells})
     smallest = min(b for _, b in cells)
@@ -299,9 +348,14 @@ def _servers_over_model(ax: plt.Axes, inputs: costmodel.CostInputs, echo: pd.Dat
             mfc=c if size == smallest else "none",
             label=f"server, c = {c_count}, {size} B",
         )
+        if size != smallest:
+            drawn.add("hollow")
+        if (np.isfinite(g["r_low"]) & np.isfinite(g["r_high"])).any():
+            drawn.add("bars")
     ax.axvline(1.0, color="black", lw=0.8, ls=":")
     ax.set_yticks(range(len(order)), order)
     ax.set_xscale("log", base=2)
     plain_ticks(ax.xaxis)
     ax.set_xlabel("measured / model's price")
     ax.set_title("real servers over the model")
+    return drawn

@@ -188,3 +188,10 @@ TRANSPORT_LABEL = {
 
 def transport_style(transport: str) -> tuple[str, str]:
     return TRANSPORT_STYLE.get(transport, (PALETTE[6], "x"))
+
+
+def drawn_caption(fig: Figure, parts: Sequence[tuple[bool, str]]) -> None:
+    """Give ``fig`` the caption of what it drew: each (drawn, sentence) part
+    whose element is in the figure, in order; Outputs.figure uses it
+    instead of the static caption file, which describes every element."""
+    fig.iolab_caption = " ".join(text for drawn, text in parts if drawn)  # type: ignore[attr-defined]  # a Figure takes attributes

@@ -22,6 +22,7 @@ from ...report.plots.style import (
     TRANSPORT_LABEL,
     TRANSPORT_STYLE,
     color,
+    drawn_caption,
     interval_bars,
     legend_below,
     size_axes,
@@ -187,6 +188,7 @@ def prediction_error_figure(errors: pd.DataFrame, summary: pd.DataFrame, curves:
     model_ns = (1 + merged["error"]) * merged["median_ns"]
     merged["err_low"] = model_ns / merged["high_ns"] - 1
     merged["err_high"] = model_ns / merged["low_ns"] - 1
+    banded = clear_of_zero = False
     for ax, bench in zip(axes[0], benches, strict=False):
         for (transport, model), g in merged[(merged["bench"] == bench) & (merged["ranks"] == 2)].groupby(
             ["transport", "model"]
@@ -208,12 +210,33 @@ def prediction_error_figure(errors: pd.DataFrame, summary: pd.DataFrame, curves:
                 f"{'HPC HUB formula' if model == 'paper' else 'algorithm formula'}",
             )
             ok = np.isfinite(lo) & np.isfinite(hi)
-            ax.fill_between(g["bytes"][ok], 100 * lo[ok], 100 * hi[ok], color=c, alpha=0.15, lw=0)
+            if ok.any():
+                ax.fill_between(g["bytes"][ok], 100 * lo[ok], 100 * hi[ok], color=c, alpha=0.15, lw=0)
+                banded = True
+                clear_of_zero |= bool(((lo[ok] > 0) | (hi[ok] < 0)).any())
         ax.axhline(0, color="black", lw=0.6)
         size_axes(ax, "bytes per rank", bench, ylog=False)
     axes[0][0].set_ylabel("(model − measured) / measured, %")
     legend_below(fig, ncol=2)
     fig.tight_layout()
+    drawn_caption(
+        fig,
+        (
+            (
+                True,
+                "Each fitted collective model's relative prediction error per message size at 2 ranks (the HPC "
+                "HUB formula; the algorithm's formula only where it differs, as at 2 ranks the two coincide).",
+            ),
+            (
+                banded,
+                "Band: the error against the ends of the measured median's 95 % interval across repetitions; "
+                "where a band excludes 0, the formula misses by more than the repetitions spread",
+            ),
+            (banded and clear_of_zero, "(some bands here do)."),
+            (banded and not clear_of_zero, "(no band here does)."),
+            (not banded, "No band: the measured medians have no interval from these repetitions."),
+        ),
+    )
     return fig
 
 
