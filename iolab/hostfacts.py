@@ -34,6 +34,10 @@ for f in /sys/devices/system/cpu/vulnerabilities/*; do [ -r "$f" ] && { section 
 section cc; cc --version 2>/dev/null | head -n 1
 section mpirun; mpirun --version 2>/dev/null | head -n 1
 section kvm; [ -e /dev/kvm ] && echo present || echo absent
+section meminfo; sed -n 's/^MemTotal:[[:space:]]*//p' /proc/meminfo 2>/dev/null
+section stat_cpu; head -n 1 /proc/stat 2>/dev/null
+section go; go version 2>/dev/null | head -n 1
+section bpftrace; bpftrace --version 2>/dev/null | head -n 1
 section nics; for n in /sys/class/net/*; do [ -e "$n" ] || continue; d=$(readlink "$n/device/driver" 2>/dev/null); v=0; [ -e "$n/device/physfn" ] && v=1; echo "${n##*/} ${d##*/} $v"; done
 section kvm_modules; cat /proc/modules 2>/dev/null | awk '$1 ~ /^kvm/ {print $1}'
 section rdma_ports; for p in /sys/class/infiniband/*/ports/*; do [ -r "$p/link_layer" ] || continue; d=${p%/ports/*}; echo "${d##*/} ${p##*/} $(cat "$p/link_layer") $(cat "$p/state" 2>/dev/null)"; done
@@ -41,6 +45,17 @@ true
 """.replace("__DMI__", " ".join(DMI_FIELDS))
 
 
+# The first processor's identity lines of /proc/cpuinfo, by the name the
+# paper gives them.
+CPU_IDENTITY = {
+    "vendor": "vendor_id",
+    "family": "cpu family",
+    "model": "model",
+    "stepping": "stepping",
+    "microcode": "microcode",
+    "mhz": "cpu MHz",
+    "cache": "cache size",
+}
 SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")
 
 
@@ -90,6 +105,31 @@ class HostFacts:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
         return None
+
+    @property
+    def cpu_identity(self) -> dict[str, str]:
+        """The first processor's vendor, family, model, stepping, microcode,
+        MHz and cache size, as /proc/cpuinfo gives them (those it gives)."""
+        first = self.raw.get("cpuinfo", "").split("\n\n")[0]
+        fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in first.splitlines()) if v}
+        return {name: fields[key] for name, key in CPU_IDENTITY.items() if fields.get(key)}
+
+    @property
+    def memory_kb(self) -> int | None:
+        """MemTotal, in kB."""
+        head = self.raw.get("meminfo", "").split()
+        return int(head[0]) if head and head[0].isdigit() else None
+
+    @property
+    def cpu_jiffies(self) -> tuple[int, int] | None:
+        """(steal, total) CPU time since boot, in jiffies, summed over CPUs
+        (/proc/stat's first line); None where it was not read."""
+        parts = self.raw.get("stat_cpu", "").split()
+        if len(parts) < 9 or parts[0] != "cpu" or not all(p.isdigit() for p in parts[1:]):
+            return None
+        values = [int(p) for p in parts[1:]]
+        # guest and guest_nice (fields 9 and 10) are already in user and nice.
+        return values[7], sum(values[:8])
 
     @property
     def cpu_count(self) -> int | None:

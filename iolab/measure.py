@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 
 from . import atomic, integrity, live, paths, provenance
 from .experiments import Repetition, run_repetition
+from .hostfacts import HostFacts
 from .inventory import NodeEntry
 from .nodes import resolve_node
 from .registry import REGISTRY, extra_output_paths
@@ -81,6 +82,11 @@ def measure(
                 Repetition(experiment, node, node_runner, typed, seed, tmp, output, client, peers)
             )
             seconds = time.monotonic() - start
+            # Read again, for what the hypervisor stole during the measurement.
+            try:
+                after: HostFacts | None = node_runner.facts()
+            except RuntimeError:
+                after = None
             # The raw file's fingerprint (and its companions', already in
             # place), taken before either file is renamed into place.
             files = {output.name: tmp, **{p.name: p for p in extra_output_paths(experiment, output)}}
@@ -92,6 +98,7 @@ def measure(
                 placement=dict(measured.placement),
                 started=started,
                 facts=facts,
+                facts_after=after,
                 built_here=not remote,
                 extra={
                     "run_seconds": round(seconds, 3),

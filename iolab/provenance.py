@@ -61,6 +61,15 @@ def build_info() -> dict[str, Any]:
         return {}
 
 
+def steal_share(before: HostFacts, after: HostFacts | None) -> float | None:
+    """The share of the node's CPU time the hypervisor stole between the
+    two readings (None without both)."""
+    a, b = before.cpu_jiffies, after.cpu_jiffies if after is not None else None
+    if a is None or b is None or b[1] <= a[1]:
+        return None
+    return round((b[0] - a[0]) / (b[1] - a[1]), 6)
+
+
 def capture(
     node: Node,
     experiment: str,
@@ -72,10 +81,13 @@ def capture(
     extra: Mapping[str, Any] | None = None,
     facts: HostFacts,
     built_here: bool = True,
+    facts_after: HostFacts | None = None,
 ) -> dict[str, Any]:
     """The sidecar for one raw file measured on ``node``, whose ``facts``
-    were gathered on it (iolab.hostfacts); ``built_here``: its programs are
-    this checkout's build (else the node built its own, with its ``cc``)."""
+    were gathered on it (iolab.hostfacts) before the measurement and
+    ``facts_after`` it (for the CPU time the hypervisor stole meanwhile);
+    ``built_here``: its programs are this checkout's build (else the node
+    built its own, with its ``cc``)."""
     build = build_info() if built_here else {}
     vulns = facts.vulnerabilities
     cmdline = facts.get("cmdline")
@@ -85,8 +97,15 @@ def capture(
         "kernel_version": facts.get("kernel_version"),
         "machine": facts.get("machine"),
         "cmdline": cmdline,
+        "memory_kb": facts.memory_kb,
     }
-    cpu = {"model": facts.cpu_model, "count": facts.online_cpus, "allowed": facts.allowed_cpus}
+    cpu = {
+        "model": facts.cpu_model,
+        "count": facts.online_cpus,
+        "allowed": facts.allowed_cpus,
+        "identity": facts.cpu_identity,
+        "steal": steal_share(facts, facts_after),
+    }
     prov: dict[str, Any] = {
         "format": "iolab-provenance/1",
         "experiment": experiment,
@@ -110,6 +129,8 @@ def capture(
             "liburing_features": build.get("liburing_features"),
             "mpi": facts.get("mpirun"),
             "python": sys.version.split()[0],
+            "go": facts.get("go"),
+            "bpftrace": facts.get("bpftrace"),
         },
         "git": git_state(),
         "settings": dict(settings),

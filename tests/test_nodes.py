@@ -6,9 +6,10 @@ import os
 
 import pytest
 
-from iolab import hostfacts
+from iolab import hostfacts, provenance
 from iolab.inventory import NodeEntry
 from iolab.nodes import detect_kind, resolve_node
+from iolab.rooms import context
 
 BARE_CPUINFO = "processor\t: 0\nflags\t\t: fpu vme de pse tsc msr sse sse2 avx2\n"
 VM_CPUINFO = "processor\t: 0\nflags\t\t: fpu vme de pse tsc hypervisor avx2\n"
@@ -84,6 +85,40 @@ def test_the_facts_script_sees_this_machine_as_python_does() -> None:
     with open("/proc/cpuinfo") as f:
         models = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
     assert facts.cpu_model == (models[0] if models else None)
+
+
+def test_the_facts_identify_the_cpu_memory_tools_and_the_time_stolen() -> None:
+    # What the paper's machine line needs beyond a model name (issue 67):
+    # vendor, family, model, stepping, microcode, clock, cache; memory; the
+    # tools; and, between two readings, the share of CPU time stolen.
+    facts = hostfacts.gather()
+    with open("/proc/cpuinfo") as f:
+        first = f.read().split("\n\n")[0]
+    fields = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in first.splitlines())}
+    identity = facts.cpu_identity
+    assert identity.get("vendor") == fields.get("vendor_id") and identity.get("family") == fields.get("cpu family")
+    assert identity.get("microcode") == fields.get("microcode") and identity.get("stepping") == fields.get("stepping")
+    with open("/proc/meminfo") as f:
+        assert facts.memory_kb == int(next(ln for ln in f if ln.startswith("MemTotal")).split()[1])
+    steal, total = facts.cpu_jiffies or (None, None)
+    assert steal is not None and total is not None and 0 <= steal <= total
+    later = hostfacts.HostFacts({**facts.raw, "stat_cpu": "cpu  200 0 100 700 0 0 0 100 0 0"})
+    earlier = hostfacts.HostFacts({**facts.raw, "stat_cpu": "cpu  100 0 50 300 0 0 0 50 0 0"})
+    assert provenance.steal_share(earlier, later) == pytest.approx(50 / 600, abs=1e-6)
+    assert provenance.steal_share(later, earlier) is None and provenance.steal_share(earlier, None) is None
+    assert (
+        context.cpu_identity(
+            {
+                "vendor": "GenuineIntel",
+                "family": "6",
+                "model": "167",
+                "stepping": "1",
+                "microcode": "0x1",
+                "mhz": "2599.998",
+            }
+        )
+        == "GenuineIntel family 6 model 167 stepping 1, microcode 0x1, 2600 MHz"
+    )
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to leave one out")

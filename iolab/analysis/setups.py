@@ -144,7 +144,26 @@ def our_machine(syscall: pd.DataFrame, node: str) -> str:
         where = f"{kind or 'a node of unrecorded kind'} with {cpus} CPUs"
     kernels = ", ".join(sorted(set(rows["kernel"].astype(str))))
     flags = ", ".join(sorted(set(rows["mitigations"].astype(str)))) if "mitigations" in rows else "not recorded"
-    return f"{model}, {where}; Linux {kernels}; CPU mitigations {flags} as the kernel reports them"
+    identity = str(first.get("cpu_identity", "") or "")
+    memory = int(rows["memory_kb"].max()) if "memory_kb" in rows and rows["memory_kb"].max() > 0 else 0
+    steal = rows["steal_share"].dropna() if "steal_share" in rows else pd.Series(dtype=float)
+    details = "; ".join(
+        d
+        for d in (
+            identity,
+            f"{memory / 2**20:.1f} GiB of memory" if memory else "",
+            f"the hypervisor stole {100 * steal.median():.2f} % of its CPU time during the cost probes "
+            f"(median over {len(steal)} repetitions, at most {100 * steal.max():.2f} %)"
+            if len(steal)
+            else "",
+        )
+        if d
+    )
+    return (
+        f"{model}"
+        + (f" ({details})" if details else "")
+        + f", {where}; Linux {kernels}; CPU mitigations {flags} as the kernel reports them"
+    )
 
 
 def _durations(claim: str, cost: pd.DataFrame, echo: pd.DataFrame | None, mpi: pd.DataFrame | None) -> str:

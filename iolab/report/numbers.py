@@ -27,6 +27,7 @@ from ..analysis import (
 from ..analysis.claims import faithful
 from ..analysis.stats import ESTIMATOR, Estimate, across_reps
 from ..analysis.verdicts import RULE_TEXT, ClaimVerdict, Finding, Outcome, claim_verdict, error_text
+from ..rooms.context import software
 from . import over_runs
 from .outputs import Outputs
 
@@ -517,6 +518,9 @@ def claims_setups(
     sources' quoted echo tables (parts 1 and 3) beside our cells."""
     out.rows("setups_compared", setups.compared(syscall, echo, mpi, node))
     out.text("our_machine", setups.our_machine(syscall, node))
+    tools = software(syscall[syscall["node"] == node])
+    if tools:
+        out.text("our_software", tools)
     here = echostats.claims_view(echo, node)
     out.text("claims_echo_setup", claims_echo_setup_sentence(here))
     if here is None:

@@ -57,6 +57,32 @@ def network(raw: Path) -> dict[str, Any]:
     }
 
 
+def cpu_identity(identity: dict[str, Any]) -> str:
+    """A CPU's identity in one phrase: vendor, family, model, stepping,
+    microcode, clock and cache, those recorded."""
+    i = {k: str(v) for k, v in identity.items() if v not in (None, "")}
+    parts = [
+        " ".join(
+            p
+            for p in (
+                i.get("vendor", ""),
+                f"family {i['family']}" if "family" in i else "",
+                f"model {i['model']}" if "model" in i else "",
+                f"stepping {i['stepping']}" if "stepping" in i else "",
+            )
+            if p
+        ),
+        f"microcode {i['microcode']}" if "microcode" in i else "",
+        f"{float(i['mhz']):.0f} MHz" if i.get("mhz", "").replace(".", "", 1).isdigit() else "",
+        f"cache {i['cache']}" if "cache" in i else "",
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+def _float(x: Any) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else float("nan")
+
+
 def context(raw: Path) -> dict[str, Any]:
     """Columns every tidy row carries from its raw file's sidecar, once the
     file (and any measured with it) is checked against the fingerprints the
@@ -74,6 +100,12 @@ def context(raw: Path) -> dict[str, Any]:
         # The CPUs the node has: claims that need more are "not testable here".
         "cpus": int((side.get("cpu") or {}).get("count") or 0),
         "cpu_model": str((side.get("cpu") or {}).get("model") or ""),
+        # The CPU as /proc/cpuinfo identifies it, the memory, and the share of
+        # CPU time the hypervisor stole during the measurement (sidecars from
+        # before these were recorded: "", 0, NaN).
+        "cpu_identity": cpu_identity((side.get("cpu") or {}).get("identity") or {}),
+        "memory_kb": int((side.get("host") or {}).get("memory_kb") or 0),
+        "steal_share": _float((side.get("cpu") or {}).get("steal")),
         # The hypervisor the node reported, and the virtual machine monitor
         # its kernel command line names (inferred: none reports it).
         "hypervisor": str((side.get("virtualization") or {}).get("hypervisor") or ""),
@@ -85,3 +117,27 @@ def context(raw: Path) -> dict[str, Any]:
         "accel": side.get("accel") or "",
         "raw_file": paths.relative(raw),
     }
+
+
+# The tools a sidecar records (iolab.provenance), as the paper names them.
+TOOLS = (
+    ("cc", "compiler"),
+    ("liburing", "liburing"),
+    ("mpi", "MPI"),
+    ("python", "Python"),
+    ("go", "Go"),
+    ("bpftrace", "bpftrace"),
+)
+
+
+def software(table: pd.DataFrame) -> str:
+    """The tools a run measured with, as the sidecar of ``table``'s first
+    raw file recorded them; "" where it cannot be read."""
+    if "raw_file" not in table or not len(table):
+        return ""
+    try:
+        side = load_sidecar(paths.REPO / str(table["raw_file"].iloc[0]))
+    except (RawFormatError, OSError, ValueError):
+        return ""
+    tools = side.get("toolchain") or {}
+    return "; ".join(f"{label} {tools[key]}" for key, label in TOOLS if tools.get(key))
