@@ -35,6 +35,8 @@ for _notebook in NOTEBOOKS:
             extra=lambda w, input: notebook_extra_params(input),
         log:
             f"results/logs/notebooks/{_notebook}.log",
+        benchmark:
+            f"results/benchmarks/notebooks/{_notebook}.tsv",
         conda:
             "../environment.yml"
         # The kernel's connection file goes to a temporary directory named

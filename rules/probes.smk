@@ -54,6 +54,9 @@ for _experiment, _spec in REGISTRY.items():
             slurm_extra=lambda w: slurm_resource(w.node, "slurm_extra"),
         log:
             f"results/logs/measure/{{node}}/{_experiment}/{{key}}/rep{{rep}}.log",
+        # Each job's wall time and peak memory, for the paper's artifact appendix.
+        benchmark:
+            f"results/benchmarks/measure/{{node}}/{_experiment}/{{key}}/rep{{rep}}.tsv",
         conda:
             "../environment.yml"
         shell:

@@ -24,7 +24,6 @@ import argparse
 import hashlib
 import json
 import math
-import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,23 +34,16 @@ from .. import paths
 from ..analysis.stats import Estimate, ratio_interval
 from ..codehash import analysing_digest, measuring_digest
 from ..registry import REGISTRY
+from ..report.artifact import HEADLINES
 from . import identity, reruns
 from .identity import RunIdentity
 from .reruns import md_cell
 from .untrusted import Crate, CrateError, crate_commit, shown
 
 # One figure per question: the numbers (by key) that answer it.
-QUESTIONS = {
-    "cost_model_terms": (
-        "The cost model's terms (ns)",
-        re.compile(r"^(s_getppid|w_send|w_recv|t1_send|t1_recv|a_send|b_send|a_recv|b_recv)_ns$"),
-    ),
-    "echo_cpu_per_request": (
-        "Echo servers: server CPU per request (ns), 50 connections",
-        re.compile(r"^echo_.+_c50_server_ns_per_request$"),
-    ),
-    "mpi_latency": ("MPI ping-pong latency (µs)", re.compile(r"^mpi_.+_latency_us$")),
-}
+# The headline quantities a run is compared on, declared once (the paper's
+# appendix asks where a re-run lands for the same ones).
+QUESTIONS = HEADLINES
 
 
 @dataclass(frozen=True)

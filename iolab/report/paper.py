@@ -43,12 +43,14 @@ def merge_numbers(fragments: list[Path]) -> dict[str, Any]:
                 first = merged[key]["notebook"] or "iolab/analysis/sources.py"
                 raise ValueError(f"number {key!r} is produced by both {first} and {entry['notebook']}")
             merged[key] = entry
-    # The abstract, written from everything the notebooks decided.
+    # The abstract, written from everything the notebooks decided, and the
+    # artifact appendix, from the run's results.
+    from . import artifact
     from .summary import write
 
-    for key, entry in write(merged).items():
+    for key, entry in {**write(merged), **artifact.entries(merged)}.items():
         if key in merged:
-            raise ValueError(f"number {key!r} is produced by both a notebook and the abstract")
+            raise ValueError(f"number {key!r} is produced by both a notebook and the abstract or appendix")
         merged[key] = entry
     return merged
 

@@ -1,0 +1,40 @@
+"""The paper's artifact appendix (iolab.report.artifact): what the run took,
+read from Snakemake's benchmark files and the disk, and where a re-run is
+expected to land, from each headline number's prediction interval."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iolab.report import artifact
+
+BENCH = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+
+
+def test_resources_sum_the_jobs_and_name_the_peak_and_the_disk(tmp_path: Path) -> None:
+    assert artifact.resources(tmp_path) == ""  # nothing recorded: nothing said
+    for i, (s, rss) in enumerate(((120.0, 80.5), (60.0, 300.2))):
+        f = tmp_path / "results" / "benchmarks" / "measure" / "local" / "echo" / "k" / f"rep{i + 1}.tsv"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(BENCH + f"{s}\t0:02:00\t{rss}\t1\t1\t1\t0\t0\t50\t{s}\n")
+    nb = tmp_path / "results" / "benchmarks" / "notebooks" / "echo.tsv"
+    nb.parent.mkdir(parents=True)
+    nb.write_text(BENCH + "30.0\t0:00:30\t900.0\t1\t1\t1\t0\t0\t50\t30\n")
+    raw = tmp_path / "data" / "raw" / "x.csv"
+    raw.parent.mkdir(parents=True)
+    raw.write_bytes(b"0" * (3 << 20))
+    said = artifact.resources(tmp_path)
+    assert "its 2 measurement jobs ran 3.0 min in all (peak memory of one job 300 MB)" in said
+    assert "its 1 notebooks 0.5 min (peak 900 MB)" in said and "its raw data take 3.0 MiB" in said
+
+
+def test_a_rerun_is_expected_in_each_headline_numbers_prediction_interval() -> None:
+    numbers = {
+        "w_send_ns": {"value": 2900.0, "text": "2 900", "pi95": [1800.0, 4600.0]},
+        "w_recv_ns": {"value": 900.0, "text": "900", "pi95": None},  # a kind without an estimate
+        "echo_epoll_c50_server_ns_per_request": {"value": 5000.0, "text": "5 000", "pi95": [3000.0, 8000.0]},
+        "echo_epoll_c500_server_ns_per_request": {"value": 5000.0, "text": "5 000", "pi95": [3000.0, 8000.0]},
+    }
+    rows = artifact.expected_rerun(numbers)
+    assert [r["quantity"].rsplit(": ", 1)[1] for r in rows] == ["w_send_ns", "echo_epoll_c50_server_ns_per_request"]
+    assert rows[0]["a re-run, 95 %"] == "1\u2009800\u20134\u2009600"
