@@ -289,6 +289,17 @@ def _modern_presets(run: Any, nodes: int) -> bool:
     return any(modern_features(echo.presets[name].flags) for name in chosen)
 
 
+def _two_clients(run: Any, nodes: int) -> bool:
+    """The echo experiment drives the default ring and epoll under more than
+    one client setup (the sources' beside ours)."""
+    echo = run.experiments.echo
+    if not echo:
+        return False
+    chosen = echo.only or list(echo.presets)
+    runs_both = [s for s in echo.setups if {"default", "epoll"} <= set(s.only or chosen)]
+    return len({(s.client, s.layout) for s in runs_both}) > 1
+
+
 def _several_nodes(run: Any, nodes: int) -> bool:
     return nodes > 1
 
@@ -325,6 +336,7 @@ NOTEBOOKS: dict[str, Notebook] = {
                 Figure("echo_batch_size"),
                 Figure("echo_open_loop_latency", needs="latency"),
                 Figure("echo_modern", when=_modern_presets),
+                Figure("echo_clients", when=_two_clients),
             ),
             "Echo servers",
             needs=("echo",),

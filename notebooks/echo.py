@@ -179,6 +179,22 @@ print(modern_cost.round(2).to_string(index=False))
 modern_counts
 
 # %% [markdown]
+# ## The two load generators
+# The claims read the sources' setup (a blocking thread per connection,
+# nothing pinned), the figures above ours (an event-loop client, pinned):
+# the default ring over epoll under each, where this run drove both.
+
+# %%
+clients = echostats.clients_view(all_echo, node)
+if echostats.clients_planned(all_echo, node):
+    fig = echo_present.clients_figure(clients)
+    out.figure(fig, "echo_clients", data=echostats.select(all_echo, node, presets))
+    plt.show()
+if len(clients):
+    out.text("echo_clients_sentence", echostats.clients_sentence(clients))
+clients
+
+# %% [markdown]
 # ## The sources' table, with our numbers beside theirs
 # The article's requests/s are quoted (i5-7500, Linux 5.11, 60 s runs); ours
 # are medians of this run's repetitions on this node. The claims' verdicts

@@ -679,3 +679,17 @@ def test_a_part_whose_sign_flips_under_our_client_says_so_in_its_row() -> None:
     # The same side of 1 under both clients: nothing to say.
     alike = echo_table({"default": 105.0, "epoll": 100.0}, [(50, 128)], client="event-loop", layout="pinned")
     assert claims.other_client_sign(rps, alike) == ""
+
+
+def test_the_two_clients_view_says_where_they_flip_the_sign_and_where_it_cannot_tell() -> None:
+    theirs = echo_table({"default": 116.0, "epoll": 100.0}, [(50, 128), (500, 128)])
+    ours = echo_table({"default": 75.0, "epoll": 100.0}, [(50, 128), (500, 128)], client="event-loop", layout="pinned")
+    view = echostats.clients_view(pd.concat([theirs, ours], ignore_index=True), "n1")
+    assert set(view["setup"]) == {"thread-per-connection client, shared CPUs", "event-loop client, pinned CPUs"}
+    said = echostats.clients_sentence(view)
+    assert said.startswith("The two clients give opposite signs: at c = 50 the requests/s ratio is 1.16")
+    # One setup alone: no view; both on one side: the same sign, said so.
+    assert echostats.clients_view(theirs, "n1").empty
+    alike = echo_table({"default": 110.0, "epoll": 100.0}, [(50, 128)], client="event-loop", layout="pinned")
+    same = echostats.clients_view(pd.concat([echo_table({"default": 116.0, "epoll": 100.0}, [(50, 128)]), alike]), "n1")
+    assert "the two clients give the comparison the same sign" in echostats.clients_sentence(same)

@@ -80,6 +80,85 @@ def our_view(echo: pd.DataFrame | None, node: str) -> pd.DataFrame | None:
     return one_setup(here, OUR_SETUP) if here is not None and len(here) else None
 
 
+CLIENTS_PAIR = ("default", "epoll")
+
+
+def clients_view(echo: pd.DataFrame, node: str, pair: tuple[str, str] = CLIENTS_PAIR) -> pd.DataFrame:
+    """The io_uring/epoll comparison the claims read (``pair``: the default
+    ring against epoll) under each setup ``node`` ran it with, against
+    connections at the smallest message size both measured: per setup,
+    connections and metric (requests/s, server CPU per request), the median
+    paired ratio over repetitions with its 95 % interval, and each side's
+    client busy share (of a CPU). Empty where fewer than two setups ran it."""
+    cols = ["setup", "client", "layout", "connections", "bytes", "metric", "ratio", "low", "high", "client_busy"]
+    here = with_setup(echo[(echo["node"] == node) & (echo["status"] == "ok")])
+    here = here[here["pipeline"] == PING_PONG]
+    both = here[here["preset"].isin(pair)]
+    setups = both.groupby(["client", "layout"])["preset"].nunique()
+    setups = setups[setups == 2]
+    if len(setups) < 2:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for client, layout in setups.index:
+        mine = both[(both["client"] == client) & (both["layout"] == layout)]
+        size = int(mine["bytes"].min())
+        label = f"{client} client, {layout} CPUs"
+        for metric in RATIO_METRICS:
+            r = paired_ratios(mine[mine["bytes"] == size], pair[0], pair[1], metric)
+            for c, g in r.groupby("connections"):
+                e = across_reps(g["ratio"].to_numpy(float))
+                busy = mine.loc[(mine["connections"] == c) & (mine["bytes"] == size), "client_busy"]
+                rows.append((label, client, layout, int(c), size, metric, e.value, e.low, e.high, float(busy.median())))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def clients_planned(echo: pd.DataFrame, node: str, pair: tuple[str, str] = CLIENTS_PAIR) -> bool:
+    """Whether ``node``'s run planned ``pair`` under more than one client
+    setup (its cells of any status): the two-client figure is then drawn,
+    from what was measured, even where one setup's cells all failed."""
+    here = with_setup(echo[echo["node"] == node])
+    both = here[here["preset"].isin(pair)]
+    return both.groupby(["client", "layout"]).ngroups > 1
+
+
+def clients_sentence(view: pd.DataFrame) -> str:
+    """Where the two clients give the io_uring/epoll comparison opposite
+    signs (each interval clear of 1, on either side), and their client
+    CPU there, in words; or that they agree in sign wherever both decide."""
+    if view.empty:
+        return ""
+    flips, both_clear = [], 0
+    for (c, metric), g in view.groupby(["connections", "metric"]):
+        above = g[g["low"] > 1]
+        below = g[g["high"] < 1]
+        both_clear += len(above) + len(below) >= 2
+        if len(above) and len(below):
+            what = "requests/s" if metric == "rps" else "server CPU per request"
+            a, b = above.iloc[0], below.iloc[0]
+            flips.append(
+                f"at c = {int(c)} the {what} ratio is {a['ratio']:.2f} [{a['low']:.2f}, {a['high']:.2f}] under the "
+                f"{a['setup']} (client busy {a['client_busy']:.2f} of a CPU) and {b['ratio']:.2f} "
+                f"[{b['low']:.2f}, {b['high']:.2f}] under the {b['setup']} (client {b['client_busy']:.2f})"
+            )
+    if not flips and not both_clear:
+        return (
+            "In no cell do both setups' intervals clear 1, so this run cannot tell whether the two clients "
+            "give the comparison opposite signs; the claims read the sources' setup, the figures ours."
+        )
+    if not flips:
+        return (
+            f"In the {both_clear} cell(s) where both setups' intervals clear 1, the two clients give the "
+            "comparison the same sign; the claims read the sources' setup, the figures ours."
+        )
+    return (
+        "The two clients give opposite signs: "
+        + "; ".join(flips)
+        + ". The client's model changes how requests batch at the server and what the client itself costs, "
+        "so the claims (the sources' thread-per-connection client) and the figures (our event-loop client) "
+        "answer under different setups, and each says which."
+    )
+
+
 def setup_note(echo: pd.DataFrame) -> str:
     """A short label of the setup, for a claim part measured on ``echo``."""
     echo = with_setup(echo)

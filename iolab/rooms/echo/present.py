@@ -323,6 +323,51 @@ def _fixed_rate_panel(
     ax.set_title(f"fixed rate\n{cell}" if cell else "fixed rate", fontsize=8)
 
 
+def clients_figure(view: pd.DataFrame) -> Figure:
+    """The default ring over epoll against connections under each client
+    setup the node ran (echostats.clients_view): requests/s (left) and
+    server CPU per request (right), the median paired ratio over
+    repetitions with its 95 % interval; 1 dotted."""
+    if view.empty:
+        fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 1.0))
+        ax.axis("off")
+        ax.text(
+            0.5,
+            0.5,
+            "The default ring and epoll were planned under two client setups, and measured under fewer",
+            ha="center",
+            va="center",
+            fontsize=8,
+        )
+        return fig
+    fig, axes = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.6), sharex=True)
+    for ax, metric, title in zip(
+        axes, ("rps", "server_ns_per_request"), ("requests/s", "server CPU per request"), strict=True
+    ):
+        for i, (setup, g) in enumerate(view[view["metric"] == metric].groupby("setup", sort=True)):
+            g = g.sort_values("connections")
+            ax.errorbar(
+                g["connections"],
+                g["ratio"],
+                yerr=interval_bars(g["low"], g["ratio"], g["high"]),
+                marker="os"[i % 2],
+                ms=3,
+                lw=1,
+                capsize=1.5,
+                color=color(i),
+                label=setup if metric == "rps" else None,
+            )
+        ax.axhline(1.0, color="black", lw=0.8, ls=":")
+        ax.set_xscale("log")
+        plain_ticks(ax.xaxis)
+        ax.set_xlabel("connections")
+        ax.set_title(title)
+    axes[0].set_ylabel("default ring / epoll")
+    legend_below(fig, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
 def modern_figure(
     view: pd.DataFrame,
     goal: float,
