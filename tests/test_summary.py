@@ -86,3 +86,25 @@ def test_the_abstract_says_so_when_nothing_is_decided() -> None:
         "No comparison in this run has an interval that excludes its comparison point."
     )
     assert summary.result_count({"per_sqe_over_epoll": entry(1.0, 0.9, 1.1)}) == 0
+
+
+def test_the_conclusion_says_what_the_run_learned_from_its_numbers() -> None:
+    def n(value: float, text: str, ci: list[float] | None = None) -> dict:
+        return {"value": value, "text": text, **({"ci95": ci, "ci_bounded": True} if ci else {})}
+
+    numbers = {
+        "preferred_model": {"value": "B", "text": "B"},
+        "aic_gap": n(74.9, "74.9"),
+        "t1_over_w": n(1.58, "1.58", [1.47, 1.77]),
+        "c1_t1_ns": n(1900.0, "1 900"),
+        "c1_w_ns": n(1500.0, "1 500"),
+        "zc_copied_pct_min": n(100.0, "100"),
+    }
+    learned = summary.what_was_learned(numbers)
+    assert "model B fits it better than the source's constant t, by a summed AIC gap of 74.9" in learned
+    assert "t(1)/w is 1.58 (95 % interval 1.47–1.77)" in learned and "copied every zero-copy send" in learned
+    # Another run, another answer: the same sentence does not stand.
+    other = {**numbers, "preferred_model": {"value": "A", "text": "A"}, "zc_copied_pct_min": n(40.0, "40")}
+    flipped = summary.what_was_learned(other)
+    assert "constant-t model fits" in flipped and "at least 40 %" in flipped
+    assert summary.what_was_learned({}) == ""

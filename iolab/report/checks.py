@@ -21,7 +21,6 @@ whose numbers the run lacks gives nothing, and the paper shows nothing.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from collections.abc import Mapping
@@ -91,12 +90,28 @@ def shaper(numbers: Numbers) -> Check | None:
 
 
 def _load_p99(numbers: Numbers, preset: str) -> list[tuple[int, float]]:
+    return [(load, v) for load, v, _ in _load_p99_ci(numbers, preset)]
+
+
+def _load_p99_ci(numbers: Numbers, preset: str) -> list[tuple[int, float, tuple[float, float] | None]]:
     out = []
     for k in numbers:
         m = re.fullmatch(rf"open_loop_{re.escape(preset)}_load(\d+)_p99_us", k)
         if m and (v := _value(numbers, k)) is not None:
-            out.append((int(m[1]), v))
-    return sorted(out)
+            out.append((int(m[1]), v, _ci(numbers, k)))
+    return sorted(out, key=lambda x: x[0])
+
+
+# A p99 that falls with the load by this much, where no interval tells it apart, is taken as falling.
+FALL = 0.2
+
+
+def _fell(a: tuple[int, float, tuple[float, float] | None], b: tuple[int, float, tuple[float, float] | None]) -> bool:
+    """The p99 at the higher load ``b`` lies below the lower load's ``a``:
+    beyond both intervals where they exist, else by more than FALL."""
+    if a[2] is not None and b[2] is not None:
+        return b[2][1] < a[2][0]
+    return b[1] < a[1] * (1 - FALL)
 
 
 def tails(numbers: Numbers) -> Check | None:
@@ -125,11 +140,11 @@ def tails(numbers: Numbers) -> Check | None:
 
 
 def load_order(numbers: Numbers) -> Check | None:
-    loads = _load_p99(numbers, "epoll")
-    if len(loads) < 2:
+    ranked = _load_p99_ci(numbers, "epoll")
+    if len(ranked) < 2:
         return None
-    falls = [(a, b) for a, b in itertools.pairwise(loads) if b[1] < a[1]]
-    shown = ", ".join(f"{p:,.0f} µs at {load} %".replace(",", "\u2009") for load, p in loads)
+    falls = [(a, b) for i, a in enumerate(ranked) for b in ranked[i + 1 :] if _fell(a, b)]
+    shown = ", ".join(f"{p:,.0f} µs at {load} %".replace(",", "\u2009") for load, p, _ in ranked)
     if not falls:
         return Check("load_order", True, f"epoll's open-loop p99 rose with the load ({shown}).")
     return Check(

@@ -274,7 +274,38 @@ def conclusion(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
             + "; ".join(f"{claim_words(c)}: {o}" for c, o in m.items() if o)
             + "."
         )
-    return [first.strip(), second]
+    learned = what_was_learned(numbers)
+    return [first.strip(), second, *([learned] if learned else [])]
+
+
+def what_was_learned(numbers: Numbers) -> str:
+    """What this run measured that the sources did not have, or that
+    contradicts how they modelled it, each from its numbers."""
+    said = []
+    model, gap = _text(numbers, "preferred_model"), numbers.get("aic_gap")
+    if model == "B" and isinstance(gap, dict) and isinstance(gap.get("value"), (int, float)) and gap["value"] > 0:
+        said.append(
+            "an io_uring_enter's time grows with its batch (the linear-batch model B fits it better than the "
+            f"source's constant t, by a summed AIC gap of {gap['text']}), so batching removes only the per-batch "
+            "part a/n, not the per-SQE cost"
+        )
+    elif model == "A":
+        said.append("the source's constant-t model fits an io_uring_enter's time better than the linear-batch model")
+    ratio = numbers.get("t1_over_w")
+    iv = _interval(ratio) if isinstance(ratio, dict) else None
+    if iv is not None and isinstance(ratio, dict):
+        said.append(
+            f"t(1)/w is {ratio['text']} (95 % interval {_fmt(iv[0])}\u2013{_fmt(iv[1])}) against the source's "
+            f"{_text(numbers, 'c1_t1_ns')}/{_text(numbers, 'c1_w_ns')} ns"
+        )
+    copied = numbers.get("zc_copied_pct_min")
+    if isinstance(copied, dict) and isinstance(copied.get("value"), (int, float)):
+        said.append(
+            "over loopback the kernel copied every zero-copy send it was asked to report on"
+            if copied["value"] >= 99.95
+            else f"over loopback the kernel copied at least {copied['text']} % of the zero-copy sends at every size"
+        )
+    return ("What this run learned: " + "; ".join(said) + ".") if said else ""
 
 
 def limitations(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
@@ -304,6 +335,23 @@ def limitations(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
             "reproduced from one run (their rows say how often), whatever its repetitions: one run's verdict "
             "carries the spread between runs, and a claim about this machine is decided across runs "
             "(./repro verdicts), each row saying about how many."
+        )
+    regime = _text(numbers, "regime_sentence")
+    if "the kernel reports mitigations on" in regime and "mitigations-off regime" in regime:
+        out.append(
+            "The mitigations-off claim C2 is tested on a node whose kernel reports mitigations on: its system "
+            "calls cost what the source measured with them off, so the regime is read from s, not from the flag."
+        )
+    setup = _text(numbers, "claims_echo_setup")
+    if "nothing pinned" in setup:
+        out.append(
+            "The echo claims' setup shares the node's CPUs between the load generator and the servers, as the "
+            "sources did; where the load generator set the pace, a part is not testable"
+            + (
+                ", and the two load generators can give the comparison opposite signs (see the section on them)."
+                if _text(numbers, "echo_clients_sentence")
+                else "."
+            )
         )
     occ = _text(numbers, "method_occasions")
     if occ:
