@@ -46,7 +46,6 @@ MEASURING = (
     "ib_send_bw",
 )
 # Temporary directories iolab makes: a prefix, then the creating PID, then "-".
-TEMP_PREFIXES = ("iolab-run-", "iolab-mpi-", "iolab-vm-")
 _STALE = re.compile(r"^(?:iolab-(?:run|mpi|vm|nb)-|iol|ompi\.iol)(\d+)-")
 
 

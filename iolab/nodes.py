@@ -17,8 +17,6 @@ from .inventory import NodeEntry
 if TYPE_CHECKING:
     from .hostfacts import HostFacts
 
-KINDS = ("bare-metal", "vm", "container")
-
 VM_TECHS = {
     "kvm",
     "qemu",

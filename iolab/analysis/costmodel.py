@@ -121,12 +121,6 @@ def uring_request(ci: CostInputs, model: str, n: np.ndarray | float) -> np.ndarr
     return total
 
 
-def epoll_request_with_wait(ci: CostInputs, events_per_wait: float) -> float:
-    """The epoll request extended by its event wait: one epoll_wait (at
-    least s) amortised over the events it returns."""
-    return epoll_request(ci) + ci.s / max(events_per_wait, 1.0)
-
-
 def overlay_prices(ci: CostInputs, overlay: pd.DataFrame) -> np.ndarray:
     """What the model prices each measured server's request at: the epoll
     request for epoll, model B at the batch size it reached for io_uring."""

@@ -230,9 +230,6 @@ class Rates:
     claim_not_reproduced: float
     mean_reps: float
 
-    def mc_error(self, rate: float) -> float:
-        return math.sqrt(max(rate * (1 - rate), 1e-12) / self.runs)
-
 
 def _draw(rng: np.random.Generator, residuals: np.ndarray, truth: float, n: int, shift: float) -> list[float]:
     # Resampled residuals, smoothed a little so that ties are rare; ``shift``:

@@ -29,7 +29,6 @@ LOWEST_NS = 1
 HIGHEST_NS = 3_600 * 10**9  # one hour: far above any --timeout
 SIGNIFICANT_DIGITS = 2
 PERCENTILES = {"p50": 50.0, "p99": 99.0, "p999": 99.9}
-PERCENTILE_LABELS = {"p50": "p50", "p99": "p99", "p999": "p99.9"}
 
 
 def histogram(low_ns: Sequence[int], counts: Sequence[int]) -> HdrHistogram:

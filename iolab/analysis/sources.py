@@ -78,7 +78,6 @@ QUOTED: dict[str, Quoted] = {
 
 # Requests/s from the Habr io_uring series, as printed (rust_echo_bench, 60 s,
 # i5-7500, Linux 5.11). Keys: (connections, bytes).
-HABR_PART1 = "Habr io_uring part 1 (seed 002)"
 U1_RPS: dict[str, dict[tuple[int, int], float]] = {
     "io_uring": {
         (50, 128): 249297,
@@ -106,8 +105,6 @@ U1_RPS: dict[str, dict[tuple[int, int], float]] = {
 # and 1024 bytes message size with 100, 500 and 1000 clients", and its own
 # table's header is {100, 500, 1000} x {128, 1024} in that order, with the
 # same net/http row as the article (132 664 ... 139 617). Those are the cells.
-HABR_PART3 = "Habr io_uring part 3 (seeds 000/001)"
-GO_URING_BENCHMARK = "go-uring's example/echo-server-multi-thread/Benchmark.md (linked by part 3 as its method)"
 U2_COLUMNS = ["c=100 128 B", "c=100 1024 B", "c=500 128 B", "c=500 1024 B", "c=1000 128 B", "c=1000 1024 B"]
 U2_RPS: dict[str, list[float]] = {
     "net/http (epoll netpoller)": [132664, 139206, 133039, 139171, 133480, 139617],

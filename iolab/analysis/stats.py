@@ -94,13 +94,6 @@ def _median_ci_ranks(n: int, confidence: float) -> tuple[int, int] | None:
     return int(ci.low), int(ci.high)
 
 
-def fixed_side_alpha(n: int, confidence: float = CONFIDENCE) -> float:
-    """The one-sided level of the fixed-sample interval at n repetitions
-    (1/64 at 6 for 95 %); 0 where it is unbounded."""
-    ranks = _median_ci_ranks(n, confidence)
-    return 0.0 if ranks is None else float(sps.binom.cdf(ranks[0], n, 0.5))
-
-
 def median_ci(values: ArrayLike, confidence: float = CONFIDENCE) -> tuple[float, float]:
     """Distribution-free CI for the median of ``values`` (one per repetition):
     ``scipy.stats.quantile_test``'s order statistics; (-inf, inf) when there

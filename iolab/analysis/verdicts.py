@@ -43,7 +43,6 @@ RULE_TEXT = (
     "over the claim's parts, and undecided at this precision otherwise. Equivalence parts (\u201cabout "
     "the same\u201d) are judged by two one-sided tests against the margin each rule states."
 )
-EQUIVALENCE_MARGIN = 0.05
 # The most repetitions reps_needed looks ahead; beyond, "more than" this.
 MAX_REPS = 200
 

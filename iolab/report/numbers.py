@@ -25,7 +25,7 @@ from ..analysis import (
     setups,
 )
 from ..analysis.claims import faithful
-from ..analysis.stats import ESTIMATOR, Estimate, across_reps
+from ..analysis.stats import ESTIMATOR, across_reps
 from ..analysis.verdicts import RULE_TEXT, ClaimVerdict, Finding, Outcome, claim_verdict, error_text
 from ..rooms.context import software
 from . import over_runs
@@ -605,44 +605,6 @@ def headline(
             [{"claim": c, "outcome": v.outcome.value, "reason": short_reason(v.reason)} for c, v in verdicts.items()]
         ),
     )
-
-
-def interval_words(e: Estimate) -> str:
-    """ "(95 % interval a–b)", or why there is none."""
-    if not e.bounded:
-        return f"(no interval: {e.n} repetitions; 6 are needed)"
-    return f"(95 % interval {e.low:.2f}–{e.high:.2f})"
-
-
-def servers_sentence(echo: pd.DataFrame | None, node: str) -> str:
-    """The cheapest C ring's server CPU per request against epoll's, paired
-    within repetitions, in the first discussed cell of our setup."""
-    if echo is None:
-        return "The echo servers were not measured."
-    ours = echostats.one_setup(echo[echo["node"] == node], echostats.OUR_SETUP)
-    cells = echostats.discussed_cells(ours)
-    if not cells:
-        return "No echo cell was measured."
-    c, b = cells[0]
-    r = echostats.ratios_to_base(ours, [(c, b)])
-    cpu = r[(r["metric"] == "server_ns_per_request") & (r["base"] == "epoll")].sort_values("ratio")
-    if cpu.empty:
-        return "No io_uring server ran beside epoll."
-    best = cpu.iloc[0]
-    rps = r[(r["metric"] == "rps") & (r["preset"] == best["preset"])]
-
-    def est(r: pd.Series) -> Estimate:
-        return r["estimate"]
-
-    text = (
-        f"Among {len(cpu)} io_uring server configurations at {c} connections of {b} B, the cheapest, "
-        f"{best['preset']}, spent {best['ratio']:.2f} {interval_words(est(best))} of epoll's server CPU "
-        "per request"
-    )
-    if len(rps):
-        rr = rps.iloc[0]
-        text += f" and served {rr['ratio']:.2f} {interval_words(est(rr))} of its requests/s"
-    return text + ", each paired within a repetition."
 
 
 def nodes(

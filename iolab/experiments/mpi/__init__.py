@@ -47,7 +47,6 @@ from .group import Member, MpiNodeGroup
 from .launch import Launch, Settings, mpirun_path, mpirun_version, run_launch, shm_btl, usable_cpus
 from .netns import NetnsCluster, require_root_and_iproute2
 
-TRANSPORTS = ("shm", "tcp", "netns", "netns_tbf", "nodes")
 NETNS_TRANSPORTS = ("netns", "netns_tbf")
 BENCHMARKS = ("pingpong", "bcast", "allreduce", "alltoall", "barrier")
 

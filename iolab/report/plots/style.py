@@ -25,7 +25,7 @@ TEXT_WIDTH_IN = 6.69
 MIN_FONT_PT = 7.0
 # Okabe-Ito: distinguishable in colour-blind vision and in grey.
 PALETTE = ["#0072b2", "#d55e00", "#009e73", "#e69f00", "#56b4e9", "#cc79a7", "#000000", "#999999"]
-EPOLL_COLOR, DEFAULT_COLOR = "#000000", PALETTE[0]
+EPOLL_COLOR = "#000000"
 
 
 def apply() -> None:
