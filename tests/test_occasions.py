@@ -195,7 +195,7 @@ def test_repro_occasions_writes_the_estimate_with_the_runs_it_rests_on(base_crat
     ]
     target = tmp_path / "occasions.json"
     res = subprocess.run(
-        [sys.executable, "-m", "iolab.archive.occasions", "estimate", *map(str, crates), "--output", str(target)],
+        [sys.executable, "-m", "iolab.archive.spread", "estimate", *map(str, crates), "--output", str(target)],
         env=tool_env(),
         capture_output=True,
         text=True,
@@ -217,7 +217,7 @@ def test_repro_occasions_writes_the_estimate_with_the_runs_it_rests_on(base_crat
         [
             sys.executable,
             "-m",
-            "iolab.archive.occasions",
+            "iolab.archive.spread",
             "estimate",
             str(bad),
             str(crates[0]),
@@ -235,7 +235,7 @@ def test_repro_occasions_writes_the_estimate_with_the_runs_it_rests_on(base_crat
 
 def estimate_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "iolab.archive.occasions", "estimate", *args],
+        [sys.executable, "-m", "iolab.archive.spread", "estimate", *args],
         env=tool_env(),
         capture_output=True,
         text=True,

@@ -26,7 +26,7 @@ not bias them by the per-quantity means it estimates.
 
 The estimate this checkout uses is ``data/occasions.json``, shipped with its
 provenance (which runs, when, on which machine); a user re-estimates it
-from their own archived runs with one command (iolab.archive.occasions):
+from their own archived runs with one command (iolab.archive.spread):
 
     ./repro occasions CRATE.zip CRATE.zip [...]
 """

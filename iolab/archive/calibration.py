@@ -60,6 +60,10 @@ class Coverage:
     """Checks inside, and made, per level; per kind as well."""
 
     inside: dict[float, int] = field(default_factory=lambda: dict.fromkeys(LEVELS, 0))
+    # Misses at 95 %: the re-run above the interval, and below it (a skew
+    # between occasions shows as one outweighing the other).
+    above: int = 0
+    below: int = 0
     checked: int = 0
     by_kind: dict[str, list[int]] = field(default_factory=lambda: defaultdict(lambda: [0, 0]))
     unknown: int = 0  # quantities whose group the other runs did not cover
@@ -107,6 +111,9 @@ def coverage(runs: Sequence[Mapping[str, Any]], with_occasion: bool = True) -> C
                         out.inside[level] += 1
                         if level == 0.95:
                             out.by_kind[q.kind][0] += 1
+                    elif level == 0.95:
+                        out.above += value > high
+                        out.below += value < low
                 out.by_kind[q.kind][1] += 1
     return out
 
@@ -122,11 +129,30 @@ def report(runs: Sequence[PooledRun], c: Coverage) -> list[str]:
     for level in LEVELS:
         lines.append(f"  {level:5.0%}   {c.share(level):6.1%}")
     lines.append("  at 95 %, by kind: " + ", ".join(f"{k} {i}/{n}" for k, (i, n) in sorted(c.by_kind.items())))
+    lines.append(f"  at 95 %, misses above the interval {c.above}, below it {c.below}")
     lo, hi = GOAL_95
     share = c.share(0.95)
     verdict = "calibrated" if lo <= share <= hi else "too narrow" if share < lo else "too wide"
     lines.append(f"95 % intervals hold {share:.1%} of re-runs: {verdict} (goal {lo:.0%}-{hi:.0%})")
     return lines
+
+
+def reliability_figure(c: Coverage, runs: int) -> Any:
+    """Share of re-runs inside against the nominal level, beside the diagonal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4, 4))
+    ax.plot([0.45, 1.0], [0.45, 1.0], color="0.6", lw=1, label="calibrated")
+    ax.plot(LEVELS, [c.share(level) for level in LEVELS], "o-", label="re-runs inside")
+    ax.set_xlabel("nominal level of the prediction interval")
+    ax.set_ylabel("share of another run's values inside")
+    ax.set_title(f"{runs} runs, each held out in turn, {c.checked} checks", fontsize=9)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("crates", nargs="+", type=Path, help="crates of at least three distinct runs")
     ap.add_argument("--json", type=Path, help="also write the coverage as JSON here")
+    ap.add_argument("--figure", type=Path, help="also draw the reliability diagram here (PNG)")
     args = ap.parse_args(argv)
     try:
         runs = load_runs(args.crates, say=lambda s: print(s.replace("verdicts:", "calibration:"), file=sys.stderr))
@@ -145,6 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"calibration: {e}", file=sys.stderr)
         return 1
     print("\n".join(report(runs, c)))
+    if args.figure:
+        reliability_figure(c, len(runs)).savefig(args.figure, dpi=150)
+        print(f"calibration: wrote {args.figure}", file=sys.stderr)
     if args.json:
         atomic.write_json(
             args.json,
@@ -154,6 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "unknown": c.unknown,
                 "coverage": {f"{level:.2f}": c.share(level) for level in LEVELS},
                 "by_kind_95": {k: {"inside": i, "checked": n} for k, (i, n) in c.by_kind.items()},
+                "misses_95": {"above": c.above, "below": c.below},
             },
         )
     return 0

@@ -1,8 +1,8 @@
 """Re-estimate the between-occasion spread (iolab.analysis.occasions) from
 your own archived runs, and show the estimate in use.
 
-    python -m iolab.archive.occasions estimate CRATE.zip CRATE.zip [...]    (./repro occasions ...)
-    python -m iolab.archive.occasions show
+    python -m iolab.archive.spread estimate CRATE.zip CRATE.zip [...]    (./repro occasions ...)
+    python -m iolab.archive.spread show
 
 Each crate is checked first (iolab.archive.untrusted); the estimate, with
 which runs it rests on, is written to data/occasions.json, which every
@@ -75,7 +75,7 @@ def crate_numbers(crate_zip: Path) -> CrateRun:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m iolab.archive.occasions",
+        prog="python -m iolab.archive.spread",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
