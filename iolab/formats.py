@@ -1,5 +1,6 @@
 """Raw file formats shared by the code that writes them (iolab.experiments.echo,
-iolab.experiments.mpi) and the loaders that read them (iolab.tables). Nothing here runs
+iolab.experiments.mpi) and the readers that load them (iolab.readers, each room's tidy
+step). Nothing here runs
 anything, so analysis can depend on it without reaching the runners."""
 
 from __future__ import annotations

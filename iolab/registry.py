@@ -16,7 +16,7 @@ The code of each experiment is held by reference on each side, checked
 against this registry at import: its run_repetition in
 iolab.experiments.RUNS, its tidy step in iolab.rooms.ROOMS (each side
 imports the base, never the other, so the base holds no references to
-either). docs/contributing.md lists what adding an experiment touches.
+either). DESIGN.md's "Adding an experiment" lists what adding one touches.
 
 This module is in the base of the package: light (the workflow imports it
 at every start), and imported by both the run side and the read side.
