@@ -561,3 +561,13 @@ def test_a_section_given_by_hand_is_held_to_the_schemas_ranges(
     assert status == 1
     assert capsys.readouterr().err.strip() == expected
     assert not out.parent.exists()
+
+
+def test_the_config_readme_is_what_the_config_says() -> None:
+    # config/README.md is generated (python -m iolab.configdoc): a profile
+    # or a schema description changed without it fails here.
+    from iolab import configdoc
+
+    assert configdoc.README.read_text() == configdoc.render(), "run python -m iolab.configdoc"
+    for profile in sorted((configdoc.CONFIG / "profiles").glob("*.yaml")):
+        assert f"| `{profile.stem}` |" in configdoc.render()
