@@ -48,6 +48,7 @@ import matplotlib.pyplot as plt
 
 from iolab import tables
 from iolab.analysis import claims, costmodel, models, setups, verdicts
+from iolab.analysis import findings as parts
 from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 
@@ -81,7 +82,7 @@ findings = claims.evaluate(
     anytime_after=anytime_after,
 )
 print(verdicts.RULE_TEXT)
-verdicts.table(findings)
+parts.table(findings)
 
 # %% [markdown]
 # ## How each source measured, and how we did

@@ -16,8 +16,9 @@ import pytest
 from iolab import tables
 from iolab.analysis import claims, echostats, evidence, sources
 from iolab.analysis.claims import faithful, habr, openanolis, rules
-from iolab.analysis.verdicts import Finding, Outcome, Rule, claim_verdict, combine, finding, not_testable, settle
-from iolab.report import numbers
+from iolab.analysis.findings import finding, not_testable
+from iolab.analysis.verdicts import Finding, Outcome, Rule, claim_verdict, combine, settle
+from iolab.report import claim_texts, numbers
 
 # Each repetition's host speed, shared by its cells: ten repetitions, so
 # that every outcome of a claim of up to 12 parts is reachable.
@@ -131,7 +132,7 @@ def test_a_faithful_replication_reproduces_each_claim_or_the_paper_says_why(clai
     spread, reps = reference_spread(kind), PAPER_REPS[claim[0]]
     share = faithful.reproduce_share(claim, reps, spread, runs=runs)
     assert share is not None
-    if share >= numbers.FAITHFUL_GOAL:
+    if share >= claim_texts.FAITHFUL_GOAL:
         return
     parts = [
         f
@@ -140,7 +141,7 @@ def test_a_faithful_replication_reproduces_each_claim_or_the_paper_says_why(clai
     ]
     for f in parts:
         f.group = f"claims:{kind}"
-    text = numbers.faithful_text(claim, parts, runs=runs)
+    text = claim_texts.faithful_text(claim, parts, runs=runs)
     assert f"reproduces {claim} in" in text and "cannot be expected from one run" in text, text
     share_printed = int(re.search(r"in (\d+)% of", text).group(1))
     assert abs(share_printed / 100 - share) <= 0.15  # the same simulation on the claim's own parts
@@ -446,7 +447,7 @@ def test_u4_compares_each_option_with_its_base_ring_wherever_its_helpers_ran() -
 
 def test_u5_gates_each_part_on_what_it_needs() -> None:
     parts = judged(
-        habr.u5(
+        claims.u5(
             echo_table(
                 {
                     "go_uring": 1.0,
@@ -480,23 +481,23 @@ def test_u5_gates_each_part_on_what_it_needs() -> None:
     (ring_count,) = [p for p in parts if "2 x cores - 2" in p.part]
     assert ring_count.context and ring_count.outcome is Outcome.NOT_TESTABLE
     # A +5 % from several rings is no "excellent boost".
-    small = judged(habr.u5(echo_table({"rings_granule": 1.05, "default": 1.0}, [(1000, 128)], cpus=2), None))
+    small = judged(claims.u5(echo_table({"rings_granule": 1.05, "default": 1.0}, [(1000, 128)], cpus=2), None))
     (boost,) = [p for p in small if "excellent boost" in p.part and p.estimate is not None]
     assert boost.outcome is Outcome.NOT_REPRODUCED
-    assert judged(habr.u5(None, {r: 0.2 for r in range(1, 11)}))[0].outcome is Outcome.NOT_REPRODUCED
+    assert judged(claims.u5(None, {r: 0.2 for r in range(1, 11)}))[0].outcome is Outcome.NOT_REPRODUCED
 
 
 def test_u6_counts_the_default_rings_io_wq_workers() -> None:
     # "The worker pool starts in any case": at least one worker at exit.
     table = echo_table({"default": 1.0, "epoll": 1.0}, [(50, 128), (500, 128)])
     table.loc[table["preset"] == "default", "iowq_workers"] = 2
-    (part,) = judged(habr.u6(table))
+    (part,) = judged(claims.u6(table))
     assert part.outcome is Outcome.REPRODUCED and part.kind == "count" and "2 cells" in part.part
     none = echo_table({"default": 1.0, "epoll": 1.0}, [(50, 128)])
-    (part,) = judged(habr.u6(none))
+    (part,) = judged(claims.u6(none))
     assert part.outcome is Outcome.NOT_REPRODUCED
     unknown = none.drop(columns="iowq_workers")
-    (part,) = habr.u6(unknown)
+    (part,) = claims.u6(unknown)
     assert part.outcome is Outcome.NOT_TESTABLE and "did not report" in part.reason
 
 
@@ -526,7 +527,7 @@ def _all_rules() -> list[Finding]:
                 [(500, 128)],
             )
         ),
-        *habr.u5(None, {1: 0.0}),
+        *claims.u5(None, {1: 0.0}),
         *faithful.replications("C1")(8, 0.0, rng),
         *faithful.replications("C2")(8, 0.0, rng),
         *faithful.replications("C3")(8, 0.0, rng),
@@ -569,7 +570,7 @@ def test_the_whys_arithmetic_is_the_rules_own() -> None:
 def test_the_claims_table_prints_each_claims_margins_from_its_rules() -> None:
     found = judged(_all_rules())
     table = numbers.claims_tested(found)
-    assert list(table["claim"]) == list(numbers.CLAIM_IDS)
+    assert list(table["claim"]) == list(claim_texts.CLAIM_IDS)
     u1 = table.loc[table["claim"] == "U1", "margin"].iloc[0]
     assert habr.NON_INFERIOR.why in u1 and habr.SIMILAR_LOAD.why in u1
 
@@ -582,7 +583,7 @@ def test_the_abstract_puts_each_claim_under_one_outcome() -> None:
             not_testable("C3", "a part", "the claim is about CPU mitigations on"),
         ]
     )
-    v = numbers.claim_verdict_objects(fs)
+    v = claim_texts.claim_verdict_objects(fs)
     assert v["U5"].line().startswith(Outcome.INCOMPLETE.value)
     assert {c: x.outcome for c, x in v.items()} == {"C3": Outcome.NOT_TESTABLE, "U5": Outcome.INCOMPLETE}
     outcomes = {
@@ -592,7 +593,7 @@ def test_the_abstract_puts_each_claim_under_one_outcome() -> None:
         "U2": Outcome.REPRODUCED,
         "U5": Outcome.INCOMPLETE,
     }
-    assert numbers.claims_by_outcome(outcomes) == (
+    assert claim_texts.claims_by_outcome(outcomes) == (
         "Of the sources' claims, reproduced: U2; not reproduced: U1; undecided at this precision: C1; "
         "not testable here: C3; reproduced where testable, not testable in part: U5."
     )
@@ -600,7 +601,7 @@ def test_the_abstract_puts_each_claim_under_one_outcome() -> None:
 
 def test_the_claims_table_says_which_outcomes_each_claim_can_reach() -> None:
     six = judged([finding("U1", f"p{i}", [1.2] * 6, rules.above(1.0, "t")) for i in range(2)])
-    assert numbers.reach_text("U1", six) == (
+    assert claim_texts.reach_text("U1", six) == (
         "With 6 repetitions planned in advance, U1 can be reproduced or "
         "undecided, not \u201cnot reproduced\u201d (its 2 parts need 7 repetitions to refute it)."
     )
@@ -609,7 +610,7 @@ def test_the_claims_table_says_which_outcomes_each_claim_can_reach() -> None:
     narrow = [finding("C1", "p", [1.0] * 10, Rule("within", 1.0, 0.05))]
     settle(narrow, evidence.FIXED, 0.10, predict=False)
     assert narrow[0].empty_band and narrow[0].reachable == (False, True)
-    assert numbers.reach_text("C1", narrow) == (
+    assert claim_texts.reach_text("C1", narrow) == (
         "With 10 repetitions planned in advance, C1 can be not reproduced or undecided, not \u201creproduced\u201d "
         "(the occasion allowance leaves 1 of its bands empty at any number of repetitions)."
     )
@@ -617,7 +618,7 @@ def test_the_claims_table_says_which_outcomes_each_claim_can_reach() -> None:
     settle(wide, evidence.FIXED, 0.10, predict=False)
     assert not wide[0].empty_band and wide[0].reachable[0]
     seven = judged([finding("U1", f"p{i}", [1.2] * 7, rules.above(1.0, "t")) for i in range(2)])
-    assert numbers.reach_text("U1", seven) == (
+    assert claim_texts.reach_text("U1", seven) == (
         "With 7 repetitions planned in advance, U1 can be reproduced, not reproduced or undecided."
     )
     assert math.isclose(evidence.FIXED.side, 0.025)
@@ -655,18 +656,18 @@ def test_c5_asks_whether_the_model_names_the_measured_winner() -> None:
     inputs = cost_inputs(100.0, 1000.0, 200.0, 700.0)
     batch = {"small": 1.0, "large": 8.0, "epoll": 1.0}
     agree = model_table({"small": 2100.0, "large": 1500.0, "epoll": 2200.0}, batch)
-    share, error = judged(openanolis.c5(inputs, agree))
+    share, error = judged(claims.c5(inputs, agree))
     assert share.outcome is Outcome.REPRODUCED and share.estimate.value == 1.0 and share.kind == "share"
     assert error.context and error.estimate.value == pytest.approx(
         np.median([2100 / 2000, 1500 / (2 * (300 / 8 + 700))])
     )
     # The servers order themselves against the model: it decides nothing.
     disagree = model_table({"small": 2600.0, "large": 2500.0, "epoll": 2200.0}, batch)
-    share, _ = judged(openanolis.c5(inputs, disagree))
+    share, _ = judged(claims.c5(inputs, disagree))
     assert share.outcome is Outcome.NOT_REPRODUCED and share.estimate.value == 0.0
     # Where the model predicts no clear winner (within 5 %), there is nothing to agree on.
     tie = model_table({"tie": 2200.0, "epoll": 2200.0}, {"tie": 300 / (2200 / 2 - 700), "epoll": 1.0})
-    assert openanolis.c5(inputs, tie)[0].outcome is Outcome.NOT_TESTABLE
+    assert claims.c5(inputs, tie)[0].outcome is Outcome.NOT_TESTABLE
 
 
 def test_a_part_whose_sign_flips_under_our_client_says_so_in_its_row() -> None:

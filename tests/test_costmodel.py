@@ -11,7 +11,7 @@ import pytest
 
 from iolab.analysis import claims, costmodel
 from iolab.analysis.verdicts import Outcome, combine
-from iolab.report import numbers
+from iolab.report import claim_texts
 
 NS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
@@ -187,7 +187,7 @@ def test_c1_counts_the_ratios_that_carry_over_and_shows_absolute_costs_as_contex
     assert all(f.context and f.outcome is Outcome.NOT_REPRODUCED for f in (s_abs, w_abs, t_abs))
     assert s_abs.quoted == "230 ns" and claims.c1(frame, "on")[5].quoted == "700 ns"
     found = [t_w, n1, inside_epoll, inside_uring, premise, s_abs, w_abs, t_abs]
-    assert numbers.claim_verdicts(found)["C1"].startswith("reproduced where testable")
+    assert claim_texts.claim_verdicts(found)["C1"].startswith("reproduced where testable")
 
 
 @pytest.mark.parametrize(

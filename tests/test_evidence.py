@@ -15,7 +15,8 @@ from scipy import integrate
 from scipy import stats as sps
 
 from iolab.analysis import evidence, occasions, stats
-from iolab.analysis.verdicts import Rule, finding, settle
+from iolab.analysis.findings import finding
+from iolab.analysis.verdicts import Rule, settle
 
 
 def exact_tail(k: int, n: int) -> float:

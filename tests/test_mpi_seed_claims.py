@@ -12,7 +12,7 @@ import pytest
 
 from iolab.analysis import claims
 from iolab.analysis.verdicts import Outcome, combine
-from iolab.report import numbers
+from iolab.report import claim_texts
 
 DRIFT = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.05, 0.85, 1.15, 0.95]  # shared by both pairs within a repetition
 SIZES = [4, 1024, 16384, 65536, 1 << 20]
@@ -183,7 +183,7 @@ def test_default_algorithms_are_preferred_and_pinned_ones_are_labelled() -> None
     assert all("[second row: pinned algorithms, context]" in f.part for f in second)
     assert second[0].outcome is Outcome.NOT_REPRODUCED and second[0].estimate.value == pytest.approx(0.1)
     assert combine(found) is Outcome.REPRODUCED
-    assert numbers.claim_verdicts(found)["M2"] == "reproduced (decided 7 of 7 parts, 0 not testable here)"
+    assert claim_texts.claim_verdicts(found)["M2"] == "reproduced (decided 7 of 7 parts, 0 not testable here)"
 
 
 def test_another_fabric_than_the_seeds_makes_every_part_context() -> None:

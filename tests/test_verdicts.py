@@ -6,17 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from iolab.analysis.findings import finding, not_testable
 from iolab.analysis.stats import Estimate
-from iolab.analysis.verdicts import (
-    Finding,
-    Outcome,
-    Rule,
-    combine,
-    finding,
-    interval_text,
-    not_testable,
-    reps_needed,
-)
+from iolab.analysis.verdicts import Finding, Outcome, Rule, combine, interval_text, reps_needed
 
 R, N, U = Outcome.REPRODUCED, Outcome.NOT_REPRODUCED, Outcome.UNDECIDED
 

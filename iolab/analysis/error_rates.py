@@ -28,8 +28,9 @@ from scipy import stats as sps
 from ..settings import PrecisionSettings
 from . import evidence, occasions
 from .evidence import Budget
+from .findings import finding
 from .precision import plan_round
-from .verdicts import Finding, Outcome, Rule, combine, finding, settle
+from .verdicts import Finding, Outcome, Rule, combine, settle
 
 # The paper profile's rounds (config/profiles/paper.yaml).
 PAPER_PRECISION = PrecisionSettings(enabled=True, budget_minutes=30, reps_per_round=3, max_rounds=10)

@@ -24,7 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
@@ -33,8 +33,6 @@ from .evidence import ALPHA_SIDE, Budget, Shifts
 from .stats import MIN_REPS_FOR_CI, Estimate, expected_cis
 
 if TYPE_CHECKING:
-    import pandas as pd
-
     from .occasions import Spread
 
 RULE_TEXT = (
@@ -367,138 +365,6 @@ class Finding:
         return text
 
 
-@dataclass
-class ExtremeFinding(Finding):
-    """A part about the largest (``extreme`` "max") or smallest ("min") of
-    several cells' medians: M2's worst ratio over message sizes, M3's best.
-    Taking the extreme of noisy cells biases it (the maximum of 63 noisy
-    ratios of 1.00 sits well above 1), so each cell is tested on its own
-    repetitions: a statement about *some* cell is Bonferroni-adjusted over
-    the cells (the null distribution of the maximum or minimum), a statement
-    about *every* cell is an intersection-union test at the part's level.
-    ``per_rep`` holds each repetition's extreme over the cells, for display."""
-
-    extreme: Literal["max", "min"] = "max"
-    cells: dict[str, list[float]] = field(default_factory=dict)
-
-    def _statement(self, direction: Literal["above", "below"], bound: float, b: Budget) -> float:
-        """The p-value that the extreme lies ``direction`` of ``bound``."""
-        some = (self.extreme == "max") == (direction == "above")
-        ps = [
-            float(evidence.one_sided(np.asarray(v, dtype=float), self._n0(v), bound, direction, b))
-            for v in self.cells.values()
-        ]
-        if not ps:
-            return 1.0
-        return min(1.0, len(ps) * min(ps)) if some else max(ps)
-
-    def _n0(self, values: Sequence[float]) -> int:
-        return self.n0 if len(values) == len(self.per_rep) else len(values)
-
-    def p_holds(self) -> float:
-        assert self.rule is not None
-        r, up = self.rule, math.exp(self.shifts.reproduced)
-        if r.kind == "above":
-            return self._statement("above", r.bound * up, self.budget)
-        if r.kind == "below":
-            return self._statement("below", r.bound / up, self.budget)
-        return max(
-            self._statement("above", r.band[0] * up, self.budget), self._statement("below", r.band[1] / up, self.budget)
-        )
-
-    def p_fails(self) -> float:
-        assert self.rule is not None
-        r, up = self.rule, math.exp(self.shifts.not_reproduced)
-        if r.kind == "above":
-            return self._statement("below", r.bound / up, self.budget)
-        if r.kind == "below":
-            return self._statement("above", r.bound * up, self.budget)
-        return min(
-            self._statement("below", r.band[0] / up, self.budget), self._statement("above", r.band[1] * up, self.budget)
-        )
-
-    def refresh(self) -> None:
-        """The interval of the extreme: for the maximum, its low end from the
-        cell that clears the most (at the level split over the cells), its
-        high end from every cell (at the part's level); the minimum mirrored."""
-        if self.estimate is None or not self.cells:
-            return
-        b, k = self.budget, len(self.cells)
-        split = Budget(b.occasion, b.round0 / k, b.later / k)
-        shift = 0.0 if self.spread_unknown else self.shifts.reproduced
-        wide = [evidence.interval(v, self._n0(v), split, shift) for v in self.cells.values()]
-        each = [evidence.interval(v, self._n0(v), b, shift) for v in self.cells.values()]
-        if self.extreme == "max":
-            low, high = max(w[0] for w in wide), max(e[1] for e in each)
-            value = max(float(np.median(v)) for v in self.cells.values())
-        else:
-            low, high = min(e[0] for e in each), min(w[1] for w in wide)
-            value = min(float(np.median(v)) for v in self.cells.values())
-        self.estimate = Estimate(
-            value, low, high, self.estimate.n, self.estimate.pred_low, self.estimate.pred_high, self.estimate.values
-        )
-
-    def _some(self, direction: str) -> bool:
-        return (self.extreme == "max") == (direction == "above")
-
-    @property
-    def reachable(self) -> tuple[bool, bool]:
-        """A statement about some cell needs 2^-n <= level / cells; one about
-        every cell, 2^-n <= level (over the claim's parts for a "not
-        reproduced")."""
-        assert self.rule is not None
-        if self.spread_unknown:
-            return False, False
-        n, k, level = self.n0, max(len(self.cells), 1), self.budget.round0
-
-        def ok(direction: str, family: int) -> bool:
-            return 0.5**n <= level / (family * (k if self._some(direction) else 1))
-
-        holds = {"above": ["above"], "below": ["below"], "within": ["above", "below"]}[self.rule.kind]
-        fails = {"above": ["below"], "below": ["above"], "within": ["below", "above"]}[self.rule.kind]
-        return all(ok(d, 1) for d in holds), any(ok(d, self.family) for d in fails)
-
-
-def extreme_finding(
-    claim: str,
-    part: str,
-    cells: Mapping[str, pd.Series],
-    extreme: Literal["max", "min"],
-    rule: Rule,
-    quoted: str = "",
-    decides: dict[str, list[list[object]]] | None = None,
-    context: bool = False,
-) -> Finding:
-    """An ``ExtremeFinding`` from each cell's per-repetition values (Series
-    indexed by repetition); repetitions every cell has, in order."""
-    series = [c.dropna() for c in cells.values() if len(c.dropna())]
-    if not series:
-        return Finding(claim, part, quoted=quoted, reason="nothing was measured for it", context=context)
-    common = sorted(set.intersection(*(set(int(r) for r in c.index) for c in series)))
-    by_cell = {str(k): [float(c.dropna().loc[r]) for r in common] for k, c in cells.items() if len(c.dropna())}
-    if not common:
-        return Finding(claim, part, quoted=quoted, reason="no repetition measured every cell", context=context)
-    pick = max if extreme == "max" else min
-    per_rep = [pick(v[i] for v in by_cell.values()) for i in range(len(common))]
-    f = ExtremeFinding(
-        claim,
-        part,
-        rule,
-        Estimate(float(np.median(per_rep)), -math.inf, math.inf, len(per_rep), values=tuple(per_rep)),
-        per_rep,
-        quoted,
-        "",
-        decides or {},
-        context,
-        "",
-        common,
-        extreme=extreme,
-        cells=by_cell,
-    )
-    f.refresh()
-    return f
-
-
 def _sig(x: float, digits: int = 3) -> str:
     """``x`` to ``digits`` significant figures, without exponent notation."""
     if not math.isfinite(x):
@@ -514,58 +380,6 @@ def interval_text(est: Estimate, digits: int = 3) -> str:
     if not est.bounded and est.n < MIN_REPS_FOR_CI:
         return f"{_sig(est.value, digits)} (no interval: {est.n} repetitions, {MIN_REPS_FOR_CI} needed)"
     return f"{_sig(est.value, digits)} [{_sig(est.low, digits)}, {_sig(est.high, digits)}]"
-
-
-def finding(
-    claim: str,
-    part: str,
-    per_rep: Sequence[float] | np.ndarray | pd.Series,
-    rule: Rule,
-    quoted: str = "",
-    decides: dict[str, list[list[object]]] | None = None,
-    context: bool = False,
-    cell: str = "",
-    kind: str = "ratio",
-    metric: str = "",
-) -> Finding:
-    """A finding from per-repetition values of the claim's quantity, in the
-    order measured (a Series indexed by repetition keeps which repetition
-    each came from); ``context``: shown, not counted in the claim's verdict;
-    ``cell``: the source's table cell it tests; ``kind``: what the values
-    are (iolab.analysis.occasions.KINDS), a paired ratio unless said."""
-    reps: list[int] = []
-    if hasattr(per_rep, "index") and hasattr(per_rep, "to_numpy"):
-        series = cast("pd.Series", per_rep).sort_index()  # index = repetition
-        pairs = [
-            (int(r), float(v))
-            for r, v in zip(series.index, series.to_numpy(float), strict=True)
-            if not math.isnan(float(v))
-        ]
-        reps, values = [r for r, _ in pairs], [v for _, v in pairs]
-    else:
-        values = [float(v) for v in per_rep if not math.isnan(float(v))]
-    if not values:
-        return Finding(
-            claim, part, quoted=quoted, reason="nothing was measured for it", context=context, cell=cell, kind=kind
-        )
-    median = float(np.median(values))
-    f = Finding(
-        claim,
-        part,
-        rule,
-        Estimate(median, -math.inf, math.inf, len(values), values=tuple(values)),
-        values,
-        quoted,
-        "",
-        decides or {},
-        context,
-        cell,
-        reps,
-        kind=kind,
-        metric=metric,
-    )
-    f.refresh()
-    return f
 
 
 def settle(
@@ -627,35 +441,6 @@ def settle(
             f.estimate = Estimate(
                 f.estimate.value, f.estimate.low, f.estimate.high, f.estimate.n, *pred, f.estimate.values
             )
-
-
-def not_testable(
-    claim: str, part: str, reason: str, quoted: str = "", cell: str = "", context: bool = False
-) -> Finding:
-    return Finding(claim, part, quoted=quoted, reason=reason, cell=cell, context=context)
-
-
-def table(findings: Sequence[Finding]) -> pd.DataFrame:
-    """The findings as a table: claim, part, value [interval], rule, verdict."""
-    import pandas as pd
-
-    return pd.DataFrame(
-        [
-            {
-                "claim": f.claim,
-                "part": f.part,
-                "ours": interval_text(f.estimate) if f.estimate else "",
-                "quoted": f.quoted,
-                "rule": f.rule.text() if f.rule else "",
-                "margin, and why": f.rule.why if f.rule else "",
-                "verdict": f.outcome.value,
-                "repetitions to decide": f.needed,
-                "reason": f.reason,
-                "counted": not f.context,
-            }
-            for f in findings
-        ]
-    )
 
 
 class Judged(Protocol):

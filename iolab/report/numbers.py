@@ -26,9 +26,18 @@ from ..analysis import (
 )
 from ..analysis.claims import faithful
 from ..analysis.stats import ESTIMATOR, across_reps
-from ..analysis.verdicts import RULE_TEXT, ClaimVerdict, Finding, Outcome, claim_verdict, error_text
+from ..analysis.verdicts import RULE_TEXT, Finding, Outcome, error_text
 from ..rooms.context import software
 from . import over_runs
+from .claim_texts import (
+    ESTIMAND,
+    claim_verdict_objects,
+    claim_verdicts,
+    faithful_text,
+    occasions_sentence,
+    reach_text,
+    short_reason,
+)
 from .outputs import Outputs
 
 COST_QUANTITIES = (
@@ -254,172 +263,6 @@ def t_bound(out: Outputs, enter: pd.DataFrame, cost_per_rep: pd.DataFrame) -> No
             f"{upper.value:.2f}, against {measured.value:.2f} for t(1)/w as measured: a difference of {gap:.2f}, "
             f"{compare}."
         ),
-    )
-
-
-# The claims, in the claims table's order: declared once, with their tests.
-CLAIM_IDS = tuple(claims.CLAIM_TESTS)
-
-
-def claim_verdict_objects(findings: Sequence[Finding]) -> dict[str, ClaimVerdict]:
-    """Per claim id with findings: its verdict (outcome, counts, reason)."""
-    out = {}
-    for claim in CLAIM_IDS:
-        parts = [f for f in findings if f.claim == claim]
-        if parts:
-            out[claim] = claim_verdict(claim, parts, claims.SOURCE_CELLS.get(claim, ()))
-    return out
-
-
-def claim_verdicts(findings: Sequence[Finding], short: bool = False) -> dict[str, str]:
-    """Per claim id: its verdict line (iolab.analysis.verdicts.ClaimVerdict):
-    the outcome, the parts decided and not testable, the source cells
-    covered; ``short``: a claim not testable at all gives its first reason
-    only, to its first parenthesis (the findings table has them whole)."""
-    return {
-        claim: f"{v.outcome.value}: {short_reason(v.reason)}"
-        if short and v.outcome is Outcome.NOT_TESTABLE
-        else v.line()
-        for claim, v in claim_verdict_objects(findings).items()
-    }
-
-
-def short_reason(reason: str) -> str:
-    """A reason's first clause: up to its first semicolon, without what it
-    puts in parentheses."""
-    first = reason.split("; ")[0]
-    depth, kept = 0, []
-    for ch in first:
-        depth += ch == "("
-        if depth == 0:
-            kept.append(ch)
-        depth -= ch == ")" and depth > 0
-    return " ".join("".join(kept).split()).replace(" ,", ",")
-
-
-def claims_by_outcome(outcomes: Mapping[str, Outcome]) -> str:
-    """The abstract's sentence: every claim under its one outcome."""
-    words = {o: [c for c, v in outcomes.items() if v is o] for o in Outcome}
-    return "Of the sources' claims, " + "; ".join(f"{o.value}: {', '.join(cs)}" for o, cs in words.items() if cs) + "."
-
-
-ESTIMAND = (
-    "Each part estimates the median over repetitions of a per-repetition quantity: for a comparison, "
-    "the ratio of the two configurations measured in the same repetition; the claims table shows the "
-    "ratio of their means over repetitions beside it where the rule's margin is 5 % or less."
-)
-
-
-def reach_text(claim: str, findings: Sequence[Finding]) -> str:
-    """Which outcomes a claim can reach at the run's repetitions, in words
-    ("with 6 repetitions U1 can be reproduced or undecided, not 'not
-    reproduced'")."""
-    parts = [
-        f for f in findings if f.claim == claim and not f.context and f.rule is not None and f.estimate is not None
-    ]
-    if not parts:
-        return f"{claim} was not tested here."
-    reach_r = all(f.reachable[0] for f in parts)
-    reach_n = any(f.reachable[1] for f in parts)
-    reps = sorted({f.n0 for f in parts})
-    counts = " or ".join(str(n) for n in reps)
-    can = ["reproduced"] * reach_r + ["not reproduced"] * reach_n + ["undecided"]
-    cannot = ["reproduced"] * (not reach_r) + ["not reproduced"] * (not reach_n)
-    text = (
-        f"with {counts} repetitions planned in advance, {claim} can be "
-        + ", ".join(can[:-1])
-        + (" or " if len(can) > 1 else "")
-        + can[-1]
-    )
-    if cannot:
-        needed = evidence.reps_to_reach(parts[0].family, parts[0].budget)
-        empty = [f for f in parts if f.empty_band]
-        why = []
-        if "not reproduced" in cannot:
-            family = parts[0].family
-            why.append(
-                f"its {family} parts need {needed} repetitions to refute it"
-                if family > 1
-                else f"its one part needs {needed} repetitions to refute it"
-            )
-        if "reproduced" in cannot and empty:
-            why.append(f"the occasion allowance leaves {len(empty)} of its bands empty at any number of repetitions")
-        text += ", not " + " or ".join(f"\u201c{c}\u201d" for c in cannot) + (f" ({'; '.join(why)})" if why else "")
-    return text[0].upper() + text[1:] + "."
-
-
-def occasions_sentence() -> str:
-    """Where the between-occasion spread comes from, and its size, with its
-    upper bound and degrees of freedom, for the claims' groups."""
-    occ = occasions.load()
-    if not occ.groups:
-        return (
-            "No between-occasion spread is estimated (data/occasions.json is absent): the intervals describe "
-            "this run's occasion only, and one run decides no claim."
-        )
-    parts = [
-        f"{g.removeprefix('claims:').replace(':', ' ')} {s.sigma_occasion:.3f} (upper bound {s.upper:.3f}, {s.df} df)"
-        for g, s in sorted(occ.groups.items())
-        if g.startswith("claims:")
-    ]
-    return (
-        "The between-occasion spread (log sd) of the claims' quantities, by family and kind: "
-        + ("; ".join(parts) if parts else "none estimated")
-        + "; its upper bound moves a single run's bounds, and a kind without an estimate is decided over runs "
-        f"only; {occ.source()}."
-    )
-
-
-def log_spread(findings: Sequence[Finding]) -> float:
-    """The median over parts of the log standard deviation of their
-    per-repetition values: the spread between repetitions they show."""
-    sds = [
-        float(np.std(np.log(f.per_rep), ddof=1))
-        for f in findings
-        if f.estimate is not None and len(f.per_rep) >= 3 and all(v > 0 and math.isfinite(v) for v in f.per_rep)
-    ]
-    return float(np.median(sds)) if sds else math.nan
-
-
-FAITHFUL_GOAL = 0.8
-
-
-def faithful_text(claim: str, findings: Sequence[Finding], runs: int = faithful.RUNS) -> str:
-    """What a faithful replication of the source's own table would give here:
-    the share of simulated replications, at this run's spread and
-    repetitions, that reproduce the claim; where under FAITHFUL_GOAL, why a
-    "reproduced" cannot be expected. "" for a claim whose source gave no table."""
-    if faithful.replications(claim) is None:
-        return ""
-    kind = "echo" if claim.startswith("U") else "cost"
-    mine = [f for f in findings if f.claim == claim and not f.context and f.estimate is not None]
-    alike = mine or [f for f in findings if f.estimate is not None and f.group.startswith(f"claims:{kind}:")]
-    spread = log_spread(alike)
-    if not alike:
-        return f"No part of {claim} or its kind was measured, so no replication of its source's table was simulated."
-    if not math.isfinite(spread):
-        most = max(len(f.per_rep) for f in alike)
-        return (
-            f"{claim}'s parts have at most {most} repetitions here, too few for a spread between repetitions "
-            "(3 are needed), so no replication of its source's table was simulated."
-        )
-    reps, b, sigma = max(f.n0 for f in alike), alike[0].budget, alike[0].sigma_upper
-    if sigma is None:
-        return (
-            f"The between-run spread of {claim}'s kind is not estimated, so one run cannot decide it and no "
-            "single-run replication was simulated; runs decide it."
-        )
-    share = faithful.reproduce_share(claim, reps, spread, adaptive=b.later > 0, sigma=sigma, runs=runs)
-    assert share is not None
-    text = (
-        f"At this run's spread between repetitions (log sd {spread:.3f}) and {reps} repetitions, a faithful "
-        f"replication of the source's own table reproduces {claim} in {share:.0%} of {runs} simulated runs"
-    )
-    if share >= FAITHFUL_GOAL:
-        return text + "."
-    return (
-        text + ": a \u201creproduced\u201d cannot be expected from one run, because the occasion allowance "
-        "widens its parts' intervals past the source's own values at any number of repetitions; runs decide it."
     )
 
 

@@ -22,9 +22,11 @@ from collections.abc import Mapping
 import pandas as pd
 
 from .. import costmodel, echostats, evidence, mpistats, occasions
+from ..findings import not_testable
 from ..models import trace_rates
 from ..stats import across_reps
-from ..verdicts import Finding, Rule, not_testable, settle
+from ..verdicts import Finding, Rule, settle
+from .design import u5, u6
 from .habr import (
     REACTOR_MIN_CPUS,
     SOURCE_U1_BYTES,
@@ -35,14 +37,13 @@ from .habr import (
     u2,
     u3,
     u4,
-    u5,
-    u6,
 )
 from .habr import SOURCE_CELLS as HABR_CELLS
 from .habr import TESTS as HABR_TESTS
 from .hpchub import M3_FASTER, m1, m1_perftest, m2, m3
 from .hpchub import TESTS as HPCHUB_TESTS
-from .openanolis import LARGE_W_BYTES, SOURCE_URING_SERVER, c1, c2, c3, c4, c5, poll_first_inline, regime
+from .model import c5
+from .openanolis import LARGE_W_BYTES, SOURCE_URING_SERVER, c1, c2, c3, c4, poll_first_inline, regime
 from .openanolis import TESTS as OPENANOLIS_TESTS
 from .rules import ClaimTest, cell_label
 

@@ -15,9 +15,11 @@ import numpy as np
 import pandas as pd
 
 from .. import mpistats
+from ..extremes import extreme_finding
+from ..findings import finding, not_testable
 from ..nodecompare import NATIVE_KINDS, VIRTUAL_KINDS
 from ..sources import QUOTED
-from ..verdicts import Finding, extreme_finding, finding, not_testable
+from ..verdicts import Finding
 from .rules import ClaimTest, above, band_between, within
 
 #

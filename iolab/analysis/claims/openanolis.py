@@ -14,17 +14,17 @@ enter (the nop probe, n = 0).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from .. import echostats
-from ..costmodel import CostInputs, epoll_request, uring_request
+from ..findings import finding, not_testable
 from ..models import trace_rates
 from ..sources import QUOTED
-from ..verdicts import Finding, Rule, finding, not_testable
+from ..verdicts import Finding, Rule
+from .premise import premise, premise_in_servers
 from .rules import (
     COST_EXPERIMENTS,
     ClaimTest,
@@ -35,7 +35,6 @@ from .rules import (
     iowq_workers,
     keeps_above_one,
     missing_presets,
-    paired_by_rep,
     pct,
     within,
 )
@@ -46,8 +45,6 @@ SOURCE_URING_SERVER = "poll_first"
 # Absolute costs measured on another CPU: context only.
 ABSOLUTE_MARGIN = 0.25
 ABSOLUTE_WHY = "absolute costs on another CPU; context, not counted"
-# "The vast majority": at least two thirds.
-VAST_MAJORITY = 2 / 3
 # C3's "about +10 %", read as 5 to 15 %, is context: the source printed one
 # number from one run ("吞吐要比epoll高10%左右", throughput about 10 % above
 # epoll's), a precision that cannot support a two-sided band (a faithful
@@ -85,111 +82,6 @@ def regime(cost: pd.DataFrame, flag: str) -> tuple[str, str]:
 def _source_numbers(mitigations: str) -> tuple[float, float, float, str]:
     s_key = "c1_s_mitigations_off_ns" if mitigations == "off" else "c1_s_mitigations_on_ns"
     return QUOTED[s_key].value, QUOTED["c1_w_ns"].value, QUOTED["c1_t1_ns"].value, s_key
-
-
-def premise(cost: pd.DataFrame, echo: pd.DataFrame | None) -> Finding:
-    """ "The read/write requests themselves take the vast majority of the
-    cost": the model's price of one recv and one send through system calls
-    (s + w each, one connection) over the epoll server's measured CPU per
-    request at the fewest connections measured, smallest message, paired by
-    repetition; at least two thirds."""
-    rule = above(VAST_MAJORITY, "'the vast majority' of the server's cost read as at least two thirds")
-    label = "(2s + 2w)/epoll server CPU per request: the requests' share of the server's cost"
-    if echo is None:
-        return not_testable("C1", label, "the echo experiment did not run")
-    ok = echo[(echo["status"] == "ok") & (echo["preset"] == "epoll")]
-    if ok.empty:
-        return not_testable("C1", label, "the epoll server was not measured")
-    c = int(ok["connections"].min())
-    b = int(ok.loc[ok["connections"] == c, "bytes"].min())
-    cell = ok[(ok["connections"] == c) & (ok["bytes"] == b)]
-    server = cell.groupby("rep")["server_ns_per_request"].median()
-    share = paired_by_rep(cost["epoll_request_single"], server)
-    return finding(
-        "C1",
-        f"{label}, c = {c}, {b} B (the probes' 2s + 2w over a whole server's cost: context; the premise is "
-        "timed inside the servers)",
-        share,
-        rule,
-        "the vast majority",
-        {**COST_EXPERIMENTS, "echo": [["epoll", c, b]]},
-        context=True,
-    )
-
-
-# The servers whose request syscalls the trace times (iolab.experiments.trace):
-# workload -> (what the label calls it, the map of its windows); and the
-# calibration window around getppid under the same script.
-PREMISE_SERVERS = {
-    "premise_epoll": ("epoll server (recv/send)", "ns_server_rw"),
-    "premise_poll_first": ("poll-first io_uring server (io_uring_enter, on the CPU)", "ns_server_enter"),
-}
-PREMISE_CALIBRATION = ("premise_getppid", "ns_server_cal")
-PREMISE_SETUP = "event-loop client, pinned CPUs, 50 connections of 128 B, timed by bpftrace"
-
-
-def _trace_value(g: pd.DataFrame, workload: str, name: str, column: str) -> float:
-    v = g.loc[(g["workload"] == workload) & (g["map"] == name), column]
-    return float(v.iloc[0]) if len(v) else float("nan")
-
-
-def premise_in_servers(trace: pd.DataFrame | None, node: str, cost: pd.DataFrame) -> list[Finding]:
-    """C1's premise as the source measured it, inside the running servers:
-    the CPU time each server spends in its request syscalls per echoed
-    request, over its CPU time per request, for the epoll server and the
-    source's io_uring server, both from one traced run (one operating
-    point). Per trace repetition, with N traced calls: the windows (on the
-    CPU only) less the tracing's cost inside each (c, the same window around
-    getppid, which does nearly nothing else), plus s per call (the switch
-    the window does not see, from the cost probes of the same repetition),
-    over the server's CPU less the tracing's whole cost per call (the traced
-    getppid as the probe timed it, less s). What tracing adds besides (the
-    scheduler's switch probes) stays in the CPU, so the share leans low:
-    against "the vast majority", two thirds or more, that is conservative."""
-    rule = above(VAST_MAJORITY, "'the vast majority' of the server's cost read as at least two thirds")
-    cal_workload, cal_window = PREMISE_CALIBRATION
-    out = []
-    for workload, (what, window) in PREMISE_SERVERS.items():
-        label = f"the request syscalls' share of the {what} CPU per request, inside the server [{PREMISE_SETUP}]"
-        rows = trace[trace["node"] == node] if trace is not None and "node" in trace else None
-        if rows is None or rows.empty or workload not in set(rows["workload"].dropna()):
-            out.append(
-                not_testable(
-                    "C1",
-                    label,
-                    "the trace experiment did not time this server's request syscalls in this run (it needs "
-                    "bpftrace, root and tracefs; runs from before the premise was timed lack it)",
-                )
-            )
-            continue
-        per_rep = {}
-        for rep, g in rows.groupby("rep"):
-            calls, windows = _trace_value(g, workload, window, "count"), _trace_value(g, workload, window, "total_ns")
-            cpu = _trace_value(g, workload, "server_cpu", "total_ns")
-            c = _trace_value(g, cal_workload, cal_window, "avg_ns")
-            traced_call = _trace_value(g, cal_workload, "traced_ns_per_call", "avg_ns")
-            s_rep = float(cost["s"].get(int(rep), float("nan"))) if "s" in cost else float("nan")
-            whole = traced_call - s_rep  # tracing's cost per call, in the window and around it
-            own = cpu - calls * whole
-            if not all(np.isfinite([calls, windows, cpu, c, whole, s_rep])) or calls <= 0 or own <= 0:
-                continue
-            per_rep[int(rep)] = (windows - calls * c + calls * s_rep) / own
-        if not per_rep:
-            out.append(
-                not_testable("C1", label, "no repetition timed the server with its calibration and the probes' s")
-            )
-            continue
-        out.append(
-            finding(
-                "C1",
-                label,
-                pd.Series(per_rep).sort_index(),
-                rule,
-                "the vast majority",
-                {**COST_EXPERIMENTS, "trace": []},
-            )
-        )
-    return out
 
 
 def c1(
@@ -485,104 +377,6 @@ def c4(echo: pd.DataFrame | None) -> list[Finding]:
     )
     f.ratio_of_means = echostats.ratio_of_means(r, c, b)
     return [f]
-
-
-# C5. OpenAnolis's conclusion: "孰优孰劣完全由评估模型中定义的4个变量决定"
-# (which is better is decided entirely by the four variables the model
-# defines). Model B at the batch size each io_uring server reached (its own
-# SQEs per io_uring_enter) against the epoll request, both priced from the
-# probes of the same repetition, names a winner; the servers' measured CPU
-# per request names another. Where the model predicts a clear winner (5 %
-# or more apart), "entirely" is read as at least 4 cells in 5 agreeing;
-# a model with no bearing on the winner agrees in half.
-MODEL_AGREES = 0.8
-CLEAR = 0.05
-AGREES_WHY = (
-    "'decided entirely by the 4 variables': the model names the measured winner in at least 4 of 5 cells where it "
-    "predicts a clear one (5 % or more apart); a model with no bearing agrees in 1 of 2"
-)
-MODEL_ERROR_WHY = "context: how far the measured io_uring/epoll ratio sits from the model's, over the same cells"
-
-
-def model_cells(inputs: Mapping[int, CostInputs], echo: pd.DataFrame | None) -> pd.DataFrame:
-    """Per repetition and io_uring server cell (C servers, 50 connections or
-    more, the smallest message): model B's io_uring/epoll price ratio at
-    the server's own SQEs per enter, and the measured server CPU per
-    request over epoll's in the same repetition and cell."""
-    cols = ["rep", "preset", "connections", "bytes", "predicted", "measured"]
-    if echo is None or not len(echo) or not {"server", "sqes_per_enter"} <= set(echo.columns):
-        return pd.DataFrame(columns=cols)
-    ok = echo[(echo["status"] == "ok") & (echo["connections"] >= 50) & echo["server"].isin(["uring", "epoll"])]
-    if ok.empty:
-        return pd.DataFrame(columns=cols)
-    ok = ok[ok["bytes"] == ok["bytes"].min()]
-    base = ok[ok["server"] == "epoll"].groupby(["rep", "connections", "bytes"])["server_ns_per_request"].median()
-    rows = []
-    for r in ok[(ok["server"] == "uring") & ok["sqes_per_enter"].notna()].itertuples():
-        ci = inputs.get(int(r.rep))
-        key = (int(r.rep), int(r.connections), int(r.bytes))
-        if ci is None or key not in base.index or not (r.sqes_per_enter > 0):
-            continue
-        predicted = float(uring_request(ci, "B", float(r.sqes_per_enter))) / epoll_request(ci)
-        rows.append(
-            (int(r.rep), str(r.preset), key[1], key[2], predicted, float(r.server_ns_per_request) / float(base[key]))
-        )
-    return pd.DataFrame(rows, columns=cols)
-
-
-def c5(inputs: Mapping[int, CostInputs], echo: pd.DataFrame | None) -> list[Finding]:
-    """C5: the model's predicted winner against the measured winner, per
-    cell, as the share of cells (with a clear prediction) that agree in
-    each repetition; the model's error (measured over predicted ratio, the
-    median over cells) follows as context."""
-    label = "model B's predicted winner against the measured one, io_uring servers against epoll"
-    cells = model_cells(inputs, echo)
-    if cells.empty:
-        return [not_testable("C5", label, "no io_uring server and epoll measured at 50 connections or more")]
-    clear = cells[np.abs(np.log(cells["predicted"])) >= np.log1p(CLEAR)]
-    agree = (np.sign(np.log(clear["predicted"])) == np.sign(np.log(clear["measured"]))).groupby(clear["rep"]).mean()
-    where = (
-        f"{cells['preset'].nunique()} presets at c = "
-        + "/".join(str(c) for c in sorted(set(cells["connections"])))
-        + f", {int(cells['bytes'].iloc[0])} B, server CPU per request"
-    )
-    decides = {
-        **COST_EXPERIMENTS,
-        "echo": [
-            [p, int(c), int(b)]
-            for p, c, b in cells[["preset", "connections", "bytes"]].drop_duplicates().itertuples(index=False)
-        ],
-    }
-    out: list[Finding] = []
-    if agree.empty:
-        out.append(
-            not_testable("C5", label, f"the model predicts no clear winner (5 % or more apart) in any of {where}")
-        )
-    else:
-        out.append(
-            finding(
-                "C5",
-                f"{label}: share of cells with a clear prediction that agree ({where})",
-                agree.astype(float),
-                above(MODEL_AGREES, AGREES_WHY),
-                "decided entirely by the 4 variables",
-                decides,
-                kind="share",
-            )
-        )
-    error = (cells["measured"] / cells["predicted"]).groupby(cells["rep"]).median()
-    out.append(
-        finding(
-            "C5",
-            f"model B's error: measured over predicted io_uring/epoll ratio, median over the cells ({where})",
-            error.astype(float),
-            within(1.0, 0.25, MODEL_ERROR_WHY),
-            "",
-            decides,
-            context=True,
-        )
-    )
-    return out
 
 
 TESTS = {

@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 
 from .. import echostats
+from ..findings import finding, not_testable
 from ..sources import quoted_ratio
-from ..verdicts import Finding, Rule, finding, not_testable
+from ..verdicts import Finding, Rule
 
 # Whole experiments a cost-model finding depends on (the planner repeats them).
 COST_EXPERIMENTS: dict[str, list[list[object]]] = {"syscall": [], "sendrecv": [], "uring_batch": []}
