@@ -65,7 +65,7 @@ class Experiment:
     extra_outputs: tuple[str, ...] = ()
     table_reads: tuple[str, ...] = ()
     # What the runner of a node must be able to do for it to run there.
-    needs: frozenset[Capability] = frozenset()
+    capabilities: frozenset[Capability] = frozenset()
     # The inventory setting naming the other nodes it spans ("mpi.peers",
     # "ib.peer": a list or one name), or "" for none.
     peers: str = ""
@@ -154,7 +154,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "bpftrace syscall durations v1",
             (*COST_PROBE, "echo-uring", "loadgen"),
             ("iolab/experiments/trace.py", ECHO_CODE),
-            needs=frozenset({Capability.KERNEL_TRACING}),
+            capabilities=frozenset({Capability.KERNEL_TRACING}),
             claims=True,
         ),
         Experiment(
@@ -164,7 +164,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             ECHO_PROGRAMS,
             (ECHO_CODE,),
             extra_outputs=("histograms.csv",),
-            needs=frozenset({Capability.SERVERS}),
+            capabilities=frozenset({Capability.SERVERS}),
             client_setting="echo_client",
             optional_programs=GO_SERVERS,
             claims=True,
@@ -177,7 +177,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             ("iolab/experiments/latency.py", ECHO_CODE),
             extra_outputs=("histograms.csv",),
             table_reads=("histograms.csv",),
-            needs=frozenset({Capability.SERVERS}),
+            capabilities=frozenset({Capability.SERVERS}),
             optional_programs=GO_SERVERS,
         ),
         Experiment(
@@ -186,7 +186,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             "mpi iterations v1",
             ("mpi-probe", "mpi-pingpong-ref"),
             MPI_CODE,
-            needs=frozenset({Capability.MPI}),
+            capabilities=frozenset({Capability.MPI}),
             peers="mpi.peers",
             claims=True,
         ),
@@ -198,7 +198,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             (),
             ("iolab/experiments/ib/__init__.py",),
             extra_outputs=("perftest.txt",),
-            needs=frozenset({Capability.SERVERS}),
+            capabilities=frozenset({Capability.SERVERS}),
             peers="ib.peer",
             needs_peers=True,
             claims=True,
@@ -216,7 +216,7 @@ def extra_output_paths(experiment: str, raw: Path) -> list[Path]:
 
 def can_host(capabilities: frozenset[Capability], experiment: str) -> bool:
     """Whether a runner with ``capabilities`` can run ``experiment``."""
-    return EXPERIMENTS[experiment].needs <= capabilities
+    return EXPERIMENTS[experiment].capabilities <= capabilities
 
 
 def peer_names(entry: Mapping[str, Any], experiment: str) -> list[str]:
@@ -253,7 +253,7 @@ def _always(run: Any, nodes: int) -> bool:
 class Figure:
     name: str
     # Drawn only when this experiment runs ("": always).
-    needs: str = ""
+    experiment: str = ""
     # And only when this holds of the run (e.g. both MPI timing methods ran).
     when: Condition = _always
 
@@ -269,7 +269,7 @@ class Notebook:
     # The Snakemake report's category for its figures.
     category: str
     # It runs when every one of these experiments runs...
-    needs: tuple[str, ...] = ()
+    experiments: tuple[str, ...] = ()
     # ... and this holds (e.g. more than one node was measured).
     when: Condition = _always
     # Whether it judges the claims: it then reads adaptive precision's plans
@@ -315,7 +315,7 @@ NOTEBOOKS: dict[str, Notebook] = {
                 Figure("sendrecv_cost"),
                 Figure("uring_batch_time"),
                 Figure("cost_model_per_request"),
-                Figure("send_zc_cost", needs="send_zc"),
+                Figure("send_zc_cost", experiment="send_zc"),
             ),
             "Cost model",
         ),
@@ -334,12 +334,12 @@ NOTEBOOKS: dict[str, Notebook] = {
                 Figure("echo_cpu_per_request"),
                 Figure("echo_latency"),
                 Figure("echo_batch_size"),
-                Figure("echo_open_loop_latency", needs="latency"),
+                Figure("echo_open_loop_latency", experiment="latency"),
                 Figure("echo_modern", when=_modern_presets),
                 Figure("echo_clients", when=_two_clients),
             ),
             "Echo servers",
-            needs=("echo",),
+            experiments=("echo",),
         ),
         Notebook(
             "collectives",
@@ -352,7 +352,7 @@ NOTEBOOKS: dict[str, Notebook] = {
                 Figure("mpi_method_ratio", when=_both_mpi_methods),
             ),
             "MPI collectives",
-            needs=("mpi",),
+            experiments=("mpi",),
         ),
         # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds
         # were measured, which only the measurements tell: the manifest lists
@@ -370,13 +370,15 @@ NOTEBOOKS: dict[str, Notebook] = {
 
 def notebooks_run(experiments: set[str], run: Any, nodes: int) -> list[str]:
     """The notebooks a run executes, in registry order."""
-    return [n.name for n in NOTEBOOKS.values() if set(n.needs) <= experiments and n.when(run, nodes)]
+    return [n.name for n in NOTEBOOKS.values() if set(n.experiments) <= experiments and n.when(run, nodes)]
 
 
 def figures_drawn(notebook: str, experiments: set[str], run: Any, nodes: int) -> list[str]:
     """The figures ``notebook`` draws in a run of ``experiments``."""
     return [
-        f.name for f in NOTEBOOKS[notebook].figures if (not f.needs or f.needs in experiments) and f.when(run, nodes)
+        f.name
+        for f in NOTEBOOKS[notebook].figures
+        if (not f.experiment or f.experiment in experiments) and f.when(run, nodes)
     ]
 
 

@@ -71,8 +71,8 @@ def test_what_an_experiment_needs_lives_in_the_registry_not_in_the_runners() -> 
     for source in sorted((REPO / "iolab" / "runners").glob("*.py")):
         text = source.read_text()
         assert "EXPERIMENT_NEEDS" not in text and "def can_host" not in text, source.name
-    assert REGISTRY["trace"].needs == frozenset({Capability.KERNEL_TRACING})
-    assert REGISTRY["syscall"].needs == frozenset()
+    assert REGISTRY["trace"].capabilities == frozenset({Capability.KERNEL_TRACING})
+    assert REGISTRY["syscall"].capabilities == frozenset()
 
 
 def test_no_caller_branches_on_a_runner_class() -> None:

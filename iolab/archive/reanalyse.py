@@ -323,7 +323,7 @@ def reanalyse_raw(raw_root: Path, log: Any = print) -> dict[str, Any]:
     params = {
         name: pipeline_parameters(name, set(raw))
         for name, nb in NOTEBOOKS.items()
-        if set(nb.needs) <= set(raw)
+        if set(nb.experiments) <= set(raw)
         and set(nb.tables) & set(raw)
         and nb.when(None, len({Path(f).parts[2] for files in raw.values() for f in files}))
     }
