@@ -32,4 +32,4 @@ rule all:
         "paper/paper.pdf",
         "paper/figures/manifest.json",
         "results/nodes.json",
-        expand("results/notebooks/{notebook}.ipynb", notebook=NOTEBOOKS),
+        expand("results/notebooks/{notebook}.ipynb", notebook=NOTEBOOKS_ON),

@@ -76,7 +76,7 @@ def node_runs(node, experiment):
 
 # Experiments that run: those enabled (cost probes always are) that some
 # node that is not skipped can host.
-EXPERIMENTS = [name for name in RUN.experiments.switched_on()
+EXPERIMENTS_ON = [name for name in RUN.experiments.switched_on()
                if any(node_runs(n, name) for n in NODES if n not in SKIPPED_NODES)]
 
 # Python modules the analysis steps run (iolab.analysis, iolab.report, the
@@ -99,7 +99,7 @@ wildcard_constraints:
     node="|".join(NODES),
     rep=r"\d+",
     key=r"[0-9a-f]{12}",
-    experiment="|".join(EXPERIMENTS),
+    experiment="|".join(EXPERIMENTS_ON),
 
 
 def rep_priority(experiment, node, rep):
@@ -295,27 +295,27 @@ def slurm_resource(node, key):
 # category: iolab/registry.py. With more than one node, the nodes notebook
 # sets them side by side.
 ACTIVE_NODES = [n for n in NODES if n not in SKIPPED_NODES]
-NOTEBOOKS = notebooks_run(set(EXPERIMENTS), RUN, len(ACTIVE_NODES))
+NOTEBOOKS_ON = notebooks_run(set(EXPERIMENTS_ON), RUN, len(ACTIVE_NODES))
 NOTEBOOK_TABLES = {name: list(nb.tables) for name, nb in NOTEBOOKS_REGISTRY.items()}
 NOTEBOOK_CATEGORY = {name: nb.category for name, nb in NOTEBOOKS_REGISTRY.items()}
-NOTEBOOK_FIGURES = {name: figures_drawn(name, set(EXPERIMENTS), RUN, len(ACTIVE_NODES)) for name in NOTEBOOKS}
+NOTEBOOK_FIGURES = {name: figures_drawn(name, set(EXPERIMENTS_ON), RUN, len(ACTIVE_NODES)) for name in NOTEBOOKS_ON}
 
 
 def notebook_tables(notebook):
     """The tables a notebook reads that this run measures."""
-    return [f"results/tables/{e}.parquet" for e in NOTEBOOK_TABLES[notebook] if e in EXPERIMENTS]
+    return [f"results/tables/{e}.parquet" for e in NOTEBOOK_TABLES[notebook] if e in EXPERIMENTS_ON]
 
 
 def notebook_table_params(notebook):
     """papermill -p flags: each table, or "" for an experiment that is disabled."""
-    tables = {e: f"results/tables/{e}.parquet" if e in EXPERIMENTS else "" for e in NOTEBOOK_TABLES[notebook]}
+    tables = {e: f"results/tables/{e}.parquet" if e in EXPERIMENTS_ON else "" for e in NOTEBOOK_TABLES[notebook]}
     return " ".join(f"-p {e}_table {shlex.quote(path)}" for e, path in tables.items())
 
 
 def notebook_plans(notebook):
     """The precision plans the claims notebook's verdicts depend on (every
     round's, with adaptive precision): none otherwise."""
-    if not NOTEBOOKS_REGISTRY[notebook].judges_claims or not PRECISION.enabled or "syscall" not in EXPERIMENTS:
+    if not NOTEBOOKS_REGISTRY[notebook].judges_claims or not PRECISION.enabled or "syscall" not in EXPERIMENTS_ON:
         return []
     return [PRECISION_PLAN.format(round=k) for k in range(final_round() + 1)]
 

@@ -3,7 +3,7 @@
 # rule per notebook, all from this one definition (rules/common.smk lists
 # each notebook's tables and figures).
 
-for _notebook in NOTEBOOKS:
+for _notebook in NOTEBOOKS_ON:
 
     rule:
         name:

@@ -8,7 +8,7 @@ localrules: paper_numbers, figure_manifest, paper_pdf
 
 rule paper_numbers:
     input:
-        numbers=expand("results/numbers/{notebook}.json", notebook=NOTEBOOKS),
+        numbers=expand("results/numbers/{notebook}.json", notebook=NOTEBOOKS_ON),
         quoted="iolab/analysis/sources.py",
     output:
         "paper/generated/numbers.json",
@@ -22,7 +22,7 @@ rule paper_numbers:
 
 rule figure_manifest:
     input:
-        expand("results/figures/{notebook}.json", notebook=NOTEBOOKS),
+        expand("results/figures/{notebook}.json", notebook=NOTEBOOKS_ON),
     output:
         "paper/figures/manifest.json",
     log:
@@ -38,7 +38,7 @@ rule paper_pdf:
         source="paper/paper.typ",
         numbers="paper/generated/numbers.json",
         manifest="paper/figures/manifest.json",
-        figures=[f for nb in NOTEBOOKS for f in figure_files(nb)],
+        figures=[f for nb in NOTEBOOKS_ON for f in figure_files(nb)],
     output:
         "paper/paper.pdf",
     log:

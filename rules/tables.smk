@@ -31,7 +31,7 @@ rule node_status:
             n: {"runner": NODE_BY_NAME[n]["runner"], "kind": NODE_BY_NAME[n].get("kind", "auto"),
                 "status": "skipped" if n in SKIPPED_NODES else "measured",
                 "reason": SKIPPED_NODES.get(n, ""),
-                "experiments": [e for e in EXPERIMENTS if node_runs(n, e)],
+                "experiments": [e for e in EXPERIMENTS_ON if node_runs(n, e)],
                 "mpi_peers": (NODE_BY_NAME[n].get("mpi") or {}).get("peers", []),
                 "mpi_peer_of": [m for m in NODES if n in (NODE_BY_NAME[m].get("mpi") or {}).get("peers", [])]}
             for n in NODES}, sort_keys=True),
