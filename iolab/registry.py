@@ -90,6 +90,9 @@ class Experiment:
 
 
 COST_PROBE = ("cost-probe",)
+# The cost probes the cost model (s, w, t(n)) is fitted from: a node that
+# ran them can judge the claims, and a run without them has no model.
+COST_MODEL_EXPERIMENTS = ("syscall", "sendrecv", "uring_batch")
 COST_PROBE_CODE = ("iolab/experiments/cost_probes.py",)
 ECHO_CODE = "iolab/experiments/echo.py"
 ECHO_PROGRAMS = ("echo-epoll", "echo-uring", "loadgen")

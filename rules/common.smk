@@ -59,7 +59,7 @@ def reps(experiment):
 
 from iolab.capabilities import Capability, capabilities_of  # noqa: E402
 from iolab.registry import NOTEBOOKS as NOTEBOOKS_REGISTRY  # noqa: E402
-from iolab.registry import (REGISTRY, can_host, claim_experiments, figures_drawn, has_setting,  # noqa: E402
+from iolab.registry import (COST_MODEL_EXPERIMENTS, REGISTRY, can_host, claim_experiments, figures_drawn, has_setting,  # noqa: E402
                             notebooks_run, peer_names)
 
 
@@ -176,7 +176,8 @@ PRECISION = RUN.precision
 # The experiments claims are judged from, and the node they are judged on
 # (iolab.analysis.claims.evaluate: the first in name order).
 CLAIM_EXPERIMENTS = claim_experiments()
-CLAIM_NODE = sorted(n for n in NODES if n not in SKIPPED_NODES and node_runs(n, "syscall"))[0]
+CLAIM_NODE = sorted(n for n in NODES if n not in SKIPPED_NODES
+                    and all(node_runs(n, e) for e in COST_MODEL_EXPERIMENTS))[0]
 PRECISION_PLAN = "results/precision/round{round}.json"
 
 
@@ -315,7 +316,7 @@ def notebook_table_params(notebook):
 def notebook_plans(notebook):
     """The precision plans the claims notebook's verdicts depend on (every
     round's, with adaptive precision): none otherwise."""
-    if not NOTEBOOKS_REGISTRY[notebook].judges_claims or not PRECISION.enabled or "syscall" not in EXPERIMENTS_ON:
+    if not NOTEBOOKS_REGISTRY[notebook].judges_claims or not PRECISION.enabled or not set(COST_MODEL_EXPERIMENTS) <= set(EXPERIMENTS_ON):
         return []
     return [PRECISION_PLAN.format(round=k) for k in range(final_round() + 1)]
 

@@ -17,13 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ...registry import COST_MODEL_EXPERIMENTS
 from .. import echostats
 from ..findings import finding, not_testable
 from ..sources import quoted_ratio
 from ..verdicts import Finding, Rule
 
 # Whole experiments a cost-model finding depends on (the planner repeats them).
-COST_EXPERIMENTS: dict[str, list[list[object]]] = {"syscall": [], "sendrecv": [], "uring_batch": []}
+COST_EXPERIMENTS: dict[str, list[list[object]]] = {e: [] for e in COST_MODEL_EXPERIMENTS}
 
 
 def num(x: float) -> str:
