@@ -4,6 +4,7 @@ expected to land, from each headline number's prediction interval."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from iolab.report import artifact
@@ -20,12 +21,24 @@ def test_resources_sum_the_jobs_and_name_the_peak_and_the_disk(tmp_path: Path) -
     nb = tmp_path / "results" / "benchmarks" / "notebooks" / "echo.tsv"
     nb.parent.mkdir(parents=True)
     nb.write_text(BENCH + "30.0\t0:00:30\t900.0\t1\t1\t1\t0\t0\t50\t30\n")
+    # Only the raw files (and sidecars) a table read count: the same bytes
+    # a re-analysis of the run's crate unpacks, so it says the same.
     raw = tmp_path / "data" / "raw" / "x.csv"
     raw.parent.mkdir(parents=True)
     raw.write_bytes(b"0" * (3 << 20))
+    (raw.parent / "x.provenance.json").write_bytes(b"0" * (1 << 19))
+    (raw.parent / "left-over.csv").write_bytes(b"0" * (5 << 20))
+    tables = tmp_path / "results" / "tables"
+    tables.mkdir(parents=True)
+    (tables / "echo.sources.json").write_text(
+        json.dumps({"raw": [{"raw": "data/raw/x.csv", "provenance": "data/raw/x.provenance.json"}]})
+    )
     said = artifact.resources(tmp_path)
     assert "its 2 measurement jobs ran 3.0 min in all (peak memory of one job 300 MB)" in said
-    assert "its 1 notebooks 0.5 min (peak 900 MB)" in said and "its raw data take 3.0 MiB" in said
+    assert "its 1 notebooks 0.5 min (peak 900 MB)" in said
+    assert "the raw data its tables read take 3.5 MiB of disk" in said
+    assert artifact.run_seconds(tmp_path) == 210.0
+    assert artifact.entries({}, tmp_path)["artifact_run_seconds"]["value"] == 210.0
 
 
 def test_a_rerun_is_expected_in_each_headline_numbers_prediction_interval() -> None:

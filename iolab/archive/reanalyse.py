@@ -274,6 +274,14 @@ def reanalyse(crate_zip: Path, log: Any = print, max_bytes: int = DEFAULT_MAX_BY
             )
             for nb in ran_here
         }
+        # What the measuring run took: the appendix says it of that run.
+        timings = [
+            n
+            for n in crate.listed
+            if crate.has(n) and n.startswith("results/benchmarks/") and n.endswith(".tsv") and ".." not in n
+        ]
+        for name in timings:
+            crate.extract(name, root / "results" / "benchmarks", root)
         if crate.has("results/nodes.json"):
             nodes = crate.read_json("results/nodes.json")
             if not isinstance(nodes, dict):

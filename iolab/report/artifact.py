@@ -1,6 +1,6 @@
 """The paper's artifact appendix, from the run itself: what it took (each
 job's wall time and peak memory, as Snakemake's benchmark files recorded
-them, and the disk its raw data and results hold), how to rebuild it, and
+them, and the disk its raw data hold), how to rebuild it, and
 where a re-run is expected to land (each headline number's prediction
 interval, the between-run spread included).
 
@@ -11,6 +11,7 @@ sees the run's results/ but not the paper it is part of.
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -37,10 +38,21 @@ HEADLINES = {
 }
 
 
-def _size(path: Path) -> int:
-    if not path.exists():
-        return 0
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+def raw_bytes(repo: Path) -> int:
+    """The bytes of the raw files (and sidecars) the run's tables read: the
+    same in the run and in a re-analysis of its crate, which unpacks them."""
+    total = 0
+    for sources in sorted((repo / "results" / "tables").glob("*.sources.json")):
+        try:
+            rows = json.loads(sources.read_text()).get("raw", [])
+        except (OSError, ValueError, AttributeError):
+            continue
+        for row in rows if isinstance(rows, list) else []:
+            for key in ("raw", "provenance"):
+                f = repo / str(row.get(key, "")) if isinstance(row, dict) and row.get(key) else None
+                if f is not None and f.is_file() and not f.is_symlink():
+                    total += f.stat().st_size
+    return total
 
 
 def _jobs(root: Path) -> list[tuple[str, float, float]]:
@@ -59,12 +71,20 @@ def _jobs(root: Path) -> list[tuple[str, float, float]]:
     return out
 
 
+def run_seconds(repo: Path = paths.REPO) -> float | None:
+    """The seconds this checkout's last run spent in its measurement and
+    notebook jobs (Snakemake's benchmark files); None where none were kept."""
+    root = repo / "results" / "benchmarks"
+    jobs = [s for sub in ("measure", "notebooks") for _, s, _ in _jobs(root / sub) if math.isfinite(s)]
+    return sum(jobs) if jobs else None
+
+
 def resources(repo: Path = paths.REPO) -> str:
     """What the run took, in one sentence; "" where nothing was recorded."""
     root = repo / "results" / "benchmarks"
     measured = _jobs(root / "measure")
     notebooks = _jobs(root / "notebooks")
-    raw, results = _size(repo / "data" / "raw"), _size(repo / "results")
+    raw = raw_bytes(repo)
     parts = []
     if measured:
         peak = max((r for _, _, r in measured if math.isfinite(r)), default=math.nan)
@@ -78,8 +98,8 @@ def resources(repo: Path = paths.REPO) -> str:
             f"its {len(notebooks)} notebooks {sum(s for _, s, _ in notebooks) / 60:.1f} min"
             + (f" (peak {peak:.0f} MB)" if math.isfinite(peak) else "")
         )
-    if raw or results:
-        parts.append(f"its raw data take {raw / 2**20:.1f} MiB of disk and its results {results / 2**20:.1f} MiB")
+    if raw:
+        parts.append(f"the raw data its tables read take {raw / 2**20:.1f} MiB of disk")
     if not parts:
         return ""
     return "This run: " + "; ".join(parts) + " (Snakemake's benchmark files, results/benchmarks/)."
@@ -115,6 +135,9 @@ def entries(numbers: Numbers, repo: Path = paths.REPO) -> dict[str, dict[str, An
     said = resources(repo)
     if said:
         out["artifact_resources"] = {"value": said, "text": said}
+    seconds = run_seconds(repo)
+    if seconds is not None:
+        out["artifact_run_seconds"] = {"value": round(seconds, 1), "text": f"{seconds / 60:.1f} min"}
     rows = expected_rerun(numbers)
     if rows:
         out["artifact_rerun"] = {"value": rows, "text": f"{len(rows)} rows"}
