@@ -230,10 +230,30 @@ def test_repro_verdicts_pools_crates_each_run_once(smoke_crate: Path, tmp_path: 
         timeout=300,
     )
     assert planned.returncode == 2 and "the study planned 4 runs and 1 distinct run(s) are here" in planned.stderr
+    plan = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), "--plan", "--run-hours", "0.5"],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert plan.returncode == 0, plan.stderr
+    planned_lines = plan.stdout.split("Time to a verdict", 1)[1].splitlines()
+    assert "one run = 0.50 h, as given (--run-hours)" in planned_lines[0]
+    counted = {f["claim"] for f in findings if not f.get("context") and f.get("per_rep")}
+    assert counted and all(any(line.startswith(f"{c}: ") for line in planned_lines) for c in counted)
+    bad = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), "--run-hours", "0"],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2 and "--run-hours 0.0: give a positive number of hours" in bad.stderr
 
 
 def test_a_single_runs_paper_says_how_many_runs_each_claim_needs() -> None:
-    from iolab.analysis.verdicts import finding
+    from iolab.analysis.findings import finding
     from iolab.report import over_runs
 
     def judged(value: float, sigma: float) -> list:
@@ -252,3 +272,40 @@ def test_a_single_runs_paper_says_how_many_runs_each_claim_needs() -> None:
     # A quantity that is not positive has no relative distance: no number is made up.
     negative = over_runs.runs_text("X", judged(-0.5, 0.10))
     assert negative.endswith("./repro verdicts).") and "nan" not in negative
+
+
+def test_the_planner_prices_each_claim_in_runs_and_machine_hours() -> None:
+    from iolab.analysis import planning
+
+    def pooled_part(claim: str, name: str, values: list[float], rule: Rule) -> pooled.PooledPart:
+        runs = [pooled.RunValue(f"r{i}", f"{i:03d}", v, 6) for i, v in enumerate(values)]
+        return pooled.PooledPart(claim, name, rule, values=runs, group="claims:echo:ratio")
+
+    above = Rule("above", 1.0)
+    parts = [
+        pooled_part("X", "near", [1.10, 1.10], above),
+        pooled_part("X", "far", [1.30, 1.30], above),
+        pooled_part("Y", "fails", [0.80, 0.80], above),
+        pooled_part("Y", "holds", [1.50, 1.50], above),
+    ]
+    estimate = {"claims:echo:ratio": 0.10}
+    plans = {c: planning.plan_claim(c, parts, lambda p: estimate.get(p.group)) for c in ("X", "Y")}
+    # Reproduced only when every part is: the nearer part sets the count.
+    assert plans["X"].direction == "reproduce"
+    assert plans["X"].runs == pooled.runs_needed(0.10, 0.10) == 17
+    # Refuted by its failing part, at Holm's alpha over its two parts.
+    assert plans["Y"].direction == "refute"
+    # 0.8 against a floor of 1 lies as far (in log) as 1.25 above it.
+    assert plans["Y"].runs == pooled.runs_needed(0.25, 0.10, pooled.ALPHA / 2)
+    assert plans["Y"].runs > pooled.runs_needed(0.25, 0.10)
+    text = planning.lines(list(plans.values()), 0.5, "as given")
+    assert "X: to reproduce, about 17 runs = 8.5 machine-hours" in text[1]
+    assert text[-1] == "Every claim with a finite count: 17 runs = 8.5 machine-hours"
+    # Four runs or more: the spread of their own medians, not the estimate.
+    wide = pooled_part("Z", "p", [1.1 * math.exp(x) for x in (-0.3, -0.1, 0.1, 0.3)], above)
+    plan = planning.plan_claim("Z", [wide], lambda p: 0.01)
+    assert plan.parts[0].sigma_from == "runs"
+    assert plan.parts[0].sigma == pytest.approx(np.std([-0.3, -0.1, 0.1, 0.3], ddof=1))
+    # No spread known for its quantity: no count is made up.
+    unknown = planning.plan_claim("X", parts, lambda p: None)
+    assert unknown.runs is None and "more than 256 runs or unknown" in planning.lines([unknown], 0.5, "")[1]

@@ -148,6 +148,7 @@ class PooledPart:
     family: int = 1
     p_fails_adjusted: float | None = None
     setup: str = ""
+    group: str = ""  # the quantity group of its spread between runs ("" in crates from before groups)
 
     @property
     def k(self) -> int:
@@ -324,6 +325,8 @@ def entry_of(f: Finding) -> dict[str, Any]:
         "bound": f.rule.bound if f.rule else None,
         "margin_share": f.rule.margin if f.rule else None,
         "per_rep": list(f.per_rep) if f.estimate is not None else [],
+        # The quantity group whose between-run spread the part's verdict used.
+        "group": f.group,
     }
 
 
@@ -380,6 +383,7 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
                     entry.reason = str(f["reason"])
                 continue
             rules.setdefault(key, []).append((run.run, rule))
+            entry.group = str(f.get("group") or "") or entry.group
             entry.values.append(RunValue(run.run, run.measured, float(np.median(values)), len(values)))
     for key, entry in seen.items():
         held = rules.get(key, [])

@@ -1,14 +1,18 @@
 """Verdicts pooled across archived runs (iolab.analysis.pooled): the runs in
 the store, or crates named on the command line, each counted once.
 
-    python -m iolab.archive.pooling [CRATE.zip ...] [--planned K] [--json OUT]   (./repro verdicts ...)
+    python -m iolab.archive.pooling [CRATE.zip ...] [--planned K] [--json OUT]
+                                    [--plan] [--run-hours H]          (./repro verdicts ...)
 
 Each crate is checked first (iolab.archive.untrusted). Crates of one run
 (iolab.archive.identity) count once, and the command says which it dropped.
 By default the runs accumulate (a store over days, looked at again with
 every run): the anytime-valid sign test. ``--planned K`` says the study
 fixed its K runs in advance (a cluster of K nodes): the exact sign test,
-and only once all K are in.
+and only once all K are in. ``--plan`` adds the time to a verdict: the
+runs each claim needs (80 % power) at where its parts lie and at the
+spread between runs, times one run's time on this machine (its last run's
+benchmark files, else the runs' own, else ``--run-hours``).
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import atomic, paths
-from ..analysis import pooled
+from ..analysis import occasions, planning, pooled
 from ..analysis.verdicts import Outcome
+from ..report import artifact
 from . import compare, identity, store
 from .untrusted import CrateError, shown
 
@@ -123,6 +128,35 @@ def as_json(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], mode:
     }
 
 
+def run_hours(runs: Sequence[PooledRun], given: float | None) -> tuple[float | None, str]:
+    """One run's hours on this machine, and where the figure comes from."""
+    if given is not None:
+        return given, "as given (--run-hours)"
+    here = artifact.run_seconds()
+    if here is not None:
+        return here / 3600, "this checkout's last run (its measurement and notebook jobs)"
+    seen = [
+        float(v["value"])
+        for r in runs
+        for v in [r.run.numbers.get("artifact_run_seconds")]
+        if isinstance(v, dict) and isinstance(v.get("value"), int | float) and v["value"] > 0
+    ]
+    if seen:
+        seen.sort()
+        return seen[len(seen) // 2] / 3600, f"the median of {len(seen)} pooled run(s)' measurement and notebook jobs"
+    return None, ""
+
+
+def plan_lines(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], given: float | None) -> list[str]:
+    estimate = occasions.load()
+    plans = [
+        planning.plan_claim(c, parts, lambda p: estimate.sigma(p.group) if p.group else None)
+        for c in sorted({p.claim for p in parts})
+    ]
+    hours, source = run_hours(runs, given)
+    return planning.lines(plans, hours, source)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m iolab.archive.pooling",
@@ -143,6 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the study fixed K runs in advance: the exact test, once all K are in",
     )
     ap.add_argument("--json", type=Path, help="also write the verdicts as JSON here")
+    ap.add_argument("--plan", action="store_true", help="also print the runs and machine-hours each claim needs")
+    ap.add_argument(
+        "--run-hours", type=float, metavar="H", help="one run's hours on this machine (default: from its last run)"
+    )
     args = ap.parse_args(argv)
     crates = list(args.crates)
     if not crates:
@@ -169,6 +207,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     parts = pool_runs(runs, mode)
     print("\n".join(report(runs, parts, mode)))
+    if args.plan or args.run_hours is not None:
+        if args.run_hours is not None and not args.run_hours > 0:
+            print(f"verdicts: --run-hours {args.run_hours}: give a positive number of hours", file=sys.stderr)
+            return 2
+        print("\n".join(plan_lines(runs, parts, args.run_hours)))
     if args.json:
         atomic.write_json(args.json, as_json(runs, parts, mode))
     decided = sum(

@@ -9,21 +9,8 @@ import math
 from collections.abc import Sequence
 
 from ..analysis import pooled
-from ..analysis.verdicts import Finding, Rule
-
-
-def distance(rule: Rule, value: float) -> float:
-    """How far (relative) ``value`` lies beyond ``rule``'s bound on the
-    claim's side (> 0: it holds there; < 0: it fails by as much). A band
-    counts from its nearer edge."""
-    if not (math.isfinite(value) and value > 0):
-        return math.nan
-    if rule.kind == "above":
-        return value / rule.bound - 1
-    if rule.kind == "below":
-        return rule.bound / value - 1
-    lo, hi = rule.band
-    return min(value / lo, hi / value) - 1
+from ..analysis.planning import beyond, distance
+from ..analysis.verdicts import Finding
 
 
 def part_runs(f: Finding) -> tuple[float, int | None]:
@@ -31,7 +18,7 @@ def part_runs(f: Finding) -> tuple[float, int | None]:
     spread between runs."""
     assert f.rule is not None and f.estimate is not None
     d = distance(f.rule, f.estimate.value)
-    return d, (pooled.runs_needed(abs(d), f.sigma) if f.sigma is not None else None)
+    return d, (pooled.runs_needed(beyond(f.rule, f.estimate.value), f.sigma) if f.sigma is not None else None)
 
 
 def runs_text(claim: str, findings: Sequence[Finding]) -> str:
