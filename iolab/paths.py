@@ -3,6 +3,7 @@ tests agree)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,13 +46,17 @@ def caption(figure: str) -> Path:
     return own[0] if own else REPO / "report" / "captions" / f"{figure}.rst"
 
 
-def module_closure(packages: list[str]) -> list[str]:
+def module_closure(packages: list[str], modules: Sequence[str] = ()) -> list[str]:
     """Repository-relative paths of every iolab module that ``packages``
-    (dotted names) import, directly or not, themselves included: the code an
-    analysis step runs, so editing any of it re-runs the step."""
+    (dotted names, each with every module in it) and ``modules`` (each
+    alone) import, directly or not, themselves included: the code an
+    analysis step runs, so editing any of it re-runs the step. The rooms'
+    tidy modules, which ``iolab.rooms`` imports by name at run time, count
+    as imported by it."""
     import ast
 
     root = REPO / "iolab"
+    rooms_init = root / "rooms" / "__init__.py"
 
     def file_of(module: str) -> Path | None:
         parts = module.split(".")
@@ -65,12 +70,15 @@ def module_closure(packages: list[str]) -> list[str]:
 
     todo = [f for p in packages if (f := file_of(p)) is not None]
     todo += [f for p in packages for f in sorted((REPO.joinpath(*p.split("."))).glob("*.py"))]
+    todo += [f for m in modules if (f := file_of(m)) is not None]
     seen: set[Path] = set()
     while todo:
         path = todo.pop()
         if path in seen:
             continue
         seen.add(path)
+        if path == rooms_init:
+            todo += [f for room in room_packages() if (f := file_of(f"{room}.tidy")) is not None]
         # The package a relative import starts from (for __init__.py, itself).
         package = ".".join(path.relative_to(REPO).with_suffix("").parts).rsplit(".", 1)[0]
         for node in ast.walk(ast.parse(path.read_text())):
@@ -89,3 +97,18 @@ def module_closure(packages: list[str]) -> list[str]:
                 if f is not None and f.is_relative_to(root):
                     todo.append(f)
     return sorted(p.relative_to(REPO).as_posix() for p in seen)
+
+
+def script_closure(script: str | Path) -> list[str]:
+    """The iolab code a script outside the package (a notebook's .py file)
+    runs: the modules it imports and their closure (module_closure), each
+    imported module alone, not its whole package."""
+    import ast
+
+    names: list[str] = []
+    for node in ast.walk(ast.parse(resolve(script).read_text())):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names += [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+    return module_closure([], [n for n in names if n == "iolab" or n.startswith("iolab.")])

@@ -79,12 +79,21 @@ def node_runs(node, experiment):
 EXPERIMENTS_ON = [name for name in RUN.experiments.switched_on()
                if any(node_runs(n, name) for n in NODES if n not in SKIPPED_NODES)]
 
-# Python modules the analysis steps run (iolab.analysis, iolab.report, the
-# rooms of iolab/rooms/ and everything they import); editing one re-runs
-# the analysis, never a measurement.
-from iolab.paths import caption, module_closure, relative, room_packages  # noqa: E402
+# The Python modules each analysis step runs; editing one re-runs the steps
+# that run it, never a measurement.
+from iolab.paths import caption, module_closure, relative, room_packages, script_closure  # noqa: E402
 
-ANALYSIS_CODE = module_closure(["iolab.analysis", "iolab.report", "iolab.rooms", *room_packages()])
+# What the paper's steps run (the merge of the notebooks' numbers, the
+# manifest, the build).
+PAPER_CODE = module_closure([], ["iolab.report.paper"])
+
+
+def notebook_code(notebook):
+    """What one notebook runs: the modules its .py file imports and theirs,
+    so editing one room re-runs only the notebooks that use it."""
+    return script_closure(f"notebooks/{notebook}.py")
+
+
 # The tidy step's code: iolab.tables, each room's tidy module, and every
 # reader, format and check they import; editing any of them rebuilds the tables.
 TABLE_CODE = module_closure(["iolab.tables", *(f"{room}.tidy" for room in room_packages())])

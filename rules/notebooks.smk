@@ -14,7 +14,7 @@ for _notebook in NOTEBOOKS_ON:
         input:
             notebook=f"notebooks/{_notebook}.py",
             tables=notebook_tables(_notebook),
-            code=ANALYSIS_CODE,
+            code=notebook_code(_notebook),
             # The between-run spread every prediction interval and each
             # claim's occasion allowance read (iolab.analysis.occasions).
             occasions="data/occasions.json",

@@ -10,6 +10,7 @@ rule paper_numbers:
     input:
         numbers=expand("results/numbers/{notebook}.json", notebook=NOTEBOOKS_ON),
         quoted="iolab/analysis/sources.py",
+        code=PAPER_CODE,
     output:
         "paper/generated/numbers.json",
     log:
@@ -22,7 +23,8 @@ rule paper_numbers:
 
 rule figure_manifest:
     input:
-        expand("results/figures/{notebook}.json", notebook=NOTEBOOKS_ON),
+        manifests=expand("results/figures/{notebook}.json", notebook=NOTEBOOKS_ON),
+        code=PAPER_CODE,
     output:
         "paper/figures/manifest.json",
     log:
@@ -30,7 +32,7 @@ rule figure_manifest:
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.report.paper manifest {input} --output {output} > {log} 2>&1"
+        "python -m iolab.report.paper manifest {input.manifests} --output {output} > {log} 2>&1"
 
 
 rule paper_pdf:
@@ -39,6 +41,7 @@ rule paper_pdf:
         numbers="paper/generated/numbers.json",
         manifest="paper/figures/manifest.json",
         figures=[f for nb in NOTEBOOKS_ON for f in figure_files(nb)],
+        code=PAPER_CODE,
     output:
         "paper/paper.pdf",
     log:

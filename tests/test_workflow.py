@@ -230,8 +230,18 @@ def test_editing_a_reader_rebuilds_the_tables(smoke_copy: Path, reader: str) -> 
 
 
 def test_editing_a_rooms_figure_reruns_its_notebook_not_the_tables(smoke_copy: Path) -> None:
+    # Each notebook's code input is its own import closure: before, every
+    # notebook read one closure of the whole read side, and this edit
+    # re-ran all of them.
     jobs = planned_after_edit(smoke_copy, "iolab/rooms/send_zc/present.py", "\n# an edit\n")
-    assert "notebook_cost_model" in jobs and "tidy_table" not in jobs
+    assert {rule for rule in jobs if rule.startswith("notebook_")} == {"notebook_cost_model"}
+    assert "tidy_table" not in jobs
+
+
+def test_editing_the_papers_code_rebuilds_the_paper_not_the_notebooks(smoke_copy: Path) -> None:
+    jobs = planned_after_edit(smoke_copy, "iolab/report/artifact.py", "\n# an edit\n")
+    assert {"paper_numbers", "paper_pdf"} <= set(jobs)
+    assert not {rule for rule in jobs if rule.startswith(("notebook_", "measure", "tidy"))}
 
 
 def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
