@@ -63,3 +63,38 @@ def test_preset_counters_tabulates_every_preset_that_runs_here(native_build: Pat
     # A preset this machine cannot run is named and left out, not a crash.
     for left_out in re.findall(r"^(\w+): unavailable: .*; left out$", res.stdout, re.M):
         assert left_out not in rows
+
+
+def test_pair_length_tabulates_the_paired_spread_by_length_and_distance(native_build: Path, tmp_path: Path) -> None:
+    res = benchmark(
+        "pair_length.py", "--lengths", "0.1", "--connections", "50", "--quartets", "3", "--out", str(tmp_path)
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = re.findall(
+        r"^\| 50 \| 0.1 s \| (requests/s|server CPU per request) \| (ABBA quartet|d = \d+) \|", res.stdout, re.M
+    )
+    assert ("requests/s", "ABBA quartet") in rows and ("server CPU per request", "d = 1") in rows
+    assert {p.name for p in tmp_path.iterdir()} == {"cells.csv", "spread.csv", "spread.md", "spread.png"}
+    again = benchmark("pair_length.py", "--from-cells", str(tmp_path / "cells.csv"), "--out", str(tmp_path / "again"))
+    assert (
+        again.returncode == 0 and (tmp_path / "again" / "spread.md").read_text() == (tmp_path / "spread.md").read_text()
+    )
+    few = benchmark("pair_length.py", "--quartets", "2")
+    assert few.returncode == 2 and "--quartets must be at least 3" in few.stderr
+
+
+def test_an_abba_quartet_cancels_a_linear_drift_that_an_adjacent_pair_keeps() -> None:
+    import importlib.util
+    import math
+
+    spec = importlib.util.spec_from_file_location("pair_length", REPO / "benchmarks" / "pair_length.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # B is exactly 1.2 A; the machine slows 3 % per cell throughout.
+    seq = [{"side": side, "rps": (1.2 if side == "B" else 1.0) * 0.97**i} for i, side in enumerate("ABBA" * 4)]
+    quartets = module.quartet_ratios(seq, "rps")
+    assert all(math.isclose(r, math.log(1.2), abs_tol=1e-12) for r in quartets)
+    # The negative control: A then the B right after it carries the drift.
+    adjacent = module.distance_ratios(seq, "rps", 1)
+    assert all(abs(r - math.log(1.2)) > 0.02 for r in adjacent)

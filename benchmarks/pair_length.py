@@ -1,0 +1,245 @@
+"""Within-run spread of a paired echo ratio against cell length and the
+distance between the pair's two cells.
+
+    python benchmarks/pair_length.py [--lengths 0.5,1,2,4] [--connections 50,500]
+                                     [--quartets N] [--a epoll] [--b defer_taskrun_multishot]
+                                     [--out DIR] [--from-cells CSV]
+
+For each connection count and cell length (in a random order of blocks),
+the two presets run as ``--quartets`` ABBA quartets back to back: A B B A
+A B B A ... (c, 128 B, server on CPU 0, client on CPU 1, 0.25 s of
+warm-up per cell). Two ratios are read from every quartet: requests/s and
+the server's CPU per request, B over A. Their log's sd across quartets is
+the within-run spread of a close ABBA pair at that length; pairs of one A
+and one B cell ``d`` places apart in the same sequence give its spread
+against distance (adjacent pairs are d = 1).
+
+Writes DIR/cells.csv (every cell, in the order measured), DIR/spread.csv
+(sd by connections, length, quantity and distance, with its 90 % interval
+from the chi-square law), DIR/spread.md and DIR/spread.png;
+``--from-cells`` summarises a cells.csv again without measuring. Run it on
+a quiet machine with the native programs built (``make -C native``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import random
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from scipy import stats
+
+from iolab import config, paths
+from iolab.experiments import echo
+from iolab.presets import preset_server
+
+QUANTITIES = {"rps": "requests/s", "server_cpu": "server CPU per request"}
+DISTANCES = (1, 3, 5, 9)
+
+
+def floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x]
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def quantity(got: dict, size: int) -> dict[str, float]:
+    requests = got["server_bytes"] / size
+    return {"rps": float(got["rps"]), "server_cpu": got["server_cpu_ns"] / requests}
+
+
+def sd_interval(values: Sequence[float], level: float = 0.90) -> tuple[float, float, float]:
+    """The sample sd and its two-sided interval (normal law, chi-square)."""
+    n = len(values)
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    df = n - 1
+    tail = (1 - level) / 2
+    return sd, sd * math.sqrt(df / stats.chi2.ppf(1 - tail, df)), sd * math.sqrt(df / stats.chi2.ppf(tail, df))
+
+
+def quartet_ratios(seq: Sequence[dict], q: str) -> list[float]:
+    """log(B/A) of each ABBA quartet: the mean log of its two B cells less
+    the mean log of its two A cells (a linear drift cancels)."""
+    out = []
+    for i in range(0, len(seq) - 3, 4):
+        a = (math.log(seq[i][q]) + math.log(seq[i + 3][q])) / 2
+        b = (math.log(seq[i + 1][q]) + math.log(seq[i + 2][q])) / 2
+        out.append(b - a)
+    return out
+
+
+def distance_ratios(seq: Sequence[dict], q: str, d: int) -> list[float]:
+    """log(B/A) of each A cell and the B cell d places after it (each A
+    counted once)."""
+    return [
+        math.log(seq[i + d][q]) - math.log(seq[i][q])
+        for i in range(len(seq) - d)
+        if seq[i]["side"] == "A" and seq[i + d]["side"] == "B"
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lengths", type=floats, default=[0.5, 1.0, 2.0, 4.0], help="cell lengths, s")
+    parser.add_argument("--connections", type=ints, default=[50, 500])
+    parser.add_argument("--quartets", type=int, default=6, help="ABBA quartets per (connections, length)")
+    parser.add_argument("--bytes", type=int, default=128)
+    parser.add_argument("--a", default="epoll", help="preset A (the denominator)")
+    parser.add_argument("--b", default="defer_taskrun_multishot", help="preset B (the numerator)")
+    parser.add_argument("--out", type=Path, default=paths.REPO / "results" / "pair-length")
+    parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--from-cells", type=Path, help="summarise this cells.csv instead of measuring")
+    args = parser.parse_args()
+    if args.from_cells:
+        with args.from_cells.open() as f:
+            saved: list[dict] = [
+                {
+                    **row,
+                    "connections": int(row["connections"]),
+                    "length": float(row["length"]),
+                    **{q: float(row[q]) for q in QUANTITIES},
+                }
+                for row in csv.DictReader(f)
+            ]
+        args.connections = sorted({c["connections"] for c in saved})
+        args.lengths = sorted({c["length"] for c in saved})
+        args.a, args.b = (
+            next(c["preset"] for c in saved if c["side"] == "A"),
+            next(c["preset"] for c in saved if c["side"] == "B"),
+        )
+        args.out.mkdir(parents=True, exist_ok=True)
+        summarise(saved, args)
+        return
+    if args.quartets < 3:
+        parser.error("--quartets must be at least 3 (an sd needs two degrees of freedom to mean anything)")
+    presets = config.load()["experiments"]["echo"]["presets"]
+    for name in (args.a, args.b):
+        if name not in presets:
+            parser.error(f"preset {name!r} is not in experiments.echo.presets; choose one of {', '.join(presets)}")
+    sides = {
+        side: echo.Cell(name, preset_server(name, presets[name])[1], 0, args.bytes, "event-loop")
+        for side, name in (("A", args.a), ("B", args.b))
+    }
+    blocks = [(c, length) for c in args.connections for length in args.lengths]
+    rng = random.Random(args.seed)
+    rng.shuffle(blocks)
+    args.out.mkdir(parents=True, exist_ok=True)
+    cells: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n, (c, length) in enumerate(blocks, 1):
+            run = echo.LoadgenRun(length, 0.25)
+            for position, side in enumerate("ABBA" * args.quartets):
+                cell = echo.Cell(sides[side].preset, sides[side].flags, c, args.bytes, "event-loop", sides[side].server)
+                got = echo.measure_cell(cell, run, {"server": 0, "client": 1}, Path(tmp) / "h.csv")
+                cells.append(
+                    {
+                        "connections": c,
+                        "length": length,
+                        "position": position,
+                        "side": side,
+                        "preset": cell.preset,
+                        **quantity(got, args.bytes),
+                    }
+                )
+            print(f"block {n}/{len(blocks)}: c={c}, {length} s cells measured", flush=True)
+    with (args.out / "cells.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(cells[0]))
+        w.writeheader()
+        w.writerows(cells)
+    summarise(cells, args)
+
+
+def summarise(cells: list[dict], args: argparse.Namespace) -> None:
+    quartets = sum(1 for c in cells if c["side"] == "A") // (2 * len(args.connections) * len(args.lengths))
+    rows = []
+    for c, length in sorted({(c, length) for c in args.connections for length in args.lengths}):
+        seq = [x for x in cells if x["connections"] == c and x["length"] == length]
+        for q in QUANTITIES:
+            for d, values in (
+                ("ABBA", quartet_ratios(seq, q)),
+                *((str(d), distance_ratios(seq, q, d)) for d in DISTANCES),
+            ):
+                if len(values) < 3:
+                    continue
+                sd, low, high = sd_interval(values)
+                mean = sum(values) / len(values)
+                rows.append(
+                    {
+                        "connections": c,
+                        "length": length,
+                        "quantity": q,
+                        "distance": d,
+                        "n": len(values),
+                        "ratio": math.exp(mean),
+                        "sd": sd,
+                        "sd_low": low,
+                        "sd_high": high,
+                    }
+                )
+    with (args.out / "spread.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    lines = [
+        f"{args.b} / {args.a}, {quartets} ABBA quartets per block; sd of the log ratio (90 % interval)",
+        "",
+        "| c | cell | quantity | pair | n | ratio | sd |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        pair = "ABBA quartet" if r["distance"] == "ABBA" else f"d = {r['distance']}"
+        lines.append(
+            f"| {r['connections']} | {r['length']:g} s | {QUANTITIES[r['quantity']]} | {pair} | {r['n']} | "
+            f"{r['ratio']:.3f} | {r['sd']:.3f} ({r['sd_low']:.3f}–{r['sd_high']:.3f}) |"
+        )
+    (args.out / "spread.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    figure(rows, args)
+
+
+def figure(rows: list[dict], args: argparse.Namespace) -> None:
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+    for ax, q in zip(axes, QUANTITIES, strict=True):
+        for c in args.connections:
+            for d, style in (("ABBA", "-o"), ("1", "--s"), (str(DISTANCES[-1]), ":^")):  # close, next, far
+                pts = sorted(
+                    (r["length"], r["sd"], r["sd_low"], r["sd_high"])
+                    for r in rows
+                    if r["connections"] == c and r["quantity"] == q and r["distance"] == d
+                )
+                if not pts:
+                    continue
+                x = [p[0] for p in pts]
+                label = f"c={c}, " + ("ABBA quartet" if d == "ABBA" else f"pair {d} apart")
+                ax.errorbar(
+                    x,
+                    [p[1] for p in pts],
+                    yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
+                    fmt=style,
+                    capsize=2,
+                    label=label,
+                )
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(args.lengths, [f"{x:g}" for x in args.lengths])
+        ax.set_xlabel("cell length (s)")
+        ax.set_title(f"{args.b} / {args.a}: {QUANTITIES[q]}", fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("within-run sd of log ratio")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(args.out / "spread.png", dpi=150)
+
+
+if __name__ == "__main__":
+    main()
