@@ -123,8 +123,8 @@ def plan_claim(claim: str, parts: Sequence[PooledPart], estimate: Callable[[Pool
     holding = [p for p in plans if not math.isnan(p.distance)]
     if not holding:
         return ClaimPlan(claim, plans, "", None, untested)
-    needs = [p.runs for p in holding]
-    runs = max(needs) if all(k is not None for k in needs) else None  # type: ignore[type-var]
+    needs = [p.runs for p in holding if p.runs is not None]
+    runs = max(needs) if len(needs) == len(holding) else None
     return ClaimPlan(claim, plans, "reproduce", runs, untested)
 
 
