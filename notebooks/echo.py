@@ -168,10 +168,7 @@ if modern_presets:
     out.figure(fig, "echo_modern", data=echo_modern.figure_rows(node_echo, modern_presets, fixed_rows))
     plt.show()
     echo_modern.numbers(out, modern_view)
-    out.text(
-        "echo_modern_features",
-        ", ".join(dict.fromkeys(f for features in modern_presets.values() for f in features)),
-    )
+    out.text("echo_modern_features", echo_modern.features_text(modern_presets))
 # The cost model's view: model B (the cost probes' fits) prices each preset's
 # request at the SQEs and io_uring_enter calls it used; measured over that
 # price is what the counts do not explain.

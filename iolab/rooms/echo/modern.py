@@ -41,6 +41,12 @@ def modern_presets(echo: pd.DataFrame) -> dict[str, list[str]]:
     return out
 
 
+def features_text(presets: dict[str, list[str]]) -> str:
+    """The modern features the run measured, each once, in the order its
+    presets name them (the paper's list)."""
+    return ", ".join(dict.fromkeys(f for features in presets.values() for f in features))
+
+
 def ratios(echo: pd.DataFrame) -> pd.DataFrame:
     """Server CPU per request and requests/s over epoll's, per setup depth
     (``pipeline``), preset (the modern ones and the older ring) and cell:
