@@ -410,7 +410,7 @@ def test_a_crate_names_the_measuring_code_only_where_git_shows_it_unchanged(tmp_
     # Raw files measured at another commit (re-analysed, as the shipped
     # reference data is) carry today's digest only if their experiment's
     # measuring sources did not change since; else the crate says why not.
-    from iolab.archive.crate import _measured_with_todays_code
+    from iolab.archive.contents import measured_with_todays_code
 
     wd = copy_workflow(tmp_path / "wd")
 
@@ -425,14 +425,14 @@ def test_a_crate_names_the_measuring_code_only_where_git_shows_it_unchanged(tmp_
     measured_at = git("rev-parse", "HEAD")
     (wd / "README.md").write_text((wd / "README.md").read_text() + "\nedited\n")
     git("commit", "-qam", "docs only")
-    assert _measured_with_todays_code(wd, "syscall", {measured_at}) is None
+    assert measured_with_todays_code(wd, "syscall", {measured_at}) is None
     probe = wd / "native" / "probes" / "syscall_mode.c"
     probe.write_text(probe.read_text() + "/* edited */\n")
     git("commit", "-qam", "the probe changed")
-    assert "changed since" in str(_measured_with_todays_code(wd, "syscall", {measured_at}))
-    assert _measured_with_todays_code(wd, "echo", {measured_at}) is None  # the echo servers did not change
-    assert "is not in this checkout" in str(_measured_with_todays_code(wd, "echo", {"0" * 40}))
-    assert "record no commit" in str(_measured_with_todays_code(wd, "echo", {None}))
+    assert "changed since" in str(measured_with_todays_code(wd, "syscall", {measured_at}))
+    assert measured_with_todays_code(wd, "echo", {measured_at}) is None  # the echo servers did not change
+    assert "is not in this checkout" in str(measured_with_todays_code(wd, "echo", {"0" * 40}))
+    assert "record no commit" in str(measured_with_todays_code(wd, "echo", {None}))
 
 
 def test_an_old_store_asks_to_be_rebuilt_and_environments_diff_field_by_field(tmp_path: Path) -> None:

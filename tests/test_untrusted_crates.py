@@ -218,9 +218,9 @@ def test_a_crate_value_never_reaches_git_as_an_option(base_crate: Path, fresh: P
     assert not list(tmp_path.glob("written-by-git*")), "git wrote a file a crate named"
     assert not (fresh / "data" / "raw").exists()
     # A sidecar's commit is checked the same way before it reaches git.
-    from iolab.archive.crate import _measured_with_todays_code
+    from iolab.archive.contents import measured_with_todays_code
 
-    why = _measured_with_todays_code(REPO, "syscall", {f"--output={target}"})
+    why = measured_with_todays_code(REPO, "syscall", {f"--output={target}"})
     assert why is not None and "is not a git commit" in why
     assert not list(tmp_path.glob("written-by-git*"))
 
