@@ -169,8 +169,9 @@ class MpiSettings(ExperimentSettings):
     enabled: bool = _d("mpi", "enabled")
     mpirun: str = _d("mpi", "mpirun")
     mpicc: str = _d("mpi", "mpicc")
-    # "nodes" is not configured here: a node with mpi.peers adds it.
-    transports: tuple[Literal["shm", "tcp", "netns", "netns_tbf", "nodes"], ...] = _d("mpi", "transports")
+    # "nodes" is not configured here, as in the schema: a node with
+    # mpi.peers adds it (experiments.mpi.node_transports).
+    transports: tuple[Literal["shm", "tcp", "netns", "netns_tbf"], ...] = _d("mpi", "transports")
     ranks: tuple[int, ...] = _d("mpi", "ranks")
     benchmarks: tuple[Literal["pingpong", "bcast", "allreduce", "alltoall", "barrier"], ...] = _d("mpi", "benchmarks")
     min_bytes: int = _d("mpi", "min_bytes")
