@@ -734,3 +734,17 @@ def test_the_formulas_shape_is_compared_only_where_p_can_tell_them_apart() -> No
     assert mpi_present.fit_shapes_sentence(fits, [2, 4]) == (
         "Median error over transports and collectives: algorithm formula 8 %; paper formula 20 %."
     )
+
+
+def test_every_transport_the_schema_allows_has_words_and_a_place() -> None:
+    # The order comes from the schema; the words are typed here, so a
+    # transport added to the schema without them fails (the paper would
+    # print its bare key).
+    from iolab.schema import subschema
+
+    allowed = subschema("nodes", "[]", "mpi", "transports")["items"]["enum"]
+    assert list(mpistats.TRANSPORT_ORDER) == allowed
+    assert set(mpistats.TRANSPORT_NAMES) == set(allowed)
+    experiment = subschema("experiments", "mpi", "transports")["items"]["enum"]
+    assert set(experiment) <= set(allowed)
+    assert {t for pair in mpistats.TRANSPORT_PAIRS for t in pair} <= set(allowed)

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from ..formats import OSU_PREFIX, REFERENCE_BENCH
+from ..schema import subschema
 from .stats import Estimate, across_reps, mean_of_smallest
 
 GROUP = ["node", "kind", "transport", "bench", "ranks", "bytes"]
@@ -158,7 +159,8 @@ def summarize(times: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-TRANSPORT_ORDER = ("shm", "tcp", "netns", "netns_tbf", "nodes")
+# The paper's order is the schema's, where a node lists the transports it runs.
+TRANSPORT_ORDER: tuple[str, ...] = tuple(subschema("nodes", "[]", "mpi", "transports")["items"]["enum"])
 # What each transport is, in words (the paper's text and reasons).
 TRANSPORT_NAMES = {
     "shm": "shared memory",
