@@ -48,6 +48,17 @@ def test_a_rerun_is_expected_in_each_headline_numbers_prediction_interval() -> N
         "echo_epoll_c50_server_ns_per_request": {"value": 5000.0, "text": "5 000", "pi95": [3000.0, 8000.0]},
         "echo_epoll_c500_server_ns_per_request": {"value": 5000.0, "text": "5 000", "pi95": [3000.0, 8000.0]},
     }
+    numbers["mpi_shm_latency_us"] = {"value": 0.4, "text": "0.40", "pi95": [0.1, 2.0]}
+    numbers["t1_recv_ns"] = {"value": 600.0, "text": "600", "pi95": [300.0, 1200.0]}
+    numbers["s_getppid_ns"] = {"value": 77.0, "text": "77", "pi95": [40.0, 150.0]}
     rows = artifact.expected_rerun(numbers)
-    assert [r["quantity"].rsplit(": ", 1)[1] for r in rows] == ["w_send_ns", "echo_epoll_c50_server_ns_per_request"]
-    assert rows[0]["a re-run, 95 %"] == "1\u2009800\u20134\u2009600"
+    # Each row names its quantity in words, never by its key.
+    assert [r["quantity"].rsplit(": ", 1)[1] for r in rows] == [
+        "s (getppid)",
+        "t(1), recv",
+        "w, send",
+        "epoll",
+        "shared memory",
+    ]
+    assert not [r for r in rows for key in numbers if key in r["quantity"]]
+    assert rows[2]["a re-run, 95 %"] == "1\u2009800\u20134\u2009600"

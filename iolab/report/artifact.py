@@ -19,23 +19,39 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
+from ..analysis.mpistats import TRANSPORT_NAMES
 
 Numbers = Mapping[str, Any]
 BENCHMARKS = paths.REPO / "results" / "benchmarks"
 # The numbers a re-run is asked about: the cost model's terms and the echo
 # servers' CPU per request at 50 connections (the site's headline
 # quantities, iolab.archive.compare.QUESTIONS, which read this list).
+# Each pattern's group "what" names the quantity within its headline
+# (readable by ``quantity_words``).
 HEADLINES = {
     "cost_model_terms": (
         "The cost model's terms (ns)",
-        re.compile(r"^(s_getppid|w_send|w_recv|t1_send|t1_recv|a_send|b_send|a_recv|b_recv)_ns$"),
+        re.compile(r"^(?P<what>s_getppid|w_send|w_recv|t1_send|t1_recv|a_send|b_send|a_recv|b_recv)_ns$"),
     ),
     "echo_cpu_per_request": (
         "Echo servers: server CPU per request (ns), 50 connections",
-        re.compile(r"^echo_.+_c50_server_ns_per_request$"),
+        re.compile(r"^echo_(?P<what>.+)_c50_server_ns_per_request$"),
     ),
-    "mpi_latency": ("MPI ping-pong latency (µs)", re.compile(r"^mpi_.+_latency_us$")),
+    "mpi_latency": ("MPI ping-pong latency (µs)", re.compile(r"^mpi_(?P<what>.+)_latency_us$")),
 }
+TERM_WORDS = {"s": "s", "w": "w", "t1": "t(1)", "a": "a", "b": "b"}
+
+
+def quantity_words(headline: str, what: str) -> str:
+    """A headline quantity as the reader reads it, not its key: a cost
+    term as "t(1), send", an echo server by its preset, an MPI transport
+    in words."""
+    if headline == "cost_model_terms":
+        term, _, side = what.partition("_")
+        return f"{TERM_WORDS.get(term, term)}, {side}" if side != "getppid" else "s (getppid)"
+    if headline == "mpi_latency":
+        return TRANSPORT_NAMES.get(what, what)
+    return what
 
 
 def raw_bytes(repo: Path) -> int:
@@ -109,15 +125,16 @@ def expected_rerun(numbers: Numbers) -> list[dict[str, str]]:
     """Each headline number with a prediction interval: where a re-run of
     as many repetitions, on another occasion, is expected (95 %)."""
     rows = []
-    for title, pattern in HEADLINES.values():
+    for headline, (title, pattern) in HEADLINES.items():
         for key in sorted(k for k in numbers if pattern.match(k)):
             e = numbers[key]
             pi = e.get("pi95") if isinstance(e, dict) else None
-            if not isinstance(pi, list) or len(pi) != 2 or None in pi:
+            match = pattern.match(key)
+            if match is None or not isinstance(pi, list) or len(pi) != 2 or None in pi:
                 continue
             rows.append(
                 {
-                    "quantity": f"{title}: {key}",
+                    "quantity": f"{title}: {quantity_words(headline, match['what'])}",
                     "this run": str(e.get("text", "")),
                     "a re-run, 95 %": f"{_num(pi[0])}\u2013{_num(pi[1])}",
                 }
