@@ -165,6 +165,7 @@ def test_the_cost_view_prices_each_request_at_the_sqes_and_enters_it_used() -> N
     assert set(view.index.get_level_values("preset")) == {"recv_bundle", "defer_taskrun_multishot"}
     text = modern.answer(modern.ratios(echo), modern.counters(echo), cost=modern.cost_view(echo, ci))
     assert "Model B (each io_uring_enter s + a, each SQE b" in text and "recv_bundle 0.7 µs (5.0 SQEs" in text
+    assert "(c \u2265 50)" in text and ">=" not in text  # the reader gets the sign, not code
 
 
 def test_the_floor_is_drawn_as_a_share_of_epolls_cost() -> None:

@@ -225,7 +225,7 @@ def cost_sentence(view: pd.DataFrame, idle: set[tuple[str, int, int]] | None = N
     rows = one[one["bytes"] == size].sort_values("model_b_ns")
     return (
         f" Model B (each io_uring_enter s + a, each SQE b, from the cost probes) prices a {_size(size)} "
-        "request at the SQEs and enters it used (c >= 50): "
+        f"request at the SQEs and enters it used (c \u2265 {LOADED}): "
         + "; ".join(
             f"{r.preset} {r.model_b_ns / 1000:.1f} µs ({r.sqes_per_request:.1f} SQEs, "
             f"{r.enters_per_request:.2f} enters), measured {r.measured_over_model:.1f}x that"
