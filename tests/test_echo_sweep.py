@@ -321,3 +321,22 @@ def test_rings_without_taskrun_flags_kick_the_server_with_ipis(native_build: Pat
 
     assert kicks_more("default"), ipis
     assert not kicks_more("control"), ipis
+
+
+def test_what_could_not_run_is_one_clause_per_preset_and_kind_of_reason() -> None:
+    failed = [
+        {"preset": "go_net", "connections": 500, "status": "failed", "reason": f"the server answered {n} of 500"}
+        for n in (135, 211, 243)
+    ]
+    rows = [
+        *failed,
+        {"preset": "epoll", "connections": 50, "status": "ok", "reason": ""},
+        {"preset": "spare", "connections": 1, "status": "unavailable", "reason": "no spare CPU"},
+        {"preset": "spare", "connections": 50, "status": "unavailable", "reason": "no spare CPU"},
+    ]
+    text = echostats.unavailable_text(pd.DataFrame(rows))
+    assert text == (
+        "go_net (3 cells at c = 500; the others alike, with other counts): the server answered 135 of 500; "
+        "spare (2 cells at c = 1, 50): no spare CPU"
+    )
+    assert echostats.unavailable_text(pd.DataFrame(rows[3:4])) == "none"

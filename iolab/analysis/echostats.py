@@ -287,6 +287,26 @@ def unavailable(echo: pd.DataFrame) -> pd.DataFrame:
     return bad.groupby(["preset", "status", "reason"]).size().rename("cells").reset_index()
 
 
+def unavailable_text(echo: pd.DataFrame) -> str:
+    """What could not run, for a reader: per preset and kind of reason (the
+    reason with its counts masked), how many cells at which connections,
+    and the first cell's reason; "none" when every cell ran. A preset that
+    failed alike in a dozen cells is one clause, not a dozen."""
+    bad = echo[echo["status"] != "ok"]
+    if not len(bad):
+        return "none"
+    bad = bad.assign(kind=bad["reason"].astype(str).str.replace(r"\d+", "N", regex=True))
+    clauses = []
+    for (preset, _), g in bad.groupby(["preset", "kind"], sort=True):
+        cells = len(g)
+        conns = ", ".join(str(int(c)) for c in sorted(set(g["connections"])))
+        where = f"{cells} cell{'s' if cells != 1 else ''} at c = {conns}"
+        first = str(g["reason"].iloc[0])
+        alike = "; the others alike, with other counts" if g["reason"].nunique() > 1 else ""
+        clauses.append(f"{preset} ({where}{alike}): {first}")
+    return "; ".join(clauses)
+
+
 def value(summary: pd.DataFrame, preset: str, connections: int, bytes_: int, metric: str = "rps") -> float:
     if not len(summary):
         return float("nan")

@@ -275,8 +275,7 @@ def numbers(
         # How long a cell ran (its warm-up included), against the sources' 60 s.
         out.number("echo_cell_seconds", float(echo_table["loaded_s"].median()), unit="s", digits=2)
     out.number("echo_cells_ok", int((echo_table["status"] == "ok").sum()))
-    bad = echostats.unavailable(echo_table)
-    out.text("echo_unavailable", "; ".join(f"{r.preset}: {r.reason}" for r in bad.itertuples()) or "none")
+    out.text("echo_unavailable", echostats.unavailable_text(echo_table))
 
 
 def _preset_points(ax: Axes, x: np.ndarray, g: pd.DataFrame, i: int, label: str | None, hollow: bool = False) -> None:
