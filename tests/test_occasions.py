@@ -26,11 +26,14 @@ def shifted(numbers: dict, factor: float, rng: np.random.Generator) -> dict:
     of their own (copying a noisy run's repetitions into every run would
     give all runs the same within-run noise, which no two runs share)."""
     out = json.loads(json.dumps(numbers))
-    for entry in out.values():
-        reps = entry.get("reps") if isinstance(entry, dict) else None
+    findings = out.get("findings", {}).get("value", []) if isinstance(out.get("findings"), dict) else []
+    # The claims' parts move with the run too: left as they were, a claims
+    # group would read no spread between runs at all.
+    for entry, field in [*((e, "reps") for e in out.values()), *((f, "per_rep") for f in findings)]:
+        reps = entry.get(field) if isinstance(entry, dict) else None
         if isinstance(reps, list) and reps and all(isinstance(v, (int, float)) for v in reps):
             centre = float(np.median(reps))
-            entry["reps"] = [centre * factor * float(rng.lognormal(0, 0.05)) for _ in reps]
+            entry[field] = [centre * factor * float(rng.lognormal(0, 0.05)) for _ in reps]
     return out
 
 
