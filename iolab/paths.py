@@ -68,17 +68,17 @@ def module_closure(packages: list[str], modules: Sequence[str] = ()) -> list[str
                 return candidate
         return None
 
-    todo = [f for p in packages if (f := file_of(p)) is not None]
-    todo += [f for p in packages for f in sorted((REPO.joinpath(*p.split("."))).glob("*.py"))]
-    todo += [f for m in modules if (f := file_of(m)) is not None]
+    pending = [f for p in packages if (f := file_of(p)) is not None]
+    pending += [f for p in packages for f in sorted((REPO.joinpath(*p.split("."))).glob("*.py"))]
+    pending += [f for m in modules if (f := file_of(m)) is not None]
     seen: set[Path] = set()
-    while todo:
-        path = todo.pop()
+    while pending:
+        path = pending.pop()
         if path in seen:
             continue
         seen.add(path)
         if path == rooms_init:
-            todo += [f for room in room_packages() if (f := file_of(f"{room}.tidy")) is not None]
+            pending += [f for room in room_packages() if (f := file_of(f"{room}.tidy")) is not None]
         # The package a relative import starts from (for __init__.py, itself).
         package = ".".join(path.relative_to(REPO).with_suffix("").parts).rsplit(".", 1)[0]
         for node in ast.walk(ast.parse(path.read_text())):
@@ -95,7 +95,7 @@ def module_closure(packages: list[str], modules: Sequence[str] = ()) -> list[str
             for name in names:
                 f = file_of(name)
                 if f is not None and f.is_relative_to(root):
-                    todo.append(f)
+                    pending.append(f)
     return sorted(p.relative_to(REPO).as_posix() for p in seen)
 
 
