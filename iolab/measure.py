@@ -134,6 +134,11 @@ def _terminate(signum: int, _frame: Any) -> NoReturn:
     # Turn SIGTERM (snakemake cancelling a job) and SIGINT (Ctrl-C) into a
     # normal unwind, so the temporary file is removed and nothing
     # half-written is left behind; one line in the job's log, no traceback.
+    # A second signal (Ctrl-C reaches the job, then Snakemake cancels it)
+    # must not interrupt that unwind: it once landed in logging's exit hook
+    # and printed a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     print(f"iolab: stopped by {signal.Signals(signum).name}; nothing partial was kept", file=sys.stderr)
     raise SystemExit(128 + signum)
 
