@@ -65,7 +65,49 @@ def validate_config(config: dict[str, Any], schema: Path = SCHEMA) -> RunConfig:
     except WorkflowError as e:
         err = find_validation_error(e)
         raise ConfigError(describe_validation_error(err) if err is not None else f"config error: {e}") from None
+    expand_preset_groups(config)
     return check_semantics(config)
+
+
+def expand_preset_groups(config: dict[str, Any]) -> None:
+    """Replace each preset group's name by its presets, in place, in every
+    list of preset names (experiments.echo.only, a setup's only,
+    experiments.latency.presets), and drop the groups: what is measured, and
+    the key a measurement is stored under, see the presets themselves."""
+    experiments = config.get("experiments") or {}
+    echo = experiments.get("echo")
+    if not isinstance(echo, dict):
+        return
+    groups: dict[str, list[str]] = {}
+    presets = echo.get("presets") or {}
+    for name, members in (echo.pop("preset_groups", None) or {}).items():
+        where = f"config error at experiments.echo.preset_groups.{name}"
+        if name in presets:
+            raise ConfigError(f"{where}: {name!r} is also a preset; give the group a name of its own")
+        for member in members:
+            if member not in presets and member not in groups:
+                raise ConfigError(f"{where}: {member!r} is neither a preset nor a group declared above this one")
+        groups[name] = _expanded(members, groups)
+    if not groups:
+        return
+    if echo.get("only"):
+        echo["only"] = _expanded(echo["only"], groups)
+    for setup in echo.get("setups") or []:
+        if isinstance(setup, dict) and setup.get("only"):
+            setup["only"] = _expanded(setup["only"], groups)
+    latency = experiments.get("latency")
+    if isinstance(latency, dict) and latency.get("presets"):
+        latency["presets"] = _expanded(latency["presets"], groups)
+
+
+def _expanded(names: Iterable[str], groups: Mapping[str, list[str]]) -> list[str]:
+    """Names with each group's in its place; a preset named twice counts once."""
+    out: list[str] = []
+    for name in names:
+        for preset in groups.get(name, [name]):
+            if preset not in out:
+                out.append(preset)
+    return out
 
 
 def _non_finite(value: Any, where: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...], float] | None:

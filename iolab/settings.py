@@ -56,6 +56,9 @@ class ExperimentSettings(Section):
 
     # Keys the workflow adds to the config section (rules/common.smk).
     WORKFLOW_KEYS: ClassVar[frozenset[str]] = frozenset()
+    # Keys the config's loading reads and removes (iolab.config), so no
+    # measurement sees them.
+    LOAD_KEYS: ClassVar[frozenset[str]] = frozenset()
 
     @classmethod
     def where(cls, value: Mapping[str, Any]) -> str:
@@ -97,6 +100,7 @@ class EchoSetup(Section):
 class EchoSettings(ExperimentSettings):
     EXPERIMENT = "echo"
     WORKFLOW_KEYS = frozenset({"cells"})
+    LOAD_KEYS = frozenset({"preset_groups"})  # expanded in only and latency.presets
     enabled: bool = _d("echo", "enabled")
     duration: Number = _d("echo", "duration")
     warmup: Number = _d("echo", "warmup")

@@ -73,6 +73,14 @@ BAD_CONFIGS = [
         "config error at experiments.echo.only: 'turbo' is not a preset",
     ),
     (
+        {"experiments": {"echo": {"preset_groups": {"fast": ["epoll", "turbo"]}}}},
+        "config error at experiments.echo.preset_groups.fast: 'turbo' is neither a preset nor a group declared above",
+    ),
+    (
+        {"experiments": {"echo": {"preset_groups": {"sqpoll": ["epoll", "default"]}}}},
+        "config error at experiments.echo.preset_groups.sqpoll: 'sqpoll' is also a preset",
+    ),
+    (
         {"experiments": {"echo": {"presets": {"fast": ["--sqpoll", "--nope"]}}}},
         "config error at experiments.echo.presets.fast: '--nope' is not a flag of echo-uring",
     ),
@@ -388,7 +396,7 @@ def test_every_experiment_has_a_typed_section() -> None:
 def test_each_experiment_model_names_the_schemas_keys(experiment: str) -> None:
     model = SETTINGS[experiment]
     section = subschema("experiments", experiment)
-    assert set(_model_keys(model)) - model.WORKFLOW_KEYS == set(_schema_keys(section))
+    assert set(_model_keys(model)) - model.WORKFLOW_KEYS == set(_schema_keys(section)) - model.LOAD_KEYS
     for name, nested in _model_keys(model).items():
         if nested is not None:
             assert nested == _schema_keys(section["properties"][name]), name
@@ -571,3 +579,52 @@ def test_the_config_readme_is_what_the_config_says() -> None:
     assert configdoc.README.read_text() == configdoc.render(), "run python -m iolab.configdoc"
     for profile in sorted((configdoc.CONFIG / "profiles").glob("*.yaml")):
         assert f"| `{profile.stem}` |" in configdoc.render()
+
+
+def _preset_lists(path: Path) -> dict[str, tuple[str, ...]]:
+    """Where a config file lists preset names (as written: groups unexpanded)."""
+    experiments = (yaml.safe_load(path.read_text()) or {}).get("experiments") or {}
+    echo, latency = experiments.get("echo") or {}, experiments.get("latency") or {}
+    where = {f"{path.name}: echo.only": echo.get("only"), f"{path.name}: latency.presets": latency.get("presets")}
+    where |= {f"{path.name}: echo.setups[{i}].only": s.get("only") for i, s in enumerate(echo.get("setups") or [])}
+    return {k: tuple(v) for k, v in where.items() if v}
+
+
+def repeated_preset_lists(paths: list[Path], groups: dict[str, list[str]]) -> list[str]:
+    """Lists of three or more presets written out in two places, or written
+    where a group holds the same presets: each should name a group."""
+    found: dict[frozenset[str], list[str]] = {}
+    for path in paths:
+        for where, names in _preset_lists(path).items():
+            if len(names) >= 3:
+                found.setdefault(frozenset(names), []).append(where)
+    out = [" and ".join(places) for places in found.values() if len(places) > 1]
+    expanded = {frozenset(iolab_config._expanded(members, groups)): name for name, members in groups.items()}
+    out += [
+        f"{place} is group {expanded[names]}"
+        for names, places in found.items()
+        if names in expanded
+        for place in places
+    ]
+    return out
+
+
+def test_a_preset_group_stands_for_its_presets_and_no_list_is_kept_twice(tmp_path: Path) -> None:
+    files = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "profiles").glob("*.yaml"))]
+    groups = yaml.safe_load(files[0].read_text())["experiments"]["echo"]["preset_groups"]
+    assert repeated_preset_lists(files, groups) == []
+    # A group (and a group inside a group) is its presets, in order, where
+    # the config names it; the groups themselves never reach a measurement.
+    modern = iolab_config.load(REPO / "config" / "profiles" / "modern.yaml")["experiments"]
+    assert modern["echo"]["only"] == [*groups["modern"], "bundle_buf_inc", "napi"]
+    assert modern["latency"]["presets"] == [*groups["modern"], "bundle_buf_inc"]
+    assert "preset_groups" not in modern["echo"]
+    # Negative control: the list written out again in a profile is found.
+    again = tmp_path / "again.yaml"
+    again.write_text(yaml.safe_dump({"experiments": {"echo": {"only": list(reversed(groups["ring_options"]))}}}))
+    assert repeated_preset_lists([*files, again], groups) == ["again.yaml: echo.only is group ring_options"]
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(yaml.safe_dump({"experiments": {"latency": {"presets": ["epoll", "default", "async"]}}}))
+    assert repeated_preset_lists([again, twice, twice], {}) == [
+        "twice.yaml: latency.presets and twice.yaml: latency.presets"
+    ]
