@@ -10,6 +10,40 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+# echo-uring's report keys beyond every server's (echo-epoll and the Go
+# servers have none), each an echo raw column of the same name; one that
+# ends in HISTOGRAM_SUFFIX is a list of counts, written space-separated. A
+# new counter is one line here (and its C code).
+HISTOGRAM_SUFFIX = "_hist"
+URING_COUNTERS = (
+    # What the provided buffers did (buffers per receive, bundles,
+    # incremental buffers).
+    "recv_buffers",
+    "recv_bufs_hist",
+    "buf_more",
+    "bufs_retired",
+    "rearms",
+    # Chunks per send (above 1 only with --gather-send).
+    "send_buffers",
+    "send_bufs_hist",
+    # Connections whose NAPI id --napi read at close, and those with one.
+    "napi_checked",
+    "napi_conns",
+    # Zero-copy sends (--send-zc): notifications, those whose usage report
+    # says the kernel copied, sends from registered buffers.
+    "zc_notifs",
+    "zc_copied",
+    "zc_fixed",
+)
+
+
+def uring_counter_text(report: Mapping[str, Any], name: str) -> Any:
+    """A URING_COUNTERS value as the raw file holds it ("" where the server
+    does not report it)."""
+    value = report.get(name, [] if name.endswith(HISTOGRAM_SUFFIX) else "")
+    return " ".join(str(n) for n in value) if name.endswith(HISTOGRAM_SUFFIX) else value
+
+
 # echo: one row per cell of a sweep
 CELL_COLUMNS = [
     "order",
@@ -46,18 +80,7 @@ CELL_COLUMNS = [
     "pipeline",
     "server_resched_ipis",
     "helper_cpus",
-    "recv_buffers",
-    "recv_bufs_hist",
-    "buf_more",
-    "bufs_retired",
-    "rearms",
-    "send_buffers",
-    "send_bufs_hist",
-    "napi_checked",
-    "napi_conns",
-    "zc_notifs",
-    "zc_copied",
-    "zc_fixed",
+    *URING_COUNTERS,
     "connections_answered",
 ]
 # Files from before the client model and the layout were settings lack their
@@ -73,26 +96,8 @@ CELL_OPTIONAL = {
     "server_resched_ipis": None,
     # The CPUs a preset's {spare_cpu}/{spare_cpus} became: none before.
     "helper_cpus": "",
-    # What echo-uring's provided buffers did (buffers per receive, bundles,
-    # incremental buffers): not counted before, nor by the other servers.
-    "recv_buffers": None,
-    "recv_bufs_hist": "",
-    "buf_more": None,
-    "bufs_retired": None,
-    "rearms": None,
-    # Chunks per send (echo-uring; above 1 only with --gather-send): not
-    # counted before.
-    "send_buffers": None,
-    "send_bufs_hist": "",
-    # Connections whose NAPI id echo-uring --napi read at close, and those
-    # with one: not counted before.
-    "napi_checked": None,
-    "napi_conns": None,
-    # Zero-copy sends (echo-uring --send-zc): notifications, those whose
-    # usage report says the kernel copied, sends from registered buffers.
-    "zc_notifs": None,
-    "zc_copied": None,
-    "zc_fixed": None,
+    # echo-uring's own counters: not counted before, nor by the other servers.
+    **{name: "" if name.endswith(HISTOGRAM_SUFFIX) else None for name in URING_COUNTERS},
     # Connections the server echoed on within the cell (loadgen): not
     # counted before; below `connections` only where the thread-per-
     # connection client reported, without failing, some never answered.

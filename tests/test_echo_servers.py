@@ -35,6 +35,8 @@ from echo_support import (
     tsan_program,
 )
 
+from iolab.formats import HISTOGRAM_SUFFIX, URING_COUNTERS, uring_counter_text
+
 
 @pytest.fixture(params=[(s, b) for s in SERVERS for b in BUILDS], ids=[f"{s[0]}-{b}" for s in SERVERS for b in BUILDS])
 def server(request: pytest.FixtureRequest, native_build: Path) -> Iterator[Server]:
@@ -260,6 +262,11 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     # Chunks the server copied out of a backed-up queue go out unregistered.
     assert zc["zc_fixed"] == 0 and 0 < zc_fixed["zc_fixed"] <= zc_fixed["zc_notifs"]
     assert plain["zc_notifs"] == plain["zc_copied"] == 0
+    # Each counter the raw files keep (formats.URING_COUNTERS, their one
+    # home) is a key echo-uring reports, histograms as lists of counts.
+    for name in URING_COUNTERS:
+        text = str(uring_counter_text(plain, name))
+        assert [int(n) for n in text.split()] == (plain[name] if name.endswith(HISTOGRAM_SUFFIX) else [plain[name]])
 
 
 @pytest.mark.parametrize("build", BUILDS)

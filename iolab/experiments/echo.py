@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import atomic, readers
-from ..formats import CELL_COLUMNS, histograms_path, raw_format_line
+from ..formats import CELL_COLUMNS, URING_COUNTERS, histograms_path, raw_format_line, uring_counter_text
 from ..inventory import cpu_list
 from ..presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server
 from ..registry import REGISTRY
@@ -428,19 +428,7 @@ def measure_cell(
         "short_writes": server["short_writes"],
         "async_sqes": server["async_sqes"],
         "nobufs": server["nobufs"],
-        # echo-uring's provided-buffer counters (the Go servers and epoll have none).
-        "recv_buffers": server.get("recv_buffers", ""),
-        "recv_bufs_hist": " ".join(str(n) for n in server.get("recv_bufs_hist", [])),
-        "buf_more": server.get("buf_more", ""),
-        "bufs_retired": server.get("bufs_retired", ""),
-        "rearms": server.get("rearms", ""),
-        "send_buffers": server.get("send_buffers", ""),
-        "send_bufs_hist": " ".join(str(n) for n in server.get("send_bufs_hist", [])),
-        "napi_checked": server.get("napi_checked", ""),
-        "napi_conns": server.get("napi_conns", ""),
-        "zc_notifs": server.get("zc_notifs", ""),
-        "zc_copied": server.get("zc_copied", ""),
-        "zc_fixed": server.get("zc_fixed", ""),
+        **{name: uring_counter_text(server, name) for name in URING_COUNTERS},
         "connections_answered": client.get("connections_answered", ""),
         "iowq_workers": server["config"].get("iowq_workers_at_exit", 0),
         "port": port,
