@@ -5,7 +5,7 @@ the epoll server and the cheapest ring, in the same rounds.
                                      [--baseline-loadgen PATH]
 
 Each round measures the four (server, client) cells in random order with
-``iolab.experiments.echo.measure_cell``: c = 50, 128 B (``--bytes``), server on
+``iolab.experiments.echo.cell.measure_cell``: c = 50, 128 B (``--bytes``), server on
 CPU 0, client on CPU 1. CPU per request divides each side's CPU time by the
 requests the server echoed (warm-up included, as the CPU times are). Prints
 every cell, then the ratios DESIGN.md quotes: client/server in the same cell,
@@ -23,7 +23,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from iolab.experiments import echo
+from iolab.experiments.echo import cell as echo_cell
 from iolab.runners import LocalRunner
 
 SERVERS = {
@@ -62,7 +62,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.baseline_loadgen and not args.baseline_loadgen.is_file():
         parser.error(f"--baseline-loadgen {args.baseline_loadgen}: no such file")
-    run = echo.LoadgenRun(args.duration, 0.5)
+    run = echo_cell.LoadgenRun(args.duration, 0.5)
     clients = (*CLIENTS, *((BASELINE,) if args.baseline_loadgen else ()))
     rng = random.Random(7)
     cost: dict[tuple[int, str, str], tuple[float, float]] = {}
@@ -72,10 +72,10 @@ def main() -> None:
             rng.shuffle(cells)
             for server, client in cells:
                 runner = BaselineRunner(args.baseline_loadgen) if client == BASELINE else LocalRunner()
-                cell = echo.Cell(
+                cell = echo_cell.Cell(
                     server, SERVERS[server], 50, args.bytes, client="event-loop-uring" if client == BASELINE else client
                 )
-                got = echo.measure_cell(
+                got = echo_cell.measure_cell(
                     cell, run, {"server": 0, "client": 1}, Path(tmp) / f"{r}-{server}-{client}.csv", runner
                 )
                 n = got["server_bytes"] / args.bytes

@@ -4,7 +4,7 @@ preset in config/config.yaml, in the same interleaved rounds.
     python benchmarks/preset_counters.py [--rounds N] [--duration S] [--csv FILE]
 
 Each round measures every preset in a fresh random order with
-``iolab.experiments.echo.measure_cell``: c = 50, 128 B, closed loop, the server on
+``iolab.experiments.echo.cell.measure_cell``: c = 50, 128 B, closed loop, the server on
 CPU 0 and loadgen's epoll client on CPU 1. Per request means per request
 the server echoed (warm-up included, as its CPU time and counters are).
 Prints one row per preset: server and client CPU per request (spread over
@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from iolab import config
-from iolab.experiments import echo
+from iolab.experiments.echo import cell as echo_cell
 from iolab.presets import preset_server
 
 # measure_cell's "cqes" repeats "events" (CQEs reaped; epoll events for epoll).
@@ -57,7 +57,7 @@ def main() -> None:
     if args.rounds < 1 or args.duration <= 0:
         parser.error("--rounds must be >= 1 and --duration > 0")
     presets = c_presets()
-    run = echo.LoadgenRun(args.duration, 0.5)
+    run = echo_cell.LoadgenRun(args.duration, 0.5)
     rng = random.Random(11)
     rows: list[dict[str, float | int | str]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,11 +65,11 @@ def main() -> None:
             order = list(presets)
             rng.shuffle(order)
             for name in order:
-                cell = echo.Cell(name, presets[name], 50, 128)
+                cell = echo_cell.Cell(name, presets[name], 50, 128)
                 try:
-                    got = echo.measure_cell(cell, run, {"server": 0, "client": 1}, Path(tmp) / f"{r}-{name}.csv")
-                except echo.CellError as e:
-                    if echo.failed_status(str(e)) != "unavailable":
+                    got = echo_cell.measure_cell(cell, run, {"server": 0, "client": 1}, Path(tmp) / f"{r}-{name}.csv")
+                except echo_cell.CellError as e:
+                    if echo_cell.failed_status(str(e)) != "unavailable":
                         raise
                     print(f"{name}: {e}; left out", flush=True)
                     del presets[name]  # e.g. a helper CPU this machine does not have

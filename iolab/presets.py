@@ -58,7 +58,7 @@ def server_flags() -> dict[str, set[str]]:
 
 
 # Preset flags may name CPUs by their place in the cell's layout, resolved
-# per cell (iolab.experiments.echo.resolve_flags): the first, or every, online CPU that
+# per cell (iolab.experiments.echo.cell.resolve_flags): the first, or every, online CPU that
 # is in neither the server's nor the load generator's set. U4's helpers (the
 # SQPOLL thread, io-wq workers) run there instead of on the server's CPU.
 SPARE_CPU, SPARE_CPUS = "{spare_cpu}", "{spare_cpus}"

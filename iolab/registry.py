@@ -94,7 +94,8 @@ COST_PROBE = ("cost-probe",)
 # ran them can judge the claims, and a run without them has no model.
 COST_MODEL_EXPERIMENTS = ("syscall", "sendrecv", "uring_batch")
 COST_PROBE_CODE = ("iolab/experiments/cost_probes.py",)
-ECHO_CODE = "iolab/experiments/echo.py"
+# The sweep first: it is the module that measures (Experiment.run_module).
+ECHO_CODE = ("iolab/experiments/echo/__init__.py", "iolab/experiments/echo/cell.py")
 ECHO_PROGRAMS = ("echo-epoll", "echo-uring", "loadgen")
 GO_SERVERS = ("echo-go-net", "echo-go-uring")
 MPI_CODE = (
@@ -156,7 +157,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             TraceSettings,
             "bpftrace syscall durations v1",
             (*COST_PROBE, "echo-uring", "loadgen"),
-            ("iolab/experiments/trace.py", ECHO_CODE),
+            ("iolab/experiments/trace.py", *ECHO_CODE),
             capabilities=frozenset({Capability.KERNEL_TRACING}),
             claims=True,
         ),
@@ -165,7 +166,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             EchoSettings,
             "echo cells v1",
             ECHO_PROGRAMS,
-            (ECHO_CODE,),
+            ECHO_CODE,
             extra_outputs=("histograms.csv",),
             capabilities=frozenset({Capability.SERVERS}),
             client_setting="echo_client",
@@ -177,7 +178,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             LatencySettings,
             "echo open-loop v1",
             ECHO_PROGRAMS,
-            ("iolab/experiments/latency.py", ECHO_CODE),
+            ("iolab/experiments/latency.py", *ECHO_CODE),
             extra_outputs=("histograms.csv",),
             table_reads=("histograms.csv",),
             capabilities=frozenset({Capability.SERVERS}),

@@ -92,7 +92,7 @@ def test_repro_coverage_measures_iolab_and_the_servers_and_puts_the_build_back(w
     iolab_cov = json.loads((workflow / "results" / "coverage" / "iolab.json").read_text())["files"]
     assert all(f.startswith("iolab/") for f in iolab_cov), sorted(iolab_cov)  # copies mapped back
     # The test process itself ran the echo cell.
-    assert iolab_cov["iolab/experiments/echo.py"]["summary"]["covered_lines"] > 50
+    assert iolab_cov["iolab/experiments/echo/cell.py"]["summary"]["covered_lines"] > 50
     # Only Snakemake, in a subprocess started from a copy of the workflow,
     # calls module_closure: its body counts too.
     code = module_closure.__code__

@@ -15,7 +15,7 @@ import pytest
 from conftest import REPO
 from echo_support import BUILDS, SAN_ENV, Server, connect, echoed_within, exchange
 
-from iolab.experiments import echo as echo_exp
+from iolab.experiments.echo import cell as echo_cell
 from iolab.presets import SERVER_PROGRAMS, server_flags
 
 # --- server flags and the sweep ---------------------------------------------------------
@@ -132,16 +132,16 @@ def test_a_bad_iowq_cpu_list_is_one_line(native_build: Path, bad: str) -> None:
 
 
 def test_cpu_placeholders_take_cpus_besides_the_servers_and_the_clients() -> None:
-    cell = echo_exp.Cell("u4", ("--sqpoll", "--sq-aff", "{spare_cpu}", "--iowq-aff", "{spare_cpus}"), 50, 128)
-    resolved, helpers = echo_exp.resolve_flags(cell, {"server": "0", "client": "1,3"}, lambda: "0-5\n")
+    cell = echo_cell.Cell("u4", ("--sqpoll", "--sq-aff", "{spare_cpu}", "--iowq-aff", "{spare_cpus}"), 50, 128)
+    resolved, helpers = echo_cell.resolve_flags(cell, {"server": "0", "client": "1,3"}, lambda: "0-5\n")
     assert resolved.flags == ("--sqpoll", "--sq-aff", "2", "--iowq-aff", "2,4-5") and helpers == "2,4-5"
-    shared, helpers = echo_exp.resolve_flags(cell, {"server": None, "client": None}, lambda: "0-1")
+    shared, helpers = echo_cell.resolve_flags(cell, {"server": None, "client": None}, lambda: "0-1")
     assert shared.flags[2] == "0" and shared.flags[4] == "0-1" and helpers == "0-1"
-    plain = echo_exp.Cell("default", (), 50, 128)
-    assert echo_exp.resolve_flags(plain, {"server": 0, "client": 1}, lambda: pytest.fail("read")) == (plain, "")
+    plain = echo_cell.Cell("default", (), 50, 128)
+    assert echo_cell.resolve_flags(plain, {"server": 0, "client": 1}, lambda: pytest.fail("read")) == (plain, "")
     with pytest.raises(
-        echo_exp.CellError,
+        echo_cell.CellError,
         match=r"^unavailable: u4 runs a helper on a CPU besides the server's "
         r"\(0\) and the load generator's \(1\); this node's CPUs are 0-1$",
     ):
-        echo_exp.resolve_flags(cell, {"server": 0, "client": 1}, lambda: "0-1")
+        echo_cell.resolve_flags(cell, {"server": 0, "client": 1}, lambda: "0-1")

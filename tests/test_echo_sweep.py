@@ -20,6 +20,7 @@ from echo_support import SWEEP
 from iolab import readers, tables
 from iolab.analysis import echostats
 from iolab.experiments import echo as echo_exp
+from iolab.experiments.echo import cell as echo_cell
 from iolab.formats import histograms_path
 from iolab.runners import LocalRunner
 from iolab.settings import EchoSettings
@@ -28,10 +29,10 @@ from iolab.settings import EchoSettings
 def test_a_sweep_cell_runs_under_the_uring_client(native_build: Path, tmp_path: Path) -> None:
     """experiments.echo.setups may name the io_uring client: the cell passes
     its event-loop settings to it, and its label says which client ran."""
-    cell = echo_exp.Cell("default", (), 8, 256, client="event-loop-uring", pipeline=2)
+    cell = echo_cell.Cell("default", (), 8, 256, client="event-loop-uring", pipeline=2)
     assert cell.label() == "default c=8 256 B (io_uring client, pipeline 2)"
-    run = echo_exp.LoadgenRun(duration=0.3, warmup=0.1, threads=2)
-    result = echo_exp.measure_cell(cell, run, {"server": None, "client": None}, tmp_path / "h.csv")
+    run = echo_cell.LoadgenRun(duration=0.3, warmup=0.1, threads=2)
+    result = echo_cell.measure_cell(cell, run, {"server": None, "client": None}, tmp_path / "h.csv")
     assert result["requests"] > 0  # loadgen exits 1, a CellError, on any byte wrong
     report = json.loads((tmp_path / "h.report").read_text())
     assert (report["model"], report["pipeline"], report["threads"]) == ("event-loop-uring", 2, 2)
@@ -145,34 +146,34 @@ def test_sweep_records_refused_presets_as_unavailable(native_build: Path, tmp_pa
 def test_port_collision_is_retried_on_a_new_port(native_build: Path, tmp_path: Path) -> None:
     taken = socket.create_server(("127.0.0.1", 0))
     port = taken.getsockname()[1]
-    cell = echo_exp.Cell("default", (), 2, 32)
-    with pytest.raises(echo_exp.CellError, match="port in use"):
-        echo_exp.start_server(cell, None, LocalRunner(), port=port)
-    result = echo_exp.measure_cell(cell, echo_exp.LoadgenRun(0.3, 0.1, port=port), {}, tmp_path / "h.csv")
+    cell = echo_cell.Cell("default", (), 2, 32)
+    with pytest.raises(echo_cell.CellError, match="port in use"):
+        echo_cell.start_server(cell, None, LocalRunner(), port=port)
+    result = echo_cell.measure_cell(cell, echo_cell.LoadgenRun(0.3, 0.1, port=port), {}, tmp_path / "h.csv")
     assert result["port"] != port and result["rps"] > 0
     taken.close()
 
 
 def test_a_server_killed_mid_run_fails_the_cell_clearly(native_build: Path, tmp_path: Path) -> None:
-    cell = echo_exp.Cell("default", (), 4, 64)
+    cell = echo_cell.Cell("default", (), 4, 64)
     runner = LocalRunner()
-    proc, port = echo_exp.start_server(cell, None, runner)
+    proc, port = echo_cell.start_server(cell, None, runner)
     threading.Timer(0.3, proc.kill).start()
-    with pytest.raises(echo_exp.CellError, match="load generator failed"):
-        echo_exp.run_loadgen(port, cell, echo_exp.LoadgenRun(2, 0.1), None, tmp_path / "h.csv", runner)
+    with pytest.raises(echo_cell.CellError, match="load generator failed"):
+        echo_cell.run_loadgen(port, cell, echo_cell.LoadgenRun(2, 0.1), None, tmp_path / "h.csv", runner)
     proc.wait()
-    with pytest.raises(echo_exp.CellError, match="server died during the run"):
-        echo_exp.stop_server(proc, runner)
+    with pytest.raises(echo_cell.CellError, match="server died during the run"):
+        echo_cell.stop_server(proc, runner)
 
 
 def test_a_killed_servers_cell_blames_the_server_not_the_load_generator(native_build: Path, tmp_path: Path) -> None:
     # The load generator fails too ("early closes"): the cell says why it failed.
-    cell = echo_exp.Cell("default", (), 50, 64)
+    cell = echo_cell.Cell("default", (), 50, 64)
     timer = threading.Timer(0.5, lambda: subprocess.run(["pkill", "-KILL", "-f", "echo-uring --port"]))
     timer.start()
     try:
-        with pytest.raises(echo_exp.CellError) as e:
-            echo_exp.measure_cell(cell, echo_exp.LoadgenRun(3, 0.1), {}, tmp_path / "h.csv", LocalRunner())
+        with pytest.raises(echo_cell.CellError) as e:
+            echo_cell.measure_cell(cell, echo_cell.LoadgenRun(3, 0.1), {}, tmp_path / "h.csv", LocalRunner())
     finally:
         timer.cancel()
     assert str(e.value) == "the server died during the run: it was killed by signal 9"
@@ -282,11 +283,11 @@ def test_rescheduling_ipis_are_read_per_cpu_set() -> None:
         "RES:        100         20          3   Rescheduling interrupts\n"
         "CAL:          5          6          7   Function call interrupts\n"
     )
-    assert echo_exp.resched_ipis(text, None) == 123
-    assert echo_exp.resched_ipis(text, 0) == 100
-    assert echo_exp.resched_ipis(text, "2-3") == 23
-    assert echo_exp.resched_ipis(text, "1") == 0
-    assert echo_exp.resched_ipis("           CPU0\n  0:  1  IO-APIC\n", 0) is None
+    assert echo_cell.resched_ipis(text, None) == 123
+    assert echo_cell.resched_ipis(text, 0) == 100
+    assert echo_cell.resched_ipis(text, "2-3") == 23
+    assert echo_cell.resched_ipis(text, "1") == 0
+    assert echo_cell.resched_ipis("           CPU0\n  0:  1  IO-APIC\n", 0) is None
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs: server and load generator apart")
@@ -310,9 +311,9 @@ def test_rings_without_taskrun_flags_kick_the_server_with_ipis(native_build: Pat
     ipis = {name: 0 for name, _ in rings}
     for pair in range(3):
         for name, flags in rings:
-            cell = echo_exp.Cell(name, flags, 50, 128)
-            result = echo_exp.measure_cell(
-                cell, echo_exp.LoadgenRun(1.0, 0.1), {"server": 0, "client": 1}, tmp_path / f"{name}-{pair}.csv"
+            cell = echo_cell.Cell(name, flags, 50, 128)
+            result = echo_cell.measure_cell(
+                cell, echo_cell.LoadgenRun(1.0, 0.1), {"server": 0, "client": 1}, tmp_path / f"{name}-{pair}.csv"
             )
             ipis[name] += result["server_resched_ipis"]
 

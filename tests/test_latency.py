@@ -23,6 +23,7 @@ from iolab.analysis import latency
 from iolab.config import ConfigError, check_semantics, load
 from iolab.experiments import echo as echo_exp
 from iolab.experiments import latency as latency_exp
+from iolab.experiments.echo import cell as echo_cell
 from iolab.formats import histograms_path
 from iolab.rooms.latency import present as latency_present
 from iolab.runners import LocalRunner
@@ -32,8 +33,8 @@ TWO_CPUS = (os.cpu_count() or 1) >= 2
 
 
 def start_epoll(native_build: Path) -> tuple[subprocess.Popen[str], int]:
-    cell = echo_exp.Cell("epoll", (), 1, 64)
-    return echo_exp.start_server(cell, 0 if TWO_CPUS else None, LocalRunner())
+    cell = echo_cell.Cell("epoll", (), 1, 64)
+    return echo_cell.start_server(cell, 0 if TWO_CPUS else None, LocalRunner())
 
 
 def loadgen(native_build: Path, port: int, *args: str, hist: Path | None = None) -> dict:
@@ -67,7 +68,7 @@ def test_open_loop_keeps_its_schedule_below_capacity(native_build: Path) -> None
             native_build, port, "--connections", "50", "--duration", "2", "--warmup", "0.3", "--rate", "5000"
         )
     finally:
-        echo_exp.stop_server(proc, LocalRunner())
+        echo_cell.stop_server(proc, LocalRunner())
     assert report["rate"] == 5000
     assert report["rps"] == pytest.approx(5000, rel=0.02)
 
@@ -87,7 +88,7 @@ def stalled_run(native_build: Path, hist: Path, *args: str) -> dict:
         return loadgen(native_build, port, "--duration", "2", "--warmup", "0.3", *args, hist=hist)
     finally:
         timer.join()
-        echo_exp.stop_server(proc, LocalRunner())
+        echo_cell.stop_server(proc, LocalRunner())
 
 
 def test_a_stall_shows_in_the_open_loop_tail_and_hides_closed_loop(native_build: Path, tmp_path: Path) -> None:
@@ -135,7 +136,7 @@ def test_merging_two_real_runs_equals_their_summed_buckets(native_build: Path, t
         for f in files:
             loadgen(native_build, port, "--connections", "4", "--duration", "0.3", "--warmup", "0.1", hist=f)
     finally:
-        echo_exp.stop_server(proc, LocalRunner())
+        echo_cell.stop_server(proc, LocalRunner())
     summed: dict[int, int] = {}
     for f in files:
         for low, count in zip(*buckets(f), strict=True):
@@ -338,9 +339,9 @@ def test_a_cell_without_its_result_or_its_rate_is_a_failed_cell_with_its_reason(
         "client_user_cpu_ns": 1000,
         "client_sys_cpu_ns": 1000,
     }
-    open_loop = echo_exp.Cell("epoll", (), 50, 128, rate=20_000.0)
-    assert "no request completed" in (echo_exp.report_problem(open_loop, nothing) or "")
-    assert echo_exp.failed_status(echo_exp.report_problem(open_loop, nothing) or "") == "failed"
+    open_loop = echo_cell.Cell("epoll", (), 50, 128, rate=20_000.0)
+    assert "no request completed" in (echo_cell.report_problem(open_loop, nothing) or "")
+    assert echo_cell.failed_status(echo_cell.report_problem(open_loop, nothing) or "") == "failed"
     measured = nothing | {
         "requests": 1634,
         "rps": 1634.0,
@@ -351,12 +352,12 @@ def test_a_cell_without_its_result_or_its_rate_is_a_failed_cell_with_its_reason(
     }
     # Several times under its offered rate: not measured at its load.
     assert "overloaded: completed 1,634 of the 20,000 requests/s offered" in (
-        echo_exp.report_problem(open_loop, measured) or ""
+        echo_cell.report_problem(open_loop, measured) or ""
     )
     # The same report closed loop, or open loop at a rate it kept, is a measurement.
-    assert echo_exp.report_problem(echo_exp.Cell("epoll", (), 50, 128), measured) is None
-    assert echo_exp.report_problem(echo_exp.Cell("epoll", (), 50, 128, rate=1700.0), measured) is None
-    assert "no number for p99_us" in (echo_exp.report_problem(open_loop, measured | {"p99_us": "12"}) or "")
+    assert echo_cell.report_problem(echo_cell.Cell("epoll", (), 50, 128), measured) is None
+    assert echo_cell.report_problem(echo_cell.Cell("epoll", (), 50, 128, rate=1700.0), measured) is None
+    assert "no number for p99_us" in (echo_cell.report_problem(open_loop, measured | {"p99_us": "12"}) or "")
     # A progress line shows what it cannot format, and never raises.
     assert echo_exp.number_text(None) == "?" and echo_exp.number_text("") == "?"
     assert echo_exp.number_text(1234.4) == "1,234"

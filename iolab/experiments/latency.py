@@ -35,16 +35,8 @@ from ..registry import REGISTRY
 from ..runners import LocalRunner, Runner
 from ..settings import LatencySettings
 from . import Measured, Repetition, settings_of
-from .echo import (
-    Cell,
-    CellError,
-    LoadgenRun,
-    SweepFiles,
-    build_optional_servers,
-    failed_status,
-    measure_cell,
-    number_text,
-)
+from .echo import SweepFiles, build_optional_servers, number_text
+from .echo.cell import Cell, CellError, LoadgenRun, failed_status, measure_cell
 
 
 @dataclass(frozen=True)
