@@ -16,13 +16,17 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import get_args
 
 import yaml
 from conftest import REPO
 
 from iolab.presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, preset_server
+from iolab.settings import EchoSetup
 
 BUILD = REPO / "native" / "build"
+# The load generator's client models (the schema's, less "auto", which picks one).
+CLIENT_MODELS = [m for m in get_args(EchoSetup.model_fields["client"].annotation) if m != "auto"]
 PRESETS = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["echo"]["presets"]
 # Every sweep preset, plus every flag no preset uses, so each is proven
 # correct (--drain has its own test: it stalls by design).
