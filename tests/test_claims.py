@@ -1,117 +1,23 @@
 """The claims (C1-C4, U1-U5, M1-M3) on synthetic tables: paired ratios
 within each repetition, each outcome, "not testable" with its reason; every
 rule checked against the source's own numbers, noise-free and as faithful
-replications with this machine's spread (iolab.analysis.claims.faithful);
-and every margin's reason worded from its rule's own numbers."""
+replications with this machine's spread (iolab.analysis.claims.faithful).
+Their wording: test_claim_words.py."""
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
 import pandas as pd
 import pytest
+from claims_support import DRIFT, PAPER_REPS, cost, echo_table, judged, reference_spread, verdict
 
-from iolab import tables
-from iolab.analysis import claims, echostats, evidence, sources
+from iolab.analysis import claims, echostats, sources
 from iolab.analysis.claims import faithful, habr, openanolis, rules
 from iolab.analysis.findings import finding, not_testable
-from iolab.analysis.verdicts import Finding, Outcome, Rule, claim_verdict, combine, settle
-from iolab.report import claim_texts, numbers
-
-# Each repetition's host speed, shared by its cells: ten repetitions, so
-# that every outcome of a claim of up to 12 parts is reachable.
-DRIFT = [1.0, 1.3, 0.75, 1.15, 0.9, 1.05, 1.2, 0.85, 0.95, 1.1]
-SOURCE = {"client": "thread-per-connection", "layout": "shared"}
-# The paper profile's round-0 repetitions of the claims' experiments.
-PAPER_REPS = {"U": 10, "C": 8}
-
-
-def judged(found: list[Finding], adaptive: bool = False) -> list[Finding]:
-    # The rules' own logic, with no occasion allowance (a spread known to be
-    # 0); judging over runs is tests/test_pooled.py's.
-    settle(found, evidence.budget(adaptive), 0.0, predict=False)
-    return found
-
-
-def verdict(claim: str, found: list[Finding]) -> Outcome:
-    return claim_verdict(claim, judged(found)).outcome
-
-
-def echo_table(
-    rates: dict[str, float],
-    cells: list[tuple[int, int]],
-    cpu: dict[str, float] | None = None,
-    busy: dict[str, float] | None = None,
-    client_busy: float = 0.5,
-    cpus: int = 4,
-    **setup: str,
-) -> pd.DataFrame:
-    """One row per repetition, preset and cell: rps = rate * that repetition's
-    drift; server CPU per request = cpu[preset] (default 1000 ns) / drift;
-    server utilisation busy[preset] (default 0.9). The sources' setup unless
-    ``setup`` says otherwise."""
-    rows = []
-    for rep, d in enumerate(DRIFT, 1):
-        for preset, rate in rates.items():
-            for c, b in cells:
-                rows.append(
-                    {
-                        "node": "n1",
-                        "rep": rep,
-                        "preset": preset,
-                        "connections": c,
-                        "bytes": b,
-                        "status": "ok",
-                        "rps": rate * d,
-                        "server_ns_per_request": (cpu or {}).get(preset, 1000.0) / d,
-                        "server_busy": (busy or {}).get(preset, 0.9),
-                        "client_busy": client_busy,
-                        "cpus": cpus,
-                        "iowq_workers": 0,
-                        **{**SOURCE, **setup},
-                    }
-                )
-    return pd.DataFrame(rows)
-
-
-def cost(**values: float) -> pd.DataFrame:
-    return pd.DataFrame(
-        {k: [v] * len(DRIFT) for k, v in values.items()}, index=pd.Index(range(1, len(DRIFT) + 1), name="rep")
-    )
-
-
-def reference_spread(kind: str) -> float:
-    """This machine's spread between repetitions, from the shipped reference
-    run: echo paired ratios (per cell, every preset against epoll) or the
-    cost model's ratios."""
-    if kind == "echo":
-        echo = tables.load("echo", tables.REFERENCE)
-        sds = []
-        for preset in sorted(set(echo["preset"]) - {"epoll"}):
-            r = echostats.paired_ratios(echo, preset, "epoll")
-            sds += [
-                float(np.std(np.log(g["ratio"]), ddof=1)) for _, g in r.groupby(["connections", "bytes"]) if len(g) >= 3
-            ]
-        return float(np.median(sds))
-    from iolab.analysis import costmodel
-
-    syscall = tables.load("syscall", tables.REFERENCE)
-    per_rep = costmodel.per_rep(
-        costmodel.per_rep_inputs(
-            syscall,
-            tables.load("sendrecv", tables.REFERENCE),
-            tables.load("uring_batch", tables.REFERENCE),
-            node=str(sorted(syscall["node"].unique())[0]),
-        )
-    )
-    return float(
-        np.median(
-            [np.std(np.log(per_rep[q]), ddof=1) for q in ("t1_over_w", "uring_n1_over_epoll", "per_sqe_over_epoll")]
-        )
-    )
-
+from iolab.analysis.verdicts import Finding, Outcome, claim_verdict, combine
+from iolab.report import claim_texts
 
 # --- every rule against the source's own numbers ------------------------------------
 
@@ -510,118 +416,6 @@ def test_one_setup_keeps_the_sources_where_it_ran() -> None:
     assert part.outcome is Outcome.NOT_REPRODUCED and part.estimate.value == pytest.approx(0.9)
     with pytest.raises(ValueError, match="keep one setup"):
         habr.u1(both)
-
-
-# --- every margin's reason from its rule's own numbers --------------------------------
-
-
-def _all_rules() -> list[Finding]:
-    rng = np.random.default_rng(0)
-    return [
-        *habr.u1(faithful.part1(10, 0.0, rng)),
-        *habr.u2(faithful.part3(10, 0.0, rng)),
-        *habr.u3(faithful.part3(10, 0.0, rng)),
-        *habr.u4(
-            echo_table(
-                {p: 1.0 for p in ("default", "sqpoll", "sqpoll_sq_aff", "async", "buf_select", "fixed_files")},
-                [(500, 128)],
-            )
-        ),
-        *claims.u5(None, {1: 0.0}),
-        *faithful.replications("C1")(8, 0.0, rng),
-        *faithful.replications("C2")(8, 0.0, rng),
-        *faithful.replications("C3")(8, 0.0, rng),
-    ]
-
-
-def test_every_why_starts_with_the_values_its_rule_accepts() -> None:
-    found = [f for f in _all_rules() if f.rule is not None]
-    assert found
-    for f in found:
-        assert f.rule.why.startswith(rules.band_text(f.rule) + ": "), (f.claim, f.rule.why)
-
-
-def test_the_whys_arithmetic_is_the_rules_own() -> None:
-    found = {f.part.split(",")[0]: f for f in _all_rules() if f.rule is not None}
-    # C1's n = 1 band: its lower edge (1.23 x 0.85 = 1.05) keeps io_uring dearer.
-    n1 = next(f for f in found.values() if f.part.startswith("(t(1) + s)/(s + w)"))
-    lo = n1.rule.band[0]
-    assert f"lower edge {rules.num(lo)} keeps" in n1.rule.why and lo > 1
-    # C1's t/w band: 1.27 x 0.8 = 1.01, still above 1.
-    tw = next(f for f in found.values() if f.part.startswith("t(1)/w"))
-    assert f"lower edge {rules.num(tw.rule.band[0])} keeps t/w above 1" in tw.rule.why
-    # ASYNC's "significant gain": the article's own leads, as computed.
-    leads = [float(x) for x in re.findall(r"([+-][0-9.]+) %", habr.ASYNC_GAIN.why)]
-    assert leads == pytest.approx(
-        [100 * min(habr.PART3_LEADS), 100 * max(habr.PART3_LEADS), 100 * float(np.median(habr.PART3_LEADS))], abs=0.05
-    )
-    # "about 10 %": the band's own edges.
-    gain = next(f for f in _all_rules() if f.claim == "C3" and f.rule is not None and f.rule.kind == "within")
-    assert gain.rule.band == pytest.approx((1.05, 1.15)) and "+5 % to +15 %" in gain.rule.why
-    # M1's bandwidth band admits a faster VM, and says so.
-    from iolab.analysis.claims import hpchub
-
-    band = rules.within(0.99, 0.05, hpchub.M1_BANDWIDTH)
-    assert band.band[1] > 1 and "faster" in band.why
-    # "mostly": the rule is at least half, and so is its reason.
-    assert "half the sizes or more" in rules.above(hpchub.MOSTLY, "'mostly': half the sizes or more").why
-
-
-def test_the_claims_table_prints_each_claims_margins_from_its_rules() -> None:
-    found = judged(_all_rules())
-    table = numbers.claims_tested(found)
-    assert list(table["claim"]) == list(claim_texts.CLAIM_IDS)
-    u1 = table.loc[table["claim"] == "U1", "margin"].iloc[0]
-    assert habr.NON_INFERIOR.why in u1 and habr.SIMILAR_LOAD.why in u1
-
-
-def test_the_abstract_puts_each_claim_under_one_outcome() -> None:
-    fs = judged(
-        [
-            finding("U5", "one part", [0.0001] * 10, rules.below(0.01, "test")),
-            not_testable("U5", "another part", "needs at least 4 CPUs"),
-            not_testable("C3", "a part", "the claim is about CPU mitigations on"),
-        ]
-    )
-    v = claim_texts.claim_verdict_objects(fs)
-    assert v["U5"].line().startswith(Outcome.INCOMPLETE.value)
-    assert {c: x.outcome for c, x in v.items()} == {"C3": Outcome.NOT_TESTABLE, "U5": Outcome.INCOMPLETE}
-    outcomes = {
-        "C1": Outcome.UNDECIDED,
-        "C3": Outcome.NOT_TESTABLE,
-        "U1": Outcome.NOT_REPRODUCED,
-        "U2": Outcome.REPRODUCED,
-        "U5": Outcome.INCOMPLETE,
-    }
-    assert claim_texts.claims_by_outcome(outcomes) == (
-        "Of the sources' claims, reproduced: U2; not reproduced: U1; undecided at this precision: C1; "
-        "not testable here: C3; reproduced where testable, not testable in part: U5."
-    )
-
-
-def test_the_claims_table_says_which_outcomes_each_claim_can_reach() -> None:
-    six = judged([finding("U1", f"p{i}", [1.2] * 6, rules.above(1.0, "t")) for i in range(2)])
-    assert claim_texts.reach_text("U1", six) == (
-        "With 6 repetitions planned in advance, U1 can be reproduced or "
-        "undecided, not \u201cnot reproduced\u201d (its 2 parts need 7 repetitions to refute it)."
-    )
-    # A band narrower than twice the occasion allowance is empty once the
-    # allowance moves both its edges in: no repetitions reproduce it.
-    narrow = [finding("C1", "p", [1.0] * 10, Rule("within", 1.0, 0.05))]
-    settle(narrow, evidence.FIXED, 0.10, predict=False)
-    assert narrow[0].empty_band and narrow[0].reachable == (False, True)
-    assert claim_texts.reach_text("C1", narrow) == (
-        "With 10 repetitions planned in advance, C1 can be not reproduced or undecided, not \u201creproduced\u201d "
-        "(the occasion allowance leaves 1 of its bands empty at any number of repetitions)."
-    )
-    wide = [finding("C1", "p", [1.0] * 10, Rule("within", 1.0, 0.5))]
-    settle(wide, evidence.FIXED, 0.10, predict=False)
-    assert not wide[0].empty_band and wide[0].reachable[0]
-    seven = judged([finding("U1", f"p{i}", [1.2] * 7, rules.above(1.0, "t")) for i in range(2)])
-    assert claim_texts.reach_text("U1", seven) == (
-        "With 7 repetitions planned in advance, U1 can be reproduced, not reproduced or undecided."
-    )
-    assert math.isclose(evidence.FIXED.side, 0.025)
 
 
 # --- C5: the model's four variables decide the winner ------------------------------
