@@ -1,7 +1,8 @@
 /* echo-uring's parts: the options and per-ring state they share, and what
  * each part offers the others. echo_uring.c parses the options and sets up
  * the rings; uring_loop.c submits and dispatches completions; uring_conn.c
- * runs each connection (receive, queue, send, close); uring_buffers.c owns
+ * runs each connection (accept, receive, queue, close), uring_send.c its
+ * sends; uring_buffers.c owns
  * the provided buffers and the connections starved of them. */
 #ifndef IOLAB_ECHO_URING_H
 #define IOLAB_ECHO_URING_H
@@ -155,12 +156,24 @@ struct io_uring_sqe *sqe_get(struct uring_ctx *r);
 /* uring_conn.c: connections */
 void arm_accept(struct uring_ctx *r);
 void arm_recv(struct uring_ctx *r, int fd);
+void recv_now(struct uring_ctx *r, int fd);
+void cancel_recv(struct uring_ctx *r, int fd);
+int receiving(const struct uconn *c);
 void conn_open(struct uring_ctx *r, int fd);
 void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
-void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
 void on_poll(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
-void on_pollout(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
 void route_or_open(struct uring_ctx *r, int fd);
+void chunk_free(struct uring_ctx *r, struct uconn *c, struct chunk *ch);
+void drop_queue(struct uring_ctx *r, struct uconn *c);
+void close_when_idle(struct uring_ctx *r, int fd);
+void conn_close(struct uring_ctx *r, int fd);
+
+/* uring_send.c: a connection's sends */
+void send_ring_open(struct uring_ctx *r, int fd);
+void queue_chunk(struct uring_ctx *r, int fd, char *data, unsigned len, int bid);
+void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
+void on_pollout(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale);
+void end_failed_send(struct uring_ctx *r, int fd);
 
 /* uring_buffers.c: provided buffers */
 char *buf_addr(struct uring_ctx *r, int bid);
