@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import paths
+from .native import program_sources
 
 # An echo preset's server: echo-<server>. A preset is a list of echo-uring
 # flags (the preset named epoll: echo-epoll's), or {server, flags}.
@@ -44,16 +45,20 @@ def modern_features(flags: Sequence[str]) -> list[str]:
 
 
 def server_flags() -> dict[str, set[str]]:
-    """program -> the long options its source declares: the C servers'
-    getopt tables and the Go servers' flag definitions (each server's
-    --help documents the same ones)."""
+    """program -> the long options its sources (native/programs.mk's list)
+    declare: the C servers' getopt tables or flag tables, and the Go
+    servers' flag definitions (each server's --help documents the same
+    ones)."""
+    declared = (
+        r'\{ "([a-z-]+)", (?:required|no)_argument',  # a getopt table
+        r'FLAG_[A-Z]+\("([a-z-]+)"',  # echo-uring's table (uring_options.c)
+        r'flag\.[A-Za-z]+\((?:&[A-Za-z.]+, )?"([a-z-]+)"',  # Go's flag package
+    )
+    sources = program_sources()
     out = {}
-    for program, source in (("echo-uring", "echo/echo_uring.c"), ("echo-epoll", "echo/echo_epoll.c")):
-        text = (paths.REPO / "native" / source).read_text()
-        out[program] = {f"--{name}" for name in re.findall(r'\{ "([a-z-]+)", (?:required|no)_argument', text)}
-    for program in ("echo-go-net", "echo-go-uring"):
-        text = (paths.REPO / "native" / "go" / "cmd" / program / "main.go").read_text()
-        out[program] = {f"--{name}" for name in re.findall(r'flag\.[A-Za-z]+\((?:&[A-Za-z.]+, )?"([a-z-]+)"', text)}
+    for program in SERVER_PROGRAMS.values():
+        text = "\n".join((paths.REPO / s).read_text() for s in sources[program] if s.endswith((".c", ".go")))
+        out[program] = {f"--{name}" for pattern in declared for name in re.findall(pattern, text)}
     return out
 
 

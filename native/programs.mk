@@ -14,7 +14,7 @@ PROBE_MODES := $(sort $(wildcard probes/*_mode.c))
 cost-probe_SRCS := probes/cost_probe.c probes/probe.c probes/probe.h $(PROBE_MODES) common/uring_compat.h \
 	$(RING_SRCS) $(RAW_SRCS) $(COMMON_SRCS)
 echo-epoll_SRCS := echo/echo_epoll.c common/uring_compat.h $(ECHO_SRCS) $(COMMON_SRCS)
-echo-uring_SRCS := echo/echo_uring.c echo/echo_uring.h echo/uring_loop.c echo/uring_conn.c echo/uring_send.c \
+echo-uring_SRCS := echo/echo_uring.c echo/echo_uring.h echo/uring_loop.c echo/uring_conn.c echo/uring_send.c echo/uring_options.c \
 	echo/uring_buffers.c common/uring_compat.h $(RING_SRCS) $(ECHO_SRCS) $(COMMON_SRCS)
 loadgen_SRCS := echo/loadgen.c echo/loadgen_core.c echo/loadgen_epoll.c echo/loadgen_uring.c \
 	echo/loadgen_blocking.c echo/loadgen.h $(RAW_SRCS) $(ECHO_SRCS) $(COMMON_SRCS)

@@ -48,71 +48,13 @@
 #include "echo_uring.h"
 #include "server.h"
 
-struct options opts = {
-	.bind = "127.0.0.1", .port = -1, .ring = RING_SETUP_DEFAULT(1024),
-	.rings = 1, .buf_size = 4096, .buf_count = 4096, .hold_pct = 50, .iowq_aff = "", .wait_nr = 1,
-};
+struct options opts;       /* uring_options.c parses them */
 size_t nconns;             /* every connection table's size */
 struct uring_ctx *rings;
 int stop_fd = -1;          /* signalfd for SIGTERM/SIGINT, read by ring 0 */
 atomic_int stopping;       /* set by ring 0 once a stop signal arrived */
 /* The kernel copies the timeout at submission; one value serves every SQE. */
 struct __kernel_timespec link_ts;
-
-/* --iowq-aff: the CPUs io-wq workers may run on (NULL: as the kernel decides,
- * which is the server's own affinity). */
-static cpu_set_t *iowq_set;
-static size_t iowq_setsize;
-
-static void refuse(const char *why)
-{
-	fprintf(stderr, PROG ": %s\n", why);
-	exit(2);
-}
-
-static void check_combinations(void)
-{
-	const char *ring_conflict = ring_setup_conflict(&opts.ring);
-
-	if (ring_conflict)
-		refuse(ring_conflict);
-	if (opts.buf_ring && opts.buf_select)
-		refuse("--buf-ring and --buf-select are alternatives; choose one");
-	if (opts.multishot_recv && !opts.buf_ring && !opts.buf_select)
-		refuse("--multishot-recv needs provided buffers: add --buf-ring or --buf-select");
-	if (opts.link_timeout_ms > 0 && opts.multishot_recv)
-		refuse("--link-timeout applies to single-shot receives; it cannot be combined with --multishot-recv");
-	if (opts.hardlink && opts.link_timeout_ms <= 0)
-		refuse("--hardlink links the receive to its timeout; it needs --link-timeout");
-	if (opts.granule > 0 && opts.rings < 2)
-		refuse("--granule routes connections between rings; it needs --rings 2 or more");
-	if (opts.attach_wq && opts.rings < 2)
-		refuse("--attach-wq shares one io-wq between rings; it needs --rings 2 or more");
-	if (opts.poll_first && (opts.buf_ring || opts.buf_select || opts.multishot_recv))
-		refuse("--poll-first receives into each connection's own buffer; it cannot be combined with "
-		       "--buf-ring, --buf-select or --multishot-recv");
-	if (opts.poll_first && (opts.async || opts.drain || opts.link_timeout_ms > 0 || opts.send_zc))
-		refuse("--poll-first completes every receive and send in its submission; it cannot be combined "
-		       "with --async, --drain, --link-timeout or --send-zc");
-	if (opts.buf_count == 0 || (opts.buf_count & (opts.buf_count - 1)) || opts.buf_count > 32768)
-		refuse("--buf-count must be a power of two up to 32768");
-	if (opts.recv_bundle && !opts.buf_ring)
-		refuse("--recv-bundle takes several buffers from a buffer ring: add --buf-ring");
-	if (opts.buf_inc && !opts.buf_ring)
-		refuse("--buf-inc is a kind of buffer ring: add --buf-ring");
-	if (opts.zc_fixed && !opts.send_zc)
-		refuse("--zc-fixed registers the buffers zero-copy sends go out from: add --send-zc");
-	if (opts.zc_fixed && !opts.buf_ring && !opts.buf_select)
-		refuse("--zc-fixed registers the provided buffers: add --buf-ring or --buf-select");
-	if (opts.send_bundle && (opts.send_zc || opts.gather_send || opts.poll_first))
-		refuse("--send-bundle sends from a buffer ring per connection; it cannot be combined with "
-		       "--send-zc, --gather-send or --poll-first");
-	if (opts.gather_send && opts.send_zc)
-		refuse("--gather-send with --send-zc is not built: it would need IORING_OP_SENDMSG_ZC; choose one");
-	if (opts.wait_nr > 1 && !opts.min_wait_us)
-		refuse("--wait-nr above 1 would wait for that many completions however long they take; "
-		       "add --min-wait USEC");
-}
 
 static void setup_ring(struct uring_ctx *r)
 {
@@ -179,8 +121,8 @@ static void setup_ring(struct uring_ctx *r)
 		if (!ok)
 			refuse("unavailable: this kernel lacks IORING_OP_SEND_ZC (--send-zc)");
 	}
-	if (iowq_set) {
-		ret = io_uring_register_iowq_aff(&r->ring, iowq_setsize, iowq_set);
+	if (opts.iowq_set) {
+		ret = io_uring_register_iowq_aff(&r->ring, opts.iowq_setsize, opts.iowq_set);
 		if (ret < 0) {
 			fprintf(stderr, PROG ": --iowq-aff %s: kernel refused IORING_REGISTER_IOWQ_AFF: %s\n",
 				opts.iowq_aff, strerror(-ret));
@@ -200,62 +142,6 @@ static void setup_ring(struct uring_ctx *r)
 		}
 	}
 	setup_buffers(r);
-}
-
-/* One range of a CPU list ("4" or "2-5") at *p, which moves past it and a
- * following comma; -1 if the text is not a CPU list. */
-static int next_cpu_range(const char **p, long *lo, long *hi)
-{
-	char *end;
-
-	if (!isdigit((unsigned char)**p))
-		return -1;
-	errno = 0;
-	*lo = *hi = strtol(*p, &end, 10);
-	if (*end == '-') {
-		if (!isdigit((unsigned char)end[1]))
-			return -1;
-		*hi = strtol(end + 1, &end, 10);
-	}
-	/* CPU ids above the kernel's largest NR_CPUS (8192) are typos. */
-	if (errno != 0 || *lo > *hi || *hi >= 8192 || (*end != ',' && *end != '\0'))
-		return -1;
-	if (*end == ',' && end[1] == '\0')
-		return -1;
-	*p = *end == ',' ? end + 1 : end;
-	return 0;
-}
-
-/* "2-3,6" (taskset -c style) into iowq_set, sized for its largest CPU. */
-static void parse_iowq_aff(const char *text)
-{
-	const char *p = text;
-	long lo, hi, max = -1;
-
-	while (*p) {
-		if (next_cpu_range(&p, &lo, &hi) != 0)
-			break;
-		if (hi > max)
-			max = hi;
-	}
-	if (*p || max < 0) {
-		fprintf(stderr, PROG ": --iowq-aff: '%s' is not a CPU list such as 2-3,6\n", text);
-		exit(2);
-	}
-	if (max >= sysconf(_SC_NPROCESSORS_CONF)) {
-		fprintf(stderr, PROG ": --iowq-aff %s: this machine has no CPU %ld\n", text, max);
-		exit(2);
-	}
-	CPU_FREE(iowq_set);   /* the flag given again: the last list counts */
-	iowq_set = CPU_ALLOC((int)max + 1);
-	if (!iowq_set)
-		die("allocating a CPU set", ENOMEM);
-	iowq_setsize = CPU_ALLOC_SIZE((int)max + 1);
-	CPU_ZERO_S(iowq_setsize, iowq_set);
-	for (p = text; *p && next_cpu_range(&p, &lo, &hi) == 0;)
-		for (long c = lo; c <= hi; c++)
-			CPU_SET_S((size_t)c, iowq_setsize, iowq_set);
-	opts.iowq_aff = text;
 }
 
 static int iowq_workers(void)
@@ -282,197 +168,6 @@ static int iowq_workers(void)
 	}
 	closedir(d);
 	return n;
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"usage: " PROG " [OPTIONS]\n"
-		"\n"
-		"TCP echo server on io_uring (liburing %s). Prints one JSON line of counters\n"
-		"and exits 0 on SIGTERM or SIGINT. Refused flag combinations exit 2 with the\n"
-		"reason; a port already in use exits 3.\n"
-		"\n"
-		"  --port P             TCP port (required; 0 picks one, reported on stderr)\n"
-		"  --bind ADDR          IPv4 address to bind (default 127.0.0.1)\n"
-		"Ring setup:\n"
-		"  --entries N          SQ entries (default 1024)\n"
-		"  --cq-size N          CQ entries (IORING_SETUP_CQSIZE)\n"
-		"  --clamp              clamp sizes to the kernel maximum (IORING_SETUP_CLAMP)\n"
-		"  --sqpoll             kernel submission thread (IORING_SETUP_SQPOLL)\n"
-		"  --sq-thread-idle MS  SQPOLL thread idle time before it sleeps (default 1000)\n"
-		"  --sq-aff CPU         pin the SQPOLL thread (IORING_SETUP_SQ_AFF)\n"
-		"  --attach-wq          rings share ring 0's io-wq (IORING_SETUP_ATTACH_WQ)\n"
-		"  --iowq-aff CPUS      CPUs (a list such as 2-3,6) io-wq workers run on\n"
-		"                       (IORING_REGISTER_IOWQ_AFF); by default they inherit\n"
-		"                       the server's own CPU affinity\n"
-		"  --r-disabled         create rings disabled, then enable them (IORING_SETUP_R_DISABLED)\n"
-		"  --coop-taskrun       IORING_SETUP_COOP_TASKRUN\n"
-		"  --taskrun-flag       IORING_SETUP_TASKRUN_FLAG\n"
-		"  --single-issuer      IORING_SETUP_SINGLE_ISSUER\n"
-		"  --defer-taskrun      IORING_SETUP_DEFER_TASKRUN (needs --single-issuer)\n"
-		"  --register-ring-fd   io_uring_register_ring_fd\n"
-		"Per-SQE flags and modes:\n"
-		"  --async              IOSQE_ASYNC on receives and sends (work goes to io-wq)\n"
-		"  --buf-select         legacy provided buffers (IORING_OP_PROVIDE_BUFFERS)\n"
-		"  --buf-ring           ring-mapped provided buffers (io_uring_register_buf_ring)\n"
-		"  --buf-size BYTES     receive buffer size (default 4096)\n"
-		"  --buf-count N        provided buffers per ring, a power of two (default 4096)\n"
-		"  --hold-share PCT     the share of a ring's provided buffers its connections may\n"
-		"                       keep queued together, 1-100 (default 50): each holds at\n"
-		"                       most PCT %% / its open connections and copies the rest,\n"
-		"                       so clients that stop reading cannot starve the others;\n"
-		"                       0: no cap (a bundle may take what the ring has)\n"
-		"  --fixed-files        registered file descriptors (IOSQE_FIXED_FILE)\n"
-		"  --link-timeout MS    IOSQE_IO_LINK + IORING_OP_LINK_TIMEOUT on each receive;\n"
-		"                       an idle connection's receive is re-armed when it fires\n"
-		"  --hardlink           use IOSQE_IO_HARDLINK for that link\n"
-		"  --drain              IOSQE_IO_DRAIN on receives and sends. This stalls by\n"
-		"                       design: every SQE waits for all earlier ones, including\n"
-		"                       the pending accept and other connections' receives,\n"
-		"                       so an echo goes out only once those complete\n"
-		"Operations:\n"
-		"  --multishot-accept   one multishot accept\n"
-		"  --multishot-recv     multishot receive (needs --buf-ring or --buf-select)\n"
-		"  --send-zc            zero-copy send (IORING_OP_SEND_ZC)\n"
-		"  --reg-wait           each wait reads its argument (timeout, --min-wait) from a\n"
-		"                       region registered at setup (IORING_REGISTER_MEM_REGION,\n"
-		"                       IORING_ENTER_EXT_ARG_REG, Linux 6.13) instead of one the\n"
-		"                       kernel copies in per wait\n"
-		"  --zc-fixed           zero-copy sends of received data go out from the provided\n"
-		"                       buffers, registered as one fixed buffer\n"
-		"                       (IORING_RECVSEND_FIXED_BUF; needs --send-zc and --buf-ring\n"
-		"                       or --buf-select). Every zero-copy send asks for a usage\n"
-		"                       report (Linux 6.2+): the final line counts zc_copied\n"
-		"                       (loopback copies every send)\n"
-		"  --wait-nr N          each wait asks for N completions (default 1); above 1\n"
-		"                       needs --min-wait\n"
-		"  --recv-bundle        receive bundles: one completion for as many provided\n"
-		"                       buffers as the data fills (IORING_RECVSEND_BUNDLE,\n"
-		"                       Linux 6.10; needs --buf-ring)\n"
-		"  --buf-inc            incremental buffer ring: completions use a buffer a\n"
-		"                       message at a time (IOU_PBUF_RING_INC, Linux 6.12;\n"
-		"                       needs --buf-ring; use a large --buf-size; with\n"
-		"                       --recv-bundle a completion spans several buffers,\n"
-		"                       from where the last left the first)\n"
-		"  --gather-send        one SENDMSG for every chunk queued on a connection (up\n"
-		"                       to IOV_MAX), not a SEND per chunk: with --recv-bundle a\n"
-		"                       bundle goes back in one send\n"
-		"  --send-bundle        send bundles: each connection's queued chunks go into a\n"
-		"                       send buffer ring of its own (256 entries, incremental),\n"
-		"                       sent by one SEND with IORING_RECVSEND_BUNDLE until it is\n"
-		"                       empty (Linux 6.12+; descriptors from 65534 send plainly)\n"
-		"  --min-wait USEC      batched waits (IORING_ENTER_EXT_ARG min_wait_usec, Linux\n"
-		"                       6.12+): a wait returns after USEC with the completions\n"
-		"                       that arrived, at least one, or at once with N of them\n"
-		"  --napi USEC          NAPI busy polling: each wait polls the NAPI instances of\n"
-		"                       the ring's sockets for up to USEC (IORING_REGISTER_NAPI,\n"
-		"                       Linux 6.9); the final line counts connections that had\n"
-		"                       a NAPI id (none on loopback or veth: inert there)\n"
-		"  --poll-first         a multishot poll per connection; on readiness a RECV, and\n"
-		"                       every SEND, with MSG_DONTWAIT, so each completes inside\n"
-		"                       the io_uring_enter that submits it (no task work, no\n"
-		"                       io-wq), as the OpenAnolis study's server\n"
-		"Rings:\n"
-		"  --rings N            one ring per thread (default 1)\n"
-		"  --granule G          ring 0 accepts; fd goes to ring (fd / G) %% N\n"
-		"  -h, --help           show this help\n",
-		IOLAB_LIBURING_VERSION);
-}
-
-/* Options into `opts`, checked; --help and bad options exit here. */
-static void parse_args(int argc, char **argv)
-{
-	enum {
-		OPT_PORT = 256, OPT_BIND, OPT_ENTRIES, OPT_CQ, OPT_CLAMP, OPT_SQPOLL, OPT_IDLE, OPT_AFF, OPT_ATTACH,
-		OPT_RDIS, OPT_COOP, OPT_TRF, OPT_SI, OPT_DEFER, OPT_REGFD, OPT_ASYNC, OPT_BSEL, OPT_BRING, OPT_BSIZE,
-		OPT_BCOUNT, OPT_FIXED, OPT_LT, OPT_HARD, OPT_DRAIN, OPT_MSA, OPT_MSR, OPT_ZC, OPT_RINGS, OPT_GRAN,
-		OPT_IOWQ_AFF, OPT_POLL_FIRST, OPT_WAIT_NR, OPT_MIN_WAIT, OPT_RECV_BUNDLE, OPT_BUF_INC, OPT_GATHER_SEND, OPT_SEND_BUNDLE,
-		OPT_NAPI, OPT_ZC_FIXED, OPT_REG_WAIT, OPT_HOLD,
-	};
-	static const struct option longopts[] = {
-		{ "port", required_argument, NULL, OPT_PORT }, { "bind", required_argument, NULL, OPT_BIND },
-		{ "entries", required_argument, NULL, OPT_ENTRIES }, { "cq-size", required_argument, NULL, OPT_CQ },
-		{ "clamp", no_argument, NULL, OPT_CLAMP }, { "sqpoll", no_argument, NULL, OPT_SQPOLL },
-		{ "sq-thread-idle", required_argument, NULL, OPT_IDLE }, { "sq-aff", required_argument, NULL, OPT_AFF },
-		{ "attach-wq", no_argument, NULL, OPT_ATTACH }, { "r-disabled", no_argument, NULL, OPT_RDIS },
-		{ "coop-taskrun", no_argument, NULL, OPT_COOP }, { "taskrun-flag", no_argument, NULL, OPT_TRF },
-		{ "single-issuer", no_argument, NULL, OPT_SI }, { "defer-taskrun", no_argument, NULL, OPT_DEFER },
-		{ "register-ring-fd", no_argument, NULL, OPT_REGFD }, { "async", no_argument, NULL, OPT_ASYNC },
-		{ "buf-select", no_argument, NULL, OPT_BSEL }, { "buf-ring", no_argument, NULL, OPT_BRING },
-		{ "buf-size", required_argument, NULL, OPT_BSIZE }, { "buf-count", required_argument, NULL, OPT_BCOUNT },
-		{ "hold-share", required_argument, NULL, OPT_HOLD },
-		{ "fixed-files", no_argument, NULL, OPT_FIXED }, { "link-timeout", required_argument, NULL, OPT_LT },
-		{ "hardlink", no_argument, NULL, OPT_HARD }, { "drain", no_argument, NULL, OPT_DRAIN },
-		{ "multishot-accept", no_argument, NULL, OPT_MSA }, { "multishot-recv", no_argument, NULL, OPT_MSR },
-		{ "send-zc", no_argument, NULL, OPT_ZC }, { "rings", required_argument, NULL, OPT_RINGS },
-		{ "granule", required_argument, NULL, OPT_GRAN }, { "iowq-aff", required_argument, NULL, OPT_IOWQ_AFF },
-		{ "poll-first", no_argument, NULL, OPT_POLL_FIRST },
-		{ "wait-nr", required_argument, NULL, OPT_WAIT_NR }, { "min-wait", required_argument, NULL, OPT_MIN_WAIT },
-		{ "recv-bundle", no_argument, NULL, OPT_RECV_BUNDLE }, { "buf-inc", no_argument, NULL, OPT_BUF_INC },
-		{ "gather-send", no_argument, NULL, OPT_GATHER_SEND }, { "send-bundle", no_argument, NULL, OPT_SEND_BUNDLE }, { "napi", required_argument, NULL, OPT_NAPI },
-		{ "zc-fixed", no_argument, NULL, OPT_ZC_FIXED }, { "reg-wait", no_argument, NULL, OPT_REG_WAIT },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	int opt;
-
-	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (opt) {
-		case OPT_PORT: opts.port = (int)parse_int_flag(PROG, "--port", optarg, 0, 65535); break;
-		case OPT_BIND: opts.bind = optarg; break;
-		case OPT_ENTRIES: opts.ring.entries = (unsigned)parse_int_flag(PROG, "--entries", optarg, 1, 32768); break;
-		case OPT_CQ: opts.ring.cq_size = (unsigned)parse_int_flag(PROG, "--cq-size", optarg, 1, 1 << 20); break;
-		case OPT_CLAMP: opts.ring.clamp = 1; break;
-		case OPT_SQPOLL: opts.ring.sqpoll = 1; break;
-		case OPT_IDLE:
-			opts.ring.sq_thread_idle = (int)parse_int_flag(PROG, "--sq-thread-idle", optarg, 0, 3600000);
-			break;
-		case OPT_AFF: opts.ring.sq_aff = (int)parse_int_flag(PROG, "--sq-aff", optarg, 0, 4095); break;
-		case OPT_ATTACH: opts.attach_wq = 1; break;
-		case OPT_IOWQ_AFF: parse_iowq_aff(optarg); break;
-		case OPT_RDIS: opts.ring.r_disabled = 1; break;
-		case OPT_COOP: opts.ring.coop_taskrun = 1; break;
-		case OPT_TRF: opts.ring.taskrun_flag = 1; break;
-		case OPT_SI: opts.ring.single_issuer = 1; break;
-		case OPT_DEFER: opts.ring.defer_taskrun = 1; break;
-		case OPT_REGFD: opts.ring.register_ring_fd = 1; break;
-		case OPT_ASYNC: opts.async = 1; break;
-		case OPT_BSEL: opts.buf_select = 1; break;
-		case OPT_BRING: opts.buf_ring = 1; break;
-		case OPT_BSIZE: opts.buf_size = (unsigned)parse_int_flag(PROG, "--buf-size", optarg, 1, 1 << 20); break;
-		case OPT_BCOUNT: opts.buf_count = (unsigned)parse_int_flag(PROG, "--buf-count", optarg, 1, 32768); break;
-		case OPT_HOLD: opts.hold_pct = (unsigned)parse_int_flag(PROG, "--hold-share", optarg, 0, 100); break;
-		case OPT_FIXED: opts.fixed_files = 1; break;
-		case OPT_LT: opts.link_timeout_ms = (int)parse_int_flag(PROG, "--link-timeout", optarg, 1, 3600000); break;
-		case OPT_HARD: opts.hardlink = 1; break;
-		case OPT_DRAIN: opts.drain = 1; break;
-		case OPT_MSA: opts.multishot_accept = 1; break;
-		case OPT_MSR: opts.multishot_recv = 1; break;
-		case OPT_ZC: opts.send_zc = 1; break;
-		case OPT_POLL_FIRST: opts.poll_first = 1; break;
-		case OPT_WAIT_NR: opts.wait_nr = (unsigned)parse_int_flag(PROG, "--wait-nr", optarg, 1, 1 << 20); break;
-		case OPT_MIN_WAIT:
-			opts.min_wait_us = (unsigned)parse_int_flag(PROG, "--min-wait", optarg, 1, 10000000);
-			break;
-		case OPT_RECV_BUNDLE: opts.recv_bundle = 1; break;
-		case OPT_BUF_INC: opts.buf_inc = 1; break;
-		case OPT_GATHER_SEND: opts.gather_send = 1; break;
-		case OPT_SEND_BUNDLE: opts.send_bundle = 1; break;
-		case OPT_ZC_FIXED: opts.zc_fixed = 1; break;
-		case OPT_REG_WAIT: opts.reg_wait = 1; break;
-		case OPT_NAPI: opts.napi_us = (unsigned)parse_int_flag(PROG, "--napi", optarg, 1, 10000000); break;
-		case OPT_RINGS: opts.rings = (int)parse_int_flag(PROG, "--rings", optarg, 1, 1024); break;
-		case OPT_GRAN: opts.granule = (int)parse_int_flag(PROG, "--granule", optarg, 1, 1 << 20); break;
-		case 'h': usage(stdout); exit(0);
-		default: fprintf(stderr, PROG ": bad option; see --help\n"); exit(2);
-		}
-	}
-	reject_extra_args(PROG, optind, argc, argv);
-	require_flag(PROG, opts.port >= 0, "--port");
-	check_combinations();
-	link_ts.tv_sec = opts.link_timeout_ms / 1000;
-	link_ts.tv_nsec = (long long)(opts.link_timeout_ms % 1000) * 1000000;
 }
 
 /* Block the stop signals before any thread starts (threads inherit the
@@ -576,30 +271,10 @@ static void close_rings(void)
 static void print_counters(int iowq)
 {
 	struct echo_counters total = { 0 };
-	char *config;
+	char *config = options_json(&opts, iowq);
 
 	for (int i = 0; i < opts.rings; i++)
 		counters_add(&total, &rings[i].c);
-	if (asprintf(&config,
-		 "{\"bind\": \"%s\", \"port\": %d, \"entries\": %u, \"cq_size\": %u, \"clamp\": %d, "
-		 "\"sqpoll\": %d, \"sq_thread_idle\": %d, \"sq_aff\": %d, \"attach_wq\": %d, "
-		 "\"r_disabled\": %d, \"coop_taskrun\": %d, \"taskrun_flag\": %d, \"single_issuer\": %d, "
-		 "\"defer_taskrun\": %d, \"register_ring_fd\": %d, \"async\": %d, \"buf_select\": %d, "
-		 "\"buf_ring\": %d, \"buf_size\": %u, \"buf_count\": %u, \"hold_pct\": %u, \"fixed_files\": %d, "
-		 "\"link_timeout_ms\": %d, \"hardlink\": %d, \"drain\": %d, \"multishot_accept\": %d, "
-		 "\"multishot_recv\": %d, \"send_zc\": %d, \"poll_first\": %d, \"rings\": %d, \"granule\": %d, "
-		 "\"wait_nr\": %u, \"min_wait_us\": %u, \"recv_bundle\": %d, \"buf_inc\": %d, \"gather_send\": %d, \"send_bundle\": %d, "
-		 "\"napi_us\": %u, \"zc_fixed\": %d, \"reg_wait\": %d, \"iowq_aff\": \"%s\", \"iowq_workers_at_exit\": %d, \"liburing\": \"%s\"}",
-		 opts.bind, opts.port, opts.ring.entries, opts.ring.cq_size, opts.ring.clamp, opts.ring.sqpoll,
-		 opts.ring.sq_thread_idle, opts.ring.sq_aff, opts.attach_wq, opts.ring.r_disabled,
-		 opts.ring.coop_taskrun, opts.ring.taskrun_flag, opts.ring.single_issuer, opts.ring.defer_taskrun,
-		 opts.ring.register_ring_fd, opts.async, opts.buf_select, opts.buf_ring, opts.buf_size,
-		 opts.buf_count, opts.hold_pct, opts.fixed_files, opts.link_timeout_ms, opts.hardlink, opts.drain, opts.multishot_accept,
-		 opts.multishot_recv, opts.send_zc, opts.poll_first, opts.rings, opts.granule, opts.wait_nr,
-		 opts.min_wait_us, opts.recv_bundle, opts.buf_inc, opts.gather_send, opts.send_bundle, opts.napi_us, opts.zc_fixed, opts.reg_wait, opts.iowq_aff,
-		 iowq,
-		 IOLAB_LIBURING_VERSION) < 0)
-		die("formatting the counters", ENOMEM);
 	print_final(stdout, "uring", &total, config);
 	free(config);
 }
@@ -608,7 +283,9 @@ int main(int argc, char **argv)
 {
 	int iowq;
 
-	parse_args(argc, argv);
+	options_parse(&opts, argc, argv);
+	link_ts.tv_sec = opts.link_timeout_ms / 1000;
+	link_ts.tv_nsec = (long long)(opts.link_timeout_ms % 1000) * 1000000;
 	block_stop_signals();
 	open_rings();
 	fprintf(stderr, PROG ": listening on %s:%d\n", opts.bind, opts.port);
@@ -625,6 +302,6 @@ int main(int argc, char **argv)
 	iowq = iowq_workers();   /* before the rings (and their io-wq) go */
 	print_counters(iowq);
 	close_rings();
-	CPU_FREE(iowq_set);
+	CPU_FREE(opts.iowq_set);
 	return 0;
 }

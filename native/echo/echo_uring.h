@@ -9,6 +9,7 @@
 
 #include <liburing.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +51,10 @@ struct options {
 	unsigned napi_us;       /* --napi: NAPI busy polling for up to this per wait; 0: off */
 	int zc_fixed;           /* --zc-fixed: zero-copy sends from the provided buffers, registered */
 	int reg_wait;           /* --reg-wait: waits read their argument from a registered region */
+	/* --iowq-aff: the CPUs io-wq workers may run on (NULL: as the kernel
+	 * decides, which is the server's own affinity). */
+	cpu_set_t *iowq_set;
+	size_t iowq_setsize;
 };
 
 struct chunk {
@@ -145,6 +150,11 @@ static inline enum op ud_op(__u64 u) { return (enum op)(u >> 56); }
 static inline uint32_t ud_gen(__u64 u) { return (uint32_t)(u >> 32) & 0xffffff; }
 
 static inline int ud_fd(__u64 u) { return (int)(uint32_t)u; }
+
+/* uring_options.c: the flags, each declared once */
+void options_parse(struct options *o, int argc, char **argv);   /* exits on --help or a bad flag */
+char *options_json(const struct options *o, int iowq_workers);   /* malloc'd */
+void refuse(const char *why);   /* one line, exit 2 */
 
 /* uring_loop.c: submission and the completion loop */
 void data_flags(struct uring_ctx *r, struct io_uring_sqe *sqe);
