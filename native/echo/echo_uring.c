@@ -48,24 +48,16 @@
 #include "echo_uring.h"
 #include "server.h"
 
-struct options opts;       /* uring_options.c parses them */
-size_t nconns;             /* every connection table's size */
-struct uring_ctx *rings;
-int stop_fd = -1;          /* signalfd for SIGTERM/SIGINT, read by ring 0 */
-atomic_int stopping;       /* set by ring 0 once a stop signal arrived */
-/* The kernel copies the timeout at submission; one value serves every SQE. */
-struct __kernel_timespec link_ts;
-
 static void setup_ring(struct uring_ctx *r)
 {
-	struct ring_setup rs = opts.ring;
+	struct ring_setup rs = r->o->ring;
 	char why[256];
 	unsigned features;
 	int ret;
 
-	if (opts.attach_wq && r->idx > 0)
-		rs.attach_wq_fd = rings[0].ring.ring_fd;
-	if (opts.reg_wait) {
+	if (r->o->attach_wq && r->idx > 0)
+		rs.attach_wq_fd = r->s->rings[0].ring.ring_fd;
+	if (r->o->reg_wait) {
 		long page = sysconf(_SC_PAGESIZE);
 
 		if (page <= 0 || posix_memalign((void **)&r->wait_region, (size_t)page, (size_t)page) != 0)
@@ -76,7 +68,7 @@ static void setup_ring(struct uring_ctx *r)
 			r->wait_region->ts.tv_nsec = STOP_CHECK_MS * 1000000L;
 			r->wait_region->flags = IOLAB_REG_WAIT_TS;
 		}
-		r->wait_region->min_wait_usec = opts.min_wait_us;
+		r->wait_region->min_wait_usec = r->o->min_wait_us;
 		rs.wait_region = r->wait_region;
 		rs.wait_region_size = (size_t)page;
 	}
@@ -84,11 +76,11 @@ static void setup_ring(struct uring_ctx *r)
 		refuse(why);
 	if (!(features & IORING_FEAT_FAST_POLL))
 		refuse("this kernel lacks IORING_FEAT_FAST_POLL, which the server requires (Linux 5.7+)");
-	if (opts.recv_bundle && !(features & IORING_FEAT_RECVSEND_BUNDLE))
+	if (r->o->recv_bundle && !(features & IORING_FEAT_RECVSEND_BUNDLE))
 		refuse("unavailable: this kernel lacks IORING_FEAT_RECVSEND_BUNDLE (--recv-bundle needs Linux 6.10+)");
-	if (opts.send_bundle && !(features & IORING_FEAT_RECVSEND_BUNDLE))
+	if (r->o->send_bundle && !(features & IORING_FEAT_RECVSEND_BUNDLE))
 		refuse("unavailable: this kernel lacks IORING_FEAT_RECVSEND_BUNDLE (--send-bundle needs Linux 6.10+)");
-	if (opts.send_bundle) {
+	if (r->o->send_bundle) {
 		/* Each connection's send ring is incremental: try one first. */
 		struct io_uring_buf_ring *probe;
 
@@ -103,17 +95,17 @@ static void setup_ring(struct uring_ctx *r)
 		io_uring_unregister_buf_ring(&r->ring, 65535);
 		free(probe);
 	}
-	if (opts.min_wait_us && !(features & IORING_FEAT_MIN_TIMEOUT))
+	if (r->o->min_wait_us && !(features & IORING_FEAT_MIN_TIMEOUT))
 		refuse("unavailable: this kernel lacks IORING_FEAT_MIN_TIMEOUT (--min-wait needs Linux 6.12+)");
-	if (opts.fixed_files) {
-		ret = io_uring_register_files_sparse(&r->ring, (unsigned)nconns);
+	if (r->o->fixed_files) {
+		ret = io_uring_register_files_sparse(&r->ring, (unsigned)r->s->nconns);
 		if (ret < 0) {
-			fprintf(stderr, PROG ": --fixed-files: registering a %zu-slot file table: %s\n", nconns,
+			fprintf(stderr, PROG ": --fixed-files: registering a %zu-slot file table: %s\n", r->s->nconns,
 				strerror(-ret));
 			exit(2);
 		}
 	}
-	if (opts.send_zc) {
+	if (r->o->send_zc) {
 		struct io_uring_probe *probe = io_uring_get_probe_ring(&r->ring);
 		int ok = probe && io_uring_opcode_supported(probe, IORING_OP_SEND_ZC);
 
@@ -121,16 +113,16 @@ static void setup_ring(struct uring_ctx *r)
 		if (!ok)
 			refuse("unavailable: this kernel lacks IORING_OP_SEND_ZC (--send-zc)");
 	}
-	if (opts.iowq_set) {
-		ret = io_uring_register_iowq_aff(&r->ring, opts.iowq_setsize, opts.iowq_set);
+	if (r->o->iowq_set) {
+		ret = io_uring_register_iowq_aff(&r->ring, r->o->iowq_setsize, r->o->iowq_set);
 		if (ret < 0) {
 			fprintf(stderr, PROG ": --iowq-aff %s: kernel refused IORING_REGISTER_IOWQ_AFF: %s\n",
-				opts.iowq_aff, strerror(-ret));
+				r->o->iowq_aff, strerror(-ret));
 			exit(2);
 		}
 	}
-	if (opts.napi_us) {
-		struct iolab_uring_napi napi = { .busy_poll_to = opts.napi_us, .prefer_busy_poll = 1 };
+	if (r->o->napi_us) {
+		struct iolab_uring_napi napi = { .busy_poll_to = r->o->napi_us, .prefer_busy_poll = 1 };
 
 		if (syscall(__NR_io_uring_register, r->ring.ring_fd, IOLAB_REGISTER_NAPI, &napi, 1) < 0) {
 			char line[200];
@@ -172,7 +164,7 @@ static int iowq_workers(void)
 
 /* Block the stop signals before any thread starts (threads inherit the
  * mask); ring 0 reads them from a signalfd. */
-static void block_stop_signals(void)
+static void block_stop_signals(struct uring_server *s)
 {
 	sigset_t stop;
 	int err;
@@ -183,52 +175,55 @@ static void block_stop_signals(void)
 	sigaddset(&stop, SIGINT);
 	if ((err = pthread_sigmask(SIG_BLOCK, &stop, NULL)) != 0)
 		die("pthread_sigmask", err);
-	stop_fd = signalfd(-1, &stop, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (stop_fd < 0)
+	s->stop_fd = signalfd(-1, &stop, SFD_NONBLOCK | SFD_CLOEXEC);
+	if (s->stop_fd < 0)
 		die("signalfd", errno);
 }
 
 /* Every ring with its connection table, listener (one per ring, or ring 0's
  * only with --granule) and ring setup. */
-static void open_rings(void)
+static void open_rings(struct uring_server *s)
 {
-	nconns = raise_nofile(PROG);
-	rings = calloc((size_t)opts.rings, sizeof(*rings));
-	if (!rings)
+	s->nconns = raise_nofile(PROG);
+	s->nrings = s->opts.rings;
+	s->rings = calloc((size_t)s->nrings, sizeof(*s->rings));
+	if (!s->rings)
 		die("allocating the rings", ENOMEM);
-	for (int i = 0; i < opts.rings; i++) {
-		struct uring_ctx *r = &rings[i];
+	for (int i = 0; i < s->nrings; i++) {
+		struct uring_ctx *r = &s->rings[i];
 
+		r->s = s;
+		r->o = &s->opts;
 		r->idx = i;
 		r->listen_fd = -1;
-		r->conns = calloc(nconns, sizeof(*r->conns));
-		r->starved = calloc(nconns, sizeof(*r->starved));
+		r->conns = calloc(s->nconns, sizeof(*r->conns));
+		r->starved = calloc(s->nconns, sizeof(*r->starved));
 		if (!r->conns || !r->starved) {
-			fprintf(stderr, PROG ": out of memory for %zu connections per ring\n", nconns);
+			fprintf(stderr, PROG ": out of memory for %zu connections per ring\n", s->nconns);
 			exit(1);
 		}
-		if (i == 0 || opts.granule == 0) {
-			r->listen_fd = listen_tcp(PROG, opts.bind, opts.port, opts.rings > 1, 0);
-			if (opts.port == 0) {
+		if (i == 0 || s->opts.granule == 0) {
+			r->listen_fd = listen_tcp(PROG, s->opts.bind, s->opts.port, s->nrings > 1, 0);
+			if (s->opts.port == 0) {
 				struct sockaddr_in a;
 				socklen_t al = sizeof(a);
 
 				if (getsockname(r->listen_fd, (struct sockaddr *)&a, &al) != 0)
 					die("getsockname", errno);
-				opts.port = ntohs(a.sin_port);
+				s->opts.port = ntohs(a.sin_port);
 			}
 		}
 		setup_ring(r);
 	}
 }
 
-/* Close what the rings still hold: open connections, their queued chunks, the rings. */
-static void close_rings(void)
+/* Close what the s->rings still hold: open connections, their queued chunks, the s->rings. */
+static void close_rings(struct uring_server *s)
 {
-	for (int i = 0; i < opts.rings; i++) {
-		struct uconn *conns = rings[i].conns;
+	for (int i = 0; i < s->nrings; i++) {
+		struct uconn *conns = s->rings[i].conns;
 
-		for (size_t fd = 0; fd < nconns; fd++) {
+		for (size_t fd = 0; fd < s->nconns; fd++) {
 			if (!conns[fd].open)
 				continue;
 			while (conns[fd].head) {
@@ -244,64 +239,68 @@ static void close_rings(void)
 			close((int)fd);
 		}
 	}
-	for (int i = 0; i < opts.rings; i++) {
-		io_uring_queue_exit(&rings[i].ring);
-		/* The send rings (--send-bundle) once the kernel let go of them. */
-		for (size_t fd = 0; fd < nconns; fd++)
-			if (rings[i].conns[fd].open)
-				free(rings[i].conns[fd].send_br);
-		if (rings[i].listen_fd >= 0)
-			close(rings[i].listen_fd);
-		free(rings[i].bufs);
-		free(rings[i].br);
-		free(rings[i].slot_bid);
-		free(rings[i].pos_of_bid);
-		free(rings[i].bundle_bids);
-		free(rings[i].inc_used);
-		free(rings[i].inc_refs);
-		free(rings[i].inc_retired);
-		free(rings[i].wait_region);   /* the ring that pinned it is gone */
-		free(rings[i].starved);
-		free(rings[i].conns);
+	for (int i = 0; i < s->nrings; i++) {
+		io_uring_queue_exit(&s->rings[i].ring);
+		/* The send s->rings (--send-bundle) once the kernel let go of them. */
+		for (size_t fd = 0; fd < s->nconns; fd++)
+			if (s->rings[i].conns[fd].open)
+				free(s->rings[i].conns[fd].send_br);
+		if (s->rings[i].listen_fd >= 0)
+			close(s->rings[i].listen_fd);
+		free(s->rings[i].bufs);
+		free(s->rings[i].br);
+		free(s->rings[i].slot_bid);
+		free(s->rings[i].pos_of_bid);
+		free(s->rings[i].bundle_bids);
+		free(s->rings[i].inc_used);
+		free(s->rings[i].inc_refs);
+		free(s->rings[i].inc_retired);
+		free(s->rings[i].wait_region);   /* the ring that pinned it is gone */
+		free(s->rings[i].starved);
+		free(s->rings[i].conns);
 	}
-	free(rings);
+	free(s->rings);
 }
 
-/* The counters summed over rings, with the configuration that ran. */
-static void print_counters(int iowq)
+/* The counters summed over s->rings, with the configuration that ran. */
+static void print_counters(const struct uring_server *s, int iowq)
 {
 	struct echo_counters total = { 0 };
-	char *config = options_json(&opts, iowq);
+	char *config = options_json(&s->opts, iowq);
 
-	for (int i = 0; i < opts.rings; i++)
-		counters_add(&total, &rings[i].c);
+	for (int i = 0; i < s->nrings; i++)
+		counters_add(&total, &s->rings[i].c);
 	print_final(stdout, "uring", &total, config);
 	free(config);
 }
 
 int main(int argc, char **argv)
 {
+	/* Every thread is joined before this returns. */
+	struct uring_server server = { .stop_fd = -1 };
+	struct uring_server *s = &server;
 	int iowq;
 
-	options_parse(&opts, argc, argv);
-	link_ts.tv_sec = opts.link_timeout_ms / 1000;
-	link_ts.tv_nsec = (long long)(opts.link_timeout_ms % 1000) * 1000000;
-	block_stop_signals();
-	open_rings();
-	fprintf(stderr, PROG ": listening on %s:%d\n", opts.bind, opts.port);
-	for (int i = 1; i < opts.rings; i++) {
-		int err = pthread_create(&rings[i].thread, NULL, run_ring, &rings[i]);
+	options_parse(&s->opts, argc, argv);
+	/* The kernel copies the timeout at submission; one value serves every SQE. */
+	s->link_ts.tv_sec = s->opts.link_timeout_ms / 1000;
+	s->link_ts.tv_nsec = (long long)(s->opts.link_timeout_ms % 1000) * 1000000;
+	block_stop_signals(s);
+	open_rings(s);
+	fprintf(stderr, PROG ": listening on %s:%d\n", s->opts.bind, s->opts.port);
+	for (int i = 1; i < s->nrings; i++) {
+		int err = pthread_create(&s->rings[i].thread, NULL, run_ring, &s->rings[i]);
 
 		if (err != 0)
 			die("pthread_create", err);
 	}
-	run_ring(&rings[0]);
-	for (int i = 1; i < opts.rings; i++)
-		pthread_join(rings[i].thread, NULL);
-	close(stop_fd);
+	run_ring(&s->rings[0]);
+	for (int i = 1; i < s->nrings; i++)
+		pthread_join(s->rings[i].thread, NULL);
+	close(s->stop_fd);
 	iowq = iowq_workers();   /* before the rings (and their io-wq) go */
-	print_counters(iowq);
-	close_rings();
-	CPU_FREE(opts.iowq_set);
+	print_counters(s, iowq);
+	close_rings(s);
+	CPU_FREE(s->opts.iowq_set);
 	return 0;
 }

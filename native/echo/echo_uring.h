@@ -1,9 +1,10 @@
-/* echo-uring's parts: the options and per-ring state they share, and what
- * each part offers the others. echo_uring.c parses the options and sets up
- * the rings; uring_loop.c submits and dispatches completions; uring_conn.c
- * runs each connection (accept, receive, queue, close), uring_send.c its
- * sends; uring_buffers.c owns
- * the provided buffers and the connections starved of them. */
+/* echo-uring's parts: the state they share, passed explicitly (each ring's
+ * uring_ctx, and through it the one uring_server), and what each part
+ * offers the others. uring_options.c declares and parses the flags;
+ * echo_uring.c owns the server and sets up the rings; uring_loop.c submits
+ * and dispatches completions; uring_conn.c runs each connection (accept,
+ * receive, queue, close), uring_send.c its sends; uring_buffers.c owns the
+ * provided buffers and the connections starved of them. */
 #ifndef IOLAB_ECHO_URING_H
 #define IOLAB_ECHO_URING_H
 
@@ -99,7 +100,21 @@ struct send_gather {
 	struct iovec iov[];
 };
 
+/* What the rings share: one, owned by main (echo_uring.c), which each ring
+ * reaches through its `s`. Nothing else is global. */
+struct uring_server {
+	struct options opts;      /* set once, by options_parse, before any ring */
+	struct uring_ctx *rings;
+	int nrings;
+	size_t nconns;            /* every connection table's size */
+	int stop_fd;              /* signalfd for SIGTERM/SIGINT, read by ring 0 */
+	atomic_int stopping;      /* set by ring 0 once a stop signal arrived */
+	struct __kernel_timespec link_ts;   /* every linked receive's timeout */
+};
+
 struct uring_ctx {
+	struct uring_server *s;
+	const struct options *o;  /* &s->opts */
 	int idx;
 	struct iolab_reg_wait *wait_region;   /* --reg-wait: this ring's region, one entry used */
 	struct uconn *conns; /* this ring's connections, fd-indexed, sized from RLIMIT_NOFILE */
@@ -131,12 +146,6 @@ struct uring_ctx {
 	int accept_paused;   /* the descriptor table was full: accepting resumes after a timeout */
 };
 
-extern struct options opts;
-extern size_t nconns;             /* every connection table's size */
-extern struct uring_ctx *rings;
-extern int stop_fd;               /* signalfd for SIGTERM/SIGINT, read by ring 0 */
-extern atomic_int stopping;       /* set by ring 0 once a stop signal arrived */
-extern struct __kernel_timespec link_ts;   /* every linked receive's timeout */
 
 /* --- user_data: op (8 bits) | generation (24 bits) | fd (32 bits) ----------- */
 

@@ -13,7 +13,7 @@
 
 char *buf_addr(struct uring_ctx *r, int bid)
 {
-	return r->bufs + (size_t)bid * opts.buf_size;
+	return r->bufs + (size_t)bid * r->o->buf_size;
 }
 
 /* Whether fd has received bytes not yet read (or that cannot be told). */
@@ -27,12 +27,12 @@ static int has_unread(int fd)
 /* Put buffer bid at the ring's tail, noting its position (bundles). */
 static void ring_add(struct uring_ctx *r, int bid, int offset)
 {
-	io_uring_buf_ring_add(r->br, buf_addr(r, bid), opts.buf_size, (unsigned short)bid,
-			      io_uring_buf_ring_mask(opts.buf_count), offset);
+	io_uring_buf_ring_add(r->br, buf_addr(r, bid), r->o->buf_size, (unsigned short)bid,
+			      io_uring_buf_ring_mask(r->o->buf_count), offset);
 	if (r->slot_bid) {
 		uint64_t pos = r->ring_tail + (uint64_t)offset;
 
-		r->slot_bid[pos & (opts.buf_count - 1)] = (unsigned short)bid;
+		r->slot_bid[pos & (r->o->buf_count - 1)] = (unsigned short)bid;
 		r->pos_of_bid[bid] = pos;
 	}
 	if (r->inc_used) {
@@ -44,14 +44,14 @@ static void ring_add(struct uring_ctx *r, int bid, int offset)
 void buf_return(struct uring_ctx *r, int bid)
 {
 	r->bufs_held--;
-	if (opts.buf_ring) {
+	if (r->o->buf_ring) {
 		ring_add(r, bid, 0);
 		io_uring_buf_ring_advance(r->br, 1);
 		r->ring_tail++;
 	} else {
 		struct io_uring_sqe *sqe = sqe_get(r);
 
-		io_uring_prep_provide_buffers(sqe, buf_addr(r, bid), (int)opts.buf_size, 1, 0, bid);
+		io_uring_prep_provide_buffers(sqe, buf_addr(r, bid), (int)r->o->buf_size, 1, 0, bid);
 		io_uring_sqe_set_data64(sqe, ud(OP_PROVIDE, 0, 0));
 	}
 	/* A buffer is back: give a starved connection its receive again. A
@@ -90,12 +90,12 @@ int register_buf_ring(struct uring_ctx *r, struct io_uring_buf_ring *br, unsigne
 
 void setup_buffers(struct uring_ctx *r)
 {
-	if (!opts.buf_ring && !opts.buf_select)
+	if (!r->o->buf_ring && !r->o->buf_select)
 		return;
-	if (posix_memalign((void **)&r->bufs, 4096, (size_t)opts.buf_count * opts.buf_size) != 0)
+	if (posix_memalign((void **)&r->bufs, 4096, (size_t)r->o->buf_count * r->o->buf_size) != 0)
 		die("allocating provided buffers", ENOMEM);
-	if (opts.zc_fixed) {
-		struct iovec area = { r->bufs, (size_t)opts.buf_count * opts.buf_size };
+	if (r->o->zc_fixed) {
+		struct iovec area = { r->bufs, (size_t)r->o->buf_count * r->o->buf_size };
 		int ret = io_uring_register_buffers(&r->ring, &area, 1);
 
 		if (ret < 0) {
@@ -105,14 +105,14 @@ void setup_buffers(struct uring_ctx *r)
 			exit(2);
 		}
 	}
-	if (opts.buf_ring) {
+	if (r->o->buf_ring) {
 		int ret;
 
-		if (posix_memalign((void **)&r->br, 4096, opts.buf_count * sizeof(struct io_uring_buf)) != 0)
+		if (posix_memalign((void **)&r->br, 4096, r->o->buf_count * sizeof(struct io_uring_buf)) != 0)
 			die("allocating the buffer ring", ENOMEM);
 		io_uring_buf_ring_init(r->br);
-		ret = register_buf_ring(r, r->br, opts.buf_count, 0, opts.buf_inc);
-		if (ret < 0 && opts.buf_inc) {
+		ret = register_buf_ring(r, r->br, r->o->buf_count, 0, r->o->buf_inc);
+		if (ret < 0 && r->o->buf_inc) {
 			fprintf(stderr, PROG ": unavailable: the kernel refused an incremental buffer ring "
 				"(IOU_PBUF_RING_INC, Linux 6.12+): %s\n", strerror(-ret));
 			exit(2);
@@ -122,28 +122,28 @@ void setup_buffers(struct uring_ctx *r)
 				strerror(-ret));
 			exit(2);
 		}
-		if (opts.recv_bundle) {
-			r->slot_bid = calloc(opts.buf_count, sizeof(*r->slot_bid));
-			r->pos_of_bid = calloc(opts.buf_count, sizeof(*r->pos_of_bid));
-			r->bundle_bids = calloc(opts.buf_count, sizeof(*r->bundle_bids));
+		if (r->o->recv_bundle) {
+			r->slot_bid = calloc(r->o->buf_count, sizeof(*r->slot_bid));
+			r->pos_of_bid = calloc(r->o->buf_count, sizeof(*r->pos_of_bid));
+			r->bundle_bids = calloc(r->o->buf_count, sizeof(*r->bundle_bids));
 			if (!r->slot_bid || !r->pos_of_bid || !r->bundle_bids)
 				die("allocating the bundle slot table", ENOMEM);
 		}
-		if (opts.buf_inc) {
-			r->inc_used = calloc(opts.buf_count, sizeof(*r->inc_used));
-			r->inc_refs = calloc(opts.buf_count, sizeof(*r->inc_refs));
-			r->inc_retired = calloc(opts.buf_count, sizeof(*r->inc_retired));
+		if (r->o->buf_inc) {
+			r->inc_used = calloc(r->o->buf_count, sizeof(*r->inc_used));
+			r->inc_refs = calloc(r->o->buf_count, sizeof(*r->inc_refs));
+			r->inc_retired = calloc(r->o->buf_count, sizeof(*r->inc_retired));
 			if (!r->inc_used || !r->inc_refs || !r->inc_retired)
 				die("allocating the incremental buffer table", ENOMEM);
 		}
-		for (unsigned i = 0; i < opts.buf_count; i++)
+		for (unsigned i = 0; i < r->o->buf_count; i++)
 			ring_add(r, (int)i, (int)i);
-		io_uring_buf_ring_advance(r->br, (int)opts.buf_count);
-		r->ring_tail += opts.buf_count;
+		io_uring_buf_ring_advance(r->br, (int)r->o->buf_count);
+		r->ring_tail += r->o->buf_count;
 	} else {
 		struct io_uring_sqe *sqe = sqe_get(r);
 
-		io_uring_prep_provide_buffers(sqe, r->bufs, (int)opts.buf_size, (int)opts.buf_count, 0, 0);
+		io_uring_prep_provide_buffers(sqe, r->bufs, (int)r->o->buf_size, (int)r->o->buf_count, 0, 0);
 		io_uring_sqe_set_data64(sqe, ud(OP_PROVIDE, 0, 0));
 	}
 }
@@ -187,27 +187,27 @@ unsigned recv_buffers(struct uring_ctx *r, struct io_uring_cqe *cqe, int *bids, 
 	unsigned n = 1;
 
 	bids[0] = first;
-	if (opts.buf_inc) {
+	if (r->o->buf_inc) {
 		unsigned left = cqe->res > 0 ? (unsigned)cqe->res : 0;
 
 		*data = buf_addr(r, first) + r->inc_used[first];
 		if (more)
 			r->c.buf_more++;
-		if (!opts.recv_bundle || left <= opts.buf_size - r->inc_used[first]) {
+		if (!r->o->recv_bundle || left <= r->o->buf_size - r->inc_used[first]) {
 			inc_take(r, first, left, !more);
 		} else {
 			/* A bundle over several buffers, in ring order from the first. */
-			left -= opts.buf_size - r->inc_used[first];
-			inc_take(r, first, opts.buf_size - r->inc_used[first], 1);
+			left -= r->o->buf_size - r->inc_used[first];
+			inc_take(r, first, r->o->buf_size - r->inc_used[first], 1);
 			while (left) {
-				int bid = r->slot_bid[(r->pos_of_bid[first] + n) & (opts.buf_count - 1)];
-				unsigned take = left < opts.buf_size ? left : opts.buf_size;
+				int bid = r->slot_bid[(r->pos_of_bid[first] + n) & (r->o->buf_count - 1)];
+				unsigned take = left < r->o->buf_size ? left : r->o->buf_size;
 
 				if (n == max)
 					die("a bundle took more buffers than the ring holds", EOVERFLOW);
 				left -= take;
 				/* The kernel's flag and our count must agree on the last. */
-				if (!left && more != (take < opts.buf_size))
+				if (!left && more != (take < r->o->buf_size))
 					die("a bundle's last incremental buffer: the kernel's BUF_MORE and the "
 					    "bytes counted here disagree", EPROTO);
 				inc_take(r, bid, take, left || !more);
@@ -215,12 +215,12 @@ unsigned recv_buffers(struct uring_ctx *r, struct io_uring_cqe *cqe, int *bids, 
 			}
 		}
 	} else {
-		if (opts.recv_bundle && cqe->res > 0)
-			n = ((unsigned)cqe->res + opts.buf_size - 1) / opts.buf_size;
+		if (r->o->recv_bundle && cqe->res > 0)
+			n = ((unsigned)cqe->res + r->o->buf_size - 1) / r->o->buf_size;
 		if (n > max)
 			die("a bundle took more buffers than the ring holds", EOVERFLOW);
 		for (unsigned i = 1; i < n; i++)
-			bids[i] = r->slot_bid[(r->pos_of_bid[first] + i) & (opts.buf_count - 1)];
+			bids[i] = r->slot_bid[(r->pos_of_bid[first] + i) & (r->o->buf_count - 1)];
 		*data = buf_addr(r, first);
 		r->bufs_held += n;
 	}
@@ -235,7 +235,7 @@ unsigned recv_buffers(struct uring_ctx *r, struct io_uring_cqe *cqe, int *bids, 
  * once the kernel retired it and no other chunk points into it. */
 void buf_release(struct uring_ctx *r, int bid)
 {
-	if (!opts.buf_inc) {
+	if (!r->o->buf_inc) {
 		buf_return(r, bid);
 		return;
 	}

@@ -27,7 +27,7 @@ void arm_accept(struct uring_ctx *r)
 {
 	struct io_uring_sqe *sqe = sqe_get(r);
 
-	if (opts.multishot_accept)
+	if (r->o->multishot_accept)
 		io_uring_prep_multishot_accept(sqe, r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
 	else
 		io_uring_prep_accept(sqe, r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -52,7 +52,7 @@ void recv_now(struct uring_ctx *r, int fd)
 	struct uconn *c = &r->conns[fd];
 	struct io_uring_sqe *sqe = sqe_get(r);
 
-	io_uring_prep_recv(sqe, fd, c->buf, opts.buf_size, MSG_DONTWAIT);
+	io_uring_prep_recv(sqe, fd, c->buf, r->o->buf_size, MSG_DONTWAIT);
 	data_flags(r, sqe);
 	io_uring_sqe_set_data64(sqe, ud(OP_RECV, c->gen, fd));
 	c->recv_inflight = 1;
@@ -64,20 +64,20 @@ void arm_recv(struct uring_ctx *r, int fd)
 	struct uconn *c = &r->conns[fd];
 	struct io_uring_sqe *sqe;
 
-	if (opts.poll_first) {
+	if (r->o->poll_first) {
 		arm_poll(r, fd);
 		return;
 	}
 	/* A receive and its link timeout must go in the same submission. */
-	make_room(r, opts.link_timeout_ms > 0 ? 2 : 1);
+	make_room(r, r->o->link_timeout_ms > 0 ? 2 : 1);
 	sqe = sqe_get(r);
-	int provided = opts.buf_ring || opts.buf_select;
+	int provided = r->o->buf_ring || r->o->buf_select;
 
-	if (opts.multishot_recv)
+	if (r->o->multishot_recv)
 		io_uring_prep_recv_multishot(sqe, fd, NULL, 0, 0);
 	else
-		io_uring_prep_recv(sqe, fd, provided ? NULL : c->buf, opts.buf_size, 0);
-	if (opts.recv_bundle) {
+		io_uring_prep_recv(sqe, fd, provided ? NULL : c->buf, r->o->buf_size, 0);
+	if (r->o->recv_bundle) {
 		/* A bundle takes as many buffers as the data fills: no length. */
 		sqe->ioprio |= IORING_RECVSEND_BUNDLE;
 		sqe->len = 0;
@@ -89,11 +89,11 @@ void arm_recv(struct uring_ctx *r, int fd)
 	data_flags(r, sqe);
 	io_uring_sqe_set_data64(sqe, ud(OP_RECV, c->gen, fd));
 	c->recv_armed = 1;
-	if (opts.link_timeout_ms > 0) {
+	if (r->o->link_timeout_ms > 0) {
 		struct io_uring_sqe *t = sqe_get(r);   /* reserve() kept a slot */
 
-		sqe->flags |= opts.hardlink ? IOSQE_IO_HARDLINK : IOSQE_IO_LINK;
-		io_uring_prep_link_timeout(t, &link_ts, 0);
+		sqe->flags |= r->o->hardlink ? IOSQE_IO_HARDLINK : IOSQE_IO_LINK;
+		io_uring_prep_link_timeout(t, &r->s->link_ts, 0);
 		io_uring_sqe_set_data64(t, ud(OP_TIMEOUT, c->gen, fd));
 	}
 }
@@ -131,7 +131,7 @@ void conn_close(struct uring_ctx *r, int fd)
 
 	unstarve(r, fd);
 	drop_queue(r, c);
-	if (opts.napi_us) {
+	if (r->o->napi_us) {
 		/* Read at close, after the connection's packets: the id is set
 		 * as they arrive. */
 		unsigned napi_id = 0;
@@ -142,7 +142,7 @@ void conn_close(struct uring_ctx *r, int fd)
 		r->c.napi_checked++;
 		r->c.napi_conns += napi_id != 0;
 	}
-	if (opts.fixed_files) {
+	if (r->o->fixed_files) {
 		int minus_one = -1;
 
 		(void)io_uring_register_files_update(&r->ring, (unsigned)fd, &minus_one, 1);
@@ -191,7 +191,7 @@ static void start_closing(struct uring_ctx *r, int fd)
 	struct uconn *c = &r->conns[fd];
 
 	c->closing = 1;
-	if (opts.poll_first && c->recv_armed && !c->recv_cancelling)
+	if (r->o->poll_first && c->recv_armed && !c->recv_cancelling)
 		cancel_recv(r, fd);
 	close_when_idle(r, fd);
 }
@@ -200,7 +200,7 @@ void conn_open(struct uring_ctx *r, int fd)
 {
 	struct uconn *c;
 
-	if ((size_t)fd >= nconns || set_nodelay(fd) != 0) {
+	if ((size_t)fd >= r->s->nconns || set_nodelay(fd) != 0) {
 		close(fd);
 		return;
 	}
@@ -211,15 +211,15 @@ void conn_open(struct uring_ctx *r, int fd)
 	c->ring = r->idx;
 	c->head = c->tail = NULL;
 	c->queued = c->held = 0;
-	if (!(opts.buf_ring || opts.buf_select)) {
-		c->buf = malloc(opts.buf_size);
+	if (!(r->o->buf_ring || r->o->buf_select)) {
+		c->buf = malloc(r->o->buf_size);
 		if (!c->buf) {
 			close(fd);
 			c->open = 0;
 			return;
 		}
 	}
-	if (opts.fixed_files) {
+	if (r->o->fixed_files) {
 		int ret = io_uring_register_files_update(&r->ring, (unsigned)fd, &fd, 1);
 
 		if (ret < 0) {
@@ -230,7 +230,7 @@ void conn_open(struct uring_ctx *r, int fd)
 			return;
 		}
 	}
-	if (opts.send_bundle)
+	if (r->o->send_bundle)
 		send_ring_open(r, fd);
 	r->c.accepted++;
 	r->open_conns++;
@@ -241,7 +241,7 @@ void cancel_recv(struct uring_ctx *r, int fd)
 {
 	struct io_uring_sqe *sqe = sqe_get(r);
 
-	io_uring_prep_cancel64(sqe, ud(opts.poll_first ? OP_POLL : OP_RECV, r->conns[fd].gen, fd), 0);
+	io_uring_prep_cancel64(sqe, ud(r->o->poll_first ? OP_POLL : OP_RECV, r->conns[fd].gen, fd), 0);
 	io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, 0, 0));
 	r->conns[fd].recv_cancelling = 1;
 }
@@ -264,7 +264,7 @@ static void on_polled_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd
 		/* A full buffer may leave bytes in the socket, and the peer's end
 		 * may wait behind this data: neither raises a new poll event, so
 		 * read again once this echo has gone. */
-		if ((unsigned)cqe->res == opts.buf_size || c->hup)
+		if ((unsigned)cqe->res == r->o->buf_size || c->hup)
 			c->readable = 1;
 		queue_chunk(r, fd, c->buf, (unsigned)cqe->res, OWN_BUFFER);
 		return;
@@ -285,9 +285,9 @@ static void on_polled_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd
  * share is copied out and its buffers returned. */
 static unsigned fair_share(const struct uring_ctx *r)
 {
-	unsigned long long held = (unsigned long long)opts.buf_count * opts.hold_pct / 100u;
+	unsigned long long held = (unsigned long long)r->o->buf_count * r->o->hold_pct / 100u;
 
-	if (opts.hold_pct == 0)
+	if (r->o->hold_pct == 0)
 		return UINT_MAX;   /* --hold-share 0: no cap */
 
 	return (unsigned)(held / (r->open_conns ? r->open_conns : 1u));
@@ -314,7 +314,7 @@ static void queue_received(struct uring_ctx *r, int fd, const int *bids, unsigne
 		 * buffer partly used); each fills its buffer's rest, the last the
 		 * bytes left. */
 		char *piece = i == 0 ? data : buf_addr(r, bids[i]);
-		unsigned room = opts.buf_size - (unsigned)(piece - buf_addr(r, bids[i]));
+		unsigned room = r->o->buf_size - (unsigned)(piece - buf_addr(r, bids[i]));
 		unsigned piece_len = len < room ? len : room;
 
 		len -= piece_len;
@@ -342,13 +342,13 @@ void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 	char *data = NULL;
 
 	if (cqe->flags & IORING_CQE_F_BUFFER)
-		nbufs = recv_buffers(r, cqe, bids, r->bundle_bids ? opts.buf_count : 1, &data);
+		nbufs = recv_buffers(r, cqe, bids, r->bundle_bids ? r->o->buf_count : 1, &data);
 	if (stale) {
 		for (unsigned i = 0; i < nbufs; i++)
 			buf_release(r, bids[i]);
 		return;
 	}
-	if (opts.poll_first) {
+	if (r->o->poll_first) {
 		on_polled_recv(r, cqe, fd);
 		return;
 	}
@@ -363,7 +363,7 @@ void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 		/* A multishot receive that ended without an error (a bundle that
 		 * drained the buffer ring ends so, without ENOBUFS): after_send
 		 * re-arms it once the echo has gone. */
-		if (!more && opts.multishot_recv)
+		if (!more && r->o->multishot_recv)
 			r->c.rearms++;
 		queue_received(r, fd, bids, nbufs, data, (unsigned)cqe->res);
 		/* Backpressure: stop a multishot receive while this connection's
@@ -383,9 +383,9 @@ void on_recv(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 			return;
 		/* Buffers may have come back between the kernel's failure and
 		 * this completion; then no later return would wake this one. */
-		if (r->bufs_held < opts.buf_count)
+		if (r->bufs_held < r->o->buf_count)
 			arm_recv(r, fd);
-		else if (r->nstarved < nconns)
+		else if (r->nstarved < r->s->nconns)
 			r->starved[r->nstarved++] = fd;
 		return;
 	}
@@ -439,7 +439,7 @@ void on_poll(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 
 void route_or_open(struct uring_ctx *r, int fd)
 {
-	int target = opts.granule > 0 ? (fd / opts.granule) % opts.rings : r->idx;
+	int target = r->o->granule > 0 ? (fd / r->o->granule) % r->o->rings : r->idx;
 
 	if (target == r->idx) {
 		conn_open(r, fd);
@@ -449,7 +449,7 @@ void route_or_open(struct uring_ctx *r, int fd)
 	{
 		struct io_uring_sqe *sqe = sqe_get(r);
 
-		io_uring_prep_msg_ring(sqe, rings[target].ring.ring_fd, 0, ud(OP_HANDOFF, 0, fd), 0);
+		io_uring_prep_msg_ring(sqe, r->s->rings[target].ring.ring_fd, 0, ud(OP_HANDOFF, 0, fd), 0);
 		io_uring_sqe_set_data64(sqe, ud(OP_MSG, 0, fd));
 	}
 }

@@ -29,7 +29,7 @@ static int submit_enters(struct uring_ctx *r)
 {
 	if (!io_uring_sq_ready(&r->ring))
 		return 0;
-	if (!opts.ring.sqpoll)
+	if (!r->o->ring.sqpoll)
 		return 1;
 	return (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP) != 0;
 }
@@ -49,7 +49,7 @@ void make_room(struct uring_ctx *r, unsigned n)
 		r->c.sqes += (uint64_t)ret;
 		if (io_uring_sq_space_left(&r->ring) >= n)
 			break;
-		if (opts.ring.sqpoll) {
+		if (r->o->ring.sqpoll) {
 			ret = io_uring_sqring_wait(&r->ring);
 			if (ret < 0 && ret != -EINTR)
 				die("io_uring_sqring_wait", -ret);
@@ -73,13 +73,13 @@ struct io_uring_sqe *sqe_get(struct uring_ctx *r)
 /* Flags every data SQE gets from the command line. */
 void data_flags(struct uring_ctx *r, struct io_uring_sqe *sqe)
 {
-	if (opts.fixed_files)
+	if (r->o->fixed_files)
 		sqe->flags |= IOSQE_FIXED_FILE;
-	if (opts.async) {
+	if (r->o->async) {
 		sqe->flags |= IOSQE_ASYNC;
 		r->c.async_sqes++;
 	}
-	if (opts.drain)
+	if (r->o->drain)
 		sqe->flags |= IOSQE_IO_DRAIN;
 }
 
@@ -89,7 +89,7 @@ static void handle(struct uring_ctx *r, struct io_uring_cqe *cqe)
 {
 	__u64 u = io_uring_cqe_get_data64(cqe);
 	int fd = ud_fd(u);
-	int stale = fd >= 0 && (size_t)fd < nconns && (r->conns[fd].gen & 0xffffff) != ud_gen(u);
+	int stale = fd >= 0 && (size_t)fd < r->s->nconns && (r->conns[fd].gen & 0xffffff) != ud_gen(u);
 
 	switch (ud_op(u)) {
 	case OP_ACCEPT:
@@ -110,7 +110,7 @@ static void handle(struct uring_ctx *r, struct io_uring_cqe *cqe)
 			   && cqe->res != -ECANCELED) {
 			fprintf(stderr, PROG ": accept: %s\n", strerror(-cqe->res));
 		}
-		if (!(cqe->flags & IORING_CQE_F_MORE) && !atomic_load(&stopping)) {
+		if (!(cqe->flags & IORING_CQE_F_MORE) && !atomic_load(&r->s->stopping)) {
 			if (r->accept_paused) {
 				struct io_uring_sqe *sqe = sqe_get(r);
 
@@ -123,7 +123,7 @@ static void handle(struct uring_ctx *r, struct io_uring_cqe *cqe)
 		break;
 	case OP_RESUME:
 		r->accept_paused = 0;
-		if (!atomic_load(&stopping))
+		if (!atomic_load(&r->s->stopping))
 			arm_accept(r);
 		break;
 	case OP_RECV:
@@ -162,23 +162,23 @@ static void handle(struct uring_ctx *r, struct io_uring_cqe *cqe)
 }
 
 /* Ring 0: has a stop signal arrived? Then wake every other ring. */
-static int check_stop(void)
+static int check_stop(struct uring_ctx *r)
 {
 	struct signalfd_siginfo si;
-	ssize_t n = read(stop_fd, &si, sizeof(si));
+	ssize_t n = read(r->s->stop_fd, &si, sizeof(si));
 
 	if (n < 0 && errno != EAGAIN && errno != EINTR)
 		die("reading the stop signalfd", errno);
 	if (n <= 0)
 		return 0;
-	atomic_store(&stopping, 1);
-	for (int i = 1; i < opts.rings; i++) {
-		struct io_uring_sqe *sqe = sqe_get(&rings[0]);
+	atomic_store(&r->s->stopping, 1);
+	for (int i = 1; i < r->s->nrings; i++) {
+		struct io_uring_sqe *sqe = sqe_get(r);
 
-		io_uring_prep_msg_ring(sqe, rings[i].ring.ring_fd, 0, ud(OP_STOP, 0, 0), 0);
+		io_uring_prep_msg_ring(sqe, r->s->rings[i].ring.ring_fd, 0, ud(OP_STOP, 0, 0), 0);
 		io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, 0, 0));
 	}
-	if (opts.rings > 1 && io_uring_submit(&rings[0].ring) < 0)
+	if (r->s->nrings > 1 && io_uring_submit(&r->ring) < 0)
 		die("waking the other rings", EIO);
 	return 1;
 }
@@ -199,8 +199,8 @@ static unsigned flush_sq(struct io_uring *ring)
 	return tail - io_uring_smp_load_acquire(sq->khead);
 }
 
-/* Submit what is queued and wait for opts.wait_nr completions, returning
- * after opts.min_wait_us with those that arrived (at least one), or at
+/* Submit what is queued and wait for r->o->wait_nr completions, returning
+ * after r->o->min_wait_us with those that arrived (at least one), or at
  * `ts` with none: one io_uring_enter with IORING_ENTER_EXT_ARG, which
  * liburing 2.3 cannot pass min_wait_usec through. With --reg-wait the
  * same timeout and minimum wait come from the ring's registered region
@@ -211,21 +211,21 @@ static int submit_and_wait_batched(struct uring_ctx *r, struct __kernel_timespec
 {
 	struct io_uring_getevents_arg arg = { .sigmask = 0, .sigmask_sz = _NSIG / 8,
 					      .ts = (__u64)(uintptr_t)ts };
-	unsigned flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | (opts.reg_wait ? IOLAB_ENTER_EXT_ARG_REG : 0);
-	void *argp = opts.reg_wait ? NULL : &arg;
-	size_t argsz = opts.reg_wait ? sizeof(struct iolab_reg_wait) : sizeof(arg);
+	unsigned flags = IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG | (r->o->reg_wait ? IOLAB_ENTER_EXT_ARG_REG : 0);
+	void *argp = r->o->reg_wait ? NULL : &arg;
+	size_t argsz = r->o->reg_wait ? sizeof(struct iolab_reg_wait) : sizeof(arg);
 	unsigned submit = flush_sq(&r->ring);
 	int fd = r->ring.ring_fd;
 
-	IOLAB_GETEVENTS_MIN_WAIT(arg) = opts.min_wait_us;
-	if (opts.ring.sqpoll && (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP))
+	IOLAB_GETEVENTS_MIN_WAIT(arg) = r->o->min_wait_us;
+	if (r->o->ring.sqpoll && (IO_URING_READ_ONCE(*r->ring.sq.kflags) & IORING_SQ_NEED_WAKEUP))
 		flags |= IORING_ENTER_SQ_WAKEUP;
-	if (opts.ring.register_ring_fd) {
+	if (r->o->ring.register_ring_fd) {
 		fd = r->ring.enter_ring_fd;
 		flags |= IORING_ENTER_REGISTERED_RING;
 	}
 	/* liburing's wrapper returns -errno itself and leaves errno alone. */
-	return io_uring_enter2((unsigned)fd, submit, opts.wait_nr, flags, (sigset_t *)argp, argsz);
+	return io_uring_enter2((unsigned)fd, submit, r->o->wait_nr, flags, (sigset_t *)argp, argsz);
 }
 
 void *run_ring(void *arg)
@@ -236,7 +236,7 @@ void *run_ring(void *arg)
 
 	if (r->listen_fd >= 0)
 		arm_accept(r);
-	while (!atomic_load(&stopping)) {
+	while (!atomic_load(&r->s->stopping)) {
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
 		int ret;
@@ -246,15 +246,15 @@ void *run_ring(void *arg)
 			 * at most that often: one read() per interval under load. */
 			struct io_uring_cqe *first;
 
-			ret = opts.min_wait_us || opts.reg_wait ? submit_and_wait_batched(r, &check_every)
+			ret = r->o->min_wait_us || r->o->reg_wait ? submit_and_wait_batched(r, &check_every)
 					       : io_uring_submit_and_wait_timeout(&r->ring, &first, 1, &check_every, NULL);
 			if (now_ns() >= next_check) {
 				next_check = now_ns() + STOP_CHECK_MS * 1000000ull;
-				if (check_stop())
+				if (check_stop(r))
 					break;
 			}
 		} else {
-			ret = opts.min_wait_us || opts.reg_wait ? submit_and_wait_batched(r, NULL)
+			ret = r->o->min_wait_us || r->o->reg_wait ? submit_and_wait_batched(r, NULL)
 							       : io_uring_submit_and_wait(&r->ring, 1);
 		}
 		/* Waiting for a completion always enters the kernel (liburing). */

@@ -105,7 +105,7 @@ static void send_head(struct uring_ctx *r, int fd)
 	struct uconn *c = &r->conns[fd];
 	struct chunk *ch = c->head;
 	struct io_uring_sqe *sqe = sqe_get(r);
-	int flags = MSG_NOSIGNAL | (opts.poll_first ? MSG_DONTWAIT : 0);
+	int flags = MSG_NOSIGNAL | (r->o->poll_first ? MSG_DONTWAIT : 0);
 
 	c->send_pieces = 1;
 	c->send_len = ch->len - ch->off;
@@ -121,15 +121,15 @@ static void send_head(struct uring_ctx *r, int fd)
 		c->send_inflight = 1;
 		return;
 	}
-	if (opts.send_zc && opts.zc_fixed && ch->bid >= 0) {
+	if (r->o->send_zc && r->o->zc_fixed && ch->bid >= 0) {
 		/* The provided-buffer area is registered buffer 0 (--zc-fixed). */
 		io_uring_prep_send_zc_fixed(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL,
 					    IORING_SEND_ZC_REPORT_USAGE, 0);
 		r->c.zc_fixed++;
-	} else if (opts.send_zc)
+	} else if (r->o->send_zc)
 		io_uring_prep_send_zc(sqe, fd, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL,
 				      IORING_SEND_ZC_REPORT_USAGE);
-	else if (opts.gather_send && ch->next)
+	else if (r->o->gather_send && ch->next)
 		io_uring_prep_sendmsg(sqe, fd, gather_queue(c), (unsigned)flags);
 	else
 		io_uring_prep_send(sqe, fd, ch->data + ch->off, ch->len - ch->off, flags);
@@ -167,7 +167,7 @@ static void after_send(struct uring_ctx *r, int fd)
 		close_when_idle(r, fd);
 		return;
 	}
-	if (opts.poll_first) {
+	if (r->o->poll_first) {
 		/* The poll stays armed; data it reported while the buffer was busy
 		 * is read now. */
 		if (c->readable && !c->recv_inflight)
@@ -318,7 +318,7 @@ void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 		return;
 	}
 	c->send_inflight = 0;
-	if (cqe->res == -EAGAIN && opts.poll_first) {
+	if (cqe->res == -EAGAIN && r->o->poll_first) {
 		/* MSG_DONTWAIT found the socket full: send again once it has room. */
 		struct io_uring_sqe *sqe = sqe_get(r);
 
@@ -329,7 +329,7 @@ void on_send(struct uring_ctx *r, struct io_uring_cqe *cqe, int fd, int stale)
 		c->send_inflight = 1;
 		return;
 	}
-	if (cqe->res == -EINVAL && opts.send_zc) {
+	if (cqe->res == -EINVAL && r->o->send_zc) {
 		/* Every zero-copy send asks for a usage report: a kernel without
 		 * them refuses the first send. */
 		fprintf(stderr, PROG ": unavailable: this kernel refused a zero-copy send with "
