@@ -47,6 +47,7 @@ from iolab.analysis import costmodel, echostats, latency, models
 from iolab.report import plots
 from iolab.report.outputs import Outputs
 from iolab.rooms.echo import modern as echo_modern
+from iolab.rooms.echo import stats as echo_stats
 from iolab.rooms.echo import present as echo_present
 from iolab.rooms.latency import present as latency_present
 
@@ -150,29 +151,29 @@ curves if open_loop is not None else None
 
 # %%
 node_echo = echostats.select(all_echo, node, presets)
-modern_view = echo_modern.ratios(node_echo)
-modern_counts = echo_modern.counters(node_echo)
-modern_presets = echo_modern.modern_presets(node_echo)
+modern_view = echo_stats.ratios(node_echo)
+modern_counts = echo_stats.counters(node_echo)
+modern_presets = echo_stats.modern_presets(node_echo)
 if modern_presets:
     # Beside the saturated cells: the same ratio at the fixed offered rates
     # (the latency experiment), for the presets of this view.
     fixed, fixed_rows, fixed_cell = echo_modern.fixed_rate_view(open_loop, set(modern_view["preset"]))
     fig = echo_present.modern_figure(
         modern_view,
-        echo_modern.GOAL,
-        echo_modern.all_inert_cells(modern_counts),
-        echo_modern.floor_ratios(node_echo, floor),
+        echo_stats.GOAL,
+        echo_stats.all_inert_cells(modern_counts),
+        echo_stats.floor_ratios(node_echo, floor),
         fixed=fixed,
         fixed_cell=fixed_cell,
     )
-    out.figure(fig, "echo_modern", data=echo_modern.figure_rows(node_echo, modern_presets, fixed_rows))
+    out.figure(fig, "echo_modern", data=echo_stats.figure_rows(node_echo, modern_presets, fixed_rows))
     plt.show()
     echo_modern.numbers(out, modern_view)
     out.text("echo_modern_features", echo_modern.features_text(modern_presets))
 # The cost model's view: model B (the cost probes' fits) prices each preset's
 # request at the SQEs and io_uring_enter calls it used; measured over that
 # price is what the counts do not explain.
-modern_cost = echo_modern.cost_view(
+modern_cost = echo_stats.cost_view(
     node_echo, costmodel.central_inputs(costmodel.per_rep_inputs(syscall, sendrecv, uring_batch, node=cost_node))
 )
 out.text("echo_modern_answer", echo_modern.answer(modern_view, modern_counts, cost=modern_cost))

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from iolab.analysis.costmodel import OPS, CostInputs, Fit
-from iolab.rooms.echo import modern
+from iolab.rooms.echo import modern, stats
 
 FLAGS = {
     "epoll": "",
@@ -62,16 +62,16 @@ def table(
 
 
 def test_a_preset_is_modern_by_its_flags() -> None:
-    assert modern.modern_presets(table(0.7, 0.03)) == {"recv_bundle": ["receive bundles"]}
+    assert stats.modern_presets(table(0.7, 0.03)) == {"recv_bundle": ["receive bundles"]}
 
 
 def test_a_clear_win_is_reported_with_its_cells() -> None:
     echo = table(0.70, 0.03)
-    view = modern.ratios(echo)
+    view = stats.ratios(echo)
     assert set(view["pipeline"]) == {1, 8}  # each depth paired within itself
-    cpu = view[(view["metric"] == modern.CPU) & (view["preset"] == "recv_bundle")]
+    cpu = view[(view["metric"] == stats.CPU) & (view["preset"] == "recv_bundle")]
     assert len(cpu) == 4 and ((cpu["ratio"] > 0.6) & (cpu["ratio"] < 0.8)).all()
-    text = modern.answer(view, modern.counters(echo))
+    text = modern.answer(view, stats.counters(echo))
     assert "yes, modern io_uring beats epoll here in 4 of 4 cells" in text
     assert "8 in flight" in text
 
@@ -80,10 +80,10 @@ def test_a_median_under_the_goal_with_an_interval_over_it_is_no_win() -> None:
     """The negative control: bundles at 0.84x with noise wide enough that
     the interval crosses 0.85. Counting medians would call it a win."""
     echo = table(0.84, 0.12, reps=6, seed=3)
-    view = modern.ratios(echo)
-    cpu = view[(view["metric"] == modern.CPU) & (view["preset"] == "recv_bundle")]
-    assert (cpu["ratio"] <= modern.GOAL).any() and (cpu["high"] > modern.GOAL).all()
-    text = modern.answer(view, modern.counters(echo))
+    view = stats.ratios(echo)
+    cpu = view[(view["metric"] == stats.CPU) & (view["preset"] == "recv_bundle")]
+    assert (cpu["ratio"] <= stats.GOAL).any() and (cpu["high"] > stats.GOAL).all()
+    text = modern.answer(view, stats.counters(echo))
     assert "no; no modern preset reached 0.85" in text
     # Where the cost goes: the counters per message at the largest size.
     assert "recv_bundle 5.0 SQEs per message (4.0 buffers per receive" in text
@@ -91,10 +91,10 @@ def test_a_median_under_the_goal_with_an_interval_over_it_is_no_win() -> None:
 
 def test_a_bundle_of_one_buffer_is_labelled_inert() -> None:
     echo = table(1.0, 0.03, bundle_buffers=1.0)
-    counts = modern.counters(echo)
+    counts = stats.counters(echo)
     assert set(counts.loc[counts["preset"] == "recv_bundle", "inert"]) == {"receive bundles"}
     assert set(counts.loc[counts["preset"] == "defer_taskrun_multishot", "inert"]) == {""}
-    text = modern.answer(modern.ratios(echo), counts)
+    text = modern.answer(stats.ratios(echo), counts)
     # Every cell of the only modern preset idle: nothing is left to answer with.
     assert "leaving out 4 cells" in text and "so the question is not answered here" in text
     assert "did nothing; xN: N requests in flight): receive bundles in recv_bundle at 64 KiB, 64 KiB x8." in text
@@ -103,8 +103,8 @@ def test_a_bundle_of_one_buffer_is_labelled_inert() -> None:
 def test_without_a_modern_preset_the_question_is_left_open() -> None:
     echo = table(0.7, 0.03)
     echo = echo[echo["preset"] != "recv_bundle"]
-    assert modern.ratios(echo).empty
-    assert "not answered here" in modern.answer(modern.ratios(echo), modern.counters(echo))
+    assert stats.ratios(echo).empty
+    assert "not answered here" in modern.answer(stats.ratios(echo), stats.counters(echo))
 
 
 def with_napi(echo: pd.DataFrame, napi_conns: int) -> pd.DataFrame:
@@ -120,11 +120,11 @@ def test_napi_busy_polling_without_napi_ids_is_labelled_inert() -> None:
     """On loopback no socket has a NAPI id: the preset is labelled inert, not
     presented as measured. Where sockets had ids (a NIC node) it is not."""
     echo = with_napi(table(1.0, 0.03), napi_conns=0)
-    assert modern.modern_presets(echo)["napi"] == ["NAPI busy polling"]
-    counts = modern.counters(echo)
+    assert stats.modern_presets(echo)["napi"] == ["NAPI busy polling"]
+    counts = stats.counters(echo)
     assert set(counts.loc[counts["preset"] == "napi", "inert"]) == {"NAPI busy polling"}
-    assert "NAPI busy polling in napi at 64 KiB, 64 KiB x8" in modern.answer(modern.ratios(echo), counts)
-    on_a_nic = modern.counters(with_napi(table(1.0, 0.03), napi_conns=50))
+    assert "NAPI busy polling in napi at 64 KiB, 64 KiB x8" in modern.answer(stats.ratios(echo), counts)
+    on_a_nic = stats.counters(with_napi(table(1.0, 0.03), napi_conns=50))
     assert set(on_a_nic.loc[on_a_nic["preset"] == "napi", "inert"]) == {""}
 
 
@@ -141,12 +141,12 @@ def test_an_inert_presets_cells_are_not_counted_as_a_win() -> None:
         return echo
 
     inert = halved(0)
-    text = modern.answer(modern.ratios(inert), modern.counters(inert))
+    text = modern.answer(stats.ratios(inert), stats.counters(inert))
     assert "leaving out 4 cells" in text and "no; no modern preset reached 0.85" in text
     assert "The closest was napi" not in text
     live = halved(50)
     assert "yes, modern io_uring beats epoll here in 4 of 8 cells" in modern.answer(
-        modern.ratios(live), modern.counters(live)
+        stats.ratios(live), stats.counters(live)
     )
 
 
@@ -157,25 +157,25 @@ def test_the_cost_view_prices_each_request_at_the_sqes_and_enters_it_used() -> N
     fits = {op: {"A": Fit("A", {"t": 500.0}, 0.0, 5), "B": Fit("B", {"a": 300.0, "b": 50.0}, 0.0, 5)} for op in OPS}
     ci = CostInputs(s=100.0, w={"send": 1000.0, "recv": 1000.0}, fits=fits, t1={"send": 500.0, "recv": 500.0})
     echo = table(1.0, 0.03)
-    view = modern.cost_view(echo, ci).set_index(["preset", "pipeline"])
+    view = stats.cost_view(echo, ci).set_index(["preset", "pipeline"])
     bundle = view.loc[("recv_bundle", 1)]
     assert bundle["sqes_per_request"] == 5.0 and bundle["enters_per_request"] == 1.0
     assert bundle["model_b_ns"] == 1.0 * 400 + 5.0 * 50
     assert bundle["measured_over_model"] == bundle["measured_ns"] / 650.0
     assert set(view.index.get_level_values("preset")) == {"recv_bundle", "defer_taskrun_multishot"}
-    text = modern.answer(modern.ratios(echo), modern.counters(echo), cost=modern.cost_view(echo, ci))
+    text = modern.answer(stats.ratios(echo), stats.counters(echo), cost=stats.cost_view(echo, ci))
     assert "Model B (each io_uring_enter s + a, each SQE b" in text and "recv_bundle 0.7 µs (5.0 SQEs" in text
     assert "(c \u2265 50)" in text and ">=" not in text  # the reader gets the sign, not code
 
 
 def test_the_floor_is_drawn_as_a_share_of_epolls_cost() -> None:
     echo = table(1.0, 0.03)
-    floor = modern.floor_ratios(echo, 4_000.0)
+    floor = stats.floor_ratios(echo, 4_000.0)
     ours = echo[(echo["preset"] == "epoll") & (echo["pipeline"] == 1)]
     for (c, b), ratio in floor.items():
         epoll = ours[(ours["connections"] == c) & (ours["bytes"] == b)]["server_ns_per_request"].median()
         assert ratio == 4_000.0 / epoll
-    assert set(floor) == {(50, 65536), (500, 65536)} and modern.floor_ratios(echo, float("nan")) == {}
+    assert set(floor) == {(50, 65536), (500, 65536)} and stats.floor_ratios(echo, float("nan")) == {}
 
 
 def test_a_send_bundle_of_one_chunk_per_pass_is_labelled_inert() -> None:
@@ -190,11 +190,11 @@ def test_a_send_bundle_of_one_chunk_per_pass_is_labelled_inert() -> None:
         )
         return pd.concat([echo, sb], ignore_index=True)
 
-    counts = modern.counters(with_send_bundle(1.0))
-    assert modern.modern_presets(with_send_bundle(1.0))["send_bundle"] == ["receive bundles", "send bundles"]
+    counts = stats.counters(with_send_bundle(1.0))
+    assert stats.modern_presets(with_send_bundle(1.0))["send_bundle"] == ["receive bundles", "send bundles"]
     assert set(counts.loc[counts["preset"] == "send_bundle", "inert"]) == {"send bundles"}
     assert not counts.loc[counts["preset"] == "send_bundle", "all_inert"].any()
-    working = modern.counters(with_send_bundle(4.0))
+    working = stats.counters(with_send_bundle(4.0))
     assert set(working.loc[working["preset"] == "send_bundle", "inert"]) == {""}
 
 
@@ -225,18 +225,18 @@ def test_the_figure_draws_the_fixed_rate_beside_the_saturated_cells() -> None:
                 )
     open_loop = pd.DataFrame(rows)
     echo = table(0.9, 0.03)
-    view = modern.ratios(echo)
+    view = stats.ratios(echo)
     fixed, fixed_rows, cell = modern.fixed_rate_view(open_loop, set(view["preset"]))
     assert cell == "c 50, 16 KiB" and set(fixed["preset"]) == {"recv_bundle"}
     assert np.allclose(fixed["ratio"], 2.0) and set(fixed_rows["preset"]) == {"epoll", "recv_bundle"}
-    assert len(modern.figure_rows(echo, modern.modern_presets(echo), fixed_rows)) == len(echo) + len(fixed_rows)
-    fig = present.modern_figure(view, modern.GOAL, fixed=fixed, fixed_cell=cell)
+    assert len(stats.figure_rows(echo, stats.modern_presets(echo), fixed_rows)) == len(echo) + len(fixed_rows)
+    fig = present.modern_figure(view, stats.GOAL, fixed=fixed, fixed_cell=cell)
     titles = [ax.get_title() for ax in fig.axes]
     assert titles[-1] == "fixed rate\nc 50, 16 KiB" and len(titles) == 3
     assert [t.get_text() for t in fig.axes[-1].get_xticklabels()] == ["25%\n2.5k", "50%\n5.0k"]
     none = modern.fixed_rate_view(None, set(view["preset"]))
     assert none[0].empty and none[2] == ""
-    assert len(present.modern_figure(view, modern.GOAL, fixed=none[0]).axes) == 2
+    assert len(present.modern_figure(view, stats.GOAL, fixed=none[0]).axes) == 2
 
 
 def test_the_epoll_wait_bridge_is_described_without_buffer_counts_and_not_priced() -> None:
@@ -256,9 +256,9 @@ def test_the_epoll_wait_bridge_is_described_without_buffer_counts_and_not_priced
         buffers_per_send=np.nan,
     )
     echo = pd.concat([echo, bridge], ignore_index=True)
-    assert modern.modern_presets(echo)["epoll_uring_wait"] == ["the epoll-wait bridge"]
-    cost = modern.cost_view(echo, ci)
+    assert stats.modern_presets(echo)["epoll_uring_wait"] == ["the epoll-wait bridge"]
+    cost = stats.cost_view(echo, ci)
     assert "epoll_uring_wait" not in set(cost["preset"])
-    text = modern.answer(modern.ratios(echo), modern.counters(echo), cost=cost)
+    text = modern.answer(stats.ratios(echo), stats.counters(echo), cost=cost)
     assert "epoll_uring_wait 0.5 SQEs per message (its ring only waits: 1 completion per enter)" in text
     assert "nan" not in text

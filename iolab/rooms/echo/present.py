@@ -376,13 +376,13 @@ def modern_figure(
     fixed_cell: str = "",
 ) -> Figure:
     """Server CPU per request over epoll's for the modern presets and the
-    older ring (``modern.ratios``): one panel per requests in flight, one
+    older ring (``stats.ratios``): one panel per requests in flight, one
     marker per cell (connections and message size) and preset, bars the
     95 % interval across repetitions; epoll at 1 and the study's goal
     dashed. Cells in ``inert`` ((preset, depth, bytes) whose every feature
-    the counters show idle: ``modern.all_inert_cells``) are drawn hollow.
+    the counters show idle: ``stats.all_inert_cells``) are drawn hollow.
     ``floor`` ((connections, bytes) -> the 2w floor over epoll's cost:
-    ``modern.floor_ratios``) marks each one-in-flight cell with a dotted
+    ``stats.floor_ratios``) marks each one-in-flight cell with a dotted
     dash: no server goes below it on the kernel work of a recv and a send.
     ``fixed`` (``latency.fixed_rate_cpu``: each preset's server CPU per
     request over epoll's when every preset is offered the same requests/s)
