@@ -47,8 +47,8 @@ from iolab.analysis import costmodel, echostats, latency, models
 from iolab.report import plots
 from iolab.report.outputs import Outputs
 from iolab.rooms.echo import modern as echo_modern
-from iolab.rooms.echo import stats as echo_stats
 from iolab.rooms.echo import present as echo_present
+from iolab.rooms.echo import stats as echo_stats
 from iolab.rooms.latency import present as latency_present
 
 plots.style.apply()
