@@ -1,10 +1,12 @@
 """One echo cell: a server configuration under the load generator at one
-(connections, bytes). Where each side runs (CPUs, and the placeholders a
-preset's flags may name), starting the server, driving it with loadgen,
-stopping it, and merging both reports into the cell's raw row; a cell that
-cannot be measured raises CellError with the reason its row records.
-iolab.experiments.echo runs the sweep of cells; iolab.experiments.latency
-drives the same cells open loop.
+number of connections and one message size.
+
+This module places each side on its CPUs (and picks the spare CPUs a
+preset's flags may ask for), starts the server, drives it with loadgen, stops
+it, and merges both reports into the cell's raw row. A cell that cannot be
+measured raises CellError with the reason its row records. The sweep of
+cells is iolab.experiments.echo's; iolab.experiments.latency drives the
+same cells open loop.
 """
 
 from __future__ import annotations
