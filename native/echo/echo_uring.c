@@ -185,11 +185,10 @@ static void block_stop_signals(struct uring_server *s)
 static void open_rings(struct uring_server *s)
 {
 	s->nconns = raise_nofile(PROG);
-	s->nrings = s->opts.rings;
-	s->rings = calloc((size_t)s->nrings, sizeof(*s->rings));
+	s->rings = calloc((size_t)s->opts.rings, sizeof(*s->rings));
 	if (!s->rings)
 		die("allocating the rings", ENOMEM);
-	for (int i = 0; i < s->nrings; i++) {
+	for (int i = 0; i < s->opts.rings; i++) {
 		struct uring_ctx *r = &s->rings[i];
 
 		r->s = s;
@@ -203,7 +202,7 @@ static void open_rings(struct uring_server *s)
 			exit(1);
 		}
 		if (i == 0 || s->opts.granule == 0) {
-			r->listen_fd = listen_tcp(PROG, s->opts.bind, s->opts.port, s->nrings > 1, 0);
+			r->listen_fd = listen_tcp(PROG, s->opts.bind, s->opts.port, s->opts.rings > 1, 0);
 			if (s->opts.port == 0) {
 				struct sockaddr_in a;
 				socklen_t al = sizeof(a);
@@ -220,7 +219,7 @@ static void open_rings(struct uring_server *s)
 /* Close what the s->rings still hold: open connections, their queued chunks, the s->rings. */
 static void close_rings(struct uring_server *s)
 {
-	for (int i = 0; i < s->nrings; i++) {
+	for (int i = 0; i < s->opts.rings; i++) {
 		struct uconn *conns = s->rings[i].conns;
 
 		for (size_t fd = 0; fd < s->nconns; fd++) {
@@ -239,7 +238,7 @@ static void close_rings(struct uring_server *s)
 			close((int)fd);
 		}
 	}
-	for (int i = 0; i < s->nrings; i++) {
+	for (int i = 0; i < s->opts.rings; i++) {
 		io_uring_queue_exit(&s->rings[i].ring);
 		/* The send s->rings (--send-bundle) once the kernel let go of them. */
 		for (size_t fd = 0; fd < s->nconns; fd++)
@@ -268,7 +267,7 @@ static void print_counters(const struct uring_server *s, int iowq)
 	struct echo_counters total = { 0 };
 	char *config = options_json(&s->opts, iowq);
 
-	for (int i = 0; i < s->nrings; i++)
+	for (int i = 0; i < s->opts.rings; i++)
 		counters_add(&total, &s->rings[i].c);
 	print_final(stdout, "uring", &total, config);
 	free(config);
@@ -288,14 +287,14 @@ int main(int argc, char **argv)
 	block_stop_signals(s);
 	open_rings(s);
 	fprintf(stderr, PROG ": listening on %s:%d\n", s->opts.bind, s->opts.port);
-	for (int i = 1; i < s->nrings; i++) {
+	for (int i = 1; i < s->opts.rings; i++) {
 		int err = pthread_create(&s->rings[i].thread, NULL, run_ring, &s->rings[i]);
 
 		if (err != 0)
 			die("pthread_create", err);
 	}
 	run_ring(&s->rings[0]);
-	for (int i = 1; i < s->nrings; i++)
+	for (int i = 1; i < s->opts.rings; i++)
 		pthread_join(s->rings[i].thread, NULL);
 	close(s->stop_fd);
 	iowq = iowq_workers();   /* before the rings (and their io-wq) go */

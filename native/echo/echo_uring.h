@@ -103,9 +103,8 @@ struct send_gather {
 /* What the rings share: one, owned by main (echo_uring.c), which each ring
  * reaches through its `s`. Nothing else is global. */
 struct uring_server {
-	struct options opts;      /* set once, by options_parse, before any ring */
+	struct options opts;      /* options_parse, then the port picked, before any ring runs */
 	struct uring_ctx *rings;
-	int nrings;
 	size_t nconns;            /* every connection table's size */
 	int stop_fd;              /* signalfd for SIGTERM/SIGINT, read by ring 0 */
 	atomic_int stopping;      /* set by ring 0 once a stop signal arrived */

@@ -172,13 +172,13 @@ static int check_stop(struct uring_ctx *r)
 	if (n <= 0)
 		return 0;
 	atomic_store(&r->s->stopping, 1);
-	for (int i = 1; i < r->s->nrings; i++) {
+	for (int i = 1; i < r->o->rings; i++) {
 		struct io_uring_sqe *sqe = sqe_get(r);
 
 		io_uring_prep_msg_ring(sqe, r->s->rings[i].ring.ring_fd, 0, ud(OP_STOP, 0, 0), 0);
 		io_uring_sqe_set_data64(sqe, ud(OP_CANCEL, 0, 0));
 	}
-	if (r->s->nrings > 1 && io_uring_submit(&r->ring) < 0)
+	if (r->o->rings > 1 && io_uring_submit(&r->ring) < 0)
 		die("waking the other rings", EIO);
 	return 1;
 }
