@@ -20,6 +20,7 @@ SCRIPT = r"""
 section() { echo "=== $1"; }
 section hostname; uname -n
 section kernel; uname -r
+section boot_id; cat /proc/sys/kernel/random/boot_id 2>/dev/null
 section kernel_version; uname -v
 section machine; uname -m
 section cmdline; cat /proc/cmdline 2>/dev/null

@@ -93,6 +93,9 @@ def capture(
     cmdline = facts.get("cmdline")
     host = {
         "hostname": facts.get("hostname"),
+        # One running kernel: nodes that share it (namespaces, two names for
+        # one machine) are not independent occasions (iolab.archive.study).
+        "boot_id": facts.get("boot_id"),
         "kernel": facts.get("kernel"),
         "kernel_version": facts.get("kernel_version"),
         "machine": facts.get("machine"),
