@@ -4,6 +4,8 @@
 #   rounds of what decides undecided verdicts (precision.smk)] -> tidy tables (tables.smk)
 #   -> notebooks: fits and figures (notebooks.smk) -> paper (paper.smk)
 #   -> on request, the run's archive (archive.smk: `snakemake archive`)
+#   -> on request, a cluster study: each node one occasion, verdicts pooled
+#      over the nodes (study.smk: `snakemake study`)
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -21,6 +23,7 @@ include: "rules/tables.smk"
 include: "rules/notebooks.smk"
 include: "rules/paper.smk"
 include: "rules/archive.smk"
+include: "rules/study.smk"
 
 
 localrules: all

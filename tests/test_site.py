@@ -26,7 +26,7 @@ from urllib.parse import urldefrag, urljoin
 
 import pytest
 from browser_support import HAVE_CHROMIUM, chromium, requested_urls
-from conftest import crate_cli, tool_env
+from conftest import crate_cli, module_cli, tool_env
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason="Debian's chromium and chromium-driver are not installed")
 LOCAL_SCHEMES = ("data:", "blob:", "about:", "chrome:", "chrome-extension:")
@@ -55,9 +55,17 @@ def commit_crate(smoke_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_p
 
 @pytest.fixture(scope="module")
 def site(
-    smoke_crate: Path, reference_crate: Path, commit_crate: Path, tmp_path_factory: Any
+    smoke_run: tuple[Path, subprocess.CompletedProcess[str]],
+    smoke_crate: Path,
+    reference_crate: Path,
+    commit_crate: Path,
+    tmp_path_factory: Any,
 ) -> tuple[Path, subprocess.CompletedProcess[str]]:
     where = tmp_path_factory.mktemp("site")
+    # A cluster study of the smoke run's one node (iolab.archive.study), to
+    # give the site its study page.
+    studied = module_cli("iolab.archive.study", smoke_run[0], "--out", str(where / "smoke-study"))
+    assert studied.returncode == 0, studied.stderr[-3000:]
     res = subprocess.run(
         [
             sys.executable,
@@ -71,6 +79,8 @@ def site(
             str(reference_crate),
             str(smoke_crate),
             str(commit_crate),
+            "--study",
+            str(where / "smoke-study"),
         ],
         env=tool_env(),
         capture_output=True,
@@ -194,6 +204,10 @@ def test_publish_writes_a_site_of_every_run_key_and_claim(
         paper = re.search(r'href="([^"]+paper\.pdf)"', page.read_text())
         assert paper and (page.parent / paper.group(1)).read_bytes().startswith(b"%PDF")
     assert list((root / "claims").glob("*.html"))
+    # The study's page, linked from the index: one node is no study.
+    study = (root / "studies" / "smoke-study.html").read_text()
+    assert "Cluster study over 1 node(s)" in study and "not independent occasions" in study
+    assert 'href="studies/smoke-study.html"' in (root / "index.html").read_text()
 
 
 def test_the_site_in_a_browser_over_http_links_all_resolve_and_charts_draw(served: str, browser: Any) -> None:

@@ -83,12 +83,16 @@ def report(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], mode: 
             f"  the runs differ in {len(differ)} field(s) of their comparison key: {', '.join(differ[:6])}"
             + (", …" if len(differ) > 6 else "")
         )
-    lines.append(
+    return lines + claim_lines(parts, mode)
+
+
+def claim_lines(parts: Sequence[pooled.PooledPart], mode: pooled.Mode) -> list[str]:
+    """Each claim's pooled verdict, then its parts, one line each."""
+    lines = [
         f"A part is reproduced from {pooled.runs_to_reach(pooled.ALPHA, mode)} runs on; "
         "a claim of m parts is not reproduced from the runs Holm's alpha/m needs."
-    )
-    claims = sorted({p.claim for p in parts})
-    for claim in claims:
+    ]
+    for claim in sorted({p.claim for p in parts}):
         mine = [p for p in parts if p.claim == claim]
         verdict = pooled.claim_verdict(claim, mine)
         counted = [p for p in mine if not p.context]
@@ -101,30 +105,35 @@ def report(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], mode: 
 
 
 def as_json(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], mode: pooled.Mode) -> dict[str, Any]:
-    claims = sorted({p.claim for p in parts})
     return {
         "mode": mode,
         "runs": [{"run": r.ident.ident, "crate": r.crate.name, "measured": r.run.measured} for r in runs],
-        "claims": {
-            c: {
-                "outcome": pooled.claim_verdict(c, [p for p in parts if p.claim == c]).outcome.value,
-                "line": pooled.claim_verdict(c, [p for p in parts if p.claim == c]).line(),
-                "parts": [
-                    {
-                        "part": p.part,
-                        "outcome": p.outcome.value,
-                        "runs": p.k,
-                        "median": p.median if p.values else None,
-                        "rule": p.rule.text() if p.rule else "",
-                        "context": p.context,
-                        "summary": p.summary(),
-                    }
-                    for p in parts
-                    if p.claim == c
-                ],
-            }
-            for c in claims
-        },
+        "claims": claims_json(parts),
+    }
+
+
+def claims_json(parts: Sequence[pooled.PooledPart]) -> dict[str, Any]:
+    """Each claim's pooled verdict and its parts, as data."""
+    claims = sorted({p.claim for p in parts})
+    return {
+        c: {
+            "outcome": pooled.claim_verdict(c, [p for p in parts if p.claim == c]).outcome.value,
+            "line": pooled.claim_verdict(c, [p for p in parts if p.claim == c]).line(),
+            "parts": [
+                {
+                    "part": p.part,
+                    "outcome": p.outcome.value,
+                    "runs": p.k,
+                    "median": p.median if p.values else None,
+                    "rule": p.rule.text() if p.rule else "",
+                    "context": p.context,
+                    "summary": p.summary(),
+                }
+                for p in parts
+                if p.claim == c
+            ],
+        }
+        for c in claims
     }
 
 

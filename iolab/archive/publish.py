@@ -13,7 +13,9 @@ Pages:
   date and by commit, with intervals and change points (iolab.archive.timeline);
 - claims/<claim>.html: a claim's verdict in every run, on every machine;
 - diffs/<A>--<B>.html: what differs between two runs' environments, keys
-  and code, for every pair.
+  and code, for every pair;
+- studies/<name>.html: a cluster study's verdicts pooled over its nodes
+  (iolab.archive.study; ``--study DIR``).
 
 Charts are Vega-Lite (altair), drawn in the page by the Vega bundle that
 vl-convert ships (assets/vega-bundle.js), over a static SVG of the same
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import math
 import re
 import shutil
@@ -44,6 +47,7 @@ from . import compare, store, timeline
 from .untrusted import Crate, CrateError, commit_or_none
 
 DEFAULT_OUT = paths.REPO / "archive" / "site"
+STUDY = paths.REPO / "results" / "study"
 TEMPLATES = Path(__file__).with_name("site_templates")
 # What the Vega bundle exposes to the pages' classic scripts (site.js): a
 # module script would not load from the file system.
@@ -58,7 +62,7 @@ def _interval(value: float | None, low: float | None, high: float | None) -> str
     return f"{value:.4g} [{low:.4g}, {high:.4g}]"
 
 
-def _outcome_class(outcome: str) -> str:
+def outcome_class(outcome: str) -> str:
     return {"reproduced": "reproduced", "not reproduced": "not-reproduced"}.get(
         outcome, "undecided" if outcome.startswith("undecided") else ""
     )
@@ -126,16 +130,18 @@ def _code_note(record: store.Record, marks: list[str], root: Path, head: str) ->
     return "; ".join(said) or "measured and analysed with this checkout's code"
 
 
-def _head(root: Path) -> str:
+def head_commit(root: Path) -> str:
     res = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
     return res.stdout.strip() if res.returncode == 0 else "unknown"
 
 
 class Site:
-    def __init__(self, db: Path, out: Path, root: Path = paths.REPO) -> None:
+    def __init__(self, db: Path, out: Path, root: Path = paths.REPO, studies: Sequence[Path] = ()) -> None:
         import jinja2
 
         self.db, self.out = db, out
+        # Cluster studies (iolab.archive.study): each folder's verdicts.json.
+        self.studies = {d.name: json.loads((d / "verdicts.json").read_text()) for d in studies}
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
         )
@@ -146,7 +152,7 @@ class Site:
         self.key_of = {r.crate_sha256: g.ident for g in self.groups for r in g.runs}
         # Each run's code digests against today's sources, read once: every
         # page that marks a run reads these.
-        head = _head(root)
+        head = head_commit(root)
         stale = {r.crate_sha256: compare.stale(r.as_run(), root) for r in self.records}
         self.marks = {sha: timeline.experiment_code(m) for sha, m in stale.items()}
         self.notes = {r.crate_sha256: _code_note(r, stale[r.crate_sha256], root, head) for r in self.records}
@@ -205,6 +211,10 @@ class Site:
             runs=[self.run_row(r) for r in self.records],
             keys=keys,
             claims=claims,
+            studies=[
+                {"file": name, "nodes": len(doc.get("nodes", [])), "decided": doc.get("decided", 0)}
+                for name, doc in self.studies.items()
+            ],
         )
 
     def paper(self, r: store.Record) -> str | None:
@@ -240,7 +250,7 @@ class Site:
                 "file": self.claim_files[v.claim],
                 "part": v.part,
                 "outcome": v.outcome,
-                "css": _outcome_class(v.outcome),
+                "css": outcome_class(v.outcome),
                 "estimate": _interval(v.value, v.low, v.high),
             }
             for v in self.verdicts[r.crate_sha256]
@@ -315,7 +325,7 @@ class Site:
                         "commit": r.git_commit[:12],
                         "machine": _machine(r),
                         "outcome": v.outcome,
-                        "css": _outcome_class(v.outcome),
+                        "css": outcome_class(v.outcome),
                         "estimate": _interval(v.value, v.low, v.high),
                         "code": timeline.code_status("claims", self.marks[r.crate_sha256]),
                     }
@@ -365,15 +375,23 @@ class Site:
             self.key_page(g)
         for claim, file in self.claim_files.items():
             self.claim_page(claim, file)
+        for name, doc in self.studies.items():
+            from . import study  # here: study imports this module
+
+            (self.out / "studies").mkdir(exist_ok=True)
+            (self.out / "studies" / f"{name}.html").write_text(study.page_html(doc, doc.get("report", []), "../"))
+            self.pages += 1
 
 
-def publish(db: Path, out: Path, root: Path = paths.REPO, say: Any = print) -> tuple[int, int]:
+def publish(
+    db: Path, out: Path, root: Path = paths.REPO, say: Any = print, studies: Sequence[Path] = ()
+) -> tuple[int, int]:
     """Build the site into ``out``, replacing what was there only once the
     new one is whole; (pages, charts) written."""
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
     try:
-        site = Site(db, work, root)
+        site = Site(db, work, root, studies)
         site.build(say)
         if out.exists():
             old = out.with_name(f".{out.name}-old-{time.monotonic_ns()}")
@@ -402,7 +420,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the site (default {paths.relative(DEFAULT_OUT)})")
     ap.add_argument("--add", nargs="+", type=Path, default=[], metavar="CRATE", help="add these crates first")
+    ap.add_argument(
+        "--study",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help=f"a cluster study's folder to give a page (default {paths.relative(STUDY)} when ./repro study wrote it)",
+    )
     args = ap.parse_args(argv)
+    studies = args.study if args.study is not None else [STUDY] if (STUDY / "verdicts.json").exists() else []
+    for d in studies:
+        if not (d / "verdicts.json").is_file():
+            print(f"publish: --study {d}: no verdicts.json there: run ./repro study first", file=sys.stderr)
+            return 2
     started = time.monotonic()
     refused = 0
     try:
@@ -421,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
-        pages, charts = publish(args.db, args.out, say=lambda s: print(s, file=sys.stderr))
+        pages, charts = publish(args.db, args.out, say=lambda s: print(s, file=sys.stderr), studies=studies)
     except (store.StoreError, CrateError) as e:
         print(f"publish: {e}", file=sys.stderr)
         return 1

@@ -95,6 +95,13 @@ def run_seconds(repo: Path = paths.REPO) -> float | None:
     return sum(jobs) if jobs else None
 
 
+def measure_seconds(node: str, repo: Path = paths.REPO) -> float | None:
+    """The seconds this checkout's last run spent measuring on ``node``
+    (its measurement jobs' benchmark files); None where none were kept."""
+    jobs = [s for _, s, _ in _jobs(repo / "results" / "benchmarks" / "measure" / node) if math.isfinite(s)]
+    return sum(jobs) if jobs else None
+
+
 def resources(repo: Path = paths.REPO) -> str:
     """What the run took, in one sentence; "" where nothing was recorded."""
     root = repo / "results" / "benchmarks"

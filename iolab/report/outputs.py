@@ -9,6 +9,7 @@ A notebook creates one ``Outputs``, registers figures and numbers, and calls
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,6 +88,71 @@ def _tight_box(fig: Figure) -> Bbox:
     finally:
         fig.set_dpi(dpi)
     return box.padded(plt.rcParams["savefig.pad_inches"])
+
+
+def finding_rows(findings: Sequence[Finding]) -> list[dict[str, Any]]:
+    """The claims' findings, one dict each, for the paper's claims table:
+    the part without its setup note (``setup``, stated once below the
+    table), the interval to 3 significant figures, the rule and its
+    margin, the verdict and, for an undecided part, which way it leans."""
+    rows = []
+    for f in findings:
+        est = f.estimate
+        part, setup = f.part, ""
+        if part.endswith("]") and " [" in part:
+            part, setup = part[: part.rindex(" [")], part[part.rindex(" [") + 2 : -1]
+        undecided = f.outcome is Outcome.UNDECIDED and est is not None and f.rule is not None
+        rows.append(
+            {
+                "claim": f.claim,
+                "part": part,
+                "setup": setup,
+                "outcome": f.outcome.value,
+                "rule": f.rule.text() if f.rule else "",
+                # The rule as data, for pooling runs (iolab.analysis.pooled).
+                "rule_kind": f.rule.kind if f.rule else None,
+                "bound": f.rule.bound if f.rule else None,
+                "margin_share": f.rule.margin if f.rule else None,
+                "role": f.role,
+                "stand_in": f.stand_in,
+                "cell": f.cell,
+                "margin": f.rule.why if f.rule else "",
+                "quoted": f.quoted,
+                # This run's own interval (its occasion); the verdict's,
+                # widened by the occasion allowance, is in "estimate".
+                "value": interval_text(own) if (own := f.own_interval()) is not None else "",
+                "reason": f.reason,
+                "reps": est.n if est else 0,
+                "needed": f.needed,
+                "summary": f.summary(),
+                "context": f.context,
+                "held_back": f.held_back,
+                "group": f.group,
+                "kind": f.kind,
+                "per_rep": [v if math.isfinite(v) else None for v in f.per_rep],
+                "round0": f.n0,
+                "family": f.family,
+                "withheld": f.withheld,
+                "ratio_of_means": f.ratio_of_means
+                if f.ratio_of_means is None or math.isfinite(f.ratio_of_means)
+                else None,
+                "reachable": list(f.reachable) if f.rule is not None and est is not None else None,
+                "leaning": f.rule.leaning(est.value) if undecided and f.rule and est else "",
+                "estimate": None
+                if est is None
+                else {
+                    k: (x if math.isfinite(x) else None)
+                    for k, x in (
+                        ("value", est.value),
+                        ("low", est.low),
+                        ("high", est.high),
+                        ("pred_low", est.pred_low),
+                        ("pred_high", est.pred_high),
+                    )
+                },
+            }
+        )
+    return rows
 
 
 @dataclass
@@ -234,67 +300,8 @@ class Outputs:
         return text
 
     def findings(self, key: str, findings: list[Finding]) -> None:
-        """The claims' findings, one dict each, for the paper's claims table:
-        the part without its setup note (``setup``, stated once below the
-        table), the interval to 3 significant figures, the rule and its
-        margin, the verdict and, for an undecided part, which way it leans."""
-        rows = []
-        for f in findings:
-            est = f.estimate
-            part, setup = f.part, ""
-            if part.endswith("]") and " [" in part:
-                part, setup = part[: part.rindex(" [")], part[part.rindex(" [") + 2 : -1]
-            undecided = f.outcome is Outcome.UNDECIDED and est is not None and f.rule is not None
-            rows.append(
-                {
-                    "claim": f.claim,
-                    "part": part,
-                    "setup": setup,
-                    "outcome": f.outcome.value,
-                    "rule": f.rule.text() if f.rule else "",
-                    # The rule as data, for pooling runs (iolab.analysis.pooled).
-                    "rule_kind": f.rule.kind if f.rule else None,
-                    "bound": f.rule.bound if f.rule else None,
-                    "margin_share": f.rule.margin if f.rule else None,
-                    "role": f.role,
-                    "stand_in": f.stand_in,
-                    "cell": f.cell,
-                    "margin": f.rule.why if f.rule else "",
-                    "quoted": f.quoted,
-                    # This run's own interval (its occasion); the verdict's,
-                    # widened by the occasion allowance, is in "estimate".
-                    "value": interval_text(own) if (own := f.own_interval()) is not None else "",
-                    "reason": f.reason,
-                    "reps": est.n if est else 0,
-                    "needed": f.needed,
-                    "summary": f.summary(),
-                    "context": f.context,
-                    "held_back": f.held_back,
-                    "group": f.group,
-                    "kind": f.kind,
-                    "per_rep": [v if math.isfinite(v) else None for v in f.per_rep],
-                    "round0": f.n0,
-                    "family": f.family,
-                    "withheld": f.withheld,
-                    "ratio_of_means": f.ratio_of_means
-                    if f.ratio_of_means is None or math.isfinite(f.ratio_of_means)
-                    else None,
-                    "reachable": list(f.reachable) if f.rule is not None and est is not None else None,
-                    "leaning": f.rule.leaning(est.value) if undecided and f.rule and est else "",
-                    "estimate": None
-                    if est is None
-                    else {
-                        k: (x if math.isfinite(x) else None)
-                        for k, x in (
-                            ("value", est.value),
-                            ("low", est.low),
-                            ("high", est.high),
-                            ("pred_low", est.pred_low),
-                            ("pred_high", est.pred_high),
-                        )
-                    },
-                }
-            )
+        """The claims' findings for the paper's claims table (``finding_rows``)."""
+        rows = finding_rows(findings)
         self.numbers[key] = {
             "value": rows,
             "text": f"{len(rows)} findings",
