@@ -189,11 +189,15 @@ def study(
     if len(nodes) < 2:
         lines.append(f"study: {NOT_INDEPENDENT} (one node is one run: list k >= 2 separate machines)")
     for group in shared:
+        first = identity[group[0]]
+        same = f"boot id {first.boot_id}" if first.boot_id else f"hostname {first.hostname}, no boot id recorded"
         lines.append(
-            f"study: {NOT_INDEPENDENT}: {', '.join(group)} measured under one kernel "
-            f"(boot id {identity[group[0]].machine}); namespaces or guests of one machine share its occasion. "
-            "The verdicts below show the pooling, not evidence"
+            f"study: {NOT_INDEPENDENT}: {', '.join(group)} measured under one kernel ({same}); "
+            "namespaces or guests of one machine share its occasion. The verdicts below show the pooling, not evidence"
         )
+    unknown = [n for n in nodes if n not in identity]
+    if unknown:
+        lines.append(f"study: {NOT_INDEPENDENT}: no sidecar names the machine of {', '.join(unknown)}")
     lines += pooling.claim_lines(parts, "planned")
     estimate = occasions.load()
     plans = [
