@@ -25,6 +25,7 @@ from iolab.analysis import pooled, run_errors
 from iolab.analysis.claims import faithful
 from iolab.analysis.run_errors import C2_LIKE, ONE_PART, SHAPES, U1_LIKE, World
 from iolab.analysis.verdicts import Outcome, Rule
+from iolab.archive import pooling
 
 
 def part(values: list[float], rule: Rule, mode: pooled.Mode = "planned", claim: str = "X") -> pooled.PooledPart:
@@ -220,6 +221,10 @@ def test_repro_verdicts_pools_crates_each_run_once(smoke_crate: Path, tmp_path: 
     with zipfile.ZipFile(smoke_crate) as z:
         findings = json.loads(z.read("paper/generated/numbers.json"))["findings"]["value"]
     assert set(doc["claims"]) == {f["claim"] for f in findings}
+    # The crate names the kernel boot each node measured under.
+    with zipfile.ZipFile(smoke_crate) as z:
+        environment = json.loads(z.read("archive/environment.json"))
+    assert environment["nodes"]["local"]["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     # One run decides nothing, and says so.
     assert all(c["outcome"] != Outcome.REPRODUCED.value for c in doc["claims"].values())
     planned = subprocess.run(
@@ -309,3 +314,15 @@ def test_the_planner_prices_each_claim_in_runs_and_machine_hours() -> None:
     # No spread known for its quantity: no count is made up.
     unknown = planning.plan_claim("X", parts, lambda p: None)
     assert unknown.runs is None and "more than 256 runs or unknown" in planning.lines([unknown], 0.5, "")[1]
+
+
+def test_runs_of_one_boot_are_named_as_one_launch() -> None:
+    def env(*boots: str | None) -> dict:
+        return {"nodes": {f"n{i}": {"boot_id": b} for i, b in enumerate(boots)}}
+
+    runs = [("r1", env("boot-a")), ("r2", env("boot-a")), ("r3", env("boot-b")), ("r4", env(None)), ("r5", {})]
+    assert pooling.shared_launches(runs) == [("boot-a", ["r1", "r2"])]
+    # Separate launches, and crates from before the boot id, name none.
+    assert pooling.shared_launches([("r1", env("boot-a")), ("r3", env("boot-b")), ("r4", env(None))]) == []
+    # A run whose two nodes share a boot is one run, not two launches.
+    assert pooling.shared_launches([("r1", env("boot-a", "boot-a")), ("r3", env("boot-b"))]) == []

@@ -92,6 +92,9 @@ def environment(root: Path, raw: list[dict[str, str]]) -> dict[str, Any]:
                 "cpu_model": (side.get("cpu") or {}).get("model"),
                 "cpus": (side.get("cpu") or {}).get("count"),
                 "kernel": (side.get("host") or {}).get("kernel"),
+                # One boot of the node's kernel: runs that share it are
+                # occasions of one launch (iolab.archive.pooling).
+                "boot_id": (side.get("host") or {}).get("boot_id"),
                 "toolchain": side.get("toolchain"),
                 "mitigations": (side.get("mitigations") or {}).get("state"),
             },

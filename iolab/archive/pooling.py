@@ -58,6 +58,19 @@ def load_runs(crates: Sequence[Path], say: Any = print) -> list[PooledRun]:
     return kept
 
 
+def shared_launches(runs: Sequence[tuple[str, Any]]) -> list[tuple[str, list[str]]]:
+    """(boot id, runs) for each kernel boot that two or more of ``runs``
+    ((ident, archive/environment.json) pairs) measured under; crates from
+    before the boot id was recorded name none."""
+    by_boot: dict[str, list[str]] = {}
+    for ident, environment in runs:
+        nodes = environment.get("nodes") if isinstance(environment, dict) else None
+        boots = {n.get("boot_id") for n in nodes.values() if isinstance(n, dict)} if isinstance(nodes, dict) else set()
+        for boot in sorted(b for b in boots if isinstance(b, str) and b):
+            by_boot.setdefault(boot, []).append(ident)
+    return [(boot, idents) for boot, idents in by_boot.items() if len(idents) > 1]
+
+
 def pool_runs(runs: Sequence[PooledRun], mode: pooled.Mode) -> list[pooled.PooledPart]:
     return pooled.pool(
         [pooled.RunFindings(r.ident.ident, r.run.measured or r.run.published, findings_of(r.run)) for r in runs], mode
@@ -77,6 +90,11 @@ def report(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], mode: 
     ]
     for r in runs:
         lines.append(f"  run {r.ident.ident}: {shown(r.crate.name, 80)}, measured {r.run.measured[:16] or '?'}")
+    for boot, idents in shared_launches([(r.ident.ident, r.run.environment) for r in runs]):
+        lines.append(
+            f"  runs {', '.join(idents)} were measured under one boot of their machine (boot id {shown(boot, 40)}): "
+            "occasions of one launch, which share its CPU placement (docs/method.md)"
+        )
     differ = compare.key_differences([r.run for r in runs]) if len(runs) > 1 else []
     if differ:
         lines.append(
