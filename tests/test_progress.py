@@ -108,7 +108,9 @@ def test_a_run_shows_one_line_per_step_and_a_failure_in_full(workflow: Path) -> 
 
 def test_repro_passes_the_display_and_keeps_the_plugin_on_the_path() -> None:
     text = (REPO / "repro").read_text()
-    assert len(re.findall(r"exec snakemake --cores all --logger=iolab", text)) == 2
+    # Every command that runs the workflow (all, figures, study) shows one display.
+    runs = re.findall(r"exec snakemake [^\n]*", text)
+    assert len(runs) == 3 and all(r.startswith("exec snakemake --cores all --logger=iolab") for r in runs), runs
     assert (REPO / "plugins" / "snakemake_logger_plugin_iolab" / "__init__.py").exists()
     res = subprocess.run(
         [sys.executable, "-c", "import snakemake_logger_plugin_iolab as p; print(p.LogHandler)"],
