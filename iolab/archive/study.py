@@ -59,7 +59,7 @@ class NodeRun:
         return self.boot_id or f"host {self.hostname}"
 
 
-def node_runs(tables_dir: Path) -> dict[str, NodeRun]:
+def node_identities(tables_dir: Path) -> dict[str, NodeRun]:
     """Each node of the claims' tables, from its raw files' sidecars."""
     seen: dict[str, list[dict[str, Any]]] = {}
     for name in sorted(e for e, x in REGISTRY.items() if x.claims):
@@ -166,7 +166,7 @@ def study(
             f"the study planned node(s) {', '.join(sorted(planned))} and the tables hold the cost probes of "
             f"{', '.join(nodes)}: a planned test is judged once, on exactly its nodes (re-run ./repro study)"
         )
-    identity = node_runs(tables_dir)
+    identity = node_identities(tables_dir)
     runs = [
         pooled.RunFindings(f"node:{n}", identity[n].started if n in identity else "", rows)
         for n, rows in findings_by_node(loaded, nodes).items()
