@@ -175,12 +175,17 @@ def run_hours(runs: Sequence[PooledRun], given: float | None) -> tuple[float | N
 
 
 def plan_lines(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], given: float | None) -> list[str]:
+    return time_to_verdict(parts, *run_hours(runs, given))
+
+
+def time_to_verdict(parts: Sequence[pooled.PooledPart], hours: float | None, source: str) -> list[str]:
+    """The runs and machine-hours each claim needs, at the shipped
+    between-run spread where its parts' runs give none."""
     estimate = occasions.load()
     plans = [
         planning.plan_claim(c, parts, lambda p: estimate.sigma(p.group) if p.group else None)
         for c in sorted({p.claim for p in parts})
     ]
-    hours, source = run_hours(runs, given)
     return planning.lines(plans, hours, source)
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import atomic, paths, tables
-from ..analysis import claims, occasions, planning, pooled
+from ..analysis import claims, pooled
 from ..analysis.verdicts import Outcome
 from ..provenance import utc_now
 from ..registry import COST_MODEL_EXPERIMENTS, REGISTRY
@@ -199,13 +199,8 @@ def study(
     if unknown:
         lines.append(f"study: {NOT_INDEPENDENT}: no sidecar names the machine of {', '.join(unknown)}")
     lines += pooling.claim_lines(parts, "planned")
-    estimate = occasions.load()
-    plans = [
-        planning.plan_claim(c, parts, lambda p: estimate.sigma(p.group) if p.group else None)
-        for c in sorted({p.claim for p in parts})
-    ]
     hours, source = run_hours(nodes, given_hours)
-    lines += planning.lines(plans, hours, source)
+    lines += pooling.time_to_verdict(parts, hours, source)
     verdicts = pooling.claims_json(parts)
     if not independent:
         for v in verdicts.values():
