@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,6 +43,7 @@ from typing import Any
 from .. import paths
 from ..analysis import changepoints
 from ..codehash import measuring_sources
+from ..provenance import utc_now
 from . import compare, store, timeline
 from .untrusted import Crate, CrateError, commit_or_none
 
@@ -133,6 +134,31 @@ def _code_note(record: store.Record, marks: list[str], root: Path, head: str) ->
 def head_commit(root: Path) -> str:
     res = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
     return res.stdout.strip() if res.returncode == 0 else "unknown"
+
+
+def study_page(doc: Mapping[str, Any], lines: Sequence[str], root: str = "") -> str:
+    """A cluster study's page (iolab.archive.study) in the site's style; ``root``: the way up to the
+    site's assets (a study's own folder holds a copy of them)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    rows = [
+        {"claim": c, "outcome": v["outcome"], "css": outcome_class(v["outcome"]), "line": v["line"]}
+        for c, v in doc["claims"].items()
+    ]
+    return env.get_template("study.html").render(
+        title=f"Cluster study over {len(doc['nodes'])} node(s)",
+        root=root,
+        built=utc_now()[:16].replace("T", " "),
+        run_count=len(doc["nodes"]),
+        head=head_commit(paths.REPO),
+        charts=False,
+        doc=doc,
+        claims=rows,
+        lines=lines,
+    )
 
 
 class Site:
@@ -376,10 +402,8 @@ class Site:
         for claim, file in self.claim_files.items():
             self.claim_page(claim, file)
         for name, doc in self.studies.items():
-            from . import study  # here: study imports this module
-
             (self.out / "studies").mkdir(exist_ok=True)
-            (self.out / "studies" / f"{name}.html").write_text(study.page_html(doc, doc.get("report", []), "../"))
+            (self.out / "studies" / f"{name}.html").write_text(study_page(doc, doc.get("report", []), "../"))
             self.pages += 1
 
 

@@ -30,7 +30,6 @@ from typing import Any
 from .. import atomic, paths, tables
 from ..analysis import claims, pooled
 from ..analysis.verdicts import Outcome
-from ..provenance import utc_now
 from ..registry import COST_MODEL_EXPERIMENTS, REGISTRY
 from ..report import artifact
 from ..report.outputs import finding_rows
@@ -225,31 +224,6 @@ def study(
     return doc, lines
 
 
-def page_html(doc: Mapping[str, Any], lines: Sequence[str], root: str = "") -> str:
-    """The study's page in the site's style; ``root``: the way up to the
-    site's assets (a study's own folder holds a copy of them)."""
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(publish.TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
-    )
-    rows = [
-        {"claim": c, "outcome": v["outcome"], "css": publish.outcome_class(v["outcome"]), "line": v["line"]}
-        for c, v in doc["claims"].items()
-    ]
-    return env.get_template("study.html").render(
-        title=f"Cluster study over {len(doc['nodes'])} node(s)",
-        root=root,
-        built=utc_now()[:16].replace("T", " "),
-        run_count=len(doc["nodes"]),
-        head=publish.head_commit(paths.REPO),
-        charts=False,
-        doc=doc,
-        claims=rows,
-        lines=lines,
-    )
-
-
 def write(doc: Mapping[str, Any], lines: Sequence[str], out: Path) -> None:
     """The study's files: verdicts.json, verdicts.md, and its page with the
     site's assets beside it."""
@@ -257,7 +231,7 @@ def write(doc: Mapping[str, Any], lines: Sequence[str], out: Path) -> None:
     atomic.write_json(out / "verdicts.json", doc)
     atomic.write_text(out / "verdicts.md", "\n".join(lines) + "\n")
     shutil.copytree(publish.TEMPLATES / "assets", out / "assets", dirs_exist_ok=True)
-    atomic.write_text(out / "index.html", page_html(doc, lines))
+    atomic.write_text(out / "index.html", publish.study_page(doc, lines))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
