@@ -75,3 +75,14 @@ def overlapping(raw: Iterable[str], held: dict[str, frozenset[str]]) -> str | No
     overlap ``raw``, or None."""
     mine = frozenset(raw)
     return next((key for key, theirs in held.items() if mine & theirs), None)
+
+
+def sharing(pairs: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Each key (a kernel's boot id, a machine) that two or more names (runs,
+    nodes) share, with those names in the order given; empty keys name
+    nothing (a sidecar or crate from before the key was recorded)."""
+    by_key: dict[str, list[str]] = {}
+    for name, key in pairs:
+        if key and name not in by_key.setdefault(key, []):
+            by_key[key].append(name)
+    return {key: names for key, names in by_key.items() if len(names) > 1}

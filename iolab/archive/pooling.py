@@ -62,13 +62,13 @@ def shared_launches(runs: Sequence[tuple[str, Any]]) -> list[tuple[str, list[str
     """(boot id, runs) for each kernel boot that two or more of ``runs``
     ((ident, archive/environment.json) pairs) measured under; crates from
     before the boot id was recorded name none."""
-    by_boot: dict[str, list[str]] = {}
-    for ident, environment in runs:
+
+    def boots(environment: Any) -> list[str]:
         nodes = environment.get("nodes") if isinstance(environment, dict) else None
-        boots = {n.get("boot_id") for n in nodes.values() if isinstance(n, dict)} if isinstance(nodes, dict) else set()
-        for boot in sorted(b for b in boots if isinstance(b, str) and b):
-            by_boot.setdefault(boot, []).append(ident)
-    return [(boot, idents) for boot, idents in by_boot.items() if len(idents) > 1]
+        found = {n.get("boot_id") for n in nodes.values() if isinstance(n, dict)} if isinstance(nodes, dict) else set()
+        return sorted(b for b in found if isinstance(b, str))
+
+    return list(identity.sharing((ident, boot) for ident, environment in runs for boot in boots(environment)).items())
 
 
 def pool_runs(runs: Sequence[PooledRun], mode: pooled.Mode) -> list[pooled.PooledPart]:

@@ -34,6 +34,7 @@ from ..registry import COST_MODEL_EXPERIMENTS, REGISTRY
 from ..report import artifact
 from ..report.outputs import finding_rows
 from . import pooling, publish
+from .identity import sharing
 
 TABLES = paths.REPO / "results" / "tables"
 OUT = paths.REPO / "results" / "study"
@@ -85,10 +86,7 @@ def node_identities(tables_dir: Path) -> dict[str, NodeRun]:
 
 def shared_machines(runs: Mapping[str, NodeRun]) -> list[list[str]]:
     """Groups of two or more nodes that measured on one machine."""
-    by_machine: dict[str, list[str]] = {}
-    for r in runs.values():
-        by_machine.setdefault(r.machine, []).append(r.node)
-    return [sorted(nodes) for nodes in by_machine.values() if len(nodes) > 1]
+    return [sorted(nodes) for nodes in sharing((r.node, r.machine) for r in runs.values()).values()]
 
 
 def independence(identity: Mapping[str, NodeRun], nodes: Sequence[str]) -> tuple[bool, list[list[str]]]:
