@@ -33,7 +33,7 @@ from .. import atomic, readers, tables
 from ..provenance import sidecar_for
 from ..registry import claim_experiments
 from ..settings import PrecisionSettings
-from .claims import evaluate
+from .claims import evaluate_tables
 from .stats import MIN_REPS_FOR_CI
 from .verdicts import Finding, Outcome
 
@@ -257,16 +257,7 @@ def plan_from_raw(
     # The verdicts' error budget is the adaptive one from round 0 on: the
     # notebook judges the finished run with it, so a part decided here stays
     # decided there (iolab.analysis.evidence).
-    findings = evaluate(
-        loaded["syscall"],
-        loaded["sendrecv"],
-        loaded["uring_batch"],
-        loaded.get("echo"),
-        loaded.get("mpi"),
-        ib=loaded.get("ib"),
-        trace=loaded.get("trace"),
-        anytime_after=min(repeats.values()),
-    )
+    findings = evaluate_tables(loaded, anytime_after=min(repeats.values()))
     spent, per_rep, per_cell = _timings(raw_files)
     return plan_round(
         findings,

@@ -120,17 +120,7 @@ def findings_by_node(loaded: Mapping[str, Any], nodes: Sequence[str]) -> dict[st
     """Each node's findings as a run's numbers record them."""
     out = {}
     for node in nodes:
-        found = claims.evaluate(
-            loaded["syscall"],
-            loaded["sendrecv"],
-            loaded["uring_batch"],
-            loaded.get("echo"),
-            loaded.get("mpi"),
-            node=node,
-            ib=loaded.get("ib"),
-            trace=loaded.get("trace"),
-        )
-        out[node] = finding_rows(found)
+        out[node] = finding_rows(claims.evaluate_tables(loaded, node=node))
     return out
 
 

@@ -187,6 +187,24 @@ def evaluate(
     return out
 
 
+def evaluate_tables(
+    loaded: Mapping[str, pd.DataFrame], node: str | None = None, anytime_after: int = 0
+) -> list[Finding]:
+    """``evaluate`` over the tidy tables of a run by experiment name (the
+    cost probes' three required, the rest where measured)."""
+    return evaluate(
+        loaded["syscall"],
+        loaded["sendrecv"],
+        loaded["uring_batch"],
+        loaded.get("echo"),
+        loaded.get("mpi"),
+        node=node,
+        ib=loaded.get("ib"),
+        trace=loaded.get("trace"),
+        anytime_after=anytime_after,
+    )
+
+
 def _openanolis(
     cost: pd.DataFrame,
     inputs: Mapping[int, costmodel.CostInputs],
