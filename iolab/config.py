@@ -1,7 +1,7 @@
 """Loading and checking the configuration, with one-line error messages.
 
-``validate_config`` applies the schema (config/schema.yaml, through
-snakemake's ``validate()``, which also fills in the schema's defaults), turns
+``validate_config`` applies the schema (config/schema.yaml with the
+experiments' manifests, iolab.schema; it also fills in the defaults), turns
 its verbose errors into one line that names the offending key, and adds the
 checks a schema cannot express; it returns the config typed
 (iolab.settings.RunConfig). rules/common.smk calls it on the merged config
@@ -22,13 +22,12 @@ import yaml
 
 from .capabilities import Capability, capabilities_of, runs_experiments
 from .inventory import NodeEntry, cpu_list
-from .paths import CONFIG_SCHEMA
 from .presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, server_flags
 from .registry import REGISTRY
+from .schema import config_schema
 from .settings import EchoSettings, MpiSettings, RunConfig
 
 REPO = Path(__file__).resolve().parent.parent
-SCHEMA = CONFIG_SCHEMA
 # What the Snakefile loads before any --configfile overlay.
 BASE_FILES = (REPO / "config" / "config.yaml", REPO / "config" / "nodes.yaml")
 
@@ -49,24 +48,47 @@ def merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def validate_config(config: dict[str, Any], schema: Path = SCHEMA) -> RunConfig:
+def validate_config(config: dict[str, Any]) -> RunConfig:
     """Schema first (filling in its defaults), then the semantic checks;
     raises ConfigError with one line naming the key. Returns the config, typed."""
-    from snakemake.exceptions import WorkflowError
-    from snakemake.utils import validate
-
     # JSON Schema's minimum and maximum let NaN through (it compares false
     # both ways), and YAML spells it .nan: refuse a non-finite number first.
     bad = _non_finite(config)
     if bad is not None:
         raise ConfigError(f"config error at {key_path(bad[0])}: {bad[1]!r} is not a finite number")
-    try:
-        validate(config, str(schema))
-    except WorkflowError as e:
-        err = find_validation_error(e)
-        raise ConfigError(describe_validation_error(err) if err is not None else f"config error: {e}") from None
+    err = find_validation_error(_schema_error(config))
+    if err is not None:
+        raise ConfigError(describe_validation_error(err))
     expand_preset_groups(config)
     return check_semantics(config)
+
+
+def _schema_error(config: dict[str, Any]) -> BaseException | None:
+    """Validate ``config`` in place against the whole schema (schema.yaml
+    with the manifests' sections: iolab.schema.config_schema), filling in
+    the schema's defaults as snakemake's validate() does; the error, if any.
+    Not snakemake's validate(): it reads one schema file, and the manifests
+    are one file each."""
+    from jsonschema import Draft202012Validator, validators
+    from jsonschema.exceptions import ValidationError as SchemaError
+
+    validate_properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: Any, instance: Any, schema: Any) -> Any:
+        # Taken from jsonschema's FAQ, as snakemake does: a key's default is
+        # set before its value is checked.
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub:
+                    instance.setdefault(name, copy.deepcopy(sub["default"]))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    filling = validators.extend(Draft202012Validator, {"properties": set_defaults})
+    try:
+        filling(config_schema()).validate(config)
+    except SchemaError as e:
+        return e
+    return None
 
 
 def expand_preset_groups(config: dict[str, Any]) -> None:
@@ -162,8 +184,8 @@ def describe_validation_error(err: Any) -> str:
     return f"config error at {where}: {err.message}"
 
 
-def find_validation_error(exc: BaseException) -> Any | None:
-    """The jsonschema ValidationError inside snakemake's WorkflowError, if any."""
+def find_validation_error(exc: BaseException | None) -> Any | None:
+    """The jsonschema ValidationError in ``exc`` or among its causes, if any."""
     from jsonschema.exceptions import ValidationError as SchemaError
 
     seen: set[int] = set()

@@ -11,9 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import yaml
-
 from . import paths
+from .schema import config_schema
 
 CONFIG = paths.REPO / "config"
 README = CONFIG / "README.md"
@@ -34,8 +33,7 @@ def _cell(text: str) -> str:
 
 
 def render() -> str:
-    schema = yaml.safe_load((CONFIG / "schema.yaml").read_text())
-    props = schema["properties"]
+    props = config_schema()["properties"]
     out = [
         "# Configuration",
         "",
@@ -44,7 +42,7 @@ def render() -> str:
         "`config.yaml` is the default run (`./repro all`); `nodes.yaml` the node inventory (this machine "
         "unless you list others: `nodes.example.yaml`). A profile overlays `config.yaml`: "
         "`./repro all --configfile config/profiles/NAME.yaml`. Every key is checked against `schema.yaml` "
-        "before anything runs.",
+        "and each experiment's section against its manifest (`experiments/<name>.yaml`) before anything runs.",
         "",
         "## Profiles",
         "",
@@ -58,9 +56,17 @@ def render() -> str:
         if key == "experiments":
             continue
         out.append(f"| `{key}` | {_cell(spec.get('description', ''))} |")
-    out += ["", "## Experiments (`experiments.<name>`)", "", "| experiment | meaning |", "|---|---|"]
+    out += [
+        "",
+        "## Experiments (`experiments.<name>`)",
+        "",
+        "Each is declared in its manifest, `experiments/<name>.yaml`: its settings' schema and what it runs.",
+        "",
+        "| experiment | meaning |",
+        "|---|---|",
+    ]
     for key, spec in props["experiments"]["properties"].items():
-        out.append(f"| `{key}` | {_cell(spec.get('description', '') or 'see schema.yaml')} |")
+        out.append(f"| `{key}` | {_cell(spec.get('description', '') or f'see experiments/{key}.yaml')} |")
     return "\n".join(out) + "\n"
 
 

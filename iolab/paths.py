@@ -10,6 +10,8 @@ REPO = Path(__file__).resolve().parent.parent
 NATIVE_BUILD = REPO / "native" / "build"
 # The config's JSON Schema: what is valid, and every default.
 CONFIG_SCHEMA = REPO / "config" / "schema.yaml"
+# One manifest per experiment (iolab.manifests): config/experiments/<name>.yaml.
+EXPERIMENT_MANIFESTS = REPO / "config" / "experiments"
 
 
 def resolve(path: str | Path) -> Path:

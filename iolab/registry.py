@@ -1,6 +1,7 @@
 """The two registries everything else derives its lists from.
 
-``EXPERIMENTS`` (also ``REGISTRY``): one entry per experiment, what it runs
+``EXPERIMENTS`` (also ``REGISTRY``): one entry per experiment, built from
+its manifest (config/experiments/<name>.yaml, iolab.manifests): what it runs
 and what decides what it measures, what one repetition writes and in which
 format, its settings model, the tidy table built from it, what it needs from
 a node, the other nodes it spans, and whether the claims read it. The
@@ -30,16 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from .capabilities import Capability
+from .manifests import manifests
 from .presets import modern_features
-from .settings import (
-    EchoSettings,
-    ExperimentSettings,
-    IbSettings,
-    LatencySettings,
-    MpiSettings,
-    TraceSettings,
-    settings_model,
-)
+from .settings import ExperimentSettings, settings_model
 
 
 @dataclass(frozen=True)
@@ -89,126 +83,32 @@ class Experiment:
         return self.code[0].removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
-COST_PROBE = ("cost-probe",)
-# The cost probes the cost model (s, w, t(n)) is fitted from: a node that
-# ran them can judge the claims, and a run without them has no model.
-COST_MODEL_EXPERIMENTS = ("syscall", "sendrecv", "uring_batch")
-COST_PROBE_CODE = ("iolab/experiments/cost_probes.py",)
-# The sweep first: it is the module that measures (Experiment.run_module).
-ECHO_CODE = ("iolab/experiments/echo/__init__.py", "iolab/experiments/echo/cell.py")
-ECHO_PROGRAMS = ("echo-epoll", "echo-uring", "loadgen")
-GO_SERVERS = ("echo-go-net", "echo-go-uring")
-MPI_CODE = (
-    "iolab/experiments/mpi/__init__.py",
-    "iolab/experiments/mpi/launch.py",
-    "iolab/experiments/mpi/netns.py",
-    "iolab/experiments/mpi/group.py",
-)
+def _experiment(name: str, manifest: Mapping[str, Any], code_of: Mapping[str, tuple[str, ...]]) -> Experiment:
+    """An experiment's entry from its manifest's ``registry`` (iolab.manifests)."""
+    fields = dict(manifest["registry"])
+    fields.pop("cost_model", None)
+    # ``code_of``: experiments whose code decides what this one measures too
+    # (trace and latency run echo's cells), after its own.
+    shared = tuple(path for other in fields.pop("code_of", ()) for path in code_of[other])
+    tuples = ("programs", "optional_programs", "code", "extra_outputs", "table_reads")
+    for key in tuples:
+        if key in fields:
+            fields[key] = tuple(fields[key] or ())
+    fields["code"] = (*fields.get("code", ()), *shared)
+    fields["capabilities"] = frozenset(Capability(c) for c in fields.get("capabilities", ()))
+    return Experiment(name, settings_model(name), **fields)
 
-EXPERIMENTS: dict[str, Experiment] = {
-    e.name: e
-    for e in (
-        Experiment(
-            "syscall",
-            settings_model("syscall"),
-            "cost-probe syscall v2",
-            COST_PROBE,
-            COST_PROBE_CODE,
-            probe_mode="syscall",
-            claims=True,
-        ),
-        Experiment(
-            "sendrecv",
-            settings_model("sendrecv"),
-            "cost-probe sendrecv v2",
-            COST_PROBE,
-            COST_PROBE_CODE,
-            probe_mode="sendrecv",
-            claims=True,
-        ),
-        Experiment(
-            "uring_batch",
-            settings_model("uring_batch"),
-            "cost-probe uring-batch v2",
-            COST_PROBE,
-            COST_PROBE_CODE,
-            probe_mode="uring-batch",
-            claims=True,
-        ),
-        Experiment(
-            "nop",
-            settings_model("nop"),
-            "cost-probe nop v2",
-            COST_PROBE,
-            COST_PROBE_CODE,
-            probe_mode="nop",
-        ),
-        # Its settings model is built from its schema section (iolab.settings).
-        Experiment(
-            "send_zc",
-            settings_model("send_zc"),
-            "cost-probe send-zc v2",
-            COST_PROBE,
-            COST_PROBE_CODE,
-            probe_mode="send-zc",
-        ),
-        Experiment(
-            "trace",
-            TraceSettings,
-            "bpftrace syscall durations v1",
-            (*COST_PROBE, "echo-uring", "loadgen"),
-            ("iolab/experiments/trace.py", *ECHO_CODE),
-            capabilities=frozenset({Capability.KERNEL_TRACING}),
-            claims=True,
-        ),
-        Experiment(
-            "echo",
-            EchoSettings,
-            "echo cells v1",
-            ECHO_PROGRAMS,
-            ECHO_CODE,
-            extra_outputs=("histograms.csv",),
-            capabilities=frozenset({Capability.SERVERS}),
-            client_setting="echo_client",
-            optional_programs=GO_SERVERS,
-            claims=True,
-        ),
-        Experiment(
-            "latency",
-            LatencySettings,
-            "echo open-loop v1",
-            ECHO_PROGRAMS,
-            ("iolab/experiments/latency.py", *ECHO_CODE),
-            extra_outputs=("histograms.csv",),
-            table_reads=("histograms.csv",),
-            capabilities=frozenset({Capability.SERVERS}),
-            optional_programs=GO_SERVERS,
-        ),
-        Experiment(
-            "mpi",
-            MpiSettings,
-            "mpi iterations v1",
-            ("mpi-probe", "mpi-pingpong-ref"),
-            MPI_CODE,
-            capabilities=frozenset({Capability.MPI}),
-            peers="mpi.peers",
-            claims=True,
-        ),
-        # perftest comes from the node's packages, not from native/.
-        Experiment(
-            "ib",
-            IbSettings,
-            "perftest v1",
-            (),
-            ("iolab/experiments/ib/__init__.py",),
-            extra_outputs=("perftest.txt",),
-            capabilities=frozenset({Capability.SERVERS}),
-            peers="ib.peer",
-            needs_peers=True,
-            claims=True,
-        ),
-    )
-}
+
+def _experiments() -> dict[str, Experiment]:
+    own_code = {name: tuple(m["registry"].get("code", ())) for name, m in manifests().items()}
+    return {name: _experiment(name, m, own_code) for name, m in manifests().items()}
+
+
+EXPERIMENTS: dict[str, Experiment] = _experiments()
+# The cost probes the cost model (s, w, t(n)) is fitted from (their
+# manifests say ``cost_model: true``): a node that ran them can judge the
+# claims, and a run without them has no model.
+COST_MODEL_EXPERIMENTS = tuple(name for name, m in manifests().items() if m["registry"].get("cost_model"))
 REGISTRY = EXPERIMENTS
 
 

@@ -1,6 +1,7 @@
-"""config/schema.yaml as the source of the typed config models.
+"""config/schema.yaml, with each experiment's section from its manifest
+(iolab.manifests), as the source of the typed config models.
 
-Snakemake validates the config against the schema and fills in its
+iolab.config validates the config against the schema and fills in its
 defaults; the models (iolab.inventory for ``nodes``, iolab.settings for
 ``experiments``) take every default from the same schema, so none is
 written twice. tests/test_config.py checks that each model names the keys
@@ -16,12 +17,16 @@ from typing import Any, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .manifests import experiments_schema
 from .paths import CONFIG_SCHEMA
 
 
 @cache
 def config_schema() -> dict[str, Any]:
+    """The whole config's schema: config/schema.yaml, its ``experiments``
+    filled in from the manifests."""
     schema: dict[str, Any] = yaml.safe_load(CONFIG_SCHEMA.read_text())
+    schema["properties"]["experiments"].update(experiments_schema())
     return schema
 
 

@@ -34,7 +34,7 @@ def fail_config(message):
 try:
     # The config, typed (iolab.settings.RunConfig). Run keys and the
     # measurements' --settings keep the config's own dicts, as validated.
-    RUN = validate_config(config, os.path.join(workflow.basedir, "config", "schema.yaml"))
+    RUN = validate_config(config)
 except ConfigError as e:
     fail_config(str(e))
 

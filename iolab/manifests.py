@@ -1,0 +1,108 @@
+"""The experiments' manifests: config/experiments/<name>.yaml, one per
+experiment, each declaring once what the rest of the package derives:
+
+- ``order``: its place in every list of experiments;
+- ``required``: whether every config has its section;
+- ``registry``: what it runs, what decides what it measures, what it writes
+  and needs (iolab.registry.Experiment's fields, by the same names);
+- ``settings``: its config section's JSON Schema, with defaults, bounds and
+  descriptions (iolab.schema puts it under ``experiments`` in
+  config/schema.yaml; iolab.settings builds its typed model from it).
+
+In the base of the package: the workflow, the run side and the read side
+all read it, through iolab.schema and iolab.registry.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .paths import EXPERIMENT_MANIFESTS
+
+TOP_KEYS = frozenset({"order", "required", "registry", "settings"})
+REGISTRY_KEYS = frozenset(
+    {
+        "raw_format",
+        "programs",
+        "optional_programs",
+        "code",
+        "code_of",
+        "probe_mode",
+        "extra_outputs",
+        "table_reads",
+        "capabilities",
+        "peers",
+        "needs_peers",
+        "client_setting",
+        "claims",
+        "cost_model",
+    }
+)
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be read, with one line naming its file."""
+
+
+def _load(path: Path) -> dict[str, Any]:
+    try:
+        manifest = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ManifestError(f"{path}: not YAML: {' '.join(str(e).split())}") from None
+    if not isinstance(manifest, dict):
+        raise ManifestError(f"{path}: a manifest is a mapping of {', '.join(sorted(TOP_KEYS))}")
+    unknown = set(manifest) - TOP_KEYS
+    missing = {"order", "registry", "settings"} - set(manifest)
+    if unknown or missing:
+        raise ManifestError(
+            f"{path}: "
+            + "; ".join(
+                part
+                for part in (
+                    f"unknown key(s) {', '.join(sorted(unknown))}" if unknown else "",
+                    f"missing {', '.join(sorted(missing))}" if missing else "",
+                )
+                if part
+            )
+            + f" (a manifest has {', '.join(sorted(TOP_KEYS))})"
+        )
+    unknown = set(manifest["registry"] or {}) - REGISTRY_KEYS
+    if unknown:
+        raise ManifestError(
+            f"{path}: registry: unknown key(s) {', '.join(sorted(unknown))} "
+            f"(allowed: {', '.join(sorted(REGISTRY_KEYS))})"
+        )
+    if not isinstance(manifest["order"], int) or isinstance(manifest["order"], bool):
+        raise ManifestError(f"{path}: order: an integer is needed (it is {manifest['order']!r})")
+    return manifest
+
+
+@cache
+def manifests(directory: Path = EXPERIMENT_MANIFESTS) -> dict[str, dict[str, Any]]:
+    """experiment name (its file's stem) -> its manifest, in ``order``."""
+    loaded = {path.stem: _load(path) for path in sorted(directory.glob("*.yaml"))}
+    if not loaded:
+        raise ManifestError(f"{directory}: no experiment manifests (<name>.yaml) found")
+    orders: dict[int, str] = {}
+    for name, manifest in loaded.items():
+        if manifest["order"] in orders:
+            raise ManifestError(
+                f"{directory / (name + '.yaml')}: order {manifest['order']} is also "
+                f"{orders[manifest['order']]}'s; give each experiment its own place"
+            )
+        orders[manifest["order"]] = name
+    return dict(sorted(loaded.items(), key=lambda item: item[1]["order"]))
+
+
+def experiments_schema(directory: Path = EXPERIMENT_MANIFESTS) -> dict[str, Any]:
+    """The ``experiments`` part of the config's schema: each manifest's
+    ``settings`` under its name, the ``required: true`` ones required."""
+    found = manifests(directory)
+    return {
+        "properties": {name: m["settings"] for name, m in found.items()},
+        "required": [name for name, m in found.items() if m.get("required")],
+    }

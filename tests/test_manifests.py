@@ -1,0 +1,121 @@
+"""One manifest per experiment (config/experiments/<name>.yaml): the config's
+schema, the typed settings and the registry derive from it, nothing about
+one experiment is written elsewhere, and a bad manifest is refused in one
+line naming its file."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO
+
+from iolab import config as iolab_config
+from iolab import manifests as manifests_module
+from iolab.manifests import REGISTRY_KEYS, ManifestError, experiments_schema, manifests
+from iolab.paths import EXPERIMENT_MANIFESTS
+from iolab.registry import COST_MODEL_EXPERIMENTS, EXPERIMENTS, Experiment
+from iolab.schema import config_schema
+from iolab.settings import RunConfig
+
+# Registry keys a manifest has that are no Experiment field of the same name.
+DERIVED_KEYS = {"code_of", "cost_model"}
+
+
+def test_every_experiment_has_one_manifest_and_the_registry_is_built_from_them() -> None:
+    assert list(EXPERIMENTS) == list(manifests())
+    assert sorted(p.stem for p in EXPERIMENT_MANIFESTS.glob("*.yaml")) == sorted(EXPERIMENTS)
+    for name, manifest in manifests().items():
+        entry = EXPERIMENTS[name]
+        for key, value in manifest["registry"].items():
+            if key in DERIVED_KEYS:
+                continue
+            got = getattr(entry, key)
+            if key == "capabilities":
+                got = sorted(c.value for c in got)
+                value = sorted(value)
+            elif isinstance(got, tuple):
+                # code_of's experiments' code follows the experiment's own.
+                got = list(got[: len(value)])
+            assert got == value, f"{name}.{key}"
+    assert COST_MODEL_EXPERIMENTS == ("syscall", "sendrecv", "uring_batch")
+
+
+def test_a_manifests_registry_keys_are_the_registrys_fields() -> None:
+    fields = {f.name for f in dataclasses.fields(Experiment)} - {"name", "settings"}
+    assert REGISTRY_KEYS - DERIVED_KEYS == fields
+
+
+def test_the_schema_file_declares_no_experiment_and_the_manifests_fill_it() -> None:
+    raw = yaml.safe_load((REPO / "config" / "schema.yaml").read_text())
+    experiments = raw["properties"]["experiments"]
+    assert experiments["properties"] == {} and experiments["required"] == []
+    assembled = config_schema()["properties"]["experiments"]
+    assert assembled["properties"] == {name: m["settings"] for name, m in manifests().items()}
+    assert assembled["required"] == ["syscall", "sendrecv", "uring_batch", "nop"]
+
+
+def test_a_manifests_defaults_and_bounds_reach_the_config() -> None:
+    config = iolab_config.load()
+    del config["experiments"]["syscall"]["batch_us"]
+    typed: RunConfig = iolab_config.validate_config(config)
+    default = manifests()["syscall"]["settings"]["properties"]["batch_us"]["default"]
+    assert typed.experiments.syscall.batch_us == default == config["experiments"]["syscall"]["batch_us"]
+    config = iolab_config.load()
+    config["experiments"]["syscall"]["batch_us"] = 1
+    with pytest.raises(iolab_config.ConfigError, match=r"^config error at experiments\.syscall\.batch_us: 1 is less"):
+        iolab_config.validate_config(config)
+
+
+def test_a_required_section_is_required() -> None:
+    # Negative control for `required: true`: with it dropped from every
+    # manifest, this config would pass.
+    config = iolab_config.load()
+    del config["experiments"]["nop"]
+    with pytest.raises(iolab_config.ConfigError, match=r"'nop' is a required property"):
+        iolab_config.validate_config(config)
+
+
+def _copy(tmp_path: Path) -> Path:
+    directory = tmp_path / "experiments"
+    shutil.copytree(EXPERIMENT_MANIFESTS, directory)
+    return directory
+
+
+def test_a_new_manifest_is_a_new_section(tmp_path: Path) -> None:
+    directory = _copy(tmp_path)
+    (directory / "pipe.yaml").write_text(
+        "order: 15\nregistry:\n  raw_format: cost-probe pipe v2\nsettings:\n"
+        "  type: object\n  properties:\n    batches: {type: integer, default: 7}\n"
+    )
+    schema = experiments_schema(directory)
+    assert list(schema["properties"])[:3] == ["syscall", "pipe", "sendrecv"]
+    assert schema["properties"]["pipe"]["properties"]["batches"]["default"] == 7
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("order: 1\nregistry: {}\nsettings: {}\nfigures: []\n", "unknown key(s) figures"),
+        ("registry: {}\nsettings: {}\n", "missing order"),
+        ("order: 1\nregistry: {programs: [x], code_off: [echo]}\nsettings: {}\n", "registry: unknown key(s) code_off"),
+        ("order: one\nregistry: {}\nsettings: {}\n", "order: an integer is needed"),
+        ("order: 10\nregistry: {}\nsettings: {}\n", "order 10 is also"),
+        ("order: [1\n", "not YAML"),
+        ("- 1\n", "a manifest is a mapping"),
+    ],
+)
+def test_a_bad_manifest_is_refused_in_one_line_naming_its_file(tmp_path: Path, text: str, expected: str) -> None:
+    directory = _copy(tmp_path)
+    (directory / "zz_bad.yaml").write_text(text)
+    manifests_module.manifests.cache_clear()
+    try:
+        with pytest.raises(ManifestError) as info:
+            manifests(directory)
+    finally:
+        manifests_module.manifests.cache_clear()
+    message = str(info.value)
+    assert "\n" not in message and expected in message and "zz_bad.yaml" in message, message
