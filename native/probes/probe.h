@@ -78,7 +78,7 @@ struct probe_mode {
 	const char *usage;      /* its own options, for --help */
 	unsigned flags;         /* the options it accepts */
 	/* Its defaults, as options applied before the command line's; they are
-	 * the experiment's defaults in config/schema.yaml, which a test checks
+	 * the defaults of its manifest (config/experiments/<name>.yaml), which a test checks
 	 * (cost-probe MODE --defaults prints them). */
 	const char *defaults;
 	long long min_n;        /* the smallest --n it takes */
