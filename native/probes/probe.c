@@ -102,3 +102,23 @@ int run_cells(struct raw_out *out, const char *mode, const struct probe_opts *o,
 	free(order);
 	return 0;
 }
+
+long long calls_per_batch(const struct probe_opts *o, const char *what, double timer_ns, time_calls_fn fn, void *ctx)
+{
+	long long calls = o->calls_per_batch;
+	uint64_t probe;
+
+	if (calls <= 0) {
+		double per_call = (double)fn(ctx, 2000) / 2000.0;
+
+		calls = (long long)((double)o->batch_us * 1000.0 / (per_call > 1.0 ? per_call : 1.0)) + 1;
+	}
+	/* Timer overhead must stay below 5 % of the interval timed. */
+	probe = fn(ctx, calls);
+	if (timer_ns > 0.05 * (double)probe) {
+		fprintf(stderr, PROG ": timer overhead %.0f ns is more than 5%% of one %s batch (%llu ns); raise --batch-us or --calls-per-batch\n",
+			timer_ns, what, (unsigned long long)probe);
+		return 0;
+	}
+	return calls;
+}

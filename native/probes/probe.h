@@ -59,6 +59,19 @@ long long max_queued_bytes(const struct int_list *bytes, long long calls);
 
 void shuffle_size(size_t *a, size_t n, uint64_t seed);
 
+/* --help's lines for the options calls_per_batch reads. */
+#define USAGE_CALLS_PER_BATCH \
+	"  --batch-us US        target batch duration; sets calls per batch\n" \
+	"  --calls-per-batch K  fixed calls per batch instead of calibrating\n"
+
+/* Times `calls` calls of one cell's operation (its context in `ctx`), in ns. */
+typedef uint64_t (*time_calls_fn)(void *ctx, long long calls);
+
+/* The calls one batch of a cell times: --calls-per-batch, else as many as
+ * last about --batch-us by a 2000-call pilot. 0, after one line on stderr
+ * naming `what`, where the timer pair would be more than 5 % of a batch. */
+long long calls_per_batch(const struct probe_opts *o, const char *what, double timer_ns, time_calls_fn fn, void *ctx);
+
 /* The options, as bits: a mode lists those it accepts, so a flag that
  * would be ignored is an error. */
 enum {

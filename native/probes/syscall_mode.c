@@ -34,6 +34,13 @@ struct sc_ctx {
 	long long calls;
 };
 
+static uint64_t time_calls(void *ctx, long long calls)
+{
+	const struct sc_ctx *x = ctx;
+
+	return syscall_batch(x->variant, calls);
+}
+
 static void run_batch(struct cell *c, struct batch_result *r)
 {
 	const struct sc_ctx *x = c->ctx;
@@ -57,26 +64,12 @@ static int mode_syscall(const struct probe_opts *o, struct raw_out *out)
 		return 1;
 	}
 	for (int v = 0; v < VAR_COUNT; v++) {
-		uint64_t probe;
-
 		if (!(set & (1u << v)))
 			continue;
 		ctx[v].variant = v;
-		if (o->calls_per_batch > 0) {
-			ctx[v].calls = o->calls_per_batch;
-		} else {
-			/* Calibrate from a 2000-call pilot so a batch lasts ~batch_us. */
-			double per_call = (double)syscall_batch(v, 2000) / 2000.0;
-
-			ctx[v].calls = (long long)((double)o->batch_us * 1000.0 / (per_call > 1.0 ? per_call : 1.0)) + 1;
-		}
-		/* Timer overhead must stay below 5 % of the interval timed. */
-		probe = syscall_batch(v, ctx[v].calls);
-		if (timer_ns > 0.05 * (double)probe) {
-			fprintf(stderr, PROG ": timer overhead %.0f ns is more than 5%% of a %s batch (%llu ns); raise --batch-us or --calls-per-batch\n",
-				timer_ns, variant_names[v], (unsigned long long)probe);
+		ctx[v].calls = calls_per_batch(o, variant_names[v], timer_ns, time_calls, &ctx[v]);
+		if (ctx[v].calls == 0)
 			return 1;
-		}
 		cells[ncells++] = (struct cell){ .variant = variant_names[v], .transport = "-",
 						 .pattern = "-", .bytes = 0, .n = 1,
 						 .connections = 0, .ctx = &ctx[v] };
@@ -89,9 +82,7 @@ static int mode_syscall(const struct probe_opts *o, struct raw_out *out)
 static const struct probe_mode syscall_mode = {
 	.name = "syscall",
 	.summary = "s: getppid(2) and an unimplemented syscall (ENOSYS)",
-	.usage = "  --variants LIST      subset of getppid,enosys\n"
-		 "  --batch-us US        target batch duration; sets calls per batch\n"
-		 "  --calls-per-batch K  fixed calls per batch instead of calibrating\n",
+	.usage = "  --variants LIST      subset of getppid,enosys\n" USAGE_CALLS_PER_BATCH,
 	.flags = F_COMMON | F_VARIANTS | F_BATCH_US | F_CALLS,
 	.defaults = "--batches 300 --warmup-batches 30 --batch-us 50 --variants getppid,enosys",
 	.min_n = 1,
