@@ -213,7 +213,7 @@ NOTEBOOKS: dict[str, Notebook] = {
     for n in (
         Notebook(
             "cost_model",
-            ("syscall", "sendrecv", "uring_batch", "nop", "trace", "echo", "send_zc"),
+            ("syscall", "sendrecv", "uring_batch", "nop", "trace", "echo", "send_zc", "epoll_wait"),
             (
                 Figure("syscall_cost"),
                 Figure("sendrecv_cost"),

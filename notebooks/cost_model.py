@@ -39,6 +39,7 @@ nop_table = "auto"
 trace_table = "auto"  # "" when the trace experiment is disabled
 echo_table = "auto"  # "" when the echo experiment is disabled
 send_zc_table = "auto"  # "" when the send_zc experiment did not run
+epoll_wait_table = ""  # off unless a config gives its section; the reference data has none
 node = ""  # "": the first node in name order
 reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
@@ -65,6 +66,7 @@ sources = {
     "trace": trace_table,
     "echo": echo_table,
     "send_zc": send_zc_table,
+    "epoll_wait": epoll_wait_table,
 }
 out = Outputs("cost_model", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
@@ -87,6 +89,17 @@ fig = plots.cost.syscall_cost_figure(measured, models.rows_of(overall, node))
 out.figure(fig, "syscall_cost", data=measured)
 plt.show()
 overall
+
+# %% [markdown]
+# ## epoll_wait: what an epoll server pays to learn what is ready
+# One epoll_wait with a zero timeout, beside *s*: over a readable eventfd it
+# returns one event, over an idle one none. It runs when a config gives its
+# section (`experiments: {epoll_wait: {}}`).
+
+# %%
+epoll_wait = tables.load("epoll_wait", epoll_wait_table, reps=reps) if epoll_wait_table else None
+if epoll_wait is not None:
+    print(models.median_summary(models.measured(epoll_wait), by=["node", "variant"]).to_string())
 
 # %% [markdown]
 # ## s + w: send and recv

@@ -38,4 +38,4 @@ def probe_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     return out
 
 
-ROOM = Room(("syscall", "sendrecv", "uring_batch", "nop"), probe_table)
+ROOM = Room(("syscall", "sendrecv", "uring_batch", "nop", "epoll_wait"), probe_table)

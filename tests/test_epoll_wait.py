@@ -1,0 +1,53 @@
+"""The epoll_wait experiment, added by following DESIGN.md's "Adding an
+experiment" as written: the probe mode (sanitizer build), its tidy rows,
+and the workflow measuring it when a config gives its section."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+from conftest import copy_workflow, snakemake
+
+from iolab import readers
+
+OVERLAY = "experiments:\n  epoll_wait: {}\n"
+
+
+def test_the_probe_times_a_ready_and_an_empty_wait(native_build: Path, tmp_path: Path) -> None:
+    out = tmp_path / "epoll_wait.csv"
+    probe = str(native_build / "san" / "cost-probe")
+    res = subprocess.run(
+        [probe, "epoll-wait", "--batches", "6", "--warmup-batches", "1", "--output", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    # Its header says its raw format, which the readers check.
+    frame = readers.read_raw_csv(out)
+    measured = frame[frame["warmup"] == 0]
+    assert sorted(set(measured["variant"])) == ["empty", "ready"]
+    assert (measured.groupby("variant").size() == 6).all()
+    assert (measured["calls"] > 0).all() and (measured["ns"] > 0).all()
+    bad = subprocess.run([probe, "epoll-wait", "--variants", "full"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--variants" in bad.stderr, bad.stderr
+
+
+def test_a_config_that_gives_its_section_measures_it_and_the_notebook_reads_it(tmp_path: Path) -> None:
+    wd = copy_workflow(tmp_path / "iolab")
+    (wd / "on.yaml").write_text(OVERLAY)
+    args = ("--cores", "all", "--configfile", "config/profiles/smoke.yaml", "on.yaml")
+    res = snakemake(wd, "results/tables/epoll_wait.parquet", *args)
+    assert res.returncode == 0, res.stderr[-3000:]
+    table = pd.read_parquet(wd / "results" / "tables" / "epoll_wait.parquet")
+    measured = table[~table["warmup"]]
+    assert sorted(set(measured["variant"])) == ["empty", "ready"]
+    assert measured["rep"].nunique() >= 2 and (measured["ns_per_call"] > 0).all()
+    plan = snakemake(wd, "-n", "-p", "results/notebooks/cost_model.ipynb", *args)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    assert "-p epoll_wait_table results/tables/epoll_wait.parquet" in plan.stdout + plan.stderr
+    # Without the overlay it is off: no job measures it.
+    off = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
+    assert off.returncode == 0 and "epoll_wait" not in off.stdout, off.stdout[-2000:]
