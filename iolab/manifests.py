@@ -7,7 +7,13 @@ experiment, each declaring once what the rest of the package derives:
   and needs (iolab.registry.Experiment's fields, by the same names);
 - ``settings``: its config section's JSON Schema, with defaults, bounds and
   descriptions (iolab.schema puts it under ``experiments`` in
-  config/schema.yaml; iolab.settings builds its typed model from it).
+  config/schema.yaml; iolab.settings builds its typed model from it);
+- ``notebooks``: the notebooks that read its table (their
+  ``<name>_table`` parameter; iolab.registry.NOTEBOOKS' tables);
+- ``figures``: its figures, each with the notebook that draws it and, if
+  any, the condition of the run it needs (``when``: a name in
+  iolab.registry.CONDITIONS); each one's caption is ``<figure>.rst`` in its
+  room, else in report/captions/ (iolab.paths.caption).
 
 In the base of the package: the workflow, the run side and the read side
 all read it, through iolab.schema and iolab.registry.
@@ -23,7 +29,7 @@ import yaml
 
 from .paths import EXPERIMENT_MANIFESTS
 
-TOP_KEYS = frozenset({"order", "required", "registry", "settings"})
+TOP_KEYS = frozenset({"order", "required", "registry", "settings", "notebooks", "figures"})
 REGISTRY_KEYS = frozenset(
     {
         "raw_format",
@@ -76,6 +82,13 @@ def _load(path: Path) -> dict[str, Any]:
             f"{path}: registry: unknown key(s) {', '.join(sorted(unknown))} "
             f"(allowed: {', '.join(sorted(REGISTRY_KEYS))})"
         )
+    for figure in manifest.get("figures") or ():
+        if (
+            not isinstance(figure, dict)
+            or set(figure) - {"name", "notebook", "when"}
+            or not {"name", "notebook"} <= set(figure)
+        ):
+            raise ManifestError(f"{path}: figures: each is {{name, notebook}} with an optional when (it is {figure!r})")
     if not isinstance(manifest["order"], int) or isinstance(manifest["order"], bool):
         raise ManifestError(f"{path}: order: an integer is needed (it is {manifest['order']!r})")
     return manifest

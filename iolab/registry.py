@@ -8,10 +8,11 @@ a node, the other nodes it spans, and whether the claims read it. The
 workflow (rules/common.smk), the measurement entry point (iolab.measure),
 the readers, the tables and the precision planner read it.
 
-``NOTEBOOKS``: one entry per notebook, the tables it reads, the figures it
-writes (each with its caption, iolab.paths.caption) and the
-report category they go under. The workflow, the paper and the tests read
-it.
+``NOTEBOOKS``: one entry per notebook, the tables it reads and the figures
+of each experiment it draws (both from the manifests' ``notebooks`` and
+``figures``), its own figures that combine experiments (each with its
+caption, iolab.paths.caption) and the report category they go under. The
+workflow, the paper and the tests read it.
 
 The code of each experiment is held by reference on each side, checked
 against this registry at import: its run_repetition in
@@ -31,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from .capabilities import Capability
-from .manifests import manifests
+from .manifests import ManifestError, manifests
 from .presets import modern_features
 from .settings import ExperimentSettings, settings_model
 
@@ -208,68 +209,62 @@ def _several_nodes(run: Any, nodes: int) -> bool:
     return nodes > 1
 
 
+# The conditions a manifest's figure may name (``when``).
+CONDITIONS: dict[str, Condition] = {
+    "both_mpi_methods": _both_mpi_methods,
+    "modern_presets": _modern_presets,
+    "two_clients": _two_clients,
+}
+
+
+def _notebook(name: str, category: str, own_figures: tuple[Figure, ...] = (), **kwargs: Any) -> Notebook:
+    """A notebook's entry: its tables and its experiments' figures from the
+    manifests (``notebooks``, ``figures``), then the figures of its own that
+    combine experiments."""
+    tables = tuple(e for e, m in manifests().items() if name in (m.get("notebooks") or ()))
+    figures = []
+    for experiment, manifest in manifests().items():
+        for figure in manifest.get("figures") or ():
+            if figure["notebook"] != name:
+                continue
+            when = figure.get("when")
+            if when is not None and when not in CONDITIONS:
+                raise ManifestError(
+                    f"config/experiments/{experiment}.yaml: figure {figure['name']}: when: {when!r} is none of "
+                    f"{', '.join(sorted(CONDITIONS))} (iolab.registry.CONDITIONS)"
+                )
+            figures.append(Figure(figure["name"], experiment, CONDITIONS[when] if when else _always))
+    return Notebook(name, tables, (*figures, *own_figures), category, **kwargs)
+
+
 NOTEBOOKS: dict[str, Notebook] = {
     n.name: n
     for n in (
-        Notebook(
-            "cost_model",
-            ("syscall", "sendrecv", "uring_batch", "nop", "trace", "echo", "send_zc", "epoll_wait"),
-            (
-                Figure("syscall_cost"),
-                Figure("sendrecv_cost"),
-                Figure("uring_batch_time"),
-                Figure("cost_model_per_request"),
-                Figure("send_zc_cost", experiment="send_zc"),
-            ),
-            "Cost model",
-        ),
-        Notebook(
-            "claims",
-            ("syscall", "sendrecv", "uring_batch", "echo", "mpi", "ib", "trace"),
-            (Figure("claims_forest"),),
-            "Claims re-tested",
-            judges_claims=True,
-        ),
-        Notebook(
-            "echo",
-            ("echo", "syscall", "sendrecv", "uring_batch", "latency"),
-            (
-                Figure("echo_rps"),
-                Figure("echo_cpu_per_request"),
-                Figure("echo_latency"),
-                Figure("echo_batch_size"),
-                Figure("echo_open_loop_latency", experiment="latency"),
-                Figure("echo_modern", when=_modern_presets),
-                Figure("echo_clients", when=_two_clients),
-            ),
-            "Echo servers",
-            experiments=("echo",),
-        ),
-        Notebook(
-            "collectives",
-            ("mpi",),
-            (
-                Figure("mpi_pingpong"),
-                Figure("mpi_collectives"),
-                Figure("mpi_prediction_error"),
-                Figure("mpi_transport_ratio"),
-                Figure("mpi_method_ratio", when=_both_mpi_methods),
-            ),
-            "MPI collectives",
-            experiments=("mpi",),
-        ),
+        _notebook("cost_model", "Cost model", (Figure("cost_model_per_request"),)),
+        _notebook("claims", "Claims re-tested", (Figure("claims_forest"),), judges_claims=True),
+        _notebook("echo", "Echo servers", experiments=("echo",)),
+        _notebook("collectives", "MPI collectives", experiments=("mpi",)),
         # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds
         # were measured, which only the measurements tell: the manifest lists
         # them then.
-        Notebook(
-            "nodes",
-            ("syscall", "sendrecv", "uring_batch", "echo", "mpi"),
-            (Figure("nodes_costs"),),
-            "Nodes compared",
-            when=_several_nodes,
-        ),
+        _notebook("nodes", "Nodes compared", (Figure("nodes_costs"),), when=_several_nodes),
     )
 }
+
+
+def check_notebooks_named() -> None:
+    """Every notebook a manifest names (``notebooks``, a figure's
+    ``notebook``) is declared here; a ManifestError names those that are not."""
+    named = {n for m in manifests().values() for n in (m.get("notebooks") or ())}
+    named |= {f["notebook"] for m in manifests().values() for f in m.get("figures") or ()}
+    if named - set(NOTEBOOKS):
+        raise ManifestError(
+            f"the manifests name notebook(s) {', '.join(sorted(named - set(NOTEBOOKS)))}, which "
+            f"iolab.registry.NOTEBOOKS does not declare ({', '.join(NOTEBOOKS)})"
+        )
+
+
+check_notebooks_named()
 
 
 def notebooks_run(experiments: set[str], run: Any, nodes: int) -> list[str]:

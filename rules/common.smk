@@ -302,7 +302,8 @@ def slurm_resource(node, key):
 
 # Notebooks, the tables each one reads (its `<experiment>_table` parameters),
 # the figures each one writes (stable names, cited by users) and their report
-# category: iolab/registry.py. With more than one node, the nodes notebook
+# category: iolab/registry.py, from the experiments' manifests
+# (config/experiments/<name>.yaml). With more than one node, the nodes notebook
 # sets them side by side.
 ACTIVE_NODES = [n for n in NODES if n not in SKIPPED_NODES]
 NOTEBOOKS_ON = notebooks_run(set(EXPERIMENTS_ON), RUN, len(ACTIVE_NODES))

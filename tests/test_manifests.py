@@ -5,9 +5,11 @@ line naming its file."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -15,9 +17,10 @@ from conftest import REPO
 
 from iolab import config as iolab_config
 from iolab import manifests as manifests_module
+from iolab import registry
 from iolab.manifests import REGISTRY_KEYS, ManifestError, experiments_schema, manifests
 from iolab.paths import EXPERIMENT_MANIFESTS
-from iolab.registry import COST_MODEL_EXPERIMENTS, EXPERIMENTS, Experiment
+from iolab.registry import COST_MODEL_EXPERIMENTS, EXPERIMENTS, NOTEBOOKS, Experiment
 from iolab.schema import config_schema
 from iolab.settings import RunConfig
 
@@ -99,7 +102,8 @@ def test_a_new_manifest_is_a_new_section(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "text,expected",
     [
-        ("order: 1\nregistry: {}\nsettings: {}\nfigures: []\n", "unknown key(s) figures"),
+        ("order: 1\nregistry: {}\nsettings: {}\ncaptions: []\n", "unknown key(s) captions"),
+        ("order: 1\nregistry: {}\nsettings: {}\nfigures: [{name: f}]\n", "figures: each is {name, notebook}"),
         ("registry: {}\nsettings: {}\n", "missing order"),
         ("order: 1\nregistry: {programs: [x], code_off: [echo]}\nsettings: {}\n", "registry: unknown key(s) code_off"),
         ("order: one\nregistry: {}\nsettings: {}\n", "order: an integer is needed"),
@@ -119,3 +123,31 @@ def test_a_bad_manifest_is_refused_in_one_line_naming_its_file(tmp_path: Path, t
         manifests_module.manifests.cache_clear()
     message = str(info.value)
     assert "\n" not in message and expected in message and "zz_bad.yaml" in message, message
+
+
+def test_the_notebooks_tables_and_figures_come_from_the_manifests() -> None:
+    for name, notebook in NOTEBOOKS.items():
+        assert list(notebook.tables) == [e for e, m in manifests().items() if name in m.get("notebooks", ())]
+        declared = [
+            (f["name"], e) for e, m in manifests().items() for f in m.get("figures", ()) if f["notebook"] == name
+        ]
+        assert [(f.name, f.experiment) for f in notebook.figures if f.experiment] == declared
+    assert "epoll_wait" in NOTEBOOKS["cost_model"].tables
+
+
+def _with_figure(figure: dict[str, str]) -> dict[str, dict[str, Any]]:
+    found = copy.deepcopy(manifests())
+    found["nop"]["figures"] = [figure]
+    return found
+
+
+def test_a_figures_condition_and_notebook_must_exist(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(registry, "manifests", lambda: _with_figure({"name": "nop_cost", "notebook": "cost_model"}))
+    assert "nop_cost" in [f.name for f in registry._notebook("cost_model", "Cost model").figures]
+    bad_when = _with_figure({"name": "nop_cost", "notebook": "cost_model", "when": "tuesdays"})
+    monkeypatch.setattr(registry, "manifests", lambda: bad_when)
+    with pytest.raises(ManifestError, match=r"nop\.yaml: figure nop_cost: when: 'tuesdays' is none of"):
+        registry._notebook("cost_model", "Cost model")
+    monkeypatch.setattr(registry, "manifests", lambda: _with_figure({"name": "nop_cost", "notebook": "nops"}))
+    with pytest.raises(ManifestError, match=r"name notebook\(s\) nops, which"):
+        registry.check_notebooks_named()
