@@ -39,7 +39,7 @@ nop_table = "auto"
 trace_table = "auto"  # "" when the trace experiment is disabled
 echo_table = "auto"  # "" when the echo experiment is disabled
 send_zc_table = "auto"  # "" when the send_zc experiment did not run
-epoll_wait_table = ""  # off unless a config gives its section; the reference data has none
+epoll_wait_table = ""  # "" when it did not run; the reference data has none
 node = ""  # "": the first node in name order
 reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
@@ -93,8 +93,7 @@ overall
 # %% [markdown]
 # ## epoll_wait: what an epoll server pays to learn what is ready
 # One epoll_wait with a zero timeout, beside *s*: over a readable eventfd it
-# returns one event, over an idle one none. It runs when a config gives its
-# section (`experiments: {epoll_wait: {}}`).
+# returns one event, over an idle one none.
 
 # %%
 epoll_wait = tables.load("epoll_wait", epoll_wait_table, reps=reps) if epoll_wait_table else None

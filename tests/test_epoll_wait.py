@@ -1,6 +1,6 @@
 """The epoll_wait experiment, added by following DESIGN.md's "Adding an
 experiment" as written: the probe mode (sanitizer build), its tidy rows,
-and the workflow measuring it when a config gives its section."""
+and the workflow measuring it unless its switch is off."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from conftest import copy_workflow, snakemake
 
 from iolab import readers
 
-OVERLAY = "experiments:\n  epoll_wait: {}\n"
+OFF = "experiments:\n  epoll_wait: {enabled: false}\n"
 
 
 def test_the_probe_times_a_ready_and_an_empty_wait(native_build: Path, tmp_path: Path) -> None:
@@ -35,10 +35,10 @@ def test_the_probe_times_a_ready_and_an_empty_wait(native_build: Path, tmp_path:
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--variants" in bad.stderr, bad.stderr
 
 
-def test_a_config_that_gives_its_section_measures_it_and_the_notebook_reads_it(tmp_path: Path) -> None:
+def test_the_workflow_measures_it_and_the_notebook_reads_it(tmp_path: Path) -> None:
     wd = copy_workflow(tmp_path / "iolab")
-    (wd / "on.yaml").write_text(OVERLAY)
-    args = ("--cores", "all", "--configfile", "config/profiles/smoke.yaml", "on.yaml")
+    (wd / "off.yaml").write_text(OFF)
+    args = ("--cores", "all", "--configfile", "config/profiles/smoke.yaml")
     res = snakemake(wd, "results/tables/epoll_wait.parquet", *args)
     assert res.returncode == 0, res.stderr[-3000:]
     table = pd.read_parquet(wd / "results" / "tables" / "epoll_wait.parquet")
@@ -48,6 +48,7 @@ def test_a_config_that_gives_its_section_measures_it_and_the_notebook_reads_it(t
     plan = snakemake(wd, "-n", "-p", "results/notebooks/cost_model.ipynb", *args)
     assert plan.returncode == 0, plan.stderr[-3000:]
     assert "-p epoll_wait_table results/tables/epoll_wait.parquet" in plan.stdout + plan.stderr
-    # Without the overlay it is off: no job measures it.
-    off = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
-    assert off.returncode == 0 and "epoll_wait" not in off.stdout, off.stdout[-2000:]
+    # Switched off, no job measures it and the notebook is told so.
+    off = snakemake(wd, "-n", "-p", "--forceall", *args, "off.yaml")
+    assert off.returncode == 0, off.stderr[-2000:]
+    assert "measure_epoll_wait" not in off.stdout and "-p epoll_wait_table ''" in off.stdout, off.stdout[-2000:]
