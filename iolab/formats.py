@@ -1,7 +1,8 @@
 """Raw file formats shared by the code that writes them (iolab.experiments.echo,
 iolab.experiments.mpi) and the readers that load them (iolab.readers, each room's tidy
-step). Nothing here runs
-anything, so analysis can depend on it without reaching the runners."""
+step); an experiment's raw columns are declared in its manifest
+(``raw_columns``). Nothing here runs anything, so analysis can depend on it
+without reaching the runners."""
 
 from __future__ import annotations
 
@@ -10,31 +11,40 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-# echo-uring's report keys beyond every server's (echo-epoll and the Go
-# servers have none), each an echo raw column of the same name; one that
-# ends in HISTOGRAM_SUFFIX is a list of counts, written space-separated. A
-# new counter is one line here (and its C code).
+from .manifests import manifests
+
 HISTOGRAM_SUFFIX = "_hist"
-URING_COUNTERS = (
-    # What the provided buffers did (buffers per receive, bundles,
-    # incremental buffers).
-    "recv_buffers",
-    "recv_bufs_hist",
-    "buf_more",
-    "bufs_retired",
-    "rearms",
-    # Chunks per send (above 1 only with --gather-send).
-    "send_buffers",
-    "send_bufs_hist",
-    # Connections whose NAPI id --napi read at close, and those with one.
-    "napi_checked",
-    "napi_conns",
-    # Zero-copy sends (--send-zc): notifications, those whose usage report
-    # says the kernel copied, sends from registered buffers.
-    "zc_notifs",
-    "zc_copied",
-    "zc_fixed",
-)
+
+
+def raw_columns(experiment: str) -> list[str]:
+    """Its raw file's columns, in the order they are written: its manifest's
+    ``raw_columns`` (config/experiments/<name>.yaml)."""
+    return [c if isinstance(c, str) else c["name"] for c in manifests()[experiment].get("raw_columns", ())]
+
+
+def counters(experiment: str) -> tuple[str, ...]:
+    """Its raw columns marked ``counter`` (echo-uring's own report keys)."""
+    return tuple(
+        c["name"] for c in manifests()[experiment].get("raw_columns", ()) if isinstance(c, dict) and c.get("counter")
+    )
+
+
+def optional_columns(experiment: str) -> dict[str, object]:
+    """column -> the value its reader fills in where a file lacks it: those
+    marked ``optional`` (that value), and the counters ("" for a histogram,
+    else empty)."""
+    out: dict[str, object] = {}
+    for c in manifests()[experiment].get("raw_columns", ()):
+        if isinstance(c, dict) and "optional" in c:
+            out[c["name"]] = c["optional"]
+        elif isinstance(c, dict) and c.get("counter"):
+            out[c["name"]] = "" if c["name"].endswith(HISTOGRAM_SUFFIX) else None
+    return out
+
+
+# echo-uring's report keys beyond every server's, each an echo raw column of
+# the same name (declared in the echo manifest's raw_columns).
+URING_COUNTERS = counters("echo")
 
 
 def uring_counter_text(report: Mapping[str, Any], name: str) -> Any:
@@ -44,65 +54,9 @@ def uring_counter_text(report: Mapping[str, Any], name: str) -> Any:
     return " ".join(str(n) for n in value) if name.endswith(HISTOGRAM_SUFFIX) else value
 
 
-# echo: one row per cell of a sweep
-CELL_COLUMNS = [
-    "order",
-    "server",
-    "preset",
-    "connections",
-    "bytes",
-    "status",
-    "reason",
-    "rps",
-    "requests",
-    "p50_us",
-    "p99_us",
-    "p999_us",
-    "max_us",
-    "client_cpu_ns",
-    "server_cpu_ns",
-    "server_requests",
-    "server_bytes",
-    "waits",
-    "events",
-    "io_uring_enter",
-    "sqes",
-    "cqes",
-    "short_writes",
-    "async_sqes",
-    "nobufs",
-    "iowq_workers",
-    "server_cpu",
-    "client_cpu",
-    "port",
-    "client",
-    "layout",
-    "pipeline",
-    "server_resched_ipis",
-    "helper_cpus",
-    *URING_COUNTERS,
-    "connections_answered",
-]
-# Files from before the client model and the layout were settings lack their
-# columns: those cells ran the event-loop client, pinned where a server CPU
-# is recorded (the loader derives layout from server_cpu).
-CELL_OPTIONAL = {
-    "client": "event-loop",
-    "layout": "",
-    # Requests in flight per connection: the sweep's one setting before it
-    # was a setup's (the loader fills it from the run's settings).
-    "pipeline": None,
-    # Rescheduling IPIs on the server's CPUs: not counted before.
-    "server_resched_ipis": None,
-    # The CPUs a preset's {spare_cpu}/{spare_cpus} became: none before.
-    "helper_cpus": "",
-    # echo-uring's own counters: not counted before, nor by the other servers.
-    **{name: "" if name.endswith(HISTOGRAM_SUFFIX) else None for name in URING_COUNTERS},
-    # Connections the server echoed on within the cell (loadgen): not
-    # counted before; below `connections` only where the thread-per-
-    # connection client reported, without failing, some never answered.
-    "connections_answered": None,
-}
+# echo: one row per cell of a sweep.
+CELL_COLUMNS = raw_columns("echo")
+CELL_OPTIONAL = optional_columns("echo")
 
 # Every raw file's header says its format and version (iolab.registry's
 # raw_format), on a line of its own: "# iolab-raw: <format>".
@@ -119,35 +73,9 @@ def histograms_path(raw: Path) -> Path:
     return raw.with_name(raw.stem + ".histograms.csv")
 
 
-# latency: one row per cell of an open-loop sweep (iolab.experiments.latency); phase is
-# "capacity" (closed loop, load 0), "open" (offered_rps = load x the preset's
-# capacity) or "fixed" (load x the slowest preset's: one rate for all)
-LATENCY_COLUMNS = [
-    "order",
-    "server",
-    "preset",
-    "phase",
-    "load",
-    "offered_rps",
-    "connections",
-    "bytes",
-    "status",
-    "reason",
-    "rps",
-    "requests",
-    "p50_us",
-    "p99_us",
-    "p999_us",
-    "max_us",
-    "client_cpu_ns",
-    "server_cpu_ns",
-    "server_bytes",
-    "server_cpu",
-    "client_cpu",
-]
-# Files from before the fixed-rate phase lack the bytes the server echoed
-# (its CPU per request needs them).
-LATENCY_OPTIONAL: dict[str, object] = {"server_bytes": None}
+# latency: one row per cell of an open-loop sweep (iolab.experiments.latency).
+LATENCY_COLUMNS = raw_columns("latency")
+LATENCY_OPTIONAL = optional_columns("latency")
 
 # mpi: one row per timed iteration and rank, transport first
 MPI_PROBE_COLUMNS = ["bench", "bytes", "ranks", "series", "iteration", "rank", "ns", "late", "window_ns"]

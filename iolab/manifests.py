@@ -13,7 +13,10 @@ experiment, each declaring once what the rest of the package derives:
 - ``figures``: its figures, each with the notebook that draws it and, if
   any, the condition of the run it needs (``when``: a name in
   iolab.registry.CONDITIONS); each one's caption is ``<figure>.rst`` in its
-  room, else in report/captions/ (iolab.paths.caption).
+  room, else in report/captions/ (iolab.paths.caption);
+- ``raw_columns``: its raw file's columns in the order they are written,
+  each a name or ``{name, optional: fill}`` / ``{name, counter: true}``
+  (iolab.formats).
 
 In the base of the package: the workflow, the run side and the read side
 all read it, through iolab.schema and iolab.registry.
@@ -29,7 +32,7 @@ import yaml
 
 from .paths import EXPERIMENT_MANIFESTS
 
-TOP_KEYS = frozenset({"order", "required", "registry", "settings", "notebooks", "figures"})
+TOP_KEYS = frozenset({"order", "required", "registry", "settings", "notebooks", "figures", "raw_columns"})
 REGISTRY_KEYS = frozenset(
     {
         "raw_format",
@@ -89,6 +92,14 @@ def _load(path: Path) -> dict[str, Any]:
             or not {"name", "notebook"} <= set(figure)
         ):
             raise ManifestError(f"{path}: figures: each is {{name, notebook}} with an optional when (it is {figure!r})")
+    for column in manifest.get("raw_columns") or ():
+        if not isinstance(column, str) and not (
+            isinstance(column, dict) and "name" in column and set(column) - {"name"} in ({"optional"}, {"counter"})
+        ):
+            raise ManifestError(
+                f"{path}: raw_columns: each is a name, {{name, optional: fill}} or {{name, counter: true}} "
+                f"(it is {column!r})"
+            )
     if not isinstance(manifest["order"], int) or isinstance(manifest["order"], bool):
         raise ManifestError(f"{path}: order: an integer is needed (it is {manifest['order']!r})")
     return manifest

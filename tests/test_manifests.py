@@ -16,6 +16,7 @@ import yaml
 from conftest import REPO
 
 from iolab import config as iolab_config
+from iolab import formats
 from iolab import manifests as manifests_module
 from iolab import registry
 from iolab.manifests import REGISTRY_KEYS, ManifestError, experiments_schema, manifests
@@ -104,6 +105,10 @@ def test_a_new_manifest_is_a_new_section(tmp_path: Path) -> None:
     [
         ("order: 1\nregistry: {}\nsettings: {}\ncaptions: []\n", "unknown key(s) captions"),
         ("order: 1\nregistry: {}\nsettings: {}\nfigures: [{name: f}]\n", "figures: each is {name, notebook}"),
+        (
+            "order: 1\nregistry: {}\nsettings: {}\nraw_columns: [{name: c, optional: 0, counter: true}]\n",
+            "raw_columns:",
+        ),
         ("registry: {}\nsettings: {}\n", "missing order"),
         ("order: 1\nregistry: {programs: [x], code_off: [echo]}\nsettings: {}\n", "registry: unknown key(s) code_off"),
         ("order: one\nregistry: {}\nsettings: {}\n", "order: an integer is needed"),
@@ -151,3 +156,13 @@ def test_a_figures_condition_and_notebook_must_exist(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(registry, "manifests", lambda: _with_figure({"name": "nop_cost", "notebook": "nops"}))
     with pytest.raises(ManifestError, match=r"name notebook\(s\) nops, which"):
         registry.check_notebooks_named()
+
+
+def test_the_raw_columns_come_from_the_manifests() -> None:
+    written = [c if isinstance(c, str) else c["name"] for c in manifests()["echo"]["raw_columns"]]
+    assert formats.CELL_COLUMNS == written and formats.LATENCY_COLUMNS == formats.raw_columns("latency")
+    assert formats.URING_COUNTERS[:2] == ("recv_buffers", "recv_bufs_hist")
+    assert set(formats.URING_COUNTERS) <= set(formats.CELL_OPTIONAL)
+    assert formats.CELL_OPTIONAL["recv_bufs_hist"] == "" and formats.CELL_OPTIONAL["recv_buffers"] is None
+    assert formats.CELL_OPTIONAL["client"] == "event-loop" and "server_bytes" in formats.LATENCY_OPTIONAL
+    assert "rps" not in formats.CELL_OPTIONAL
