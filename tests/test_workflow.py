@@ -172,18 +172,19 @@ def test_manifest_links_figures_to_code_tables_and_raw_files(smoke_run: tuple[Pa
     fig = manifest["figures"]["syscall_cost"]
     assert fig["notebook"] == "notebooks/cost_model.py"
     assert "results/tables/syscall.parquet" in fig["tables"]
-    # 2 repetitions of syscall, sendrecv, uring_batch, nop, trace, echo and
-    # send_zc: the cost-model notebook's tables (its model figure overlays
-    # the measured echo servers)
-    assert len(fig["raw"]) == 14
+    # 2 repetitions of syscall, sendrecv, uring_batch, nop, epoll_wait,
+    # send_zc, trace and echo: the cost-model notebook's tables (its model
+    # figure overlays the measured echo servers)
+    assert len(fig["raw"]) == 16
     assert {Path(r["raw"]).parts[3] for r in fig["raw"]} == {
         "syscall",
         "sendrecv",
         "uring_batch",
         "nop",
+        "epoll_wait",
+        "send_zc",
         "trace",
         "echo",
-        "send_zc",
     }
     for raw in fig["raw"]:
         path = wd / raw["raw"]
