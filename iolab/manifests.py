@@ -24,6 +24,7 @@ all read it, through iolab.schema and iolab.registry.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,21 @@ def manifests(directory: Path = EXPERIMENT_MANIFESTS) -> dict[str, dict[str, Any
             )
         orders[manifest["order"]] = name
     return dict(sorted(loaded.items(), key=lambda item: item[1]["order"]))
+
+
+def restated_defaults(experiments: Mapping[str, Any], directory: Path = EXPERIMENT_MANIFESTS) -> list[str]:
+    """The keys of the ``experiments`` sections of a config file that set a
+    value equal to their manifest's default (a value written twice), as
+    ``experiments.<name>.<key>``; ``enabled`` says a section is on, and is
+    left out."""
+    found = manifests(directory)
+    out = []
+    for name, section in experiments.items():
+        props = found[name]["settings"].get("properties", {}) if name in found else {}
+        for key, value in (section or {}).items():
+            if key != "enabled" and key in props and "default" in props[key] and props[key]["default"] == value:
+                out.append(f"experiments.{name}.{key}")
+    return out
 
 
 def experiments_schema(directory: Path = EXPERIMENT_MANIFESTS) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from iolab import config as iolab_config
 from iolab import formats
 from iolab import manifests as manifests_module
 from iolab import registry
-from iolab.manifests import REGISTRY_KEYS, ManifestError, experiments_schema, manifests
+from iolab.manifests import REGISTRY_KEYS, ManifestError, experiments_schema, manifests, restated_defaults
 from iolab.paths import EXPERIMENT_MANIFESTS
 from iolab.registry import COST_MODEL_EXPERIMENTS, EXPERIMENTS, NOTEBOOKS, Experiment
 from iolab.schema import config_schema
@@ -166,3 +166,13 @@ def test_the_raw_columns_come_from_the_manifests() -> None:
     assert formats.CELL_OPTIONAL["recv_bufs_hist"] == "" and formats.CELL_OPTIONAL["recv_buffers"] is None
     assert formats.CELL_OPTIONAL["client"] == "event-loop" and "server_bytes" in formats.LATENCY_OPTIONAL
     assert "rps" not in formats.CELL_OPTIONAL
+
+
+def test_config_yaml_sets_only_what_the_default_run_changes() -> None:
+    """config.yaml's experiment sections restate no manifest default: each
+    value has one home (the control: one restated default is found)."""
+    base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]
+    assert restated_defaults(base) == []
+    restated = copy.deepcopy(base)
+    restated["syscall"]["batch_us"] = manifests()["syscall"]["settings"]["properties"]["batch_us"]["default"]
+    assert restated_defaults(restated) == ["experiments.syscall.batch_us"]
