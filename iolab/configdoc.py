@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from . import paths
 from .schema import config_schema
@@ -60,14 +63,46 @@ def render() -> str:
         "",
         "## Experiments (`experiments.<name>`)",
         "",
-        "Each is declared in its manifest, `experiments/<name>.yaml`: its settings' schema and what it runs.",
+        "Each is declared in its manifest, `experiments/<name>.yaml`: its settings' schema and what it runs. "
+        "Below, each one's keys: the manifest's default, and the value `config.yaml` sets where the default "
+        "run changes it.",
         "",
         "| experiment | meaning |",
         "|---|---|",
     ]
     for key, spec in props["experiments"]["properties"].items():
         out.append(f"| `{key}` | {_cell(spec.get('description', '') or f'see experiments/{key}.yaml')} |")
+    default_run = (yaml.safe_load((CONFIG / "config.yaml").read_text()).get("experiments")) or {}
+    for name, spec in props["experiments"]["properties"].items():
+        out += _settings_table(name, spec, default_run.get(name))
     return "\n".join(out) + "\n"
+
+
+def _value(value: Any) -> str:
+    """A setting's value in a table cell: YAML's flow form, or where it is
+    a mapping or a list of mappings, a pointer to the file that has it."""
+    if isinstance(value, dict) and value or isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        return "(see the file)"
+    return "`" + yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("...").strip() + "`"
+
+
+def _settings_table(name: str, spec: dict[str, Any], default_run: dict[str, Any] | None) -> list[str]:
+    """One experiment's keys: its manifest's default, what config.yaml's
+    default run sets where it changes it, and what the key means."""
+    out = [
+        "",
+        f"### `{name}` (`experiments/{name}.yaml`)",
+        "",
+        "| key | default | default run | meaning |",
+        "|---|---|---|---|",
+    ]
+    for key, prop in spec.get("properties", {}).items():
+        default = _value(prop["default"]) if "default" in prop else ""
+        run = _value(default_run[key]) if default_run and key in default_run and key != "enabled" else ""
+        out.append(f"| `{key}` | {_cell(default)} | {_cell(run)} | {_cell(prop.get('description', ''))} |")
+    if default_run is None and "default" not in spec:
+        out += ["", "Off in the default run: `config.yaml` has no section for it."]
+    return out
 
 
 def main() -> int:
