@@ -9,6 +9,8 @@ rule tidy_table:
     input:
         raw=lambda w: table_inputs(w.experiment),
         code=TABLE_CODE,
+        # Its manifest declares the raw columns its reader checks and fills.
+        manifest="config/experiments/{experiment}.yaml",
     output:
         table="results/tables/{experiment}.parquet",
         sources="results/tables/{experiment}.sources.json",

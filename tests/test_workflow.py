@@ -230,6 +230,14 @@ def test_editing_a_reader_rebuilds_the_tables(smoke_copy: Path, reader: str) -> 
     assert not {rule for rule in jobs if rule.startswith("measure")}
 
 
+def test_editing_a_manifest_rebuilds_its_table_only(smoke_copy: Path) -> None:
+    # An experiment's raw columns (what its reader checks and fills in) are
+    # in its manifest, not in the tidy step's code.
+    jobs = planned_after_edit(smoke_copy, "config/experiments/echo.yaml", "\n# an edit\n")
+    assert jobs.get("tidy_table") == 1 and "notebook_echo" in jobs
+    assert not {rule for rule in jobs if rule.startswith("measure")}
+
+
 def test_editing_a_rooms_figure_reruns_its_notebook_not_the_tables(smoke_copy: Path) -> None:
     # Each notebook's code input is its own import closure: before, every
     # notebook read one closure of the whole read side, and this edit
