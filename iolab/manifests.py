@@ -16,7 +16,10 @@ experiment, each declaring once what the rest of the package derives:
   room, else in report/captions/ (iolab.paths.caption);
 - ``raw_columns``: its raw file's columns in the order they are written,
   each a name or ``{name, optional: fill}`` / ``{name, counter: true}``
-  (iolab.formats).
+  (iolab.formats);
+- ``checks``: the run's own checks that read its numbers, by name (the read
+  side's iolab.report.checks holds them, checked against the manifests
+  when it is imported).
 
 In the base of the package: the workflow, the run side and the read side
 all read it, through iolab.schema and iolab.registry.
@@ -33,7 +36,7 @@ import yaml
 
 from .paths import EXPERIMENT_MANIFESTS
 
-TOP_KEYS = frozenset({"order", "required", "registry", "settings", "notebooks", "figures", "raw_columns"})
+TOP_KEYS = frozenset({"order", "required", "registry", "settings", "notebooks", "figures", "raw_columns", "checks"})
 REGISTRY_KEYS = frozenset(
     {
         "raw_format",

@@ -149,3 +149,20 @@ def test_failed_checks_reach_the_limitations() -> None:
     assert "The run's own checks found" in written["limitations"]["text"]
     assert re.search(r"0\.531 of the imposed rate", written["limitations"]["text"])
     assert written["check_shaper"]["text"].startswith("the probe recovers only 0.531")
+
+
+def test_each_check_is_named_by_one_experiments_manifest() -> None:
+    from iolab.manifests import ManifestError, manifests
+
+    checks.check_manifests(checks.CHECKS, manifests())
+    found = {name: dict(m) for name, m in manifests().items()}
+    found["echo"] = {**found["echo"], "checks": []}
+    with pytest.raises(ManifestError, match=r"^check client is named by no experiment's manifest"):
+        checks.check_manifests(checks.CHECKS, found)
+    found["echo"] = {**found["echo"], "checks": ["client", "clients"]}
+    with pytest.raises(ManifestError, match=r"echo\.yaml names check clients, which iolab\.report\.checks does not"):
+        checks.check_manifests(checks.CHECKS, found)
+    found["latency"] = {**found["latency"], "checks": ["tails", "load_order", "client"]}
+    found["echo"] = {**found["echo"], "checks": ["client"]}
+    with pytest.raises(ManifestError, match=r"check client is named by echo, latency"):
+        checks.check_manifests(checks.CHECKS, found)

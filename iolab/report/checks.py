@@ -17,15 +17,19 @@ whose numbers the run lacks gives nothing, and the paper shows nothing.
     client        echo: the load generator's busy share, under 90 % of a CPU
     w_order       cost model: w of send against w of recv, by their intervals
     zero_copy     send_zc: what zero copy adds where the kernel copied
+
+Each is named by its experiment's manifest (``checks``), checked at import.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from ..manifests import ManifestError, manifests
 
 Numbers = Mapping[str, Any]
 
@@ -228,6 +232,31 @@ def zero_copy(numbers: Numbers) -> Check | None:
 
 
 CHECKS = (shaper, tails, load_order, mpi_methods, client, w_order, zero_copy)
+
+
+def check_manifests(checks: tuple[Callable[[Numbers], Check | None], ...], found: Mapping[str, Any]) -> None:
+    """Each check is named by exactly one experiment's manifest (its
+    ``checks``), and each name a manifest gives is a check here; a
+    ManifestError says which are not, in one line."""
+    named: dict[str, list[str]] = {}
+    for experiment, manifest in found.items():
+        for name in manifest.get("checks") or ():
+            named.setdefault(name, []).append(experiment)
+    have = [fn.__name__ for fn in checks]
+    problems = [
+        f"check {n} is named by no experiment's manifest (add it to one's checks)" for n in have if n not in named
+    ]
+    problems += [f"check {n} is named by {', '.join(e)}" for n, e in named.items() if len(e) > 1]
+    problems += [
+        f"config/experiments/{e[0]}.yaml names check {n}, which iolab.report.checks does not have"
+        for n, e in named.items()
+        if n not in have
+    ]
+    if problems:
+        raise ManifestError("; ".join(problems))
+
+
+check_manifests(CHECKS, manifests())
 
 
 def run(numbers: Numbers) -> list[Check]:
