@@ -98,7 +98,8 @@ overall
 # %%
 epoll_wait = tables.load("epoll_wait", epoll_wait_table, reps=reps) if epoll_wait_table else None
 if epoll_wait is not None:
-    print(models.median_summary(models.measured(epoll_wait), by=["node", "variant"]).to_string())
+    epoll_wait_medians = models.median_summary(models.measured(epoll_wait), by=["node", "variant"])
+    print(epoll_wait_medians.drop(columns="estimate", errors="ignore").to_string())
 
 # %% [markdown]
 # ## s + w: send and recv
