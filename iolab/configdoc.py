@@ -81,7 +81,7 @@ def render() -> str:
 def _value(value: Any) -> str:
     """A setting's value in a table cell: YAML's flow form, or where it is
     a mapping or a list of mappings, a pointer to the file that has it."""
-    if isinstance(value, dict) and value or isinstance(value, list) and any(isinstance(v, dict) for v in value):
+    if (isinstance(value, dict) and value) or (isinstance(value, list) and any(isinstance(v, dict) for v in value)):
         return "(see the file)"
     return "`" + yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("...").strip() + "`"
 

@@ -16,9 +16,8 @@ import yaml
 from conftest import REPO
 
 from iolab import config as iolab_config
-from iolab import formats
+from iolab import formats, registry
 from iolab import manifests as manifests_module
-from iolab import registry
 from iolab.manifests import REGISTRY_KEYS, ManifestError, experiments_schema, manifests, restated_defaults
 from iolab.paths import EXPERIMENT_MANIFESTS
 from iolab.registry import COST_MODEL_EXPERIMENTS, EXPERIMENTS, NOTEBOOKS, Experiment
