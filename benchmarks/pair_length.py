@@ -3,12 +3,15 @@ distance between the pair's two cells.
 
     python benchmarks/pair_length.py [--lengths 0.5,1,2,4] [--connections 50,500]
                                      [--quartets N] [--a epoll] [--b defer_taskrun_multishot]
+                                     [--client MODEL] [--layout pinned|shared]
                                      [--out DIR] [--from-cells CSV]
 
 For each connection count and cell length (in a random order of blocks),
 the two presets run as ``--quartets`` ABBA quartets back to back: A B B A
-A B B A ... (c, 128 B, server on CPU 0, client on CPU 1, 0.25 s of
-warm-up per cell). Two ratios are read from every quartet: requests/s and
+A B B A ... (c, 128 B, 0.25 s of warm-up per cell; by default our
+event-loop client with the server on CPU 0 and the client on CPU 1;
+``--client thread-per-connection --layout shared`` gives the sources'
+setup, in which the claims' decision cells are measured). Two ratios are read from every quartet: requests/s and
 the server's CPU per request, B over A. Their log's sd across quartets is
 the within-run spread of a close ABBA pair at that length; pairs of one A
 and one B cell ``d`` places apart in the same sequence give its spread
@@ -29,7 +32,9 @@ import math
 import random
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import get_args
 
 import matplotlib
 
@@ -40,6 +45,7 @@ from scipy import stats
 from iolab import config, paths
 from iolab.experiments import echo
 from iolab.presets import preset_server
+from iolab.settings import EchoSetup
 
 QUANTITIES = {"rps": "requests/s", "server_cpu": "server CPU per request"}
 DISTANCES = (1, 3, 5, 9)
@@ -97,6 +103,12 @@ def main() -> None:
     parser.add_argument("--bytes", type=int, default=128)
     parser.add_argument("--a", default="epoll", help="preset A (the denominator)")
     parser.add_argument("--b", default="defer_taskrun_multishot", help="preset B (the numerator)")
+    fields = EchoSetup.model_fields
+    models = [m for m in get_args(fields["client"].annotation) if m != "auto"]
+    parser.add_argument("--client", choices=models, default="event-loop", help="the load generator's model")
+    parser.add_argument(
+        "--layout", choices=get_args(fields["layout"].annotation), default="pinned", help="CPUs pinned apart or not"
+    )
     parser.add_argument("--out", type=Path, default=paths.REPO / "results" / "pair-length")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--from-cells", type=Path, help="summarise this cells.csv instead of measuring")
@@ -118,6 +130,9 @@ def main() -> None:
             next(c["preset"] for c in saved if c["side"] == "A"),
             next(c["preset"] for c in saved if c["side"] == "B"),
         )
+        # Files from before the setup was recorded: our pinned event loop.
+        args.client = saved[0].get("client", "event-loop")
+        args.layout = saved[0].get("layout", "pinned")
         args.out.mkdir(parents=True, exist_ok=True)
         summarise(saved, args)
         return
@@ -128,7 +143,7 @@ def main() -> None:
         if name not in presets:
             parser.error(f"preset {name!r} is not in experiments.echo.presets; choose one of {', '.join(presets)}")
     sides = {
-        side: echo.Cell(name, preset_server(name, presets[name])[1], 0, args.bytes, "event-loop")
+        side: echo.Cell(name, preset_server(name, presets[name])[1], 0, args.bytes, args.client, layout=args.layout)
         for side, name in (("A", args.a), ("B", args.b))
     }
     blocks = [(c, length) for c in args.connections for length in args.lengths]
@@ -140,7 +155,7 @@ def main() -> None:
         for n, (c, length) in enumerate(blocks, 1):
             run = echo.LoadgenRun(length, 0.25)
             for position, side in enumerate("ABBA" * args.quartets):
-                cell = echo.Cell(sides[side].preset, sides[side].flags, c, args.bytes, "event-loop", sides[side].server)
+                cell = replace(sides[side], connections=c)
                 got = echo.measure_cell(cell, run, {"server": 0, "client": 1}, Path(tmp) / "h.csv")
                 cells.append(
                     {
@@ -149,6 +164,8 @@ def main() -> None:
                         "position": position,
                         "side": side,
                         "preset": cell.preset,
+                        "client": cell.client,
+                        "layout": cell.layout,
                         **quantity(got, args.bytes),
                     }
                 )
@@ -192,7 +209,8 @@ def summarise(cells: list[dict], args: argparse.Namespace) -> None:
         w.writeheader()
         w.writerows(rows)
     lines = [
-        f"{args.b} / {args.a}, {quartets} ABBA quartets per block; sd of the log ratio (90 % interval)",
+        f"{args.b} / {args.a}, {args.client} client, {args.layout} CPUs, {quartets} ABBA quartets per block; "
+        "sd of the log ratio (90 % interval)",
         "",
         "| c | cell | quantity | pair | n | ratio | sd |",
         "|---|---|---|---|---|---|---|",

@@ -5,6 +5,7 @@ benchmarks, not in tests."""
 
 from __future__ import annotations
 
+import csv
 import re
 import subprocess
 import sys
@@ -79,6 +80,16 @@ def test_pair_length_tabulates_the_paired_spread_by_length_and_distance(native_b
     assert (
         again.returncode == 0 and (tmp_path / "again" / "spread.md").read_text() == (tmp_path / "spread.md").read_text()
     )
+    # The sources' setup, in which the claims' decision cells are measured.
+    sources = benchmark(
+        "pair_length.py",
+        *("--lengths", "0.1", "--connections", "50", "--quartets", "3", "--out", str(tmp_path / "sources")),
+        *("--client", "thread-per-connection", "--layout", "shared"),
+    )
+    assert sources.returncode == 0, sources.stderr[-2000:]
+    assert "thread-per-connection client, shared CPUs, 3 ABBA quartets per block" in sources.stdout
+    with (tmp_path / "sources" / "cells.csv").open() as f:
+        assert {(r["client"], r["layout"]) for r in csv.DictReader(f)} == {("thread-per-connection", "shared")}
     few = benchmark("pair_length.py", "--quartets", "2")
     assert few.returncode == 2 and "--quartets must be at least 3" in few.stderr
 
