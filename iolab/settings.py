@@ -95,6 +95,7 @@ class EchoSetup(Section):
     connections: tuple[int, ...] | None = None
     bytes: tuple[int, ...] | None = None
     pipeline: int | None = None  # requests in flight per connection (None: the sweep's)
+    duration: Number | None = None  # measured seconds per cell (None: the sweep's)
 
 
 class EchoSettings(ExperimentSettings):

@@ -108,3 +108,12 @@ def test_the_conclusion_says_what_the_run_learned_from_its_numbers() -> None:
     flipped = summary.what_was_learned(other)
     assert "constant-t model fits" in flipped and "at least 40 %" in flipped
     assert summary.what_was_learned({}) == ""
+
+
+def test_the_cell_length_said_is_every_cell_length_the_run_had() -> None:
+    one = {"echo_cell_seconds": {"value": 0.75, "text": "0.75"}, "claim_outcomes": {"value": []}}
+    assert "Echo cells ran 0.75 s each" in summary.write(one)["limitations"]["text"]
+    # A setup that ran longer cells: the sentence gives the span, not one length.
+    two = {**one, "echo_cell_seconds_max": {"value": 1.25, "text": "1.25"}}
+    text = summary.write(two)["limitations"]["text"]
+    assert "Echo cells ran 0.75\u20131.25 s each" in text and "0.75 s each" not in text

@@ -319,8 +319,10 @@ def limitations(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
         )
     cell = numbers.get("echo_cell_seconds")
     if isinstance(cell, dict):
+        longest = numbers.get("echo_cell_seconds_max")
+        span = f"{cell['text']}–{longest['text']}" if isinstance(longest, dict) else cell["text"]
         out.append(
-            f"Echo cells ran {cell['text']} s each, warm-up included, against the sources' 60 s: many "
+            f"Echo cells ran {span} s each, warm-up included, against the sources' 60 s: many "
             "short cells in a random order over each repetition, for intervals across repetitions, "
             "rather than a few long ones."
         )

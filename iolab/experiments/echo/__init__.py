@@ -63,6 +63,7 @@ def cells(settings: EchoSettings, seed: int) -> list[Cell]:
                     presets[name].server,
                     setup.layout,
                     pipeline=setup.pipeline or typed.pipeline,
+                    duration=float(setup.duration or 0.0),
                 )
                 for name in chosen
                 for setup, g in zip(typed.setups, grids, strict=True)
@@ -186,6 +187,7 @@ def run_sweep(
                 pipeline=cell.pipeline,
                 connections=cell.connections,
                 bytes=cell.bytes,
+                duration=cell.duration or typed.duration,
                 server_cpu=placed["server"],
                 client_cpu=placed["client"],
             )
@@ -196,7 +198,7 @@ def run_sweep(
                 row.update(
                     measure_cell(
                         cell,
-                        LoadgenRun.for_sweep(typed),
+                        LoadgenRun.for_sweep(typed, cell),
                         cpus,
                         files.histogram(i),
                         server_runner,

@@ -63,6 +63,7 @@ class Cell:
     layout: str = "pinned"  # pinned: the node's cpus.server/client; shared: unpinned
     rate: float = 0.0  # open loop at this many requests/s (loadgen --rate); 0: closed loop
     pipeline: int = 1  # requests in flight per connection (loadgen --pipeline)
+    duration: float = 0.0  # measured seconds (loadgen --duration); 0: the sweep's
 
     def __post_init__(self) -> None:
         if not self.server:
@@ -102,8 +103,10 @@ class LoadgenRun:
     port: int = 0
 
     @classmethod
-    def for_sweep(cls, settings: EchoSettings) -> LoadgenRun:
-        return cls(settings.duration, settings.warmup, settings.loadgen_threads, settings.port)
+    def for_sweep(cls, settings: EchoSettings, cell: Cell | None = None) -> LoadgenRun:
+        """The sweep's run, at ``cell``'s own duration where its setup sets one."""
+        duration = cell.duration if cell is not None and cell.duration else settings.duration
+        return cls(duration, settings.warmup, settings.loadgen_threads, settings.port)
 
 
 def cpu_text(cpus: Sequence[int]) -> str:
