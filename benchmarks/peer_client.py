@@ -3,6 +3,7 @@ generator and under one this project did not write, in the same rounds.
 
     python benchmarks/peer_client.py [--rounds N] [--duration S] [--connections 50,500]
                                      [--bytes B] [--a epoll] [--b defer_taskrun_multishot]
+                                     [--our-client MODEL] [--layout pinned|shared]
                                      [--out DIR] [--from-cells CSV]
 
 The other client is crates.io's ``tcp-echo-benchmark`` 0.1.0 (installed here
@@ -13,8 +14,10 @@ task that writes its message, then awaits the whole echo.
 
 Each round measures, for each connection count and each client (in a random
 order), one ABBA quartet of cells: A B B A, A the epoll server, B the ring
-(server on CPU 0, client on CPU 1, ``--bytes`` per request, ``--duration``
-whole seconds a cell). Server CPU per request is the server's CPU time over
+(``--bytes`` per request, ``--duration`` whole seconds a cell; server on CPU
+0 and client on CPU 1, or with ``--layout shared`` neither pinned, as the
+sources ran; ``--our-client thread-per-connection`` is the sources' model,
+in which the claims' cells are measured). Server CPU per request is the server's CPU time over
 the requests it echoed, whole life included, for either client. A quartet
 gives log(B/A) with a linear drift cancelled; across rounds, its mean and 95 %
 t interval. The two clients' ratios are compared round by round (their
@@ -41,6 +44,7 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import get_args
 
 from scipy import stats
 
@@ -48,10 +52,13 @@ from iolab import config, paths
 from iolab.experiments.echo import cell as echo_cell
 from iolab.presets import preset_server
 from iolab.runners import LocalRunner
+from iolab.settings import EchoSetup
 
 PEER_CRATE, PEER_VERSION = "tcp-echo-benchmark", "0.1.0"
 PEER_ROOT = paths.NATIVE_BUILD / "peers"
 CLIENTS = ("ours", "peer")
+# The pinned layout: server on CPU 0, client on CPU 1 (shared: neither pinned).
+PINNED = {"server": 0, "client": 1}
 _TOTAL = re.compile(r"^Total: (\d+) requests, (\d+) responses$", re.M)
 
 
@@ -87,9 +94,11 @@ def parse_peer(output: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def run_peer(exe: Path, port: int, connections: int, size: int, duration: int, cpu: int) -> dict[str, float]:
-    """Drive a server with the peer client pinned to ``cpu``; its counts and CPU."""
-    argv = ["taskset", "-c", str(cpu), str(exe), "-a", f"127.0.0.1:{port}"]
+def run_peer(
+    exe: Path, port: int, connections: int, size: int, duration: int, cpu: int | str | None
+) -> dict[str, float]:
+    """Drive a server with the peer client (pinned to ``cpu``, or not); its counts and CPU."""
+    argv = [*(["taskset", "-c", str(cpu)] if cpu is not None else []), str(exe), "-a", f"127.0.0.1:{port}"]
     argv += ["-l", str(size), "-c", str(connections), "-t", str(duration)]
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True)
@@ -112,9 +121,10 @@ def run_peer(exe: Path, port: int, connections: int, size: int, duration: int, c
 def peer_cell(cell: echo_cell.Cell, exe: Path, duration: int) -> dict[str, float]:
     """One cell under the peer client: the server's report merged with the client's."""
     runner = LocalRunner()
-    proc, port = echo_cell.start_server(cell, 0, runner)
+    placed = cell.placement(PINNED)
+    proc, port = echo_cell.start_server(cell, placed["server"], runner)
     try:
-        client = run_peer(exe, port, cell.connections, cell.bytes, duration, 1)
+        client = run_peer(exe, port, cell.connections, cell.bytes, duration, placed["client"])
     except PeerError:
         proc.kill()
         proc.wait()
@@ -130,7 +140,7 @@ def peer_cell(cell: echo_cell.Cell, exe: Path, duration: int) -> dict[str, float
 
 
 def our_cell(cell: echo_cell.Cell, duration: int, histogram: Path) -> dict[str, float]:
-    got = echo_cell.measure_cell(cell, echo_cell.LoadgenRun(duration, 0.5), {"server": 0, "client": 1}, histogram)
+    got = echo_cell.measure_cell(cell, echo_cell.LoadgenRun(duration, 0.5), PINNED, histogram)
     return {**got, "client_switches": math.nan}
 
 
@@ -165,22 +175,53 @@ def quartet_log_ratio(quartet: Sequence[dict], q: str) -> float:
     return (b - a) / 2
 
 
+def quartet_logs(cells: list[dict], q: str) -> dict[tuple[int, str], dict[int, float]]:
+    """(connections, client) -> round -> the quartet's log(B/A) of ``q``."""
+    keyed: dict[tuple[int, str, int], list[dict]] = {}
+    for x in cells:
+        keyed.setdefault((x["connections"], x["client"], x["round"]), []).append(x)
+    logs: dict[tuple[int, str], dict[int, float]] = {}
+    for (c, client, r), quartet in keyed.items():
+        logs.setdefault((c, client), {})[r] = quartet_log_ratio(sorted(quartet, key=lambda x: x["position"]), q)
+    return logs
+
+
+def requests_block(cells: list[dict], connections: list[int]) -> list[str]:
+    """The same comparison for requests/s, which the claims in the sources' setup read."""
+    logs = quartet_logs(cells, "rps")
+    lines = [
+        "",
+        "Requests/s, B over A, the same quartets:",
+        "",
+        "| c | quantity | client | rounds | ratio | 95 % interval |",
+    ]
+    lines.append("|---|---|---|---|---|---|")
+    for c in connections:
+        for client in CLIENTS:
+            got = logs.get((c, client), {})
+            if got:
+                ratio, low, high = interval(list(got.values()))
+                lines.append(f"| {c} | requests/s | {client} | {len(got)} | {ratio:.3f} | {low:.3f}–{high:.3f} |")
+        ours, peer = logs.get((c, "ours"), {}), logs.get((c, "peer"), {})
+        rounds = sorted(set(ours) & set(peer))
+        if rounds:
+            q, low, high = interval([peer[r] - ours[r] for r in rounds])
+            lines.append(f"| {c} | requests/s | peer / ours | {len(rounds)} | {q:.3f} | {low:.3f}–{high:.3f} |")
+    return lines
+
+
 def summarise(cells: list[dict], a: str, b: str) -> str:
+    # Files from before the setup was recorded: our event loop, pinned.
+    our_model = next((str(x.get("model", "event-loop")) for x in cells if x["client"] == "ours"), "event-loop")
     lines = [
         f"{b} / {a}, server CPU per request; mean over rounds of each ABBA quartet's ratio, 95 % t interval",
+        f"(ours: loadgen's {our_model} client; {cells[0].get('layout', 'pinned')} CPUs)",
         "",
         "| c | client | rounds | ratio | 95 % interval |",
         "|---|---|---|---|---|",
     ]
-    keyed: dict[tuple[int, str, int], list[dict]] = {}
-    for x in cells:
-        keyed.setdefault((x["connections"], x["client"], x["round"]), []).append(x)
     connections = sorted({x["connections"] for x in cells})
-    logs: dict[tuple[int, str], dict[int, float]] = {}
-    for (c, client, r), quartet in keyed.items():
-        logs.setdefault((c, client), {})[r] = quartet_log_ratio(
-            sorted(quartet, key=lambda x: x["position"]), "server_ns"
-        )
+    logs = quartet_logs(cells, "server_ns")
     for c in connections:
         for client in CLIENTS:
             got = logs.get((c, client), {})
@@ -201,6 +242,7 @@ def summarise(cells: list[dict], a: str, b: str) -> str:
             q, low, high = interval([peer[r] - ours[r] for r in rounds])
             agree = "yes" if low <= 1 <= high else "no"
             lines.append(f"| {c} | {len(rounds)} | {q:.3f} | {low:.3f}–{high:.3f} | {agree} |")
+    lines += requests_block(cells, connections)
     lines += [
         "",
         "What each client does (medians over cells): the server's waits per request and events per wait,",
@@ -225,6 +267,7 @@ def summarise(cells: list[dict], a: str, b: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+TEXT_COLUMNS = ("client", "preset", "model", "layout")
 MEASURES = ("server_ns", "client_ns", "waits_per_request", "events_per_wait", "switches_per_request", "rps")
 
 
@@ -240,6 +283,16 @@ def main() -> None:
     parser.add_argument("--bytes", type=int, default=128)
     parser.add_argument("--a", default="epoll", help="preset A (the denominator)")
     parser.add_argument("--b", default="defer_taskrun_multishot", help="preset B (the numerator)")
+    fields = EchoSetup.model_fields
+    parser.add_argument(
+        "--our-client",
+        choices=[m for m in get_args(fields["client"].annotation) if m != "auto"],
+        default="event-loop",
+        help="our load generator's model",
+    )
+    parser.add_argument(
+        "--layout", choices=get_args(fields["layout"].annotation), default="pinned", help="CPUs pinned apart or not"
+    )
     parser.add_argument("--out", type=Path, default=paths.REPO / "results" / "peer-client")
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--from-cells", type=Path, help="summarise this cells.csv again instead of measuring")
@@ -251,10 +304,9 @@ def main() -> None:
             parser.error(f"--from-cells {args.from_cells}: no cells")
         ints_of = ("round", "connections", "position")
         saved = [
-            {k: int(v) if k in ints_of else v if k in ("client", "preset") else float(v) for k, v in r.items()}
-            for r in rows
+            {k: int(v) if k in ints_of else v if k in TEXT_COLUMNS else float(v) for k, v in r.items()} for r in rows
         ]
-        order = list(dict.fromkeys(r["preset"] for r in sorted(saved, key=lambda r: r["position"])))
+        order = list(dict.fromkeys(str(r["preset"]) for r in sorted(saved, key=lambda r: r["position"])))
         print(summarise(saved, order[0], order[1]), end="")
         return
     if args.duration < 1:
@@ -277,7 +329,7 @@ def main() -> None:
             rng.shuffle(blocks)
             for c, client in blocks:
                 for position, preset in enumerate((args.a, args.b, args.b, args.a)):
-                    cell = echo_cell.Cell(preset, flags[preset], c, args.bytes, "event-loop")
+                    cell = echo_cell.Cell(preset, flags[preset], c, args.bytes, args.our_client, layout=args.layout)
                     try:
                         got = (
                             peer_cell(cell, exe, args.duration)
@@ -287,6 +339,7 @@ def main() -> None:
                     except (PeerError, echo_cell.CellError) as e:
                         parser.exit(1, f"peer_client.py: round {r}, {cell.label()} under {client}: {e}\n")
                     row = {"round": r, "connections": c, "client": client, "position": position, "preset": preset}
+                    row |= {"model": PEER_CRATE if client == "peer" else cell.client, "layout": cell.layout}
                     cells.append({**row, **per_request(got, args.bytes)})
             print(f"round {r}/{args.rounds} measured", flush=True)
     with (args.out / "cells.csv").open("w", newline="") as f:

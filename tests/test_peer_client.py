@@ -90,6 +90,8 @@ def test_the_clients_agree_only_when_their_ratios_do() -> None:
     # Each client's ratio is recovered through the drift (0.95 and 0.95 x 0.75).
     rows = dict(re.findall(r"^\| 50 \| (ours|peer) \| 6 \| (\d\.\d{3}) \|", same, re.M))
     assert math.isclose(float(rows["ours"]), 0.95, abs_tol=0.03)
+    # Requests/s from the same quartets: equal in every cell here, so 1 under either client.
+    assert re.search(r"^\| 50 \| requests/s \| peer / ours \| 6 \| 1\.000 \| 1\.000–1\.000 \|$", same, re.M)
     # The negative control: the 0.75x under another client is a disagreement.
     apart = pc.summarise(synthetic_cells(0.75), "epoll", "ring")
     assert agreement(apart) == "no"
