@@ -186,6 +186,21 @@ def quartet_logs(cells: list[dict], q: str) -> dict[tuple[int, str], dict[int, f
     return logs
 
 
+def ratios(logs: dict[tuple[int, str], dict[int, float]], c: int) -> list[tuple[str, int, float, float, float]]:
+    """Each client's (client, rounds, ratio, low, high) at ``c``, then the peer's
+    over ours from the rounds both measured ("peer / ours")."""
+    out = []
+    for client in CLIENTS:
+        got = logs.get((c, client), {})
+        if got:
+            out.append((client, len(got), *interval(list(got.values()))))
+    ours, peer = logs.get((c, "ours"), {}), logs.get((c, "peer"), {})
+    rounds = sorted(set(ours) & set(peer))
+    if rounds:
+        out.append(("peer / ours", len(rounds), *interval([peer[r] - ours[r] for r in rounds])))
+    return out
+
+
 def requests_block(cells: list[dict], connections: list[int]) -> list[str]:
     """The same comparison for requests/s, which the claims in the sources' setup read."""
     logs = quartet_logs(cells, "rps")
@@ -197,16 +212,8 @@ def requests_block(cells: list[dict], connections: list[int]) -> list[str]:
     ]
     lines.append("|---|---|---|---|---|---|")
     for c in connections:
-        for client in CLIENTS:
-            got = logs.get((c, client), {})
-            if got:
-                ratio, low, high = interval(list(got.values()))
-                lines.append(f"| {c} | requests/s | {client} | {len(got)} | {ratio:.3f} | {low:.3f}–{high:.3f} |")
-        ours, peer = logs.get((c, "ours"), {}), logs.get((c, "peer"), {})
-        rounds = sorted(set(ours) & set(peer))
-        if rounds:
-            q, low, high = interval([peer[r] - ours[r] for r in rounds])
-            lines.append(f"| {c} | requests/s | peer / ours | {len(rounds)} | {q:.3f} | {low:.3f}–{high:.3f} |")
+        for who, n, ratio, low, high in ratios(logs, c):
+            lines.append(f"| {c} | requests/s | {who} | {n} | {ratio:.3f} | {low:.3f}–{high:.3f} |")
     return lines
 
 
@@ -222,12 +229,11 @@ def summarise(cells: list[dict], a: str, b: str) -> str:
     ]
     connections = sorted({x["connections"] for x in cells})
     logs = quartet_logs(cells, "server_ns")
+    by_c = {c: ratios(logs, c) for c in connections}
     for c in connections:
-        for client in CLIENTS:
-            got = logs.get((c, client), {})
-            if got:
-                ratio, low, high = interval(list(got.values()))
-                lines.append(f"| {c} | {client} | {len(got)} | {ratio:.3f} | {low:.3f}–{high:.3f} |")
+        for who, n, ratio, low, high in by_c[c]:
+            if who in CLIENTS:
+                lines.append(f"| {c} | {who} | {n} | {ratio:.3f} | {low:.3f}–{high:.3f} |")
     lines += [
         "",
         "The peer's ratio over ours, round by round:",
@@ -236,12 +242,10 @@ def summarise(cells: list[dict], a: str, b: str) -> str:
     ]
     lines.append("|---|---|---|---|---|")
     for c in connections:
-        ours, peer = logs.get((c, "ours"), {}), logs.get((c, "peer"), {})
-        rounds = sorted(set(ours) & set(peer))
-        if rounds:
-            q, low, high = interval([peer[r] - ours[r] for r in rounds])
-            agree = "yes" if low <= 1 <= high else "no"
-            lines.append(f"| {c} | {len(rounds)} | {q:.3f} | {low:.3f}–{high:.3f} | {agree} |")
+        for who, n, q, low, high in by_c[c]:
+            if who not in CLIENTS:
+                agree = "yes" if low <= 1 <= high else "no"
+                lines.append(f"| {c} | {n} | {q:.3f} | {low:.3f}–{high:.3f} | {agree} |")
     lines += requests_block(cells, connections)
     lines += [
         "",
