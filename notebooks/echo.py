@@ -210,5 +210,6 @@ echostats.seed_table(echostats.select(all_echo, node, presets))
 
 # %%
 echo_present.numbers(out, echo_table=echo, summary=summary, floor=floor, ratios=ratios, flags=flags)
+echo_present.cell_lengths(out, echostats.select(all_echo, node, presets))
 out.finish()
 out.texts("echo_default")

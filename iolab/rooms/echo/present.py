@@ -271,15 +271,19 @@ def numbers(
     out.text("echo_connections", ", ".join(str(int(c)) for c in conns))
     out.number("echo_repeats", int(echo_table["rep"].nunique()))
     out.number("echo_cells", len(echo_table))
-    if "loaded_s" in echo_table and echo_table["loaded_s"].notna().any():
-        # How long a cell ran (its warm-up included), against the sources' 60 s:
-        # the shortest, and the longest where a setup ran longer cells.
-        loaded = echo_table["loaded_s"].dropna()
+    out.number("echo_cells_ok", int((echo_table["status"] == "ok").sum()))
+    out.text("echo_unavailable", echostats.unavailable_text(echo_table))
+
+
+def cell_lengths(out: Outputs, every_setup: pd.DataFrame) -> None:
+    """How long the run's echo cells ran (warm-up included), against the
+    sources' 60 s, over every setup (``every_setup``: the node's whole echo
+    table): the shortest, and the longest where a setup ran longer cells."""
+    loaded = every_setup["loaded_s"].dropna() if "loaded_s" in every_setup else every_setup.iloc[0:0, 0]
+    if len(loaded):
         out.number("echo_cell_seconds", float(loaded.min()), unit="s", digits=2)
         if loaded.max() > loaded.min():
             out.number("echo_cell_seconds_max", float(loaded.max()), unit="s", digits=2)
-    out.number("echo_cells_ok", int((echo_table["status"] == "ok").sum()))
-    out.text("echo_unavailable", echostats.unavailable_text(echo_table))
 
 
 def _preset_points(ax: Axes, x: np.ndarray, g: pd.DataFrame, i: int, label: str | None, hollow: bool = False) -> None:
