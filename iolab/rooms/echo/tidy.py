@@ -27,6 +27,7 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
         # setup could set it have no duration column).
         measured_s = pd.to_numeric(frame["duration"], errors="coerce").fillna(float(settings.get("duration", "nan")))
         loaded_s = measured_s + float(settings.get("warmup", "nan"))
+        frame["duration"] = measured_s
         # Each preset's flags as the sweep ran them, so the table says what
         # every configuration was without its raw files.
         flags = {name: " ".join(preset_server(name, spec)[1]) for name, spec in (settings.get("presets") or {}).items()}
