@@ -177,6 +177,7 @@ def run_sweep(
     with SweepFiles(out_csv, out_hist, CELL_COLUMNS, REGISTRY["echo"].raw_format) as files:
         for i, cell in enumerate(planned):
             row: dict[str, Any] = {c: "" for c in CELL_COLUMNS}
+            run = LoadgenRun.for_sweep(typed, cell)
             placed = cell.placement(cpus)
             row.update(
                 order=i,
@@ -187,7 +188,7 @@ def run_sweep(
                 pipeline=cell.pipeline,
                 connections=cell.connections,
                 bytes=cell.bytes,
-                duration=cell.duration or typed.duration,
+                duration=run.duration,
                 server_cpu=placed["server"],
                 client_cpu=placed["client"],
             )
@@ -198,7 +199,7 @@ def run_sweep(
                 row.update(
                     measure_cell(
                         cell,
-                        LoadgenRun.for_sweep(typed, cell),
+                        run,
                         cpus,
                         files.histogram(i),
                         server_runner,

@@ -279,7 +279,9 @@ def cell_lengths(out: Outputs, every_setup: pd.DataFrame) -> None:
     """How long the run's echo cells ran (warm-up included), against the
     sources' 60 s, over every setup (``every_setup``: the node's whole echo
     table): the shortest, and the longest where a setup ran longer cells."""
-    loaded = every_setup["loaded_s"].dropna() if "loaded_s" in every_setup else every_setup.iloc[0:0, 0]
+    if "loaded_s" not in every_setup:
+        return
+    loaded = every_setup["loaded_s"].dropna()
     if len(loaded):
         out.number("echo_cell_seconds", float(loaded.min()), unit="s", digits=2)
         if loaded.max() > loaded.min():
