@@ -37,9 +37,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from scipy import stats
-
 from iolab import paths
+from iolab.analysis.stats import sd_interval
 
 PROBE = paths.REPO / "native" / "build" / "cost-probe"
 SIDES = ("A", "B")
@@ -134,13 +133,6 @@ def log_ratios(cells: Sequence[dict[str, object]]) -> dict[str, list[float]]:
         out["duet A@0"].append(mean_log(mine, "duet", "B", 0) - mean_log(mine, "duet", "A", 0))
         out["duet A@1"].append(mean_log(mine, "duet", "B", 1) - mean_log(mine, "duet", "A", 1))
     return out
-
-
-def sd_interval(values: Sequence[float], level: float = 0.90) -> tuple[float, float, float]:
-    df = len(values) - 1
-    sd = statistics.stdev(values)
-    tail = (1 - level) / 2
-    return sd, sd * math.sqrt(df / stats.chi2.ppf(1 - tail, df)), sd * math.sqrt(df / stats.chi2.ppf(tail, df))
 
 
 def summary(cells: Sequence[dict[str, object]], size: int) -> tuple[list[dict[str, object]], list[str]]:

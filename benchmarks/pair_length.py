@@ -34,15 +34,14 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import get_args
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from scipy import stats
 
 from iolab import config, paths
+from iolab.analysis.stats import abba_log_ratio, sd_interval
 from iolab.experiments import echo
 from iolab.presets import preset_server
 from iolab.settings import EchoSetup
@@ -64,25 +63,10 @@ def quantity(got: dict, size: int) -> dict[str, float]:
     return {"rps": float(got["rps"]), "server_cpu": got["server_cpu_ns"] / requests}
 
 
-def sd_interval(values: Sequence[float], level: float = 0.90) -> tuple[float, float, float]:
-    """The sample sd and its two-sided interval (normal law, chi-square)."""
-    n = len(values)
-    mean = sum(values) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    df = n - 1
-    tail = (1 - level) / 2
-    return sd, sd * math.sqrt(df / stats.chi2.ppf(1 - tail, df)), sd * math.sqrt(df / stats.chi2.ppf(tail, df))
-
-
 def quartet_ratios(seq: Sequence[dict], q: str) -> list[float]:
     """log(B/A) of each ABBA quartet: the mean log of its two B cells less
     the mean log of its two A cells (a linear drift cancels)."""
-    out = []
-    for i in range(0, len(seq) - 3, 4):
-        a = (math.log(seq[i][q]) + math.log(seq[i + 3][q])) / 2
-        b = (math.log(seq[i + 1][q]) + math.log(seq[i + 2][q])) / 2
-        out.append(b - a)
-    return out
+    return [abba_log_ratio(*(x[q] for x in seq[i : i + 4])) for i in range(0, len(seq) - 3, 4)]
 
 
 def distance_ratios(seq: Sequence[dict], q: str, d: int) -> list[float]:
@@ -103,12 +87,10 @@ def main() -> None:
     parser.add_argument("--bytes", type=int, default=128)
     parser.add_argument("--a", default="epoll", help="preset A (the denominator)")
     parser.add_argument("--b", default="defer_taskrun_multishot", help="preset B (the numerator)")
-    fields = EchoSetup.model_fields
-    models = [m for m in get_args(fields["client"].annotation) if m != "auto"]
-    parser.add_argument("--client", choices=models, default="event-loop", help="the load generator's model")
     parser.add_argument(
-        "--layout", choices=get_args(fields["layout"].annotation), default="pinned", help="CPUs pinned apart or not"
+        "--client", choices=EchoSetup.client_models(), default="event-loop", help="the load generator's model"
     )
+    parser.add_argument("--layout", choices=EchoSetup.layouts(), default="pinned", help="CPUs pinned apart or not")
     parser.add_argument("--out", type=Path, default=paths.REPO / "results" / "pair-length")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--from-cells", type=Path, help="summarise this cells.csv instead of measuring")

@@ -44,11 +44,11 @@ import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import get_args
 
 from scipy import stats
 
 from iolab import config, paths
+from iolab.analysis.stats import abba_log_ratio
 from iolab.experiments.echo import cell as echo_cell
 from iolab.presets import preset_server
 from iolab.runners import LocalRunner
@@ -169,10 +169,8 @@ def interval(logs: Sequence[float]) -> tuple[float, float, float]:
 
 
 def quartet_log_ratio(quartet: Sequence[dict], q: str) -> float:
-    """log(B/A) of an ABBA quartet (B the middle two): a linear drift cancels."""
-    a = math.log(quartet[0][q]) + math.log(quartet[3][q])
-    b = math.log(quartet[1][q]) + math.log(quartet[2][q])
-    return (b - a) / 2
+    """log(B/A) of ``q`` over an ABBA quartet's cells, in order."""
+    return abba_log_ratio(*(x[q] for x in quartet))
 
 
 def quartet_logs(cells: list[dict], q: str) -> dict[tuple[int, str], dict[int, float]]:
@@ -287,16 +285,10 @@ def main() -> None:
     parser.add_argument("--bytes", type=int, default=128)
     parser.add_argument("--a", default="epoll", help="preset A (the denominator)")
     parser.add_argument("--b", default="defer_taskrun_multishot", help="preset B (the numerator)")
-    fields = EchoSetup.model_fields
     parser.add_argument(
-        "--our-client",
-        choices=[m for m in get_args(fields["client"].annotation) if m != "auto"],
-        default="event-loop",
-        help="our load generator's model",
+        "--our-client", choices=EchoSetup.client_models(), default="event-loop", help="our load generator's model"
     )
-    parser.add_argument(
-        "--layout", choices=get_args(fields["layout"].annotation), default="pinned", help="CPUs pinned apart or not"
-    )
+    parser.add_argument("--layout", choices=EchoSetup.layouts(), default="pinned", help="CPUs pinned apart or not")
     parser.add_argument("--out", type=Path, default=paths.REPO / "results" / "peer-client")
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--from-cells", type=Path, help="summarise this cells.csv again instead of measuring")

@@ -14,7 +14,7 @@ presets' echo flags). Each experiment's run code reads it through
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NamedTuple
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NamedTuple, get_args
 
 from pydantic import Field, PlainValidator, create_model, field_validator
 
@@ -96,6 +96,17 @@ class EchoSetup(Section):
     bytes: tuple[int, ...] | None = None
     pipeline: int | None = None  # requests in flight per connection (None: the sweep's)
     duration: Number | None = None  # measured seconds per cell (None: the sweep's)
+
+    @classmethod
+    def client_models(cls) -> tuple[str, ...]:
+        """The load generator's models a command line may name ("auto" picks
+        one of them per node, so it is not one)."""
+        return tuple(m for m in get_args(cls.model_fields["client"].annotation) if m != "auto")
+
+    @classmethod
+    def layouts(cls) -> tuple[str, ...]:
+        """The CPU layouts: server and client pinned apart, or sharing the CPUs."""
+        return get_args(cls.model_fields["layout"].annotation)
 
 
 class EchoSettings(ExperimentSettings):

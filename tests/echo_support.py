@@ -16,7 +16,6 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import get_args
 
 import yaml
 from conftest import REPO
@@ -26,7 +25,7 @@ from iolab.settings import EchoSetup
 
 BUILD = REPO / "native" / "build"
 # The load generator's client models (the schema's, less "auto", which picks one).
-CLIENT_MODELS = [m for m in get_args(EchoSetup.model_fields["client"].annotation) if m != "auto"]
+CLIENT_MODELS = list(EchoSetup.client_models())
 PRESETS = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["echo"]["presets"]
 # Every sweep preset, plus every flag no preset uses, so each is proven
 # correct (--drain has its own test: it stalls by design).

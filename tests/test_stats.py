@@ -166,3 +166,33 @@ def test_the_ratio_interval_covers_and_finds_what_disjoint_intervals_miss() -> N
         (la, ha), (lb, hb) = stats.median_ci(a), stats.median_ci(b)
         disjoint_found += ha < lb or hb < la
     assert ratio_found > 3 * disjoint_found and ratio_found / 1000 > 0.35
+
+
+def test_an_abba_quartet_cancels_a_drift_linear_in_log() -> None:
+    # B is 1.2 A; each cell runs 4 % slower than the one before (a drift linear in log).
+    a1, b1, b2, a2 = (side * 1.04**i for i, side in enumerate((1.0, 1.2, 1.2, 1.0)))
+    assert stats.abba_log_ratio(a1, b1, b2, a2) == pytest.approx(math.log(1.2), abs=1e-12)
+    # The negative control: the same four in AABB order keep the drift.
+    assert abs(stats.abba_log_ratio(a1, b2, a2, b1) - math.log(1.2)) > 0.03
+
+
+@pytest.mark.parametrize("n", [4, 6, 12])
+def test_the_sd_interval_covers_the_true_spread_at_its_level(n: int) -> None:
+    rng = np.random.default_rng(n)
+    covered = [
+        low <= 0.1 <= high for low, high in (stats.sd_interval(rng.normal(0, 0.1, n))[1:] for _ in range(DATASETS * 5))
+    ]
+    # 1000 draws at 90 %: 3 binomial sd is 0.028.
+    assert abs(np.mean(covered) - 0.90) < 0.03
+    # The negative control: the sd alone as its own interval's middle, at a
+    # halved width, covers far less often.
+    narrow = [
+        (sd - (sd - low) / 2) <= 0.1 <= (sd + (high - sd) / 2)
+        for sd, low, high in (stats.sd_interval(rng.normal(0, 0.1, n)) for _ in range(DATASETS * 5))
+    ]
+    assert np.mean(narrow) < 0.80
+
+
+def test_an_sd_interval_needs_two_values() -> None:
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.sd_interval([0.1])

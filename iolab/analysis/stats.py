@@ -231,6 +231,25 @@ def mean_of_smallest(x: ArrayLike, k: int = 3) -> float:
     return float(a[: min(k, a.size)].mean())
 
 
+def abba_log_ratio(a1: float, b1: float, b2: float, a2: float) -> float:
+    """log(B/A) of one ABBA quartet measured in that order: the mean log of
+    its two B values less that of its two A values, so that a drift linear
+    in time over the quartet cancels."""
+    return (math.log(b1) + math.log(b2) - math.log(a1) - math.log(a2)) / 2
+
+
+def sd_interval(values: Sequence[float], level: float = 0.90) -> tuple[float, float, float]:
+    """The sample sd of ``values`` and its two-sided ``level`` interval
+    (chi-square, which assumes them normal): how well a handful of
+    repetitions pins a spread down."""
+    df = len(values) - 1
+    if df < 1:
+        raise ValueError("sd_interval needs at least 2 values")
+    sd = float(np.std(np.asarray(values, dtype=float), ddof=1))
+    tail = (1 - level) / 2
+    return sd, sd * math.sqrt(df / sps.chi2.ppf(1 - tail, df)), sd * math.sqrt(df / sps.chi2.ppf(tail, df))
+
+
 def spread_pct(values: Sequence[float] | np.ndarray) -> float:
     """(max - min) / median of repeated estimates, in percent."""
     a = np.asarray(values, dtype=float)
