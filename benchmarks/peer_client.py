@@ -19,8 +19,9 @@ order), one ABBA quartet of cells: A B B A, A the epoll server, B the ring
 sources ran; ``--our-client thread-per-connection`` is the sources' model,
 in which the claims' cells are measured). Server CPU per request is the server's CPU time over
 the requests it echoed, whole life included, for either client. A quartet
-gives log(B/A) with a linear drift cancelled; across rounds, its mean and 95 %
-t interval. The two clients' ratios are compared round by round (their
+gives log(B/A) with a linear drift cancelled; across rounds, its median and
+95 % distribution-free interval (iolab.analysis.stats.across_reps; at 6
+rounds it runs from the smallest round to the largest). The two clients' ratios are compared round by round (their
 quotient and its interval). What each client does is read from the same
 cells: the server's waits per request and events per wait (how the client's
 sends arrive in batches), and the client's CPU per request.
@@ -45,10 +46,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from scipy import stats
-
 from iolab import config, paths
-from iolab.analysis.stats import abba_log_ratio
+from iolab.analysis.stats import abba_log_ratio, across_reps
 from iolab.experiments.echo import cell as echo_cell
 from iolab.presets import preset_server
 from iolab.runners import LocalRunner
@@ -161,11 +160,10 @@ def per_request(got: dict[str, float], size: int) -> dict[str, float]:
 
 
 def interval(logs: Sequence[float]) -> tuple[float, float, float]:
-    """exp of the mean log and of its two-sided 95 % t interval."""
-    n = len(logs)
-    mean = statistics.fmean(logs)
-    half = stats.t.ppf(0.975, n - 1) * statistics.stdev(logs) / math.sqrt(n) if n > 1 else math.inf
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    """exp of the median log ratio over rounds and of its 95 % interval, the
+    one way the project computes every interval (a round is a repetition)."""
+    e = across_reps(logs, predict=False)
+    return math.exp(e.value), math.exp(e.low), math.exp(e.high)
 
 
 def quartet_log_ratio(quartet: Sequence[dict], q: str) -> float:
@@ -219,7 +217,8 @@ def summarise(cells: list[dict], a: str, b: str) -> str:
     # Files from before the setup was recorded: our event loop, pinned.
     our_model = next((str(x.get("model", "event-loop")) for x in cells if x["client"] == "ours"), "event-loop")
     lines = [
-        f"{b} / {a}, server CPU per request; mean over rounds of each ABBA quartet's ratio, 95 % t interval",
+        f"{b} / {a}, server CPU per request; median over rounds of each ABBA quartet's ratio, "
+        "95 % distribution-free interval",
         f"(ours: loadgen's {our_model} client; {cells[0].get('layout', 'pinned')} CPUs)",
         "",
         "| c | client | rounds | ratio | 95 % interval |",
