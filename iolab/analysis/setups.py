@@ -43,11 +43,12 @@ def _machine(table: pd.DataFrame | None) -> tuple[str, str]:
     """(hardware, kernel) of the node(s) a table comes from."""
     if table is None or not len(table):
         return "not measured", "not measured"
-    models = sorted({str(m) for m in table.get("cpu_model", pd.Series(["not recorded"])) if str(m)})
+    # unique() first: a cost table has a row per batch, and the models are few.
+    models = sorted({str(m) for m in table.get("cpu_model", pd.Series(["not recorded"])).unique() if str(m)})
     cpus = int(table["cpus"].max()) if "cpus" in table else 0
-    kinds = sorted(set(table["kind"])) if "kind" in table else []
+    kinds = sorted(set(table["kind"].unique())) if "kind" in table else []
     hardware = f"{' / '.join(models) or 'CPU not recorded'}, {cpus} CPUs, {' and '.join(kinds)}"
-    return hardware, ", ".join(sorted(set(table["kernel"]))) if "kernel" in table else "not recorded"
+    return hardware, ", ".join(sorted(set(table["kernel"].unique()))) if "kernel" in table else "not recorded"
 
 
 def _echo_cells(echo: pd.DataFrame, connections: tuple[int, ...], sizes: tuple[int, ...]) -> str:
