@@ -26,6 +26,7 @@ at every start), and imported by both the run side and the read side.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 
 from .capabilities import Capability
 from .manifests import ManifestError, manifests
+from .paths import EXPERIMENT_MANIFESTS
 from .presets import modern_features
 from .settings import ExperimentSettings, settings_model
 
@@ -84,6 +86,30 @@ class Experiment:
         return self.code[0].removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
+# A manifest's registry keys that are no Experiment field: the experiments
+# whose code decides what this one measures too, and the cost model's mark.
+DERIVED_KEYS = frozenset({"code_of", "cost_model"})
+
+
+def registry_keys() -> frozenset[str]:
+    """The keys a manifest's ``registry`` may have: Experiment's fields (its
+    name and settings come from the file and its ``settings``) and DERIVED_KEYS."""
+    return frozenset(f.name for f in dataclasses.fields(Experiment)) - {"name", "settings"} | DERIVED_KEYS
+
+
+def check_registry_keys(directory: Path = EXPERIMENT_MANIFESTS) -> None:
+    """Refuse, in one line naming its file, a manifest whose ``registry`` has
+    a key the registry does not know (a typo would otherwise be a TypeError)."""
+    allowed = registry_keys()
+    for name, manifest in manifests(directory).items():
+        unknown = set(manifest["registry"] or {}) - allowed
+        if unknown:
+            raise ManifestError(
+                f"{directory / (name + '.yaml')}: registry: unknown key(s) {', '.join(sorted(unknown))} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
+
+
 def _experiment(name: str, manifest: Mapping[str, Any], code_of: Mapping[str, tuple[str, ...]]) -> Experiment:
     """An experiment's entry from its manifest's ``registry`` (iolab.manifests)."""
     fields = dict(manifest["registry"])
@@ -101,6 +127,7 @@ def _experiment(name: str, manifest: Mapping[str, Any], code_of: Mapping[str, tu
 
 
 def _experiments() -> dict[str, Experiment]:
+    check_registry_keys()
     own_code = {name: tuple(m["registry"].get("code", ())) for name, m in manifests().items()}
     return {name: _experiment(name, m, own_code) for name, m in manifests().items()}
 

@@ -18,14 +18,11 @@ from conftest import REPO
 from iolab import config as iolab_config
 from iolab import formats, registry
 from iolab import manifests as manifests_module
-from iolab.manifests import REGISTRY_KEYS, ManifestError, experiments_schema, manifests, restated_defaults
+from iolab.manifests import ManifestError, experiments_schema, manifests, restated_defaults
 from iolab.paths import EXPERIMENT_MANIFESTS
 from iolab.registry import COST_MODEL_EXPERIMENTS, EXPERIMENTS, NOTEBOOKS, Experiment
 from iolab.schema import config_schema
 from iolab.settings import RunConfig
-
-# Registry keys a manifest has that are no Experiment field of the same name.
-DERIVED_KEYS = {"code_of", "cost_model"}
 
 
 def test_every_experiment_has_one_manifest_and_the_registry_is_built_from_them() -> None:
@@ -34,7 +31,7 @@ def test_every_experiment_has_one_manifest_and_the_registry_is_built_from_them()
     for name, manifest in manifests().items():
         entry = EXPERIMENTS[name]
         for key, value in manifest["registry"].items():
-            if key in DERIVED_KEYS:
+            if key in registry.DERIVED_KEYS:
                 continue
             got = getattr(entry, key)
             if key == "capabilities":
@@ -49,7 +46,24 @@ def test_every_experiment_has_one_manifest_and_the_registry_is_built_from_them()
 
 def test_a_manifests_registry_keys_are_the_registrys_fields() -> None:
     fields = {f.name for f in dataclasses.fields(Experiment)} - {"name", "settings"}
-    assert REGISTRY_KEYS - DERIVED_KEYS == fields
+    assert registry.registry_keys() - registry.DERIVED_KEYS == fields
+    used = {key for m in manifests().values() for key in m["registry"]}
+    assert registry.DERIVED_KEYS <= used, "a derived key no manifest uses"
+
+
+def test_a_registry_key_the_registry_does_not_know_is_refused_naming_its_file(tmp_path: Path) -> None:
+    directory = _copy(tmp_path)
+    (directory / "zz_bad.yaml").write_text("order: 99\nregistry: {programs: [x], code_off: [echo]}\nsettings: {}\n")
+    manifests_module.manifests.cache_clear()
+    try:
+        with pytest.raises(ManifestError) as info:
+            registry.check_registry_keys(directory)
+        # The negative control: the shipped manifests pass the same check.
+        registry.check_registry_keys()
+    finally:
+        manifests_module.manifests.cache_clear()
+    message = str(info.value)
+    assert "\n" not in message and "zz_bad.yaml: registry: unknown key(s) code_off" in message, message
 
 
 def test_the_schema_file_declares_no_experiment_and_the_manifests_fill_it() -> None:
@@ -109,7 +123,7 @@ def test_a_new_manifest_is_a_new_section(tmp_path: Path) -> None:
             "raw_columns:",
         ),
         ("registry: {}\nsettings: {}\n", "missing order"),
-        ("order: 1\nregistry: {programs: [x], code_off: [echo]}\nsettings: {}\n", "registry: unknown key(s) code_off"),
+        ("order: 1\nregistry: [programs]\nsettings: {}\n", "registry: a mapping of Experiment fields"),
         ("order: one\nregistry: {}\nsettings: {}\n", "order: an integer is needed"),
         ("order: 10\nregistry: {}\nsettings: {}\n", "order 10 is also"),
         ("order: [1\n", "not YAML"),
