@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -17,6 +18,7 @@ import pytest
 from conftest import REPO
 from echo_support import SWEEP
 
+from iolab import config as iolab_config
 from iolab import readers, tables
 from iolab.analysis import echostats
 from iolab.experiments import echo as echo_exp
@@ -348,3 +350,32 @@ def test_what_could_not_run_is_one_clause_per_preset_and_kind_of_reason() -> Non
         "spare (2 cells at c = 1, 50): no spare CPU"
     )
     assert echostats.unavailable_text(pd.DataFrame(rows[3:4])) == "none"
+
+
+def test_a_setups_cells_run_back_to_back_and_a_decision_pair_adjacent() -> None:
+    """Within a (connections, bytes) block the cells of one setup run
+    together, so the default profile's two-preset setups (the claims'
+    thread-per-connection cells) measure their pair in adjacent cells; the
+    blocks' and setups' order still changes with the seed."""
+    settings = EchoSettings.of(iolab_config.load()["experiments"]["echo"])
+    firsts = set()
+    for seed in range(8):
+        planned = echo_exp.cells(settings, seed)
+        firsts.add((planned[0].connections, planned[0].bytes, planned[0].client))
+        positions: dict[tuple[int, int, str, str, int], list[int]] = {}
+        for i, c in enumerate(planned):
+            positions.setdefault((c.connections, c.bytes, c.client, c.layout, c.pipeline), []).append(i)
+        for key, where in positions.items():
+            assert where == list(range(where[0], where[0] + len(where))), f"seed {seed}: {key} split at {where}"
+        pairs = [w for (c, _, client, _, _), w in positions.items() if client == "thread-per-connection" and c == 50]
+        assert pairs and all(len(w) == 2 and w[1] - w[0] == 1 for w in pairs)
+    assert len(firsts) > 1
+    # The negative control: the whole block in one random order (the sweep
+    # before) puts the c = 50 pair apart for most seeds.
+    apart = 0
+    for seed in range(8):
+        block = [c for c in echo_exp.cells(settings, seed) if (c.connections, c.bytes) == (50, 128)]
+        random.Random(seed).shuffle(block)
+        where = [i for i, c in enumerate(block) if c.client == "thread-per-connection"]
+        apart += where[1] - where[0] > 1
+    assert apart >= 4

@@ -31,10 +31,15 @@ from .cell import Cell, CellError, LoadgenRun, failed_status, last_json_line, me
 
 def cells(settings: EchoSettings, seed: int) -> list[Cell]:
     """Every (preset, setup, connections, bytes) of the sweep, in a seeded
-    random order that keeps the cells of one (connections, bytes) together:
-    the blocks come in a random order and the presets and setups (client
-    model, layout and pipeline depth) in a random order within each. Ratios between presets
-    (formed per repetition) then compare cells measured seconds apart.
+    random order that keeps the cells of one (connections, bytes) together,
+    and within it the cells of one setup (client model, layout and pipeline
+    depth): the blocks come in a random order, the setups in a random order
+    within each, and the presets in a random order within each setup.
+    Ratios between presets (formed per repetition, within one setup) then
+    compare cells measured back to back: a two-preset setup's pair is always
+    adjacent. Pairs further apart share less of the machine's state: at
+    c = 1000, 1 s cells, the log ratio's sd grew from 0.065 for adjacent
+    cells to 0.20-0.24 five to nine cells apart (docs/notes.md, pair length).
     ``cells``, when given, restricts the sweep to those [preset,
     connections, bytes], under every setup (an adaptive-precision round)."""
     typed = settings
@@ -70,8 +75,14 @@ def cells(settings: EchoSettings, seed: int) -> list[Cell]:
                 if (c, b) in g and (wanted is None or (name, c, b) in wanted) and name in (setup.only or [name])
             }.values()
         )
-        rng.shuffle(block)
-        out.extend(block)
+        groups: dict[tuple[str, str, int], list[Cell]] = {}
+        for cell in block:
+            groups.setdefault((cell.client, cell.layout, cell.pipeline), []).append(cell)
+        order = list(groups.values())
+        rng.shuffle(order)
+        for group in order:
+            rng.shuffle(group)
+            out.extend(group)
     return out
 
 
