@@ -109,3 +109,63 @@ def test_an_abba_quartet_cancels_a_linear_drift_that_an_adjacent_pair_keeps() ->
     # The negative control: A then the B right after it carries the drift.
     adjacent = module.distance_ratios(seq, "rps", 1)
     assert all(abs(r - math.log(1.2)) > 0.02 for r in adjacent)
+
+
+def _pair_spread():  # type: ignore[no-untyped-def]
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("pair_spread", REPO / "benchmarks" / "pair_spread.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _pair_table(position: float, noise: list[float]) -> object:
+    """Two cells x len(noise) repetitions of the default ring and epoll under
+    the thread-per-connection client: the ring's requests/s is 1.1x epoll's
+    times exp(noise[rep]), and whichever cell runs second gets exp(position)."""
+    import math
+
+    import pandas as pd
+
+    rows = []
+    for c in (50, 500):
+        for rep, e in enumerate(noise, start=1):
+            ring_first = rep % 2 == 0
+            for preset, base, order in (
+                ("default", 1.1 * math.exp(e), 0 if ring_first else 1),
+                ("epoll", 1.0, 1 if ring_first else 0),
+            ):
+                rps = 1e5 * base * (math.exp(position) if order == 1 else 1.0)
+                rows.append(
+                    {"node": "n1", "connections": c, "bytes": 128, "rep": rep, "preset": preset, "status": "ok",
+                     "client": "thread-per-connection", "order": 10 * c + order, "rps": rps,
+                     "server_ns_per_request": 1e9 / rps}
+                )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_pair_spread_gives_each_cells_sd_and_sees_a_position_effect() -> None:
+    import math
+
+    import numpy as np
+
+    module = _pair_spread()
+    noise = [0.05, -0.12, 0.02, 0.09, -0.03, 0.11, -0.07, 0.0]
+    paired = module.pairs(_pair_table(0.0, noise), "default", "epoll", "thread-per-connection")
+    rows, pooled = module.spread(paired)
+    assert [r["connections"] for r in rows] == [50, 500] and all(r["distances"] == [1] * 8 for r in rows)
+    want = float(np.std(np.log(1.1) + np.array(noise), ddof=1))
+    assert all(math.isclose(r["rps"][0], want, rel_tol=1e-9) for r in rows)
+    assert math.isclose(pooled["rps"], want, rel_tol=1e-9)
+    assert math.isclose(pooled["server_ns_per_request"], want, rel_tol=1e-9)
+    # The ring ran first in the even repetitions: with no position effect the
+    # estimate is only the noise's imbalance between the two halves.
+    imbalance = float(np.mean(noise[1::2]) - np.mean(noise[0::2]))
+    assert math.isclose(pooled["rps_position"], imbalance, abs_tol=1e-9)
+    # The second cell of a pair 10 % faster: a single A-then-B pair carries it,
+    # as the ring's ratio -0.1 when it ran first and +0.1 when second.
+    moved = module.spread(module.pairs(_pair_table(0.1, [0.0] * 8), "default", "epoll", "thread-per-connection"))[1]
+    assert math.isclose(moved["rps_position"], -0.2, abs_tol=1e-9)
+    assert math.isclose(moved["rps"], 0.1 * math.sqrt(16 / 14), rel_tol=1e-9)
