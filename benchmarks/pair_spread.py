@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,25 +52,33 @@ def pairs(echo: pd.DataFrame, num: str, den: str, client: str) -> pd.DataFrame:
     return out
 
 
-def spread(paired: pd.DataFrame) -> tuple[list[dict[str, object]], dict[str, float]]:
+@dataclass(frozen=True)
+class CellSpread:
+    node: str
+    connections: int
+    bytes: int
+    reps: int
+    sd: dict[str, tuple[float, float, float]]  # quantity -> (sd, low, high)
+    distances: list[int]  # per repetition, in order
+
+
+def spread(paired: pd.DataFrame) -> tuple[list[CellSpread], dict[str, float]]:
     """Per cell: each quantity's sd over repetitions and its interval, and
     the pair's distances; then, over every cell, the pooled sd and the
     position effect (centred log ratio, num first minus num second)."""
-    rows: list[dict[str, object]] = []
+    rows: list[CellSpread] = []
     centred = paired.copy()
     for (node, c, b), g in paired.groupby(["node", "connections", "bytes"], sort=True):
         if len(g) < 3:
             continue
-        row: dict[str, object] = {"node": node, "connections": int(c), "bytes": int(b), "reps": len(g)}
+        sds = {}
         for q in QUANTITIES:
-            row[q] = sd_interval(list(g[q]))
+            sds[q] = sd_interval(list(g[q]))
             centred.loc[g.index, q] = g[q] - g[q].mean()
-        row["distances"] = [int(d) for d in g.sort_values("rep")["distance"]]
-        rows.append(row)
+        distances = [int(d) for d in g.sort_values("rep")["distance"]]
+        rows.append(CellSpread(str(node), int(c), int(b), len(g), sds, distances))
     kept = centred[
-        centred.set_index(["node", "connections", "bytes"]).index.isin(
-            [(r["node"], r["connections"], r["bytes"]) for r in rows]
-        )
+        centred.set_index(["node", "connections", "bytes"]).index.isin([(r.node, r.connections, r.bytes) for r in rows])
     ]
     pooled: dict[str, float] = {}
     for q in QUANTITIES:
@@ -82,7 +91,7 @@ def spread(paired: pd.DataFrame) -> tuple[list[dict[str, object]], dict[str, flo
     return rows, pooled
 
 
-def report(name: str, rows: list[dict[str, object]], pooled: dict[str, float], num: str, den: str) -> str:
+def report(name: str, rows: list[CellSpread], pooled: dict[str, float], num: str, den: str) -> str:
     lines = [
         f"{name}: {num} / {den}, sd over repetitions of the log ratio (90 % interval)",
         "",
@@ -90,10 +99,10 @@ def report(name: str, rows: list[dict[str, object]], pooled: dict[str, float], n
         "|---|---|---|---|---|---|",
     ]
     for r in rows:
-        cells = [f"{r[q][0]:.3f} ({r[q][1]:.3f}–{r[q][2]:.3f})" for q in QUANTITIES]  # type: ignore[index]
+        cells = [f"{r.sd[q][0]:.3f} ({r.sd[q][1]:.3f}–{r.sd[q][2]:.3f})" for q in QUANTITIES]
         lines.append(
-            f"| {r['connections']} | {r['bytes']} | {r['reps']} | {cells[0]} | {cells[1]} | "
-            f"{', '.join(str(d) for d in r['distances'])} |"  # type: ignore[attr-defined]
+            f"| {r.connections} | {r.bytes} | {r.reps} | {cells[0]} | {cells[1]} | "
+            f"{', '.join(str(d) for d in r.distances)} |"
         )
     position = (
         f"requests/s {pooled['rps_position']:+.3f}, "

@@ -10,7 +10,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
+import pandas as pd
 import pytest
 from conftest import REPO
 
@@ -111,23 +113,22 @@ def test_an_abba_quartet_cancels_a_linear_drift_that_an_adjacent_pair_keeps() ->
     assert all(abs(r - math.log(1.2)) > 0.02 for r in adjacent)
 
 
-def _pair_spread():  # type: ignore[no-untyped-def]
+def _pair_spread() -> ModuleType:
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("pair_spread", REPO / "benchmarks" / "pair_spread.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["pair_spread"] = module  # its dataclass looks its module up there
     spec.loader.exec_module(module)
     return module
 
 
-def _pair_table(position: float, noise: list[float]) -> object:
+def _pair_table(position: float, noise: list[float]) -> pd.DataFrame:
     """Two cells x len(noise) repetitions of the default ring and epoll under
     the thread-per-connection client: the ring's requests/s is 1.1x epoll's
     times exp(noise[rep]), and whichever cell runs second gets exp(position)."""
     import math
-
-    import pandas as pd
 
     rows = []
     for c in (50, 500):
@@ -155,9 +156,9 @@ def test_pair_spread_gives_each_cells_sd_and_sees_a_position_effect() -> None:
     noise = [0.05, -0.12, 0.02, 0.09, -0.03, 0.11, -0.07, 0.0]
     paired = module.pairs(_pair_table(0.0, noise), "default", "epoll", "thread-per-connection")
     rows, pooled = module.spread(paired)
-    assert [r["connections"] for r in rows] == [50, 500] and all(r["distances"] == [1] * 8 for r in rows)
+    assert [r.connections for r in rows] == [50, 500] and all(r.distances == [1] * 8 for r in rows)
     want = float(np.std(np.log(1.1) + np.array(noise), ddof=1))
-    assert all(math.isclose(r["rps"][0], want, rel_tol=1e-9) for r in rows)
+    assert all(math.isclose(r.sd["rps"][0], want, rel_tol=1e-9) for r in rows)
     assert math.isclose(pooled["rps"], want, rel_tol=1e-9)
     assert math.isclose(pooled["server_ns_per_request"], want, rel_tol=1e-9)
     # The ring ran first in the even repetitions: with no position effect the
