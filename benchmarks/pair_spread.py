@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from iolab import tables
+from iolab.analysis import echostats
 from iolab.analysis.stats import sd_interval
 
 QUANTITIES = {"rps": "requests/s", "server_ns_per_request": "server CPU per request"}
@@ -39,16 +40,15 @@ def pairs(echo: pd.DataFrame, num: str, den: str, client: str) -> pd.DataFrame:
     """One row per (node, connections, bytes, rep) where both presets ran
     under ``client``: each quantity's log(num/den), the distance between
     the two cells in the sweep and whether ``num`` ran first."""
-    ok = echo[(echo["status"] == "ok") & (echo["client"] == client) & echo["preset"].isin([num, den])]
+    both = echostats.paired_ratios(echo, num, den, "rps", carry=["order", *QUANTITIES])
+    both = both[both["client"] == client]
     key = ["node", "connections", "bytes", "rep"]
-    a = ok[ok["preset"] == den][[*key, "order", *QUANTITIES]]
-    b = ok[ok["preset"] == num][[*key, "order", *QUANTITIES]]
-    both = b.merge(a, on=key, suffixes=("_num", "_den"))
     out = both[key].copy()
     for q in QUANTITIES:
-        out[q] = np.log(both[f"{q}_num"].astype(float) / both[f"{q}_den"].astype(float))
-    out["distance"] = (both["order_num"].astype(int) - both["order_den"].astype(int)).abs()
-    out["num_first"] = both["order_num"].astype(int) < both["order_den"].astype(int)
+        out[q] = np.log(both[f"{q}_numerator"].astype(float) / both[f"{q}_denominator"].astype(float))
+    num_order, den_order = both["order_numerator"].astype(int), both["order_denominator"].astype(int)
+    out["distance"] = (num_order - den_order).abs()
+    out["num_first"] = num_order < den_order
     return out
 
 

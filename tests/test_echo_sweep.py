@@ -379,3 +379,25 @@ def test_a_setups_cells_run_back_to_back_and_a_decision_pair_adjacent() -> None:
         where = [i for i, c in enumerate(block) if c.client == "thread-per-connection"]
         apart += where[1] - where[0] > 1
     assert apart >= 4
+
+
+def test_paired_ratios_carries_both_cells_columns_and_keys_on_the_setup() -> None:
+    rows = [
+        {"node": "n1", "rep": rep, "connections": 50, "bytes": 128, "preset": preset, "status": "ok",
+         "client": client, "layout": "pinned", "pipeline": 1, "order": order, "rps": rps,
+         "server_ns_per_request": 1e9 / rps}
+        for rep in (1, 2)
+        for client in ("event-loop", "thread-per-connection")
+        for preset, order, rps in (("default", 3 * rep, 2e5), ("epoll", 3 * rep + 1, 1e5))
+    ]  # fmt: skip
+    ratios = echostats.paired_ratios(pd.DataFrame(rows), "default", "epoll", carry=["order", "rps", "order"])
+    # One row per repetition and client: a client's cell never pairs with another's.
+    assert len(ratios) == 4 and (ratios["ratio"] == 2.0).all()
+    assert list(ratios.columns[-4:]) == ["order_numerator", "order_denominator", "rps_numerator", "rps_denominator"]
+    assert (ratios["order_denominator"] - ratios["order_numerator"] == 1).all()
+    assert (ratios["rps_numerator"] == ratios["numerator"]).all()
+    assert list(echostats.paired_ratios(pd.DataFrame(rows), "default", "epoll").columns)[-3:] == [
+        "ratio",
+        "numerator",
+        "denominator",
+    ]

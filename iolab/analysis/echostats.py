@@ -226,19 +226,27 @@ def summarize(echo: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def paired_ratios(echo: pd.DataFrame, numerator: str, denominator: str, metric: str = "rps") -> pd.DataFrame:
+def paired_ratios(
+    echo: pd.DataFrame, numerator: str, denominator: str, metric: str = "rps", carry: Sequence[str] = ()
+) -> pd.DataFrame:
     """numerator/denominator of ``metric`` per node, repetition and cell
     (connections, bytes), from the two presets' cells of the same repetition
-    and setup."""
+    and setup. Each column in ``carry`` comes along from both cells, as
+    ``<column>_numerator`` and ``<column>_denominator``."""
     ok = with_setup(echo)
     ok = ok[ok["status"] == "ok"]
     cell = ["node", *SETUP, "rep", "connections", "bytes"]
-    a = ok[ok["preset"] == numerator][[*cell, metric]]
-    b = ok[ok["preset"] == denominator][[*cell, metric]]
-    both = a.merge(b, on=cell, suffixes=("_a", "_b"))
-    both["ratio"] = both[f"{metric}_a"] / both[f"{metric}_b"]
-    both = both.rename(columns={f"{metric}_a": "numerator", f"{metric}_b": "denominator"})
-    return both[[*cell, "ratio", "numerator", "denominator"]]
+    kept = list(dict.fromkeys(carry))
+    extra = [c for c in kept if c != metric]
+    a = ok[ok["preset"] == numerator][[*cell, metric, *extra]]
+    b = ok[ok["preset"] == denominator][[*cell, metric, *extra]]
+    both = a.merge(b, on=cell, suffixes=("_numerator", "_denominator"))
+    both["ratio"] = both[f"{metric}_numerator"] / both[f"{metric}_denominator"]
+    both = both.rename(columns={f"{metric}_numerator": "numerator", f"{metric}_denominator": "denominator"})
+    carried = [f"{c}_{side}" for c in kept for side in ("numerator", "denominator")]
+    if metric in kept:  # its two sides are the numerator and denominator columns
+        both[f"{metric}_numerator"], both[f"{metric}_denominator"] = both["numerator"], both["denominator"]
+    return both[[*cell, "ratio", "numerator", "denominator", *carried]]
 
 
 def ratio_per_rep(ratios: pd.DataFrame, connections: int, bytes_: int) -> pd.Series:
