@@ -3,6 +3,7 @@ tests never touch the developer's data/raw or results/."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -17,6 +19,19 @@ import pytest
 pytest_plugins = ("stop_on_interrupt",)
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """benchmarks/<name>.py as a module (the benchmarks are scripts, not a
+    package), registered under its name: a dataclass looks its module up."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 # Generated or environment-specific paths that a copy must not carry over.
 IGNORED = {".venv", ".git", ".snakemake", "results", ".pytest_cache", "__pycache__", "report.html"}
 

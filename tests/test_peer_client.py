@@ -9,7 +9,6 @@ the verdict on whether the two clients agree."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 import random
 import re
@@ -19,15 +18,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import REPO
+from conftest import REPO, load_benchmark
 
 
 def peer_client() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("peer_client", REPO / "benchmarks" / "peer_client.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("peer_client")
 
 
 def test_the_peer_report_is_read_and_a_missing_one_named() -> None:
