@@ -96,6 +96,7 @@ class EchoSetup(Section):
     bytes: tuple[int, ...] | None = None
     pipeline: int | None = None  # requests in flight per connection (None: the sweep's)
     duration: Number | None = None  # measured seconds per cell (None: the sweep's)
+    warmup: Number | None = None  # seconds per cell before measuring (None: the sweep's)
 
     @classmethod
     def client_models(cls) -> tuple[str, ...]:

@@ -193,13 +193,13 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
         "presets": {"epoll": [], "default": []},
         "setups": [
             {"client": "event-loop", "layout": "pinned"},
-            {"client": "thread-per-connection", "layout": "shared", "duration": 0.5},
+            {"client": "thread-per-connection", "layout": "shared", "duration": 0.5, "warmup": 0.2},
             {"client": "event-loop", "layout": "pinned", "pipeline": 4},
         ],
     }
     planned = echo_exp.cells(EchoSettings.of(settings), 5)
-    # A setup's own cell length; the others run the sweep's.
-    assert {(c.layout, c.duration) for c in planned} == {("pinned", 0.0), ("shared", 0.5)}
+    # A setup's own cell length and warm-up; the others run the sweep's.
+    assert {(c.layout, c.duration, c.warmup) for c in planned} == {("pinned", 0.0, None), ("shared", 0.5, 0.2)}
     assert sorted((c.preset, c.client, c.layout, c.pipeline) for c in planned) == [
         ("default", "event-loop", "pinned", 1),
         ("default", "event-loop", "pinned", 4),
@@ -233,7 +233,7 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     )
     table = tables.load("echo", tmp_path)
     assert (table["status"] == "ok").all()
-    # CPU seconds over the 0.4 or 0.6 loaded seconds of each cell: CPUs kept busy. Pinned, the
+    # CPU seconds over the 0.4 or 0.7 loaded seconds of each cell: CPUs kept busy. Pinned, the
     # client has one CPU for its whole life, which is the loaded seconds plus connecting
     # and closing: its rusage counts those too (1.04-1.06 beside another run on both
     # CPUs, 2026-12-01), so one CPU reads somewhat above 1, never near the 2 that a
@@ -248,9 +248,11 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     }
     assert placed == {("event-loop", "pinned", "0", "1"), ("thread-per-connection", "shared", "-", "-")}
     assert sorted(table["pipeline"]) == [1, 1, 1, 1, 4, 4]
-    # Each cell's loaded seconds are its own: the shared setup's 0.5 s, the sweep's 0.3 s.
-    assert dict(table.groupby("layout")["loaded_s"].max()) == pytest.approx({"pinned": 0.4, "shared": 0.6})
-    assert dict(table.groupby("layout")["loaded_s"].min()) == pytest.approx({"pinned": 0.4, "shared": 0.6})
+    # Each cell's loaded seconds are its own: the shared setup's 0.5 s after 0.2 s of
+    # warm-up, the sweep's 0.3 s after 0.1 s; the raw file records both per cell.
+    assert dict(table.groupby("layout")["loaded_s"].max()) == pytest.approx({"pinned": 0.4, "shared": 0.7})
+    assert dict(table.groupby("layout")["loaded_s"].min()) == pytest.approx({"pinned": 0.4, "shared": 0.7})
+    assert dict(table.groupby("layout")["warmup"].max()) == pytest.approx({"pinned": 0.1, "shared": 0.2})
     # IPIs per request where the server had its own CPUs; unpinned, the count mixes both sides.
     assert table.loc[table["layout"] == "pinned", "resched_ipis_per_request"].notna().all()
     assert table.loc[table["layout"] == "shared", "resched_ipis_per_request"].isna().all()
@@ -274,7 +276,7 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     # recorded, the sweep's one pipeline setting.
     old = [ln for ln in raw.read_text().splitlines() if not ln.startswith("#")]  # no format line then either
     header = old[0].split(",")
-    drop = {header.index(c) for c in ("client", "layout", "pipeline", "duration")}
+    drop = {header.index(c) for c in ("client", "layout", "pipeline", "duration", "warmup")}
     raw.write_text("\n".join(",".join(f for i, f in enumerate(ln.split(",")) if i not in drop) for ln in old) + "\n")
     legacy = readers.read_echo_csv(raw)
     assert set(legacy["client"]) == {"event-loop"}

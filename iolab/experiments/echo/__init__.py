@@ -69,6 +69,7 @@ def cells(settings: EchoSettings, seed: int) -> list[Cell]:
                     setup.layout,
                     pipeline=setup.pipeline or typed.pipeline,
                     duration=float(setup.duration or 0.0),
+                    warmup=None if setup.warmup is None else float(setup.warmup),
                 )
                 for name in chosen
                 for setup, g in zip(typed.setups, grids, strict=True)
@@ -200,6 +201,7 @@ def run_sweep(
                 connections=cell.connections,
                 bytes=cell.bytes,
                 duration=run.duration,
+                warmup=run.warmup,
                 server_cpu=placed["server"],
                 client_cpu=placed["client"],
             )

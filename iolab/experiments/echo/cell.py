@@ -64,6 +64,7 @@ class Cell:
     rate: float = 0.0  # open loop at this many requests/s (loadgen --rate); 0: closed loop
     pipeline: int = 1  # requests in flight per connection (loadgen --pipeline)
     duration: float = 0.0  # measured seconds (loadgen --duration); 0: the sweep's
+    warmup: float | None = None  # seconds before measuring (loadgen --warmup); None: the sweep's
 
     def __post_init__(self) -> None:
         if not self.server:
@@ -104,9 +105,11 @@ class LoadgenRun:
 
     @classmethod
     def for_sweep(cls, settings: EchoSettings, cell: Cell | None = None) -> LoadgenRun:
-        """The sweep's run, at ``cell``'s own duration where its setup sets one."""
+        """The sweep's run, at ``cell``'s own duration and warm-up where its
+        setup sets them."""
         duration = cell.duration if cell is not None and cell.duration else settings.duration
-        return cls(duration, settings.warmup, settings.loadgen_threads, settings.port)
+        warmup = cell.warmup if cell is not None and cell.warmup is not None else settings.warmup
+        return cls(duration, warmup, settings.loadgen_threads, settings.port)
 
 
 def cpu_text(cpus: Sequence[int]) -> str:

@@ -24,10 +24,12 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
         settings = load_sidecar(raw)["settings"]
         # Each cell's wall-clock time under load: the load generator's warm-up and
         # measured seconds (a setup's own, else the sweep's: files from before a
-        # setup could set it have no duration column).
+        # setup could set them have no duration or warmup column).
         measured_s = pd.to_numeric(frame["duration"], errors="coerce").fillna(float(settings.get("duration", "nan")))
-        loaded_s = measured_s + float(settings.get("warmup", "nan"))
+        warmup_s = pd.to_numeric(frame["warmup"], errors="coerce").fillna(float(settings.get("warmup", "nan")))
+        loaded_s = measured_s + warmup_s
         frame["duration"] = measured_s
+        frame["warmup"] = warmup_s
         # Each preset's flags as the sweep ran them, so the table says what
         # every configuration was without its raw files.
         flags = {name: " ".join(preset_server(name, spec)[1]) for name, spec in (settings.get("presets") or {}).items()}
