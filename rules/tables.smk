@@ -14,6 +14,11 @@ rule tidy_table:
     output:
         table="results/tables/{experiment}.parquet",
         sources="results/tables/{experiment}.sources.json",
+    # Above the notebooks (0), below every measurement: at the end of a run
+    # all tables come first, so no notebook waits on a table while another
+    # notebook holds the second core (cost_model waited about 35 s for the
+    # nop and send_zc tables behind the claims and collectives notebooks).
+    priority: 1
     log:
         "results/logs/tables/{experiment}.log",
     conda:
