@@ -99,6 +99,36 @@ def test_a_bpftrace_that_never_attaches_fails_within_the_deadline(
     assert subprocess.run(["pgrep", "-f", "sleep 6007"], capture_output=True).returncode == 1
 
 
+def test_an_attach_line_that_arrives_with_the_line_before_it_is_seen(tmp_path: Path) -> None:
+    # bpftrace prints "Attaching N probes..." and then, once attached, the
+    # BEGIN line; when both reach the pipe before they are read, a buffered
+    # readline takes both and select() then waits on an empty pipe until the
+    # deadline (a trace repetition lost 300 s so). Both lines in one write:
+    # the wait must return, and the process must still be running.
+    fake = subprocess.Popen(
+        ["sh", "-c", f"printf 'Attaching 12 probes...\\n{trace.ATTACHED}\\n'; exec sleep 6011"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(0.5)  # both lines are in the pipe before the first read
+        trace.wait_attached(fake, timeout=20)
+        assert fake.poll() is None
+    finally:
+        fake.kill()
+        fake.wait()
+    # And a bpftrace that exits first is named, with what it said.
+    gone = subprocess.Popen(
+        ["sh", "-c", "echo 'ERROR: no BTF' >&2; echo 'Attaching 1 probe...'"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with pytest.raises(RuntimeError, match=r"^bpftrace exited before attaching: ERROR: no BTF$"):
+        trace.wait_attached(gone, timeout=20)
+
+
 @pytest.mark.skipif(
     not trace.availability().available or (os.cpu_count() or 1) < 2,
     reason="bpftrace is not usable here, or fewer than 2 CPUs",

@@ -150,9 +150,10 @@ class Availability:
 
 
 # Seconds bpftrace may take to attach every probe: 0.1-0.3 s on a quiet
-# machine, but more than 60 s five times on 2026-11-28 while other runs kept
-# both vCPUs busy (MPI ranks polling, echo sweeps); the bound is there to
-# catch a hung bpftrace, not a slow one.
+# machine. Waits of more than 60 s (five on 2026-11-28, on busy machines)
+# and of 300 s (2026-12-03, quiet) were most likely wait_attached's
+# buffered-read bug, not bpftrace; the bound is there to catch a hung
+# bpftrace, not a slow one.
 ATTACH_TIMEOUT = 300
 
 
@@ -247,6 +248,30 @@ def _run_echo(name: str, seconds: int, cpus: Mapping[str, int | str | None]) -> 
     return out
 
 
+def wait_attached(bt: subprocess.Popen[str], timeout: float) -> None:
+    """Return once bpftrace has printed ATTACHED; fail in one line when it
+    exits first or prints nothing for ``timeout`` seconds. It reads the
+    pipe's descriptor itself: a buffered readline takes in whatever the
+    pipe holds, so when "Attaching N probes..." and ATTACHED arrived
+    together, the second sat in Python's buffer while select() waited on
+    the empty pipe until the deadline (trace repetitions failed so, after
+    300 s, on busy and quiet machines alike)."""
+    assert bt.stdout is not None
+    fd = bt.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    seen = b""
+    while ATTACHED.encode() not in seen:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise RuntimeError(f"bpftrace did not attach its probes within {timeout:g} s")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            bt.wait()
+            err = bt.stderr.read() if bt.stderr else ""
+            raise RuntimeError(f"bpftrace exited before attaching: {err.strip()[:300]}")
+        seen += chunk
+
+
 def run_workload(
     name: str, seconds: int, cpu: int | None, seed: int, cpus: Mapping[str, int | str | None] | None = None
 ) -> dict[str, dict[str, int]]:
@@ -263,20 +288,7 @@ def run_workload(
         start_new_session=True,
     )
     try:
-        assert bt.stdout is not None
-        # A hard deadline: readline alone would wait forever on a bpftrace
-        # that hangs without printing.
-        deadline = time.monotonic() + ATTACH_TIMEOUT
-        line = ""
-        while ATTACHED not in line:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([bt.stdout], [], [], left)[0]:
-                raise RuntimeError(f"bpftrace did not attach its probes within {ATTACH_TIMEOUT} s")
-            line = bt.stdout.readline()
-            if not line:
-                bt.wait()
-                err = bt.stderr.read() if bt.stderr else ""
-                raise RuntimeError(f"bpftrace exited before attaching: {err.strip()[:300]}")
+        wait_attached(bt, ATTACH_TIMEOUT)
         if name in ECHO_WORKLOADS or name in PREMISE_SERVERS:
             extra = _run_echo(name, seconds, cpus or {})
         else:
@@ -287,7 +299,7 @@ def run_workload(
         for _ in range(6):
             bt.send_signal(signal.SIGINT)
             try:
-                out, err = bt.communicate(timeout=10)
+                out, _ = bt.communicate(timeout=10)
                 break
             except subprocess.TimeoutExpired:
                 continue
