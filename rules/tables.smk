@@ -16,8 +16,8 @@ rule tidy_table:
         sources="results/tables/{experiment}.sources.json",
     # Above the notebooks (0), below every measurement: at the end of a run
     # all tables come first, so no notebook waits on a table while another
-    # notebook holds the second core (cost_model waited about 35 s for the
-    # nop and send_zc tables behind the claims and collectives notebooks).
+    # notebook holds the second core (at dad924e cost_model waited about a
+    # minute for the nop and send_zc tables, behind two other notebooks).
     priority: 1
     log:
         "results/logs/tables/{experiment}.log",

@@ -237,15 +237,13 @@ def paired_ratios(
     ok = ok[ok["status"] == "ok"]
     cell = ["node", *SETUP, "rep", "connections", "bytes"]
     kept = list(dict.fromkeys(carry))
-    extra = [c for c in kept if c != metric]
-    a = ok[ok["preset"] == numerator][[*cell, metric, *extra]]
-    b = ok[ok["preset"] == denominator][[*cell, metric, *extra]]
+    columns = list(dict.fromkeys([metric, *kept]))
+    a = ok[ok["preset"] == numerator][[*cell, *columns]]
+    b = ok[ok["preset"] == denominator][[*cell, *columns]]
     both = a.merge(b, on=cell, suffixes=("_numerator", "_denominator"))
-    both["ratio"] = both[f"{metric}_numerator"] / both[f"{metric}_denominator"]
-    both = both.rename(columns={f"{metric}_numerator": "numerator", f"{metric}_denominator": "denominator"})
+    both["numerator"], both["denominator"] = both[f"{metric}_numerator"], both[f"{metric}_denominator"]
+    both["ratio"] = both["numerator"] / both["denominator"]
     carried = [f"{c}_{side}" for c in kept for side in ("numerator", "denominator")]
-    if metric in kept:  # its two sides are the numerator and denominator columns
-        both[f"{metric}_numerator"], both[f"{metric}_denominator"] = both["numerator"], both["denominator"]
     return both[[*cell, "ratio", "numerator", "denominator", *carried]]
 
 

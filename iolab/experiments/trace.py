@@ -254,8 +254,8 @@ def wait_attached(bt: subprocess.Popen[str], timeout: float) -> None:
     pipe's descriptor itself: a buffered readline takes in whatever the
     pipe holds, so when "Attaching N probes..." and ATTACHED arrived
     together, the second sat in Python's buffer while select() waited on
-    the empty pipe until the deadline (trace repetitions failed so, after
-    300 s, on busy and quiet machines alike)."""
+    the empty pipe until the deadline (most likely why trace repetitions
+    failed after 60 s or 300 s, on busy and quiet machines alike)."""
     assert bt.stdout is not None
     fd = bt.stdout.fileno()
     deadline = time.monotonic() + timeout
