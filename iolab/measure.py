@@ -45,6 +45,7 @@ def measure(
     client_entry: Mapping[str, Any] | None = None,
     peer_entries: Sequence[Mapping[str, Any]] = (),
     round_: int = 0,
+    run_seed: int | None = None,
 ) -> Path:
     """One repetition of ``experiment`` on the node into ``output``, with its
     provenance sidecar; the experiment's module (iolab/experiments/) runs it."""
@@ -79,7 +80,7 @@ def measure(
         with atomic.atomic_path(output) as tmp:
             start = time.monotonic()
             measured = run_repetition(
-                Repetition(experiment, node, node_runner, typed, seed, tmp, output, client, peers)
+                Repetition(experiment, node, node_runner, typed, seed, tmp, output, client, peers, rep, run_seed)
             )
             seconds = time.monotonic() - start
             # Read again, for what the hypervisor stole during the measurement.
@@ -93,7 +94,7 @@ def measure(
             side = provenance.capture(
                 node,
                 experiment,
-                {**settings, "rep": rep, "seed": seed, "round": round_},
+                {**settings, "rep": rep, "seed": seed, "run_seed": run_seed, "round": round_},
                 command=measured.command,
                 placement=dict(measured.placement),
                 started=started,
@@ -151,7 +152,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--node", required=True, help="the config's node entry, as JSON")
     ap.add_argument("--settings", required=True, help="the experiment's config section, as JSON")
     ap.add_argument("--rep", type=int, required=True, help="repetition number (1-based)")
-    ap.add_argument("--seed", type=int, required=True, help="seed for the randomised run order")
+    ap.add_argument("--seed", type=int, required=True, help="seed for this repetition's randomised order")
+    ap.add_argument(
+        "--run-seed",
+        type=int,
+        help="seed every repetition of the run shares (echo: each setup's preset order, reversed in ABBA "
+        "over repetitions; default: --seed)",
+    )
     ap.add_argument(
         "--round",
         type=int,
@@ -172,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         client = json.loads(args.client_node) if args.client_node else None
         peers = json.loads(args.peer_nodes) if args.peer_nodes else []
         check_ranges(args.experiment, settings, [node, *([client] if client else []), *peers])
-        measure(args.experiment, node, settings, args.rep, args.seed, args.output, client, peers, args.round)
+        measure(
+            args.experiment, node, settings, args.rep, args.seed, args.output, client, peers, args.round, args.run_seed
+        )
     except (RunError, ValueError) as e:
         if os.strerror(errno.ENOSPC) in str(e):
             # A probe that could not write its standard output wrote into the

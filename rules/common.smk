@@ -121,9 +121,15 @@ def rep_priority(experiment, node, rep):
     return (10_000 - rep) * 1000 + shuffle
 
 
-def run_seed(experiment, node, rep):
-    """A per-run seed derived from the config seed, stable across runs."""
+def rep_seed(experiment, node, rep):
+    """A repetition's seed derived from the config seed, stable across runs."""
     return (RUN.seed + zlib.crc32(f"{experiment}/{node}/{rep}".encode())) % 2**31
+
+
+def run_seed(experiment, node):
+    """The seed every repetition of an experiment on a node shares (echo:
+    each setup's preset order, reversed in ABBA over repetitions)."""
+    return (RUN.seed + zlib.crc32(f"{experiment}/{node}".encode())) % 2**31
 
 
 # Which files make each native program: native/programs.mk, the table the

@@ -36,7 +36,8 @@ for _experiment, _spec in REGISTRY.items():
             # profile must be the same text, or Snakemake sees "params changed".
             node=lambda w: json.dumps(NODE_BY_NAME[w.node], sort_keys=True),
             settings=lambda w, e=_experiment: json.dumps(rep_settings(e, w.rep), sort_keys=True),
-            seed=lambda w, e=_experiment: run_seed(e, w.node, w.rep),
+            seed=lambda w, e=_experiment: rep_seed(e, w.node, w.rep),
+            run_seed=lambda w, e=_experiment: run_seed(e, w.node),
             round=lambda w, e=_experiment: rep_round(e, w.rep)[0],
             # Where the echo load generator runs, or the MPI peers of the node.
             nodes=lambda w, e=_experiment: other_nodes_flag(e, w.node),
@@ -63,5 +64,6 @@ for _experiment, _spec in REGISTRY.items():
             "(python -m iolab.deps check {params.deps} && {params.build}"
             " && python -m iolab.measure {params.experiment} --node {params.node:q}"
             " --settings {params.settings:q} {params.nodes} --rep {wildcards.rep} --seed {params.seed}"
+            " --run-seed {params.run_seed}"
             " --round {params.round}"
             " --output {output.raw}) > {log} 2>&1"

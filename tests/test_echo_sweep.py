@@ -383,6 +383,51 @@ def test_a_setups_cells_run_back_to_back_and_a_decision_pair_adjacent() -> None:
     assert apart >= 4
 
 
+def _pair_orders(
+    settings: EchoSettings, seeds: list[int], run_seed: int | None
+) -> dict[tuple[object, ...], list[tuple[bool, int]]]:
+    """For each (block, setup, preset A, preset B) with A < B: in each of
+    repetitions 1..len(seeds), whether A ran before B, and how far apart."""
+    counts: dict[tuple[object, ...], list[tuple[bool, int]]] = {}
+    for rep, seed in enumerate(seeds, start=1):
+        where: dict[tuple[object, ...], dict[str, int]] = {}
+        for i, c in enumerate(echo_exp.cells(settings, seed, rep, run_seed)):
+            where.setdefault((c.connections, c.bytes, c.client, c.layout, c.pipeline), {})[c.preset] = i
+        for key, at in where.items():
+            for a in at:
+                for b in at:
+                    if a < b:
+                        counts.setdefault((*key, a, b), []).append((at[a] < at[b], abs(at[a] - at[b])))
+    return counts
+
+
+def test_each_pair_runs_as_often_either_way_round_over_a_runs_repetitions() -> None:
+    """ABBA over repetitions: with the seed a run's repetitions share, every
+    pair of presets within a setup runs A first in half of repetitions 1-2,
+    1-4 and 1-6, and always at the same distance, while the blocks' order
+    still changes with each repetition's seed. The negative control, each
+    repetition shuffling its own setups (the sweep before), leaves most
+    pairs unbalanced over 6 repetitions."""
+    settings = EchoSettings.of(iolab_config.load()["experiments"]["echo"])
+    seeds = [101, 202, 303, 404, 505, 606]
+    assert [echo_exp.reversed_in(r) for r in range(1, 9)] == [False, True, True, False, False, True, True, False]
+    for reps in (2, 4, 6):
+        orders = _pair_orders(settings, seeds[:reps], run_seed=77)
+        assert len(orders) > 100
+        for key, seen in orders.items():
+            firsts = sum(first for first, _ in seen)
+            assert firsts == reps // 2, f"{key}: A first in {firsts} of {reps} repetitions"
+            assert len({d for _, d in seen}) == 1, f"{key}: distances {[d for _, d in seen]}"
+    assert len({tuple((c.connections, c.bytes) for c in echo_exp.cells(settings, s, 1, 77)) for s in seeds}) > 1
+    # Another run (another shared seed) draws another order.
+    other = echo_exp.cells(settings, seeds[0], 1, 78)
+    assert [c.preset for c in other] != [c.preset for c in echo_exp.cells(settings, seeds[0], 1, 77)]
+    # The negative control.
+    before = _pair_orders(settings, seeds, run_seed=None)
+    unbalanced = sum(sum(first for first, _ in seen) != 3 for seen in before.values())
+    assert unbalanced > len(before) / 2
+
+
 def test_paired_ratios_carries_both_cells_columns_and_keys_on_the_setup() -> None:
     rows = [
         {"node": "n1", "rep": rep, "connections": 50, "bytes": 128, "preset": preset, "status": "ok",

@@ -311,6 +311,30 @@ def test_smoke_echo_results(smoke_run: tuple[Path, object]) -> None:
         assert (wd / "paper" / "figures" / f"{name}.svg").exists()
 
 
+def test_smoke_echo_repetitions_run_each_setups_presets_in_mirrored_orders(smoke_run: tuple[Path, object]) -> None:
+    """The rule gives every repetition the run's seed: repetition 2 runs each
+    setup's presets in the reverse of repetition 1's order (ABBA over
+    repetitions), and each sidecar says which it ran."""
+    from iolab import provenance, readers
+
+    wd, _ = smoke_run
+    orders = {}
+    for rep in (1, 2):
+        (raw,) = (wd / "data" / "raw" / "local" / "echo").glob(f"*/rep{rep}.csv")
+        side = json.loads(provenance.sidecar_for(raw).read_text())
+        orders[rep] = side["echo"]["preset_order"]
+        frame = readers.read_echo_csv(raw).sort_values("order")
+        orders[rep]["presets"] = {
+            key: list(group["preset"])
+            for key, group in frame.groupby(["connections", "bytes", "client", "layout", "pipeline"])
+        }
+    assert orders[1]["run_seed"] == orders[2]["run_seed"]
+    assert (orders[1]["reversed"], orders[2]["reversed"]) == (False, True)
+    assert orders[1]["presets"].keys() == orders[2]["presets"].keys()
+    for key, first in orders[1]["presets"].items():
+        assert len(first) > 1 and orders[2]["presets"][key] == first[::-1], key
+
+
 def test_smoke_mpi_results(smoke_run: tuple[Path, object]) -> None:
     import pandas as pd
 

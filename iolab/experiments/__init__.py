@@ -41,6 +41,8 @@ class Repetition:
     output: Path  # its final name (extra outputs are named from it)
     client_entry: NodeEntry | None = None  # echo: the load generator's node
     peer_entries: Sequence[NodeEntry] = ()  # mpi: mpi.peers; ib: ib.peer
+    index: int = 1  # the repetition's number, 1-based
+    run_seed: int | None = None  # the seed every repetition of the run shares (None: seed)
 
     @property
     def entry(self) -> NodeEntry:

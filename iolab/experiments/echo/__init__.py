@@ -29,17 +29,33 @@ from .. import Measured, Repetition, settings_of
 from .cell import Cell, CellError, LoadgenRun, failed_status, last_json_line, measure_cell
 
 
-def cells(settings: EchoSettings, seed: int) -> list[Cell]:
+def reversed_in(rep: int) -> bool:
+    """Whether repetition ``rep`` (1-based) runs each setup's presets in the
+    reverse of the run's order: ABBA over repetitions (forward, reversed,
+    reversed, forward, ...), so every even number of repetitions from the
+    first runs each order equally often."""
+    return (rep // 2) % 2 == 1
+
+
+def cells(settings: EchoSettings, seed: int, rep: int = 1, run_seed: int | None = None) -> list[Cell]:
     """Every (preset, setup, connections, bytes) of the sweep, in a seeded
     random order that keeps the cells of one (connections, bytes) together,
     and within it the cells of one setup (client model, layout and pipeline
-    depth): the blocks come in a random order, the setups in a random order
-    within each, and the presets in a random order within each setup.
-    Ratios between presets (formed per repetition, within one setup) then
-    compare cells measured back to back: a two-preset setup's pair is always
-    adjacent. Pairs further apart share less of the machine's state: at
-    c = 1000, 1 s cells, the log ratio's sd grew from 0.065 for adjacent
-    cells to 0.20-0.24 five to nine cells apart (docs/notes.md, pair length).
+    depth): the blocks come in a random order (``seed``, one repetition's),
+    and the setups in a random order within each. Ratios between presets
+    (formed per repetition, within one setup) then compare cells measured
+    back to back: a two-preset setup's pair is always adjacent. Pairs
+    further apart share less of the machine's state: at c = 1000, 1 s
+    cells, the log ratio's sd grew from 0.065 for adjacent cells to
+    0.20-0.24 five to nine cells apart (docs/notes.md, pair length).
+
+    Within a setup the presets come in one random order per run
+    (``run_seed``, which every repetition of a run shares; default
+    ``seed``), forward or reversed by ``reversed_in(rep)``. So over
+    repetitions 1-2, 1-4, 1-6, ... each pair of presets runs as often A
+    first as B first, and at the same distance: a position or carry-over
+    effect cancels in a run's ratios instead of landing in their spread.
+
     ``cells``, when given, restricts the sweep to those [preset,
     connections, bytes], under every setup (an adaptive-precision round)."""
     typed = settings
@@ -54,7 +70,7 @@ def cells(settings: EchoSettings, seed: int) -> list[Cell]:
     rng = random.Random(seed)
     blocks = sorted(set().union(*grids))
     rng.shuffle(blocks)
-    out = []
+    out: list[Cell] = []
     for c, b in blocks:
         # A cell two setup entries share (same preset, client, layout and depth) runs once.
         block = list(
@@ -79,11 +95,15 @@ def cells(settings: EchoSettings, seed: int) -> list[Cell]:
         groups: dict[tuple[str, str, int], list[Cell]] = {}
         for cell in block:
             groups.setdefault((cell.client, cell.layout, cell.pipeline), []).append(cell)
-        order = list(groups.values())
+        order = list(groups.items())
         rng.shuffle(order)
-        for group in order:
-            rng.shuffle(group)
-            out.extend(group)
+        for (client, layout, pipeline), group in order:
+            # A string seeds the same way in every process (Random hashes it).
+            base = seed if run_seed is None else run_seed
+            within = random.Random(f"{base}/{c}/{b}/{client}/{layout}/{pipeline}")
+            group.sort(key=lambda cell: cell.preset)
+            within.shuffle(group)
+            out.extend(reversed(group) if reversed_in(rep) else group)
     return out
 
 
@@ -175,6 +195,8 @@ def run_sweep(
     out_csv: Path,
     out_hist: Path,
     progress: bool = True,
+    rep: int = 1,
+    run_seed: int | None = None,
     server_runner: Runner | None = None,
     client_runner: Runner | None = None,
     bind: str = "127.0.0.1",
@@ -183,7 +205,9 @@ def run_sweep(
     """Measure every cell into out_csv and out_hist (both written by the
     caller's atomic paths). Returns provenance extras."""
     typed = settings
-    planned, auto_client = resolve_auto_client(cells(typed, seed), client_runner or server_runner or LocalRunner())
+    planned, auto_client = resolve_auto_client(
+        cells(typed, seed, rep, run_seed), client_runner or server_runner or LocalRunner()
+    )
     unbuilt = build_optional_servers(planned, server_runner or LocalRunner())
     failures: list[str] = []
     with SweepFiles(out_csv, out_hist, CELL_COLUMNS, REGISTRY["echo"].raw_format) as files:
@@ -240,6 +264,8 @@ def run_sweep(
             "cells": len(planned),
             "failed": failures,
             "order_seed": seed,
+            # Each setup's preset order: the run's, reversed in this repetition or not.
+            "preset_order": {"run_seed": seed if run_seed is None else run_seed, "reversed": reversed_in(rep)},
             "placement": dict(cpus),
             "bind": bind,
             "address": address,
@@ -270,6 +296,8 @@ def run_repetition(rep: Repetition) -> Measured:
             rep.seed,
             rep.raw,
             hist_tmp,
+            rep=rep.index,
+            run_seed=rep.run_seed,
             server_runner=rep.runner,
             client_runner=client_runner,
             bind=bind,
