@@ -41,32 +41,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from iolab import config, paths
-from iolab.analysis.stats import abba_log_ratio, sd_interval
+from iolab.analysis.stats import abba_log_ratios, sd_interval
+from iolab.cli import floats, ints
 from iolab.experiments import echo
+from iolab.experiments.echo.cell import rate_and_server_cpu
 from iolab.presets import preset_server
 from iolab.settings import EchoSetup
 
 QUANTITIES = {"rps": "requests/s", "server_cpu": "server CPU per request"}
 DISTANCES = (1, 3, 5, 9)
-
-
-def floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x]
-
-
-def ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
-
-
-def quantity(got: dict, size: int) -> dict[str, float]:
-    requests = got["server_bytes"] / size
-    return {"rps": float(got["rps"]), "server_cpu": got["server_cpu_ns"] / requests}
-
-
-def quartet_ratios(seq: Sequence[dict], q: str) -> list[float]:
-    """log(B/A) of each ABBA quartet: the mean log of its two B cells less
-    the mean log of its two A cells (a linear drift cancels)."""
-    return [abba_log_ratio(*(x[q] for x in seq[i : i + 4])) for i in range(0, len(seq) - 3, 4)]
 
 
 def distance_ratios(seq: Sequence[dict], q: str, d: int) -> list[float]:
@@ -148,7 +131,7 @@ def main() -> None:
                         "preset": cell.preset,
                         "client": cell.client,
                         "layout": cell.layout,
-                        **quantity(got, args.bytes),
+                        **rate_and_server_cpu(got, args.bytes),
                     }
                 )
             print(f"block {n}/{len(blocks)}: c={c}, {length} s cells measured", flush=True)
@@ -166,7 +149,7 @@ def summarise(cells: list[dict], args: argparse.Namespace) -> None:
         seq = [x for x in cells if x["connections"] == c and x["length"] == length]
         for q in QUANTITIES:
             for d, values in (
-                ("ABBA", quartet_ratios(seq, q)),
+                ("ABBA", abba_log_ratios([x[q] for x in seq])),
                 *((str(d), distance_ratios(seq, q, d)) for d in DISTANCES),
             ):
                 if len(values) < 3:

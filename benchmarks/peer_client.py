@@ -48,6 +48,7 @@ from pathlib import Path
 
 from iolab import config, paths
 from iolab.analysis.stats import abba_log_ratio, across_reps
+from iolab.cli import ints
 from iolab.experiments.echo import cell as echo_cell
 from iolab.presets import preset_server
 from iolab.runners import LocalRunner
@@ -270,10 +271,6 @@ def summarise(cells: list[dict], a: str, b: str) -> str:
 
 TEXT_COLUMNS = ("client", "preset", "model", "layout")
 MEASURES = ("server_ns", "client_ns", "waits_per_request", "events_per_wait", "switches_per_request", "rps")
-
-
-def ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
 
 
 def main() -> None:

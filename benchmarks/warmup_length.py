@@ -34,12 +34,13 @@ import csv
 import math
 import random
 import tempfile
-from collections.abc import Sequence
 from pathlib import Path
 
 from iolab import config, paths
-from iolab.analysis.stats import abba_log_ratio, across_reps, sd_interval
+from iolab.analysis.stats import abba_log_ratios, across_reps, sd_interval
+from iolab.cli import floats, ints, names
 from iolab.experiments import echo
+from iolab.experiments.echo.cell import rate_and_server_cpu
 from iolab.presets import preset_server
 from iolab.settings import EchoSetup
 
@@ -48,28 +49,6 @@ QUANTITIES = {"rps": "requests/s", "server_cpu": "server CPU per request"}
 # epoll, a ring the server waits on, a ring an SQPOLL thread polls, and the
 # cheapest ring (multishot receive into a buffer ring, DEFER_TASKRUN).
 DEFAULT_PRESETS = ("epoll", "default", "sqpoll", "defer_taskrun_multishot")
-
-
-def floats(text: str) -> list[float]:
-    return [float(x) for x in text.split(",") if x]
-
-
-def ints(text: str) -> list[int]:
-    return [int(x) for x in text.split(",") if x]
-
-
-def names(text: str) -> list[str]:
-    return [x for x in text.split(",") if x]
-
-
-def quantity(got: dict, size: int) -> dict[str, float]:
-    requests = got["server_bytes"] / size
-    return {"rps": float(got["rps"]), "server_cpu": got["server_cpu_ns"] / requests}
-
-
-def quartet_ratios(seq: Sequence[dict], q: str) -> list[float]:
-    """log(B/A) of each ABBA quartet of a block, in the order measured."""
-    return [abba_log_ratio(*(x[q] for x in seq[i : i + 4])) for i in range(0, len(seq) - 3, 4)]
 
 
 def summary_row(key: dict, values: list[float]) -> dict:
@@ -96,7 +75,7 @@ def summarise(cells: list[dict], reference: float) -> list[dict]:
     for preset, conns, warmup in blocks:
         seq = [c for c in cells if (c["preset"], c["connections"], c["warmup_b"]) == (preset, conns, warmup)]
         for q in QUANTITIES:
-            values = quartet_ratios(seq, q)
+            values = abba_log_ratios([x[q] for x in seq])
             if len(values) < 3:
                 continue
             pooled.setdefault((conns, warmup, q), []).extend(values)
@@ -204,7 +183,7 @@ def main() -> None:
                         "warmup": warmups[side],
                         "client": cell.client,
                         "layout": cell.layout,
-                        **quantity(got, args.bytes),
+                        **rate_and_server_cpu(got, args.bytes),
                     }
                 )
             print(

@@ -238,6 +238,12 @@ def abba_log_ratio(a1: float, b1: float, b2: float, a2: float) -> float:
     return (math.log(b1) + math.log(b2) - math.log(a1) - math.log(a2)) / 2
 
 
+def abba_log_ratios(values: Sequence[float]) -> list[float]:
+    """log(B/A) of each whole ABBA quartet of ``values``, measured in the
+    order A B B A A B B A ...; an incomplete last quartet is left out."""
+    return [abba_log_ratio(*values[i : i + 4]) for i in range(0, len(values) - 3, 4)]
+
+
 def sd_interval(values: Sequence[float], level: float = 0.90) -> tuple[float, float, float]:
     """The sample sd of ``values`` and its two-sided ``level`` interval
     (chi-square, which assumes them normal): how well a handful of

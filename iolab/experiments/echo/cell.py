@@ -304,6 +304,14 @@ REPORT_FIELDS = ("rps", "requests", "p50_us", "p99_us", "p999_us", "max_us", "cl
 RATE_KEPT = 0.8
 
 
+def rate_and_server_cpu(measured: Mapping[str, Any], size: int) -> dict[str, float]:
+    """A measured cell's two paired quantities: requests/s, and the server's
+    CPU time per request it echoed (its bytes over the message size), the
+    sweep's "server CPU per request"."""
+    echoed = measured["server_bytes"] / size
+    return {"rps": float(measured["rps"]), "server_cpu": measured["server_cpu_ns"] / echoed}
+
+
 def report_problem(cell: Cell, client: Mapping[str, Any]) -> str | None:
     """Why the load generator's report does not measure ``cell`` (None: it
     does): a field missing or not a number, no request completed in the
