@@ -52,7 +52,7 @@ def render() -> str:
         "| profile | what it is for |",
         "|---|---|",
     ]
-    for f in sorted((CONFIG / "profiles").glob("*.yaml")):
+    for f in sorted(paths.PROFILES.glob("*.yaml")):
         out.append(f"| `{f.stem}` | {_cell(_header(f))} |")
     out += ["", "## Top-level keys", "", "| key | meaning |", "|---|---|"]
     for key, spec in props.items():

@@ -18,15 +18,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .manifests import experiments_schema
-from .paths import CONFIG_SCHEMA
+from .paths import CONFIG_SCHEMA, PROFILES
 
 
 @cache
 def config_schema() -> dict[str, Any]:
     """The whole config's schema: config/schema.yaml, its ``experiments``
-    filled in from the manifests."""
+    filled in from the manifests and its ``profile`` names from
+    config/profiles/."""
     schema: dict[str, Any] = yaml.safe_load(CONFIG_SCHEMA.read_text())
     schema["properties"]["experiments"].update(experiments_schema())
+    # The profiles a config may name: "default" and one per overlay file.
+    schema["properties"]["profile"]["enum"] = ["default", *sorted(p.stem for p in PROFILES.glob("*.yaml"))]
     return schema
 
 

@@ -169,6 +169,12 @@ BAD_CONFIGS = [
         "config error at experiments.mpi.selections[0]: 'tuned' is not one of",
     ),
     (
+        # The profiles come from config/profiles/ (one list, not two).
+        {"profile": "nightly"},
+        "config error at profile: 'nightly' is not one of ['default', 'modern', 'paper', 'part3', 'quick', "
+        "'reactor', 'reference', 'smoke']",
+    ),
+    (
         {"nodes": [{"name": "a", "runner": "local", "address": "10.0.0.1", "mpi": {"peers": ["b"]}}]},
         "config error at nodes[0].mpi.peers: 'b' is not a node in the inventory",
     ),
