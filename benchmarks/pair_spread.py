@@ -13,7 +13,10 @@ distance between the two cells in the sweep's order, per repetition. Then
 the sd pooled over the cells (root mean square, each cell's own mean
 removed), and the position effect: the mean of the centred log ratio when
 ``--num`` ran first against when it ran second. A single A-then-B pair
-carries that effect into its ratio; an ABBA quartet cancels it.
+carries that effect into its ratio; an ABBA quartet cancels it, and so do
+a run's repetitions taken together when, as the sweep orders them since
+ABBA over repetitions, ``--num`` ran first in half of them (the table's
+last column says in how many).
 
 Repetitions of one run share a launch, so this is the within-run spread;
 the between-run (occasion) spread is ``iolab.archive.spread``'s.
@@ -60,6 +63,7 @@ class CellSpread:
     reps: int
     sd: dict[str, tuple[float, float, float]]  # quantity -> (sd, low, high)
     distances: list[int]  # per repetition, in order
+    num_first: int  # repetitions in which the numerator ran first
 
 
 def spread(paired: pd.DataFrame) -> tuple[list[CellSpread], dict[str, float]]:
@@ -76,7 +80,7 @@ def spread(paired: pd.DataFrame) -> tuple[list[CellSpread], dict[str, float]]:
             sds[q] = sd_interval(list(g[q]))
             centred.loc[g.index, q] = g[q] - g[q].mean()
         distances = [int(d) for d in g.sort_values("rep")["distance"]]
-        rows.append(CellSpread(str(node), int(c), int(b), len(g), sds, distances))
+        rows.append(CellSpread(str(node), int(c), int(b), len(g), sds, distances, int(g["num_first"].sum())))
     kept = centred[
         centred.set_index(["node", "connections", "bytes"]).index.isin([(r.node, r.connections, r.bytes) for r in rows])
     ]
@@ -95,14 +99,14 @@ def report(name: str, rows: list[CellSpread], pooled: dict[str, float], num: str
     lines = [
         f"{name}: {num} / {den}, sd over repetitions of the log ratio (90 % interval)",
         "",
-        "| c | bytes | reps | requests/s | server CPU per request | distance per rep |",
-        "|---|---|---|---|---|---|",
+        f"| c | bytes | reps | requests/s | server CPU per request | distance per rep | {num} first |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         cells = [f"{r.sd[q][0]:.3f} ({r.sd[q][1]:.3f}–{r.sd[q][2]:.3f})" for q in QUANTITIES]
         lines.append(
             f"| {r.connections} | {r.bytes} | {r.reps} | {cells[0]} | {cells[1]} | "
-            f"{', '.join(str(d) for d in r.distances)} |"
+            f"{', '.join(str(d) for d in r.distances)} | {r.num_first} of {r.reps} |"
         )
     position = (
         f"requests/s {pooled['rps_position']:+.3f}, "
