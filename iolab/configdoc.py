@@ -35,8 +35,27 @@ def _cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def undescribed(schema: dict[str, Any]) -> list[str]:
+    """The config keys a reader would find no meaning for: top-level keys,
+    experiments and each experiment's keys without a description."""
+    props = schema["properties"]
+    missing = [key for key, spec in props.items() if key != "experiments" and not spec.get("description")]
+    for name, spec in props["experiments"]["properties"].items():
+        missing += [f"experiments.{name}"] if not spec.get("description") else []
+        keys = spec.get("properties", {})
+        missing += [f"experiments.{name}.{key}" for key, prop in keys.items() if not prop.get("description")]
+    return missing
+
+
 def render() -> str:
-    props = config_schema()["properties"]
+    schema = config_schema()
+    missing = undescribed(schema)
+    if missing:
+        raise ValueError(
+            f"{', '.join(missing)}: no description; give each one in config/schema.yaml or its manifest "
+            "(config/experiments/<name>.yaml)"
+        )
+    props = schema["properties"]
     out = [
         "# Configuration",
         "",
@@ -71,7 +90,7 @@ def render() -> str:
         "|---|---|",
     ]
     for key, spec in props["experiments"]["properties"].items():
-        out.append(f"| `{key}` | {_cell(spec.get('description', '') or f'see experiments/{key}.yaml')} |")
+        out.append(f"| `{key}` | {_cell(spec['description'])} |")
     default_run = (yaml.safe_load((CONFIG / "config.yaml").read_text()).get("experiments")) or {}
     for name, spec in props["experiments"]["properties"].items():
         out += _settings_table(name, spec, default_run.get(name))

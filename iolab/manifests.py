@@ -122,11 +122,30 @@ def restated_defaults(experiments: Mapping[str, Any], directory: Path = EXPERIME
     return out
 
 
+# Keys that mean the same in every experiment's section: described once
+# here, for each manifest that does not say more.
+SHARED_DESCRIPTIONS = {
+    "enabled": "Whether the run measures this experiment.",
+    "batches": "Measured batches per configuration (the probe's --batches).",
+    "warmup_batches": "Batches per configuration run first and flagged warmup, never counted (--warmup-batches).",
+}
+
+
+def _described(settings: dict[str, Any]) -> dict[str, Any]:
+    """A manifest's settings schema with the shared keys' descriptions filled in."""
+    props = {
+        key: ({"description": SHARED_DESCRIPTIONS[key], **prop} if key in SHARED_DESCRIPTIONS else prop)
+        for key, prop in settings.get("properties", {}).items()
+    }
+    return {**settings, "properties": props} if props else settings
+
+
 def experiments_schema(directory: Path = EXPERIMENT_MANIFESTS) -> dict[str, Any]:
     """The ``experiments`` part of the config's schema: each manifest's
-    ``settings`` under its name, the ``required: true`` ones required."""
+    ``settings`` under its name (the shared keys described), the
+    ``required: true`` ones required."""
     found = manifests(directory)
     return {
-        "properties": {name: m["settings"] for name, m in found.items()},
+        "properties": {name: _described(m["settings"]) for name, m in found.items()},
         "required": [name for name, m in found.items() if m.get("required")],
     }

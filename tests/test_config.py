@@ -363,3 +363,23 @@ def test_a_preset_group_stands_for_its_presets_and_no_list_is_kept_twice(tmp_pat
     assert repeated_preset_lists([again, twice, twice], {}) == [
         "twice.yaml: latency.presets and twice.yaml: latency.presets"
     ]
+
+
+def test_every_config_key_says_what_it_means() -> None:
+    """config/README.md gives each key's meaning: the generator refuses a key
+    without a description, naming it; the keys every experiment shares are
+    described once (iolab.manifests)."""
+    import copy
+
+    from iolab import configdoc, manifests
+    from iolab.schema import config_schema
+
+    schema = config_schema()
+    assert configdoc.undescribed(schema) == []
+    syscall = schema["properties"]["experiments"]["properties"]["syscall"]["properties"]
+    assert syscall["batches"]["description"] == manifests.SHARED_DESCRIPTIONS["batches"]
+    # The negative control: two keys stripped of their meaning are named.
+    stripped = copy.deepcopy(schema)
+    del stripped["properties"]["experiments"]["properties"]["echo"]["properties"]["bytes"]["description"]
+    del stripped["properties"]["seed"]["description"]
+    assert configdoc.undescribed(stripped) == ["seed", "experiments.echo.bytes"]
