@@ -311,6 +311,12 @@ def test_the_planner_prices_each_claim_in_runs_and_machine_hours() -> None:
     plan = planning.plan_claim("Z", [wide], lambda p: 0.01)
     assert plan.parts[0].sigma_from == "runs"
     assert plan.parts[0].sigma == pytest.approx(np.std([-0.3, -0.1, 0.1, 0.3], ddof=1))
+    # Three of the four runs under one launch: their spread is not the
+    # spread between launches, so the estimate plans (the negative control:
+    # counted as four launches, the runs' own spread would).
+    one_boot = {"r0": "boot-a", "r1": "boot-a", "r2": "boot-a"}
+    shared = planning.plan_claim("Z", [wide], lambda p: 0.01, lambda run: one_boot.get(run, run))
+    assert shared.parts[0].sigma_from == "estimate" and shared.parts[0].sigma == 0.01
     # No spread known for its quantity: no count is made up.
     unknown = planning.plan_claim("X", parts, lambda p: None)
     assert unknown.runs is None and "more than 256 runs or unknown" in planning.lines([unknown], 0.5, "")[1]

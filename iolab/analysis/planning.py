@@ -5,8 +5,10 @@ one run's measured time.
 
 A part's distance from its bound is its median over the runs pooled so far
 (one run: that run's median); its spread is the sd of the runs' medians in
-log where there are at least ``MIN_RUNS_FOR_SD`` of them, else the
-between-occasion estimate of its quantity group (data/occasions.json). A
+log where they come from at least ``MIN_RUNS_FOR_SD`` launches of their
+machines, else the between-occasion estimate of its quantity group
+(data/occasions.json). Runs of one launch share its occasion (its CPU
+placement), so their spread says nothing of the spread between launches. A
 claim is reproduced when every counted part is, so it needs the most runs
 any of them needs; it is refuted by its part furthest on the failing side,
 at Holm's alpha over its parts.
@@ -73,10 +75,17 @@ class ClaimPlan:
         return self.runs * run_hours if self.runs is not None and run_hours is not None else None
 
 
-def run_spread(part: PooledPart) -> float | None:
-    """The sd of the log of the runs' medians, where enough runs hold them."""
+def own_launch(run: str) -> str:
+    """Each run a launch of its own (where no boot ids are known)."""
+    return run
+
+
+def run_spread(part: PooledPart, launch_of: Callable[[str], str] = own_launch) -> float | None:
+    """The sd of the log of the runs' medians, where runs from enough
+    launches (``launch_of``: a run's launch) hold them."""
     values = np.asarray([v.value for v in part.values], dtype=float)
-    if len(values) < MIN_RUNS_FOR_SD or not np.all(values > 0):
+    launches = {launch_of(v.run) for v in part.values}
+    if len(launches) < MIN_RUNS_FOR_SD or not np.all(values > 0):
         return None
     return float(np.std(np.log(values), ddof=1))
 
@@ -96,12 +105,17 @@ def one_sided(part: PooledPart, family: int) -> PartPlan | None:
     return PartPlan(part, math.inf if holds else -math.inf, None, "sides", k)
 
 
-def plan_part(part: PooledPart, estimate: Callable[[PooledPart], float | None], family: int) -> PartPlan:
+def plan_part(
+    part: PooledPart,
+    estimate: Callable[[PooledPart], float | None],
+    family: int,
+    launch_of: Callable[[str], str] = own_launch,
+) -> PartPlan:
     assert part.rule is not None
     d = distance(part.rule, part.median)
     if not math.isfinite(d) and (plan := one_sided(part, family)) is not None:
         return plan
-    sigma, source = run_spread(part), "runs"
+    sigma, source = run_spread(part, launch_of), "runs"
     if sigma is None:
         sigma, source = estimate(part), "estimate"
     if sigma is None or not math.isfinite(d):
@@ -110,11 +124,16 @@ def plan_part(part: PooledPart, estimate: Callable[[PooledPart], float | None], 
     return PartPlan(part, d, sigma, source, runs_needed(beyond(part.rule, part.median), sigma, level))
 
 
-def plan_claim(claim: str, parts: Sequence[PooledPart], estimate: Callable[[PooledPart], float | None]) -> ClaimPlan:
+def plan_claim(
+    claim: str,
+    parts: Sequence[PooledPart],
+    estimate: Callable[[PooledPart], float | None],
+    launch_of: Callable[[str], str] = own_launch,
+) -> ClaimPlan:
     mine = [p for p in parts if p.claim == claim and not p.context]
     counted = [p for p in mine if p.rule is not None and p.values]
     untested = len(mine) - len(counted)
-    plans = [plan_part(p, estimate, len(counted)) for p in counted]
+    plans = [plan_part(p, estimate, len(counted), launch_of) for p in counted]
     failing = [p for p in plans if not math.isnan(p.distance) and p.distance < 0]
     if failing:
         # The claim falls with its first refuted part: the one needing fewest runs.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,15 +175,26 @@ def run_hours(runs: Sequence[PooledRun], given: float | None) -> tuple[float | N
 
 
 def plan_lines(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], given: float | None) -> list[str]:
-    return time_to_verdict(parts, *run_hours(runs, given))
+    launch = {
+        ident: boot
+        for boot, idents in shared_launches([(r.ident.ident, r.run.environment) for r in runs])
+        for ident in idents
+    }
+    return time_to_verdict(parts, *run_hours(runs, given), launch_of=lambda run: launch.get(run, run))
 
 
-def time_to_verdict(parts: Sequence[pooled.PooledPart], hours: float | None, source: str) -> list[str]:
-    """The runs and machine-hours each claim needs, at the shipped
-    between-run spread where its parts' runs give none."""
+def time_to_verdict(
+    parts: Sequence[pooled.PooledPart],
+    hours: float | None,
+    source: str,
+    launch_of: Callable[[str], str] = planning.own_launch,
+) -> list[str]:
+    """The runs and machine-hours each claim needs, at the spread between
+    its parts' runs where they come from enough launches (``launch_of``: a
+    run's launch), else at the shipped between-run spread."""
     estimate = occasions.load()
     plans = [
-        planning.plan_claim(c, parts, lambda p: estimate.sigma(p.group) if p.group else None)
+        planning.plan_claim(c, parts, lambda p: estimate.sigma(p.group) if p.group else None, launch_of)
         for c in sorted({p.claim for p in parts})
     ]
     return planning.lines(plans, hours, source)
