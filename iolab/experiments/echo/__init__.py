@@ -68,6 +68,7 @@ def cells(settings: EchoSettings, seed: int, rep: int = 1, run_seed: int | None 
 
     grids = [grid(setup) for setup in typed.setups]
     rng = random.Random(seed)
+    base = seed if run_seed is None else run_seed
     blocks = sorted(set().union(*grids))
     rng.shuffle(blocks)
     out: list[Cell] = []
@@ -99,7 +100,6 @@ def cells(settings: EchoSettings, seed: int, rep: int = 1, run_seed: int | None 
         rng.shuffle(order)
         for (client, layout, pipeline), group in order:
             # A string seeds the same way in every process (Random hashes it).
-            base = seed if run_seed is None else run_seed
             within = random.Random(f"{base}/{c}/{b}/{client}/{layout}/{pipeline}")
             group.sort(key=lambda cell: cell.preset)
             within.shuffle(group)
