@@ -285,14 +285,21 @@ def test_a_server_closing_between_requests_is_an_early_close(native_build: Path,
 
 
 @pytest.mark.parametrize("model", CLIENT_MODELS)
-def test_a_server_that_holds_fewer_connections_than_asked_fails_the_run(native_build: Path, model: str) -> None:
+@pytest.mark.parametrize("ramp_up", [False, True], ids=["in-run", "ramp-up"])
+def test_a_server_that_holds_fewer_connections_than_asked_fails_the_run(
+    native_build: Path, model: str, ramp_up: bool
+) -> None:
     """The server can hold about 34 connections at once; 60 are asked for.
-    The event loops must say how many were answered and fail, not measure
-    34 connections as 60. Thread-per-connection, whose own threads may not
-    run on shared CPUs, reports them and passes (before, it did not even
-    report them: its first connections finished, closed, and the server
-    then accepted the waiting ones after the run's end). Twenty connections
-    on the same server pass, so the check is not a blanket failure."""
+    Without the ramp-up, the event loops must say how many were answered and
+    fail, not measure 34 connections as 60. Thread-per-connection, whose own
+    threads may not run on shared CPUs, reports them and passes (before, it
+    did not even report them: its first connections finished, closed, and
+    the server then accepted the waiting ones after the run's end). With the
+    ramp-up (the default) the connections the server never takes on have no
+    answer to their first request within --timeout, before the clock: every
+    model fails and says so. Twenty connections on the same server pass, so
+    neither check is a blanket failure."""
+    ramp = [] if ramp_up else ["--no-ramp-up"]
     # echo-epoll allowed 40 descriptors: past them accept fails with EMFILE,
     # the server pauses accepting and serves the connections it has, and the
     # rest wait in its listen backlog (connect succeeded for them).
@@ -305,7 +312,7 @@ def test_a_server_that_holds_fewer_connections_than_asked_fails_the_run(native_b
                 [
                     str(native_build / "loadgen"),
                     *("--port", str(port), "--connections", str(connections), "--duration", "0.3"),
-                    *("--warmup", "0", "--timeout", "1", "--model", model),
+                    *("--warmup", "0", "--timeout", "1", "--model", model, *ramp),
                 ],
                 capture_output=True,
                 text=True,
@@ -315,6 +322,14 @@ def test_a_server_that_holds_fewer_connections_than_asked_fails_the_run(native_b
         server.stop()
     too_many, fitting = runs[60], runs[20]
     report = json.loads(too_many.stdout)
+    assert fitting.returncode == 0, fitting.stderr
+    assert json.loads(fitting.stdout)["connections_answered"] == 20
+    if ramp_up:
+        held = 60 - report["connections_unanswered_at_start"]
+        assert too_many.returncode == 1 and 20 <= held < 60, too_many.stdout
+        assert report["timeouts"] == 60 - held, too_many.stdout
+        assert f"{60 - held} of the 60 connections had no answer to their first request" in too_many.stderr
+        return
     answered = report["connections_answered"]
     assert 20 <= answered < 60 and report["connections_unanswered"] == 60 - answered, too_many.stdout
     if model == "thread-per-connection":
@@ -324,24 +339,23 @@ def test_a_server_that_holds_fewer_connections_than_asked_fails_the_run(native_b
         assert f"answered {answered} of the 60 connections asked for and never served {60 - answered}" in (
             too_many.stderr
         )
-    assert fitting.returncode == 0, fitting.stderr
-    assert json.loads(fitting.stdout)["connections_answered"] == 20
 
 
 class LateServer(threading.Thread):
     """An echo server that answers its first ``prompt`` connections at once
     and every later one only ``late_s`` after that connection was accepted:
-    past a short run's end, within any timeout."""
+    past a short run's end, within any timeout. (``first_at_once``: the later
+    ones answer their first read at once, and wait from then on.)"""
 
-    def __init__(self, prompt: int, late_s: float) -> None:
+    def __init__(self, prompt: int, late_s: float, first_at_once: bool = False) -> None:
         super().__init__(daemon=True)
         self.listener = socket.create_server(("127.0.0.1", 0), backlog=256)
         self.port = self.listener.getsockname()[1]
-        self.prompt, self.late_s = prompt, late_s
+        self.prompt, self.late_s, self.first_at_once = prompt, late_s, first_at_once
         self.stopped = False
 
     def serve(self, conn: socket.socket, late: bool) -> None:
-        start = time.monotonic()
+        start, reads = time.monotonic(), 0
         with conn:
             while True:
                 try:
@@ -350,7 +364,10 @@ class LateServer(threading.Thread):
                     return
                 if not data:
                     return
-                if late:
+                reads += 1
+                if late and self.first_at_once and reads == 1:
+                    start = time.monotonic()
+                elif late:
                     time.sleep(max(0.0, start + self.late_s - time.monotonic()))
                 try:
                     conn.sendall(data)
@@ -375,6 +392,30 @@ class LateServer(threading.Thread):
         self.listener.close()
 
 
+def drive_late_server(
+    native_build: Path, model: str, *flags: str, first_at_once: bool = False
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    """30 connections for 0.4 s (no warm-up, a 20 s timeout) against a
+    LateServer whose last 10 connections answer 1.5 s after they were
+    accepted: the run's result and its report."""
+    server = LateServer(prompt=20, late_s=1.5, first_at_once=first_at_once)
+    server.start()
+    try:
+        res = subprocess.run(
+            [
+                str(native_build / "loadgen"),
+                *("--port", str(server.port), "--connections", "30", "--duration", "0.4"),
+                *("--warmup", "0", "--timeout", "20", "--model", model, *flags),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        server.stop()
+    return res, json.loads(res.stdout)
+
+
 @pytest.mark.parametrize("model", CLIENT_MODELS)
 def test_connections_answered_only_after_the_end_fail_the_run_without_any_timeout(
     native_build: Path, model: str
@@ -383,26 +424,44 @@ def test_connections_answered_only_after_the_end_fail_the_run_without_any_timeou
     connections get their echo 1.5 s after they were accepted, after a
     0.4 s run but well within a 20 s timeout, so no timeout, mismatch or
     early close fires. The event loops must fail, naming 20 of 30;
-    thread-per-connection reports them."""
-    server = LateServer(prompt=20, late_s=1.5)
-    server.start()
-    try:
-        res = subprocess.run(
-            [
-                str(native_build / "loadgen"),
-                *("--port", str(server.port), "--connections", "30", "--duration", "0.4"),
-                *("--warmup", "0", "--timeout", "20", "--model", model),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-    finally:
-        server.stop()
-    report = json.loads(res.stdout)
+    thread-per-connection reports them. (Without the ramp-up: with it, the
+    clock waits for the late ones, as the next test shows.)"""
+    res, report = drive_late_server(native_build, model, "--no-ramp-up")
     assert report["timeouts"] == report["mismatches"] == report["short_closes"] == 0, res.stdout
     assert report["connections_answered"] == 20 and report["connections_unanswered"] == 10, res.stdout
     if model == "thread-per-connection":
         assert res.returncode == 0 and "note: 10 of the 30 connections" in res.stderr
     else:
         assert res.returncode == 1 and "answered 20 of the 30 connections asked for" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("model", CLIENT_MODELS)
+def test_the_ramp_up_measures_a_slow_server_at_the_connections_asked(native_build: Path, model: str) -> None:
+    """A server that takes on connections slowly (here 10 of 30 answer only
+    1.5 s after they were accepted, as echo-go-net in the source's blocking
+    mode adds an OS thread per connection) is measured at all 30: the clock
+    starts once each connection has had one request echoed, so every one is
+    answered within the run and the run passes. The test above is its
+    negative control: the same server without the ramp-up fails (event
+    loops) or reports 10 unanswered (thread per connection)."""
+    res, report = drive_late_server(native_build, model)
+    assert res.returncode == 0, res.stderr
+    assert report["connections_answered"] == 30 and report["connections_unanswered"] == 0, res.stdout
+    assert report["ramp_up"] is True and report["connections_unanswered_at_start"] == 0, res.stdout
+    assert report["setup_s"] >= 1.4 and report["requests"] > 0, res.stdout
+
+
+@pytest.mark.parametrize("model", CLIENT_MODELS)
+def test_a_server_that_starves_connections_it_held_is_named_unfair(native_build: Path, model: str) -> None:
+    """After the ramp-up the server held every connection, so one it then
+    leaves waiting past the run is starved, not refused: 10 of 30 answer
+    their first request at once and the next only 1.5 s later. The event
+    loops fail and say the server held them all and left these waiting;
+    thread-per-connection reports them, as before."""
+    res, report = drive_late_server(native_build, model, first_at_once=True)
+    assert report["connections_unanswered_at_start"] == 0 and report["timeouts"] == 0, res.stdout
+    assert report["connections_answered"] == 20 and report["connections_unanswered"] == 10, res.stdout
+    if model == "thread-per-connection":
+        assert res.returncode == 0 and "note: 10 of the 30 connections" in res.stderr
+    else:
+        assert res.returncode == 1 and "held them all at the start" in res.stderr, res.stderr

@@ -7,8 +7,10 @@
  * wherever it lands. Closed loop by default (--pipeline requests in flight
  * per connection); --rate R sends open loop at R requests/s in total, with
  * latency measured from the scheduled send time (no coordinated omission).
- * Connections are all established before the clock starts; --warmup seconds
- * follow, then --duration seconds are measured.
+ * Connections are all established before the clock starts, and each has
+ * its first request (request 0) echoed: a server that takes connections on
+ * slowly holds every one asked for when the clock starts (--no-ramp-up
+ * skips it). --warmup seconds follow, then --duration seconds are measured.
  *
  * --model thread-per-connection drives the server as rust_echo_bench (the
  * sources' client) does: one thread per connection on a blocking socket,
@@ -79,6 +81,9 @@ static void usage(FILE *f)
 		"  --duration S        measured seconds (default 10)\n"
 		"  --warmup S          seconds after all connections are up and before\n"
 		"                      measuring; not counted (default 2)\n"
+		"  --no-ramp-up        start the clock once connected; by default each\n"
+		"                      connection first has one request echoed (the\n"
+		"                      ramp-up, not counted), within --timeout\n"
 		"  --model M           event-loop (default: epoll, --threads loops),\n"
 		"                      event-loop-uring (the same loops on io_uring:\n"
 		"                      multishot receive into a buffer ring, DEFER_TASKRUN)\n"
@@ -101,11 +106,13 @@ static void usage(FILE *f)
 		"\n"
 		"Output: one JSON line with requests, rps, bytes_per_s, latency percentiles\n"
 		"(p50/p99/p999/max, µs), errors, connections_answered (how many the server\n"
-		"echoed on within the run: all were open at once) and the load generator's\n"
-		"own CPU time. Exit status 1 on any mismatch, early close, timeout, failed\n"
-		"connect, or (event loops) a connection that sent in the run's first half\n"
-		"and heard nothing back before its end; thread-per-connection reports\n"
-		"those (connections_unanswered) without failing.\n");
+		"echoed on within the run: all were open at once), setup_s (first connect\n"
+		"to the clock's start) and the load generator's own CPU time. Exit status\n"
+		"1 on any mismatch, early close, timeout, failed connect, a connection\n"
+		"with no answer in the ramp-up, or (event loops) one that sent in the\n"
+		"run's first half and heard nothing back before its end;\n"
+		"thread-per-connection reports those (connections_unanswered) without\n"
+		"failing.\n");
 }
 
 /* A percentile for the JSON line: null when no request was measured. */
@@ -126,7 +133,7 @@ static uint64_t tv_ns(struct timeval tv)
 static void parse_options(int argc, char **argv, int *check, int *threads_given)
 {
 	enum { O_HOST = 256, O_PORT, O_CONN, O_BYTES, O_DUR, O_WARM, O_THREADS, O_PIPE, O_RATE, O_TIMEOUT, O_HIST,
-	       O_MODEL, O_CHECK };
+	       O_MODEL, O_CHECK, O_NO_RAMP };
 	static const struct option longopts[] = {
 		{ "host", required_argument, NULL, O_HOST }, { "port", required_argument, NULL, O_PORT },
 		{ "connections", required_argument, NULL, O_CONN }, { "bytes", required_argument, NULL, O_BYTES },
@@ -134,7 +141,8 @@ static void parse_options(int argc, char **argv, int *check, int *threads_given)
 		{ "threads", required_argument, NULL, O_THREADS }, { "pipeline", required_argument, NULL, O_PIPE },
 		{ "rate", required_argument, NULL, O_RATE }, { "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "histogram", required_argument, NULL, O_HIST }, { "model", required_argument, NULL, O_MODEL },
-		{ "check", no_argument, NULL, O_CHECK }, { "help", no_argument, NULL, 'h' },
+		{ "check", no_argument, NULL, O_CHECK }, { "no-ramp-up", no_argument, NULL, O_NO_RAMP },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int opt;
@@ -157,6 +165,7 @@ static void parse_options(int argc, char **argv, int *check, int *threads_given)
 		case O_TIMEOUT: o.timeout = parse_seconds_flag(PROG, "--timeout", optarg); break;
 		case O_HIST: o.histogram = optarg; break;
 		case O_CHECK: *check = 1; break;
+		case O_NO_RAMP: o.ramp_up = 0; break;
 		case 'h': usage(stdout); exit(0);
 		default: fprintf(stderr, PROG ": bad option; see --help\n"); exit(2);
 		}
@@ -291,6 +300,7 @@ static struct lthread *start_threads(_Atomic uint64_t **shared_hist, pthread_att
 /* Every thread's counts and latency buckets, summed. */
 struct totals {
 	uint64_t hist[NBUCKETS], requests, bytes, mismatches, short_closes, timeouts, connect_errors;
+	uint64_t unanswered_at_start;
 	/* Connections the server echoed a byte on within the run, and those
 	 * that waited for one (waited_unanswered). Every connection is opened
 	 * before the clock starts and held to the end, so with no early close
@@ -320,6 +330,7 @@ static void sum_threads(const struct lthread *threads, int shared, struct totals
 		s->short_closes += t->short_closes;
 		s->timeouts += t->timeouts;
 		s->connect_errors += t->connect_errors;
+		s->unanswered_at_start += t->unanswered_at_start;
 		for (int k = 0; k < t->nconn; k++)
 			if (t->conns[k].answered)
 				s->answered++;
@@ -359,8 +370,9 @@ static int write_histogram(const struct totals *s)
 	return raw_close(&f, PROG) ? -1 : 0;
 }
 
-/* The run's JSON line. */
-static void print_report(const struct totals *s)
+/* The run's JSON line; setup_s: from the first connect to the clock's
+ * start (connecting, and the ramp-up). */
+static void print_report(const struct totals *s, double setup_s)
 {
 	struct rusage ru;
 	double secs = o.duration;
@@ -373,7 +385,8 @@ static void print_report(const struct totals *s)
 	       "\"max_us\": %.3f, \"mismatches\": %llu, \"short_closes\": %llu, \"timeouts\": %llu, "
 	       "\"connect_errors\": %llu, \"client_user_cpu_ns\": %llu, \"client_sys_cpu_ns\": %llu, "
 	       "\"connections\": %d, \"request_bytes\": %lld, \"pipeline\": %d, \"rate\": %.1f, "
-	       "\"connections_answered\": %d, \"connections_unanswered\": %d, \"threads\": %d, \"warmup_s\": %.3f, \"model\": \"%s\"}\n",
+	       "\"connections_answered\": %d, \"connections_unanswered\": %d, \"threads\": %d, \"warmup_s\": %.3f, \"model\": \"%s\", "
+	       "\"ramp_up\": %s, \"connections_unanswered_at_start\": %llu, \"setup_s\": %.6f}\n",
 	       (unsigned long long)s->requests, (unsigned long long)s->bytes, secs, (double)s->requests / secs,
 	       (double)s->bytes / secs, json_number(p50, sizeof(p50), percentile(s->hist, s->requests, 0.5)),
 	       json_number(p99, sizeof(p99), percentile(s->hist, s->requests, 0.99)),
@@ -381,7 +394,8 @@ static void print_report(const struct totals *s)
 	       (unsigned long long)s->mismatches, (unsigned long long)s->short_closes,
 	       (unsigned long long)s->timeouts, (unsigned long long)s->connect_errors,
 	       (unsigned long long)tv_ns(ru.ru_utime), (unsigned long long)tv_ns(ru.ru_stime),
-	       o.connections, o.bytes, o.pipeline, o.rate, s->answered, s->unanswered, o.threads, o.warmup, MODEL_NAMES[o.model]);
+	       o.connections, o.bytes, o.pipeline, o.rate, s->answered, s->unanswered, o.threads, o.warmup, MODEL_NAMES[o.model],
+	       o.ramp_up ? "true" : "false", (unsigned long long)s->unanswered_at_start, setup_s);
 	fflush(stdout);
 }
 
@@ -409,10 +423,21 @@ static void report_failure(const struct totals *s, const struct lthread *threads
 				(unsigned long long)threads[i].first_mismatch_seq, threads[i].first_mismatch_off);
 			break;
 		}
+	if (s->unanswered_at_start)
+		fprintf(stderr, "; %llu of the %d connections had no answer to their first request within --timeout "
+			"(%.1f s) before the clock started (the ramp-up): the server does not hold that many at once "
+			"(check its descriptor limit and listen backlog, or ask for fewer)",
+			(unsigned long long)s->unanswered_at_start, o.connections, o.timeout);
+	/* After the ramp-up every connection still open had been answered once,
+	 * so one left unanswered in the run was held and starved, not refused. */
 	if (unanswered_fail(s))
 		fprintf(stderr, "; the server answered %d of the %d connections asked for and never served "
-			"%d that sent a request: it did not hold them all at once (check its descriptor limit "
-			"and listen backlog, or ask for fewer)", s->answered, o.connections, s->unanswered);
+			"%d that sent a request: %s", s->answered, o.connections, s->unanswered,
+			o.ramp_up ? "it held them all at the start (each had one echo) and then left these "
+				    "waiting for over half the run (an unfair server: a longer run, or fewer "
+				    "connections)"
+				  : "it did not hold them all at once (check its descriptor limit and listen "
+				    "backlog, or ask for fewer)");
 	fprintf(stderr, "\n");
 }
 
@@ -424,6 +449,7 @@ int main(int argc, char **argv)
 	static struct totals s;   /* its histogram is large for a stack */
 	const char *auto_why;
 	int failed, check = 0, threads_given = 0;
+	uint64_t setup_start_ns;
 
 	parse_options(argc, argv, &check, &threads_given);
 	auto_why = resolve_model();
@@ -432,6 +458,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	check_run(threads_given);
+	setup_start_ns = now_ns();
 	threads = start_threads(&shared_hist, &attr);
 	start_clock_when_all_ready();
 	for (int i = 0; i < o.threads; i++)
@@ -439,8 +466,9 @@ int main(int argc, char **argv)
 	sum_threads(threads, shared_hist != NULL, &s);
 	if (o.histogram && write_histogram(&s) != 0)
 		return 2;
-	print_report(&s);
-	failed = s.mismatches || s.short_closes || s.timeouts || s.connect_errors || unanswered_fail(&s);
+	print_report(&s, (double)(t_start_ns - setup_start_ns) / 1e9);
+	failed = s.mismatches || s.short_closes || s.timeouts || s.connect_errors || s.unanswered_at_start ||
+		 unanswered_fail(&s);
 	if (failed)
 		report_failure(&s, threads);
 	else if (s.unanswered)

@@ -34,6 +34,7 @@ struct options {
 	long long bytes;
 	double duration, warmup, rate, timeout;
 	const char *histogram;
+	int ramp_up;             /* each connection echoes request 0 before the clock */
 };
 
 struct lconn {
@@ -69,6 +70,7 @@ struct lthread {
 	uint64_t requests, bytes, mismatches, short_closes, timeouts, connect_errors;
 	uint64_t first_mismatch_conn, first_mismatch_seq;
 	long long first_mismatch_off;
+	uint64_t unanswered_at_start;   /* connections not answered in the ramp-up */
 };
 
 extern struct options o;
@@ -106,6 +108,16 @@ uint64_t due_interval_ns(void);
 /* Connect c and make its ring of request start times (before the clock
  * starts); -1, counted as a failed connect, when the server refuses. */
 int open_connection(struct lthread *t, struct lconn *c);
+/* The ramp-up (--ramp-up, the default): every open connection of t sends
+ * request 0 and reads its echo, all at once, before the clock starts, so a
+ * server that takes on connections slowly (a thread per connection, made on
+ * demand) holds all it was asked for when the clock starts. Each must be
+ * answered within --timeout; one that is not counts in unanswered_at_start
+ * and is dead. The measured requests then start at 1. */
+void ramp_up(struct lthread *t);
+/* After a blocking connection's own request 0 (loadgen_blocking.c sends
+ * it): count it if it failed, and let the run judge c afresh. */
+void ramp_up_done(struct lthread *t, struct lconn *c);
 /* Close every connection of t and free their rings (after the loop). */
 void close_connections(struct lthread *t);
 /* Connection i of thread t, once the clock has started. */

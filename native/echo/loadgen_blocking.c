@@ -125,6 +125,12 @@ void *run_blocking_connection(void *arg)
 		c->dead = 1;
 	} else if (set_io_timeouts(c->fd) != 0) {
 		fail_setup("setsockopt SO_RCVTIMEO/SO_SNDTIMEO");
+	} else if (o.ramp_up) {
+		/* Request 0, before the clock: this thread's share of the ramp-up. */
+		blocking_send(t, c, buf);
+		blocking_recv(t, c, buf);
+		c->next_seq++;
+		ramp_up_done(t, c);
 	}
 	ready_then_wait_for_clock();
 	while (!c->dead) {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -23,7 +24,7 @@
 
 struct options o = {
 	.host = "127.0.0.1", .port = -1, .connections = 50, .threads = 1, .pipeline = 1,
-	.bytes = 128, .duration = 10, .warmup = 2, .rate = 0, .timeout = 10,
+	.bytes = 128, .duration = 10, .warmup = 2, .rate = 0, .timeout = 10, .ramp_up = 1,
 };
 struct sockaddr_in server_addr;
 uint64_t t_start_ns, t_measure_ns, t_end_ns;
@@ -231,6 +232,100 @@ int open_connection(struct lthread *t, struct lconn *c)
 	if (!c->start_ns)
 		fail_setup("calloc");
 	return 0;
+}
+
+/* Ramp-up I/O on c when poll says it may go: send more of request 0,
+ * read what came back of it. -1 when c died, else 0. */
+static int ramp_step(struct lthread *t, struct lconn *c, short revents, uint8_t *buf, size_t size)
+{
+	if ((revents & POLLOUT) && c->sent_off < o.bytes) {
+		size_t len = (size_t)(o.bytes - c->sent_off) < size ? (size_t)(o.bytes - c->sent_off) : size;
+		ssize_t n;
+
+		fill_payload(buf, (uint32_t)c->id, 0, (uint64_t)c->sent_off, len);
+		n = send(c->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0) {
+			c->sent_off += n;
+		} else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+			t->short_closes++;
+			return -1;
+		}
+	}
+	if (revents & (POLLIN | POLLHUP | POLLERR)) {
+		/* Never past request 0's end: a byte too many is the next request's mismatch. */
+		size_t len = (size_t)(o.bytes - c->recv_off) < size ? (size_t)(o.bytes - c->recv_off) : size;
+		ssize_t n = recv(c->fd, buf, len, MSG_DONTWAIT);
+
+		if (n > 0) {
+			long long first = 0;
+
+			note_mismatches(t, c, 0, count_mismatches(buf, (uint32_t)c->id, 0, (uint64_t)c->recv_off,
+								  (size_t)n, &first), first);
+			c->recv_off += n;
+		} else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+			t->short_closes++;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void ramp_up(struct lthread *t)
+{
+	struct pollfd *fds = calloc((size_t)t->nconn + 1, sizeof(*fds));
+	int *which = calloc((size_t)t->nconn + 1, sizeof(*which));
+	uint8_t buf[16384];
+	uint64_t deadline = now_ns() + (uint64_t)(o.timeout * 1e9);
+
+	if (!fds || !which)
+		fail_setup("calloc");
+	for (;;) {
+		int n = 0, ready;
+
+		for (int i = 0; i < t->nconn; i++) {
+			struct lconn *c = &t->conns[i];
+
+			if (c->dead || c->recv_off == o.bytes)
+				continue;
+			fds[n].fd = c->fd;
+			fds[n].events = (short)(POLLIN | (c->sent_off < o.bytes ? POLLOUT : 0));
+			which[n++] = i;
+		}
+		if (n == 0)
+			break;
+		if (now_ns() >= deadline) {
+			/* Not answered within --timeout: timeouts, before the clock. */
+			for (int k = 0; k < n; k++) {
+				t->conns[which[k]].dead = 1;
+				t->unanswered_at_start++;
+				t->timeouts++;
+			}
+			break;
+		}
+		ready = poll(fds, (nfds_t)n, 100);
+		if (ready < 0 && errno != EINTR)
+			fail_setup("poll");
+		for (int k = 0; k < n && ready > 0; k++)
+			if (fds[k].revents && ramp_step(t, &t->conns[which[k]], fds[k].revents, buf, sizeof(buf)) < 0) {
+				t->conns[which[k]].dead = 1;
+				t->unanswered_at_start++;
+			}
+	}
+	for (int i = 0; i < t->nconn; i++) {
+		struct lconn *c = &t->conns[i];
+
+		c->sent_off = c->recv_off = 0;
+		c->next_seq = c->done_seq = 1;
+	}
+	free(which);
+	free(fds);
+}
+
+void ramp_up_done(struct lthread *t, struct lconn *c)
+{
+	if (c->dead)
+		t->unanswered_at_start++;
+	c->first_sent_ns = 0;   /* the run judges its own first request */
 }
 
 void close_connections(struct lthread *t)

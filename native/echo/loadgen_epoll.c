@@ -96,11 +96,15 @@ void *run_epoll_thread(void *arg)
 	t->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (t->ep < 0)
 		fail_setup("epoll_create1");
+	for (int i = 0; i < t->nconn; i++)
+		open_connection(t, &t->conns[i]);
+	if (o.ramp_up)
+		ramp_up(t);
 	for (int i = 0; i < t->nconn; i++) {
 		struct lconn *c = &t->conns[i];
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
-		if (open_connection(t, c) != 0)
+		if (c->dead)
 			continue;
 		if (set_nonblock(c->fd) != 0 || epoll_ctl(t->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
 			fail_setup("setting up a connection");

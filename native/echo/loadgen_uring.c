@@ -273,10 +273,14 @@ void *run_uring_thread(void *arg)
 	memset(&u, 0, sizeof(u));
 	/* The ring belongs to this thread (SINGLE_ISSUER), so it is made here. */
 	setup_loop(t, &u);
-	for (int i = 0; i < t->nconn; i++) {
-		if (open_connection(t, &t->conns[i]) == 0)
+	for (int i = 0; i < t->nconn; i++)
+		open_connection(t, &t->conns[i]);
+	/* Before any receive is armed: it would take request 0's echo. */
+	if (o.ramp_up)
+		ramp_up(t);
+	for (int i = 0; i < t->nconn; i++)
+		if (!t->conns[i].dead)
 			arm_recv(&u, &t->conns[i], i);
-	}
 	ready_then_wait_for_clock();
 	for (int i = 0; i < t->nconn; i++) {
 		start_connection_clock(t, &t->conns[i], i);
