@@ -38,6 +38,8 @@ def test_a_sweep_cell_runs_under_the_uring_client(native_build: Path, tmp_path: 
     assert result["requests"] > 0  # loadgen exits 1, a CellError, on any byte wrong
     report = json.loads((tmp_path / "h.report").read_text())
     assert (report["model"], report["pipeline"], report["threads"]) == ("event-loop-uring", 2, 2)
+    # The clock started once every connection had one echo: the cell records how long that took.
+    assert report["ramp_up"] is True and 0 < result["setup_s"] == report["setup_s"] < 10
 
 
 def test_a_sweep_resolves_the_auto_client_once_and_records_what_ran(native_build: Path, tmp_path: Path) -> None:

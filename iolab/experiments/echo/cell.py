@@ -392,6 +392,7 @@ def measure_cell(
         "nobufs": server["nobufs"],
         **{name: uring_counter_text(server, name) for name in URING_COUNTERS},
         "connections_answered": client.get("connections_answered", ""),
+        "setup_s": client.get("setup_s", ""),
         "iowq_workers": server["config"].get("iowq_workers_at_exit", 0),
         "port": port,
         "helper_cpus": helper_cpus,
