@@ -8,6 +8,7 @@ decides nothing."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 import yaml
 from conftest import copy_workflow, module_cli, snakemake, write_sshd_files
 
+from iolab.analysis import pooled
 from iolab.archive import study
 from iolab.experiments.mpi.netns import NetnsCluster, _ip
 from iolab.inventory import NodeEntry
@@ -56,6 +58,31 @@ def test_machine_identity_negative_control() -> None:
     by_hostname = {n: r.hostname for n, r in netns.items()}
     assert len(set(by_hostname.values())) == 2
     assert study.shared_machines(netns) == [["a", "b"]]
+
+
+def test_nodes_of_one_boot_plan_as_one_launch() -> None:
+    """The planner takes a part's spread from its runs only across 4
+    launches: four nodes of which three share a boot (namespaces of one VM)
+    are two, so the shipped estimate plans. Negative control: the planner's
+    default, each run a launch of its own, plans on the four nodes' spread."""
+    from iolab.analysis import planning
+    from iolab.analysis.verdicts import Rule
+
+    identity = {n: _node(n, "boot-1" if n != "d" else "boot-2", f"h{n}") for n in "abcd"}
+    values = [
+        pooled.RunValue(f"node:{n}", "", 1.1 * math.exp(x), 1)
+        for n, x in zip("abcd", (-0.3, -0.1, 0.1, 0.3), strict=True)
+    ]
+    part = pooled.PooledPart("Z", "p", Rule("above", 1.0), values=values, group="claims:echo:ratio")
+    launch = study.launch_of(identity)
+    assert {launch(v.run) for v in values} == {"machine boot-1", "machine boot-2"}
+    shared = planning.plan_claim("Z", [part], lambda p: 0.01, launch)
+    assert shared.parts[0].sigma_from == "estimate" and shared.parts[0].sigma == 0.01
+    counted = planning.plan_claim("Z", [part], lambda p: 0.01)
+    assert counted.parts[0].sigma_from == "runs"
+    # Four separate machines are four launches.
+    apart = {n: _node(n, f"boot-{n}", f"h{n}") for n in "abcd"}
+    assert planning.plan_claim("Z", [part], lambda p: 0.01, study.launch_of(apart)).parts[0].sigma_from == "runs"
 
 
 def test_a_study_without_the_cost_probes_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
