@@ -233,6 +233,36 @@ def test_numbers_with_unbounded_intervals_are_valid_json(tmp_path: Path) -> None
     assert entry["ci95"] == [18.0, None] and entry["ci_text"] == "18.0–∞"
 
 
+def test_a_figure_laid_out_to_its_edges_prints_no_font_below_its_size(tmp_path: Path) -> None:
+    """Saving pads a figure's tight box on both sides. A figure drawn at the
+    figure width whose content reaches both its edges (as a legend below the
+    panels may: the layout leaves it out) saves no wider than the text, so
+    its 7 pt stamp prints at 7 pt. Negative control: drawn at the text's own
+    width, it saves wider than the text and the stamp prints below 7 pt (as
+    mpi_method_ratio's did once, at 6.98 pt)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from iolab.report import plots
+    from iolab.report.outputs import Outputs
+
+    plots.style.apply()
+    style = plots.style
+    printed = {}
+    for width in (style.FIGURE_WIDTH_IN, style.TEXT_WIDTH_IN):
+        fig = plt.figure(figsize=(width, 2.0))
+        fig.text(0.0, 0.5, "left edge", ha="left")
+        fig.text(1.0, 0.5, "right edge", ha="right")
+        out = Outputs("t", tmp_path / str(width), tmp_path / "n.json", tmp_path / "m.json")
+        out.figure(fig, "edges", caption="c")
+        printed[width] = out.figures["edges"]["smallest_font_pt"]
+        plt.close(fig)
+    assert printed[style.FIGURE_WIDTH_IN] >= style.MIN_FONT_PT, printed
+    assert printed[style.TEXT_WIDTH_IN] < style.MIN_FONT_PT, printed
+
+
 def test_figures_are_cropped_as_savefig_crops_them(tmp_path: Path) -> None:
     """Outputs measures the tight box once for all three formats (with Agg's
     text metrics); each file has the size matplotlib's own

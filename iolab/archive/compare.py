@@ -386,7 +386,7 @@ def figures(runs: Sequence[Run], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..report.plots.style import PALETTE, TEXT_WIDTH_IN, apply, interval_bars
+    from ..report.plots.style import FIGURE_WIDTH_IN, PALETTE, apply, interval_bars
 
     apply()
     out.mkdir(parents=True, exist_ok=True)
@@ -396,7 +396,7 @@ def figures(runs: Sequence[Run], out: Path) -> list[Path]:
         mine = [r for r in rows if pattern.match(r["key"])]
         if not mine:
             continue
-        fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 0.8 + 0.28 * len(mine) * len(runs)))
+        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 0.8 + 0.28 * len(mine) * len(runs)))
         for i, run in enumerate(runs):
             ys = [k * (len(runs) + 1) + i for k in range(len(mine))]
             values = [r["cells"][i][0] for r in mine]

@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ...analysis.verdicts import Finding, Outcome
-from .style import TEXT_WIDTH_IN, legend_below
+from .style import FIGURE_WIDTH_IN, legend_below
 
 OUTCOME_COLORS = {Outcome.REPRODUCED: "#009e73", Outcome.NOT_REPRODUCED: "#d55e00", Outcome.UNDECIDED: "#e69f00"}
 LIMITS = (0.25, 4.0)
@@ -107,7 +107,7 @@ def forest_figure(findings: Sequence[Finding]) -> Figure:
         (_heights([_label(f, shared, columns) for f in rows[k * per : (k + 1) * per]]).sum() for k in range(columns)),
         default=0.0,
     )
-    fig, axes = plt.subplots(1, columns, figsize=(TEXT_WIDTH_IN, ROW_IN * max(units, 4) + 1.0), squeeze=False)
+    fig, axes = plt.subplots(1, columns, figsize=(FIGURE_WIDTH_IN, ROW_IN * max(units, 4) + 1.0), squeeze=False)
     for k, ax in enumerate(axes[0]):
         _draw(ax, rows[k * per : (k + 1) * per], shared, columns)
     handles = [plt.Line2D([], [], color=c, marker="o", lw=1.6, label=o.value) for o, c in OUTCOME_COLORS.items()]

@@ -10,8 +10,8 @@ from matplotlib.figure import Figure
 from ...analysis import costmodel
 from ...analysis.stats import across_reps
 from .style import (
+    FIGURE_WIDTH_IN,
     PALETTE,
-    TEXT_WIDTH_IN,
     color,
     drawn_caption,
     interval_bars,
@@ -44,7 +44,7 @@ def syscall_cost_figure(measured: pd.DataFrame, overall: pd.DataFrame) -> Figure
     """Left: each repetition's median ns per call, by variant, with the
     median over repetitions and its 95 % interval (black). Right: every batch
     of the first repetition in run order: drift, and that warm-up sufficed."""
-    fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.7), gridspec_kw={"width_ratios": [1, 1.2]})
+    fig, (ax, ax_t) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 2.7), gridspec_kw={"width_ratios": [1, 1.2]})
     variants = sorted(measured["variant"].unique())
     per_rep = measured.groupby(["variant", "rep"])["ns_per_call"].median().reset_index()
     for vi, variant in enumerate(variants):
@@ -95,7 +95,7 @@ def sendrecv_figure(measured: pd.DataFrame) -> Figure:
     operation, a line per transport, pattern and ACK regime; band: the 95 %
     interval across repetitions of each repetition's median."""
     ops = [op for op in ("send", "recv") if op in set(measured["variant"])]
-    fig, axes = plt.subplots(1, len(ops), figsize=(TEXT_WIDTH_IN, 2.7), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(ops), figsize=(FIGURE_WIDTH_IN, 2.7), sharey=True, squeeze=False)
     table = rep_medians(measured, ["variant", "transport", "pattern", "ack", "bytes"], "ns_per_call")
     groups = list(table.groupby(["transport", "pattern", "ack"], sort=True))
     for ax, op in zip(axes[0], ops, strict=True):
@@ -132,7 +132,7 @@ def uring_batch_figure(uring: pd.DataFrame, nop: pd.DataFrame, inputs: costmodel
     ring (band: 95 % interval across repetitions), the other ring presets
     thin, and models (A) and (B) fitted. Right: ns per SQE, and NOPs for
     io_uring's own share."""
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.9))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 2.9))
     table = rep_medians(uring, ["variant", "pattern", "n"], "ns_per_call")
     for oi, op in enumerate(("send", "recv")):
         c = color(oi)
@@ -240,9 +240,9 @@ def per_request_figure(
     n = np.logspace(0, 9, 120, base=2)
     has_servers = echo is not None and len(echo) > 0
     if has_servers:
-        fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 3.4), gridspec_kw={"width_ratios": [1.35, 1]})
+        fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 3.4), gridspec_kw={"width_ratios": [1.35, 1]})
     else:
-        fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 3.1))
+        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 3.1))
     epoll = summary.loc["epoll_request", "value"]
     ax.axhline(epoll, color=PALETTE[6], lw=1.5, label="epoll: 2s + 2w")
     lo, hi = summary.loc["epoll_request", "low"], summary.loc["epoll_request", "high"]

@@ -9,7 +9,7 @@ from matplotlib.artist import Artist
 from matplotlib.container import Container
 from matplotlib.figure import Figure
 
-from .style import TEXT_WIDTH_IN, color, interval_bars, legend_below, transport_style
+from .style import FIGURE_WIDTH_IN, color, interval_bars, legend_below, transport_style
 
 SMALL_BYTES = 256  # the HPC HUB figures' small-message panels
 
@@ -17,7 +17,7 @@ SMALL_BYTES = 256  # the HPC HUB figures' small-message panels
 def costs_figure(costs: pd.DataFrame) -> Figure:
     """s and w per node, coloured by node, each the median over repetitions
     with its 95 % interval."""
-    fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 2.6))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 2.6))
     metrics = [("s_ns", "s (null syscall)"), ("w_send_ns", "w, send"), ("w_recv_ns", "w, recv")]
     width = 0.8 / max(len(costs), 1)
     for i, row in enumerate(costs.itertuples()):
@@ -45,7 +45,7 @@ def mpi_ratio_figure(ratios: pd.DataFrame, title: str, seed_lines: dict | None =
     and up to 256 B (bottom), as HPC HUB drew them; dashed: the source's
     quoted figures."""
     benches = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(ratios["bench"])]
-    fig, axes = plt.subplots(2, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 4.4), sharey="row", squeeze=False)
+    fig, axes = plt.subplots(2, max(len(benches), 1), figsize=(FIGURE_WIDTH_IN, 4.4), sharey="row", squeeze=False)
     handles: dict[str, Artist | Container] = {}
     for col, bench in enumerate(benches):
         for row, ax in enumerate(axes[:, col]):
@@ -86,7 +86,7 @@ def echo_ratio_figure(ratios: pd.DataFrame, title: str) -> Figure:
     """Echo metric ratios per preset between the two node kinds (below 1:
     the second node is worse)."""
     metrics = list(dict.fromkeys(ratios["metric"]))
-    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(TEXT_WIDTH_IN, 3.0), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(FIGURE_WIDTH_IN, 3.0), sharey=True, squeeze=False)
     for ax, metric in zip(axes[0], metrics, strict=False):
         sel = ratios[ratios["metric"] == metric]
         for i, (c, g) in enumerate(sel.groupby("connections")):

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from ...analysis import echostats
 from ...analysis.stats import Estimate
 from ...report.outputs import Outputs
-from ...report.plots.style import EPOLL_COLOR, PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, plain_ticks
+from ...report.plots.style import EPOLL_COLOR, FIGURE_WIDTH_IN, PALETTE, color, interval_bars, legend_below, plain_ticks
 
 # The presets the absolute figures draw (where measured): epoll, the default
 # ring, the cheapest ring measured here, and the OpenAnolis server.
@@ -76,7 +76,7 @@ def ratio_figure(ratios: pd.DataFrame, cells: list[tuple[int, int]]) -> Figure:
     fig, axes = plt.subplots(
         len(heights),
         2,
-        figsize=(TEXT_WIDTH_IN, 0.2 * sum(heights) + 1.6),
+        figsize=(FIGURE_WIDTH_IN, 0.2 * sum(heights) + 1.6),
         sharex="col",
         squeeze=False,
         gridspec_kw={"height_ratios": heights},
@@ -125,7 +125,7 @@ def cpu_figure(summary: pd.DataFrame, floor_ns: float | None = None) -> Figure:
     rings (band: 95 % interval across repetitions), the 2w floor and the load
     generator's own CPU per request, one panel per message size."""
     sizes = sorted(summary["bytes"].unique())
-    fig, axes = plt.subplots(1, len(sizes), figsize=(TEXT_WIDTH_IN, 2.8), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(FIGURE_WIDTH_IN, 2.8), sharey=True, squeeze=False)
     for ax, size in zip(axes[0], sizes, strict=True):
         for preset in _key_presets(summary):
             g = summary[(summary["preset"] == preset) & (summary["bytes"] == size)].sort_values("connections")
@@ -159,7 +159,7 @@ def latency_figure(summary: pd.DataFrame) -> Figure:
     understated)."""
     size = sorted(summary["bytes"].unique())[0]
     sub = summary[summary["bytes"] == size]
-    fig, axes = plt.subplots(1, 3, figsize=(TEXT_WIDTH_IN, 2.6), sharey=True)
+    fig, axes = plt.subplots(1, 3, figsize=(FIGURE_WIDTH_IN, 2.6), sharey=True)
     for ax, metric, title in zip(axes, ("p50_us", "p99_us", "p999_us"), ("p50", "p99", "p99.9"), strict=True):
         for preset in _key_presets(sub):
             g = sub[sub["preset"] == preset].sort_values("connections")
@@ -180,7 +180,7 @@ def batch_figure(summary: pd.DataFrame) -> Figure:
     and 95 % interval across repetitions."""
     size = sorted(summary["bytes"].unique())[0]
     sub = summary[summary["bytes"] == size]
-    fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 2.6))
+    fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 2.6))
     for preset in _key_presets(sub):
         g = sub[sub["preset"] == preset].sort_values("connections")
         metric = "events_per_wait" if preset == "epoll" else "sqes_per_enter"
@@ -338,7 +338,7 @@ def clients_figure(view: pd.DataFrame) -> Figure:
     server CPU per request (right), the median paired ratio over
     repetitions with its 95 % interval; 1 dotted."""
     if view.empty:
-        fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 1.0))
+        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 1.0))
         ax.axis("off")
         ax.text(
             0.5,
@@ -349,7 +349,7 @@ def clients_figure(view: pd.DataFrame) -> Figure:
             fontsize=8,
         )
         return fig
-    fig, axes = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.6), sharex=True)
+    fig, axes = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 2.6), sharex=True)
     for ax, metric, title in zip(
         axes, ("rps", "server_ns_per_request"), ("requests/s", "server CPU per request"), strict=True
     ):
@@ -402,7 +402,7 @@ def modern_figure(
     if not len(cpu):
         # Presets configured, no cell of theirs measured (the echo table's
         # reason column says why): the figure says so rather than vanish.
-        fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 1.2))
+        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 1.2))
         ax.text(0.5, 0.5, "no cell of a modern preset was measured in this run", ha="center", va="center")
         ax.set_axis_off()
         return fig
@@ -413,7 +413,7 @@ def modern_figure(
     fig, axes = plt.subplots(
         1,
         len(depths) + bool(loads),
-        figsize=(TEXT_WIDTH_IN, 3.2),
+        figsize=(FIGURE_WIDTH_IN, 3.2),
         sharey=True,
         squeeze=False,
         gridspec_kw={"width_ratios": widths + ([max(len(loads), 3)] if loads else [])},

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from ...analysis import latency
 from ...report.outputs import Outputs
-from ...report.plots.style import EPOLL_COLOR, TEXT_WIDTH_IN, color, interval_bars, legend_below, plain_ticks
+from ...report.plots.style import EPOLL_COLOR, FIGURE_WIDTH_IN, color, interval_bars, legend_below, plain_ticks
 
 
 def open_loop_figure(curves: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
@@ -22,7 +22,7 @@ def open_loop_figure(curves: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
     repetition (``latency.paired_ratios``), median and 95 % interval: the
     pairing removes the drift between repetitions that widens the left
     bands. p50 and p99.9 are in the notebook's table and the text."""
-    fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.7), sharex=True)
+    fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 2.7), sharex=True)
     presets = sorted(curves["preset"].unique(), key=lambda p: (p != "epoll", p))
     colors = {p: EPOLL_COLOR if p == "epoll" else color(i) for i, p in enumerate(presets)}
     for preset in presets:

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from ...analysis import mpimodels, mpistats
 from ...report.outputs import Outputs
 from ...report.plots.style import (
-    TEXT_WIDTH_IN,
+    FIGURE_WIDTH_IN,
     TRANSPORT_LABEL,
     TRANSPORT_STYLE,
     color,
@@ -68,7 +68,7 @@ def _points(
 def pingpong_figure(summary: pd.DataFrame, hockney: dict, rate_mbit: float | None = None) -> Figure:
     """One-way latency and bandwidth against size per transport, with the
     piecewise Hockney fits; the tbf rate as a horizontal line."""
-    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.8))
+    fig, (ax_t, ax_b) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 2.8))
     pp = summary[summary["bench"] == "pingpong"]
     for transport, g in pp.groupby("transport"):
         c, marker = transport_style(transport)
@@ -138,7 +138,7 @@ def collectives_figure(summary: pd.DataFrame, curves: dict) -> Figure:
     transport-ratio figure shows them. ``curves``: (transport, bench, model)
     -> callable(p, m) in ns."""
     benches = [b for b in ("bcast", "allreduce", "alltoall") if b in set(summary["bench"])]
-    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 2.8), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(FIGURE_WIDTH_IN, 2.8), sharey=True, squeeze=False)
     coll = _fitted(summary[summary["bench"].isin(benches)])
     dotted = False
     for ax, bench in zip(axes[0], benches, strict=False):
@@ -182,7 +182,7 @@ def prediction_error_figure(errors: pd.DataFrame, summary: pd.DataFrame, curves:
     Solid: the HPC HUB formula; dotted: the algorithm's formula, only where
     it differs from it (``_formulas_differ``)."""
     benches = [b for b in ("bcast", "allreduce", "alltoall") if b in set(errors["bench"])]
-    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 2.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(FIGURE_WIDTH_IN, 2.6), sharey=True, squeeze=False)
     keys = ["transport", "bench", "ranks", "bytes"]
     merged = errors.merge(summary[[*keys, "median_ns", "low_ns", "high_ns"]], on=keys, how="left")
     model_ns = (1 + merged["error"]) * merged["median_ns"]
@@ -246,7 +246,7 @@ def ratio_figure(ratio_tables: list[pd.DataFrame]) -> Figure:
     benchmark, formed within each repetition: median and 95 % interval;
     circles p = 2, triangles larger p, hollow where oversubscribed."""
     if not any(len(t) for t in ratio_tables):
-        fig, ax = plt.subplots(figsize=(TEXT_WIDTH_IN, 1.0))
+        fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 1.0))
         ax.axis("off")
         known = ", ".join(f"{a}/{b}" for a, b in mpistats.TRANSPORT_PAIRS)
         ax.text(
@@ -262,7 +262,7 @@ def ratio_figure(ratio_tables: list[pd.DataFrame]) -> Figure:
     benches = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(r["bench"])]
     pairs = list(dict.fromkeys(zip(r["numerator"], r["denominator"], strict=True)))
     colors = {pair: color(i) for i, pair in enumerate(pairs)}
-    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(TEXT_WIDTH_IN, 2.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, max(len(benches), 1), figsize=(FIGURE_WIDTH_IN, 2.6), sharey=True, squeeze=False)
     handles: dict[str, Artist | Container] = {}
     for ax, bench in zip(axes[0], benches, strict=False):
         for (num, den, p), g in r[r["bench"] == bench].groupby(["numerator", "denominator", "ranks"]):
@@ -295,7 +295,7 @@ def method_ratio_figure(ratios: pd.DataFrame) -> Figure:
     per operation, a line per transport and rank count, band: the 95 %
     interval across repetitions; 1 = the methods agree, dotted: +-10 %."""
     ops = [b for b in ("pingpong", "bcast", "allreduce", "alltoall") if b in set(ratios["operation"])]
-    fig, axes = plt.subplots(1, max(len(ops), 1), figsize=(TEXT_WIDTH_IN, 2.6), sharey=True, squeeze=False)
+    fig, axes = plt.subplots(1, max(len(ops), 1), figsize=(FIGURE_WIDTH_IN, 2.6), sharey=True, squeeze=False)
     for ax, op in zip(axes[0], ops, strict=False):
         for (transport, p), g in ratios[ratios["operation"] == op].groupby(["transport", "ranks"]):
             g = g.sort_values("bytes")

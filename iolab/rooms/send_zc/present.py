@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ...report.outputs import Outputs
-from ...report.plots.style import PALETTE, TEXT_WIDTH_IN, color, interval_bars, legend_below, size_axes
+from ...report.plots.style import FIGURE_WIDTH_IN, PALETTE, color, interval_bars, legend_below, size_axes
 from . import stats
 
 
@@ -44,7 +44,7 @@ def figure(summary: pd.DataFrame) -> Figure:
     variant's time per send over plain send's at the same size (median and
     95 % interval across repetitions), with the share of its sends the
     kernel reported as copied (along the bottom)."""
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(TEXT_WIDTH_IN, 2.9))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 2.9))
     if summary.empty:
         # The figure is a declared output of every run with send_zc: say why it is empty.
         for a in (ax, ax2):
