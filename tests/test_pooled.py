@@ -118,6 +118,83 @@ def test_a_part_pools_only_runs_that_measured_it_under_the_claims_setup_and_coun
     assert any(p.reason == "not ours" for p in alone)
 
 
+def gated_runs(servers: list[float], keep_gate: bool = True) -> list[pooled.RunFindings]:
+    """U1 in the c = 1000, 128 B cell over runs whose io_uring server used
+    ``servers`` of its CPU beside a client of 0.95 CPUs on 2: the
+    client-bound gate (server below 0.9, node at 1.8 or more) trips in a run
+    whose server read below 0.9. io_uring leads epoll by 10 % throughout."""
+    from claims_support import echo_table
+
+    from iolab.analysis.claims import habr
+
+    runs = []
+    for i, server in enumerate(servers):
+        table = echo_table(
+            {"default": 110.0, "epoll": 100.0},
+            [(1000, 128)],
+            busy={"default": server, "epoll": server},
+            client_busy=0.95,
+            cpus=2,
+        )
+        entries = [pooled.entry_of(f) for f in habr.u1(table)]
+        if not keep_gate:
+            # A crate from before the gate's figures: each run's own gate.
+            entries = [{k: v for k, v in e.items() if k not in ("gate", "gate_note")} for e in entries]
+        runs.append(pooled.RunFindings(f"r{i}", f"{i:03d}", entries))
+    return runs
+
+
+def test_the_client_bound_gate_is_decided_once_over_the_runs() -> None:
+    # On this VM the gate's figures straddle its bounds from run to run (U4's
+    # parts read 1.75-1.86 CPUs against 1.8): each run's own gate pooled a
+    # part over the runs that happened to test it.
+    servers = [0.92, 0.88, 0.92, 0.92, 0.88, 0.92]
+    parts = pooled.pool(gated_runs(servers), "planned")
+    rps = [p for p in parts if p.part.endswith("io_uring/epoll requests/s")]
+    assert [(p.context, p.k) for p in rps] == [(False, 6)]
+    assert rps[0].gate is not None and rps[0].gate.runs == 6 and rps[0].gate.reason() == ""
+    counted = [p for p in parts if not p.context and p.values]
+    assert len(counted) == 2 and all(p.outcome is Outcome.REPRODUCED for p in counted)
+    assert not [p for p in parts if "set the pace" in p.reason]
+    # Where the runs' medians trip it, every run's part is context, and the
+    # note says so from those medians.
+    tripped = pooled.pool(gated_runs([0.88, 0.92, 0.88, 0.88, 0.92, 0.88]), "planned")
+    rps = [p for p in tripped if p.part.endswith("io_uring/epoll requests/s")]
+    assert [(p.context, p.k) for p in rps] == [(True, 6)]
+    (note,) = [p for p in tripped if p.outcome is Outcome.NOT_TESTABLE and p.cell == "c=1000 128 B"]
+    assert not note.context and note.cell == "c=1000 128 B"
+    assert note.reason.startswith("the load generator, not the server, set the pace")
+    assert "server 0.88 of its CPU" in note.reason and "medians over 6 runs" in note.reason
+    assert not [p for p in tripped if not p.context and p.values]
+    # Negative control: each run's own gate (crates without the figures)
+    # splits the part into 4 counted runs and 2 of context, too few to
+    # decide it, and keeps a note from two runs that the cell is not testable.
+    split = pooled.pool(gated_runs(servers, keep_gate=False), "planned")
+    rps = [p for p in split if p.part.endswith("io_uring/epoll requests/s")]
+    assert sorted((p.context, p.k) for p in rps) == [(False, 4), (True, 2)]
+    assert [p.outcome for p in rps if not p.context] == [Outcome.UNDECIDED]
+    assert [p for p in split if "set the pace" in p.reason and p.outcome is Outcome.NOT_TESTABLE]
+
+
+def test_a_gate_read_from_a_crate_is_checked_as_data() -> None:
+    from iolab.analysis.gates import BusyGate
+
+    good = {"cell": "c=1000 128 B", "cpus": 2, "busy": [["default", 0.88, 0.95]]}
+    gate = BusyGate.from_json(good)
+    assert gate is not None and gate.reason().startswith("the load generator")
+    for bad in (
+        None,
+        "x",
+        {**good, "cpus": "2"},
+        {**good, "cpus": float("nan")},
+        {**good, "busy": []},
+        {**good, "busy": [["default", 0.88]]},
+        {**good, "busy": [["default", True, 0.95]]},
+        {**good, "busy": [[1, 0.88, 0.95]]},
+    ):
+        assert BusyGate.from_json(bad) is None, bad
+
+
 # --- the error guarantee, in the world these machines show -----------------------
 
 WORLDS = [

@@ -46,6 +46,8 @@ import numpy as np
 from scipy import stats as sps
 
 from . import evidence
+from .gates import BusyGate
+from .gates import pooled as pooled_gate
 from .verdicts import ClaimVerdict, Finding, Outcome, Rule
 
 ALPHA = evidence.ALPHA_SIDE
@@ -149,6 +151,8 @@ class PooledPart:
     p_fails_adjusted: float | None = None
     setup: str = ""
     group: str = ""  # the quantity group of its spread between runs ("" in crates from before groups)
+    # The client-bound gate over its runs (None: not gated), decided once.
+    gate: BusyGate | None = None
 
     @property
     def k(self) -> int:
@@ -320,6 +324,8 @@ def entry_of(f: Finding) -> dict[str, Any]:
         "cell": f.cell,
         "role": f.role,
         "stand_in": f.stand_in,
+        "gate": f.gate.as_json() if f.gate is not None else None,
+        "gate_note": f.gate_note,
         "reason": f.reason,
         "rule_kind": f.rule.kind if f.rule else None,
         "bound": f.rule.bound if f.rule else None,
@@ -347,10 +353,21 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
     every run that measured it; where runs disagree (another version of the
     rule), the part pools the runs of the newest run's rule and says how
     many it left out. A stand-in (a run that measured the claim under
-    another setup) drops out where another run measured the claim's own."""
+    another setup) drops out where another run measured the claim's own.
+
+    A part a run recorded with its client-bound gate's figures
+    (iolab.analysis.gates) is counted or context by one gate over all its
+    runs, on the runs' medians of those figures, not by each run's own: a
+    part near the gate's bounds would otherwise pool the runs that happened
+    to test it. The gate's not-testable note stands only where that gate
+    trips. Crates from before the figures were recorded keep their runs'
+    own gate."""
     seen: dict[tuple[str, str, str, bool], PooledPart] = {}
     rules: dict[tuple[str, str, str, bool], list[tuple[str, Rule]]] = {}
     stand_ins: dict[str, PooledPart] = {}
+    # (claim, gate key) -> run -> its gate; part key -> (gate, is it the note)
+    gates: dict[tuple[str, tuple[str, tuple[str, ...]]], dict[str, BusyGate]] = {}
+    gated: dict[tuple[str, str, str, bool], tuple[tuple[str, tuple[str, tuple[str, ...]]], bool]] = {}
     ordered = sorted(runs, key=lambda r: (r.measured, r.run))
     for run in ordered:
         for f in run.findings:
@@ -362,7 +379,13 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
                 stand_ins.setdefault(claim, PooledPart(claim, part, None, context, reason=str(f.get("reason", ""))))
                 continue
             setup = str(f.get("setup", "") or "")
+            gate = BusyGate.from_json(f.get("gate")) if f.get("gate") is not None else None
+            if gate is not None:
+                context = False  # decided below, over the runs
+                gates.setdefault((claim, gate.key), {}).setdefault(run.run, gate)
             key = (claim, part, setup, context)
+            if gate is not None:
+                gated[key] = ((claim, gate.key), bool(f.get("gate_note")))
             entry = seen.setdefault(
                 key,
                 PooledPart(
@@ -396,6 +419,15 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
         entry.values = [v for v in entry.values if v.run in keep]
         if left:
             entry.reason = f"{left} run(s) judged it by another rule and are left out"
+    for key, (gate_key, note) in gated.items():
+        entry = seen[key]
+        entry.gate = pooled_gate(list(gates[gate_key].values()))
+        reason = entry.gate.reason()
+        entry.context = bool(reason) and not note
+        if reason:
+            entry.reason = reason if note or not entry.reason else f"{reason}; {entry.reason}"
+        elif note:
+            del seen[key]
     parts = list(seen.values())
     # A counted part no run measured, where another part of the same cell
     # and claim was measured under the claim's setup in some run, is the

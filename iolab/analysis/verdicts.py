@@ -33,6 +33,7 @@ from .evidence import ALPHA_SIDE, Budget, Shifts
 from .stats import MIN_REPS_FOR_CI, Estimate, expected_cis
 
 if TYPE_CHECKING:
+    from .gates import BusyGate
     from .occasions import Spread
 
 RULE_TEXT = (
@@ -207,6 +208,11 @@ class Finding:
     # another setup than the claim's (the sources'): over runs it drops out
     # wherever another run measured them (iolab.analysis.pooled).
     stand_in: bool = False
+    # The client-bound gate it is counted under (iolab.analysis.gates):
+    # context in a run where it trips; over runs, decided once on the runs'
+    # figures. ``gate_note``: the not-testable part saying the gate tripped.
+    gate: BusyGate | None = None
+    gate_note: bool = False
 
     @property
     def n0(self) -> int:

@@ -117,7 +117,8 @@ def claim_lines(parts: Sequence[pooled.PooledPart], mode: pooled.Mode) -> list[s
         k = max((p.k for p in counted), default=0)
         lines.append(f"{claim}: {verdict.line()}, over {k} run(s)")
         for p in mine:
-            mark = " (context)" if p.context else ""
+            why = p.gate.reason() if p.context and p.gate is not None else ""
+            mark = f" (context: {why})" if why else " (context)" if p.context else ""
             lines.append(f"  - {shown(p.summary(), 300)}{mark}")
     return lines
 

@@ -115,6 +115,9 @@ def finding_rows(findings: Sequence[Finding]) -> list[dict[str, Any]]:
                 "margin_share": f.rule.margin if f.rule else None,
                 "role": f.role,
                 "stand_in": f.stand_in,
+                # The client-bound gate's figures in this run, for pooling.
+                "gate": f.gate.as_json() if f.gate is not None else None,
+                "gate_note": f.gate_note,
                 "cell": f.cell,
                 "margin": f.rule.why if f.rule else "",
                 "quoted": f.quoted,

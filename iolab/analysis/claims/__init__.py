@@ -110,8 +110,8 @@ def _sources_setup_gate(findings: list[Finding], echo: pd.DataFrame) -> list[Fin
         mine = [f for f in findings if f.claim == claim]
         on_echo = [f for f in mine if "echo" in f.decides or (claim != "U5" and f.estimate is None)]
         for f in on_echo:
-            f.context = True
-            f.cell = ""
+            # Context whatever its client-bound gate says, in every run.
+            f.context, f.cell, f.gate, f.gate_note = True, "", None, False
         if on_echo:
             stand_in = not_testable(claim, STAND_IN, why)
             stand_in.stand_in = True

@@ -8,7 +8,7 @@ import pandas as pd
 from ..findings import finding, not_testable
 from ..verdicts import Finding
 from .habr import REACTOR_MIN_CPUS
-from .rules import DIRECTION, above, below, cell_finding, client_bound, cpu_gate, missing_presets
+from .rules import DIRECTION, above, below, cell_finding, client_gate, cpu_gate, missing_presets
 
 # U5, part 3's reactor design. "The optimum number of rings varies from system
 # to system ... on my test bench it was (cores x 2) - 2"; "if the routing
@@ -137,7 +137,6 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Findi
             )
             continue
         for den in measured:
-            bound = client_bound(echo, (num_p, den), (c, int(sizes[0])))
             out.append(
                 cell_finding(
                     "U5",
@@ -146,9 +145,10 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Findi
                     den,
                     (c, int(sizes[0])),
                     rule,
-                    f"{label}: {num_p}/{den} requests/s" + (f"; {bound}" if bound else ""),
+                    f"{label}: {num_p}/{den} requests/s",
                     source_cell=False,
-                    context=context or bool(bound),
+                    context=context,
+                    gate=client_gate(echo, (num_p, den), (c, int(sizes[0]))),
                 )
             )
     return out

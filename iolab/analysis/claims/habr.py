@@ -27,8 +27,9 @@ from .rules import (
     cell_finding,
     cell_label,
     cells_of,
-    client_bound,
+    client_gate,
     cpu_gate,
+    gate_note,
     geometric_mean_per_rep,
     missing_presets,
     pct,
@@ -76,10 +77,6 @@ PART3_LEADS = [
 ]
 
 
-def _setup_context(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, int]) -> str:
-    return client_bound(echo, presets, cell)
-
-
 def u1(echo: pd.DataFrame) -> list[Finding]:
     """U1: C io_uring (default ring) against C epoll in each of the source's
     six cells: requests/s not more than 5 % behind, and the server's CPU load
@@ -92,10 +89,8 @@ def u1(echo: pd.DataFrame) -> list[Finding]:
     out: list[Finding] = []
     ratios = Ratios(echo)
     for cell in cells_of(echo, SOURCE_U1_CONNECTIONS, SOURCE_U1_BYTES):
-        bound = _setup_context(echo, ("default", "epoll"), cell)
-        rps = cell_finding(
-            "U1", ratios, "default", "epoll", cell, NON_INFERIOR, "io_uring/epoll requests/s", context=bool(bound)
-        )
+        gate = client_gate(echo, ("default", "epoll"), cell)
+        rps = cell_finding("U1", ratios, "default", "epoll", cell, NON_INFERIOR, "io_uring/epoll requests/s", gate=gate)
         load = cell_finding(
             "U1",
             ratios,
@@ -106,16 +101,12 @@ def u1(echo: pd.DataFrame) -> list[Finding]:
             "io_uring/epoll server CPU load (utilisation): 'about the same'",
             metric="server_busy",
             quoted=False,
-            context=bool(bound),
+            gate=gate,
         )
-        if bound:
+        if gate is not None and gate.reason():
             out.append(
-                not_testable(
-                    "U1",
-                    f"{cell_label(*cell)}, io_uring/epoll",
-                    bound,
-                    quoted_ratio("U1", *cell),
-                    cell=cell_label(*cell),
+                gate_note(
+                    "U1", f"{cell_label(*cell)}, io_uring/epoll", gate, quoted_ratio("U1", *cell), cell_label(*cell)
                 )
             )
         out += [rps, load]
@@ -178,7 +169,7 @@ def _reactor_parts(
             continue
         for c, b in cells:
             rule, wording = rules(c)
-            bound = _setup_context(echo, (num_p, den_p), (c, b))
+            busy = client_gate(echo, (num_p, den_p), (c, b)) if i == 0 and not gate else None
             out.append(
                 cell_finding(
                     claim,
@@ -188,15 +179,14 @@ def _reactor_parts(
                     (c, b),
                     rule,
                     f"{what} ({wording})",
-                    context=bool(gate) or i > 0 or bool(bound),
+                    context=bool(gate) or i > 0,
                     quoted=i == 0,
+                    gate=busy,
                 )
             )
-            if bound and i == 0 and not gate:
+            if busy is not None and busy.reason():
                 out.append(
-                    not_testable(
-                        claim, f"{cell_label(c, b)}, {what}", bound, quoted_ratio(claim, c, b), cell=cell_label(c, b)
-                    )
+                    gate_note(claim, f"{cell_label(c, b)}, {what}", busy, quoted_ratio(claim, c, b), cell_label(c, b))
                 )
         if i == 0 and not gate:
             out += unmeasured_cells(claim, echo, SOURCE_U2_CONNECTIONS, SOURCE_U2_BYTES, what)
@@ -343,30 +333,28 @@ def u4(echo: pd.DataFrame) -> list[Finding]:
     out = []
     for what, num_p, den_p, rule, gate in checks:
         missing = missing_presets(echo, num_p, den_p)
-        bound = gate or _setup_context(echo, (num_p, den_p), (c, b))
         if missing:
             out.append(not_testable("U4", what, f"not measured: {missing} (the paper profile measures it)"))
-        elif bound:
-            out += [
-                not_testable("U4", what, bound),
-                cell_finding(
-                    "U4",
-                    echo,
-                    num_p,
-                    den_p,
-                    (c, b),
-                    rule,
-                    f"{what}, {num_p}/{den_p} requests/s",
-                    source_cell=False,
-                    context=True,
-                ),
-            ]
-        else:
-            out.append(
-                cell_finding(
-                    "U4", echo, num_p, den_p, (c, b), rule, f"{what}, {num_p}/{den_p} requests/s", source_cell=False
-                )
+            continue
+        busy = None if gate else client_gate(echo, (num_p, den_p), (c, b))
+        if gate:
+            out.append(not_testable("U4", what, gate))
+        elif busy is not None and busy.reason():
+            out.append(gate_note("U4", what, busy))
+        out.append(
+            cell_finding(
+                "U4",
+                echo,
+                num_p,
+                den_p,
+                (c, b),
+                rule,
+                f"{what}, {num_p}/{den_p} requests/s",
+                source_cell=False,
+                context=bool(gate),
+                gate=busy,
             )
+        )
     return out
 
 

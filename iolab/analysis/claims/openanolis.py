@@ -31,7 +31,8 @@ from .rules import (
     above,
     band_between,
     below,
-    client_bound,
+    client_gate,
+    gate_note,
     iowq_workers,
     keeps_above_one,
     missing_presets,
@@ -238,7 +239,8 @@ def uring_vs_epoll(
     # pull the ratio toward 1, which would favour C2's "no advantage" and
     # work against C3's gain. The part is then not testable, and its ratio
     # is shown as context.
-    bound = client_bound(echo, (SOURCE_URING_SERVER, "epoll"), (c, b))
+    gate = client_gate(echo, (SOURCE_URING_SERVER, "epoll"), (c, b))
+    bound = gate.reason() if gate is not None else ""
     f = finding(
         claim,
         f"{label}, c = {c}, {b} B, poll-first io_uring server, no io-wq ({how})",
@@ -246,13 +248,14 @@ def uring_vs_epoll(
         rule,
         quoted,
         {"echo": [[SOURCE_URING_SERVER, c, b], ["epoll", c, b]]},
-        cell="" if bound else f"c={c}",
+        cell=f"c={c}",
         context=bool(bound),
         metric="rps",
     )
     f.ratio_of_means = echostats.ratio_of_means(r, c, b)
-    if bound:
-        return [not_testable(claim, f"{label}, c = {c}, {b} B", bound, quoted, cell=f"c={c}"), f]
+    f.gate, f.reason = gate, bound
+    if gate is not None and bound:
+        return [gate_note(claim, f"{label}, c = {c}, {b} B", gate, quoted, cell=f"c={c}"), f]
     return f
 
 

@@ -20,6 +20,7 @@ import pandas as pd
 from ...registry import COST_MODEL_EXPERIMENTS
 from .. import echostats
 from ..findings import finding, not_testable
+from ..gates import Busy, BusyGate
 from ..sources import quoted_ratio
 from ..verdicts import Finding, Rule
 
@@ -124,26 +125,41 @@ def missing_presets(echo: pd.DataFrame, *presets: str) -> str:
     return ", ".join(p for p in presets if p not in ok)
 
 
-def client_bound(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, int]) -> str:
-    """Why the load generator, not the server, set the pace in a cell (""
-    when it did not): the server had CPU to spare (below 0.9 of its CPU)
-    while server and client together kept the node's CPUs busy (0.9 or more
-    of them). requests/s there measures the client."""
+def client_gate(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, int]) -> BusyGate | None:
+    """The figures the client-bound gate (iolab.analysis.gates) reads in a
+    cell: each preset's median server and client CPU there; None where the
+    table has no such cell or did not record them."""
     c, b = cell
     ok = echo[
         (echo["status"] == "ok") & echo["preset"].isin(presets) & (echo["connections"] == c) & (echo["bytes"] == b)
     ]
     if ok.empty or "client_busy" not in ok or "server_busy" not in ok:
-        return ""
+        return None
     cpus = float(ok["cpus"].max()) if "cpus" in ok and ok["cpus"].max() > 0 else math.nan
-    for preset, g in ok.groupby("preset"):
-        server, client = float(g["server_busy"].median()), float(g["client_busy"].median())
-        if math.isfinite(cpus) and server < 0.9 and server + client >= 0.9 * cpus:
-            return (
-                f"the load generator, not the server, set the pace ({preset}: client {client:.2f} CPUs, "
-                f"server {server:.2f} of its CPU, of {cpus:.0f} CPUs)"
-            )
-    return ""
+    if not math.isfinite(cpus):
+        return None
+    busy = tuple(
+        Busy(str(preset), float(g["server_busy"].median()), float(g["client_busy"].median()))
+        for preset, g in ok.groupby("preset")
+    )
+    if not all(math.isfinite(x.server) and math.isfinite(x.client) for x in busy):
+        return None
+    return BusyGate(cell_label(c, b), cpus, busy)
+
+
+def client_bound(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, int]) -> str:
+    """Why the load generator, not the server, set the pace in a cell (""
+    when it did not): requests/s there measures the client."""
+    gate = client_gate(echo, presets, cell)
+    return gate.reason() if gate else ""
+
+
+def gate_note(claim: str, part: str, gate: BusyGate, quoted: str = "", cell: str = "") -> Finding:
+    """The not-testable part that says a gated cell's client set the pace;
+    pooled over runs it stands only where the runs' gate trips."""
+    f = not_testable(claim, part, gate.reason(), quoted, cell=cell)
+    f.gate, f.gate_note = gate, True
+    return f
 
 
 class Ratios:
@@ -187,11 +203,17 @@ def cell_finding(
     context: bool = False,
     quoted: bool = True,
     source_cell: bool = True,
+    gate: BusyGate | None = None,
 ) -> Finding:
     """One paired-ratio finding in one cell; "quoted" is the source's ratio
     in that cell, where its tables have the cell. ``echo``: the table, or
-    its ``Ratios`` to reuse."""
+    its ``Ratios`` to reuse. ``context``: the part is context whatever the
+    cell's CPU figures; else a ``gate`` (``client_gate``) that trips makes it
+    context, says why in its reason, and travels with it so that runs
+    pooled decide it once (iolab.analysis.pooled)."""
     c, b = cell
+    gated = gate is not None and not context
+    why_gated = gate.reason() if gate is not None and gated else ""
     per_rep, means = (echo if isinstance(echo, Ratios) else Ratios(echo)).cell(num_preset, den_preset, metric, c, b)
     f = finding(
         claim,
@@ -200,11 +222,13 @@ def cell_finding(
         rule,
         quoted_ratio(claim, c, b) if quoted else "",
         {"echo": [[num_preset, c, b], [den_preset, c, b]]},
-        context=context,
+        context=context or bool(why_gated),
         cell=cell_label(c, b) if source_cell and not context else "",
         metric=metric,
     )
     f.ratio_of_means = means
+    if gated:
+        f.gate, f.reason = gate, why_gated
     return f
 
 
