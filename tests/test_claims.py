@@ -469,11 +469,37 @@ def test_a_part_whose_sign_flips_under_our_client_says_so_in_its_row() -> None:
     ours = echo_table({"default": 75.0, "epoll": 100.0}, [(50, 128)], client="event-loop", layout="pinned")
     (rps,) = [p for p in judged(habr.u1(theirs)) if "requests/s" in p.part]
     said = claims.other_client_sign(rps, ours)
-    assert said.startswith("; under our event-loop client, pinned, the ratio is 0.75 [0.75, 0.75]")
+    assert said.startswith("under our event-loop client, pinned, the ratio is 0.75 [0.75, 0.75]")
     assert said.endswith("the other side of 1")
     # The same side of 1 under both clients: nothing to say.
     alike = echo_table({"default": 105.0, "epoll": 100.0}, [(50, 128)], client="event-loop", layout="pinned")
     assert claims.other_client_sign(rps, alike) == ""
+
+
+def test_what_a_run_says_beside_a_part_never_renames_it() -> None:
+    # Runs pooled find a part by its name. C2 and C3 once named the trace's
+    # poll count in theirs ("at most 0.0003 polls ..."), and U1 the other
+    # client's reading, so no two runs shared those parts.
+    model = cost(per_sqe_over_epoll=0.8)
+    table = echo_table({"poll_first": 110.0, "epoll": 100.0}, [(1000, 128)])
+    runs = [
+        openanolis.c3(model, "on", table, inline=(True, f"the trace counted at most {polls} polls armed"))
+        for polls in ("0.0003", "0.0005")
+    ]
+    assert [p.part for p in runs[0]] == [p.part for p in runs[1]]
+    assert runs[0][1].note == "the trace counted at most 0.0003 polls armed"
+    assert runs[1][1].note.endswith("0.0005 polls armed") and "polls" not in runs[1][1].part
+    # The other client's reading goes into the note, beside the part's setup.
+    theirs = echo_table({"default": 116.0, "epoll": 100.0}, [(50, 128)])
+    ours = echo_table({"default": 75.0, "epoll": 100.0}, [(50, 128)], client="event-loop", layout="pinned")
+    from iolab import tables
+
+    probes = {e: tables.load(e, tables.REFERENCE) for e in ("syscall", "sendrecv", "uring_batch")}
+    node = str(sorted(probes["syscall"]["node"].unique())[0])
+    both = pd.concat([theirs, ours]).assign(node=node)
+    found = claims._findings(probes["syscall"], probes["sendrecv"], probes["uring_batch"], both, None, node, None, None)
+    (rps,) = [f for f in found if f.claim == "U1" and "requests/s" in f.part and not f.context]
+    assert rps.part.endswith("]") and rps.note.startswith("under our event-loop client")
 
 
 def test_the_two_clients_view_says_where_they_flip_the_sign_and_where_it_cannot_tell() -> None:

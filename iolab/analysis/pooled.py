@@ -326,6 +326,7 @@ def entry_of(f: Finding) -> dict[str, Any]:
         "stand_in": f.stand_in,
         "gate": f.gate.as_json() if f.gate is not None else None,
         "gate_note": f.gate_note,
+        "note": f.note,
         "reason": f.reason,
         "rule_kind": f.rule.kind if f.rule else None,
         "bound": f.rule.bound if f.rule else None,

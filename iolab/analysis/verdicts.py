@@ -213,6 +213,10 @@ class Finding:
     # figures. ``gate_note``: the not-testable part saying the gate tripped.
     gate: BusyGate | None = None
     gate_note: bool = False
+    # What this run says beside the part ("the trace counted at most 0.0003
+    # polls ..."): shown after it, never part of its name, so that runs
+    # pooled find the same part under the same name.
+    note: str = ""
 
     @property
     def n0(self) -> int:

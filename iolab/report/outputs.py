@@ -118,6 +118,7 @@ def finding_rows(findings: Sequence[Finding]) -> list[dict[str, Any]]:
                 # The client-bound gate's figures in this run, for pooling.
                 "gate": f.gate.as_json() if f.gate is not None else None,
                 "gate_note": f.gate_note,
+                "note": f.note,
                 "cell": f.cell,
                 "margin": f.rule.why if f.rule else "",
                 "quoted": f.quoted,

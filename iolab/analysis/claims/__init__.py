@@ -124,7 +124,7 @@ def other_client_sign(f: Finding, other: pd.DataFrame) -> str:
     """Where an echo part's paired ratio lies on one side of 1 under the
     setup it was judged in and on the other side under ``other`` (our
     pinned event-loop client), each beyond its 95 % interval of the median:
-    a clause saying so, for the part's row; "" otherwise. The client's model
+    a clause saying so, for the part's note; "" otherwise. The client's model
     changes how requests batch at the server, and so can flip the answer."""
     pairs = f.decides.get("echo", [])
     if not f.metric or len(pairs) != 2 or f.estimate is None or f.context:
@@ -140,7 +140,7 @@ def other_client_sign(f: Finding, other: pd.DataFrame) -> str:
     if (mine.low > 1 and alt.high < 1) or (mine.high < 1 and alt.low > 1):
         client = "/".join(sorted(set(echostats.with_setup(other)["client"])))
         return (
-            f"; under our {client} client, pinned, the ratio is {alt.value:.2f} [{alt.low:.2f}, {alt.high:.2f}]: "
+            f"under our {client} client, pinned, the ratio is {alt.value:.2f} [{alt.low:.2f}, {alt.high:.2f}]: "
             "the other side of 1"
         )
     return ""
@@ -276,7 +276,7 @@ def _findings(
                 f.part += f" [{note}]"
         if ours is not None:
             for f in [*out, *measured_echo]:
-                f.part += other_client_sign(f, ours)
+                f.note = "; ".join(x for x in (f.note, other_client_sign(f, ours)) if x)
     out += measured_echo
     if mpi is not None and len(mpi):
         per_rep, mean3 = mpistats.seed_view(mpi)

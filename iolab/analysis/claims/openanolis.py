@@ -243,7 +243,7 @@ def uring_vs_epoll(
     bound = gate.reason() if gate is not None else ""
     f = finding(
         claim,
-        f"{label}, c = {c}, {b} B, poll-first io_uring server, no io-wq ({how})",
+        f"{label}, c = {c}, {b} B, poll-first io_uring server, no io-wq",
         echostats.ratio_per_rep(r, c, b),
         rule,
         quoted,
@@ -253,7 +253,7 @@ def uring_vs_epoll(
         metric="rps",
     )
     f.ratio_of_means = echostats.ratio_of_means(r, c, b)
-    f.gate, f.reason = gate, bound
+    f.gate, f.reason, f.note = gate, bound, how
     if gate is not None and bound:
         return [gate_note(claim, f"{label}, c = {c}, {b} B", gate, quoted, cell=f"c={c}"), f]
     return f
