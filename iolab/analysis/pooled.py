@@ -366,7 +366,7 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
     seen: dict[tuple[str, str, str, bool], PooledPart] = {}
     rules: dict[tuple[str, str, str, bool], list[tuple[str, Rule]]] = {}
     stand_ins: dict[str, PooledPart] = {}
-    # (claim, gate key) -> run -> its gate; part key -> (gate, is it the note)
+    # (claim, gate key) -> run -> its gate; part key -> (claim, gate key), is it the note
     gates: dict[tuple[str, tuple[str, tuple[str, ...]]], dict[str, BusyGate]] = {}
     gated: dict[tuple[str, str, str, bool], tuple[tuple[str, tuple[str, tuple[str, ...]]], bool]] = {}
     ordered = sorted(runs, key=lambda r: (r.measured, r.run))
