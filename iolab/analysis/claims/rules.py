@@ -147,13 +147,6 @@ def client_gate(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, int
     return BusyGate(cell_label(c, b), cpus, busy)
 
 
-def client_bound(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, int]) -> str:
-    """Why the load generator, not the server, set the pace in a cell (""
-    when it did not): requests/s there measures the client."""
-    gate = client_gate(echo, presets, cell)
-    return gate.reason() if gate else ""
-
-
 def gate_note(claim: str, part: str, gate: BusyGate, quoted: str = "", cell: str = "") -> Finding:
     """The not-testable part that says a gated cell's client set the pace;
     pooled over runs it stands only where the runs' gate trips."""
