@@ -161,6 +161,8 @@ def test_the_client_bound_gate_is_decided_once_over_the_runs() -> None:
     tripped = pooled.pool(gated_runs([0.88, 0.92, 0.88, 0.88, 0.92, 0.88]), "planned")
     rps = [p for p in tripped if p.part.endswith("io_uring/epoll requests/s")]
     assert [(p.context, p.k) for p in rps] == [(True, 6)]
+    # The reason is the runs' gate, not the first run's beside it.
+    assert rps[0].reason.count("set the pace") == 1 and "medians over 6 runs" in rps[0].reason
     (note,) = [p for p in tripped if p.outcome is Outcome.NOT_TESTABLE and p.cell == "c=1000 128 B"]
     assert not note.context and note.cell == "c=1000 128 B"
     assert note.reason.startswith("the load generator, not the server, set the pace")

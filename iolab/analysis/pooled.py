@@ -396,7 +396,9 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
                     context,
                     str(f.get("cell", "") or ""),
                     "against" if f.get("role") == "against" else "both",
-                    reason=str(f.get("reason", "") or ""),
+                    # A gated part's reason is its gate's, said below from
+                    # the runs' medians, not from the first run's.
+                    reason=str(f.get("reason", "") or "") if gate is None else "",
                     setup=setup,
                 ),
             )
