@@ -24,7 +24,7 @@ from crate_support import craft
 from iolab.analysis import pooled, run_errors
 from iolab.analysis.claims import faithful
 from iolab.analysis.run_errors import C2_LIKE, ONE_PART, SHAPES, U1_LIKE, World
-from iolab.analysis.verdicts import Outcome, Rule
+from iolab.analysis.verdicts import Finding, Outcome, Rule
 from iolab.archive import pooling
 
 
@@ -136,12 +136,17 @@ def gated_runs(servers: list[float], keep_gate: bool = True) -> list[pooled.RunF
             client_busy=0.95,
             cpus=2,
         )
-        entries = [pooled.entry_of(f) for f in habr.u1(table)]
-        if not keep_gate:
-            # A crate from before the gate's figures: each run's own gate.
-            entries = [{k: v for k, v in e.items() if k not in ("gate", "gate_note")} for e in entries]
-        runs.append(pooled.RunFindings(f"r{i}", f"{i:03d}", entries))
+        runs.append(as_run(i, habr.u1(table), keep_gate))
     return runs
+
+
+def as_run(i: int, findings: list[Finding], keep_gate: bool) -> pooled.RunFindings:
+    """Run i's findings as its crate records them; without ``keep_gate``, as
+    a crate from before the gate's figures (each run's own gate)."""
+    entries = [pooled.entry_of(f) for f in findings]
+    if not keep_gate:
+        entries = [{k: v for k, v in e.items() if k not in ("gate", "gate_note")} for e in entries]
+    return pooled.RunFindings(f"r{i}", f"{i:03d}", entries)
 
 
 def test_the_client_bound_gate_is_decided_once_over_the_runs() -> None:
@@ -176,6 +181,52 @@ def test_the_client_bound_gate_is_decided_once_over_the_runs() -> None:
     assert sorted((p.context, p.k) for p in rps) == [(False, 4), (True, 2)]
     assert [p.outcome for p in rps if not p.context] == [Outcome.UNDECIDED]
     assert [p for p in split if "set the pace" in p.reason and p.outcome is Outcome.NOT_TESTABLE]
+
+
+def u2_runs(servers: list[float], keep_gate: bool = True) -> list[pooled.RunFindings]:
+    """U2 on the source's part 3 table (2 % noise per side) over runs whose
+    Go reactor at c = 1000, 128 B used ``servers`` of its CPU beside a
+    client of 0.95 CPUs on 2: that cell trips its gate in a run whose server
+    read below 0.9; the other cells never do."""
+    from iolab.analysis.claims import habr
+
+    runs = []
+    for i, server in enumerate(servers):
+        table = faithful.part3(10, 0.02, np.random.default_rng(i), cpus=4)
+        table["cpus"] = 2
+        cell = (table["connections"] == 1000) & (table["bytes"] == 128) & table["preset"].isin(["go_uring", "go_net"])
+        table.loc[cell, "server_busy"] = server
+        table.loc[cell, "client_busy"] = 0.95
+        runs.append(as_run(i, habr.u2(table), keep_gate))
+    return runs
+
+
+def test_a_part_over_several_cells_keeps_its_name_and_one_gate_over_the_runs() -> None:
+    # U2's geometric mean over the c >= 500 cells once counted the cells its
+    # run's own gate let through, so its name said 3 cells in one run and 4
+    # in the next, and the two never pooled.
+    servers = [0.92, 0.88, 0.92, 0.92, 0.88, 0.92]
+    runs = u2_runs(servers)
+    names = {e["part"] for r in runs for e in r.findings if "geometric mean" in e["part"]}
+    assert names == {
+        "Go reactor/Go net requests/s, geometric mean over the 4 cells with c \u2265 500 ('more or less large')"
+    }
+    parts = pooled.pool(runs, "planned")
+    (mean,) = [p for p in parts if "geometric mean" in p.part]
+    assert (mean.context, mean.k, mean.outcome) == (False, 6, Outcome.REPRODUCED)
+    assert mean.gate is not None and mean.gate.runs == 6 and mean.gate.reason() == ""
+    # Where the runs' medians trip one of its cells, the mean is context in
+    # all of them, and says which cell.
+    tripped = pooled.pool(u2_runs([0.88, 0.92, 0.88, 0.88, 0.92, 0.88]), "planned")
+    (mean,) = [p for p in tripped if "geometric mean" in p.part]
+    assert (mean.context, mean.k) == (True, 6)
+    assert mean.reason.startswith("the load generator, not the server, set the pace (go_net at c=1000 128 B")
+    assert mean.reason.count("set the pace") == 1 and "medians over 6 runs" in mean.reason
+    # Negative control: each run's own gate splits it 4 + 2, undecided.
+    split = pooled.pool(u2_runs(servers, keep_gate=False), "planned")
+    means = [p for p in split if "geometric mean" in p.part]
+    assert sorted((p.context, p.k) for p in means) == [(False, 4), (True, 2)]
+    assert [p.outcome for p in means if not p.context] == [Outcome.UNDECIDED]
 
 
 def test_a_gate_read_from_a_crate_is_checked_as_data() -> None:

@@ -116,3 +116,14 @@ def pooled(gates: Sequence[BusyGate]) -> BusyGate:
         for p in presets
     )
     return BusyGate(gates[0].cell, max(g.cpus for g in gates), busy, len(gates))
+
+
+def over_cells(gates: Sequence[BusyGate], cells: str) -> BusyGate:
+    """One gate for a part read over several cells (named ``cells``): it
+    trips where any cell's would, and names the cell beside the preset. Its
+    presets carry their cell, so runs pooled decide it once on each cell's
+    medians, as for a part of one cell."""
+    if not gates:
+        raise ValueError("no gate to combine")
+    busy = tuple(Busy(f"{b.preset} at {g.cell}", b.server, b.client) for g in gates for b in g.busy)
+    return BusyGate(cells, max(g.cpus for g in gates), busy)

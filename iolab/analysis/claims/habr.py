@@ -16,6 +16,7 @@ import pandas as pd
 
 from .. import echostats
 from ..findings import finding, not_testable
+from ..gates import over_cells
 from ..sources import U1_RPS, U2_COLUMNS, U2_RPS, cell_of, quoted_ratio
 from ..verdicts import Finding, Rule
 from .rules import (
@@ -239,11 +240,15 @@ def u2(echo: pd.DataFrame) -> list[Finding]:
         ("rings_granule", "epoll", "C rings/C epoll requests/s, second row"),
     ]
     out = _reactor_parts("U2", echo, pairs, rules, "")
+    # Every many-connection cell the run measured, gated or not: a name that
+    # counted only the cells a run's own gate let through would differ from
+    # run to run, and such runs never pool. A cell whose client set the pace
+    # makes the whole mean context, by one gate over its cells.
     many = [
         f
         for f in out
         if f.estimate is not None
-        and not f.context
+        and (not f.context or f.gate is not None)
         and f.cell
         and cell_of(f.cell)[0] >= MANY
         and f.part.startswith("c=")
@@ -252,17 +257,21 @@ def u2(echo: pd.DataFrame) -> list[Finding]:
     if many:
         r = echostats.paired_ratios(echo, "go_uring", "go_net")
         per_cell = [echostats.ratio_per_rep(r, *cell_of(f.cell)) for f in many]
-        out.append(
-            finding(
-                "U2",
-                f"Go reactor/Go net requests/s, geometric mean over the {len(many)} cells with "
-                f"c \u2265 {MANY} ('more or less large')",
-                geometric_mean_per_rep(per_cell),
-                AHEAD_ON_BALANCE,
-                f"{np.exp(np.mean(np.log1p(PART3_LEADS))):.2f}",
-                {"echo": [[p, *cell_of(f.cell)] for f in many for p in ("go_uring", "go_net")]},
-            )
+        together = finding(
+            "U2",
+            f"Go reactor/Go net requests/s, geometric mean over the {len(many)} cells with "
+            f"c \u2265 {MANY} ('more or less large')",
+            geometric_mean_per_rep(per_cell),
+            AHEAD_ON_BALANCE,
+            f"{np.exp(np.mean(np.log1p(PART3_LEADS))):.2f}",
+            {"echo": [[p, *cell_of(f.cell)] for f in many for p in ("go_uring", "go_net")]},
         )
+        cell_gates = [f.gate for f in many if f.gate is not None]
+        if len(cell_gates) == len(many):
+            together.gate = over_cells(cell_gates, f"c \u2265 {MANY}: {len(many)} cells")
+            together.reason = together.gate.reason()
+            together.context = bool(together.reason)
+        out.append(together)
     return out
 
 
