@@ -255,6 +255,12 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     assert dict(table.groupby("layout")["loaded_s"].max()) == pytest.approx({"pinned": 0.4, "shared": 0.7})
     assert dict(table.groupby("layout")["loaded_s"].min()) == pytest.approx({"pinned": 0.4, "shared": 0.7})
     assert dict(table.groupby("layout")["warmup"].max()) == pytest.approx({"pinned": 0.1, "shared": 0.2})
+    # The CPU figures cover what the processes' CPU times do: the connecting and
+    # ramp-up before the clock (setup_s) too. At c = 1000 that is 7 % of a cell,
+    # and without it a one-thread server read up to 1.06 of a CPU.
+    assert (table["setup_s"] > 0).all()
+    assert list(table["busy_s"]) == pytest.approx(list(table["loaded_s"] + table["setup_s"]))
+    assert list(table["server_busy"]) == pytest.approx(list(table["server_cpu_ns"] / 1e9 / table["busy_s"]))
     # IPIs per request where the server had its own CPUs; unpinned, the count mixes both sides.
     assert table.loc[table["layout"] == "pinned", "resched_ipis_per_request"].notna().all()
     assert table.loc[table["layout"] == "shared", "resched_ipis_per_request"].isna().all()
@@ -278,7 +284,7 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     # recorded, the sweep's one pipeline setting.
     old = [ln for ln in raw.read_text().splitlines() if not ln.startswith("#")]  # no format line then either
     header = old[0].split(",")
-    drop = {header.index(c) for c in ("client", "layout", "pipeline", "duration", "warmup")}
+    drop = {header.index(c) for c in ("client", "layout", "pipeline", "duration", "warmup", "setup_s")}
     raw.write_text("\n".join(",".join(f for i, f in enumerate(ln.split(",")) if i not in drop) for ln in old) + "\n")
     legacy = readers.read_echo_csv(raw)
     assert set(legacy["client"]) == {"event-loop"}
@@ -286,6 +292,7 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
     legacy_table = tables.load("echo", tmp_path)
     assert set(legacy_table["pipeline"]) == {SWEEP.get("pipeline", 1)}
     assert list(legacy_table["loaded_s"]) == pytest.approx([0.4] * 6)
+    assert list(legacy_table["busy_s"]) == pytest.approx([0.4] * 6)
 
 
 def test_rescheduling_ipis_are_read_per_cpu_set() -> None:

@@ -51,8 +51,14 @@ def echo_table(raw_files: Iterable[str | Path]) -> pd.DataFrame:
     out["events_per_wait"] = (out["events"] / out["waits"]).where(ok)
     # How busy each side kept a CPU: near 1 the side saturated it, and with
     # one CPU each, requests/s then measure the pair, not the server alone.
-    out["client_busy"] = (out["client_cpu_ns"] / 1e9 / out["loaded_s"]).where(ok)
-    out["server_busy"] = (out["server_cpu_ns"] / 1e9 / out["loaded_s"]).where(ok)
+    # Both CPU times are whole processes', so they include the connecting
+    # and the ramp-up before the clock (setup_s, where the load generator
+    # reported it): over the warm-up and measured seconds alone, a
+    # one-thread server read up to 1.06 of a CPU and a 2-CPU node 2.2.
+    setup_s = pd.to_numeric(out["setup_s"], errors="coerce") if "setup_s" in out else pd.Series(0.0, out.index)
+    out["busy_s"] = out["loaded_s"] + setup_s.fillna(0.0)
+    out["client_busy"] = (out["client_cpu_ns"] / 1e9 / out["busy_s"]).where(ok)
+    out["server_busy"] = (out["server_cpu_ns"] / 1e9 / out["busy_s"]).where(ok)
     # Where the server was pinned, the IPIs its CPUs took per request echoed.
     out["resched_ipis_per_request"] = (pd.to_numeric(out["server_resched_ipis"], errors="coerce") / echoed).where(
         ok & out["server_cpu"].notna()
