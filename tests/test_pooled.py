@@ -229,6 +229,37 @@ def test_a_part_over_several_cells_keeps_its_name_and_one_gate_over_the_runs() -
     assert [p.outcome for p in means if not p.context] == [Outcome.UNDECIDED]
 
 
+def test_the_gate_pools_only_figures_over_the_seconds_their_cpu_times_cover() -> None:
+    from iolab.analysis.gates import Busy, BusyGate
+    from iolab.analysis.gates import pooled as pooled_gate
+
+    def gate(server: float, client: float, setup: bool) -> BusyGate:
+        return BusyGate("c=1000 128 B", 2, (Busy("epoll", server, client),), setup=setup)
+
+    # Four runs from before the load generator reported its setup read 7 %
+    # high at c = 1000 and trip the gate; two runs with it do not.
+    old, new = [gate(0.85, 1.0, False)] * 4, [gate(0.80, 0.95, True)] * 2
+    assert all(g.reason() for g in old) and not any(g.reason() for g in new)
+    both = pooled_gate(old + new)
+    assert (both.runs, both.setup, both.reason()) == (2, True, "")
+    # Runs of one kind pool as before.
+    assert pooled_gate(old).runs == 4 and pooled_gate(old).reason()
+    # The figures' kind travels with a crate, and a crate without it is of
+    # the old kind.
+    assert BusyGate.from_json(new[0].as_json()) == new[0]
+    legacy = {k: v for k, v in new[0].as_json().items() if k != "setup"}
+    assert BusyGate.from_json(legacy) == gate(0.80, 0.95, False)
+    # A run's gate says which kind its table's figures are.
+    from claims_support import echo_table
+
+    from iolab.analysis.claims import rules
+
+    table = echo_table({"default": 110.0, "epoll": 100.0}, [(1000, 128)], cpus=2)
+    assert not rules.client_gate(table, ("default", "epoll"), (1000, 128)).setup
+    table["setup_s"] = 0.09
+    assert rules.client_gate(table, ("default", "epoll"), (1000, 128)).setup
+
+
 def test_a_gate_read_from_a_crate_is_checked_as_data() -> None:
     from iolab.analysis.gates import BusyGate
 

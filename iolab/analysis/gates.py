@@ -38,12 +38,16 @@ class Busy:
 @dataclass(frozen=True)
 class BusyGate:
     """The figures the gate reads in one cell, for the presets a part
-    compares; ``runs``: how many runs' medians they are the median of."""
+    compares; ``runs``: how many runs' medians they are the median of;
+    ``setup``: whether the CPU figures' seconds include the connecting and
+    ramp-up that their CPU times hold (iolab.rooms.echo.tidy's busy_s).
+    Without those seconds they read 7-11 % high at c >= 500."""
 
     cell: str  # "c=1000 128 B"
     cpus: float
     busy: tuple[Busy, ...]
     runs: int = 1
+    setup: bool = False
 
     @property
     def key(self) -> tuple[str, tuple[str, ...]]:
@@ -69,6 +73,7 @@ class BusyGate:
             "cell": self.cell,
             "cpus": self.cpus,
             "busy": [[b.preset, b.server, b.client] for b in self.busy],
+            "setup": self.setup,
         }
 
     @classmethod
@@ -93,7 +98,7 @@ class BusyGate:
             ):
                 return None
             busy.append(Busy(row[0][:80], float(row[1]), float(row[2])))
-        return cls(cell[:80], float(cpus), tuple(busy))
+        return cls(cell[:80], float(cpus), tuple(busy), setup=data.get("setup") is True)
 
 
 def _number(x: Any) -> bool:
@@ -103,9 +108,12 @@ def _number(x: Any) -> bool:
 def pooled(gates: Sequence[BusyGate]) -> BusyGate:
     """One gate over runs: each preset's median server and client CPU over
     the runs that measured it, on the most CPUs any run's node had (the
-    runs pooled are of one kind of machine)."""
+    runs pooled are of one kind of machine). Where some runs' figures
+    include the setup seconds, only theirs: a median over both kinds mixes
+    figures that read high with figures that do not."""
     if not gates:
         raise ValueError("no gate to pool")
+    gates = [g for g in gates if g.setup] or list(gates)
     presets = list(dict.fromkeys(b.preset for g in gates for b in g.busy))
     busy = tuple(
         Busy(
@@ -115,7 +123,7 @@ def pooled(gates: Sequence[BusyGate]) -> BusyGate:
         )
         for p in presets
     )
-    return BusyGate(gates[0].cell, max(g.cpus for g in gates), busy, len(gates))
+    return BusyGate(gates[0].cell, max(g.cpus for g in gates), busy, len(gates), gates[0].setup)
 
 
 def over_cells(gates: Sequence[BusyGate], cells: str) -> BusyGate:
@@ -126,4 +134,4 @@ def over_cells(gates: Sequence[BusyGate], cells: str) -> BusyGate:
     if not gates:
         raise ValueError("no gate to combine")
     busy = tuple(Busy(f"{b.preset} at {g.cell}", b.server, b.client) for g in gates for b in g.busy)
-    return BusyGate(cells, max(g.cpus for g in gates), busy)
+    return BusyGate(cells, max(g.cpus for g in gates), busy, setup=all(g.setup for g in gates))

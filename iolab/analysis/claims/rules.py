@@ -144,7 +144,8 @@ def client_gate(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, int
     )
     if not all(math.isfinite(x.server) and math.isfinite(x.client) for x in busy):
         return None
-    return BusyGate(cell_label(c, b), cpus, busy)
+    setup = "setup_s" in ok and bool(pd.to_numeric(ok["setup_s"], errors="coerce").notna().all())
+    return BusyGate(cell_label(c, b), cpus, busy, setup=setup)
 
 
 def gate_note(claim: str, part: str, gate: BusyGate, quoted: str = "", cell: str = "") -> Finding:
