@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO, load_benchmark
@@ -197,3 +198,23 @@ def test_warmup_length_finds_a_shift_only_where_the_shorter_warmup_made_one() ->
         assert rows[key]["bias_low"] < 0 < rows[key]["bias_high"], key
     # Pooled over both presets the shift is diluted, not lost: half the quartets carry it.
     assert rows["all", "server_cpu"]["n"] == 16 and rows["all", "server_cpu"]["bias"] > 0
+
+
+def test_run_spread_gives_each_counted_parts_spread_over_runs_and_their_launches() -> None:
+    from iolab.analysis import pooled
+    from iolab.analysis.verdicts import Rule
+
+    module = load_benchmark("run_spread")
+    medians = [1.0, 1.1, 0.9, 1.05]
+    runs = [pooled.RunValue(f"r{i}", f"{i:03d}", v, 6) for i, v in enumerate(medians)]
+    parts = [
+        pooled.PooledPart("U1", "counted", Rule("above", 0.95), values=runs),
+        pooled.PooledPart("U1", "context", Rule("above", 0.95), True, values=runs),
+        pooled.PooledPart("U1", "three runs", Rule("above", 0.95), values=runs[:3]),
+    ]
+    launch = {"r0": "a", "r1": "a", "r2": "b", "r3": "b"}
+    (row,) = module.part_spreads(parts, launch.__getitem__, 4)
+    assert (row.part, row.runs, row.launches) == ("counted", 4, 2)
+    assert row.sd == pytest.approx(float(np.std(np.log(medians), ddof=1)))
+    assert row.low < row.sd < row.high
+    assert [r.part for r in module.part_spreads(parts, launch.__getitem__, 3)] == ["counted", "three runs"]
