@@ -242,6 +242,9 @@ def test_the_gate_pools_only_figures_over_the_seconds_their_cpu_times_cover() ->
     assert all(g.reason() for g in old) and not any(g.reason() for g in new)
     both = pooled_gate(old + new)
     assert (both.runs, both.setup, both.reason()) == (2, True, "")
+    # Where they trip, the reason says which runs' medians it gives.
+    hot = pooled_gate(old + [gate(0.85, 1.0, True)] * 2)
+    assert hot.reason().endswith("medians over 2 of 6 runs, those whose CPU figures cover the setup)")
     # Runs of one kind pool as before.
     assert pooled_gate(old).runs == 4 and pooled_gate(old).reason()
     # The figures' kind travels with a crate, and a crate without it is of

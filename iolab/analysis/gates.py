@@ -48,6 +48,9 @@ class BusyGate:
     busy: tuple[Busy, ...]
     runs: int = 1
     setup: bool = False
+    # The runs pooled, where the medians leave out those whose figures do
+    # not cover the setup (0: none left out).
+    of: int = 0
 
     @property
     def key(self) -> tuple[str, tuple[str, ...]]:
@@ -62,6 +65,8 @@ class BusyGate:
         for b in self.busy:
             if b.server < SERVER_SPARE and b.server + b.client >= NODE_BUSY * self.cpus:
                 over = f", medians over {self.runs} runs" if self.runs > 1 else ""
+                if self.of > self.runs:
+                    over = f", medians over {self.runs} of {self.of} runs, those whose CPU figures cover the setup"
                 return (
                     f"the load generator, not the server, set the pace ({b.preset}: client {b.client:.2f} CPUs, "
                     f"server {b.server:.2f} of its CPU, of {self.cpus:.0f} CPUs{over})"
@@ -113,6 +118,7 @@ def pooled(gates: Sequence[BusyGate]) -> BusyGate:
     figures that read high with figures that do not."""
     if not gates:
         raise ValueError("no gate to pool")
+    given = len(gates)
     gates = [g for g in gates if g.setup] or list(gates)
     presets = list(dict.fromkeys(b.preset for g in gates for b in g.busy))
     busy = tuple(
@@ -123,7 +129,8 @@ def pooled(gates: Sequence[BusyGate]) -> BusyGate:
         )
         for p in presets
     )
-    return BusyGate(gates[0].cell, max(g.cpus for g in gates), busy, len(gates), gates[0].setup)
+    left_out = given if given > len(gates) else 0
+    return BusyGate(gates[0].cell, max(g.cpus for g in gates), busy, len(gates), gates[0].setup, left_out)
 
 
 def over_cells(gates: Sequence[BusyGate], cells: str) -> BusyGate:
