@@ -211,10 +211,8 @@ def test_each_buffer_feature_shows_in_the_counters(native_build: Path, build: st
     configs = {
         "plain": ["--buf-ring", "--multishot-recv"],
         "bundle": ["--buf-ring", "--multishot-recv", "--recv-bundle"],
-        # Incremental buffers that no 64 KiB message fills exactly: a receive
-        # that ends a buffer exactly sets no BUF_MORE, and whether one ever
-        # ends mid-buffer depended on how much had arrived (1 run in 3-14
-        # saw none at 64 KiB and at 16 KiB with bundles).
+        # Incremental buffers no 64 KiB message fills exactly: a receive that
+        # ends one sets no BUF_MORE (64 KiB and 16 KiB saw none in 1 run of 3-14).
         "inc": ["--buf-ring", "--multishot-recv", "--buf-inc", "--buf-size", "131072", "--buf-count", "64"],
         "gather": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--gather-send"],
         "bundle_inc": ["--buf-ring", "--multishot-recv", "--recv-bundle", "--buf-inc", "--buf-size", "24576"],
