@@ -48,8 +48,8 @@ class BusyGate:
     busy: tuple[Busy, ...]
     runs: int = 1
     setup: bool = False
-    # The runs pooled, where the medians leave out those whose figures do
-    # not cover the setup (0: none left out).
+    # The runs pooled (0: one run's own gate); above ``runs`` where the
+    # medians leave out those whose figures do not cover the setup.
     of: int = 0
 
     @property
@@ -129,8 +129,7 @@ def pooled(gates: Sequence[BusyGate]) -> BusyGate:
         )
         for p in presets
     )
-    left_out = given if given > len(gates) else 0
-    return BusyGate(gates[0].cell, max(g.cpus for g in gates), busy, len(gates), gates[0].setup, left_out)
+    return BusyGate(gates[0].cell, max(g.cpus for g in gates), busy, len(gates), gates[0].setup, given)
 
 
 def over_cells(gates: Sequence[BusyGate], cells: str) -> BusyGate:
