@@ -71,16 +71,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.min_runs < 2:
         parser.error("--min-runs must be at least 2: an sd needs two runs")
     runs = pooling.load_runs(args.crates)
-    launch = {
-        ident: boot
-        for boot, idents in pooling.shared_launches([(r.ident.ident, r.run.environment) for r in runs])
-        for ident in idents
-    }
+    launch = pooling.run_launches(runs)
     for r in runs:
-        boot = launch.get(r.ident.ident, "its own")
-        print(f"run {r.ident.ident} ({r.crate.name}, measured {r.run.measured}): launch {boot[:8]}")
+        boot = launch(r.ident.ident)
+        shown = "its own" if boot == r.ident.ident else boot[:8]
+        print(f"run {r.ident.ident} ({r.crate.name}, measured {r.run.measured}): launch {shown}")
     parts = pooling.pool_runs(runs, "planned")
-    rows = part_spreads(parts, lambda run: launch.get(run, run), args.min_runs)
+    rows = part_spreads(parts, launch, args.min_runs)
     if not rows:
         print(f"no counted part was measured by {args.min_runs} runs or more")
         return 1

@@ -175,13 +175,19 @@ def run_hours(runs: Sequence[PooledRun], given: float | None) -> tuple[float | N
     return None, ""
 
 
-def plan_lines(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], given: float | None) -> list[str]:
+def run_launches(runs: Sequence[PooledRun]) -> Callable[[str], str]:
+    """A run's launch: the kernel boot it shares with another of ``runs``,
+    else the run itself."""
     launch = {
         ident: boot
         for boot, idents in shared_launches([(r.ident.ident, r.run.environment) for r in runs])
         for ident in idents
     }
-    return time_to_verdict(parts, *run_hours(runs, given), launch_of=lambda run: launch.get(run, run))
+    return lambda run: launch.get(run, run)
+
+
+def plan_lines(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], given: float | None) -> list[str]:
+    return time_to_verdict(parts, *run_hours(runs, given), launch_of=run_launches(runs))
 
 
 def time_to_verdict(
