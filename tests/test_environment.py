@@ -60,8 +60,9 @@ def test_lock_has_hashes_for_every_package() -> None:
 
 
 def test_the_lock_leaves_out_the_iri_grammar_jsonschema_compiles_at_import() -> None:
-    # DESIGN (entry point): about 1 s of every Snakemake, papermill and
-    # jupytext start; a lock regenerated without --no-emit-package brings it back.
+    # About 1 s of every Snakemake, papermill and jupytext start
+    # (docs/decisions/0002-the-python-lock-leaves-out-the-iri-grammar.md);
+    # a lock regenerated without --no-emit-package brings it back.
     lock = lock_pins()
     assert "rfc3987-syntax" not in lock and "lark" not in lock, (
         "regenerate the lock with --no-emit-package rfc3987-syntax --no-emit-package lark"

@@ -47,7 +47,8 @@ def cells(settings: EchoSettings, seed: int, rep: int = 1, run_seed: int | None 
     back to back: a two-preset setup's pair is always adjacent. Pairs
     further apart share less of the machine's state: at c = 1000, 1 s
     cells, the log ratio's sd grew from 0.065 for adjacent cells to
-    0.20-0.24 five to nine cells apart (docs/notes.md, pair length).
+    0.20-0.24 five to nine cells apart
+    (docs/decisions/0018-a-setups-cells-run-back-to-back.md).
 
     Within a setup the presets come in one random order per run
     (``run_seed``, which every repetition of a run shares; default
