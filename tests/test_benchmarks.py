@@ -1,7 +1,7 @@
-"""The benchmarks DESIGN.md quotes still run against today's code: each is
-run briefly (a round, cells of a tenth of a second) and must print its
-summary. Their numbers are not checked here; timings live in the
-benchmarks, not in tests."""
+"""The benchmarks the decisions and docs/method.md quote still run against
+today's code: each is run briefly (a round, cells of a tenth of a second)
+and must print its summary. Their numbers are not checked here; timings
+live in the benchmarks, not in tests."""
 
 from __future__ import annotations
 
