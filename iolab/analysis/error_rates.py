@@ -1,11 +1,12 @@
-"""How often a claim's verdict is wrong, by simulation, under the drift
-these machines show: per-repetition values drawn from the reference run's
-residuals, plus a random effect per round (of the between-occasion spread
-measured from archived runs, iolab.analysis.occasions) or a trend per round,
-with the true median placed on a claim's bound; then the real verdict code
-(findings, the error budget, Holm over a claim's parts, the occasion
-allowance) and the real planner of adaptive precision, round after round,
-as the paper profile runs them.
+"""How often a verdict about this machine is wrong when adaptive precision
+adds rounds (the paper profile), by simulation, under the drift these
+machines show within a launch: per-repetition values drawn from the
+reference run's residuals, plus a random effect per round or a trend per
+round, with the true median placed on a claim's bound; then the real
+verdict code (findings, the error budget, Holm over a claim's parts) and
+the real planner of adaptive precision, round after round, as the paper
+profile runs them. The verdict at a fixed number of repetitions, with the
+lag structure and the runs of one launch, is iolab.analysis.machine_errors'.
 
     python -m iolab.analysis.error_rates [--runs N] [--procedure NAME] [--scenario NAME]
 
@@ -26,7 +27,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..settings import PrecisionSettings
-from . import evidence, occasions
+from . import evidence
 from .evidence import Budget
 from .findings import finding
 from .precision import plan_round
@@ -66,29 +67,22 @@ CLAIMS = (ONE_PART, C2_LIKE, U1_LIKE)
 
 @dataclass(frozen=True)
 class Scenario:
-    """How values drift: a random effect per round (log sd), a trend per
-    round (relative), and the run's own occasion effect (log sd), drawn
-    once per simulated run and shared by all its rounds and parts: the
-    effect no number of repetitions averages away."""
+    """How values drift within a run: a random effect per round (log sd)
+    and a trend per round (relative)."""
 
     name: str
     round_sd: float = 0.0
     trend: float = 0.0
-    run_sd: float = 0.0
 
 
 def scenarios(round_sd: float) -> tuple[Scenario, ...]:
     """iid values; a per-round random effect of the measured size; a trend
-    of +-2 % per round; a persistent run effect at the measured spread and
-    at 2x and 3x it (the spread mis-estimated)."""
+    of +-2 % per round."""
     return (
         Scenario("iid"),
         Scenario("round effect", round_sd=round_sd),
         Scenario("trend -2 %", trend=-TREND),
         Scenario("trend +2 %", trend=TREND),
-        Scenario("run effect", run_sd=round_sd),
-        Scenario("run effect 2x", run_sd=2 * round_sd),
-        Scenario("run effect 3x", run_sd=3 * round_sd),
     )
 
 
@@ -101,11 +95,7 @@ class Procedure:
     budget: Budget
     holm: bool = True  # Holm over a claim's parts for "not reproduced"
     rounds: bool = True  # False: every value counted as planned in advance, re-checked each round
-    occasion: bool = True  # the occasion allowance
     t_interval: bool = False  # a plain t interval of the log values instead of the sign tests
-    # The allowance at the spread's upper confidence bound (its uncertainty
-    # carried), or at the point estimate, as if the spread were known.
-    upper: bool = True
 
     def __str__(self) -> str:
         return self.name
@@ -116,28 +106,13 @@ PROCEDURES = {
     for p in (
         Procedure("iolab", evidence.ADAPTIVE),
         # Holm, with a fixed-sample interval re-checked every round.
-        Procedure(
-            "holm, fixed-sample re-checked",
-            Budget(evidence.ADAPTIVE.occasion, evidence.ADAPTIVE.tests, 0.0),
-            rounds=False,
-        ),
+        Procedure("holm, fixed-sample re-checked", Budget(evidence.ADAPTIVE.tests, 0.0), rounds=False),
         # The anytime-valid tests without Holm over a claim's parts.
         Procedure("anytime, no holm", evidence.ADAPTIVE, holm=False),
-        # A plain 95 % t interval re-checked every round, no Holm, no allowance.
-        Procedure(
-            "t interval re-checked",
-            Budget(0.0, evidence.ALPHA_SIDE, 0.0),
-            holm=False,
-            rounds=False,
-            occasion=False,
-            t_interval=True,
-        ),
+        # A plain 95 % t interval re-checked every round, no Holm.
+        Procedure("t interval re-checked", Budget(evidence.ALPHA_SIDE, 0.0), holm=False, rounds=False, t_interval=True),
         # No correction at all: the fixed-sample interval every round, no Holm.
-        Procedure("uncorrected", Budget(0.0, evidence.ALPHA_SIDE, 0.0), holm=False, rounds=False, occasion=False),
-        # The package's procedure without the occasion allowance.
-        Procedure("no occasion allowance", evidence.ADAPTIVE, occasion=False),
-        # The allowance at the point estimate of the spread, its uncertainty ignored.
-        Procedure("allowance at the point estimate", evidence.ADAPTIVE, upper=False),
+        Procedure("uncorrected", Budget(evidence.ALPHA_SIDE, 0.0), holm=False, rounds=False),
     )
 }
 
@@ -181,29 +156,20 @@ def reference_residuals() -> np.ndarray:
     return pooled - np.median(pooled)
 
 
-ECHO_RATIOS = occasions.group_of("claims:echo", "ratio")
-
-
-def measured_spread() -> occasions.Spread:
-    """The between-occasion estimate of the echo claims' paired ratios (log
-    scale), from archived runs (data/occasions.json), with its runs."""
-    spread = occasions.load().spread(ECHO_RATIOS)
-    if spread is None:
-        raise LookupError(f"data/occasions.json has no estimate for {ECHO_RATIOS}: ./repro occasions CRATE CRATE ...")
-    return spread
-
-
 def measured_round_sd() -> float:
-    """The point estimate of ``measured_spread``."""
-    return measured_spread().sigma_occasion
+    """A round's effect (log sd), at the most the lag structure measured
+    within runs allows: repetitions that shared a round's effect of sd tau
+    over noise of sd sigma would correlate by tau^2 / (tau^2 + sigma^2),
+    and the excess lag-1 autocorrelation measured within runs is at most
+    ``RHO_HIGH`` (iolab.analysis.machine_errors). Sigma: the robust sd
+    (1.4826 MAD) of the reference residuals this simulation draws: the
+    sign tests see the bulk of the values, not their outliers, and the
+    residuals' plain sd (0.26) is twice their robust one (0.15)."""
+    from .machine_errors import RHO_HIGH
 
-
-def allowance_sigma(procedure: Procedure, sigma: float, df: int) -> float:
-    """The spread a procedure's allowance uses, given an estimate ``sigma``
-    from ``df`` + 1 runs: its upper bound, or the estimate itself."""
-    if not procedure.occasion:
-        return 0.0
-    return occasions.Spread(sigma, 0.0, 1, df + 1, 0).upper if procedure.upper else sigma
+    res = reference_residuals()
+    sigma = 1.4826 * float(np.median(np.abs(res - np.median(res))))
+    return sigma * math.sqrt(RHO_HIGH / (1 - RHO_HIGH))
 
 
 def truth_at(rule: Rule, where: str) -> float:
@@ -241,16 +207,9 @@ def _draw(rng: np.random.Generator, residuals: np.ndarray, truth: float, n: int,
     return (truth * np.exp(e + shift)).tolist()
 
 
-def _settle(found: list[Finding], p: Procedure, allowance: float, round_of_rep: dict[int, int]) -> None:
-    """The procedure's statistics on one claim's findings; ``allowance``:
-    the spread its occasion allowance uses."""
-    settle(
-        found,
-        p.budget,
-        allowance,
-        {"echo": round_of_rep} if p.rounds else {},
-        predict=False,
-    )
+def _settle(found: list[Finding], p: Procedure, round_of_rep: dict[int, int]) -> None:
+    """The procedure's statistics on one claim's findings."""
+    settle(found, p.budget, 0.0, {"echo": round_of_rep} if p.rounds else {}, predict=False)
     if not p.holm:
         for f in found:
             f.family, f.p_fails_adjusted = 1, None
@@ -264,22 +223,19 @@ def run_claim(
     *,
     procedure: Procedure,
     scenario: Scenario,
-    allowance: float,
     precision: PrecisionSettings = PAPER_PRECISION,
 ) -> tuple[list[Finding], int]:
     """One claim through every round the planner asks for; its final
-    findings and the repetitions taken; ``allowance``: the spread the
-    occasion allowance uses. Repetitions are numbered as the
+    findings and the repetitions taken. Repetitions are numbered as the
     workflow numbers them: round 0's 1..n0, then each round's next ones,
     whichever parts it repeats."""
     truths = [truth_at(r, where) for r in claim.rules]
     effects = [
         float(rng.normal(0, scenario.round_sd)) if scenario.round_sd else 0.0 for _ in range(precision.max_rounds + 1)
     ]
-    run_effect = float(rng.normal(0, scenario.run_sd)) if scenario.run_sd else 0.0
 
     def shift(round_: int) -> float:
-        return run_effect + effects[round_] + round_ * math.log1p(scenario.trend)
+        return effects[round_] + round_ * math.log1p(scenario.trend)
 
     values = [_draw(rng, residuals, t, claim.repeats, shift(0)) for t in truths]
     reps = [list(range(1, claim.repeats + 1)) for _ in truths]
@@ -292,7 +248,7 @@ def run_claim(
                 "X", f"part {j}", pd.Series(values[j], index=reps[j]), rule, decides={"echo": [[f"p{j}", 0, 0]]}
             )
             found.append(kind(**{k: getattr(f, k) for k in f.__dataclass_fields__}))
-        _settle(found, procedure, allowance, round_of_rep)
+        _settle(found, procedure, round_of_rep)
         plan = plan_round(
             found,
             round_=round_,
@@ -321,25 +277,15 @@ def simulate(
     *,
     procedure: Procedure = PROCEDURES["iolab"],
     scenario: Scenario = Scenario("iid"),
-    sigma: float | None = None,
-    df: int | None = None,
     seed: int = 0,
 ) -> Rates:
-    """The error rates of ``claim`` with every part's truth at ``where``.
-    ``sigma``, ``df``: the estimate of the occasion spread the procedure's
-    allowance starts from, and its degrees of freedom (default: the
-    measured one)."""
+    """The error rates of ``claim`` with every part's truth at ``where``."""
     rng = np.random.default_rng(seed)
-    if sigma is None or df is None:
-        measured = measured_spread()
-        sigma = measured.sigma_occasion if sigma is None else sigma
-        df = measured.df if df is None else df
-    sigma = allowance_sigma(procedure, sigma, df)
     truth_holds = [holds(r, truth_at(r, where)) for r in claim.rules]
     part_r = part_n = claim_r = claim_n = any_r = any_n = 0
     reps = 0
     for _ in range(runs):
-        found, taken = run_claim(claim, where, residuals, rng, procedure=procedure, scenario=scenario, allowance=sigma)
+        found, taken = run_claim(claim, where, residuals, rng, procedure=procedure, scenario=scenario)
         reps += taken
         for f, ok in zip(found, truth_holds, strict=True):
             # At the bound both verdicts are unsupported (each test's null
@@ -375,13 +321,10 @@ def table(
     claims: Sequence[Claim] = CLAIMS,
     seed: int = 0,
     scenario_names: Sequence[str] | None = None,
-    sigma: float | None = None,
     round_sd: float | None = None,
 ) -> list[dict[str, object]]:
-    """Rates per scenario and claim shape. ``sigma``: the occasion spread
-    the procedure's allowance assumes (default: the measured one);
-    ``round_sd``: the round effect of the "round effect" scenario (default:
-    the measured one)."""
+    """Rates per scenario and claim shape. ``round_sd``: the round effect of
+    the "round effect" scenario (default: the measured one)."""
     residuals = reference_residuals()
     sd = measured_round_sd() if round_sd is None else round_sd
     rows = []
@@ -389,9 +332,7 @@ def table(
         if scenario_names and scenario.name not in scenario_names:
             continue
         for claim in claims:
-            r = simulate(
-                claim, "bound", runs, residuals, procedure=procedure, scenario=scenario, seed=seed, sigma=sigma
-            )
+            r = simulate(claim, "bound", runs, residuals, procedure=procedure, scenario=scenario, seed=seed)
             rows.append(
                 {
                     "procedure": procedure.name,
@@ -427,12 +368,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--procedure", choices=sorted(PROCEDURES), default="iolab")
     ap.add_argument("--scenario", action="append", help="only this scenario (repeatable)")
     ap.add_argument("--claim", action="append", choices=[c.name for c in CLAIMS], help="only this claim shape")
-    ap.add_argument(
-        "--assumed-sigma",
-        type=float,
-        help="the occasion spread the allowance assumes (default: the measured one; 0 shows the "
-        "tests alone, in a world without drift)",
-    )
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     print(f"round effect sd (log) {measured_round_sd():.4f}; stated rate {evidence.ALPHA_SIDE:.3f} each way")
@@ -443,7 +378,6 @@ def main(argv: list[str] | None = None) -> int:
         claims,
         seed=args.seed,
         scenario_names=args.scenario,
-        sigma=args.assumed_sigma,
     ):
         print("  ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()))
     return 0

@@ -1,18 +1,15 @@
-"""The evidence a claim part's verdict rests on, and its error budget.
+"""The evidence a claim part's verdict rests on within one run, and its
+error budget: the verdict about **this machine** (the launch the run
+measured, over the run's time), whose unit is the repetition.
 
 A part asks on which side of a bound the median of its per-repetition
 values lies (the estimand: the median of per-repetition paired ratios or
-costs). Each way (a wrong "reproduced", a wrong "not reproduced") a claim's
-verdict may err at most ``ALPHA_SIDE`` = 2.5 %, spent in three pieces
-(``Budget``), fixed before any data are seen:
+costs, on this launch). Each way (a wrong "reproduced", a wrong "not
+reproduced") a claim's verdict may err at most ``ALPHA_SIDE`` = 2.5 %,
+spent in two pieces (``Budget``) fixed before any data are seen:
 
-- **occasion**: the run may sit on a lucky or unlucky occasion. The
-  bound is moved away from the verdict by ``drift(sigma, level)``, the
-  one-sided normal quantile of the occasion spread (iolab.analysis.occasions,
-  log scale) at that level: a verdict that survives the shift survives
-  another occasion whose effect is within it.
 - **round0**: an exact sign test on the repetitions fixed in advance
-  (round 0), against the moved bound.
+  (round 0);
 - **later**: where adaptive precision adds rounds after looking at the
   data, an anytime-valid sign test (Robbins' beta-binomial mixture, a
   test martingale: iolab.analysis.stats) over every value so far, in the
@@ -25,8 +22,11 @@ decided whatever later rounds add (p0 never changes), and later rounds can
 still decide what round 0 could not. A claim is reproduced only when every
 part is (an intersection-union test: no adjustment needed); it is not
 reproduced when a part is, after Holm's step-down adjustment over the
-claim's counted parts, with the occasion level split among them too. By
-the union bound each way's error is at most occasion + round0 + later.
+claim's counted parts. By the union bound each way's error is at most
+round0 + later.
+
+Nothing here speaks for another launch: the verdict about the machine
+kind pools launches (iolab.analysis.pooled), where the unit is the launch.
 
 Everything here works on arrays: a part's values (..., n) with any leading
 dimensions, so that the verdict code, the power simulation and the
@@ -58,10 +58,9 @@ Side = Literal["above", "below"]
 
 @dataclass(frozen=True)
 class Budget:
-    """How a claim's 2.5 % each way is spent: the occasion allowance, the
-    round-0 sign test and the anytime-valid test over later rounds."""
+    """How a claim's 2.5 % each way is spent: the round-0 sign test and the
+    anytime-valid test over later rounds."""
 
-    occasion: float
     round0: float
     later: float
 
@@ -72,41 +71,25 @@ class Budget:
 
     @property
     def side(self) -> float:
-        return self.occasion + self.round0 + self.later
+        return self.round0 + self.later
 
     def text(self) -> str:
-        parts = [
-            f"{self.occasion * 100:.1f} % for the occasion allowance",
-            f"{self.round0 * 100:.1f} % for the exact sign test on the repetitions planned in advance",
-        ]
+        parts = [f"{self.round0 * 100:.1f} % for the exact sign test on the repetitions planned in advance"]
         if self.later:
             parts.append(f"{self.later * 100:.1f} % for the anytime-valid test over adaptive rounds")
         return ", ".join(parts)
 
 
-# A run without adaptive precision spends nothing on later rounds; one with
-# it keeps 0.5 % for them. Round 0's share is at least 1/64 (= 1.56 %), so
-# that 6 repetitions can decide a one-part claim either way.
-FIXED = Budget(occasion=0.004, round0=0.021, later=0.0)
-ADAPTIVE = Budget(occasion=0.004, round0=0.016, later=0.005)
+# A run without adaptive precision spends everything on round 0; one with
+# it keeps 0.5 % for the later rounds. Round 0's share is at least 1/64 (=
+# 1.56 %), so that 6 repetitions can decide a one-part claim either way.
+FIXED = Budget(round0=0.025, later=0.0)
+ADAPTIVE = Budget(round0=0.020, later=0.005)
 assert math.isclose(FIXED.side, ALPHA_SIDE) and math.isclose(ADAPTIVE.side, ALPHA_SIDE)
 
 
 def budget(adaptive: bool) -> Budget:
     return ADAPTIVE if adaptive else FIXED
-
-
-@functools.cache
-def _quantile(level: float) -> float:
-    return float(special.ndtri(1 - level))
-
-
-def drift(sigma: float, level: float) -> float:
-    """The occasion allowance on the log scale: the one-sided normal
-    quantile at ``level`` of an occasion effect with sd ``sigma``."""
-    if sigma <= 0 or level <= 0:
-        return 0.0
-    return _quantile(level) * sigma
 
 
 def sign_tail(k: np.ndarray | int, n: np.ndarray | int) -> np.ndarray:
@@ -176,20 +159,6 @@ def one_sided(
     return combine(p0, p_later, b)
 
 
-@dataclass(frozen=True)
-class Shifts:
-    """The occasion allowances (log scale) of a part: for a "reproduced" at
-    the occasion level, and for a "not reproduced", whose level is split
-    among the claim's ``family`` counted parts."""
-
-    reproduced: float
-    not_reproduced: float
-
-    @classmethod
-    def of(cls, sigma: float, b: Budget, family: int) -> Shifts:
-        return cls(drift(sigma, b.occasion), drift(sigma, b.occasion / max(family, 1)))
-
-
 def p_holds(
     kind: str,
     bound: float,
@@ -197,21 +166,16 @@ def p_holds(
     values: np.ndarray,
     n0: int,
     b: Budget,
-    shift: float,
     withhold: bool | np.ndarray = False,
 ) -> np.ndarray:
-    """The combined p-value against the claim failing (small: reproduced),
-    with the bound moved ``shift`` (log) into the claim's side."""
-    up, down = math.exp(shift), math.exp(-shift)
+    """The combined p-value against the claim failing (small: reproduced)."""
     if kind == "above":
-        return one_sided(values, n0, bound * up, "above", b, withhold)
+        return one_sided(values, n0, bound, "above", b, withhold)
     if kind == "below":
-        return one_sided(values, n0, bound * down, "below", b, withhold)
+        return one_sided(values, n0, bound, "below", b, withhold)
     lo, hi = band
     # Inside the band: both one-sided tests must reject (intersection-union).
-    return np.maximum(
-        one_sided(values, n0, lo * up, "above", b, withhold), one_sided(values, n0, hi * down, "below", b, withhold)
-    )
+    return np.maximum(one_sided(values, n0, lo, "above", b, withhold), one_sided(values, n0, hi, "below", b, withhold))
 
 
 def p_fails(
@@ -221,20 +185,18 @@ def p_fails(
     values: np.ndarray,
     n0: int,
     b: Budget,
-    shift: float,
     withhold: bool | np.ndarray = False,
 ) -> np.ndarray:
     """The combined p-value against the claim holding (small: not
-    reproduced, before the adjustment over the claim's parts), with the
-    bound moved ``shift`` (log) away from the claim's side: the opposite
-    side's test, or, for a band, either side outside it."""
+    reproduced, before the adjustment over the claim's parts): the
+    opposite side's test, or, for a band, either side outside it."""
     if kind in ("above", "below"):
-        return p_holds("below" if kind == "above" else "above", bound, band, values, n0, b, shift, withhold)
+        return p_holds("below" if kind == "above" else "above", bound, band, values, n0, b, withhold)
     lo, hi = band
     # Outside the band, on either side: the truth cannot be on both.
     return np.minimum(
-        p_holds("below", lo, band, values, n0, b, shift, withhold),
-        p_holds("above", hi, band, values, n0, b, shift, withhold),
+        p_holds("below", lo, band, values, n0, b, withhold),
+        p_holds("above", hi, band, values, n0, b, withhold),
     )
 
 
@@ -259,11 +221,10 @@ def _rank_bound(n: int, level: float) -> int | None:
     return None
 
 
-def interval(values: Sequence[float], n0: int, b: Budget, shift: float, withhold: bool = False) -> tuple[float, float]:
+def interval(values: Sequence[float], n0: int, b: Budget, withhold: bool = False) -> tuple[float, float]:
     """The verdict interval at the combined level: every bound neither
-    combined one-sided test rejects, widened by the occasion allowance
-    ``shift`` (log scale) on both ends. Unbounded on a side no test can
-    reject. A rule judged on it agrees with ``p_holds`` at the same shift."""
+    combined one-sided test rejects. Unbounded on a side no test can
+    reject. A rule judged on it agrees with ``p_holds``."""
     v = np.asarray([x for x in values if not math.isnan(x)], dtype=float)
     first = np.sort(v[:n0]) if n0 else np.array([])
     low, high = -math.inf, math.inf
@@ -273,11 +234,7 @@ def interval(values: Sequence[float], n0: int, b: Budget, shift: float, withhold
     if b.later > 0 and v.size > n0 and not withhold:
         cs_low, cs_high = confidence_sequence(v, 1 - 2 * b.later)
         low, high = max(low, cs_low), min(high, cs_high)
-    up = math.exp(shift)
-    return (
-        low / up if low > 0 else low * up if math.isfinite(low) else low,
-        high * up if high > 0 else high / up if math.isfinite(high) else high,
-    )
+    return low, high
 
 
 def reps_to_reach(family: int, b: Budget) -> int:

@@ -52,25 +52,21 @@ class ExtremeFinding(Finding):
 
     def p_holds(self) -> float:
         assert self.rule is not None
-        r, up = self.rule, math.exp(self.shifts.reproduced)
+        r = self.rule
         if r.kind == "above":
-            return self._statement("above", r.bound * up, self.budget)
+            return self._statement("above", r.bound, self.budget)
         if r.kind == "below":
-            return self._statement("below", r.bound / up, self.budget)
-        return max(
-            self._statement("above", r.band[0] * up, self.budget), self._statement("below", r.band[1] / up, self.budget)
-        )
+            return self._statement("below", r.bound, self.budget)
+        return max(self._statement("above", r.band[0], self.budget), self._statement("below", r.band[1], self.budget))
 
     def p_fails(self) -> float:
         assert self.rule is not None
-        r, up = self.rule, math.exp(self.shifts.not_reproduced)
+        r = self.rule
         if r.kind == "above":
-            return self._statement("below", r.bound / up, self.budget)
+            return self._statement("below", r.bound, self.budget)
         if r.kind == "below":
-            return self._statement("above", r.bound * up, self.budget)
-        return min(
-            self._statement("below", r.band[0] / up, self.budget), self._statement("above", r.band[1] * up, self.budget)
-        )
+            return self._statement("above", r.bound, self.budget)
+        return min(self._statement("below", r.band[0], self.budget), self._statement("above", r.band[1], self.budget))
 
     def refresh(self) -> None:
         """The interval of the extreme: for the maximum, its low end from the
@@ -79,10 +75,9 @@ class ExtremeFinding(Finding):
         if self.estimate is None or not self.cells:
             return
         b, k = self.budget, len(self.cells)
-        split = Budget(b.occasion, b.round0 / k, b.later / k)
-        shift = 0.0 if self.spread_unknown else self.shifts.reproduced
-        wide = [evidence.interval(v, self._n0(v), split, shift) for v in self.cells.values()]
-        each = [evidence.interval(v, self._n0(v), b, shift) for v in self.cells.values()]
+        split = Budget(b.round0 / k, b.later / k)
+        wide = [evidence.interval(v, self._n0(v), split) for v in self.cells.values()]
+        each = [evidence.interval(v, self._n0(v), b) for v in self.cells.values()]
         if self.extreme == "max":
             low, high = max(w[0] for w in wide), max(e[1] for e in each)
             value = max(float(np.median(v)) for v in self.cells.values())
@@ -102,8 +97,6 @@ class ExtremeFinding(Finding):
         every cell, 2^-n <= level (over the claim's parts for a "not
         reproduced")."""
         assert self.rule is not None
-        if self.spread_unknown:
-            return False, False
         n, k, level = self.n0, max(len(self.cells), 1), self.budget.round0
 
         def ok(direction: str, family: int) -> bool:

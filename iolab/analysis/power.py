@@ -6,8 +6,7 @@ claim's side (power to reproduce) or on the other side (power to refute);
 an equivalence part's truth is its band's centre, or 10 % outside its lower
 edge. Each part's repetitions are drawn from its own spread (its values'
 log deviations from their median, resampled), as many as round 0 planned,
-and the claim is judged by the same tests, budget, occasion allowance and
-Holm adjustment as the real verdict (iolab.analysis.evidence).
+and the claim is judged by the same tests, budget and Holm adjustment as the real verdict (iolab.analysis.evidence).
 """
 
 from __future__ import annotations
@@ -79,8 +78,8 @@ def claim_power(findings: Sequence[Finding], runs: int = RUNS, seed: int = 0) ->
             n = max(f.n0, 1)
             values = _truth(f, holds) * np.exp(rng.choice(res, (runs, n)))
             r = f.rule
-            p_holds.append(evidence.p_holds(r.kind, r.bound, r.band, values, n, b, f.shifts.reproduced))
-            p_fails.append(evidence.p_fails(r.kind, r.bound, r.band, values, n, b, f.shifts.not_reproduced))
+            p_holds.append(evidence.p_holds(r.kind, r.bound, r.band, values, n, b))
+            p_fails.append(evidence.p_fails(r.kind, r.bound, r.band, values, n, b))
         if holds:
             out.append(float(np.mean(np.all(np.stack(p_holds, axis=-1) <= level, axis=-1))))
         else:

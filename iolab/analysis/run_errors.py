@@ -1,11 +1,12 @@
-"""How often a verdict pooled across runs is wrong, and how often it is
-right, by simulation in the world these machines show: every run carries an
-occasion effect that persists through all its repetitions and is shared by
-every part of a claim measured in it (or, the other extreme, drawn apart
-for each part), of the between-run spread of paired ratios (about 0.10 in
-log, DESIGN.md) and at 2x and 3x it, from a normal law and from skewed ones
-(a slow tail: a fifth of the runs sit 2.5 sd out; and its mirror). Each
-part's run median adds its own imprecision (``WITHIN``). The truth is put
+"""How often a verdict about the machine kind, pooled across launches, is
+wrong, and how often it is right, by simulation in the world these
+machines show: every launch carries an occasion effect that persists
+through all its runs and repetitions and is shared by every part of a
+claim measured on it (or, the other extreme, drawn apart for each part),
+of the between-launch spread of paired ratios (about 0.10 in log,
+DESIGN.md) and at 2x and 3x it, from a normal law and from skewed ones (a
+slow tail: a fifth of the launches sit 2.5 sd out; and its mirror). Each
+part's launch median adds its own imprecision (``WITHIN``). The truth is put
 in each claim shape's least-favourable configuration: for a wrong
 "reproduced", one part exactly on its bound on the failing side and every
 other part well inside (the claim then fails by that part alone); for a
@@ -164,9 +165,14 @@ def t_over_runs(shape: Shape, values: list[np.ndarray]) -> tuple[np.ndarray, np.
 
 
 def counted_twice(shape: Shape, values: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Broken: every run's crate counted twice (a re-zipped copy pooled as
-    another run)."""
-    return decide(shape.rules, [np.repeat(v, 2, axis=-1) for v in values], "planned")
+    """Broken: every launch counted twice (a second run of the launch, or a
+    re-zipped copy of its crate, pooled as another launch): the second run
+    shares the launch's occasion and differs only by its own imprecision."""
+    rng = np.random.default_rng(11)
+    twice = [
+        np.stack([v, v * np.exp(rng.normal(0.0, WITHIN, v.shape))], axis=-1).reshape(*v.shape[:-1], -1) for v in values
+    ]
+    return decide(shape.rules, twice, "planned")
 
 
 def fixed_rechecked(shape: Shape, values: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -279,7 +285,7 @@ CONTROLS: dict[str, Procedure] = {
     "5 % per side": five_percent,
     "Holm dropped": no_holm,
     "t over runs": t_over_runs,
-    "each run counted twice": counted_twice,
+    "runs of one launch counted as launches": counted_twice,
     "fixed-sample re-checked": fixed_rechecked,
     "a single run, no occasion handling": single_run,
 }

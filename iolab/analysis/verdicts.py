@@ -8,11 +8,12 @@ place (the paper's Method section quotes ``RULE_TEXT`` and ``error_text``).
   repetitions would be expected to decide it, or that none would.
 
 The estimand of a part is the median of its per-repetition values (a
-paired ratio, or a cost). The tests, their error budget and the occasion
-allowance are in iolab.analysis.evidence: each claim's verdict is wrong at
-most 2.5 % of the time in either direction, per claim, as long as the
-occasion effect is no larger than the between-occasion spread estimated
-from archived runs (iolab.analysis.occasions). "No visible difference"
+paired ratio, or a cost) on the launch the run measured: these are the
+verdicts about **this machine**, whose unit is the repetition. The tests
+and their error budget are in iolab.analysis.evidence: each claim's
+verdict is wrong at most 2.5 % of the time in either direction, per claim,
+about this launch over the run's time. The verdict about the machine kind
+pools launches (iolab.analysis.pooled). "No visible difference"
 claims are equivalence claims with an explicit margin, judged by two
 one-sided tests. A claim whose setup this node cannot provide is "not
 testable here", with the reason; that is never a "not reproduced".
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import numpy as np
 
 from . import evidence
-from .evidence import ALPHA_SIDE, Budget, Shifts
+from .evidence import ALPHA_SIDE, Budget
 from .stats import MIN_REPS_FOR_CI, Estimate, expected_cis
 
 if TYPE_CHECKING:
@@ -46,15 +47,12 @@ RULE_TEXT = (
 MAX_REPS = 200
 
 
-def error_text(b: Budget, sigma_source: str) -> str:
-    """What each claim's verdict guarantees, and what it assumes."""
+def error_text(b: Budget) -> str:
+    """What each claim's verdict about this machine guarantees."""
     return (
-        f"Per claim, a wrong \u201creproduced\u201d and a wrong \u201cnot reproduced\u201d each happen at "
-        f"most {ALPHA_SIDE * 100:g} % of the time: {b.text()}. A claim is not reproduced only when a part "
-        "contradicts it after Holm's adjustment over the claim's counted parts. The occasion allowance moves "
-        "each bound by the one-sided normal quantile of the between-occasion spread's 95 % upper confidence "
-        "bound (a part whose kind has no estimate is not decided by one run); "
-        f"{sigma_source}."
+        f"Per claim, a wrong \u201creproduced\u201d and a wrong \u201cnot reproduced\u201d about this machine "
+        f"each happen at most {ALPHA_SIDE * 100:g} % of the time: {b.text()}. A claim is not reproduced only "
+        "when a part contradicts it after Holm's adjustment over the claim's counted parts."
     )
 
 
@@ -124,17 +122,15 @@ def reps_needed(
     rule: Rule,
     *,
     b: Budget = evidence.FIXED,
-    shifts: Shifts = Shifts(0.0, 0.0),
     family: int = 1,
     n0: int | None = None,
 ) -> int | None:
     """The fewest repetitions expected to decide ``rule`` if further ones
     behave like these: round 0's exact test where the count is planned in
     advance (``n0`` None), else the anytime test over the later rounds; a
-    "not reproduced" at Holm's strictest level over ``family`` parts and
-    with its wider occasion allowance. None when no count up to MAX_REPS
-    would (the estimate sits on the bound, or the occasion allowance alone
-    is wider than an equivalence margin), or there are too few values."""
+    "not reproduced" at Holm's strictest level over ``family`` parts. None
+    when no count up to MAX_REPS would (the estimate sits on the bound), or
+    there are too few values."""
     a = np.asarray(per_rep, dtype=float)
     a = a[~np.isnan(a)]
     if a.size < 2:
@@ -142,16 +138,12 @@ def reps_needed(
     first = max(MIN_REPS_FOR_CI, a.size + 1)
     anytime = n0 is not None and b.later > 0
     level = b.later if anytime else b.round0
-    up_r, up_n = math.exp(shifts.reproduced), math.exp(shifts.not_reproduced)
     ns = np.arange(first, MAX_REPS + 1)
     # One quantile pass for every count (each ``expected_cis`` call sorts once).
     lenient = expected_cis(a, ns, 1 - 2 * level, anytime)
     strict = expected_cis(a, ns, 1 - 2 * level / family, anytime)
     for n, (lo, hi), (slo, shi) in zip(ns, lenient, strict, strict=True):
-        if (
-            rule.judge(lo / up_r, hi * up_r) is Outcome.REPRODUCED
-            or rule.judge(slo / up_n, shi * up_n) is Outcome.NOT_REPRODUCED
-        ):
+        if rule.judge(lo, hi) is Outcome.REPRODUCED or rule.judge(slo, shi) is Outcome.NOT_REPRODUCED:
             return int(n)
     return None
 
@@ -184,11 +176,10 @@ class Finding:
     # What its per-repetition values are (iolab.analysis.occasions.KINDS):
     # most parts are paired ratios; an absolute cost or a count says so.
     kind: str = "ratio"
-    # Its group's between-occasion sd (log scale) and that sd's upper
-    # confidence bound, which moves the bound; None: unknown (no runs of
-    # its kind were estimated), and one run cannot decide it.
+    # Its group's between-occasion sd (log scale), for planning how many
+    # launches a verdict about the machine kind needs and for prediction
+    # intervals; None: unknown (no runs of its kind were estimated).
     sigma: float | None = 0.0
-    sigma_upper: float | None = 0.0
     group: str = ""  # its occasion group (iolab.analysis.occasions)
     family: int = 1  # the claim's counted parts
     p_fails_adjusted: float | None = None
@@ -223,18 +214,6 @@ class Finding:
         """How many of its values were planned in advance (round 0)."""
         return sum(r == 0 for r in self.rounds) if self.rounds else len(self.per_rep)
 
-    @property
-    def spread_unknown(self) -> bool:
-        """No estimate of its group's between-run spread: one run cannot
-        decide it (its allowance is unbounded)."""
-        return self.sigma_upper is None
-
-    @property
-    def shifts(self) -> Shifts:
-        if self.sigma_upper is None:
-            return Shifts(math.inf, math.inf)
-        return Shifts.of(self.sigma_upper, self.budget, self.family)
-
     def _values(self) -> np.ndarray:
         return np.asarray(self.per_rep, dtype=float)
 
@@ -242,31 +221,20 @@ class Finding:
         """The combined p-value against the claim failing for this part."""
         assert self.rule is not None
         r = self.rule
-        return float(
-            evidence.p_holds(
-                r.kind, r.bound, r.band, self._values(), self.n0, self.budget, self.shifts.reproduced, self.withheld
-            )
-        )
+        return float(evidence.p_holds(r.kind, r.bound, r.band, self._values(), self.n0, self.budget, self.withheld))
 
     def p_fails(self) -> float:
         """The combined p-value against the claim holding for this part,
         before the adjustment over the claim's parts."""
         assert self.rule is not None
         r = self.rule
-        return float(
-            evidence.p_fails(
-                r.kind, r.bound, r.band, self._values(), self.n0, self.budget, self.shifts.not_reproduced, self.withheld
-            )
-        )
+        return float(evidence.p_fails(r.kind, r.bound, r.band, self._values(), self.n0, self.budget, self.withheld))
 
     def refresh(self) -> None:
         """The verdict interval, from the values and the current statistics."""
         if self.estimate is None or not self.per_rep:
             return
-        # An unknown spread decides nothing; the interval shown is this
-        # run's own (the summary says why it decides nothing).
-        shift = 0.0 if self.spread_unknown else self.shifts.reproduced
-        low, high = evidence.interval(self.per_rep, self.n0, self.budget, shift, self.withheld)
+        low, high = evidence.interval(self.per_rep, self.n0, self.budget, self.withheld)
         self.estimate = Estimate(
             self.estimate.value,
             low,
@@ -276,15 +244,6 @@ class Finding:
             self.estimate.pred_high,
             self.estimate.values,
         )
-
-    def own_interval(self) -> Estimate | None:
-        """The part's interval about this run's occasion: the same tests'
-        interval without the occasion allowance (what its repetitions say of
-        this run; the verdict about the machine moves the bound further)."""
-        if self.estimate is None or not self.per_rep:
-            return None
-        low, high = evidence.interval(self.per_rep, self.n0, self.budget, 0.0, self.withheld)
-        return Estimate(self.estimate.value, low, high, self.estimate.n, values=self.estimate.values)
 
     @property
     def interval_outcome(self) -> Outcome:
@@ -307,44 +266,22 @@ class Finding:
     @property
     def held_back(self) -> bool:
         """Its interval contradicts the claim, but not after the adjustment
-        over the claim's parts and their wider occasion allowance."""
+        over the claim's parts."""
         return self.interval_outcome is Outcome.NOT_REPRODUCED and self.outcome is Outcome.UNDECIDED
 
     @property
     def reachable(self) -> tuple[bool, bool]:
-        """(reproduced, not reproduced): what round 0's exact test can reach,
-        with everything that moves the bound: an equivalence band narrower
-        than twice the occasion allowance is empty once the allowance moves
-        both its edges inward, and then no number of repetitions reproduces
-        it."""
-        can_hold, can_fail = evidence.reachable(self.n0, self.family, self.budget)
-        if self.spread_unknown:
-            return False, False
-        if self.rule is not None and self.rule.kind == "within":
-            lo, hi = self.rule.band
-            can_hold = can_hold and lo * math.exp(self.shifts.reproduced) < hi / math.exp(self.shifts.reproduced)
-        return can_hold, can_fail
-
-    @property
-    def empty_band(self) -> bool:
-        """The occasion allowance leaves the part's band empty: one run
-        cannot reproduce it at any number of repetitions."""
-        return (
-            self.rule is not None
-            and self.rule.kind == "within"
-            and not self.reachable[0]
-            and (evidence.reachable(self.n0, self.family, self.budget)[0])
-        )
+        """(reproduced, not reproduced): what round 0's exact test can reach."""
+        return evidence.reachable(self.n0, self.family, self.budget)
 
     @property
     def needed(self) -> int | None:
-        if self.outcome is not Outcome.UNDECIDED or self.rule is None or self.spread_unknown:
+        if self.outcome is not Outcome.UNDECIDED or self.rule is None:
             return None
         return reps_needed(
             self.per_rep,
             self.rule,
             b=self.budget,
-            shifts=self.shifts,
             family=self.family,
             n0=self.n0 if len(self.per_rep) > self.n0 else None,
         )
@@ -365,10 +302,7 @@ class Finding:
         if self.outcome is Outcome.UNDECIDED:
             n = self.needed
             text += (
-                f"; the between-run spread of its kind ({self.group}) is not estimated, so one run cannot "
-                "decide it: runs can (./repro verdicts)"
-                if self.spread_unknown
-                else f"; about {n} repetitions would decide it"
+                f"; about {n} repetitions would decide it"
                 if n is not None
                 else f"; more than {MAX_REPS} repetitions would be needed"
             )
@@ -403,9 +337,9 @@ def settle(
     "not reproduced" with Holm over each claim's counted parts.
     ``sigma``: per occasion group (``occasions.claims_group`` of the
     experiments a part decides and its kind) the between-occasion estimate,
-    whose upper bound moves the part's bound (a group without one: unknown,
-    and one run cannot decide the part); a number: every group's spread,
-    known exactly (simulations); None: the shipped estimate.
+    which plans the launches a verdict about the machine kind needs and
+    widens prediction intervals (it never moves a bound); a number: every
+    group's spread, known exactly (simulations); None: the shipped estimate.
     ``rounds``: experiment -> repetition -> round (0: planned in advance);
     ``predict``: with the interval a re-run on another occasion is expected in."""
     from .occasions import Spread as _Spread
@@ -419,10 +353,10 @@ def settle(
         f.budget = b
         f.group = claims_group(f.decides, f.kind)
         if isinstance(spreads, (int, float)):
-            f.sigma = f.sigma_upper = float(spreads)
+            f.sigma = float(spreads)
         else:
             got = spreads.get(f.group)
-            f.sigma, f.sigma_upper = (got.sigma_occasion, got.upper) if got is not None else (None, None)
+            f.sigma = got.sigma_occasion if got is not None else None
         experiment = next(iter(f.decides), "")
         table = (rounds or {}).get(experiment, {})
         f.rounds = [int(table.get(r, 0)) for r in f.reps] if f.reps and table else [0] * len(f.per_rep)
@@ -451,6 +385,33 @@ def settle(
             f.estimate = Estimate(
                 f.estimate.value, f.estimate.low, f.estimate.high, f.estimate.n, *pred, f.estimate.values
             )
+
+
+def decide(
+    rules: Sequence[Rule], values: Sequence[np.ndarray], b: Budget, holm: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """(reproduced, not reproduced) of a claim whose counted parts have
+    ``rules``, from each part's repetitions (..., n), all planned in advance:
+    what ``settle`` and ``Finding.outcome`` decide, on arrays (the error
+    simulation's path, iolab.analysis.machine_errors). Reproduced when every
+    part holds at the budget's level; not reproduced when a part fails after
+    Holm's adjustment over the parts (``holm`` False: unadjusted, a broken
+    procedure); a part that reads both stays undecided."""
+    holds = np.stack(
+        [evidence.p_holds(r.kind, r.bound, r.band, v, v.shape[-1], b) for r, v in zip(rules, values, strict=True)],
+        axis=-1,
+    )
+    fails = np.stack(
+        [evidence.p_fails(r.kind, r.bound, r.band, v, v.shape[-1], b) for r, v in zip(rules, values, strict=True)],
+        axis=-1,
+    )
+    if holm:
+        fails = evidence.holm(fails)
+    part_holds, part_fails = holds <= b.tests, fails <= b.tests
+    both = part_holds & part_fails
+    part_holds, part_fails = part_holds & ~both, part_fails & ~both
+    failed = np.any(part_fails, axis=-1)
+    return np.all(part_holds, axis=-1) & ~failed, failed
 
 
 class Judged(Protocol):

@@ -90,7 +90,6 @@ def reach_text(claim: str, findings: Sequence[Finding]) -> str:
     )
     if cannot:
         needed = evidence.reps_to_reach(parts[0].family, parts[0].budget)
-        empty = [f for f in parts if f.empty_band]
         why = []
         if "not reproduced" in cannot:
             family = parts[0].family
@@ -99,31 +98,30 @@ def reach_text(claim: str, findings: Sequence[Finding]) -> str:
                 if family > 1
                 else f"its one part needs {needed} repetitions to refute it"
             )
-        if "reproduced" in cannot and empty:
-            why.append(f"the occasion allowance leaves {len(empty)} of its bands empty at any number of repetitions")
         text += ", not " + " or ".join(f"\u201c{c}\u201d" for c in cannot) + (f" ({'; '.join(why)})" if why else "")
     return text[0].upper() + text[1:] + "."
 
 
 def occasions_sentence() -> str:
-    """Where the between-occasion spread comes from, and its size, with its
-    upper bound and degrees of freedom, for the claims' groups."""
+    """Where the between-occasion spread comes from, and its size, for the
+    claims' groups: what plans the launches a verdict about the machine
+    kind needs and widens every prediction interval."""
     occ = occasions.load()
     if not occ.groups:
         return (
             "No between-occasion spread is estimated (data/occasions.json is absent): the intervals describe "
-            "this run's occasion only, and one run decides no claim."
+            "this run's launch only, and no re-run on another launch is predicted."
         )
     parts = [
-        f"{g.removeprefix('claims:').replace(':', ' ')} {s.sigma_occasion:.3f} (upper bound {s.upper:.3f}, {s.df} df)"
+        f"{g.removeprefix('claims:').replace(':', ' ')} {s.sigma_occasion:.3f} ({s.df} df)"
         for g, s in sorted(occ.groups.items())
         if g.startswith("claims:")
     ]
     return (
         "The between-occasion spread (log sd) of the claims' quantities, by family and kind: "
         + ("; ".join(parts) if parts else "none estimated")
-        + "; its upper bound moves a single run's bounds, and a kind without an estimate is decided over runs "
-        f"only; {occ.source()}."
+        + "; it plans how many launches a verdict about the machine kind needs and widens every prediction "
+        f"interval, and never moves a verdict's bound; {occ.source()}."
     )
 
 
@@ -160,13 +158,8 @@ def faithful_text(claim: str, findings: Sequence[Finding], runs: int = faithful.
             f"{claim}'s parts have at most {most} repetitions here, too few for a spread between repetitions "
             "(3 are needed), so no replication of its source's table was simulated."
         )
-    reps, b, sigma = max(f.n0 for f in alike), alike[0].budget, alike[0].sigma_upper
-    if sigma is None:
-        return (
-            f"The between-run spread of {claim}'s kind is not estimated, so one run cannot decide it and no "
-            "single-run replication was simulated; runs decide it."
-        )
-    share = faithful.reproduce_share(claim, reps, spread, adaptive=b.later > 0, sigma=sigma, runs=runs)
+    reps, b = max(f.n0 for f in alike), alike[0].budget
+    share = faithful.reproduce_share(claim, reps, spread, adaptive=b.later > 0, runs=runs)
     assert share is not None
     text = (
         f"At this run's spread between repetitions (log sd {spread:.3f}) and {reps} repetitions, a faithful "
@@ -174,7 +167,4 @@ def faithful_text(claim: str, findings: Sequence[Finding], runs: int = faithful.
     )
     if share >= FAITHFUL_GOAL:
         return text + "."
-    return (
-        text + ": a \u201creproduced\u201d cannot be expected from one run, because the occasion allowance "
-        "widens its parts' intervals past the source's own values at any number of repetitions; runs decide it."
-    )
+    return text + ": a \u201creproduced\u201d cannot be expected from one run at this spread and these repetitions."

@@ -122,9 +122,7 @@ def finding_rows(findings: Sequence[Finding]) -> list[dict[str, Any]]:
                 "cell": f.cell,
                 "margin": f.rule.why if f.rule else "",
                 "quoted": f.quoted,
-                # This run's own interval (its occasion); the verdict's,
-                # widened by the occasion allowance, is in "estimate".
-                "value": interval_text(own) if (own := f.own_interval()) is not None else "",
+                "value": interval_text(est) if est is not None and f.per_rep else "",
                 "reason": f.reason,
                 "reps": est.n if est else 0,
                 "needed": f.needed,

@@ -334,9 +334,8 @@ def limitations(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
     if short:
         out.append(
             f"For {len(short)} claims a faithful replication of the source's own table would rarely be "
-            "reproduced from one run (their rows say how often), whatever its repetitions: one run's verdict "
-            "carries the spread between runs, and a claim about this machine is decided across runs "
-            "(./repro verdicts), each row saying about how many."
+            "reproduced from this run's repetitions at its spread (the appendix says how often): the spread "
+            "between repetitions is wide against their margins, and more repetitions decide them."
         )
     regime = _text(numbers, "regime_sentence")
     if "the kernel reports mitigations on" in regime and "mitigations-off regime" in regime:

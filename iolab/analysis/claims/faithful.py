@@ -188,8 +188,8 @@ def openanolis_trace(
     return pd.DataFrame(rows)
 
 
-def _judge(found: list[Finding], claim: str, adaptive: bool, sigma: float) -> Outcome:
-    settle(found, evidence.budget(adaptive), sigma, predict=False)
+def _judge(found: list[Finding], claim: str, adaptive: bool) -> Outcome:
+    settle(found, evidence.budget(adaptive), 0.0, predict=False)
     return claim_verdict(claim, [f for f in found if f.claim == claim]).outcome
 
 
@@ -229,7 +229,7 @@ def replications(claim: str) -> Callable[[int, float, np.random.Generator], list
 
 
 def reproduce_share(
-    claim: str, reps: int, spread: float, *, adaptive: bool = True, sigma: float = 0.0, runs: int = RUNS, seed: int = 0
+    claim: str, reps: int, spread: float, *, adaptive: bool = True, runs: int = RUNS, seed: int = 0
 ) -> float | None:
     """The share of ``runs`` faithful replications, at ``reps`` repetitions
     and ``spread``, that reproduce ``claim`` (None: no source table)."""
@@ -237,7 +237,7 @@ def reproduce_share(
     if make is None:
         return None
     rng = np.random.default_rng(seed)
-    hits = sum(_judge(make(reps, spread, rng), claim, adaptive, sigma) is Outcome.REPRODUCED for _ in range(runs))
+    hits = sum(_judge(make(reps, spread, rng), claim, adaptive) is Outcome.REPRODUCED for _ in range(runs))
     return hits / runs
 
 
