@@ -26,6 +26,7 @@ from ..findings import not_testable
 from ..models import trace_rates
 from ..stats import across_reps
 from ..verdicts import Finding, Rule, settle
+from .design import RULES as DESIGN_RULES
 from .design import u5, u6
 from .habr import (
     REACTOR_MIN_CPUS,
@@ -38,12 +39,16 @@ from .habr import (
     u3,
     u4,
 )
+from .habr import RULES as HABR_RULES
 from .habr import SOURCE_CELLS as HABR_CELLS
 from .habr import TESTS as HABR_TESTS
 from .hpchub import M3_FASTER, m1, m1_perftest, m2, m3
+from .hpchub import RULES as HPCHUB_RULES
 from .hpchub import TESTS as HPCHUB_TESTS
+from .model import RULES as MODEL_RULES
 from .model import c5
 from .openanolis import LARGE_W_BYTES, SOURCE_URING_SERVER, c1, c2, c3, c4, poll_first_inline, regime
+from .openanolis import RULES as OPENANOLIS_RULES
 from .openanolis import TESTS as OPENANOLIS_TESTS
 from .rules import ClaimTest, cell_label
 
@@ -51,6 +56,13 @@ from .rules import ClaimTest, cell_label
 SOURCE_CELLS: dict[str, list[str]] = {**HABR_CELLS, "C3": ["c=1000"]}
 # What the paper's "How each claim is tested" says of each, in the claims table's order.
 CLAIM_TESTS: dict[str, ClaimTest] = {**OPENANOLIS_TESTS, **HABR_TESTS, **HPCHUB_TESTS}
+# Every rule each claim judges a part by, as this checkout states them: a run
+# pooled with others (iolab.analysis.pooled) is judged by these, never by a
+# rule its crate or record carries.
+RULES: dict[str, tuple[Rule, ...]] = {
+    claim: {**OPENANOLIS_RULES, **MODEL_RULES, **HABR_RULES, **DESIGN_RULES, **HPCHUB_RULES}.get(claim, ())
+    for claim in CLAIM_TESTS
+}
 
 __all__ = [
     "CLAIM_TESTS",
@@ -58,6 +70,7 @@ __all__ = [
     "LARGE_W_BYTES",
     "M3_FASTER",
     "REACTOR_MIN_CPUS",
+    "RULES",
     "SOURCE_CELLS",
     "SOURCE_U1_BYTES",
     "SOURCE_U1_CONNECTIONS",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..findings import finding, not_testable
-from ..verdicts import Finding
+from ..verdicts import Finding, Rule
 from .habr import REACTOR_MIN_CPUS
 from .rules import DIRECTION, above, below, cell_finding, client_gate, cpu_gate, missing_presets
 
@@ -39,6 +39,13 @@ RINGS_BOOST_WHY = (
 )
 
 
+RARELY_USED = below(VERY_RARELY, "'very rarely': at most 1 in 100 requests")
+ANY_GAIN = above(1.0, DIRECTION)
+A_BIG_DROP = below(BIG_DROP, "'a very big drop': at least a fifth lost")
+EXCELLENT_BOOST = above(RINGS_BOOST, RINGS_BOOST_WHY)
+SLOW_AT_LOW_RATE = below(1.0, "'works rather slowly at a low frequency of operations': slower than epoll; " + DIRECTION)
+
+
 def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Finding]:
     """U5: the reactor's design claims. ``kernel``: per repetition, the
     trace experiment's io-wq requests per echoed request (``trace_rates``).
@@ -46,7 +53,7 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Findi
     source's 4 cores, the C server's two rings on 2 CPUs."""
     out: list[Finding] = []
     what = "io-wq requests per echoed request, default ring (trace)"
-    rare = below(VERY_RARELY, "'very rarely': at most 1 in 100 requests")
+    rare = RARELY_USED
     if kernel is None or not len(kernel):
         out.append(not_testable("U5", what, "the trace experiment did not run, or predates this count"))
     else:
@@ -58,7 +65,7 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Findi
             "rings: 2 x cores - 2 is best (context: " + RINGS_CONTEXT + ")",
             "go_uring",
             [f"go_uring_rings{k}" for k in REACTOR_RING_COUNTS],
-            above(1.0, DIRECTION),
+            ANY_GAIN,
             1000,
             REACTOR_MIN_CPUS,
             "the reactor's rings spread over the source's 4 cores",
@@ -68,7 +75,7 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Findi
             "FD % rings routing: a very big drop with few connections",
             "go_uring_granule1",
             ["go_uring"],
-            below(BIG_DROP, "'a very big drop': at least a fifth lost"),
+            A_BIG_DROP,
             100,
             2,
             "the reactor's default 2 rings on 2 CPUs, as U2",
@@ -78,7 +85,7 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Findi
             "several rings beat one ring with ASYNC",
             "rings_granule",
             ["async"],
-            above(1.0, DIRECTION),
+            ANY_GAIN,
             1000,
             2,
             "its two rings each need a CPU",
@@ -88,7 +95,7 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Findi
             "several rings give an excellent boost over one ring",
             "rings_granule",
             ["default"],
-            above(RINGS_BOOST, RINGS_BOOST_WHY),
+            EXCELLENT_BOOST,
             1000,
             2,
             "its two rings each need a CPU",
@@ -98,7 +105,7 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Findi
             "io_uring itself is slow at a low operation rate (one connection)",
             "default",
             ["epoll"],
-            below(1.0, "'works rather slowly at a low frequency of operations': slower than epoll; " + DIRECTION),
+            SLOW_AT_LOW_RATE,
             1,
             1,
             "",
@@ -108,7 +115,7 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Findi
             "ATTACH_WQ gives some gain",
             "rings_granule",
             ["rings_granule_own_wq"],
-            above(1.0, DIRECTION),
+            ANY_GAIN,
             1000,
             2,
             "its two rings each need a CPU",
@@ -190,3 +197,11 @@ def u6(echo: pd.DataFrame | None) -> list[Finding]:
             kind="count",
         )
     ]
+
+
+# Every rule U5 and U6 judge a part by: pooling across runs judges each
+# run's parts by these, never by a rule a run recorded.
+RULES: dict[str, tuple[Rule, ...]] = {
+    "U5": (RARELY_USED, ANY_GAIN, A_BIG_DROP, EXCELLENT_BOOST, SLOW_AT_LOW_RATE),
+    "U6": (POOL_STARTS,),
+}

@@ -69,6 +69,7 @@ SIMILAR_LOAD = within(
     f"table ({pct(max(U1_LEADS))}) would undo 'at least a worthy competitor'",
 )
 NON_INFERIOR = above(0.95, "'at least a worthy competitor': non-inferiority, io_uring at most 5 % slower")
+EQUAL_LOAD_CPU = within(0.9, 0.10, "context: equal load at the source's rates gives 0.90")
 # Part 3's reactor leads over Go net at c >= 500, which the article calls
 # "even better performance": U4's "significant gain" is read from them.
 PART3_LEADS = [
@@ -118,7 +119,7 @@ def u1(echo: pd.DataFrame) -> list[Finding]:
                 "default",
                 "epoll",
                 cell,
-                within(0.9, 0.10, "context: equal load at the source's rates gives 0.90"),
+                EQUAL_LOAD_CPU,
                 "io_uring/epoll server CPU per request",
                 metric="server_ns_per_request",
                 quoted=False,
@@ -288,9 +289,7 @@ def u3(echo: pd.DataFrame) -> list[Finding]:
         ("sqpoll", "default", "C sqpoll/C default requests/s, second row"),
     ]
     gate = cpu_gate(echo, SQPOLL_MIN_CPUS, "the source's 2 SQ_POLL threads polled beside 4 cores of reactor and client")
-    return _reactor_parts(
-        "U3", echo, pairs, lambda c: (below(1.0, "slower in every cell; " + DIRECTION), "slower"), gate
-    )
+    return _reactor_parts("U3", echo, pairs, lambda c: (SLOWER_EVERY, "slower"), gate)
 
 
 ASYNC_GAIN = above(
@@ -308,6 +307,8 @@ ASYNC_CPUS_WHY = (
     "the source's gain rests on io-wq workers running in parallel with the ring's thread and the load "
     "generator, each on a CPU of its own"
 )
+SLOWER_EVERY = below(1.0, "slower in every cell; " + DIRECTION)
+DEGRADES = below(1.0, "'rather a degradation'; " + DIRECTION)
 NOT_IMPRESSIVE = below(1.10, "'not very impressive': below the gain the same article calls significant (ASYNC's)")
 NOT_NOTICEABLE = within(1.0, 0.05, "'the difference is not noticeable'")
 
@@ -328,7 +329,7 @@ def u4(echo: pd.DataFrame) -> list[Finding]:
     c = max(c for c, _ in cells)
     b = min(b for cc, b in cells if cc == c)
     checks = (
-        ("SQ_AFF degrades", "sqpoll_sq_aff", "sqpoll", below(1.0, "'rather a degradation'; " + DIRECTION), ""),
+        ("SQ_AFF degrades", "sqpoll_sq_aff", "sqpoll", DEGRADES, ""),
         (
             "ASYNC gives a significant gain",
             "async",
@@ -423,4 +424,14 @@ TESTS = {
         "a kernel whose io_uring reports them (ours: counted from /proc at exit)",
         "the source's kernel 5.11 created io-wq with each ring; the claim is a reply, not a measurement",
     ),
+}
+
+
+# Every rule part 1's and part 3's claims judge a part by: pooling across
+# runs judges each run's parts by these, never by a rule a run recorded.
+RULES: dict[str, tuple[Rule, ...]] = {
+    "U1": (NON_INFERIOR, SIMILAR_LOAD, EQUAL_LOAD_CPU),
+    "U2": (SLOWER_FEW, NOT_BEHIND, AHEAD_ON_BALANCE),
+    "U3": (SLOWER_EVERY,),
+    "U4": (DEGRADES, ASYNC_GAIN, NOT_IMPRESSIVE, NOT_NOTICEABLE),
 }

@@ -19,7 +19,7 @@ from ..extremes import extreme_finding
 from ..findings import finding, not_testable
 from ..nodecompare import NATIVE_KINDS, VIRTUAL_KINDS
 from ..sources import QUOTED
-from ..verdicts import Finding
+from ..verdicts import Finding, Rule
 from .rules import ClaimTest, above, band_between, within
 
 #
@@ -247,11 +247,10 @@ def m1_perftest(ib: pd.DataFrame) -> list[Finding] | None:
     # Bandwidth ratio VM/native = native/VM time, so the same orientation.
     bw = _ib_pair_ratio(measured, (pair[1], pair[0]), "ib_send_bw", "bw_average_mb_s", "max")
     out = []
-    for got, label, key, why in (
-        (lat, "native/VM ib_send_lat typical latency", "m1_latency_ratio", M1_LATENCY),
-        (bw, "VM/native ib_send_bw average bandwidth", "m1_bandwidth_ratio", M1_BANDWIDTH),
+    for got, label, key in (
+        (lat, "native/VM ib_send_lat typical latency", "m1_latency_ratio"),
+        (bw, "VM/native ib_send_bw average bandwidth", "m1_bandwidth_ratio"),
     ):
-        margin = M1_MARGINS[key][0]
         if got is None:
             out.append(not_testable("M1", label, "perftest did not measure it on both kinds", QUOTED[key].display))
             continue
@@ -261,7 +260,7 @@ def m1_perftest(ib: pd.DataFrame) -> list[Finding] | None:
                 "M1",
                 f"{label}, {size} B ({pair[0]} against {pair[1]})",
                 per_rep,
-                within(QUOTED[key].value, margin, why),
+                m1_rule(key),
                 QUOTED[key].display,
                 {"ib": []},
                 context=bool(mismatch),
@@ -299,14 +298,9 @@ def m1(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None, ib: pd.DataFram
     mismatch = fabric_matches(per_rep, pair)
     seed = _seed_ratios(mean3, pair, "pingpong", int(rows["ranks"].iloc[0])) if mean3 is not None else None
     out = [not_testable("M1", "latency and bandwidth ratios on the source's fabric", mismatch)] if mismatch else []
-    for label, size, key, margin, why in (
-        ("native/VM latency", ratios.index.min(), "m1_latency_ratio", *M1_MARGINS["m1_latency_ratio"]),
-        (
-            "VM/native bandwidth (native/VM time)",
-            ratios.index.max(),
-            "m1_bandwidth_ratio",
-            *M1_MARGINS["m1_bandwidth_ratio"],
-        ),
+    for label, size, key in (
+        ("native/VM latency", ratios.index.min(), "m1_latency_ratio"),
+        ("VM/native bandwidth (native/VM time)", ratios.index.max(), "m1_bandwidth_ratio"),
     ):
         s = float(seed.get(size, np.nan)) if seed is not None else np.nan
         out.append(
@@ -314,7 +308,7 @@ def m1(per_rep: pd.DataFrame, mean3: pd.DataFrame | None = None, ib: pd.DataFram
                 "M1",
                 f"{label}, MPI ping-pong {int(size)} B across nodes ({how}){_seed_text(s)}",
                 ratios.loc[size],
-                within(QUOTED[key].value, margin, why),
+                m1_rule(key),
                 QUOTED[key].display,
                 {"mpi": []},
                 context=bool(mismatch),
@@ -389,7 +383,7 @@ def _m2_parts(
                 f"nodes ({how}){_seed_text(seed_worst)}{second}",
                 {str(size): mean3.loc[size] for size in mean3.index},
                 "min",
-                within(QUOTED[worst_key].value, M2_WORST_MARGIN, M2_WORST),
+                m2_worst_rule(worst_key),
                 QUOTED[worst_key].display,
                 {"mpi": []},
                 context=context,
@@ -402,7 +396,7 @@ def _m2_parts(
                 "M2",
                 f"{bench}: share of the {len(ratios)} sizes with native/VM \u2265 {bound:g}{second}",
                 share.to_numpy(),
-                above(MOSTLY, "'mostly': half the sizes or more"),
+                MOSTLY_RULE,
                 QUOTED[mostly_key].display,
                 {"mpi": []},
                 context=context,
@@ -417,7 +411,7 @@ def _m2_parts(
                 "M2",
                 f"average VM time penalty (VM/native time \u2212 1, over collectives and sizes){second}",
                 per_rep_penalty.to_numpy(),
-                within(QUOTED["m2_mean_penalty"].value, 0.25, M2_PENALTY),
+                PENALTY_RULE,
                 QUOTED["m2_mean_penalty"].display,
                 {"mpi": []},
                 context=context,
@@ -463,7 +457,7 @@ def m3(per_rep: pd.DataFrame) -> list[Finding]:
             cells.update({f"{bench} {int(size)} B": ratios.loc[size] for size in ratios.index})
     if not cells:
         return [not_testable("M3", label, "no collective was measured on both pairs", "1.02-1.05")]
-    rule = band_between(M3_FASTER, M3_AT_MOST, "'slightly faster (2-5 % speedup)': the source's own range")
+    rule = SLIGHTLY_FASTER
     out = [
         extreme_finding(
             "M3",
@@ -507,4 +501,31 @@ TESTS = {
         "as M1",
         "as M2",
     ),
+}
+
+
+def m1_rule(key: str) -> Rule:
+    """M1's band around the source's ratio ``key``."""
+    margin, why = M1_MARGINS[key]
+    return within(QUOTED[key].value, margin, why)
+
+
+def m2_worst_rule(key: str) -> Rule:
+    """M2's band around the source's worst ratio ``key`` of a collective."""
+    return within(QUOTED[key].value, M2_WORST_MARGIN, M2_WORST)
+
+
+MOSTLY_RULE = above(MOSTLY, "'mostly': half the sizes or more")
+PENALTY_RULE = within(QUOTED["m2_mean_penalty"].value, 0.25, M2_PENALTY)
+SLIGHTLY_FASTER = band_between(M3_FASTER, M3_AT_MOST, "'slightly faster (2-5 % speedup)': the source's own range")
+# Every rule M1-M3 judge a part by: pooling across runs judges each run's
+# parts by these, never by a rule a run recorded.
+RULES: dict[str, tuple[Rule, ...]] = {
+    "M1": tuple(m1_rule(k) for k in M1_MARGINS),
+    "M2": (
+        *(m2_worst_rule(f"m2_{b}_worst_ratio") for b in ("bcast", "allreduce", "alltoall")),
+        MOSTLY_RULE,
+        PENALTY_RULE,
+    ),
+    "M3": (SLIGHTLY_FASTER,),
 }

@@ -10,7 +10,7 @@ import pandas as pd
 
 from ..costmodel import CostInputs, epoll_request, uring_request
 from ..findings import finding, not_testable
-from ..verdicts import Finding
+from ..verdicts import Finding, Rule
 from .rules import COST_EXPERIMENTS, above, within
 
 # C5. OpenAnolis's conclusion: "孰优孰劣完全由评估模型中定义的4个变量决定"
@@ -90,7 +90,7 @@ def c5(inputs: Mapping[int, CostInputs], echo: pd.DataFrame | None) -> list[Find
                 "C5",
                 f"{label}: share of cells with a clear prediction that agree ({where})",
                 agree.astype(float),
-                above(MODEL_AGREES, AGREES_WHY),
+                AGREES,
                 "decided entirely by the 4 variables",
                 decides,
                 kind="share",
@@ -102,10 +102,17 @@ def c5(inputs: Mapping[int, CostInputs], echo: pd.DataFrame | None) -> list[Find
             "C5",
             f"model B's error: measured over predicted io_uring/epoll ratio, median over the cells ({where})",
             error.astype(float),
-            within(1.0, 0.25, MODEL_ERROR_WHY),
+            MODEL_ERROR,
             "",
             decides,
             context=True,
         )
     )
     return out
+
+
+AGREES = above(MODEL_AGREES, AGREES_WHY)
+MODEL_ERROR = within(1.0, 0.25, MODEL_ERROR_WHY)
+# Every rule C5 judges a part by: pooling across runs judges each run's
+# parts by these, never by a rule a run recorded.
+RULES: dict[str, tuple[Rule, ...]] = {"C5": (AGREES, MODEL_ERROR)}

@@ -24,7 +24,7 @@ from ..findings import finding, not_testable
 from ..models import trace_rates
 from ..sources import QUOTED
 from ..verdicts import Finding, Rule
-from .premise import premise, premise_in_servers
+from .premise import PREMISE_RULES, premise, premise_in_servers
 from .rules import (
     COST_EXPERIMENTS,
     ClaimTest,
@@ -85,6 +85,31 @@ def _source_numbers(mitigations: str) -> tuple[float, float, float, str]:
     return QUOTED[s_key].value, QUOTED["c1_w_ns"].value, QUOTED["c1_t1_ns"].value, s_key
 
 
+def c1_rules(mitigations: str) -> tuple[Rule, Rule]:
+    """C1's two counted ratios in a mitigation regime: t(1)/w, and an
+    io_uring request at n = 1 over epoll's, each within a band of the
+    source's own ratio."""
+    s, w, t1, _ = _source_numbers(mitigations)
+    t_over_w = within(t1 / w, 0.20, "")
+    n1 = within((t1 + s) / (s + w), 0.15, "")
+    return (
+        within(t1 / w, 0.20, keeps_above_one(t_over_w, "t/w") + ", C2's premise t > w"),
+        within(
+            (t1 + s) / (s + w),
+            0.15,
+            keeps_above_one(n1, "an io_uring request at n = 1 over epoll's") + ", the source's n = 1 finding",
+        ),
+    )
+
+
+def absolute_rule(key: str) -> Rule:
+    """C1's context parts: a source's absolute cost, measured on another CPU."""
+    return within(QUOTED[key].value, ABSOLUTE_MARGIN, ABSOLUTE_WHY)
+
+
+ABSOLUTE_KEYS = ("c1_s_mitigations_on_ns", "c1_s_mitigations_off_ns", "c1_w_ns", "c1_t1_ns")
+
+
 def c1(
     cost: pd.DataFrame,
     mitigations: str,
@@ -102,14 +127,7 @@ def c1(
     t(1) follow as context: the CPU differs.
     ``cost``: costmodel.per_rep, one row per repetition."""
     s, w, t1, s_key = _source_numbers(mitigations)
-    t_over_w = within(t1 / w, 0.20, "")
-    t_over_w = within(t1 / w, 0.20, keeps_above_one(t_over_w, "t/w") + ", C2's premise t > w")
-    n1 = within((t1 + s) / (s + w), 0.15, "")
-    n1 = within(
-        (t1 + s) / (s + w),
-        0.15,
-        keeps_above_one(n1, "an io_uring request at n = 1 over epoll's") + ", the source's n = 1 finding",
-    )
+    t_over_w, n1 = c1_rules(mitigations)
     out = [
         finding(
             "C1",
@@ -140,7 +158,7 @@ def c1(
             "C1",
             label,
             cost[col],
-            within(QUOTED[key].value, ABSOLUTE_MARGIN, ABSOLUTE_WHY),
+            absolute_rule(key),
             QUOTED[key].display,
             COST_EXPERIMENTS,
             context=True,
@@ -259,6 +277,11 @@ def uring_vs_epoll(
     return f
 
 
+NO_WIN = above(1.0, "the model's own threshold: at or above 1, no batch size lets io_uring win")
+NECESSARY = above(1.0, "the model's threshold for t(1) = a + b: below 1 already contradicts C2")
+NO_ADVANTAGE_RULE = below(NO_ADVANTAGE, "'no advantage': at most half the +10 % the same article calls one (C3)")
+
+
 def c2(
     cost: pd.DataFrame,
     mitigations: str,
@@ -274,9 +297,7 @@ def c2(
     when b >= s + w: that is the part that decides. t(1) = a + b >= b, so
     t(1) >= s + w is only necessary: it can count against C2, never for it.
     Then the servers' throughput."""
-    no_win = above(1.0, "the model's own threshold: at or above 1, no batch size lets io_uring win")
-    necessary = above(1.0, "the model's threshold for t(1) = a + b: below 1 already contradicts C2")
-    no_advantage = below(NO_ADVANTAGE, "'no advantage': at most half the +10 % the same article calls one (C3)")
+    no_win, necessary, no_advantage = NO_WIN, NECESSARY, NO_ADVANTAGE_RULE
     labels = (
         "model B per-SQE cost (b_send + b_recv) / epoll request (2s + 2w), many connections: the model's "
         "no-win condition b \u2265 s + w",
@@ -302,6 +323,16 @@ def _listed(found: Finding | list[Finding]) -> list[Finding]:
     return found if isinstance(found, list) else [found]
 
 
+MODEL_WINS = below(1.0, "the model's own threshold: below 1, a large enough batch wins")
+AHEAD = above(1.0, AHEAD_WHY)
+ABOUT_TEN_RULE = band_between(
+    *ABOUT_TEN,
+    f"context: 'about 10 %' read as {pct(ABOUT_TEN[0] - 1)} to {pct(ABOUT_TEN[1] - 1)}; the source's own +10 % "
+    "sits inside",
+)
+ABOUT_THE_SAME = within(1.0, 0.05, "'about the same'")
+
+
 def c3(
     cost: pd.DataFrame,
     mitigations: str,
@@ -317,12 +348,7 @@ def c3(
     and io_uring does not use io-wq". Parts: the model (b below the epoll
     request: some batch wins) and the throughput of our poll-first server
     at c = 1000, whose inline completion the trace checks (``inline``)."""
-    model = below(1.0, "the model's own threshold: below 1, a large enough batch wins")
-    ahead = above(1.0, AHEAD_WHY)
-    lo, hi = ABOUT_TEN
-    size = band_between(
-        lo, hi, f"context: 'about 10 %' read as {pct(lo - 1)} to {pct(hi - 1)}; the source's own +10 % sits inside"
-    )
+    model, ahead, size = MODEL_WINS, AHEAD, ABOUT_TEN_RULE
     label = "model B per-SQE cost / epoll request"
     gate = _regime_gate("on", mitigations, why)
     if gate:
@@ -351,7 +377,7 @@ def c4(echo: pd.DataFrame | None) -> list[Finding]:
     LARGE_W_BYTES, the source's io_uring server's CPU per request within
     +-5 % of epoll's, at the largest c measured there."""
     label = f"io_uring/epoll server CPU per request at messages of {LARGE_W_BYTES // 1024} KiB or more"
-    rule = within(1.0, 0.05, "'about the same'")
+    rule = ABOUT_THE_SAME
     if echo is None:
         return [not_testable("C4", label, "the echo experiment did not run")]
     ok = echo[(echo["status"] == "ok") & echo["preset"].isin([SOURCE_URING_SERVER, "epoll"])]
@@ -431,4 +457,15 @@ TESTS = {
         "the cost probes and the echo servers in the same repetitions",
         "the source states it as its conclusion, with no table; its four variables are ours from the probes",
     ),
+}
+
+
+# Every rule C1-C4 judge a part by (C1's in both mitigation regimes, its
+# premise's from iolab.analysis.claims.premise): pooling across runs judges
+# each run's parts by these, never by a rule a run recorded.
+RULES: dict[str, tuple[Rule, ...]] = {
+    "C1": (*c1_rules("on"), *c1_rules("off"), *PREMISE_RULES, *(absolute_rule(k) for k in ABSOLUTE_KEYS)),
+    "C2": (NO_WIN, NECESSARY, NO_ADVANTAGE_RULE),
+    "C3": (MODEL_WINS, AHEAD, ABOUT_TEN_RULE),
+    "C4": (ABOUT_THE_SAME,),
 }

@@ -14,6 +14,8 @@ from .rules import COST_EXPERIMENTS, above, paired_by_rep
 
 # "The vast majority": at least two thirds.
 VAST_MAJORITY = 2 / 3
+MOST_OF_THE_COST = above(VAST_MAJORITY, "'the vast majority' of the server's cost read as at least two thirds")
+PREMISE_RULES = (MOST_OF_THE_COST,)
 
 
 def premise(cost: pd.DataFrame, echo: pd.DataFrame | None) -> Finding:
@@ -22,7 +24,7 @@ def premise(cost: pd.DataFrame, echo: pd.DataFrame | None) -> Finding:
     (s + w each, one connection) over the epoll server's measured CPU per
     request at the fewest connections measured, smallest message, paired by
     repetition; at least two thirds."""
-    rule = above(VAST_MAJORITY, "'the vast majority' of the server's cost read as at least two thirds")
+    rule = MOST_OF_THE_COST
     label = "(2s + 2w)/epoll server CPU per request: the requests' share of the server's cost"
     if echo is None:
         return not_testable("C1", label, "the echo experiment did not run")
@@ -75,7 +77,7 @@ def premise_in_servers(trace: pd.DataFrame | None, node: str, cost: pd.DataFrame
     getppid as the probe timed it, less s). What tracing adds besides (the
     scheduler's switch probes) stays in the CPU, so the share leans low:
     against "the vast majority", two thirds or more, that is conservative."""
-    rule = above(VAST_MAJORITY, "'the vast majority' of the server's cost read as at least two thirds")
+    rule = MOST_OF_THE_COST
     cal_workload, cal_window = PREMISE_CALIBRATION
     out = []
     for workload, (what, window) in PREMISE_SERVERS.items():
