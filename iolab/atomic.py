@@ -62,6 +62,11 @@ def write_text(dest: str | Path, text: str) -> None:
         f.write(text)
 
 
+def write_bytes(dest: str | Path, data: bytes) -> None:
+    with atomic_open(dest, "wb") as f:
+        f.write(data)
+
+
 def write_json(dest: str | Path, obj: Any) -> None:
     # allow_nan=False: NaN/Infinity are not JSON; fail here, not in a reader.
     write_text(dest, json.dumps(obj, indent=2, sort_keys=True, default=str, allow_nan=False) + "\n")

@@ -8,6 +8,7 @@ import json
 import stat
 import zipfile
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 
 METADATA = "ro-crate-metadata.json"
@@ -95,13 +96,45 @@ def _patch_header(path: Path, name: str, method: int | None = None, flags: int =
     path.write_bytes(bytes(data))
 
 
-def raw_of_another_run(base: Path, tag: str) -> dict[str, bytes]:
+def raw_copy(base: Path, tag: str) -> dict[str, bytes]:
     """A ``replace`` for ``craft`` that gives every raw measurement file
-    other bytes (a trailing comment naming ``tag``), so the crafted crate is
-    another run by identity (iolab.archive.identity), not a copy of ``base``'s."""
+    other bytes (a trailing comment naming ``tag``): what a copier does to
+    make one run look like several. By identity (iolab.analysis.records)
+    the result is still ``base``'s run: its launch, first start and
+    findings are the same."""
     with zipfile.ZipFile(base) as z:
         return {
             n: z.read(n) + f"# crafted run {tag}\n".encode()
             for n in z.namelist()
             if n.startswith("data/raw/") and n.endswith(".csv") and "/rep" in n and n.count("/") == 5
         }
+
+
+def another_run(base: Path, tag: int, numbers: dict | None = None) -> tuple[dict[str, bytes], Callable[[dict], None]]:
+    """``replace`` and ``edit_metadata`` for ``craft`` that make ``base``
+    another run on another launch: other raw bytes, another boot id, a first
+    start ``tag`` + 1 days earlier, and its findings' values moved by a
+    thousandth per ``tag`` + 1 (``numbers``: the numbers to write, else
+    ``base``'s)."""
+    with zipfile.ZipFile(base) as z:
+        numbers = numbers if numbers is not None else json.loads(z.read("paper/generated/numbers.json"))
+        environment = json.loads(z.read("archive/environment.json"))
+    factor = 1 + 0.001 * (tag + 1)
+    for f in numbers.get("findings", {}).get("value", []):
+        f["per_rep"] = [v * factor if isinstance(v, int | float) else v for v in f.get("per_rep") or []]
+    for facts in environment.get("nodes", {}).values():
+        facts["boot_id"] = f"00000000-0000-4000-8000-{tag:012d}"
+    replace = {
+        **raw_copy(base, str(tag)),
+        "paper/generated/numbers.json": json.dumps(numbers).encode(),
+        "archive/environment.json": json.dumps(environment).encode(),
+    }
+
+    def later(meta: dict) -> None:
+        for e in meta["@graph"]:
+            for key in ("startTime", "endTime"):
+                if isinstance(e.get(key), str):
+                    t = datetime.fromisoformat(e[key].replace("Z", "+00:00"))
+                    e[key] = (t - timedelta(days=tag + 1)).isoformat()
+
+    return replace, later

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import yaml
 from conftest import REPO, copy_workflow, crate_cli, module_cli, tool_env
-from crate_support import craft
+from crate_support import craft, raw_copy
 
 from iolab.analysis import stats
 from iolab.codehash import measuring_digest
@@ -378,7 +378,11 @@ def test_the_store_indexes_each_crate_once_and_refuses_a_changed_one(smoke_crate
             dst.writestr(info.filename, src.read(info))
     assert sha256(rezipped) != sha256(smoke_crate)
     said = store.add(db, rezipped)
-    assert said == f"the same run as {smoke_crate.name} (they share raw files), held once, unchanged", said
+    assert said == f"the same run as {smoke_crate.name}, held once, unchanged", said
+    # A copy whose raw files were all edited (checksums recomputed) is still
+    # that run: its launch, first start and findings give it away.
+    copy = craft(smoke_crate, tmp_path / "copy.crate.zip", replace=raw_copy(smoke_crate, "c"))
+    assert store.add(db, copy) == f"the same run as {smoke_crate.name}, held once, unchanged"
     (held,) = store.runs(db)
     with zipfile.ZipFile(smoke_crate) as z:
         root = next(e for e in json.loads(z.read("ro-crate-metadata.json"))["@graph"] if e["@id"] == "./")

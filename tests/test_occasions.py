@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import tool_env
-from crate_support import craft, raw_of_another_run
+from crate_support import another_run, craft, raw_copy
 
 from iolab.analysis import occasions
 
@@ -185,17 +185,10 @@ def test_repro_occasions_writes_the_estimate_with_the_runs_it_rests_on(base_crat
         numbers = json.loads(z.read("paper/generated/numbers.json"))
     assert any(isinstance(e, dict) and e.get("reps") for e in numbers.values()), "numbers keep their repetitions"
     rng = np.random.default_rng(1)
-    crates = [
-        craft(
-            base_crate,
-            tmp_path / f"run{i}.crate.zip",
-            replace={
-                "paper/generated/numbers.json": json.dumps(shifted(numbers, f, rng)).encode(),
-                **raw_of_another_run(base_crate, str(i)),
-            },
-        )
-        for i, f in enumerate((0.9, 1.0, 1.15))
-    ]
+    crates = []
+    for i, f in enumerate((0.9, 1.0, 1.15)):
+        replace, edit = another_run(base_crate, i, shifted(numbers, f, rng))
+        crates.append(craft(base_crate, tmp_path / f"run{i}.crate.zip", replace=replace, edit_metadata=edit))
     target = tmp_path / "occasions.json"
     res = subprocess.run(
         [sys.executable, "-m", "iolab.archive.spread", "estimate", *map(str, crates), "--output", str(target)],
@@ -257,8 +250,18 @@ def test_one_run_counts_once_and_an_estimate_in_use_is_never_replaced_unasked(ba
     assert res.stderr.strip().splitlines()[-1] == (
         "occasions: the crates hold 1 distinct run(s); an estimate needs runs of at least two occasions"
     )
+    # Copies with every raw file's bytes edited and their checksums
+    # recomputed are still that one run: its launch, first start and
+    # findings are the same (they once counted as runs of their own).
+    copies = [
+        craft(base_crate, tmp_path / f"copy{i}.crate.zip", replace=raw_copy(base_crate, str(i))) for i in range(3)
+    ]
+    res = estimate_cli(str(base_crate), *map(str, copies), "--output", str(target))
+    assert res.returncode == 1 and not target.exists(), res.stderr
+    assert res.stderr.count("is the same run as") == 3
     # An existing estimate (the tracked one by default) stays unless --replace.
-    other = craft(base_crate, tmp_path / "other.crate.zip", replace=raw_of_another_run(base_crate, "b"))
+    replace, edit = another_run(base_crate, 1)
+    other = craft(base_crate, tmp_path / "other.crate.zip", replace=replace, edit_metadata=edit)
     target.write_text("{}")
     res = estimate_cli(str(base_crate), str(other), "--output", str(target))
     assert res.returncode == 2 and "pass --replace" in res.stderr and target.read_text() == "{}"

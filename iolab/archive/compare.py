@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
+from ..analysis.records import future_problem
 from ..analysis.stats import Estimate, ratio_interval
 from ..codehash import analysing_digest, measuring_digest
 from ..registry import REGISTRY
@@ -172,7 +173,9 @@ def load(crate_zip: Path) -> Run:
                     values[parts[3]] = sidecar.get("settings")
         code = crate.read_json("archive/code.json") if crate.has("archive/code.json") else None
         started = crate.first_started()
-        ident = identity.of_crate(crate, version)
+        ident = identity.of_crate(crate, version, environment, numbers)
+    if problem := future_problem(started):
+        raise CrateError(f"{crate_zip}: {problem}: not evidence of a run")
     if not isinstance(numbers, dict) or not isinstance(environment, dict):
         raise CrateError(f"{crate_zip}: its numbers or environment is not a JSON object")
     name = shown(f"{crate_zip.name.removesuffix('.crate.zip')} ({str(version)[:7]})")

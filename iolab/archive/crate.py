@@ -418,6 +418,13 @@ def main(argv: list[str] | None = None) -> int:
             added = store.add(store.DEFAULT_STORE, target)
             said = "added it to" if added == store.ADDED else f"{added}: not added again to"
             print(f"{said} the store of runs, {paths.relative(store.DEFAULT_STORE)} (./repro store list)")
+            from . import recording
+
+            record = recording.of_crate(target, args.profile or "default").write()
+            print(
+                f"wrote its record, {paths.relative(record)} ({record.stat().st_size / 1000:.1f} kB): the verdicts "
+                "about this machine kind pool it (./repro verdicts); commit it to keep the evidence"
+            )
         elif args.command == "verify":
             problems, files = verify(args.crate, args.max_bytes)
             for p in problems:

@@ -1,44 +1,21 @@
 """What makes two crates one run, so that a run counts once: in the store,
-in an occasion estimate and in any verdict pooled across runs.
-
-A run's identity is its commit, when its first measurement or notebook
-started, and the set of SHA-256 digests of its raw measurement files
-(``data/raw/<node>/<experiment>/<key>/rep<N>.csv``). The raw files are the
-measurements themselves, so two crates that share any raw file share
-measurements, and are one run however they were zipped, renamed or
-re-archived (a run resumed and archived again holds the earlier crate's
-files and more). Crates without raw files (none of ours) are one run when
-their commit and first start agree.
+in an occasion estimate and in any verdict pooled across runs
+(iolab.analysis.records.RunIdentity says when two copies are one run: a
+shared raw file, the same per-repetition findings, or the same first start
+on one launch), read from a crate.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
+from ..analysis.records import RunIdentity, findings_digest, launch_of
 from .untrusted import Crate
 
 T = TypeVar("T")
 
-
-@dataclass(frozen=True)
-class RunIdentity:
-    commit: str
-    first_start: str
-    raw: frozenset[str]
-
-    @property
-    def ident(self) -> str:
-        """A short name for the run: a digest of its raw files' digests."""
-        basis = "\n".join(sorted(self.raw)) if self.raw else f"{self.commit}\n{self.first_start}"
-        return hashlib.sha256(basis.encode()).hexdigest()[:12]
-
-    def same_run(self, other: RunIdentity) -> bool:
-        if self.raw or other.raw:
-            return bool(self.raw & other.raw)
-        return (self.commit, self.first_start) == (other.commit, other.first_start)
+__all__ = ["RunIdentity", "distinct", "is_raw_measurement", "of_crate", "overlapping", "sharing"]
 
 
 def is_raw_measurement(name: str) -> bool:
@@ -48,12 +25,24 @@ def is_raw_measurement(name: str) -> bool:
     return len(parts) == 6 and parts[:2] == ["data", "raw"] and parts[5].startswith("rep") and parts[5].endswith(".csv")
 
 
-def of_crate(crate: Crate, commit: str) -> RunIdentity:
+def of_crate(crate: Crate, commit: str, environment: Any = None, numbers: Any = None) -> RunIdentity:
     """The identity of an opened, checked crate whose commit is ``commit``:
     the raw digests come from its metadata (which every member was checked
-    against)."""
+    against), its launch from its environment's boot ids and its findings'
+    digest from its numbers (``environment``, ``numbers``: the crate's, as
+    read)."""
     raw = frozenset(crate.listed[n].sha256 for n in crate.files("data/raw/") if is_raw_measurement(n))
-    return RunIdentity(commit, crate.first_started(), raw)
+    nodes = environment.get("nodes") if isinstance(environment, Mapping) else None
+    entry = numbers.get("findings") if isinstance(numbers, Mapping) else None
+    rows = entry.get("value") if isinstance(entry, Mapping) else None
+    findings = [f for f in rows if isinstance(f, Mapping)] if isinstance(rows, list) else []
+    return RunIdentity(
+        commit,
+        crate.first_started(),
+        raw,
+        launch=launch_of(nodes) if isinstance(nodes, Mapping) else "",
+        findings=findings_digest(findings),
+    )
 
 
 def distinct(items: Sequence[T], identity: Callable[[T], RunIdentity]) -> tuple[list[T], list[tuple[T, T]]]:
@@ -63,6 +52,22 @@ def distinct(items: Sequence[T], identity: Callable[[T], RunIdentity]) -> tuple[
     dropped: list[tuple[T, T]] = []
     for item in items:
         twin = next((k for k in kept if identity(k).same_run(identity(item))), None)
+        if twin is None:
+            kept.append(item)
+        else:
+            dropped.append((item, twin))
+    return kept, dropped
+
+
+def one_per_launch(items: Sequence[T], identity: Callable[[T], RunIdentity]) -> tuple[list[T], list[tuple[T, T]]]:
+    """``items`` with one run per launch (the first given), and the
+    (dropped, the one of its launch kept) pairs: runs of one launch share
+    its occasion. Runs whose launch is unknown are each their own."""
+    kept: list[T] = []
+    dropped: list[tuple[T, T]] = []
+    for item in items:
+        launch = identity(item).launch
+        twin = next((k for k in kept if launch and identity(k).launch == launch), None)
         if twin is None:
             kept.append(item)
         else:

@@ -6,7 +6,7 @@ your own archived runs, and show the estimate in use.
 
 Each crate is checked first (iolab.archive.untrusted); the estimate, with
 which runs it rests on, is written to data/occasions.json, which every
-prediction interval and a single run's drift allowance then use. Groups
+prediction interval and the launch planner then use. Groups
 are quantities of one declared kind (iolab.analysis.occasions.KINDS);
 crates from before kinds were declared add only what their units tell for
 certain (times and rates): reanalyse them first to count the rest.
@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import atomic, paths
 from ..analysis import occasions
+from ..analysis.records import future_problem
 from . import identity
 from .identity import RunIdentity
 from .untrusted import Crate, CrateError, crate_commit, shown
@@ -56,7 +57,9 @@ def crate_numbers(crate_zip: Path) -> CrateRun:
             if isinstance(git, dict) and isinstance(git.get("commit"), str):
                 commits.add(git["commit"][:12])
         started = crate.first_started()
-        ident = identity.of_crate(crate, crate_commit(root.get("version", ""), crate_zip))
+        ident = identity.of_crate(crate, crate_commit(root.get("version", ""), crate_zip), env, numbers)
+    if problem := future_problem(started):
+        raise CrateError(f"{crate_zip}: {problem}: not evidence of a run")
     nodes = env.get("nodes", {}) if isinstance(env, dict) else {}
     cpus = (
         sorted({shown(f.get("cpu_model"), 80) for f in nodes.values() if isinstance(f, dict)})
@@ -120,6 +123,13 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"occasions: {twin.meta['crate']} is the same run as {first.meta['crate']} "
                 f"(run {first.identity.ident}): counted once",
+                file=sys.stderr,
+            )
+        loaded, shared = identity.one_per_launch(loaded, lambda r: r.identity)
+        for twin, first in shared:
+            print(
+                f"occasions: {twin.meta['crate']} was measured on the launch of {first.meta['crate']}: one "
+                "launch is one occasion, so only the first of its runs is counted",
                 file=sys.stderr,
             )
         if len(loaded) < 2:

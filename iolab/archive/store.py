@@ -54,6 +54,12 @@ CREATE TABLE IF NOT EXISTS raw (
     PRIMARY KEY (crate_sha256, sha256)
 );
 CREATE INDEX IF NOT EXISTS raw_by_digest ON raw (sha256);
+CREATE TABLE IF NOT EXISTS identity (
+    crate_sha256 TEXT PRIMARY KEY REFERENCES runs,
+    first_start TEXT NOT NULL,
+    launch TEXT NOT NULL,
+    findings TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS numbers (
     crate_sha256 TEXT NOT NULL REFERENCES runs,
     key TEXT NOT NULL,
@@ -106,12 +112,19 @@ def opened(db: Path) -> Iterator[sqlite3.Connection]:
             ("numbers", "notebook"),
             ("numbers", "kind"),
             ("verdicts", "value"),
+            ("identity", "findings"),
         ):
             if column not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
                 raise StoreError(
                     f"{db} was written by an older iolab (its {table} have no {column}): "
                     "rebuild it from the crates, ./repro store rebuild archive/*.crate.zip"
                 )
+        held, known = conn.execute("SELECT (SELECT COUNT(*) FROM runs), (SELECT COUNT(*) FROM identity)").fetchone()
+        if held != known:
+            raise StoreError(
+                f"{db} was written by an older iolab ({held - known} of its runs have no identity): "
+                "rebuild it from the crates, ./repro store rebuild archive/*.crate.zip"
+            )
         with conn:
             yield conn
 
@@ -131,7 +144,7 @@ def add(db: Path, crate_zip: Path) -> str:
         assert run.identity is not None  # load() reads it from the crate
         twin = _same_run(conn, run.identity)
         if twin is not None:
-            return f"the same run as {twin} (they share raw files), held once, unchanged"
+            return f"the same run as {twin}, held once, unchanged"
         conn.execute(
             "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -170,6 +183,10 @@ def add(db: Path, crate_zip: Path) -> str:
                 )
             )
         conn.executemany("INSERT INTO raw VALUES (?, ?)", [(digest, r) for r in sorted(run.identity.raw)])
+        conn.execute(
+            "INSERT INTO identity VALUES (?, ?, ?, ?)",
+            (digest, run.identity.first_start, run.identity.launch, run.identity.findings),
+        )
         conn.executemany("INSERT INTO numbers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         estimates = reruns.intervals(run.numbers, "ci95")
         verdicts = []
@@ -182,7 +199,14 @@ def add(db: Path, crate_zip: Path) -> str:
 
 
 def _same_run(conn: sqlite3.Connection, ident: identity.RunIdentity) -> str | None:
-    """The file of a stored crate of the same run as ``ident``, or None."""
+    """The file of a stored crate of the same run as ``ident``, or None:
+    one that shares its first start on one launch or its findings
+    (iolab.analysis.records.RunIdentity), else a raw file."""
+    for file, first_start, launch, findings in conn.execute(
+        "SELECT r.file, i.first_start, i.launch, i.findings FROM identity i JOIN runs r USING (crate_sha256)"
+    ):
+        if ident.same_run(identity.RunIdentity("", str(first_start), launch=str(launch), findings=str(findings))):
+            return str(file)
     if not ident.raw:
         row = conn.execute("SELECT file FROM runs WHERE run_id = ?", (ident.ident,)).fetchone()
         return None if row is None else str(row[0])
