@@ -1,11 +1,13 @@
-"""Verdicts pooled across runs (iolab.analysis.pooled): the sign tests over
-run medians reach every outcome at a finite number of runs, hold their
-error in the world these machines show (a persistent occasion effect,
-normal and skewed laws, the spread at 1-3x, each claim shape's
-least-favourable configuration) where broken procedures fail the same
-check, decide when the truth is clear of its bound, and reach the sources'
-own verdicts through the real claim functions; `./repro verdicts` pools
-crates, each run once."""
+"""Verdicts about the machine kind, pooled across launches
+(iolab.analysis.pooled): the sign tests over launch medians reach every
+outcome at a finite number of launches, hold their error in the world these
+machines show (a persistent occasion effect, normal and skewed laws, the
+spread at 1-3x, each claim shape's least-favourable configuration) where
+broken procedures fail the same check, decide when the truth is clear of
+its bound, and reach the sources' own verdicts through the real claim
+functions; runs of one launch count as one, every part is judged by this
+checkout's rules; `./repro verdicts` pools crates and records, each run
+once."""
 
 from __future__ import annotations
 
@@ -19,13 +21,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import tool_env
-from crate_support import craft
+from crate_support import another_run, craft, raw_copy
 
 from iolab.analysis import pooled, run_errors
 from iolab.analysis.claims import faithful
 from iolab.analysis.run_errors import C2_LIKE, ONE_PART, SHAPES, U1_LIKE, World
 from iolab.analysis.verdicts import Finding, Outcome, Rule
-from iolab.archive import pooling
 
 
 def part(values: list[float], rule: Rule, mode: pooled.Mode = "planned", claim: str = "X") -> pooled.PooledPart:
@@ -59,23 +60,67 @@ def test_each_outcome_is_reached_at_the_runs_the_sign_test_needs() -> None:
 
 def test_a_run_reads_its_rule_back_from_its_numbers_old_or_new() -> None:
     # The text old crates recorded, with the thin space of thousands.
-    assert pooled.rule_of({"rule": "\u2265 0.950"}) == Rule("above", 0.95)
-    assert pooled.rule_of({"rule": "\u2264 1.05"}) == Rule("below", 1.05)
-    r = pooled.rule_of({"rule": "within \u00b125 % of 1\u2009500 (1\u2009125\u20131\u2009875)"})
+    assert pooled.recorded_rule({"rule": "\u2265 0.950"}) == Rule("above", 0.95)
+    assert pooled.recorded_rule({"rule": "\u2264 1.05"}) == Rule("below", 1.05)
+    r = pooled.recorded_rule({"rule": "within \u00b125 % of 1\u2009500 (1\u2009125\u20131\u2009875)"})
     assert r is not None and r.kind == "within" and r.bound == 1500 and math.isclose(r.margin, 0.25)
     # Structured fields win; nonsense is no rule.
-    assert pooled.rule_of({"rule_kind": "below", "bound": 2.0, "rule": "\u2265 9"}) == Rule("below", 2.0)
-    assert pooled.rule_of({"rule": "rm -rf"}) is None and pooled.rule_of({"rule_kind": "x", "bound": 1}) is None
+    assert pooled.recorded_rule({"rule_kind": "below", "bound": 2.0, "rule": "\u2265 9"}) == Rule("below", 2.0)
+    assert pooled.recorded_rule({"rule": "rm -rf"}) is None
+    assert pooled.recorded_rule({"rule_kind": "x", "bound": 1}) is None
 
 
-def test_runs_judged_by_another_rule_are_left_out_and_said() -> None:
-    def run(i: int, text: str) -> pooled.RunFindings:
-        return pooled.RunFindings(f"r{i}", f"{i:03d}", [{"claim": "X", "part": "p", "rule": text, "per_rep": [1.2]}])
+def test_every_part_is_judged_by_this_checkouts_rule_never_a_crates() -> None:
+    # The rule this checkout states for X's part: >= 0.95, with its reason.
+    stated = {"X": (Rule("above", 0.95, why="this checkout's"),)}
 
-    parts = pooled.pool([run(0, "\u2265 0.900"), *(run(i, "\u2265 0.950") for i in range(1, 7))], "planned")
+    def run(i: int, text: str, measured: str | None = None) -> pooled.RunFindings:
+        entry = {"claim": "X", "part": "p", "rule": text, "per_rep": [1.2]}
+        return pooled.RunFindings(f"r{i}", measured or f"{i:03d}", [entry], f"boot{i}")
+
+    parts = pooled.pool([run(0, "\u2265 0.900"), *(run(i, "\u2265 0.950") for i in range(1, 7))], "planned", stated)
     (p,) = parts
-    assert p.rule == Rule("above", 0.95) and p.k == 6 and "1 run(s) judged it by another rule" in p.reason
-    assert p.outcome is Outcome.REPRODUCED
+    assert p.rule is stated["X"][0] and p.k == 6 and p.outcome is Outcome.REPRODUCED
+    assert "1 run(s) recorded a rule this checkout does not state for it and are left out" in p.reason
+    assert p.reason in p.summary()
+    # A crate dated 2099 with a loosened rule no longer becomes every run's
+    # rule (it once did: "over 1 run(s)"): it is left out, and said.
+    loose = run(9, "\u2265 0.000000667", measured="2099-01-01T00:00:00")
+    (p,) = pooled.pool([*(run(i, "\u2265 0.950") for i in range(1, 7)), loose], "planned", stated)
+    assert p.rule is stated["X"][0] and p.k == 6 and "1 run(s) recorded a rule" in p.reason
+    # Negative control: judged by the newest run's recorded rule (the old
+    # code), the loosened one would decide with its one run.
+    newest = pooled.recorded_rule(loose.findings[0])
+    assert newest is not None and newest.bound < 1e-6
+    # A claim this checkout states no rule for pools nothing.
+    (none,) = pooled.pool([run(i, "\u2265 0.950") for i in range(6)], "planned", {})
+    assert none.values == [] and none.outcome is Outcome.NOT_TESTABLE and "6 run(s) recorded a rule" in none.reason
+
+
+def test_runs_of_one_launch_give_one_value_and_the_test_counts_launches() -> None:
+    above = Rule("above", 1.0)
+    stated = {"X": (above,)}
+
+    def run(i: int, launch: str, value: float) -> pooled.RunFindings:
+        entry = {"claim": "X", "part": "p", "rule_kind": "above", "bound": 1.0, "per_rep": [value] * 6}
+        return pooled.RunFindings(f"r{i}", f"{i:03d}", [entry], launch)
+
+    # Twelve runs of one launch are one observation: undecided, 1 launch.
+    (one,) = pooled.pool([run(i, "boot-a", 1.2) for i in range(12)], "planned", stated)
+    assert (one.k, one.runs, one.outcome) == (1, 12, Outcome.UNDECIDED)
+    assert "over 1 launch(es) (12 runs)" in one.summary()
+    # Six launches decide it; a launch's value is the median of its runs'.
+    runs = [run(i, f"boot-{i}", 1.2) for i in range(6)] + [run(9, "boot-0", 1.3), run(10, "boot-0", 0.5)]
+    (six,) = pooled.pool(runs, "planned", stated)
+    assert (six.k, six.runs, six.outcome) == (6, 8, Outcome.REPRODUCED)
+    (first,) = [v for v in six.launches if v.launch == "boot-0"]
+    assert (first.value, first.runs) == (pytest.approx(1.2), 3)
+    # Negative control: counted as runs, the one launch would have decided it.
+    as_runs = [
+        pooled.RunFindings(r.run, r.measured, r.findings, "") for r in [run(i, "boot-a", 1.2) for i in range(12)]
+    ]
+    (apart,) = pooled.pool(as_runs, "planned", stated)
+    assert apart.k == 12 and apart.outcome is Outcome.REPRODUCED
 
 
 def test_a_part_pools_only_runs_that_measured_it_under_the_claims_setup_and_counted_it() -> None:
@@ -303,7 +348,7 @@ CAUGHT = {
     "5 % per side": (C2_LIKE, World("slow tail", 0.10, True)),
     "Holm dropped": (U1_LIKE, World("normal", 0.10, False)),
     "t over runs": (C2_LIKE, World("slow tail", 0.10, True)),
-    "each run counted twice": (U1_LIKE, World("normal", 0.10, False)),
+    "runs of one launch counted as launches": (U1_LIKE, World("normal", 0.10, False)),
     "fixed-sample re-checked": (ONE_PART, World("slow tail", 0.10, False)),
     "a single run, no occasion handling": (ONE_PART, World("normal", 0.10, True)),
 }
@@ -372,7 +417,16 @@ def test_repro_verdicts_pools_crates_each_run_once(smoke_crate: Path, tmp_path: 
     again = craft(smoke_crate, tmp_path / "again.crate.zip")
     out = tmp_path / "verdicts.json"
     res = subprocess.run(
-        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), str(again), "--json", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "iolab.archive.pooling",
+            str(smoke_crate),
+            str(again),
+            "--no-records",
+            "--json",
+            str(out),
+        ],
         env=tool_env(),
         capture_output=True,
         text=True,
@@ -380,8 +434,10 @@ def test_repro_verdicts_pools_crates_each_run_once(smoke_crate: Path, tmp_path: 
     )
     assert res.returncode == 0, res.stderr
     assert f"{again.name} is the same run as {smoke_crate.name}: counted once" in res.stderr
-    assert res.stdout.startswith("1 run(s), each counted once (accumulating")
-    doc = json.loads(out.read_text())
+    assert res.stdout.startswith("This machine kind (vm, ") or res.stdout.startswith("This machine kind (")
+    assert "1 run(s) on 1 launch(es), each run counted once" in res.stdout.splitlines()[0]
+    (kind,) = json.loads(out.read_text())["machine_kinds"]
+    doc = kind
     with zipfile.ZipFile(smoke_crate) as z:
         findings = json.loads(z.read("paper/generated/numbers.json"))["findings"]["value"]
     assert set(doc["claims"]) == {f["claim"] for f in findings}
@@ -392,15 +448,24 @@ def test_repro_verdicts_pools_crates_each_run_once(smoke_crate: Path, tmp_path: 
     # One run decides nothing, and says so.
     assert all(c["outcome"] != Outcome.REPRODUCED.value for c in doc["claims"].values())
     planned = subprocess.run(
-        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), "--planned", "4"],
+        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), "--no-records", "--planned", "4"],
         env=tool_env(),
         capture_output=True,
         text=True,
         timeout=300,
     )
-    assert planned.returncode == 2 and "the study planned 4 runs and 1 distinct run(s) are here" in planned.stderr
+    assert planned.returncode == 2 and "the study planned 4 launches and 1 distinct launch(es) of" in planned.stderr
     plan = subprocess.run(
-        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), "--plan", "--run-hours", "0.5"],
+        [
+            sys.executable,
+            "-m",
+            "iolab.archive.pooling",
+            str(smoke_crate),
+            "--no-records",
+            "--plan",
+            "--run-hours",
+            "0.5",
+        ],
         env=tool_env(),
         capture_output=True,
         text=True,
@@ -408,17 +473,64 @@ def test_repro_verdicts_pools_crates_each_run_once(smoke_crate: Path, tmp_path: 
     )
     assert plan.returncode == 0, plan.stderr
     planned_lines = plan.stdout.split("Time to a verdict", 1)[1].splitlines()
-    assert "one run = 0.50 h, as given (--run-hours)" in planned_lines[0]
+    assert "one launch = 0.50 h, as given (--run-hours)" in planned_lines[0]
     counted = {f["claim"] for f in findings if not f.get("context") and f.get("per_rep")}
     assert counted and all(any(line.startswith(f"{c}: ") for line in planned_lines) for c in counted)
     bad = subprocess.run(
-        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), "--run-hours", "0"],
+        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), "--no-records", "--run-hours", "0"],
         env=tool_env(),
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert bad.returncode == 2 and "--run-hours 0.0: give a positive number of hours" in bad.stderr
+
+
+def test_copies_of_one_run_count_once_and_a_run_from_the_future_is_refused(smoke_crate: Path, tmp_path: Path) -> None:
+    # Twelve copies of one crate, each raw file a byte longer and every
+    # checksum recomputed: once 13 runs that decided claims from one. Now one
+    # run (same launch, first start and findings), said for each copy.
+    copies = [
+        craft(smoke_crate, tmp_path / f"copy{i}.crate.zip", replace=raw_copy(smoke_crate, str(i))) for i in range(12)
+    ]
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), *map(str, copies), "--no-records"],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.count("is the same run as") == 12
+    assert "1 run(s) on 1 launch(es)" in res.stdout.splitlines()[0]
+    # Negative control: another launch (other boot id, start and values) is another run.
+    replace, edit = another_run(smoke_crate, 3)
+    other = craft(smoke_crate, tmp_path / "other.crate.zip", replace=replace, edit_metadata=edit)
+    two = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.pooling", str(smoke_crate), str(other), "--no-records"],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert two.returncode == 0 and "2 run(s) on 2 launch(es)" in two.stdout.splitlines()[0], two.stderr
+
+    # A crate whose run starts in 2099 is not evidence: refused in one line.
+    def future(meta: dict) -> None:
+        for e in meta["@graph"]:
+            if e.get("@type") == "CreateAction" and isinstance(e.get("startTime"), str):
+                e["startTime"] = "2099-01-01T00:00:00+00:00"
+
+    late = craft(smoke_crate, tmp_path / "late.crate.zip", edit_metadata=future)
+    res = subprocess.run(
+        [sys.executable, "-m", "iolab.archive.pooling", str(late), "--no-records"],
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 1 and "lies in the future: not evidence of a run" in res.stderr
+    assert res.stderr.count("\n") == 1
 
 
 def test_a_single_runs_paper_says_how_many_runs_each_claim_needs() -> None:
@@ -446,8 +558,13 @@ def test_a_single_runs_paper_says_how_many_runs_each_claim_needs() -> None:
 def test_the_planner_prices_each_claim_in_runs_and_machine_hours() -> None:
     from iolab.analysis import planning
 
-    def pooled_part(claim: str, name: str, values: list[float], rule: Rule) -> pooled.PooledPart:
-        runs = [pooled.RunValue(f"r{i}", f"{i:03d}", v, 6) for i, v in enumerate(values)]
+    def pooled_part(
+        claim: str, name: str, values: list[float], rule: Rule, launches: list[str] | None = None
+    ) -> pooled.PooledPart:
+        runs = [
+            pooled.RunValue(f"r{i}", f"{i:03d}", v, 6, (launches or [f"boot{i}" for i in range(len(values))])[i])
+            for i, v in enumerate(values)
+        ]
         return pooled.PooledPart(claim, name, rule, values=runs, group="claims:echo:ratio")
 
     above = Rule("above", 1.0)
@@ -468,31 +585,20 @@ def test_the_planner_prices_each_claim_in_runs_and_machine_hours() -> None:
     assert plans["Y"].runs == pooled.runs_needed(0.25, 0.10, pooled.ALPHA / 2)
     assert plans["Y"].runs > pooled.runs_needed(0.25, 0.10)
     text = planning.lines(list(plans.values()), 0.5, "as given")
-    assert "X: to reproduce, about 17 runs = 8.5 machine-hours" in text[1]
-    assert text[-1] == "Every claim with a finite count: 17 runs = 8.5 machine-hours"
+    assert "X: to reproduce, about 17 launches, 2 held, 15 still to come = 7.5 machine-hours" in text[1]
+    assert text[-1] == "Every claim with a finite count: 15 more launch(es) = 7.5 machine-hours"
     # Four runs or more: the spread of their own medians, not the estimate.
     wide = pooled_part("Z", "p", [1.1 * math.exp(x) for x in (-0.3, -0.1, 0.1, 0.3)], above)
     plan = planning.plan_claim("Z", [wide], lambda p: 0.01)
-    assert plan.parts[0].sigma_from == "runs"
+    assert plan.parts[0].sigma_from == "launches"
     assert plan.parts[0].sigma == pytest.approx(np.std([-0.3, -0.1, 0.1, 0.3], ddof=1))
     # Three of the four runs under one launch: their spread is not the
     # spread between launches, so the estimate plans (the negative control:
     # counted as four launches, the runs' own spread would).
-    one_boot = {"r0": "boot-a", "r1": "boot-a", "r2": "boot-a"}
-    shared = planning.plan_claim("Z", [wide], lambda p: 0.01, lambda run: one_boot.get(run, run))
+    values = [1.1 * math.exp(x) for x in (-0.3, -0.1, 0.1, 0.3)]
+    shared_part = pooled_part("Z", "p", values, above, ["boot-a", "boot-a", "boot-a", "boot-b"])
+    shared = planning.plan_claim("Z", [shared_part], lambda p: 0.01)
     assert shared.parts[0].sigma_from == "estimate" and shared.parts[0].sigma == 0.01
     # No spread known for its quantity: no count is made up.
     unknown = planning.plan_claim("X", parts, lambda p: None)
-    assert unknown.runs is None and "more than 256 runs or unknown" in planning.lines([unknown], 0.5, "")[1]
-
-
-def test_runs_of_one_boot_are_named_as_one_launch() -> None:
-    def env(*boots: str | None) -> dict:
-        return {"nodes": {f"n{i}": {"boot_id": b} for i, b in enumerate(boots)}}
-
-    runs = [("r1", env("boot-a")), ("r2", env("boot-a")), ("r3", env("boot-b")), ("r4", env(None)), ("r5", {})]
-    assert pooling.shared_launches(runs) == [("boot-a", ["r1", "r2"])]
-    # Separate launches, and crates from before the boot id, name none.
-    assert pooling.shared_launches([("r1", env("boot-a")), ("r3", env("boot-b")), ("r4", env(None))]) == []
-    # A run whose two nodes share a boot is one run, not two launches.
-    assert pooling.shared_launches([("r1", env("boot-a", "boot-a")), ("r3", env("boot-b"))]) == []
+    assert unknown.runs is None and "more than 256 launches or unknown" in planning.lines([unknown], 0.5, "")[1]

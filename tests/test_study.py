@@ -61,28 +61,26 @@ def test_machine_identity_negative_control() -> None:
 
 
 def test_nodes_of_one_boot_plan_as_one_launch() -> None:
-    """The planner takes a part's spread from its runs only across 4
-    launches: four nodes of which three share a boot (namespaces of one VM)
-    are two, so the shipped estimate plans. Negative control: the planner's
-    default, each run a launch of its own, plans on the four nodes' spread."""
+    """The planner takes a part's spread from its launches only once 4 hold
+    it: four nodes of which three share a boot (namespaces of one VM) are
+    two launches, so the shipped estimate plans. Negative control: four
+    separate machines are four launches, and their own spread plans."""
     from iolab.analysis import planning
     from iolab.analysis.verdicts import Rule
 
-    identity = {n: _node(n, "boot-1" if n != "d" else "boot-2", f"h{n}") for n in "abcd"}
-    values = [
-        pooled.RunValue(f"node:{n}", "", 1.1 * math.exp(x), 1)
-        for n, x in zip("abcd", (-0.3, -0.1, 0.1, 0.3), strict=True)
-    ]
-    part = pooled.PooledPart("Z", "p", Rule("above", 1.0), values=values, group="claims:echo:ratio")
-    launch = study.launch_of(identity)
-    assert {launch(v.run) for v in values} == {"machine boot-1", "machine boot-2"}
-    shared = planning.plan_claim("Z", [part], lambda p: 0.01, launch)
+    def part(identity: dict[str, study.NodeRun]) -> pooled.PooledPart:
+        values = [
+            pooled.RunValue(f"node:{n}", "", 1.1 * math.exp(x), 1, identity[n].machine)
+            for n, x in zip("abcd", (-0.3, -0.1, 0.1, 0.3), strict=True)
+        ]
+        return pooled.PooledPart("Z", "p", Rule("above", 1.0), values=values, group="claims:echo:ratio")
+
+    shared_boot = {n: _node(n, "boot-1" if n != "d" else "boot-2", f"h{n}") for n in "abcd"}
+    shared = planning.plan_claim("Z", [part(shared_boot)], lambda p: 0.01)
+    assert part(shared_boot).k == 2
     assert shared.parts[0].sigma_from == "estimate" and shared.parts[0].sigma == 0.01
-    counted = planning.plan_claim("Z", [part], lambda p: 0.01)
-    assert counted.parts[0].sigma_from == "runs"
-    # Four separate machines are four launches.
     apart = {n: _node(n, f"boot-{n}", f"h{n}") for n in "abcd"}
-    assert planning.plan_claim("Z", [part], lambda p: 0.01, study.launch_of(apart)).parts[0].sigma_from == "runs"
+    assert planning.plan_claim("Z", [part(apart)], lambda p: 0.01).parts[0].sigma_from == "launches"
 
 
 def test_a_study_without_the_cost_probes_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,17 +1,18 @@
-"""Time to a verdict: how many planned runs each claim needs to be decided
-over runs (the exact sign test, 80 % power), at the spread between runs,
-from where its parts' medians lie, and what that costs in machine-hours at
-one run's measured time.
+"""Time to a verdict about the machine kind: how many launches each claim
+needs to be decided over launches (the exact sign test, 80 % power), at
+the spread between launches, from where its parts' medians lie, how many
+of those are still to come, and what they cost in machine-hours at one
+launch's measured time.
 
-A part's distance from its bound is its median over the runs pooled so far
-(one run: that run's median); its spread is the sd of the runs' medians in
-log where they come from at least ``MIN_RUNS_FOR_SD`` launches of their
-machines, else the between-occasion estimate of its quantity group
-(data/occasions.json). Runs of one launch share its occasion (its CPU
-placement), so their spread says nothing of the spread between launches. A
-claim is reproduced when every counted part is, so it needs the most runs
-any of them needs; it is refuted by its part furthest on the failing side,
-at Holm's alpha over its parts.
+A part's distance from its bound is its median over the launches pooled so
+far (one launch: its median); its spread is the sd of the launches'
+medians in log where at least ``MIN_RUNS_FOR_SD`` launches hold them, else
+the between-occasion estimate of its quantity group (data/occasions.json).
+Runs of one launch share its occasion (its CPU placement), so they count as
+one launch and their spread says nothing of the spread between launches. A
+claim is reproduced when every counted part is, so it needs the most
+launches any of them needs; it is refuted by its part furthest on the
+failing side, at Holm's alpha over its parts.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import numpy as np
 from .pooled import ALPHA, MAX_RUNS, PooledPart, runs_needed
 from .verdicts import Rule
 
-# Below this many runs the sd of their medians is too rough to plan on (2
-# degrees of freedom leave its 90 % interval a factor of 4.4 wide).
+# Below this many launches the sd of their medians is too rough to plan on
+# (2 degrees of freedom leave its 90 % interval a factor of 4.4 wide).
 MIN_RUNS_FOR_SD = 4
 
 
@@ -59,8 +60,8 @@ class PartPlan:
     part: PooledPart
     distance: float
     sigma: float | None
-    sigma_from: str  # "runs", "estimate", "sides" (every run on one side, no distance) or "" (unknown)
-    runs: int | None  # None: beyond MAX_RUNS, or no spread known
+    sigma_from: str  # "launches", "estimate", "sides" (every launch on one side, no distance) or "" (unknown)
+    runs: int | None  # launches needed in all; None: beyond MAX_RUNS, or no spread known
 
 
 @dataclass(frozen=True)
@@ -70,22 +71,22 @@ class ClaimPlan:
     direction: str  # "reproduce" or "refute" or "" (no part can be planned)
     runs: int | None
     untested: int = 0  # counted parts no run measured: reproduced, the claim stays incomplete
+    have: int = 0  # the launches its parts already hold
+
+    @property
+    def still(self) -> int | None:
+        """The launches still to come."""
+        return None if self.runs is None else max(self.runs - self.have, 0)
 
     def hours(self, run_hours: float | None) -> float | None:
-        return self.runs * run_hours if self.runs is not None and run_hours is not None else None
+        return self.still * run_hours if self.still is not None and run_hours is not None else None
 
 
-def own_launch(run: str) -> str:
-    """Each run a launch of its own (where no boot ids are known)."""
-    return run
-
-
-def run_spread(part: PooledPart, launch_of: Callable[[str], str] = own_launch) -> float | None:
-    """The sd of the log of the runs' medians, where runs from enough
-    launches (``launch_of``: a run's launch) hold them."""
-    values = np.asarray([v.value for v in part.values], dtype=float)
-    launches = {launch_of(v.run) for v in part.values}
-    if len(launches) < MIN_RUNS_FOR_SD or not np.all(values > 0):
+def run_spread(part: PooledPart) -> float | None:
+    """The sd of the log of the launches' medians, where enough launches
+    hold them."""
+    values = np.asarray([v.value for v in part.launches], dtype=float)
+    if values.size < MIN_RUNS_FOR_SD or not np.all(values > 0):
         return None
     return float(np.std(np.log(values), ddof=1))
 
@@ -96,7 +97,7 @@ def one_sided(part: PooledPart, family: int) -> PartPlan | None:
     the sign test needs its fewest runs, whatever the spread, as long as
     runs keep landing there (a plan, not a promise)."""
     assert part.rule is not None
-    sides = {part.rule.leaning(v.value) for v in part.values}
+    sides = {part.rule.leaning(v.value) for v in part.launches}
     if len(sides) != 1:
         return None
     holds = sides == {"towards reproduced"}
@@ -105,17 +106,12 @@ def one_sided(part: PooledPart, family: int) -> PartPlan | None:
     return PartPlan(part, math.inf if holds else -math.inf, None, "sides", k)
 
 
-def plan_part(
-    part: PooledPart,
-    estimate: Callable[[PooledPart], float | None],
-    family: int,
-    launch_of: Callable[[str], str] = own_launch,
-) -> PartPlan:
+def plan_part(part: PooledPart, estimate: Callable[[PooledPart], float | None], family: int) -> PartPlan:
     assert part.rule is not None
     d = distance(part.rule, part.median)
     if not math.isfinite(d) and (plan := one_sided(part, family)) is not None:
         return plan
-    sigma, source = run_spread(part, launch_of), "runs"
+    sigma, source = run_spread(part), "launches"
     if sigma is None:
         sigma, source = estimate(part), "estimate"
     if sigma is None or not math.isfinite(d):
@@ -124,36 +120,38 @@ def plan_part(
     return PartPlan(part, d, sigma, source, runs_needed(beyond(part.rule, part.median), sigma, level))
 
 
-def plan_claim(
-    claim: str,
-    parts: Sequence[PooledPart],
-    estimate: Callable[[PooledPart], float | None],
-    launch_of: Callable[[str], str] = own_launch,
-) -> ClaimPlan:
+def plan_claim(claim: str, parts: Sequence[PooledPart], estimate: Callable[[PooledPart], float | None]) -> ClaimPlan:
     mine = [p for p in parts if p.claim == claim and not p.context]
     counted = [p for p in mine if p.rule is not None and p.values]
     untested = len(mine) - len(counted)
-    plans = [plan_part(p, estimate, len(counted), launch_of) for p in counted]
+    have = min((p.k for p in counted), default=0)
+    plans = [plan_part(p, estimate, len(counted)) for p in counted]
     failing = [p for p in plans if not math.isnan(p.distance) and p.distance < 0]
     if failing:
-        # The claim falls with its first refuted part: the one needing fewest runs.
+        # The claim falls with its first refuted part: the one needing fewest launches.
         known = [p.runs for p in failing if p.runs is not None]
-        return ClaimPlan(claim, plans, "refute", min(known) if known else None, untested)
+        return ClaimPlan(claim, plans, "refute", min(known) if known else None, untested, have)
     holding = [p for p in plans if not math.isnan(p.distance)]
     if not holding:
-        return ClaimPlan(claim, plans, "", None, untested)
+        return ClaimPlan(claim, plans, "", None, untested, have)
     needs = [p.runs for p in holding if p.runs is not None]
     runs = max(needs) if len(needs) == len(holding) else None
-    return ClaimPlan(claim, plans, "reproduce", runs, untested)
+    return ClaimPlan(claim, plans, "reproduce", runs, untested, have)
 
 
 def lines(plans: Sequence[ClaimPlan], run_hours: float | None, hours_from: str) -> list[str]:
-    """The planner's report: per claim, the runs and machine-hours it needs;
-    then every testable claim together (one run measures them all, so the
-    study needs the most any claim needs)."""
+    """The planner's report: per claim, the launches it needs, how many are
+    still to come and their machine-hours; then every testable claim
+    together (one launch measures them all, so the study needs the most any
+    claim needs)."""
     out = [
-        "Time to a verdict (planned runs, the exact sign test, 80 % power, at where the parts' medians lie now"
-        + (f"; one run = {run_hours:.2f} h, {hours_from}" if run_hours is not None else "; one run's time unknown")
+        "Time to a verdict about the machine kind (planned launches, the exact sign test, 80 % power, at where "
+        "the parts' medians lie now"
+        + (
+            f"; one launch = {run_hours:.2f} h, {hours_from}"
+            if run_hours is not None
+            else "; one launch's time unknown"
+        )
         + "):"
     ]
     for c in plans:
@@ -162,7 +160,7 @@ def lines(plans: Sequence[ClaimPlan], run_hours: float | None, hours_from: str) 
         if not c.direction:
             out.append(f"{c.claim}: no part has a median that can be placed against its bound")
             continue
-        # The part that sets the count: the fewest runs among the failing
+        # The part that sets the count: the fewest launches among the failing
         # parts (refute), the most among the holding ones (reproduce).
         side_parts = [
             p for p in c.parts if not math.isnan(p.distance) and (p.distance < 0) == (c.direction == "refute")
@@ -173,18 +171,18 @@ def lines(plans: Sequence[ClaimPlan], run_hours: float | None, hours_from: str) 
         side = "failing" if worst.distance < 0 else "holding"
         name = worst.part.part.split(" [")[0]
         if worst.sigma_from == "sides":
-            where = f"every run of its part {name!r} lies on the {side} side, at a median of {worst.part.median:.3g}"
+            where = f"every launch of its part {name!r} lies on the {side} side, at a median of {worst.part.median:.3g}"
         else:
             spread = (
-                f"spread {worst.sigma:.3f} from the runs' medians"
-                if worst.sigma_from == "runs"
+                f"spread {worst.sigma:.3f} from the launches' medians"
+                if worst.sigma_from == "launches"
                 else f"spread {worst.sigma:.3f} from the occasion estimate"
                 if worst.sigma is not None
                 else "no spread known for its quantity"
             )
             where = f"its part {name!r} lies {abs(worst.distance):.0%} on the {side} side, {spread}"
         if c.runs is None:
-            out.append(f"{c.claim}: to {c.direction}, more than {MAX_RUNS} runs or unknown ({where})")
+            out.append(f"{c.claim}: to {c.direction}, more than {MAX_RUNS} launches or unknown ({where})")
         else:
             h = c.hours(run_hours)
             cost = f" = {h:.1f} machine-hours" if h is not None else ""
@@ -193,16 +191,19 @@ def lines(plans: Sequence[ClaimPlan], run_hours: float | None, hours_from: str) 
                 if c.untested and c.direction == "reproduce"
                 else ""
             )
-            out.append(f"{c.claim}: to {c.direction}, about {c.runs} runs{cost} ({where}){left}")
-    finite = [c.runs for c in plans if c.runs is not None]
+            out.append(
+                f"{c.claim}: to {c.direction}, about {c.runs} launches, {c.have} held, {c.still} still to come"
+                f"{cost} ({where}){left}"
+            )
+    finite = [c for c in plans if c.runs is not None and c.still is not None]
     beyond = [c.claim for c in plans if c.parts and c.runs is None]
     if finite:
-        k = max(finite)
+        k = max(c.still for c in finite if c.still is not None)
         total = f" = {k * run_hours:.1f} machine-hours" if run_hours is not None else ""
         out.append(
-            f"Every claim with a finite count: {k} runs{total}"
+            f"Every claim with a finite count: {k} more launch(es){total}"
             + (f"; out of reach or unknown: {', '.join(beyond)}" if beyond else "")
         )
     elif beyond:
-        out.append(f"No claim can be planned to a verdict within {MAX_RUNS} runs: {', '.join(beyond)}")
+        out.append(f"No claim can be planned to a verdict within {MAX_RUNS} launches: {', '.join(beyond)}")
     return out

@@ -1,23 +1,27 @@
-"""Verdicts pooled across runs: the run is the unit of evidence for a claim
-about a machine (Kalibera & Jones, 2013).
+"""Verdicts about **this machine kind**, pooled across launches: the launch
+is the unit of evidence for a claim about a kind of machine (Kalibera &
+Jones, 2013).
 
-A run (one occasion: a machine launch, a day, a node of a cluster) gives
-each claim part one observation, the median of the part's per-repetition
-values in that run. Repetitions within a run only make that observation
-precise; the occasion effect they share persists, so no number of them
-decides a claim about the machine. Across runs of distinct identity
-(iolab.archive.identity: a run counts once) the part's verdict is an exact
-sign test on the run medians, against the rule's bound:
+A launch (one occasion: a boot of a VM, a node of a cluster, a machine)
+gives each claim part one observation: the median of the part's
+per-repetition values in its run, or the median of its runs' medians where
+several runs measured one launch (they share its CPU placement and its
+neighbours, so they add little beyond the first). Repetitions within a run
+only make that observation precise; the occasion effect they share
+persists, so no number of them decides a claim about the machine kind.
+Across launches (runs of distinct identity, iolab.analysis.records: a run
+counts once, grouped by their boot ids) the part's verdict is an exact
+sign test on the launch values, against the rule's bound:
 
-- the estimand is the median, over occasions, of a run's median (the
-  typical run); the sign test is exact for it under any occasion law,
-  normal or skewed, with no estimate of the between-run spread;
-- ``planned``: the number of runs was fixed before looking (a cluster
-  study of k nodes): the fixed-sample test at exactly k runs;
-- ``accumulating``: runs are added and the verdict looked at again with
-  each (a store over days): the anytime-valid sign test (Robbins'
-  beta-binomial mixture, iolab.analysis.stats), in the order the runs were
-  measured, valid however often it is looked at.
+- the estimand is the median, over launches, of a launch's median (the
+  typical launch); the sign test is exact for it under any occasion law,
+  normal or skewed, with no estimate of the between-launch spread;
+- ``planned``: the number of launches was fixed before looking (a cluster
+  study of k nodes): the fixed-sample test at exactly k;
+- ``accumulating``: launches are added and the verdict looked at again
+  with each (records over days): the anytime-valid sign test (Robbins'
+  beta-binomial mixture, iolab.analysis.stats), in the order the launches
+  were first measured, valid however often it is looked at.
 
 Each way (a wrong "reproduced", a wrong "not reproduced") a claim errs at
 most ``ALPHA`` = 2.5 %: a claim is reproduced only when every counted part
@@ -60,10 +64,36 @@ MAX_RUNS = 256
 class RunValue:
     """One run's observation of a part: the median of its repetitions."""
 
-    run: str  # the run's identity (iolab.archive.identity)
+    run: str  # the run's identity (iolab.analysis.records)
     measured: str  # when its first measurement started: the order runs came in
     value: float
     reps: int
+    launch: str = ""  # its nodes' boot ids ("": unknown, the run is its own launch)
+
+    @property
+    def launch_key(self) -> str:
+        return self.launch or f"run:{self.run}"
+
+
+@dataclass(frozen=True)
+class LaunchValue:
+    """One launch's observation of a part: the median of its runs' medians."""
+
+    launch: str
+    measured: str  # its first run's first start
+    value: float
+    runs: int
+
+
+def by_launch(values: Sequence[RunValue]) -> list[LaunchValue]:
+    """Run values grouped by launch, in the order the launches came in."""
+    groups: dict[str, list[RunValue]] = {}
+    for v in sorted(values, key=lambda v: (v.measured, v.run)):
+        groups.setdefault(v.launch_key, []).append(v)
+    return [
+        LaunchValue(key, vs[0].measured, float(np.median([v.value for v in vs])), len(vs))
+        for key, vs in sorted(groups.items(), key=lambda kv: (kv[1][0].measured, kv[0]))
+    ]
 
 
 def p_side(values: np.ndarray, bound: float, side: evidence.Side, mode: Mode) -> np.ndarray:
@@ -155,11 +185,20 @@ class PooledPart:
     gate: BusyGate | None = None
 
     @property
+    def launches(self) -> list[LaunchValue]:
+        return by_launch(self.values)
+
+    @property
     def k(self) -> int:
+        """The launches behind it: the sign test's count."""
+        return len({v.launch_key for v in self.values})
+
+    @property
+    def runs(self) -> int:
         return len(self.values)
 
     def _array(self) -> np.ndarray:
-        return np.asarray([v.value for v in sorted(self.values, key=lambda v: (v.measured, v.run))], dtype=float)
+        return np.asarray([v.value for v in self.launches], dtype=float)
 
     @property
     def median(self) -> float:
@@ -222,11 +261,14 @@ class PooledPart:
         bounded = math.isfinite(low) and math.isfinite(high)
         shown = f"{self.median:.3g} [{low:.3g}, {high:.3g}]" if bounded else f"{self.median:.3g} (no interval yet)"
         part = f"{self.part} [{self.setup}]" if self.setup else self.part
-        text = f"{self.outcome.value}: {part} = {shown} over {self.k} run(s), claim {self.rule.text()}"
+        over = f"{self.k} launch(es)" + (f" ({self.runs} runs)" if self.runs != self.k else "")
+        text = f"{self.outcome.value}: {part} = {shown} over {over}, claim {self.rule.text()}"
         if self.outcome is Outcome.UNDECIDED:
             can_hold, can_fail = self.reachable
             if not (can_hold or can_fail):
-                text += f"; {runs_to_reach(ALPHA, self.mode)} runs are the fewest that can decide it"
+                text += f"; {runs_to_reach(ALPHA, self.mode)} launches are the fewest that can decide it"
+        if self.reason and self.values and not self.context:
+            text += f"; {self.reason}"
         return text
 
 
@@ -277,10 +319,11 @@ def _number(text: str) -> float:
     return float(text.replace("\u2009", "").replace(",", ""))
 
 
-def rule_of(entry: Mapping[str, Any]) -> Rule | None:
+def recorded_rule(entry: Mapping[str, Any]) -> Rule | None:
     """A finding's rule as a run recorded it: the structured fields where
     the run wrote them, else read back from its text (crates from before
-    they were written); None where neither is a rule."""
+    they were written); None where neither is a rule. Only ever compared
+    with this checkout's rules (``code_rule``), never used to judge."""
     kind, bound, margin = entry.get("rule_kind"), entry.get("bound"), entry.get("margin_share")
     if kind in ("above", "below", "within") and isinstance(bound, int | float) and math.isfinite(bound):
         m = float(margin) if isinstance(margin, int | float) and math.isfinite(margin) and margin >= 0 else 0.0
@@ -306,13 +349,29 @@ def _same_rule(a: Rule, b: Rule) -> bool:
     return a.kind == b.kind and sig(a.bound) == sig(b.bound) and sig(a.margin) == sig(b.margin)
 
 
+def code_rule(claim: str, recorded: Rule, rules: Mapping[str, Sequence[Rule]]) -> Rule | None:
+    """The rule of this checkout's that a run's part was judged by: the one
+    of ``claim``'s rules equal to what the run recorded; None where this
+    checkout states no such rule (another version of the rule, or one a
+    crate made up), and the run's part is left out."""
+    return next((r for r in rules.get(claim, ()) if _same_rule(r, recorded)), None)
+
+
+def checkout_rules() -> Mapping[str, Sequence[Rule]]:
+    """Every claim's rules as this checkout states them (iolab.analysis.claims)."""
+    from .claims import RULES
+
+    return RULES
+
+
 @dataclass(frozen=True)
 class RunFindings:
-    """One run's findings, as its numbers recorded them."""
+    """One run's findings, as its numbers recorded them, and its launch."""
 
     run: str
     measured: str
     findings: Sequence[Mapping[str, Any]]
+    launch: str = ""
 
 
 def entry_of(f: Finding) -> dict[str, Any]:
@@ -345,16 +404,20 @@ def _stand_in(f: Mapping[str, Any]) -> bool:
     return bool(f.get("stand_in")) or (str(f.get("part", "")) == LEGACY_STAND_IN and not f.get("per_rep"))
 
 
-def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
-    """Every claim part any run recorded, over the runs that measured it.
-    A run counts once (the caller keeps one crate per run identity). A part
-    is one part under one setup, counted or context as the run judged it:
-    values measured under another setup, or where the part was context,
-    never pool with the counted ones. A part's rule must be the same in
-    every run that measured it; where runs disagree (another version of the
-    rule), the part pools the runs of the newest run's rule and says how
-    many it left out. A stand-in (a run that measured the claim under
-    another setup) drops out where another run measured the claim's own.
+def pool(
+    runs: Sequence[RunFindings], mode: Mode, rules: Mapping[str, Sequence[Rule]] | None = None
+) -> list[PooledPart]:
+    """Every claim part any run recorded, over the runs that measured it,
+    grouped by launch (``PooledPart.launches``). A run counts once (the
+    caller keeps one copy per run identity). A part is one part under one
+    setup and one rule, counted or context as the run judged it: values
+    measured under another setup, or where the part was context, never pool
+    with the counted ones. The rule is this checkout's (``rules``, default
+    iolab.analysis.claims.RULES): a run that recorded a rule this checkout
+    does not state (another version of it, or one its crate made up) is
+    left out of the part, and the part says how many runs were left out and
+    why. A stand-in (a run that measured the claim under another setup)
+    drops out where another run measured the claim's own.
 
     A part a run recorded with its client-bound gate's figures
     (iolab.analysis.gates) is counted or context by one gate over all its
@@ -363,8 +426,10 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
     to test it. The gate's not-testable note stands only where that gate
     trips. Crates from before the figures were recorded keep their runs'
     own gate."""
+    stated = checkout_rules() if rules is None else rules
     seen: dict[tuple[str, str, str, bool], PooledPart] = {}
-    rules: dict[tuple[str, str, str, bool], list[tuple[str, Rule]]] = {}
+    # part key -> the runs left out of it: their recorded rule is not one this checkout states
+    unstated: dict[tuple[str, str, str, bool], int] = {}
     stand_ins: dict[str, PooledPart] = {}
     # (claim, gate key) -> run -> its gate; part key -> (claim, gate key), is it the note
     gates: dict[tuple[str, tuple[str, tuple[str, ...]]], dict[str, BusyGate]] = {}
@@ -402,26 +467,25 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
                     setup=setup,
                 ),
             )
-            rule = rule_of(f)
+            recorded = recorded_rule(f)
             values = [float(v) for v in f.get("per_rep") or [] if isinstance(v, int | float) and math.isfinite(v)]
-            if rule is None or not values:
+            if recorded is None or not values:
                 if f.get("reason") and not entry.reason:
                     entry.reason = str(f["reason"])
                 continue
-            rules.setdefault(key, []).append((run.run, rule))
+            rule = code_rule(claim, recorded, stated)
+            if rule is None or (entry.rule is not None and entry.rule != rule):
+                # Judged by a rule this checkout does not state, or by another
+                # of its rules than the part's first run: never pooled with it.
+                unstated[key] = unstated.get(key, 0) + 1
+                continue
+            entry.rule = rule
             entry.group = str(f.get("group") or "") or entry.group
-            entry.values.append(RunValue(run.run, run.measured, float(np.median(values)), len(values)))
-    for key, entry in seen.items():
-        held = rules.get(key, [])
-        if not held:
-            continue
-        newest = held[-1][1]
-        keep = {run for run, rule in held if _same_rule(rule, newest)}
-        left = len(held) - len(keep)
-        entry.rule = newest
-        entry.values = [v for v in entry.values if v.run in keep]
-        if left:
-            entry.reason = f"{left} run(s) judged it by another rule and are left out"
+            entry.values.append(RunValue(run.run, run.measured, float(np.median(values)), len(values), run.launch))
+    for key, left in unstated.items():
+        entry = seen[key]
+        said = f"{left} run(s) recorded a rule this checkout does not state for it and are left out"
+        entry.reason = f"{entry.reason}; {said}" if entry.reason else said
     for key, (gate_key, note) in gated.items():
         entry = seen[key]
         entry.gate = pooled_gate(list(gates[gate_key].values()))
@@ -442,6 +506,43 @@ def pool(runs: Sequence[RunFindings], mode: Mode) -> list[PooledPart]:
             parts.insert(0, stand_in)
     settle(parts, mode)
     return parts
+
+
+def run_verdicts(
+    findings: Sequence[Mapping[str, Any]], rules: Mapping[str, Sequence[Rule]] | None = None
+) -> dict[str, Outcome]:
+    """One run's verdicts about its own machine (its launch), from its
+    findings as recorded, judged again by this checkout's rules and error
+    budget (iolab.analysis.verdicts): per claim, from its repetitions
+    planned in advance (a part's later adaptive rounds are left out, which
+    only costs power). A part recorded under a rule this checkout does not
+    state is not judged, and its claim counts it as not testable."""
+    from .evidence import FIXED
+    from .findings import finding, not_testable
+    from .verdicts import claim_verdict, settle
+
+    stated = checkout_rules() if rules is None else rules
+    found: list[Finding] = []
+    for f in findings:
+        claim, part = str(f.get("claim", "")), str(f.get("part", ""))
+        if not claim or not part or _stand_in(f):
+            continue
+        values = [float(v) for v in f.get("per_rep") or [] if isinstance(v, int | float) and math.isfinite(v)]
+        n0 = f.get("round0")
+        if isinstance(n0, int | float) and 0 < n0 < len(values):
+            values = values[: int(n0)]
+        recorded = recorded_rule(f)
+        rule = code_rule(claim, recorded, stated) if recorded is not None else None
+        if rule is None or not values:
+            judged = not_testable(claim, part, str(f.get("reason") or "no rule of this checkout"))
+        else:
+            judged = finding(claim, part, values, rule)
+        judged.context = bool(f.get("context"))
+        found.append(judged)
+    settle(found, FIXED, 0.0, predict=False)
+    return {
+        c: claim_verdict(c, [f for f in found if f.claim == c]).outcome for c in dict.fromkeys(f.claim for f in found)
+    }
 
 
 # --- how many runs a claim needs --------------------------------------------------

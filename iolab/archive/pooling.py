@@ -1,52 +1,83 @@
-"""Verdicts pooled across archived runs (iolab.analysis.pooled): the runs in
-the store, or crates named on the command line, each counted once.
+"""Verdicts about **this machine kind**, pooled across launches
+(iolab.analysis.pooled): the runs in the store or crates named on the
+command line, and the records of earlier runs (data/records/), each run
+counted once and grouped by its launch.
 
-    python -m iolab.archive.pooling [CRATE.zip ...] [--planned K] [--json OUT]
-                                    [--plan] [--run-hours H]          (./repro verdicts ...)
+    python -m iolab.archive.pooling [CRATE.zip ...] [--records DIR | --no-records]
+                                    [--planned K] [--json OUT] [--plan] [--run-hours H]
+                                    (./repro verdicts ...)
 
-Each crate is checked first (iolab.archive.untrusted). Crates of one run
-(iolab.archive.identity) count once, and the command says which it dropped.
-By default the runs accumulate (a store over days, looked at again with
-every run): the anytime-valid sign test. ``--planned K`` says the study
-fixed its K runs in advance (a cluster of K nodes): the exact sign test,
-and only once all K are in. ``--plan`` adds the time to a verdict: the
-runs each claim needs (80 % power) at where its parts lie and at the
-spread between runs, times one run's time on this machine (its last run's
-benchmark files, else the runs' own, else ``--run-hours``).
+Each crate is checked first (iolab.archive.untrusted), each record too
+(iolab.analysis.records); copies of one run count once, and the command
+says which it dropped. A record whose crate is here is checked against it
+(its crate's SHA-256 and its findings) and left out, said, where they
+disagree. Runs are judged per machine kind (iolab.analysis.records.
+machine_kind): a verdict about one kind never counts another's launches.
+Every part is judged by this checkout's claims, never by a rule a crate or
+a record carries. By default the launches accumulate (records over days,
+looked at again with every run): the anytime-valid sign test. ``--planned
+K`` says the study fixed its K launches in advance (a cluster of K nodes):
+the exact sign test, and only once all K are in. ``--plan`` adds the time
+to a verdict: the launches each claim still needs (80 % power) at where
+its parts lie and at the spread between launches, times one launch's time
+(the short ``claims`` profile's where records give it, else this
+checkout's last run, else ``--run-hours``).
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import atomic, paths
-from ..analysis import occasions, planning, pooled
+from ..analysis import claims, occasions, planning, pooled, records
+from ..analysis.records import RunIdentity
 from ..analysis.verdicts import Outcome
+from ..readers import sha256
 from ..report import artifact
 from . import compare, identity, store
+from .recording import findings_of
 from .untrusted import CrateError, shown
+
+# The profile that measures only what the claims read: what a launch costs.
+SHORT_PROFILE = "claims"
 
 
 @dataclass(frozen=True)
 class PooledRun:
+    """A crate's run, checked and read."""
+
     crate: Path
     run: compare.Run
 
     @property
-    def ident(self) -> identity.RunIdentity:
+    def ident(self) -> RunIdentity:
         assert self.run.identity is not None
         return self.run.identity
 
 
-def findings_of(run: compare.Run) -> list[dict[str, Any]]:
-    entry = run.numbers.get("findings")
-    rows = entry.get("value") if isinstance(entry, dict) else None
-    return [f for f in rows if isinstance(f, dict)] if isinstance(rows, list) else []
+@dataclass(frozen=True)
+class Evidence:
+    """One run pooled: from its crate, or from its record alone."""
+
+    source: str  # the crate's or the record's file name
+    identity: RunIdentity
+    machine: str
+    measured: str
+    findings: Sequence[dict[str, Any]]
+    run: compare.Run | None = None  # the crate's run, where there is a crate
+    profile: str = ""
+    run_seconds: float | None = None
+    kind: str = field(default="crate")  # "crate" or "record"
+
+    @property
+    def launch(self) -> str:
+        return self.identity.launch
 
 
 def load_runs(crates: Sequence[Path], say: Any = print) -> list[PooledRun]:
@@ -58,64 +89,145 @@ def load_runs(crates: Sequence[Path], say: Any = print) -> list[PooledRun]:
     return kept
 
 
-def shared_launches(runs: Sequence[tuple[str, Any]]) -> list[tuple[str, list[str]]]:
-    """(boot id, runs) for each kernel boot that two or more of ``runs``
-    ((ident, archive/environment.json) pairs) measured under; crates from
-    before the boot id was recorded name none."""
-
-    def boots(environment: Any) -> list[str]:
-        nodes = environment.get("nodes") if isinstance(environment, dict) else None
-        found = {n.get("boot_id") for n in nodes.values() if isinstance(n, dict)} if isinstance(nodes, dict) else set()
-        return sorted(b for b in found if isinstance(b, str))
-
-    return list(identity.sharing((ident, boot) for ident, environment in runs for boot in boots(environment)).items())
-
-
-def pool_runs(runs: Sequence[PooledRun], mode: pooled.Mode) -> list[pooled.PooledPart]:
-    return pooled.pool(
-        [pooled.RunFindings(r.ident.ident, r.run.measured or r.run.published, findings_of(r.run)) for r in runs], mode
+def of_crate(r: PooledRun) -> Evidence:
+    nodes = r.run.environment.get("nodes")
+    seconds = r.run.numbers.get("artifact_run_seconds")
+    value = seconds.get("value") if isinstance(seconds, dict) else None
+    return Evidence(
+        r.crate.name,
+        r.ident,
+        records.machine_kind(nodes if isinstance(nodes, dict) else {}),
+        r.run.measured or r.run.published,
+        findings_of(r.run),
+        r.run,
+        run_seconds=float(value) if isinstance(value, int | float) and value > 0 else None,
     )
 
 
-def report(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], mode: pooled.Mode) -> list[str]:
-    """The verdict of every claim over the runs, then its parts."""
+def of_record(rec: records.RunRecord, name: str) -> Evidence:
+    return Evidence(
+        name,
+        rec.identity,
+        rec.machine,
+        rec.identity.first_start,
+        list(rec.findings),
+        None,
+        rec.profile,
+        rec.run_seconds,
+        "record",
+    )
+
+
+def gather(crates: Sequence[Path], record_dir: Path | None, say: Callable[[str], None] = print) -> list[Evidence]:
+    """The crates' runs and the records', each run once: a record of a run
+    whose crate is here is checked against that crate; one that disagrees
+    with it is left out, said."""
+    runs = load_runs(crates, say=say)
+    out = [of_crate(r) for r in runs]
+    digests = {r.crate.name: sha256(r.crate) for r in runs}
+    if record_dir is None:
+        return out
+    for path in sorted(record_dir.glob(f"*{records.SUFFIX}")) if record_dir.is_dir() else []:
+        try:
+            rec = records.read(path, claims.CLAIM_TESTS)
+        except records.RecordError as e:
+            say(f"verdicts: record {e}: left out")
+            continue
+        twin = next((e for e in out if e.identity.same_run(rec.identity)), None)
+        if twin is None:
+            out.append(of_record(rec, path.name))
+            continue
+        if twin.kind == "crate" and (
+            (rec.crate_sha256 and rec.crate_sha256 != digests[twin.source])
+            or (rec.identity.findings != twin.identity.findings)
+        ):
+            say(f"verdicts: record {path.name} does not match its run's crate {twin.source}: the record is left out")
+        elif twin.kind == "record":
+            say(f"verdicts: record {path.name} is the same run as record {twin.source}: counted once")
+    return out
+
+
+def by_machine(evidence: Sequence[Evidence]) -> list[tuple[str, list[Evidence]]]:
+    """The runs grouped by machine kind, the kind with the most launches first."""
+    groups: dict[str, list[Evidence]] = {}
+    for e in evidence:
+        groups.setdefault(e.machine, []).append(e)
+
+    def launches(es: Sequence[Evidence]) -> int:
+        return len({e.launch or e.identity.ident for e in es})
+
+    return sorted(groups.items(), key=lambda kv: (-launches(kv[1]), kv[0]))
+
+
+def pool_evidence(evidence: Sequence[Evidence], mode: pooled.Mode) -> list[pooled.PooledPart]:
+    return pooled.pool([pooled.RunFindings(e.identity.ident, e.measured, e.findings, e.launch) for e in evidence], mode)
+
+
+def pool_runs(runs: Sequence[PooledRun], mode: pooled.Mode) -> list[pooled.PooledPart]:
+    return pool_evidence([of_crate(r) for r in runs], mode)
+
+
+def report(
+    machine: str, evidence: Sequence[Evidence], parts: Sequence[pooled.PooledPart], mode: pooled.Mode
+) -> list[str]:
+    """The verdict of every claim over one machine kind's launches, then its parts."""
+    launches = {e.launch or e.identity.ident for e in evidence}
     lines = [
-        f"{len(runs)} run(s), each counted once ({'planned' if mode == 'planned' else 'accumulating'}: "
+        f"This machine kind ({shown(machine, 120)}): {len(evidence)} run(s) on {len(launches)} launch(es), each run "
+        f"counted once, a launch's runs as one value ({'planned' if mode == 'planned' else 'accumulating'}: "
         + (
-            "the exact sign test over runs fixed in advance"
+            "the exact sign test over launches fixed in advance"
             if mode == "planned"
             else "the anytime-valid sign test, valid however often it is looked at"
         )
         + "):"
     ]
-    for r in runs:
-        lines.append(f"  run {r.ident.ident}: {shown(r.crate.name, 80)}, measured {r.run.measured[:16] or '?'}")
-    for boot, idents in shared_launches([(r.ident.ident, r.run.environment) for r in runs]):
+    for e in sorted(evidence, key=lambda e: (e.measured, e.identity.ident)):
         lines.append(
-            f"  runs {', '.join(idents)} were measured under one boot of their machine (boot id {shown(boot, 40)}): "
-            "occasions of one launch, which share its CPU placement (docs/method.md)"
+            f"  run {e.identity.ident}: {e.kind} {shown(e.source, 80)}, measured {e.measured[:16] or '?'}, "
+            f"launch {shown(e.launch[:8], 12) or 'unknown'}"
         )
-    differ = compare.key_differences([r.run for r in runs]) if len(runs) > 1 else []
+    with_runs = [e.run for e in evidence if e.run is not None]
+    differ = compare.key_differences(with_runs) if len(with_runs) > 1 else []
     if differ:
         lines.append(
-            f"  the runs differ in {len(differ)} field(s) of their comparison key: {', '.join(differ[:6])}"
+            f"  the crates differ in {len(differ)} field(s) of their comparison key: {', '.join(differ[:6])}"
             + (", …" if len(differ) > 6 else "")
         )
-    return lines + claim_lines(parts, mode)
+    return lines + claim_lines(parts, mode, machine_verdicts(evidence))
 
 
-def claim_lines(parts: Sequence[pooled.PooledPart], mode: pooled.Mode) -> list[str]:
-    """Each claim's pooled verdict, then its parts, one line each."""
+def machine_verdicts(evidence: Sequence[Evidence]) -> dict[str, str]:
+    """Per claim: the runs' verdicts about their own machines, counted by
+    outcome ("undecided at this precision in 3 runs, reproduced in 1"),
+    each run judged again from its repetitions by this checkout's rules."""
+    counts: dict[str, dict[str, int]] = {}
+    for e in evidence:
+        for claim, outcome in pooled.run_verdicts(e.findings).items():
+            by = counts.setdefault(claim, {})
+            by[outcome.value] = by.get(outcome.value, 0) + 1
+    return {
+        claim: ", ".join(f"{o} in {n} run{'s' if n != 1 else ''}" for o, n in sorted(by.items(), key=lambda x: -x[1]))
+        for claim, by in counts.items()
+    }
+
+
+def claim_lines(
+    parts: Sequence[pooled.PooledPart], mode: pooled.Mode, machines: dict[str, str] | None = None
+) -> list[str]:
+    """Each claim's pooled verdict (and, given ``machines``, its runs'
+    verdicts about their own machines), then its parts, one line each."""
     lines = [
-        f"A part is reproduced from {pooled.runs_to_reach(pooled.ALPHA, mode)} runs on; "
-        "a claim of m parts is not reproduced from the runs Holm's alpha/m needs."
+        f"A part is reproduced from {pooled.runs_to_reach(pooled.ALPHA, mode)} launches on; "
+        "a claim of m parts is not reproduced from the launches Holm's alpha/m needs."
     ]
     for claim in sorted({p.claim for p in parts}):
         mine = [p for p in parts if p.claim == claim]
         verdict = pooled.claim_verdict(claim, mine)
         counted = [p for p in mine if not p.context]
         k = max((p.k for p in counted), default=0)
-        lines.append(f"{claim}: {verdict.line()}, over {k} run(s)")
+        each = f"; this machine, run by run: {machines[claim]}" if machines and claim in machines else ""
+        lines.append(f"{claim}: this machine kind: {verdict.line()}, over {k} launch(es){each}")
         for p in mine:
             why = p.gate.reason() if p.context and p.gate is not None else ""
             mark = f" (context: {why})" if why else " (context)" if p.context else ""
@@ -123,26 +235,46 @@ def claim_lines(parts: Sequence[pooled.PooledPart], mode: pooled.Mode) -> list[s
     return lines
 
 
-def as_json(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], mode: pooled.Mode) -> dict[str, Any]:
+def as_json(
+    groups: Sequence[tuple[str, Sequence[Evidence], Sequence[pooled.PooledPart]]], mode: pooled.Mode
+) -> dict[str, Any]:
     return {
         "mode": mode,
-        "runs": [{"run": r.ident.ident, "crate": r.crate.name, "measured": r.run.measured} for r in runs],
-        "claims": claims_json(parts),
+        "machine_kinds": [
+            {
+                "machine": machine,
+                "runs": [
+                    {
+                        "run": e.identity.ident,
+                        "source": e.source,
+                        "kind": e.kind,
+                        "measured": e.measured,
+                        "launch": e.launch,
+                    }
+                    for e in evidence
+                ],
+                "launches": len({e.launch or e.identity.ident for e in evidence}),
+                "claims": claims_json(parts),
+            }
+            for machine, evidence, parts in groups
+        ],
     }
 
 
 def claims_json(parts: Sequence[pooled.PooledPart]) -> dict[str, Any]:
     """Each claim's pooled verdict and its parts, as data."""
-    claims = sorted({p.claim for p in parts})
-    return {
-        c: {
-            "outcome": pooled.claim_verdict(c, [p for p in parts if p.claim == c]).outcome.value,
-            "line": pooled.claim_verdict(c, [p for p in parts if p.claim == c]).line(),
+    out: dict[str, Any] = {}
+    for c in sorted({p.claim for p in parts}):
+        verdict = pooled.claim_verdict(c, [p for p in parts if p.claim == c])
+        out[c] = {
+            "outcome": verdict.outcome.value,
+            "line": verdict.line(),
             "parts": [
                 {
                     "part": p.part,
                     "outcome": p.outcome.value,
-                    "runs": p.k,
+                    "launches": p.k,
+                    "runs": p.runs,
                     "median": p.median if p.values else None,
                     "rule": p.rule.text() if p.rule else "",
                     "context": p.context,
@@ -152,56 +284,34 @@ def claims_json(parts: Sequence[pooled.PooledPart]) -> dict[str, Any]:
                 if p.claim == c
             ],
         }
-        for c in claims
-    }
+    return out
 
 
-def run_hours(runs: Sequence[PooledRun], given: float | None) -> tuple[float | None, str]:
-    """One run's hours on this machine, and where the figure comes from."""
+def run_hours(evidence: Sequence[Evidence], given: float | None) -> tuple[float | None, str]:
+    """One launch's hours, and where the figure comes from: as given; the
+    short profile's runs where records give their time; this checkout's
+    last run; else the pooled runs' own."""
     if given is not None:
         return given, "as given (--run-hours)"
+    short = sorted(e.run_seconds for e in evidence if e.profile == SHORT_PROFILE and e.run_seconds)
+    if short:
+        return statistics.median(short) / 3600, f"the median of {len(short)} run(s) of the {SHORT_PROFILE} profile"
     here = artifact.run_seconds()
     if here is not None:
         return here / 3600, "this checkout's last run (its measurement and notebook jobs)"
-    seen = [
-        float(v["value"])
-        for r in runs
-        for v in [r.run.numbers.get("artifact_run_seconds")]
-        if isinstance(v, dict) and isinstance(v.get("value"), int | float) and v["value"] > 0
-    ]
+    seen = sorted(e.run_seconds for e in evidence if e.run_seconds)
     if seen:
-        seen.sort()
-        return seen[len(seen) // 2] / 3600, f"the median of {len(seen)} pooled run(s)' measurement and notebook jobs"
+        return statistics.median(seen) / 3600, f"the median of {len(seen)} pooled run(s)' measurement and notebook jobs"
     return None, ""
 
 
-def run_launches(runs: Sequence[PooledRun]) -> Callable[[str], str]:
-    """A run's launch: the kernel boot it shares with another of ``runs``,
-    else the run itself."""
-    launch = {
-        ident: boot
-        for boot, idents in shared_launches([(r.ident.ident, r.run.environment) for r in runs])
-        for ident in idents
-    }
-    return lambda run: launch.get(run, run)
-
-
-def plan_lines(runs: Sequence[PooledRun], parts: Sequence[pooled.PooledPart], given: float | None) -> list[str]:
-    return time_to_verdict(parts, *run_hours(runs, given), launch_of=run_launches(runs))
-
-
-def time_to_verdict(
-    parts: Sequence[pooled.PooledPart],
-    hours: float | None,
-    source: str,
-    launch_of: Callable[[str], str] = planning.own_launch,
-) -> list[str]:
-    """The runs and machine-hours each claim needs, at the spread between
-    its parts' runs where they come from enough launches (``launch_of``: a
-    run's launch), else at the shipped between-run spread."""
+def time_to_verdict(parts: Sequence[pooled.PooledPart], hours: float | None, source: str) -> list[str]:
+    """The launches and machine-hours each claim still needs, at the spread
+    between its parts' launches where they come from enough of them, else
+    at the shipped between-occasion spread."""
     estimate = occasions.load()
     plans = [
-        planning.plan_claim(c, parts, lambda p: estimate.sigma(p.group) if p.group else None, launch_of)
+        planning.plan_claim(c, parts, lambda p: estimate.sigma(p.group) if p.group else None)
         for c in sorted({p.claim for p in parts})
     ]
     return planning.lines(plans, hours, source)
@@ -221,55 +331,71 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"the store (default {paths.relative(store.DEFAULT_STORE)})",
     )
     ap.add_argument(
+        "--records",
+        type=Path,
+        default=records.DIRECTORY,
+        help=f"the records of earlier runs to pool too (default {paths.relative(records.DIRECTORY)})",
+    )
+    ap.add_argument("--no-records", action="store_true", help="pool the crates alone")
+    ap.add_argument(
         "--planned",
         type=int,
         metavar="K",
-        help="the study fixed K runs in advance: the exact test, once all K are in",
+        help="the study fixed K launches in advance: the exact test, once all K are in",
     )
     ap.add_argument("--json", type=Path, help="also write the verdicts as JSON here")
-    ap.add_argument("--plan", action="store_true", help="also print the runs and machine-hours each claim needs")
+    ap.add_argument("--plan", action="store_true", help="also print the launches and machine-hours each claim needs")
     ap.add_argument(
-        "--run-hours", type=float, metavar="H", help="one run's hours on this machine (default: from its last run)"
+        "--run-hours", type=float, metavar="H", help="one launch's hours (default: the claims profile's, from records)"
     )
     args = ap.parse_args(argv)
+    if args.run_hours is not None and not args.run_hours > 0:
+        print(f"verdicts: --run-hours {args.run_hours}: give a positive number of hours", file=sys.stderr)
+        return 2
     crates = list(args.crates)
-    if not crates:
-        if not args.db.exists():
-            print(
-                f"verdicts: {paths.relative(args.db)} holds no run: archive runs with ./repro archive, "
-                "add crates with ./repro store add, or name crates",
-                file=sys.stderr,
-            )
-            return 1
+    if not crates and args.db.exists():
         crates = [Path(r.path) for r in store.records(args.db)]
     try:
-        runs = load_runs(crates, say=lambda s: print(s, file=sys.stderr))
+        evidence = gather(crates, None if args.no_records else args.records, say=lambda s: print(s, file=sys.stderr))
     except (CrateError, OSError, store.StoreError) as e:
         print(f"verdicts: {e}", file=sys.stderr)
         return 1
-    mode: pooled.Mode = "planned" if args.planned else "accumulating"
-    if args.planned and len(runs) != args.planned:
+    if not evidence:
         print(
-            f"verdicts: the study planned {args.planned} runs and {len(runs)} distinct run(s) are here: a planned "
-            "test is judged once, on exactly its runs (drop --planned to judge them as they accumulate)",
+            "verdicts: no run to pool: archive runs with ./repro archive (which also writes their records), "
+            "add crates with ./repro store add, or name crates",
             file=sys.stderr,
         )
-        return 2
-    parts = pool_runs(runs, mode)
-    print("\n".join(report(runs, parts, mode)))
-    if args.plan or args.run_hours is not None:
-        if args.run_hours is not None and not args.run_hours > 0:
-            print(f"verdicts: --run-hours {args.run_hours}: give a positive number of hours", file=sys.stderr)
+        return 1
+    mode: pooled.Mode = "planned" if args.planned else "accumulating"
+    groups = []
+    for machine, mine in by_machine(evidence):
+        launches = len({e.launch or e.identity.ident for e in mine})
+        if args.planned and launches != args.planned:
+            print(
+                f"verdicts: the study planned {args.planned} launches and {launches} distinct launch(es) of "
+                f"{shown(machine, 80)} are here: a planned test is judged once, on exactly its launches "
+                "(drop --planned to judge them as they accumulate)",
+                file=sys.stderr,
+            )
             return 2
-        print("\n".join(plan_lines(runs, parts, args.run_hours)))
+        parts = pool_evidence(mine, mode)
+        groups.append((machine, mine, parts))
+        print("\n".join(report(machine, mine, parts, mode)))
+        if args.plan or args.run_hours is not None:
+            print("\n".join(time_to_verdict(parts, *run_hours(mine, args.run_hours))))
     if args.json:
-        atomic.write_json(args.json, as_json(runs, parts, mode))
-    decided = sum(
-        pooled.claim_verdict(c, [p for p in parts if p.claim == c]).outcome
-        in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED)
-        for c in {p.claim for p in parts}
-    )
-    print(f"verdicts: {decided} claim(s) decided over {len(runs)} run(s)", file=sys.stderr)
+        atomic.write_json(args.json, as_json(groups, mode))
+    for machine, mine, parts in groups:
+        decided = sum(
+            pooled.claim_verdict(c, [p for p in parts if p.claim == c]).outcome
+            in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED)
+            for c in {p.claim for p in parts}
+        )
+        launches = len({e.launch or e.identity.ident for e in mine})
+        print(
+            f"verdicts: {decided} claim(s) decided over {launches} launch(es) of {shown(machine, 80)}", file=sys.stderr
+        )
     return 0
 
 

@@ -186,6 +186,9 @@ class Site:
         self.claim_files = {
             c: _file_name(c, taken) for c in sorted({v.claim for vs in self.verdicts.values() for v in vs})
         }
+        # The verdicts about each machine kind, over the stored runs and the
+        # records of earlier runs (data/records/), each run once, by launch.
+        self.kinds = self.kind_verdicts(root)
         self.common = {
             "built": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "run_count": len(self.records),
@@ -194,6 +197,32 @@ class Site:
         }
         self.pages = 0
         self.charts = 0
+
+    def kind_verdicts(self, root: Path) -> dict[str, list[dict[str, Any]]]:
+        """Per claim: each machine kind's verdict over its launches."""
+        from ..analysis import pooled
+        from . import pooling
+
+        evidence = pooling.gather(
+            [Path(r.path) for r in self.records if Path(r.path).exists()], root / "data" / "records", say=lambda s: None
+        )
+        out: dict[str, list[dict[str, Any]]] = {}
+        for machine, mine in pooling.by_machine(evidence):
+            parts = pooling.pool_evidence(mine, "accumulating")
+            launches = len({e.launch or e.identity.ident for e in mine})
+            for claim in sorted({p.claim for p in parts}):
+                verdict = pooled.claim_verdict(claim, [p for p in parts if p.claim == claim])
+                out.setdefault(claim, []).append(
+                    {
+                        "machine": machine,
+                        "launches": launches,
+                        "runs": len(mine),
+                        "outcome": verdict.outcome.value,
+                        "css": outcome_class(verdict.outcome.value),
+                        "line": verdict.line(),
+                    }
+                )
+        return out
 
     def write(self, target: Path, template: str, **values: Any) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -361,6 +390,7 @@ class Site:
             "claim.html",
             title=f"Claim {claim}",
             claim=claim,
+            kinds=self.kinds.get(claim, []),
             parts=[{"part": p, "rows": rows} for p, rows in sorted(parts.items())],
         )
 

@@ -22,7 +22,7 @@ import json
 import shutil
 import statistics
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,17 +57,6 @@ class NodeRun:
         """What makes two nodes one machine: the running kernel's boot id
         (the hostname where an older sidecar has none)."""
         return self.boot_id or f"host {self.hostname}"
-
-
-def launch_of(identity: dict[str, NodeRun]) -> Callable[[str], str]:
-    """A study run's launch, for the planner: node runs are named
-    ``node:<name>``, and nodes on one machine (one boot) are one launch."""
-
-    def launch(run: str) -> str:
-        node = identity.get(run.removeprefix("node:"))
-        return f"machine {node.machine}" if node else run
-
-    return launch
 
 
 def node_identities(tables_dir: Path) -> dict[str, NodeRun]:
@@ -166,7 +155,12 @@ def study(
         )
     identity = node_identities(tables_dir)
     runs = [
-        pooled.RunFindings(f"node:{n}", identity[n].started if n in identity else "", rows)
+        pooled.RunFindings(
+            f"node:{n}",
+            identity[n].started if n in identity else "",
+            rows,
+            identity[n].machine if n in identity else "",
+        )
         for n, rows in findings_by_node(loaded, nodes).items()
     ]
     parts = pooled.pool(runs, "planned")
@@ -198,7 +192,7 @@ def study(
         lines.append(f"study: {NOT_INDEPENDENT}: no sidecar names the machine of {', '.join(unknown)}")
     lines += pooling.claim_lines(parts, "planned")
     hours, source = run_hours(nodes, given_hours)
-    lines += pooling.time_to_verdict(parts, hours, source, launch_of=launch_of(identity))
+    lines += pooling.time_to_verdict(parts, hours, source)
     verdicts = pooling.claims_json(parts)
     if not independent:
         for v in verdicts.values():
