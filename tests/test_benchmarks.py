@@ -200,21 +200,38 @@ def test_warmup_length_finds_a_shift_only_where_the_shorter_warmup_made_one() ->
     assert rows["all", "server_cpu"]["n"] == 16 and rows["all", "server_cpu"]["bias"] > 0
 
 
-def test_run_spread_gives_each_counted_parts_spread_over_runs_and_their_launches() -> None:
-    from iolab.analysis import pooled
-    from iolab.analysis.verdicts import Rule
+def test_variance_components_reads_records_and_gives_each_level(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from iolab.analysis import records
 
-    module = load_benchmark("run_spread")
-    medians = [1.0, 1.1, 0.9, 1.05]
-    runs = [pooled.RunValue(f"r{i}", f"{i:03d}", v, 6) for i, v in enumerate(medians)]
-    parts = [
-        pooled.PooledPart("U1", "counted", Rule("above", 0.95), values=runs),
-        pooled.PooledPart("U1", "context", Rule("above", 0.95), True, values=runs),
-        pooled.PooledPart("U1", "three runs", Rule("above", 0.95), values=runs[:3]),
-    ]
-    launch = {"r0": "a", "r1": "a", "r2": "b", "r3": "b"}
-    (row,) = module.part_spreads(parts, launch.__getitem__, 4)
-    assert (row.part, row.runs, row.launches) == ("counted", 4, 2)
-    assert row.sd == pytest.approx(float(np.std(np.log(medians), ddof=1)))
-    assert row.low < row.sd < row.high
-    assert [r.part for r in module.part_spreads(parts, launch.__getitem__, 3)] == ["counted", "three runs"]
+    module = load_benchmark("variance_components")
+    rng = np.random.default_rng(2)
+    for launch in range(4):
+        effect = rng.normal(0, 0.1)
+        for run in range(2):
+            values = [float(np.exp(effect + rng.normal(0, 0.05))) for _ in range(6)]
+            findings = (
+                {
+                    "claim": "U1",
+                    "part": "p",
+                    "rule_kind": "above",
+                    "bound": 0.95,
+                    "margin_share": 0.0,
+                    "per_rep": values,
+                },
+            )
+            identity = records.RunIdentity(
+                "10a8834",
+                f"2026-12-0{launch + 1}T0{run}:00:00+00:00",
+                launch=f"{launch:08x}-0000-4000-8000-000000000000",
+                findings=records.findings_digest(findings),
+            )
+            records.RunRecord(identity, "vm, 2 CPUs, Linux 6.18, mitigations on", "", "default", findings).write(
+                tmp_path
+            )
+    assert module.main(["--records", str(tmp_path), "--boots", "10"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("8 run(s) on 4 launch(es):")
+    assert "U1: p" in out and "(4 launches, 8 runs)" in out
+    assert "echo servers (U1-U6)" in out and "lag-1 autocorrelation" in out
