@@ -39,6 +39,10 @@ trace_table = "auto"  # bpftrace counts (U5: io-wq use); "" when the trace exper
 node = ""  # "": the first node in name order
 anytime_after = 0  # adaptive precision is on, with a round 0 of this many repetitions: 0 if it is off
 reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
+# Records of earlier launches the verdicts about the machine kind pool, read
+# when the notebook runs (./repro figures re-reads them): "auto" the
+# checkout's data/records/, "" none, or a folder.
+records_dir = "auto"
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/claims.json"
 manifest_out = "results/by-hand/figures/claims.json"
@@ -107,6 +111,7 @@ plt.show()
 # %%
 cost = costmodel.per_rep(costmodel.per_rep_inputs(syscall, sendrecv, uring, node=node))
 numbers.claims_numbers(out, findings)
+numbers.claim_scopes(out, findings, [syscall, sendrecv, uring, echo, mpi], syscall, node, records_dir)
 numbers.claims_setups(out, syscall=syscall, echo=echo, mpi=mpi, node=node)
 out.text("regime_sentence", numbers.regime_sentence(cost, models.node_context(syscall, node)["mitigations"]))
 numbers.headline(out, findings=findings, syscall=syscall, cost=cost, echo=echo, node=node)

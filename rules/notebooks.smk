@@ -15,8 +15,8 @@ for _notebook in NOTEBOOKS_ON:
             notebook=f"notebooks/{_notebook}.py",
             tables=notebook_tables(_notebook),
             code=notebook_code(_notebook),
-            # The between-run spread every prediction interval and each
-            # claim's occasion allowance read (iolab.analysis.occasions).
+            # The between-occasion spread every prediction interval and the
+            # launch planner read (iolab.analysis.occasions).
             occasions="data/occasions.json",
             captions=[caption_file(figure) for figure in NOTEBOOK_FIGURES[_notebook]],
             plans=lambda w, notebook=_notebook: notebook_plans(notebook),

@@ -20,15 +20,15 @@ from ..analysis import (
     echostats,
     evidence,
     models,
-    occasions,
     power,
+    records,
     setups,
 )
 from ..analysis.claims import faithful
 from ..analysis.stats import ESTIMATOR, across_reps
 from ..analysis.verdicts import RULE_TEXT, Finding, Outcome, error_text
 from ..rooms.context import software
-from . import over_runs
+from . import over_runs, scopes
 from .claim_texts import (
     ESTIMAND,
     claim_verdict_objects,
@@ -39,6 +39,7 @@ from .claim_texts import (
     short_reason,
 )
 from .outputs import Outputs
+from .summary import CLAIM_WORDS
 
 COST_QUANTITIES = (
     "w_send",
@@ -277,7 +278,7 @@ def claims_numbers(
     out.text("method_estimand", ESTIMAND)
     out.text("method_rule", RULE_TEXT)
     budget = next((f.budget for f in findings if f.rule is not None and f.estimate is not None), evidence.FIXED)
-    out.text("method_error", error_text(budget, occasions.load().source()))
+    out.text("method_error", error_text(budget))
     out.text("method_occasions", occasions_sentence())
     out.text("method_interval", interval_sentence([len(f.per_rep) for f in findings if f.estimate is not None] or [6]))
     verdicts = claim_verdict_objects(findings)
@@ -324,6 +325,38 @@ def claims_numbers(
     for o, n in counts.items():
         out.number(f"findings_{o.name.lower()}", n)
     out.rows("claims_tested", claims_tested(findings))
+
+
+def claim_scopes(
+    out: Outputs,
+    findings: Sequence[Finding],
+    tables: Sequence[pd.DataFrame | None],
+    syscall: pd.DataFrame,
+    node: str,
+    record_dir: Path | str = "auto",
+) -> scopes.KindPool:
+    """Each claim's two verdicts (iolab.report.scopes): about this machine,
+    from this run, and about this machine kind, over this run and the
+    records of earlier launches of its kind; the claims table, one line per
+    claim; and what the verdicts about the kind rest on and still need.
+    ``record_dir``: "auto" (data/records/), "" (none) or a folder."""
+    machine = scopes.machine_of(syscall, node)
+    folder = records.DIRECTORY if record_dir == "auto" else Path(record_dir) if record_dir else None
+    pool = scopes.pool_kind(scopes.this_run(findings, tables, node), machine, folder)
+    kind = scopes.kind_verdicts(pool)
+    out.text("scopes_method", scopes.SCOPES_TEXT)
+    out.text("kind_machine", machine)
+    out.number("kind_launches", pool.launches)
+    out.number("kind_runs", pool.runs)
+    for claim, k in kind.items():
+        out.text(f"{claim.lower()}_kind", k.text())
+    needed = scopes.launches_needed(kind)
+    if needed is not None:
+        out.number("kind_launches_needed", needed)
+    if pool.said:
+        out.text("kind_records_left_out", "; ".join(pool.said))
+    out.rows("claims_table", scopes.claims_table(findings, kind, CLAIM_WORDS))
+    return pool
 
 
 def claims_tested(findings: Sequence[Finding] = ()) -> pd.DataFrame:

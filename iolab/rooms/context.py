@@ -116,6 +116,10 @@ def context(raw: Path) -> dict[str, Any]:
         # "tcg": an emulated guest, for functional tests only (see load()).
         "accel": side.get("accel") or "",
         "raw_file": paths.relative(raw),
+        # The launch it was measured on (its kernel's boot id) and when: a
+        # run's identity for the verdicts about the machine kind.
+        "boot_id": str((side.get("host") or {}).get("boot_id") or ""),
+        "started": str(side.get("started") or ""),
     }
 
 
