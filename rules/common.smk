@@ -31,7 +31,29 @@ def fail_config(message):
     sys.exit(1)
 
 
+def strict_config():
+    """The config as iolab reads its files (iolab.yamlfile): no anchors or
+    aliases (nested aliases stand for billions of values that validation
+    would walk for hours), text only, YAML 1.2 numbers (Snakemake's loader
+    reads 1e-9 as a string). The same files in the same order as Snakemake
+    merged them: the Snakefile's configfiles, then --configfile's, then --config."""
+    from copy import deepcopy
+
+    from iolab.config import merge, read_file
+
+    given = [Path(p) for p in workflow.overwrite_configfiles]
+    ours = [] if workflow.config_settings.replace_workflow_config else [
+        Path(p) for p in workflow.configfiles if Path(p).absolute() not in {g.absolute() for g in given}]
+    merged = {}
+    for path in [*ours, *given]:
+        merged = merge(merged, read_file(path))
+    return merge(merged, deepcopy(dict(workflow.config_settings.config)))
+
+
 try:
+    _strict = strict_config()
+    config.clear()
+    config.update(_strict)
     # The config, typed (iolab.settings.RunConfig). Run keys and the
     # measurements' --settings keep the config's own dicts, as validated.
     RUN = validate_config(config)
