@@ -73,7 +73,10 @@ def measure(
         print(f"iolab: removed {stale}, left by process {stale.name}, which no longer runs", file=sys.stderr)
     runner = runner_for(entry)
     remote = Capability.THIS_MACHINE not in runner.capabilities
-    with runner.session(REGISTRY[experiment].programs) as node_runner:
+    # Every program the measurement starts here (mpirun and its daemons,
+    # PMIx, bpftrace, ...) keeps its temporary files in this run's own
+    # directory, never under a name another user could make first.
+    with live.private_tmp(), runner.session(REGISTRY[experiment].programs) as node_runner:
         facts = node_runner.facts()
         node = resolve_node(entry, facts.kind(), facts)
         print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)

@@ -8,9 +8,11 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import pytest
 from conftest import snakemake, tool_env
 from test_interrupt import repro_env
 
@@ -123,3 +125,24 @@ def test_a_killed_runs_temporary_directories_are_removed_by_the_next(tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[5:])
     with live.tempdir("iolab-run-") as d:
         assert Path(d).name.startswith(f"iolab-run-{mine}-")
+        assert Path(d).parent == live.SHARED_TMP and (Path(d).stat().st_mode & 0o777) == 0o700
+
+
+def test_a_measurements_programs_get_a_temporary_directory_of_its_own(tmp_path: Path) -> None:
+    shared = tempfile.gettempdir()
+    probe = [sys.executable, "-c", "import os, tempfile; print(os.environ['TMPDIR'], tempfile.gettempdir())"]
+    with live.private_tmp() as private:
+        assert private.parent == live.SHARED_TMP and private.name.startswith(f"iolab-tmp-{os.getpid()}-")
+        info = private.stat()
+        assert (info.st_mode & 0o777) == 0o700 and info.st_uid == os.geteuid()
+        assert subprocess.run(probe, capture_output=True, text=True).stdout.split() == [str(private)] * 2
+        env = live.private_tmp_env(private)
+        assert set(env) == set(live.PRIVATE_TMP_VARIABLES) and set(env.values()) == {str(private)}
+        assert tempfile.gettempdir() == str(private)
+    assert not private.exists() and tempfile.gettempdir() == shared
+    assert all(os.environ.get(v) != str(private) for v in live.PRIVATE_TMP_VARIABLES)
+    # A directory others may enter is refused: it would defeat the point.
+    (tmp_path / "open").mkdir()
+    (tmp_path / "open").chmod(0o777)
+    with pytest.raises(PermissionError, match="not a directory of this user's alone"):
+        live.private_tmp_env(tmp_path / "open")

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +19,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from iolab import formats, readers, tables
+from iolab import formats, live, readers, tables
 from iolab.analysis import mpimodels, mpistats
 from iolab.experiments import mpi
 from iolab.experiments.mpi import launch as mpi_launch
@@ -408,6 +411,73 @@ def test_tbf_rate_is_recovered_across_two_namespaces(mpi_build: Path, tmp_path: 
     # unshaped veth pair runs at several Gbit/s). Busy CPUs can slow it below
     # the cap: 349 Mbit/s for 400 beside a pipeline run on both CPUs.
     assert 0.5 < fitted_mbit / rate < 1.10, fitted_mbit
+
+
+def watch_session_folders(stop: threading.Event, seen: dict[str, set[str]], roots: dict[str, Path]) -> None:
+    """Until ``stop``: every path that appears under each of ``roots`` (name ->
+    a folder, or a glob of folders in the shared temporary directory), into
+    ``seen[name]``; Open MPI's files live only as long as its launch."""
+    while not stop.is_set():
+        for name, root in roots.items():
+            for top in live.SHARED_TMP.glob(str(root)) if "*" in str(root) else [root]:
+                for dirpath, dirs, files in os.walk(top):
+                    seen[name].update(str(Path(dirpath, f).relative_to(top)) for f in [*dirs, *files])
+        time.sleep(0.005)
+
+
+def netns_launch_watching(tmp_path: Path, predicted: Path) -> dict[str, set[str]]:
+    """One 2-rank allreduce over the netns transport, the cluster's hosts
+    named for this process; what appeared in ``predicted`` and in the
+    launch's own folders (iolab-mpi-<pid>-*) meanwhile."""
+    s = settings(
+        transports=["netns"],
+        ranks=[2],
+        benchmarks=["allreduce"],
+        sizes=[64],
+        series=1,
+        iterations=2,
+        warmup=1,
+        methods=["probe"],
+        reference=NO_REFERENCE,
+    )
+    seen: dict[str, set[str]] = {"predicted": set(), "own": set()}
+    stop = threading.Event()
+    roots = {"predicted": predicted, "own": Path(f"iolab-mpi-{os.getpid()}-*")}
+    watcher = threading.Thread(target=watch_session_folders, args=(stop, seen, roots), daemon=True)
+    watcher.start()
+    try:
+        mpi.run_experiment(s, seed=3, output=tmp_path / "rep1.csv", progress=False)
+    finally:
+        stop.set()
+        watcher.join()
+    return seen
+
+
+@needs_root
+def test_a_session_folder_another_user_made_first_goes_unused(mpi_build: Path, tmp_path: Path) -> None:
+    """The netns hosts are named for the measuring process (iol<pid>-N), so
+    Open MPI's session folder in the shared temporary directory,
+    ompi.<host>.<uid>, can be known in advance. Made first by uid 65534 with
+    mode 0777, it stays empty: mpirun, its daemons and PMIx keep their files
+    in the launch's own 0700 folder (iolab.live.private_tmp_env), where the
+    session folder is seen to appear."""
+    predicted = live.SHARED_TMP / f"ompi.iol{os.getpid()}-0.0"
+    predicted.mkdir()
+    try:
+        os.chown(predicted, 65534, 65534)
+        predicted.chmod(0o777)
+        seen = netns_launch_watching(tmp_path, predicted)
+        assert seen["predicted"] == set() and list(predicted.iterdir()) == []
+        assert any(p.startswith(f"ompi.iol{os.getpid()}-0.0") for p in seen["own"]), sorted(seen["own"])[:20]
+        assert netns.leftovers() == []
+        # The negative control: without the launch's own folder (Open MPI's
+        # defaults), mpirun writes into the folder nobody made.
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(mpi_launch, "_mpi_env", lambda private_tmp=None, own=mpi_launch._mpi_env: own(None))
+            seen = netns_launch_watching(tmp_path, predicted)
+        assert seen["predicted"], "the control launch did not use the predicted folder"
+    finally:
+        shutil.rmtree(predicted, ignore_errors=True)
 
 
 @needs_root
