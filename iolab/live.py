@@ -11,7 +11,7 @@ another of this checkout runs, and ``./repro all`` refuses before starting:
 
 A killed run also leaves temporary directories behind; each one's name
 carries its creator's PID (``tempdir``), and ``remove_stale_tempdirs``
-removes those whose creator is gone.
+removes those of this user whose creator is gone.
 
 Programs a measurement starts get a temporary directory of their own
 (``private_tmp``): Open MPI names its session directory after the host
@@ -31,6 +31,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from . import paths
 
@@ -170,18 +171,42 @@ def private_tmp() -> Iterator[Path]:
                     os.environ[name] = value
 
 
-def remove_stale_tempdirs(root: Path | None = None) -> list[Path]:
-    """Remove the temporary directories (iolab's, its namespaces', and Open
-    MPI's session directories of those namespaces' hosts) whose creating
-    process is gone; returns them."""
+def remove_stale_tempdirs(root: Path | None = None) -> tuple[list[Path], list[str]]:
+    """Remove this user's temporary directories (iolab's, its namespaces',
+    and Open MPI's session directories of those namespaces' hosts) whose
+    creating process is gone. Returns those removed, and one line for each
+    that could not be removed (it is still there); a directory of another
+    user is not this run's to remove, and is left alone."""
     root = Path(root or SHARED_TMP)
-    removed = []
+    removed, failed = [], []
     for entry in root.iterdir() if root.is_dir() else []:
         m = _STALE.match(entry.name)
-        if m and entry.is_dir() and not entry.is_symlink() and not pid_alive(int(m.group(1))):
-            shutil.rmtree(entry, ignore_errors=True)
+        if not m or pid_alive(int(m.group(1))):
+            continue
+        try:
+            info = entry.lstat()
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            continue
+        why = _remove_tree(entry)
+        if os.path.lexists(entry):
+            failed.append(f"could not remove {entry}, left by process {m.group(1)}: {why or 'it is still there'}")
+        else:
             removed.append(entry)
-    return removed
+    return removed, failed
+
+
+def _remove_tree(path: Path) -> str:
+    """Remove ``path`` and what is in it, as far as this user may; the first
+    thing that could not be removed, and why ("": nothing failed)."""
+    errors: list[str] = []
+
+    def note(_function: object, where: str, exc: Any) -> None:
+        errors.append(f"{where}: {getattr(exc[1], 'strerror', None) or exc[1]}")
+
+    shutil.rmtree(path, onerror=note)
+    return errors[0] if errors else ""
 
 
 def beside(checkout: Path = paths.REPO) -> str | None:
@@ -205,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"repro: {why}", file=sys.stderr)
         return 1
     # Nothing of this checkout runs: what killed runs left may go.
-    remove_stale_tempdirs()
+    _, failed = remove_stale_tempdirs()
+    for line in failed:
+        print(f"repro: {line}", file=sys.stderr)
     return 0
 
 

@@ -69,8 +69,11 @@ def measure(
     peers = [NodeEntry.of(p) for p in peer_entries]
     for stale in atomic.remove_stale_temporaries(output):
         print(f"iolab: removed {paths.relative(stale)}, left by an interrupted run", file=sys.stderr)
-    for stale in live.remove_stale_tempdirs():
-        print(f"iolab: removed {stale}, left by process {stale.name}, which no longer runs", file=sys.stderr)
+    gone, kept = live.remove_stale_tempdirs()
+    for stale in gone:
+        print(f"iolab: removed {stale}, left by a process that no longer runs", file=sys.stderr)
+    for line in kept:
+        print(f"iolab: {line}", file=sys.stderr)
     runner = runner_for(entry)
     remote = Capability.THIS_MACHINE not in runner.capabilities
     # Every program the measurement starts here (mpirun and its daemons,
