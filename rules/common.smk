@@ -72,6 +72,16 @@ SKIPPED_NODES = {n.name: r for n in RUN.nodes if (r := skip_reason(n))}
 for _name, _reason in SKIPPED_NODES.items():
     print(f"iolab: skipping node {_name}: {_reason}", file=sys.stderr)
 
+# A cluster executor (the slurm profile: its `jobs` are remote nodes) is
+# asked before anything is submitted: without a SLURM that answers, or with
+# a node that is no SLURM node, one line now, not an error about cores once
+# the executor runs. Not inside a job: there the job step is the executor.
+if workflow.global_resources["_nodes"].value is not None and "SLURM_JOB_ID" not in os.environ:
+    from iolab.runners import cluster_problem
+
+    if (_problem := cluster_problem([n for n in RUN.nodes if n.name not in SKIPPED_NODES])):
+        fail_config(f"iolab: {_problem}")
+
 
 def reps(experiment):
     """Round 0's repetitions of ``experiment``: ``repeats``, or more where
