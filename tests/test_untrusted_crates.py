@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -260,3 +261,42 @@ def test_a_size_mismatch_says_sizes_not_digests(base_crate: Path, tmp_path: Path
         opened.problems.clear()
         problems = opened.checksum_problems()
     assert any(f"expands to {len(data) - 1} bytes, the metadata records {len(data)}" in p for p in problems), problems
+
+
+# What a crate's text may hold to change how the page around it reads: an
+# escape sequence (clear the screen), a right-to-left override, an isolate.
+HOSTILE = "\x1b[2J\u202eevil\u2066"
+
+
+def crate_with_findings(base: Path, out: Path, edit: Callable[[list[dict]], list[dict]]) -> Path:
+    """``base`` with its claims' findings (paper/generated/numbers.json) edited."""
+    with zipfile.ZipFile(base) as z:
+        numbers = json.loads(z.read("paper/generated/numbers.json"))
+    numbers["findings"]["value"] = edit(numbers["findings"]["value"])
+    return craft(base, out, replace={"paper/generated/numbers.json": json.dumps(numbers).encode()})
+
+
+def site_text(site: Path) -> str:
+    return "\n".join(p.read_text() for p in sorted(site.rglob("*.html")))
+
+
+def test_the_site_shows_a_crates_control_and_bidi_characters_escaped(
+    base_crate: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from iolab.archive import publish
+
+    def hostile(findings: list[dict]) -> list[dict]:
+        findings[0]["part"] = HOSTILE + findings[0]["part"]
+        return findings
+
+    crate = crate_with_findings(base_crate, tmp_path / "bidi.crate.zip", hostile)
+    args = ["--db", str(tmp_path / "store.sqlite"), "--add", str(crate)]
+    assert publish.main([*args, "--out", str(tmp_path / "site")]) == 0
+    text = site_text(tmp_path / "site")
+    assert "\\x1b[2J\\u202eevil\\u2066" in text
+    assert not {"\x1b", "\u202e", "\u2066"} & set(text)
+    # The negative control: escaped for HTML only, the characters reach the page.
+    monkeypatch.setattr(publish, "display_safe", lambda s: s)
+    monkeypatch.setattr(publish, "display_safe_tree", lambda v: v)
+    assert publish.main([*args, "--out", str(tmp_path / "plain")]) == 0
+    assert {"\x1b", "\u202e", "\u2066"} <= set(site_text(tmp_path / "plain"))
