@@ -463,13 +463,17 @@ def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(n
     """ulimit -n 256 and 500 clients: accept fails with EMFILE while the
     connections wait in the backlog. The server pauses accepting, reports it
     at most once a second, and keeps echoing on the connections it has
-    (it used to print the error a million times in 4 s, at full CPU)."""
+    (it used to print the error a million times in 4 s, at full CPU). How
+    many reports a second of its life allows is counted from the test's own
+    clock, so a busy machine that stretches the run allows more; the rounds
+    of echoes are a fixed number, each one answered, however long they take."""
     _, program, flags = next(s for s in SERVERS if s[0] == name)
     raise_nofile(2048)
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
+    started = time.monotonic()
     proc = subprocess.Popen(
         [str(native_build / program), "--port", "0", *flags],
         stdout=subprocess.PIPE,
@@ -490,25 +494,23 @@ def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(n
                 crowd.append(socket.create_connection(("127.0.0.1", port), timeout=2))
             except OSError:
                 break
-        deadline = time.monotonic() + 2.5
-        rounds = 0
-        while time.monotonic() < deadline:  # the open connections still echo, throughout
+        rounds = 40  # about 2 s on a quiet machine: reports come once a second
+        for _ in range(rounds):  # the open connections still echo, throughout
             for s in first:
                 s.sendall(b"y" * 64)
                 assert s.recv(64, socket.MSG_WAITALL) == b"y" * 64
-            rounds += 1
             time.sleep(0.05)
-        assert rounds > 10
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
+        lived = time.monotonic() - started
         for s in first + crowd:
             s.close()
     assert proc.returncode == 0, err[-2000:]
     reports = [ln for ln in err.splitlines() if "accept:" in ln]
-    # One report per second at most (the run lasted about 3 s), each with its count.
-    assert 1 <= len(reports) <= 5 and all("pausing accepts" in ln for ln in reports), err[-2000:]
-    assert len(err) < 4000
+    # One report per second of its life at most, each with its count.
+    assert 1 <= len(reports) <= lived + 1 and all("pausing accepts" in ln for ln in reports), (lived, err[-2000:])
+    assert len(err) < 250 * (lived + 2)  # those reports (about 170 characters each), nothing more
     counters = json.loads(out.strip().splitlines()[-1])
     assert counters["requests"] >= 50 * (rounds + 1) // 2
 
