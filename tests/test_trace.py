@@ -185,8 +185,10 @@ def test_traced_echo_workloads_show_where_task_work_runs() -> None:
     default = trace.run_workload("echo_default", seconds=1, cpu=None, seed=1, cpus=cpus)
     deferred = trace.run_workload("echo_defer_taskrun", seconds=1, cpu=None, seed=1, cpus=cpus)
     polled = trace.run_workload("echo_poll_first", seconds=1, cpu=None, seed=1, cpus=cpus)
+    # Each ran and echoed: 1785-16806 requests in its second beside four
+    # busy loops on these 2 CPUs, so no count near a quiet machine's is asked.
     for maps in default, deferred, polled:
-        assert maps["echoed_requests"]["count"] > 1000
+        assert maps["echoed_requests"]["count"] > 100
 
     def runs(maps: dict, name: str) -> int:  # bpftrace may print an unused count as 0, or not at all
         return maps.get(name, {"count": 0})["count"]
@@ -200,12 +202,14 @@ def test_traced_echo_workloads_show_where_task_work_runs() -> None:
     assert runs(default, "poll_arm") > 0
     # The poll-first server reads and writes only what is ready (MSG_DONTWAIT
     # after its own poll): io_uring arms no poll per request, only for the
-    # odd accept that found no connection yet. A count is what a quiet
-    # machine happens to give (at most 50 alone, 114 beside a loaded CPU);
-    # the rate is what the mechanism guarantees (a server that armed one per
-    # request would read 0.5 or more).
-    polled_rate = runs(polled, "poll_arm") / polled["echoed_requests"]["count"]
-    assert polled_rate < 0.01, polled_rate
+    # odd accept that found no connection yet, at most a few per connection
+    # (2-3 in all beside four busy loops; 50 alone and 114 beside a loaded
+    # CPU in earlier runs). A server that armed one per request would arm
+    # half as many as it echoed; a busy machine echoes fewer requests, so
+    # the accepts' allowance is a count, not a share of the requests.
+    allowance = 4 * trace.ECHO_CONNECTIONS
+    requests = polled["echoed_requests"]["count"]
+    assert runs(polled, "poll_arm") < 0.01 * requests + allowance, (runs(polled, "poll_arm"), requests)
     assert runs(default, "queue_async_work") == runs(polled, "queue_async_work") == 0
     rows = [
         {"node": "n", "workload": w, "map": m, "count": v["count"], "avg_ns": 0, "total_ns": 0, "skipped": ""}
@@ -271,6 +275,6 @@ def test_the_trace_counts_only_the_processes_it_started(tmp_path: Path) -> None:
     finally:
         os.killpg(beside.pid, signal.SIGTERM)
         beside.wait(timeout=30)
-    assert maps["echoed_requests"]["count"] > 1000
+    assert maps["echoed_requests"]["count"] > 100
     assert maps.get("local_work_run", {"count": 0})["count"] == 0, maps
     assert maps.get("task_work_run", {"count": 0})["count"] > 0, maps
