@@ -332,8 +332,11 @@ def test_the_auto_client_takes_io_uring_where_the_kernel_allows_it_else_epoll(na
 
 def test_uring_client_sees_a_server_that_closes(native_build: Path) -> None:
     """The server goes away mid-run: every connection ends as an early
-    close (a receive of 0 bytes or a failed send), nothing hangs."""
+    close (a receive of 0 bytes or a failed send), nothing hangs. The
+    server goes once it holds all five connections (its descriptors say),
+    not after a fixed time a busy machine may not have connected them in."""
     srv = Server(native_build / "echo-epoll", [], False)
+    before = len(list(Path(f"/proc/{srv.proc.pid}/fd").iterdir()))
     proc = subprocess.Popen(
         [
             str(native_build / "loadgen"),
@@ -354,7 +357,10 @@ def test_uring_client_sees_a_server_that_closes(native_build: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(0.5)
+    deadline = time.monotonic() + 60
+    while len(list(Path(f"/proc/{srv.proc.pid}/fd").iterdir())) < before + 5:
+        assert proc.poll() is None and time.monotonic() < deadline, "the server never held the five connections"
+        time.sleep(0.02)
     srv.proc.kill()
     srv.proc.wait(timeout=30)
     out, err = proc.communicate(timeout=60)
