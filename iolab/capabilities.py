@@ -28,6 +28,9 @@ class Capability(str, Enum):
     PEER = "peer"
     # bpftrace on the kernel of the machine the job runs on.
     KERNEL_TRACING = "kernel tracing"
+    # Its measurements are jobs a cluster executor submits (the slurm
+    # profile): the job's own CPUs are its threads.
+    CLUSTER_JOB = "cluster job"
 
 
 _HERE = frozenset(
@@ -40,7 +43,7 @@ _HERE = frozenset(
 # no runner: it is an MPI transport of a local node.
 RUNNER_CAPABILITIES: dict[str, frozenset[Capability]] = {
     "local": _HERE | {Capability.CPUS_HERE},
-    "slurm": _HERE,
+    "slurm": _HERE | {Capability.CLUSTER_JOB},
     "ssh": frozenset({Capability.LOGIN, Capability.SERVERS, Capability.MPI, Capability.DRIVES_PEERS, Capability.PEER}),
     "vm": frozenset(),
 }

@@ -18,8 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from . import yamlfile
 from .capabilities import Capability, capabilities_of, runs_experiments
 from .inventory import NodeEntry, cpu_list
 from .presets import SERVER_PROGRAMS, SPARE_CPU, SPARE_CPUS, server_flags
@@ -144,11 +143,25 @@ def _non_finite(value: Any, where: tuple[Any, ...] = ()) -> tuple[tuple[Any, ...
     return None
 
 
+def read_file(path: Path) -> dict[str, Any]:
+    """One config or inventory file's data (iolab.yamlfile: no anchors or
+    aliases, text only, YAML 1.2 numbers); ConfigError with one line."""
+    try:
+        data = yamlfile.load(path)
+    except yamlfile.YamlError as e:
+        raise ConfigError(f"config error in {e}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config error in {path}: a config file is a mapping of keys, not a {type(data).__name__}")
+    return data
+
+
 def load(*overlays: Path, base: Iterable[Path] = BASE_FILES) -> dict[str, Any]:
     """The config a run with ``--configfile *overlays`` would see, validated."""
     config: dict[str, Any] = {}
     for path in (*base, *overlays):
-        config = merge(config, yaml.safe_load(Path(path).read_text()) or {})
+        config = merge(config, read_file(Path(path)))
     validate_config(config)
     return config
 

@@ -11,18 +11,27 @@ another of this checkout runs, and ``./repro all`` refuses before starting:
 
 A killed run also leaves temporary directories behind; each one's name
 carries its creator's PID (``tempdir``), and ``remove_stale_tempdirs``
-removes those whose creator is gone.
+removes those of this user whose creator is gone.
+
+Programs a measurement starts get a temporary directory of their own
+(``private_tmp``): Open MPI names its session directory after the host
+(``ompi.<host>.<uid>``) and bpftrace its kernel headers after the kernel,
+so in the shared one another user could make those folders first and have
+them used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from . import paths
 
@@ -45,8 +54,31 @@ MEASURING = (
     "ib_send_lat",
     "ib_send_bw",
 )
-# Temporary directories iolab makes: a prefix, then the creating PID, then "-".
-_STALE = re.compile(r"^(?:iolab-(?:run|mpi|vm|nb)-|iol|ompi\.iol)(\d+)-")
+# Temporary directories iolab makes: a prefix, then the creating PID, then
+# "-" (Open MPI's session directories of the netns hosts, from before its
+# programs had a directory of their own, too).
+_STALE = re.compile(r"^(?:iolab-(?:run|mpi|vm|nb|tmp)-|iol|ompi\.iol)(\d+)-")
+# The shared temporary directory, as this process found it: iolab's own
+# directories go there (named for their creator, each made private by
+# mkdtemp), however TMPDIR is set for the programs a measurement starts.
+SHARED_TMP = Path(tempfile.gettempdir())
+# Where the programs a measurement starts put their temporary files: the
+# C library's and Python's TMPDIR (bpftrace's kernel headers, anything
+# else), Open MPI 4's session directory base (orte_tmpdir_base), Open MPI
+# 5's (PRRTE's prte_tmpdir_base) and PMIx's server and system directories.
+# Debian 12's Open MPI 4.1.4 moves its session directory (ompi.<host>.<uid>,
+# with mpirun's contact file, hwloc's topology and PMIx's stores in it) for
+# TMPDIR alone and for OMPI_MCA_orte_tmpdir_base alone; the prte names are
+# Open MPI 5's, and PMIx follows the session directory there (each name
+# set alone, where the session directory appeared: docs/notes.md).
+PRIVATE_TMP_VARIABLES = (
+    "TMPDIR",
+    "OMPI_MCA_orte_tmpdir_base",
+    "OMPI_MCA_prte_tmpdir_base",
+    "PRTE_MCA_prte_tmpdir_base",
+    "PMIX_SERVER_TMPDIR",
+    "PMIX_SYSTEM_TMPDIR",
+)
 
 
 def pid_alive(pid: int) -> bool:
@@ -101,23 +133,80 @@ def measurements(checkout: Path = paths.REPO) -> Iterator[tuple[int, str]]:
 
 
 def tempdir(prefix: str) -> tempfile.TemporaryDirectory[str]:
-    """A temporary directory named for this process, so that the next run can
-    tell whether its creator still runs."""
-    return tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-")
+    """A temporary directory (mode 0700) in the shared one, named for this
+    process, so that the next run can tell whether its creator still runs."""
+    return tempfile.TemporaryDirectory(prefix=f"{prefix}{os.getpid()}-", dir=SHARED_TMP)
 
 
-def remove_stale_tempdirs(root: Path | None = None) -> list[Path]:
-    """Remove the temporary directories (iolab's, its namespaces', and Open
-    MPI's session directories of those namespaces' hosts) whose creating
-    process is gone; returns them."""
-    root = Path(root or tempfile.gettempdir())
-    removed = []
+def private_tmp_env(directory: str | Path) -> dict[str, str]:
+    """The variables that send a program's temporary files to ``directory``
+    (PRIVATE_TMP_VARIABLES); refuses a directory that is not this user's
+    alone (mode 0700), which would defeat the point."""
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        raise PermissionError(f"{directory} is not a directory of this user's alone (mode 0700)")
+    return {name: str(directory) for name in PRIVATE_TMP_VARIABLES}
+
+
+@contextlib.contextmanager
+def private_tmp() -> Iterator[Path]:
+    """A temporary directory of this process's own (``tempdir``), set as
+    TMPDIR and Open MPI's and PMIx's bases (PRIVATE_TMP_VARIABLES) for
+    every program it starts, and as Python's; the environment is restored
+    and the directory removed when the block ends."""
+    with tempdir("iolab-tmp-") as directory:
+        env = private_tmp_env(directory)
+        before = {name: os.environ.get(name) for name in env}
+        python_before = tempfile.tempdir
+        os.environ.update(env)
+        tempfile.tempdir = directory
+        try:
+            yield Path(directory)
+        finally:
+            tempfile.tempdir = python_before
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+
+def remove_stale_tempdirs(root: Path | None = None) -> tuple[list[Path], list[str]]:
+    """Remove this user's temporary directories (iolab's, its namespaces',
+    and Open MPI's session directories of those namespaces' hosts) whose
+    creating process is gone. Returns those removed, and one line for each
+    that could not be removed (it is still there); a directory of another
+    user is not this run's to remove, and is left alone."""
+    root = Path(root or SHARED_TMP)
+    removed, failed = [], []
     for entry in root.iterdir() if root.is_dir() else []:
         m = _STALE.match(entry.name)
-        if m and entry.is_dir() and not entry.is_symlink() and not pid_alive(int(m.group(1))):
-            shutil.rmtree(entry, ignore_errors=True)
+        if not m or pid_alive(int(m.group(1))):
+            continue
+        try:
+            info = entry.lstat()
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            continue
+        why = _remove_tree(entry)
+        if os.path.lexists(entry):
+            failed.append(f"could not remove {entry}, left by process {m.group(1)}: {why or 'it is still there'}")
+        else:
             removed.append(entry)
-    return removed
+    return removed, failed
+
+
+def _remove_tree(path: Path) -> str:
+    """Remove ``path`` and what is in it, as far as this user may; the first
+    thing that could not be removed, and why ("": nothing failed)."""
+    errors: list[str] = []
+
+    def note(_function: object, where: str, exc: Any) -> None:
+        errors.append(f"{where}: {getattr(exc[1], 'strerror', None) or exc[1]}")
+
+    shutil.rmtree(path, onerror=note)
+    return errors[0] if errors else ""
 
 
 def beside(checkout: Path = paths.REPO) -> str | None:
@@ -141,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"repro: {why}", file=sys.stderr)
         return 1
     # Nothing of this checkout runs: what killed runs left may go.
-    remove_stale_tempdirs()
+    _, failed = remove_stale_tempdirs()
+    for line in failed:
+        print(f"repro: {line}", file=sys.stderr)
     return 0
 
 

@@ -69,11 +69,17 @@ def measure(
     peers = [NodeEntry.of(p) for p in peer_entries]
     for stale in atomic.remove_stale_temporaries(output):
         print(f"iolab: removed {paths.relative(stale)}, left by an interrupted run", file=sys.stderr)
-    for stale in live.remove_stale_tempdirs():
-        print(f"iolab: removed {stale}, left by process {stale.name}, which no longer runs", file=sys.stderr)
+    gone, kept = live.remove_stale_tempdirs()
+    for stale in gone:
+        print(f"iolab: removed {stale}, left by a process that no longer runs", file=sys.stderr)
+    for line in kept:
+        print(f"iolab: {line}", file=sys.stderr)
     runner = runner_for(entry)
     remote = Capability.THIS_MACHINE not in runner.capabilities
-    with runner.session(REGISTRY[experiment].programs) as node_runner:
+    # Every program the measurement starts here (mpirun and its daemons,
+    # PMIx, bpftrace, ...) keeps its temporary files in this run's own
+    # directory, never under a name another user could make first.
+    with live.private_tmp(), runner.session(REGISTRY[experiment].programs) as node_runner:
         facts = node_runner.facts()
         node = resolve_node(entry, facts.kind(), facts)
         print(f"iolab: measuring {experiment} on {node.name} ({node.kind}), rep {rep}", file=sys.stderr)

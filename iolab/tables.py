@@ -15,7 +15,7 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,8 +151,22 @@ def sources_path(table: str | Path) -> Path:
     return table.with_name(table.stem + ".sources.json")
 
 
-def write_table(experiment: str, raw_files: Sequence[str | Path], output: str | Path) -> None:
-    frame = TABLES[experiment](raw_files)
+def write_table(
+    experiment: str, raw_files: Sequence[str | Path], output: str | Path, left_out: Mapping[str, str] | None = None
+) -> None:
+    """The tidy table of ``experiment`` from its raw files, and from the
+    nodes the workflow left it out of (node -> reason; iolab.privilege),
+    with its ``.sources.json``: the raw files, and those nodes with why."""
+    left_out = dict(left_out or {})
+    frames = [TABLES[experiment](raw_files)] if raw_files else []
+    if left_out:
+        rows = ROOMS[experiment].left_out
+        if rows is None:
+            raise RawFormatError(f"{experiment} is never left out of a node, so it has no rows for one")
+        frames.append(rows(left_out))
+    if not frames:
+        raise RawFormatError("no raw files given")
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     with atomic.atomic_path(output) as tmp:
         frame.to_parquet(tmp, index=False)
     sources = [
@@ -169,7 +183,10 @@ def write_table(experiment: str, raw_files: Sequence[str | Path], output: str | 
         }
         for p in sorted(map(Path, raw_files))
     ]
-    atomic.write_json(sources_path(output), {"table": paths.relative(output), "raw": sources})
+    listing: dict[str, Any] = {"table": paths.relative(output), "raw": sources}
+    if left_out:
+        listing["left_out"] = dict(sorted(left_out.items()))
+    atomic.write_json(sources_path(output), listing)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,10 +195,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("experiment", choices=sorted(TABLES))
     ap.add_argument("--output", required=True, type=Path)
-    ap.add_argument("raw", nargs="+", type=Path)
-    args = ap.parse_args(argv)
+    ap.add_argument(
+        "--left-out",
+        action="append",
+        default=[],
+        metavar="NODE=REASON",
+        help="a node the workflow left the experiment out of, and why (iolab.privilege)",
+    )
+    ap.add_argument("raw", nargs="*", type=Path)
+    # Intermixed: raw files may follow the options, and there may be none.
+    args = ap.parse_intermixed_args(argv)
+    left_out = dict(item.split("=", 1) for item in args.left_out if "=" in item)
+    if len(left_out) != len(args.left_out):
+        ap.error("--left-out takes NODE=REASON")
     try:
-        write_table(args.experiment, args.raw, args.output)
+        write_table(args.experiment, args.raw, args.output, left_out)
     except RawFormatError as e:
         print(f"iolab: {e}", file=sys.stderr)
         return 1

@@ -31,7 +31,29 @@ def fail_config(message):
     sys.exit(1)
 
 
+def strict_config():
+    """The config as iolab reads its files (iolab.yamlfile): no anchors or
+    aliases (nested aliases stand for billions of values that validation
+    would walk for hours), text only, YAML 1.2 numbers (Snakemake's loader
+    reads 1e-9 as a string). The same files in the same order as Snakemake
+    merged them: the Snakefile's configfiles, then --configfile's, then --config."""
+    from copy import deepcopy
+
+    from iolab.config import merge, read_file
+
+    given = [Path(p) for p in workflow.overwrite_configfiles]
+    ours = [] if workflow.config_settings.replace_workflow_config else [
+        Path(p) for p in workflow.configfiles if Path(p).absolute() not in {g.absolute() for g in given}]
+    merged = {}
+    for path in [*ours, *given]:
+        merged = merge(merged, read_file(path))
+    return merge(merged, deepcopy(dict(workflow.config_settings.config)))
+
+
 try:
+    _strict = strict_config()
+    config.clear()
+    config.update(_strict)
     # The config, typed (iolab.settings.RunConfig). Run keys and the
     # measurements' --settings keep the config's own dicts, as validated.
     RUN = validate_config(config)
@@ -49,6 +71,16 @@ from iolab.runners import skip_reason  # noqa: E402
 SKIPPED_NODES = {n.name: r for n in RUN.nodes if (r := skip_reason(n))}
 for _name, _reason in SKIPPED_NODES.items():
     print(f"iolab: skipping node {_name}: {_reason}", file=sys.stderr)
+
+# A cluster executor (the slurm profile: its `jobs` are remote nodes) is
+# asked before anything is submitted: without a SLURM that answers, or with
+# a node that is no SLURM node, one line now, not an error about cores once
+# the executor runs. Not inside a job: there the job step is the executor.
+if workflow.global_resources["_nodes"].value is not None and "SLURM_JOB_ID" not in os.environ:
+    from iolab.runners import cluster_problem
+
+    if (_problem := cluster_problem([n for n in RUN.nodes if n.name not in SKIPPED_NODES])):
+        fail_config(f"iolab: {_problem}")
 
 
 def reps(experiment):
@@ -78,6 +110,48 @@ def node_runs(node, experiment):
 # node that is not skipped can host.
 EXPERIMENTS_ON = [name for name in RUN.experiments.switched_on()
                if any(node_runs(n, name) for n in NODES if n not in SKIPPED_NODES)]
+
+# What cannot run here as this user (iolab.privilege: without root, the
+# trace experiment and the netns transports), known before the first job:
+# node -> part ("trace", "mpi netns") -> reason. Left out, said here, kept in
+# results/nodes.json, and a left-out experiment's table says why on its rows.
+from iolab.privilege import experiment_left_out, transports_left_out  # noqa: E402
+
+
+def _left_out_here(node):
+    parts = {}
+    for experiment in EXPERIMENTS_ON:
+        if node_runs(node, experiment) and (why := experiment_left_out(experiment)):
+            parts[experiment] = why
+    if "mpi" in EXPERIMENTS_ON and node_runs(node, "mpi"):
+        transports = (NODE_BY_NAME[node].get("mpi") or {}).get("transports") or RUN.experiments.mpi.transports
+        left = transports_left_out(transports)
+        if left and set(left) >= set(transports):
+            fail_config(f"iolab: node {node} runs MPI only over {', '.join(transports)}, and "
+                        f"{next(iter(left.values()))}; add shm or tcp to its transports")
+        parts |= {f"mpi {t}": why for t, why in left.items()}
+    return parts
+
+
+LEFT_OUT = {n: parts for n in NODES if n not in SKIPPED_NODES
+            and Capability.THIS_MACHINE in capabilities_of(NODE_BY_NAME[n]["runner"])
+            and (parts := _left_out_here(n))}
+for _node, _parts in LEFT_OUT.items():
+    for _part, _why in _parts.items():
+        print(f"iolab: leaving out {_part} on {_node}: {_why}", file=sys.stderr)
+
+
+def measures(node, experiment):
+    """Whether ``node`` measures ``experiment`` in this run: it runs there and
+    is not left out (LEFT_OUT)."""
+    return node_runs(node, experiment) and node not in SKIPPED_NODES and experiment not in LEFT_OUT.get(node, {})
+
+
+def left_out_flags(experiment):
+    """iolab.tables' --left-out flags: the nodes ``experiment`` was left out of, with why."""
+    return " ".join(shlex.quote(f"--left-out={n}={parts[experiment]}")
+                    for n, parts in sorted(LEFT_OUT.items()) if experiment in parts)
+
 
 # The Python modules each analysis step runs; editing one re-runs the steps
 # that run it, never a measurement.
@@ -167,6 +241,11 @@ def run_key(experiment, node):
     peers = peer_entries(experiment, node)
     h.update(json.dumps([experiment_settings(experiment), NODE_BY_NAME[node], *peers],
                         sort_keys=True).encode())
+    # The parts of it left out here (the netns transports without root):
+    # measured without them, so not the directory a run with them fills.
+    parts = sorted(p for p in LEFT_OUT.get(node, {}) if p.startswith(f"{experiment} "))
+    if parts:
+        h.update(json.dumps(parts).encode())
     update_with_sources(h, measuring_sources(experiment), Path(workflow.basedir))
     return h.hexdigest()[:12]
 
@@ -182,7 +261,7 @@ def checked_run_key(wildcards, experiment):
 
 def raw_files(experiment):
     return [f"data/raw/{node}/{experiment}/{run_key(experiment, node)}/rep{rep}.csv"
-            for node in NODES if node_runs(node, experiment) and node not in SKIPPED_NODES
+            for node in NODES if measures(node, experiment)
             for rep in reps(experiment)]
 
 
@@ -228,7 +307,7 @@ def final_round():
 
 def table_inputs(experiment):
     """The raw files a tidy table is built from: with adaptive precision, every round's."""
-    if not PRECISION.enabled or experiment not in CLAIM_EXPERIMENTS or not node_runs(CLAIM_NODE, experiment):
+    if not PRECISION.enabled or experiment not in CLAIM_EXPERIMENTS or not measures(CLAIM_NODE, experiment):
         return raw_files(experiment)
     if not os.path.exists(PRECISION_PLAN.format(round=0)):
         # Round 0's plan as a plain input until it exists: asked through the

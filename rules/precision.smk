@@ -7,7 +7,7 @@
 
 checkpoint precision_plan:
     input:
-        raw=lambda w: [f for e in CLAIM_EXPERIMENTS if e in EXPERIMENTS_ON and node_runs(CLAIM_NODE, e)
+        raw=lambda w: [f for e in CLAIM_EXPERIMENTS if e in EXPERIMENTS_ON and measures(CLAIM_NODE, e)
                        for f in raw_files_through(e, int(w.round))],
     output:
         PRECISION_PLAN,

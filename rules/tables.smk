@@ -14,6 +14,10 @@ rule tidy_table:
     output:
         table="results/tables/{experiment}.parquet",
         sources="results/tables/{experiment}.sources.json",
+    params:
+        # The nodes the experiment was left out of when the run was planned,
+        # with why: rows of their own in the table, never raw files.
+        left_out=lambda w: left_out_flags(w.experiment),
     # Above the notebooks (0), below every measurement: at the end of a run
     # all tables come first, so no notebook waits on a table while another
     # notebook holds the second core (at dad924e cost_model waited about a
@@ -24,7 +28,7 @@ rule tidy_table:
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.tables {wildcards.experiment} --output {output.table} {input.raw}"
+        "python -m iolab.tables {wildcards.experiment} --output {output.table} {params.left_out} {input.raw}"
         " > {log} 2>&1"
 
 
@@ -38,7 +42,9 @@ rule node_status:
             n: {"runner": NODE_BY_NAME[n]["runner"], "kind": NODE_BY_NAME[n].get("kind", "auto"),
                 "status": "skipped" if n in SKIPPED_NODES else "measured",
                 "reason": SKIPPED_NODES.get(n, ""),
-                "experiments": [e for e in EXPERIMENTS_ON if node_runs(n, e)],
+                "experiments": [e for e in EXPERIMENTS_ON if node_runs(n, e) and e not in LEFT_OUT.get(n, {})],
+                # What could not run here as this user, and why (iolab.privilege).
+                "left_out": LEFT_OUT.get(n, {}),
                 "mpi_peers": (NODE_BY_NAME[n].get("mpi") or {}).get("peers", []),
                 "mpi_peer_of": [m for m in NODES if n in (NODE_BY_NAME[m].get("mpi") or {}).get("peers", [])]}
             for n in NODES}, sort_keys=True),

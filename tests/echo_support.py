@@ -322,3 +322,17 @@ def start_server(param: tuple[tuple[str, str, list[str]], str], native_build: Pa
         if srv.proc.poll() is None:
             counters = srv.stop()
             assert counters["closed"] <= counters["accepted"]
+
+
+def schedule_bounds(report: dict) -> tuple[float, float]:
+    """The requests an open-loop run may count: those due inside its
+    measured window and answered inside it. Never more than the schedule
+    holds (rate x duration, plus one per connection for where its first due
+    time falls), however busy the machine; fewer only by those due near the
+    end and answered after it, which took about as long as the slowest it
+    did count (its max_us, twice over for margin): so a busy machine widens
+    the lower bound by its own delays, and a client that keeps no schedule,
+    or sends at another rate, falls outside."""
+    due = report["rate"] * report["duration_s"]
+    late = report["rate"] * 2 * report["max_us"] / 1e6
+    return due - late - report["connections"], due + report["connections"]

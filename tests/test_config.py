@@ -265,6 +265,57 @@ def test_bad_config_gives_one_line(tmp_path: Path, overlay: dict, expected: str)
     assert "\n" not in message and expected in message, message
 
 
+# Nine levels of nine aliases: 9**9 (387 million) strings to any walk over it.
+ALIAS_BOMB = "lol0: &a0 [lol]\n" + "".join(f"lol{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 10))
+
+
+@pytest.mark.parametrize(
+    "data,expected",
+    [
+        (ALIAS_BOMB.encode(), "bad.yaml: an anchor (&a0) at line 1, column 7: iolab's configs do not use YAML anchors"),
+        (b"seed: *x\n", "bad.yaml: an alias (*x) at line 1, column 7: iolab's configs do not use YAML anchors"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "bad.yaml: not a YAML text file (byte 0x89 at offset 0 is not UTF-8)"),
+        (b"seed: 1\x00\n", "bad.yaml: not a YAML text file (control character '\\x00' on line 1)"),
+        (b"seed: !!python/object/apply:os.system [id]\n", "bad.yaml: could not determine a constructor for the tag"),
+        (b"- a list\n", "bad.yaml: a config file is a mapping of keys, not a list"),
+    ],
+    ids=["alias bomb", "alias", "binary", "NUL", "python tag", "list"],
+)
+def test_a_config_file_iolab_will_not_read_is_one_line(tmp_path: Path, data: bytes, expected: str) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(data)
+    with pytest.raises(iolab_config.ConfigError) as info:
+        iolab_config.load(bad)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith("config error in ") and expected in message, message
+
+
+def test_the_alias_bomb_is_one_a_plain_loader_takes() -> None:
+    # The negative control: PyYAML's own safe loader takes the bomb as data,
+    # a structure of 9**9 paths that any walk over the config would follow.
+    loaded = yaml.safe_load(ALIAS_BOMB)
+    node, paths = loaded["lol9"], 1
+    while isinstance(node, list) and isinstance(node[0], list):
+        paths, node = paths * len(node), node[0]
+    assert paths * len(node) == 9**9 and loaded["lol9"][0] is loaded["lol9"][1]
+
+
+def test_an_exponent_without_a_dot_is_a_number(tmp_path: Path) -> None:
+    """YAML 1.2 reads 1e-9 as a float; PyYAML's YAML 1.1 rules need a dot
+    and a signed exponent, and read it as a string that the schema then
+    refuses. The config's loader reads it as a number."""
+    overlay = tmp_path / "small.yaml"
+    overlay.write_text("experiments:\n  echo:\n    duration: 1e-9\n    warmup: 1E-2\n  syscall:\n    batches: 2000\n")
+    echo = iolab_config.load(overlay)["experiments"]["echo"]
+    assert (echo["duration"], echo["warmup"]) == (1e-9, 0.01) and isinstance(echo["duration"], float)
+    assert iolab_config.read_file(overlay)["experiments"]["syscall"]["batches"] == 2000  # integers stay integers
+    # The negative control: the plain loader's string, which validation refuses.
+    plain = yaml.safe_load(overlay.read_text())
+    assert plain["experiments"]["echo"]["duration"] == "1e-9"
+    with pytest.raises(iolab_config.ConfigError, match=r"'1(e-9|E-2)' should be of type number"):
+        iolab_config.validate_config(iolab_config.merge(iolab_config.load(), plain))
+
+
 def test_the_default_config_and_every_profile_load() -> None:
     cfg = iolab_config.load()
     # The schema's defaults are filled in: a key config.yaml leaves out.
@@ -288,6 +339,21 @@ def test_the_workflow_stops_with_that_one_line(workflow: Path, tmp_path: Path, o
     lines = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip() and not ln.startswith(PREAMBLE)]
     assert len(lines) == 1, lines
     assert expected in lines[0], lines[0]
+
+
+def test_the_workflow_reads_its_config_files_as_iolab_does(workflow: Path, tmp_path: Path) -> None:
+    """Snakemake's own loader takes an alias bomb (the run then walked it for
+    minutes without a word) and reads 1e-9 as a string; the workflow reads
+    the files again as iolab does: the bomb is one line, 1e-9 a number."""
+    bomb, small = tmp_path / "bomb.yaml", tmp_path / "small.yaml"
+    bomb.write_text(ALIAS_BOMB)
+    small.write_text("experiments:\n  echo:\n    duration: 1e-9\n")
+    res = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(bomb))
+    lines = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip() and not ln.startswith(PREAMBLE)]
+    assert res.returncode == 1 and len(lines) == 1, lines
+    assert lines[0].startswith(f"config error in {bomb}: an anchor (&a0)"), lines[0]
+    res = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(small))
+    assert res.returncode == 0, res.stderr[-2000:]
 
 
 def test_profiles_are_valid(workflow: Path) -> None:

@@ -1,7 +1,8 @@
 """Echo servers: every byte back, in order, on every connection, for epoll
 and every io_uring and Go preset, in the optimised and the sanitizer builds
 (LeakSanitizer checks for leaks at exit), under stress, with several rings
-under ThreadSanitizer, and with a full descriptor table."""
+under ThreadSanitizer, and with a full descriptor table (beside a crowd
+that never reads: test_echo_crowd.py)."""
 
 from __future__ import annotations
 
@@ -463,13 +464,17 @@ def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(n
     """ulimit -n 256 and 500 clients: accept fails with EMFILE while the
     connections wait in the backlog. The server pauses accepting, reports it
     at most once a second, and keeps echoing on the connections it has
-    (it used to print the error a million times in 4 s, at full CPU)."""
+    (it used to print the error a million times in 4 s, at full CPU). How
+    many reports a second of its life allows is counted from the test's own
+    clock, so a busy machine that stretches the run allows more; the rounds
+    of echoes are a fixed number, each one answered, however long they take."""
     _, program, flags = next(s for s in SERVERS if s[0] == name)
     raise_nofile(2048)
 
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
+    started = time.monotonic()
     proc = subprocess.Popen(
         [str(native_build / program), "--port", "0", *flags],
         stdout=subprocess.PIPE,
@@ -490,111 +495,22 @@ def test_a_full_descriptor_table_pauses_accepting_and_the_server_keeps_serving(n
                 crowd.append(socket.create_connection(("127.0.0.1", port), timeout=2))
             except OSError:
                 break
-        deadline = time.monotonic() + 2.5
-        rounds = 0
-        while time.monotonic() < deadline:  # the open connections still echo, throughout
+        rounds = 40  # about 2 s on a quiet machine: reports come once a second
+        for _ in range(rounds):  # the open connections still echo, throughout
             for s in first:
                 s.sendall(b"y" * 64)
                 assert s.recv(64, socket.MSG_WAITALL) == b"y" * 64
-            rounds += 1
             time.sleep(0.05)
-        assert rounds > 10
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
+        lived = time.monotonic() - started
         for s in first + crowd:
             s.close()
     assert proc.returncode == 0, err[-2000:]
     reports = [ln for ln in err.splitlines() if "accept:" in ln]
-    # One report per second at most (the run lasted about 3 s), each with its count.
-    assert 1 <= len(reports) <= 5 and all("pausing accepts" in ln for ln in reports), err[-2000:]
-    assert len(err) < 4000
+    # One report per second of its life at most, each with its count.
+    assert 1 <= len(reports) <= lived + 1 and all("pausing accepts" in ln for ln in reports), (lived, err[-2000:])
+    assert len(err) < 250 * (lived + 2)  # those reports (about 170 characters each), nothing more
     counters = json.loads(out.strip().splitlines()[-1])
     assert counters["requests"] >= 50 * (rounds + 1) // 2
-
-
-# A crowd of clients that send and never read, and one that must still be
-# served: the crowd keeps sending what its sockets take, up to 8 MiB each,
-# before and while the probe asks for its echoes.
-NON_READERS = 200
-PROBE_ECHOES = 4
-# Starved means never served, and the bound must sit well past the slowest
-# served first echo: few_buffers (16 buffers of 512 B) answers the probe only
-# once the crowd has pumped most of its 1.6 GB, 2.4-5.4 s on these 2-vCPU VMs
-# (5.0 s was once too short); without the cap the probe waited 40 s unserved.
-PROBE_BOUND_S = 20.0
-CROWD_BYTES = 8 << 20
-
-
-@pytest.fixture(
-    params=[pytest.param(s, id=s[0], marks=() if s[0] in STRUCTURAL else pytest.mark.full) for s in SERVERS]
-)
-def crowded_server(request: pytest.FixtureRequest, native_build: Path) -> Iterator[Server]:
-    """Every configuration, optimised build; the structural ones by default."""
-    yield from start_server((request.param, "opt"), native_build)
-
-
-def test_a_crowd_of_non_readers_does_not_starve_a_new_client(crowded_server: Server) -> None:
-    waits = crowd_and_probe(crowded_server)
-    assert all(w is not None for w in waits), (
-        f"echo {waits.index(None) + 1} of {PROBE_ECHOES} not answered within {PROBE_BOUND_S} s beside "
-        f"{NON_READERS} clients that never read"
-    )
-    print(f"probe waits beside {NON_READERS} non-readers: " + ", ".join(f"{w * 1e3:.1f} ms" for w in waits if w))
-    counters = crowded_server.stop()
-    assert counters["accepted"] == NON_READERS + 1
-
-
-def test_without_the_cap_the_crowd_starves_the_new_client(native_build: Path) -> None:
-    # The negative control: send bundles without the cap (--hold-share 0).
-    ((_, program, flags),) = [s for s in SERVERS if s[0] == "send_bundle"]
-    server = Server(native_build / program, [*flags, "--hold-share", "0"], san=False)
-    try:
-        waits = crowd_and_probe(server)
-        assert None in waits, f"the probe was served without the cap too: {waits}"
-    finally:
-        server.stop()
-
-
-def crowd_and_probe(server: Server) -> list[float | None]:
-    """The probe's wait for each of its echoes (None: not within the bound)
-    beside a crowd that sends and never reads."""
-    crowd = []
-    stop = threading.Event()
-    sent = [0] * NON_READERS
-
-    def pump() -> None:
-        block = os.urandom(64 << 10)
-        while not stop.is_set():
-            for i, s in enumerate(crowd):
-                try:
-                    while sent[i] < CROWD_BYTES:
-                        sent[i] += s.send(block)
-                except (BlockingIOError, OSError):
-                    pass
-            time.sleep(0.01)
-
-    try:
-        for _ in range(NON_READERS):
-            s = connect(server.port)
-            s.setblocking(False)
-            crowd.append(s)
-        pumping = threading.Thread(target=pump, daemon=True)
-        pumping.start()
-        time.sleep(2.0)
-        probe = connect(server.port)
-        waits: list[float | None] = []
-        for i in range(PROBE_ECHOES):
-            msg = bytes([i]) * 64
-            start = time.monotonic()
-            probe.sendall(msg)
-            if not echoed_within(probe, msg, PROBE_BOUND_S):
-                waits.append(None)
-                break
-            waits.append(time.monotonic() - start)
-        probe.close()
-    finally:
-        stop.set()
-        for s in crowd:
-            s.close()
-    return waits

@@ -1,6 +1,9 @@
 """The echo sweep: cells and setups, refused or failing configurations,
-unbuilt servers, a killed server, port collisions, the rescheduling IPIs
-it counts, and the cells under the io_uring client."""
+unbuilt servers, a killed server, port collisions, how it reads the
+rescheduling IPIs it counts, and the cells under the io_uring client.
+Whether the rings' IPIs differ is a machine-wide count, which any other
+process on the server's CPU moves: benchmarks/resched_ipis.py measures it
+(tests/test_benchmarks.py runs it)."""
 
 from __future__ import annotations
 
@@ -308,40 +311,6 @@ def test_rescheduling_ipis_are_read_per_cpu_set() -> None:
     assert echo_cell.resched_ipis(text, "2-3") == 23
     assert echo_cell.resched_ipis(text, "1") == 0
     assert echo_cell.resched_ipis("           CPU0\n  0:  1  IO-APIC\n", 0) is None
-
-
-@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 CPUs: server and load generator apart")
-def test_rings_without_taskrun_flags_kick_the_server_with_ipis(native_build: Path, tmp_path: Path) -> None:
-    """io_uring runs a socket completion as task work and, unless the ring
-    has COOP_TASKRUN or DEFER_TASKRUN, notifies the server's task with a
-    rescheduling IPI: the counter the echo sweep records per cell shows it.
-    The rate varies a lot between runs and machines (0.13-0.88 per request
-    in runs here, 0.035 on a CI machine, 0.004 in a run here while a
-    compiler shared the CPUs), and a single 1 s cell of each ring once
-    gave 70 against 3 on a CI machine, so the test sums three interleaved
-    pairs of 1 s cells: the default ring's total must exceed twice the
-    DEFER_TASKRUN ring's plus 30 (that ring took 0-4 per cell in quiet
-    runs here, timers and other kicks rather than completions; on a
-    machine busy with other runs both rings took thousands, the default
-    ring about 2.2 times as many). A second DEFER_TASKRUN ring, in the
-    same interleaving, is the negative control: against the first it must
-    fail the bound."""
-    deferred = ("--single-issuer", "--defer-taskrun")
-    rings = (("default", ()), ("single_issuer_defer_taskrun", deferred), ("control", deferred))
-    ipis = {name: 0 for name, _ in rings}
-    for pair in range(3):
-        for name, flags in rings:
-            cell = echo_cell.Cell(name, flags, 50, 128)
-            result = echo_cell.measure_cell(
-                cell, echo_cell.LoadgenRun(1.0, 0.1), {"server": 0, "client": 1}, tmp_path / f"{name}-{pair}.csv"
-            )
-            ipis[name] += result["server_resched_ipis"]
-
-    def kicks_more(ring: str) -> bool:
-        return ipis[ring] > 2 * ipis["single_issuer_defer_taskrun"] + 30
-
-    assert kicks_more("default"), ipis
-    assert not kicks_more("control"), ipis
 
 
 def test_what_could_not_run_is_one_clause_per_preset_and_kind_of_reason() -> None:

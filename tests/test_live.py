@@ -5,13 +5,16 @@ doing; a killed run's temporary directories are removed by the next."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-from conftest import snakemake, tool_env
+import pytest
+from conftest import REPO, snakemake, tool_env
 from test_interrupt import repro_env
 
 from iolab import live
@@ -118,8 +121,99 @@ def test_a_killed_runs_temporary_directories_are_removed_by_the_next(tmp_path: P
     ]
     for n in names:
         (tmp_path / n).mkdir()
-    removed = sorted(p.name for p in live.remove_stale_tempdirs(tmp_path))
-    assert removed == sorted(names[:5])
+    removed, failed = live.remove_stale_tempdirs(tmp_path)
+    assert sorted(p.name for p in removed) == sorted(names[:5]) and failed == []
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[5:])
     with live.tempdir("iolab-run-") as d:
         assert Path(d).name.startswith(f"iolab-run-{mine}-")
+        assert Path(d).parent == live.SHARED_TMP and (Path(d).stat().st_mode & 0o777) == 0o700
+
+
+NOBODY = 65534
+# As uid 65534 (nobody): remove the stale directories under argv[1], print
+# what it says it removed and could not. The module is imported first, as
+# root, then the process drops to nobody (the checkout may sit where only
+# root enters). PATCH (optional) replaces live's check of what is left.
+AS_NOBODY = """
+import os, sys
+from pathlib import Path
+from iolab import live
+if os.environ.get("PATCH") == "no-check":  # the removal as it once was: not checked
+    live.os.path.lexists = lambda p: False
+os.setgid(65534)
+os.setuid(65534)
+removed, failed = live.remove_stale_tempdirs(Path(sys.argv[1]))
+for p in removed:
+    print("removed", p.name)
+for line in failed:
+    print("failed", line)
+"""
+
+
+def stale_tree(root: Path, dead: int) -> None:
+    """Under ``root`` (open to all): a dead process's directory of root's,
+    one of nobody's holding a folder of root's (nobody cannot empty it), and
+    one of nobody's it can remove."""
+    root.chmod(0o1777)
+    (root / f"iolab-mpi-{dead}-root").mkdir()
+    blocked = root / f"iolab-run-{dead}-blocked"
+    (blocked / "rootowned").mkdir(parents=True)
+    (blocked / "rootowned" / "f").write_text("x")
+    os.chown(blocked, NOBODY, NOBODY)
+    free = root / f"iolab-nb-{dead}-free"
+    free.mkdir()
+    os.chown(free, NOBODY, NOBODY)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as uid 65534")
+def test_removed_is_said_only_of_what_is_gone_and_only_of_ones_own(tmp_path: Path) -> None:
+    """A run as another user neither touches root's leftovers nor says it
+    removed a folder it could not: that one is named, as still there."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    root = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        stale_tree(root, dead.pid)
+        res = subprocess.run([sys.executable, "-c", AS_NOBODY, str(root)], capture_output=True, text=True, cwd=REPO)
+        assert res.returncode == 0, res.stderr
+        lines = res.stdout.splitlines()
+        assert lines[0] == f"removed iolab-nb-{dead.pid}-free" and len(lines) == 2, lines
+        assert lines[1].startswith(f"failed could not remove {root}/iolab-run-{dead.pid}-blocked, left by process")
+        assert "Permission denied" in lines[1]
+        assert sorted(p.name for p in root.iterdir()) == [f"iolab-mpi-{dead.pid}-root", f"iolab-run-{dead.pid}-blocked"]
+        # The negative control: with the removal not checked, the folder
+        # still there is said to be removed.
+        shutil.rmtree(root)
+        root.mkdir()
+        stale_tree(root, dead.pid)
+        res = subprocess.run(
+            [sys.executable, "-c", AS_NOBODY, str(root)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=dict(os.environ, PATCH="no-check"),
+        )
+        assert f"removed iolab-run-{dead.pid}-blocked" in res.stdout.splitlines(), res.stdout
+        assert (root / f"iolab-run-{dead.pid}-blocked").exists()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_measurements_programs_get_a_temporary_directory_of_its_own(tmp_path: Path) -> None:
+    shared = tempfile.gettempdir()
+    probe = [sys.executable, "-c", "import os, tempfile; print(os.environ['TMPDIR'], tempfile.gettempdir())"]
+    with live.private_tmp() as private:
+        assert private.parent == live.SHARED_TMP and private.name.startswith(f"iolab-tmp-{os.getpid()}-")
+        info = private.stat()
+        assert (info.st_mode & 0o777) == 0o700 and info.st_uid == os.geteuid()
+        assert subprocess.run(probe, capture_output=True, text=True).stdout.split() == [str(private)] * 2
+        env = live.private_tmp_env(private)
+        assert set(env) == set(live.PRIVATE_TMP_VARIABLES) and set(env.values()) == {str(private)}
+        assert tempfile.gettempdir() == str(private)
+    assert not private.exists() and tempfile.gettempdir() == shared
+    assert all(os.environ.get(v) != str(private) for v in live.PRIVATE_TMP_VARIABLES)
+    # A directory others may enter is refused: it would defeat the point.
+    (tmp_path / "open").mkdir()
+    (tmp_path / "open").chmod(0o777)
+    with pytest.raises(PermissionError, match="not a directory of this user's alone"):
+        live.private_tmp_env(tmp_path / "open")

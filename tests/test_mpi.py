@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,10 +15,9 @@ import yaml
 from conftest import REPO
 
 from iolab import formats, readers, tables
-from iolab.analysis import mpimodels, mpistats
+from iolab.analysis import mpistats
 from iolab.experiments import mpi
 from iolab.experiments.mpi import launch as mpi_launch
-from iolab.experiments.mpi import netns
 from iolab.runners import RunError
 from iolab.settings import MpiSettings
 
@@ -370,123 +367,6 @@ def test_mpi_error_line_skips_open_mpi_banners() -> None:
         "[vm:123] 1 more process has sent help message help-mpi-api.txt / mpi-abort\n"
     )
     assert mpi_launch.mpi_error_line(stderr).startswith("mpi-probe: validation failed: bcast 8 B")
-
-
-# ---- the netns cluster -----------------------------------------------------------
-
-
-def _root_addresses() -> str:
-    return subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
-
-
-@needs_root
-def test_tbf_rate_is_recovered_across_two_namespaces(mpi_build: Path, tmp_path: Path) -> None:
-    rate = 400.0
-    out = tmp_path / "local" / "mpi" / "k" / "rep1.csv"
-    out.parent.mkdir(parents=True)
-    s = settings(
-        transports=["netns_tbf"],
-        ranks=[2],
-        series=2,
-        iterations=5,
-        large_iterations=5,
-        warmup=1,
-        netns={"tbf_rate_mbit": rate, "tbf_sizes": [262144, 524288, 1048576]},
-    )
-    before = _root_addresses()
-    extra = mpi.run_experiment(s, seed=5, output=out, progress=False)
-    assert _root_addresses() == before  # nothing outside the cluster's subnet was touched
-    assert netns.leftovers() == []
-    launch = extra["mpi"]["launches"][0]
-    assert launch["cluster"]["rate_mbit"] == rate
-    assert len(set(launch["probe_meta"]["processors"])) == 2  # two separate hosts
-    frame = readers.read_mpi_csv(out)
-    pp = frame[frame["rank"] == 0].groupby("bytes")["ns"].median() / 2
-    mb_s, _ = mpimodels.transfer_rate(pp.index.to_numpy(), pp.to_numpy())
-    fitted_mbit = mb_s * 8
-    # The shaper caps the rate: nothing lets a transfer run above it (an
-    # unshaped veth pair runs at several Gbit/s). Busy CPUs can slow it below
-    # the cap: 349 Mbit/s for 400 beside a pipeline run on both CPUs.
-    assert 0.5 < fitted_mbit / rate < 1.10, fitted_mbit
-
-
-@needs_root
-def test_failed_run_leaves_no_namespace_veth_or_bridge(mpi_build: Path) -> None:
-    with pytest.raises(RunError, match="validation failed"):
-        with netns.NetnsCluster(2) as cluster:
-            assert len(netns.leftovers()) >= 5  # 2 namespaces, 2 veth, bridge, /etc/netns
-            s = settings(extra_mca={})
-            launch = mpi_launch.Launch("netns", 2, "mpi-probe", ["allreduce"], [64])
-            argv, _ = mpi_launch.mpirun_argv(
-                s,
-                launch,
-                mpi_build / "mpi-probe",
-                ["--bench", "allreduce", "--sizes", "64", "--series", "1", "--iterations", "2", "--inject-error", "1"],
-                "vader",
-                cluster,
-            )
-            from iolab.runners import LocalRunner
-
-            LocalRunner().run(
-                argv, Path(os.devnull), timeout=120, error_line=mpi_launch.mpi_error_line, env=mpi_launch._mpi_env()
-            )
-    assert netns.leftovers() == []
-
-
-@needs_root
-def test_leftovers_of_a_killed_run_are_removed(tmp_path: Path) -> None:
-    # A process builds a cluster and is killed with SIGKILL: no teardown ran.
-    code = (
-        "import time\nfrom iolab.experiments.mpi.netns import NetnsCluster\n"
-        "c = NetnsCluster(2).__enter__()\nprint('up', flush=True)\ntime.sleep(60)\n"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert any(name.startswith(f"iol{proc.pid}") for name in netns.leftovers())
-    with netns.NetnsCluster(2):
-        assert not any(name.startswith(f"iol{proc.pid}") for name in netns.leftovers())
-    assert netns.leftovers() == []
-
-
-def test_refuses_without_root_or_iproute2() -> None:
-    # The module is imported first, then the process drops to nobody: a clone
-    # under a directory only root can enter (root's home) stays readable.
-    code = (
-        "import os\nfrom iolab.experiments.mpi.netns import require_root_and_iproute2 as r\n"
-        "if os.environ.get('DROP'):\n os.setuid(65534)\n"
-        "try:\n r()\nexcept Exception as e:\n print(e)\n"
-    )
-    if IS_ROOT:
-        res = subprocess.run(
-            [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, env=dict(os.environ, DROP="1")
-        )
-        assert res.stdout.strip() == (
-            "netns transport needs root (it creates network namespaces); "
-            "run as root or drop 'netns' from experiments.mpi.transports"
-        ), res.stderr
-        empty = Path("/nonexistent-path")
-        res = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, PATH=str(empty)),
-        )
-        assert res.stdout.strip() == "netns transport needs 'ip'; install it with: apt-get install iproute2"
-    else:
-        with pytest.raises(RunError, match="needs root"):
-            netns.require_root_and_iproute2()
-
-
-def test_subnet_choice_avoids_the_hosts_networks() -> None:
-    net = netns.pick_subnet()
-    assert net.prefixlen == 24 and net.subnet_of(netns.CANDIDATE_SUPERNET)
-    with pytest.raises(RunError, match="must be a private IPv4"):
-        netns.pick_subnet("8.8.8.0/24")
-    with pytest.raises(RunError, match=r"overlaps 127\.0\.0\.0/8"):
-        netns.pick_subnet("127.0.0.0/24")
 
 
 def test_config_errors_are_one_line(tmp_path: Path) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, snakemake, tool_env
 
 from iolab.inventory import NodeEntry
 from iolab.registry import REGISTRY, can_host
@@ -122,3 +124,36 @@ def test_no_code_checks_a_runner_by_its_name() -> None:
         if pattern.search(line)
     ]
     assert offenders == []
+
+
+def slurm_profile(wd: Path, env: dict[str, str]) -> list[str]:
+    """``snakemake --profile profiles/slurm`` in ``wd``: what it says
+    besides Snakemake's own opening lines."""
+    res = snakemake(wd, "--profile", "profiles/slurm", env=env, timeout=300)
+    assert res.returncode == 1, res.stdout[-2000:]
+    return [
+        ln
+        for ln in (res.stdout + res.stderr).splitlines()
+        if ln.strip() and not ln.startswith(("Using profile", "Config file"))
+    ]
+
+
+def test_the_slurm_profile_without_slurm_says_so_in_one_line(workflow: Path, tmp_path: Path) -> None:
+    """Where no SLURM answers, the slurm profile once failed after 43 s with
+    an error about the total number of cores (the executor's); now the
+    planning says what is missing and how to go on, before any job."""
+    if shutil.which("sinfo") and subprocess.run(["sinfo"], capture_output=True, timeout=60).returncode == 0:
+        pytest.skip("a SLURM cluster answers here")
+    fix = "run it on a SLURM cluster's login node, or drop --profile profiles/slurm to run on this machine"
+    said = slurm_profile(workflow, tool_env())
+    want = "no SLURM cluster answers here" if shutil.which("sbatch") else "with sbatch, which is not installed here"
+    assert len(said) == 1 and said[0].startswith("iolab: the slurm profile submits") and want in said[0], said
+    assert said[0].endswith(fix) and "total number of cores" not in said[0]
+
+
+def test_without_sbatch_the_slurm_profile_names_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from iolab.runners import cluster_problem
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with nothing on it
+    said = cluster_problem([NodeEntry.of({"name": "cn1", "runner": "slurm"})]) or ""
+    assert said.startswith("the slurm profile submits every measurement to SLURM with sbatch, which is not installed")

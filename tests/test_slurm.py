@@ -134,6 +134,19 @@ PartitionName=iolab Nodes=ALL Default=YES MaxTime=INFINITE State=UP
     system_conf.unlink()
 
 
+def test_under_the_profile_every_measured_node_is_a_slurm_node(slurm: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a cluster that answers, planning refuses a node whose
+    measurements are not SLURM jobs (the default inventory's local node)."""
+    from iolab.inventory import NodeEntry
+    from iolab.runners import cluster_problem
+
+    monkeypatch.setenv("SLURM_CONF", slurm["env"]["SLURM_CONF"])
+    cn1 = NodeEntry.of({"name": "cn1", "runner": "slurm"})
+    assert cluster_problem([cn1]) is None
+    local = NodeEntry.of({"name": "local", "runner": "local"})
+    assert (cluster_problem([cn1, local]) or "").startswith("node local has runner local, and the slurm profile")
+
+
 def test_measurements_run_as_slurm_jobs_through_the_profile(slurm: dict, tmp_path: Path) -> None:
     """Each kind of measurement rule (cost probe, echo sweep, MPI) runs as
     its own SLURM job pinned to the node; the tables after them are local

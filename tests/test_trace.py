@@ -1,14 +1,17 @@
-"""The bpftrace kernel-side view: its output parsed, and skipped cleanly,
-with the reason recorded, where bpftrace is unavailable."""
+"""The bpftrace kernel-side view: its output parsed; where bpftrace cannot
+run, nothing measured is stored, and the reason the workflow left it out
+reaches the table and the claims."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,7 +19,7 @@ import pandas as pd
 import pytest
 from conftest import REPO
 
-from iolab import tables
+from iolab import privilege, tables
 from iolab.analysis import models
 from iolab.experiments import trace
 
@@ -35,43 +38,81 @@ def test_parse_output() -> None:
     assert maps["submit_req"]["count"] == 55920
 
 
-def test_skipped_cleanly_without_bpftrace(tmp_path: Path) -> None:
+def measure_trace(
+    raw: Path, env: dict[str, str] | None = None, uid: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m iolab.measure trace`` into ``raw`` (as ``uid``: the module
+    loaded first, then the process drops to it)."""
+    node = {"name": "local", "runner": "local", "kind": "auto", "cpus": {"probe": None}}
+    argv = [
+        "trace",
+        *("--node", json.dumps(node), "--settings", json.dumps({"enabled": True, "seconds": 1})),
+        *("--rep", "1", "--seed", "1", "--output", str(raw)),
+    ]
+    drop = f"import os; os.setgid({uid}); os.setuid({uid}); " if uid is not None else ""
+    code = f"import sys; from iolab import measure; {drop}sys.exit(measure.main({argv!r}))"
+    return subprocess.run([sys.executable, "-c", code], env=env, cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_a_trace_that_cannot_run_stores_nothing(tmp_path: Path) -> None:
+    """Without bpftrace the measurement fails in one line and leaves no raw
+    file: a measurement that did not happen is not data (the workflow
+    leaves it out before it starts: iolab.privilege)."""
     raw = tmp_path / "local" / "trace" / "0123456789ab" / "rep1.csv"
     env = dict(os.environ, PATH=str(Path(sys.executable).parent) + ":/usr/sbin:/sbin")  # no /usr/bin
-    node = {"name": "local", "runner": "local", "kind": "auto", "cpus": {"probe": None}}
-    res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "iolab.measure",
-            "trace",
-            "--node",
-            json.dumps(node),
-            "--settings",
-            json.dumps({"enabled": True, "seconds": 1}),
-            "--rep",
-            "1",
-            "--seed",
-            "1",
-            "--output",
-            str(raw),
-        ],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    res = measure_trace(raw, env)
+    assert res.returncode == 1, res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        "iolab: trace on local: cannot trace here: bpftrace is not installed (apt-get install bpftrace)"
     )
-    assert res.returncode == 0, res.stderr
-    assert "skipped: bpftrace is not installed" in res.stderr
-    side = json.loads(raw.with_name("rep1.provenance.json").read_text())
-    assert side["trace"] == {"available": False, "reason": "bpftrace is not installed (apt-get install bpftrace)"}
-    # The host facts come from the system's own tools all the same.
-    assert side["host"]["kernel"] == os.uname().release and side["cpu"]["count"] == os.cpu_count()
-    table = tables.tidy("trace", [raw])
-    assert models.kernel_view(table, "local") == {
-        "trace_status": "skipped: bpftrace is not installed (apt-get install bpftrace)"
-    }
+    assert not raw.parent.exists() or list(raw.parent.iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as uid 65534")
+def test_a_trace_without_root_stores_nothing(tmp_path: Path) -> None:
+    out = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        os.chown(out, 65534, 65534)
+        raw = out / "local" / "trace" / "0123456789ab" / "rep1.csv"
+        res = measure_trace(raw, uid=65534)
+        assert res.returncode == 1, res.stderr
+        assert res.stderr.strip().splitlines()[-1] == (
+            "iolab: trace on local: cannot trace here: bpftrace attaches kernel tracepoints, "
+            "which needs root; run as root to measure it"
+        )
+        assert not raw.parent.exists() or list(raw.parent.iterdir()) == []
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def test_a_trace_left_out_says_why_in_its_table_and_its_claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workflow left the trace out of a node (no raw file): its table
+    holds the node's row with the reason, and every claim part that reads
+    the trace is "not testable here" with that reason."""
+    from iolab.analysis.claims import design, openanolis, premise
+    from iolab.analysis.verdicts import Outcome
+
+    monkeypatch.chdir(tmp_path)
+    why = privilege.experiment_left_out("trace") or (
+        "bpftrace attaches kernel tracepoints, which needs root; run as root to measure it"
+    )
+    out = tmp_path / "trace.parquet"
+    assert tables.main(["trace", "--output", str(out), f"--left-out=local={why}"]) == 0
+    table = tables.load("trace", out)
+    assert list(table["node"]) == ["local"] and list(table["skipped"]) == [why] and table["map"].isna().all()
+    assert json.loads(tables.sources_path(out).read_text())["left_out"] == {"local": why}
+    assert models.kernel_view(table, "local") == {"trace_status": f"skipped: {why}"}
+    said = f"the trace experiment did not run here: {why}"
+    assert models.trace_not_run(table, "local") == said
+    u5 = design.u5(None, models.trace_rates(table, "local", "echo_default", "queue_async_work"), said)[0]
+    c1 = premise.premise_in_servers(table, "local", pd.DataFrame())
+    for f in [u5, *c1]:
+        assert f.outcome == Outcome.NOT_TESTABLE and f.reason == said, f
+    assert openanolis.poll_first_inline(table, "local") == (None, said)
+    # The negative control: a trace that ran has no such reason.
+    measured = table.assign(map="ns_getppid", skipped="")
+    assert models.trace_not_run(measured, "local") == ""
+    assert tables.main(["trace", "--output", str(out)]) == 1  # neither raw files nor nodes left out
 
 
 @pytest.mark.skipif(not trace.availability().available, reason="bpftrace is not usable here")
@@ -144,8 +185,10 @@ def test_traced_echo_workloads_show_where_task_work_runs() -> None:
     default = trace.run_workload("echo_default", seconds=1, cpu=None, seed=1, cpus=cpus)
     deferred = trace.run_workload("echo_defer_taskrun", seconds=1, cpu=None, seed=1, cpus=cpus)
     polled = trace.run_workload("echo_poll_first", seconds=1, cpu=None, seed=1, cpus=cpus)
+    # Each ran and echoed: 1785-16806 requests in its second beside four
+    # busy loops on these 2 CPUs, so no count near a quiet machine's is asked.
     for maps in default, deferred, polled:
-        assert maps["echoed_requests"]["count"] > 1000
+        assert maps["echoed_requests"]["count"] > 100
 
     def runs(maps: dict, name: str) -> int:  # bpftrace may print an unused count as 0, or not at all
         return maps.get(name, {"count": 0})["count"]
@@ -159,12 +202,14 @@ def test_traced_echo_workloads_show_where_task_work_runs() -> None:
     assert runs(default, "poll_arm") > 0
     # The poll-first server reads and writes only what is ready (MSG_DONTWAIT
     # after its own poll): io_uring arms no poll per request, only for the
-    # odd accept that found no connection yet. A count is what a quiet
-    # machine happens to give (at most 50 alone, 114 beside a loaded CPU);
-    # the rate is what the mechanism guarantees (a server that armed one per
-    # request would read 0.5 or more).
-    polled_rate = runs(polled, "poll_arm") / polled["echoed_requests"]["count"]
-    assert polled_rate < 0.01, polled_rate
+    # odd accept that found no connection yet, at most a few per connection
+    # (2-3 in all beside four busy loops; 50 alone and 114 beside a loaded
+    # CPU in earlier runs). A server that armed one per request would arm
+    # half as many as it echoed; a busy machine echoes fewer requests, so
+    # the accepts' allowance is a count, not a share of the requests.
+    allowance = 4 * trace.ECHO_CONNECTIONS
+    requests = polled["echoed_requests"]["count"]
+    assert runs(polled, "poll_arm") < 0.01 * requests + allowance, (runs(polled, "poll_arm"), requests)
     assert runs(default, "queue_async_work") == runs(polled, "queue_async_work") == 0
     rows = [
         {"node": "n", "workload": w, "map": m, "count": v["count"], "avg_ns": 0, "total_ns": 0, "skipped": ""}
@@ -230,6 +275,6 @@ def test_the_trace_counts_only_the_processes_it_started(tmp_path: Path) -> None:
     finally:
         os.killpg(beside.pid, signal.SIGTERM)
         beside.wait(timeout=30)
-    assert maps["echoed_requests"]["count"] > 1000
+    assert maps["echoed_requests"]["count"] > 100
     assert maps.get("local_work_run", {"count": 0})["count"] == 0, maps
     assert maps.get("task_work_run", {"count": 0})["count"] > 0, maps

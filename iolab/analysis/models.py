@@ -223,6 +223,20 @@ def kernel_view(trace: pd.DataFrame, node: str) -> dict[str, Any]:
     return out
 
 
+def trace_not_run(trace: pd.DataFrame | None, node: str) -> str:
+    """Why the trace experiment has no counts of ``node`` (its table's rows
+    say, from the workflow's planning, e.g. "bpftrace attaches kernel
+    tracepoints, which needs root; ..."), as a clause for a part that is
+    "not testable here"; "" where it has counts or says nothing."""
+    if trace is None or "skipped" not in trace or "node" not in trace:
+        return ""
+    rows = trace[trace["node"] == node]
+    if rows.empty or not rows["map"].isna().all():
+        return ""
+    reason = next((str(r) for r in rows["skipped"] if isinstance(r, str) and r), "")
+    return f"the trace experiment did not run here: {reason}" if reason else ""
+
+
 def trace_rates(trace: pd.DataFrame, node: str, workload: str, name: str) -> dict[int, float]:
     """Per repetition, one traced count per echoed request of an echo
     workload (e.g. io-wq requests under the default ring); empty where the

@@ -45,7 +45,7 @@ from ..analysis import changepoints
 from ..codehash import measuring_sources
 from ..provenance import utc_now
 from . import compare, store, timeline
-from .untrusted import Crate, CrateError, commit_or_none
+from .untrusted import Crate, CrateError, commit_or_none, display_safe, display_safe_tree
 
 DEFAULT_OUT = paths.REPO / "archive" / "site"
 STUDY = paths.REPO / "results" / "study"
@@ -136,14 +136,31 @@ def head_commit(root: Path) -> str:
     return res.stdout.strip() if res.returncode == 0 else "unknown"
 
 
+def _displayed(value: Any) -> Any:
+    """What a page shows of a value: a string made display-safe (its
+    control and bidirectional characters escaped), then HTML-escaped by the
+    template; markup the templates themselves made (a spec's JSON) as it is."""
+    import markupsafe
+
+    return display_safe(value) if isinstance(value, str) and not isinstance(value, markupsafe.Markup) else value
+
+
+def environment() -> Any:
+    """The site's templates: autoescaped, every value shown display-safe."""
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        finalize=_displayed,
+    )
+
+
 def study_page(doc: Mapping[str, Any], lines: Sequence[str], root: str = "") -> str:
     """A cluster study's page (iolab.archive.study) in the site's style; ``root``: the way up to the
     site's assets (a study's own folder holds a copy of them)."""
-    import jinja2
-
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
-    )
+    env = environment()
     rows = [
         {"claim": c, "outcome": v["outcome"], "css": outcome_class(v["outcome"]), "line": v["line"]}
         for c, v in doc["claims"].items()
@@ -163,14 +180,10 @@ def study_page(doc: Mapping[str, Any], lines: Sequence[str], root: str = "") -> 
 
 class Site:
     def __init__(self, db: Path, out: Path, root: Path = paths.REPO, studies: Sequence[Path] = ()) -> None:
-        import jinja2
-
         self.db, self.out = db, out
         # Cluster studies (iolab.archive.study): each folder's verdicts.json.
         self.studies = {d.name: json.loads((d / "verdicts.json").read_text()) for d in studies}
-        self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined
-        )
+        self.env = environment()
         self.records = store.records(db)
         self.numbers = {r.crate_sha256: store.numbers_of(db, r.crate_sha256) for r in self.records}
         self.verdicts = {r.crate_sha256: store.verdicts_of(db, r.crate_sha256) for r in self.records}
@@ -337,7 +350,9 @@ class Site:
         questions: dict[str, list[dict[str, Any]]] = {}
         lines = timeline.timelines(g, self.numbers, self.marks)
         for i, t in enumerate(lines):
-            spec = timeline.chart(t)
+            # The spec's strings (a crate's commits and labels) are drawn as
+            # text by Vega and in the SVG: display-safe as the page's own.
+            spec = display_safe_tree(timeline.chart(t))
             (charts_dir / f"{i:03d}.svg").write_text(vl_convert.vegalite_to_svg(spec))
             self.charts += 1
             current = sum(p.code == timeline.TODAY for p in t.points)

@@ -165,17 +165,25 @@ def _refuse_if_analysed(root: Path) -> None:
 
 
 def rebuild(
-    root: Path, raw: dict[str, list[str]], params: dict[str, dict[str, Any]], note: str, log: Any = print
+    root: Path,
+    raw: dict[str, list[str]],
+    params: dict[str, dict[str, Any]],
+    note: str,
+    log: Any = print,
+    left_out: dict[str, dict[str, str]] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The pipeline's analysis half without Snakemake: each experiment's
-    table from its raw files (repository paths), each notebook with its
-    papermill parameters, then the numbers, the manifest and the paper.
-    Returns the paper's numbers and the notebooks run."""
+    table from its raw files (repository paths) and the nodes the run left
+    it out of (``left_out``: experiment -> node -> reason), each notebook
+    with its papermill parameters, then the numbers, the manifest and the
+    paper. Returns the paper's numbers and the notebooks run."""
     for experiment, files in sorted(raw.items()):
         out = root / "results" / "tables" / f"{experiment}.parquet"
         out.parent.mkdir(parents=True, exist_ok=True)
+        nodes = (left_out or {}).get(experiment, {})
+        flags = [f"--left-out={node}={reason}" for node, reason in sorted(nodes.items())]
         try:
-            built = tables.main([experiment, "--output", str(out), *(str(root / r) for r in files)]) == 0
+            built = tables.main([experiment, "--output", str(out), *flags, *(str(root / r) for r in files)]) == 0
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
             # A raw file or sidecar that verifies but is not what its format
             # says (a crate made by hand): one line, not a traceback.
@@ -210,10 +218,28 @@ def rebuild(
     return numbers, ran
 
 
-def _raw_lists(crate: Crate, unpacked: set[str]) -> dict[str, list[str]]:
+# A node's name as the config allows it (config/schema.yaml).
+_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def _left_out(name: str, sources: Any) -> dict[str, str]:
+    """node -> reason: the nodes a crate's table says the run left its
+    experiment out of (iolab.privilege), each name checked to the config's
+    form and each reason made printable, so neither can pass for a flag."""
+    entries = sources.get("left_out", {}) if isinstance(sources, dict) else {}
+    if not isinstance(entries, dict) or not all(
+        isinstance(k, str) and _NODE.fullmatch(k) and isinstance(v, str) for k, v in entries.items()
+    ):
+        raise CrateError(f"{name}: its left_out is not a map of node names to reasons")
+    return {node: shown(reason, 300) for node, reason in entries.items()}
+
+
+def _raw_lists(crate: Crate, unpacked: set[str]) -> tuple[dict[str, list[str]], dict[str, dict[str, str]]]:
     """experiment -> the raw files its table was built from, from the
-    crate's ``*.sources.json``; each must be a raw file the crate holds."""
+    crate's ``*.sources.json``; each must be a raw file the crate holds.
+    And experiment -> the nodes the run left it out of, with why."""
     raw: dict[str, list[str]] = {}
+    left_out: dict[str, dict[str, str]] = {}
     for name in crate.files("results/tables/"):
         if not name.endswith(".sources.json"):
             continue
@@ -231,7 +257,9 @@ def _raw_lists(crate: Crate, unpacked: set[str]) -> dict[str, list[str]]:
                 raise CrateError(f"{name}: lists {str(path)[:120]!r}, which is not a raw file of this crate")
             files.append(path)
         raw[experiment] = files
-    return raw
+        if nodes := _left_out(name, sources):
+            left_out[experiment] = nodes
+    return raw, left_out
 
 
 def reanalyse(crate_zip: Path, log: Any = print, max_bytes: int = DEFAULT_MAX_BYTES) -> dict[str, Any]:
@@ -252,7 +280,7 @@ def reanalyse(crate_zip: Path, log: Any = print, max_bytes: int = DEFAULT_MAX_BY
             raise CrateError(f"{bad[0]}: refused, {bad[1]}; nothing was unpacked")
         _refuse_if_analysed(root)
         crate_commit = crate_commit_of(crate.root.get("version", ""), crate_zip)
-        raw = _raw_lists(crate, set(raw_members))
+        raw, left_out = _raw_lists(crate, set(raw_members))
         # Only what a table was built from: each listed raw file, its
         # sidecar and the companions its experiment declares. Anything else
         # under data/raw/ is never written.
@@ -297,7 +325,7 @@ def reanalyse(crate_zip: Path, log: Any = print, max_bytes: int = DEFAULT_MAX_BY
         if head and crate_commit != head
         else ""
     )
-    numbers, ran = rebuild(root, raw, params, note, log)
+    numbers, ran = rebuild(root, raw, params, note, log, left_out)
     return {
         "unpacked": unpacked,
         "tables": sorted(raw),

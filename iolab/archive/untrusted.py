@@ -90,6 +90,29 @@ def shown(text: object, limit: int = 120) -> str:
     )
 
 
+def display_safe(text: str) -> str:
+    """A string from a crate as a page shows it: every character that is
+    not printable (ESC and the other controls, the bidirectional overrides
+    and isolates such as U+202E, zero-width and other format characters,
+    line and paragraph separators) written as its escape (``\\x1b``,
+    ``\\u202e``), so that nothing a crate holds changes how the text
+    around it reads. Tabs, newlines and the spaces we print are kept: HTML
+    shows them as spaces. Nothing is cut."""
+    return "".join(c if c.isprintable() or c in _SPACES or c in "\t\n" else repr(c)[1:-1] for c in text)
+
+
+def display_safe_tree(value: Any) -> Any:
+    """``value`` (JSON-like data from a crate: a chart's spec) with every
+    string in it, keys too, made ``display_safe``."""
+    if isinstance(value, str):
+        return display_safe(value)
+    if isinstance(value, dict):
+        return {display_safe_tree(k): display_safe_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [display_safe_tree(v) for v in value]
+    return value
+
+
 def commit_or_none(value: object) -> str | None:
     """``value`` if it is a git commit (7-40 hex digits), else None."""
     return value if isinstance(value, str) and _COMMIT.fullmatch(value) else None

@@ -8,8 +8,10 @@ io_uring_enter. Inside the echo servers it times their request syscalls
 for C1's premise, with what tracing costs per call, in the window and in
 all. Only tracepoints are used: kprobes are often unavailable.
 
-Where bpftrace is missing, we are not root, or tracefs cannot be mounted, the
-experiment is skipped and the reason recorded; that is not an error.
+Where bpftrace is missing or we are not root, the workflow leaves the
+experiment out when it plans (iolab.privilege), with the reason, and
+nothing runs; a repetition asked for anyway, or one whose kernel lacks the
+tracepoints or tracefs, fails with one line and writes no raw file.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from __future__ import annotations
 import os
 import re
 import select
-import shutil
 import signal
 import subprocess
 import time
@@ -27,7 +28,7 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-from .. import paths, readers
+from .. import paths, privilege, readers
 from ..formats import raw_format_line
 from ..registry import REGISTRY
 from ..runners import LocalRunner, RunError
@@ -159,10 +160,9 @@ ATTACH_TIMEOUT = 300
 
 def availability() -> Availability:
     """Whether tracing can run here, mounting tracefs if that is all it takes."""
-    if shutil.which("bpftrace") is None:
-        return Availability(False, "bpftrace is not installed (apt-get install bpftrace)")
-    if os.geteuid() != 0:
-        return Availability(False, "bpftrace needs root")
+    left_out = privilege.experiment_left_out("trace")
+    if left_out:
+        return Availability(False, left_out)
     if not (TRACEFS / "events").is_dir():
         res = subprocess.run(
             ["mount", "-t", "tracefs", "nodev", str(TRACEFS)], capture_output=True, text=True, check=False
@@ -323,12 +323,11 @@ def measure(
     returns what the provenance sidecar should record."""
     seconds = settings.seconds
     avail = availability()
+    if not avail.available:
+        # A measurement that cannot happen is no measurement: nothing is written.
+        raise RunError(f"cannot trace here: {avail.reason}")
     with open(out_path, "w") as f:
         f.write(raw_format_line(REGISTRY["trace"].raw_format))
-        if not avail.available:
-            f.write(f"# skipped={avail.reason}\n")
-            f.write("workload,map,count,avg_ns,total_ns\n")
-            return {"trace": {"available": False, "reason": avail.reason}}
         f.write("workload,map,count,avg_ns,total_ns\n")
         for name in [*WORKLOADS, *ECHO_WORKLOADS, *PREMISE_WORKLOADS]:
             maps = run_workload(name, seconds, cpu, seed, cpus)
@@ -351,7 +350,7 @@ def _bpftrace_version() -> str | None:
 
 
 def run_repetition(rep: Repetition) -> Measured:
-    """The bpftrace run on this machine (a skipped one records why)."""
+    """The bpftrace run on this machine."""
     if rep.remote:
         raise RunError(f"trace on {rep.node.name}: bpftrace runs on local nodes only")
     probe = rep.node.cpus.get("probe")
@@ -361,5 +360,7 @@ def run_repetition(rep: Repetition) -> Measured:
     except (RuntimeError, OSError, subprocess.SubprocessError) as e:
         raise RunError(f"trace on {rep.node.name}: {e}") from e
     frame = readers.read_trace_csv(rep.raw)
-    summary = "skipped: " + extra["trace"]["reason"] if frame.empty else f"{len(frame)} rows"
+    if frame.empty:
+        raise RunError(f"trace on {rep.node.name}: bpftrace reported no counts")
+    summary = f"{len(frame)} rows"
     return Measured(extra, ["bpftrace", "-e", "<script in provenance>"], summary, {"probe_cpu": cpu})

@@ -6,7 +6,7 @@ experiment that may have been skipped on a node."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,37 @@ def skippable_table(
     if not frames:
         raise RawFormatError("no raw files given")
     return pd.concat(frames, ignore_index=True)
+
+
+# The context of a node an experiment was left out of (no raw file, so no
+# sidecar): the keys ``context`` gives, empty.
+LEFT_OUT_CONTEXT: dict[str, Any] = {
+    "kind": "",
+    "mitigations": "",
+    "kernel": "",
+    "cpus": 0,
+    "cpu_model": "",
+    "cpu_identity": "",
+    "memory_kb": 0,
+    "steal_share": float("nan"),
+    "hypervisor": "",
+    "vmm": "",
+    "rep": 0,
+    "round": 0,
+    "accel": "",
+    "raw_file": "",
+}
+
+
+def left_out_table(left_out: Mapping[str, str], columns: Sequence[str]) -> pd.DataFrame:
+    """One row per node the workflow left the experiment out of when it
+    planned (node -> reason; iolab.privilege): no values, the reason in
+    ``skipped``, as a skipped raw file's row, but from no raw file."""
+    rows = [
+        {**{c: None for c in columns}, **LEFT_OUT_CONTEXT, "node": node, "skipped": reason}
+        for node, reason in sorted(left_out.items())
+    ]
+    return pd.DataFrame(rows)
 
 
 def load_sidecar(raw: str | Path) -> dict[str, Any]:

@@ -9,6 +9,10 @@ capabilities; callers ask for those, never for a runner class.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from collections.abc import Sequence
+
 from ..capabilities import Capability, capabilities_of
 from ..inventory import NodeEntry
 from .base import RunError, Runner, RunResult, build_failure
@@ -29,6 +33,7 @@ __all__ = [
     "VmRunner",
     "build_failure",
     "capabilities_of",
+    "cluster_problem",
     "guest_kernel",
     "guest_modules",
     "run_in_guest",
@@ -57,6 +62,43 @@ def runner_for(node: NodeEntry) -> Runner:
     if issubclass(cls, LocalRunner):  # SlurmRunner too: this machine, no node to hold
         return cls()
     return cls(node)
+
+
+# Seconds sinfo may take to answer: it returns at once where no SLURM is
+# configured, and retries for up to 60 s where its config file is missing.
+SINFO_TIMEOUT = 10
+
+
+def cluster_problem(nodes: Sequence[NodeEntry]) -> str | None:
+    """Why a run with a cluster executor (the slurm profile) cannot submit
+    its measurements from here (None: it can): no sbatch, no SLURM cluster
+    that answers, or a node whose measurements are not SLURM jobs (without
+    the job's CPUs its threads are the workflow's total cores, which a
+    cluster run has none of). Asked when the workflow plans, so that it is
+    one line at once rather than an executor's error about cores."""
+    fix = "run it on a SLURM cluster's login node, or drop --profile profiles/slurm to run on this machine"
+    submits = "the slurm profile submits every measurement to SLURM"
+    if shutil.which("sbatch") is None:
+        return f"{submits} with sbatch, which is not installed here; {fix}"
+    try:
+        res = subprocess.run(
+            ["sinfo", "--noheader", "--format=%P"], capture_output=True, text=True, timeout=SINFO_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return f"{submits}, and sinfo gave no answer in {SINFO_TIMEOUT} s; {fix}"
+    except OSError as e:
+        return f"{submits}, and sinfo cannot run here ({e.strerror}); {fix}"
+    if res.returncode != 0:
+        said = (res.stderr.strip().splitlines() or [f"exit status {res.returncode}"])[-1]
+        return f"{submits}, and no SLURM cluster answers here ({said}); {fix}"
+    for node in nodes:
+        if Capability.CLUSTER_JOB not in capabilities_of(node.runner):
+            return (
+                f"node {node.name} has runner {node.runner}, and the slurm profile measures only nodes with "
+                "runner: slurm (config/nodes.example.yaml); give your cluster's nodes with --configfile, "
+                "or drop --profile profiles/slurm to run on this machine"
+            )
+    return None
 
 
 def skip_reason(node: NodeEntry) -> str | None:

@@ -23,7 +23,7 @@ import pandas as pd
 
 from .. import costmodel, echostats, evidence, mpistats, occasions
 from ..findings import not_testable
-from ..models import trace_rates
+from ..models import trace_not_run, trace_rates
 from ..stats import across_reps
 from ..verdicts import Finding, Rule, settle
 from .design import RULES as DESIGN_RULES
@@ -279,7 +279,7 @@ def _findings(
             else [not_testable(claim, "echo servers", "the echo experiment did not run on this node")]
         )
     rates = trace_rates(trace, node, "echo_default", "queue_async_work") if trace is not None else None
-    measured_echo += u5(echo_here, rates)
+    measured_echo += u5(echo_here, rates, trace_not_run(trace, node))
     measured_echo += u6(echo_here) if echo_here is not None else u6(None)
     if echo_here is not None:
         measured_echo = _sources_setup_gate(measured_echo, echo_here)

@@ -46,16 +46,17 @@ EXCELLENT_BOOST = above(RINGS_BOOST, RINGS_BOOST_WHY)
 SLOW_AT_LOW_RATE = below(1.0, "'works rather slowly at a low frequency of operations': slower than epoll; " + DIRECTION)
 
 
-def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None) -> list[Finding]:
+def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None, not_traced: str = "") -> list[Finding]:
     """U5: the reactor's design claims. ``kernel``: per repetition, the
-    trace experiment's io-wq requests per echoed request (``trace_rates``).
+    trace experiment's io-wq requests per echoed request (``trace_rates``);
+    ``not_traced``: why the trace did not run here, where its table says.
     Each part is gated on what it needs: the Go reactor's ring routing on the
     source's 4 cores, the C server's two rings on 2 CPUs."""
     out: list[Finding] = []
     what = "io-wq requests per echoed request, default ring (trace)"
     rare = RARELY_USED
     if kernel is None or not len(kernel):
-        out.append(not_testable("U5", what, "the trace experiment did not run, or predates this count"))
+        out.append(not_testable("U5", what, not_traced or "the trace experiment did not run, or predates this count"))
     else:
         out.append(
             finding("U5", what, pd.Series(kernel).sort_index(), rare, "used very rarely", {"trace": []}, kind="count")

@@ -21,7 +21,7 @@ import pandas as pd
 
 from .. import echostats
 from ..findings import finding, not_testable
-from ..models import trace_rates
+from ..models import trace_not_run, trace_rates
 from ..sources import QUOTED
 from ..verdicts import Finding, Rule
 from .premise import PREMISE_RULES, premise, premise_in_servers
@@ -185,7 +185,8 @@ def poll_first_inline(trace: pd.DataFrame | None, node: str) -> tuple[bool | Non
     sentence), or (None, why not known) where the trace did not count it."""
     rates = trace_rates(trace, node, "echo_poll_first", "poll_arm") if trace is not None else {}
     if not rates:
-        return None, "the trace experiment did not count the poll-first server's polls in this run"
+        why = trace_not_run(trace, node)
+        return None, why or "the trace experiment did not count the poll-first server's polls in this run"
     worst = max(rates.values())
     if worst <= 0.01:
         return True, (

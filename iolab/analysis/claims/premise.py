@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..findings import finding, not_testable
+from ..models import trace_not_run
 from ..verdicts import Finding
 from .rules import COST_EXPERIMENTS, above, paired_by_rep
 
@@ -88,7 +89,8 @@ def premise_in_servers(trace: pd.DataFrame | None, node: str, cost: pd.DataFrame
                 not_testable(
                     "C1",
                     label,
-                    "the trace experiment did not time this server's request syscalls in this run (it needs "
+                    trace_not_run(trace, node)
+                    or "the trace experiment did not time this server's request syscalls in this run (it needs "
                     "bpftrace, root and tracefs; runs from before the premise was timed lack it)",
                 )
             )

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ... import live, readers
+from ... import live, privilege, readers
 from ...formats import MPI_COLUMNS, raw_format_line
 from ...hostfacts import HostFacts
 from ...inventory import NodeEntry
@@ -47,7 +47,7 @@ from .group import Member, MpiNodeGroup
 from .launch import Launch, Settings, mpirun_path, mpirun_version, run_launch, shm_btl, usable_cpus
 from .netns import NetnsCluster, require_root_and_iproute2
 
-NETNS_TRANSPORTS = ("netns", "netns_tbf")
+NETNS_TRANSPORTS = tuple(privilege.ROOT_TRANSPORTS)
 BENCHMARKS = ("pingpong", "bcast", "allreduce", "alltoall", "barrier")
 
 
@@ -215,12 +215,14 @@ def run_repetition(rep: Repetition) -> Measured:
     launcher = rep.runner.mpi_launcher if "SLURM_JOB_ID" in os.environ else "mpirun"
     interface = rep.entry.mpi.interface
     transports, left_out = node_transports(rep.entry, settings_of(rep, MpiSettings))
-    if left_out:
-        print(
-            f"iolab: mpi on {rep.node.name}: leaving out {', '.join(left_out)} (they need "
-            "this machine's network namespaces; nodes[].mpi.transports chooses)",
-            file=sys.stderr,
-        )
+    why = dict.fromkeys(left_out, "it needs this machine's network namespaces; nodes[].mpi.transports chooses")
+    if Capability.THIS_MACHINE in rep.runner.capabilities:
+        # The rule the workflow planned by: without root, no namespaces.
+        why |= privilege.transports_left_out(transports)
+        transports = [t for t in transports if t not in why]
+    for transport, reason in why.items():
+        print(f"iolab: mpi on {rep.node.name}: leaving out {transport}: {reason}", file=sys.stderr)
+    left_out = list(why)
     settings = settings_of(rep, MpiSettings).model_copy(
         update={"transports": tuple(transports), **({"tcp_interface": interface} if interface else {})}
     )
@@ -236,6 +238,7 @@ def run_repetition(rep: Repetition) -> Measured:
             facts=rep.facts,
         )
     extra["mpi"]["transports_left_out"] = left_out
+    extra["mpi"]["transports_left_out_why"] = why
     frame = readers.read_mpi_csv(rep.raw)
     if frame.empty:
         raise RunError(f"mpi on {rep.node.name}: no samples were written")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ... import live
 from ...formats import MPI_PROBE_COLUMNS, REFERENCE_BENCH
 from ...runners import Capability, LocalRunner, RunError, Runner
 from ...settings import MpiSettings
@@ -374,12 +375,16 @@ def run_launch(
     else:
         argv, decided = mpirun_argv(settings, launch, program, args, btl_shm, cluster, cpus, remote)
     stdout_path = workdir / "stdout.txt"
+    own_session_files = not remote and decided.get("launcher") != "srun"
     result = runner.run(
         argv,
         stdout_path,
         timeout=float(settings.timeout),
         error_line=mpi_error_line,
-        env={**_mpi_env(), **decided.get("environment", {})},
+        # Here, mpirun, its daemons and PMIx keep their session files in the
+        # launch's own directory (srun's PMIx is slurmstepd's; a node
+        # reached over ssh has its own temporary directory).
+        env={**_mpi_env(workdir if own_session_files else None), **decided.get("environment", {})},
         name=launch.label(),
     )
     record: dict[str, Any] = {
@@ -414,9 +419,14 @@ def run_launch(
     return record
 
 
-def _mpi_env() -> dict[str, str]:
-    """Variables a launch adds to the node's environment."""
+def _mpi_env(private_tmp: Path | None = None) -> dict[str, str]:
+    """Variables a launch adds to the node's environment; ``private_tmp``: a
+    directory of this user's alone (mode 0700) for Open MPI's session
+    directory and PMIx's files, whose names in the shared temporary
+    directory (``ompi.<host>.<uid>``, the netns hosts' names known in
+    advance) another user could make first."""
+    env = live.private_tmp_env(private_tmp) if private_tmp is not None else {}
     if os.geteuid() == 0:
         # Open MPI refuses root without these (plus --allow-run-as-root for mpirun).
-        return {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
-    return {}
+        env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})
+    return env

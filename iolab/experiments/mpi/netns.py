@@ -125,8 +125,10 @@ def remove_cluster(owner: int) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def remove_stale_clusters() -> list[int]:
-    """Remove clusters whose creating process is gone (a killed earlier run)."""
+def remove_stale_clusters() -> tuple[list[int], list[str]]:
+    """Remove clusters whose creating process is gone (a killed earlier
+    run): the owners whose clusters are gone now, and one line for each
+    whose namespaces, links or files are still there."""
     owners = set()
     for name in [
         *owned_namespaces(),
@@ -137,9 +139,15 @@ def remove_stale_clusters() -> list[int]:
         if m:
             owners.add(int(m.group(1)))
     stale = sorted(o for o in owners if not live.pid_alive(o))
+    removed, failed = [], []
     for owner in stale:
         remove_cluster(owner)
-    return stale
+        left = [name for name in leftovers() if (m := _OWNED.match(Path(name).name)) and int(m.group(1)) == owner]
+        if left:
+            failed.append(f"could not remove what process {owner} left: {', '.join(left)}")
+        else:
+            removed.append(owner)
+    return removed, failed
 
 
 def _used_networks() -> list[ipaddress.IPv4Network]:
@@ -210,8 +218,11 @@ class NetnsCluster:
     # -- life cycle -------------------------------------------------------
     def __enter__(self) -> NetnsCluster:
         require_root_and_iproute2()
-        for owner in remove_stale_clusters():
+        removed, failed = remove_stale_clusters()
+        for owner in removed:
             print(f"iolab: removed network namespaces left by process {owner}, which no longer runs")
+        for line in failed:
+            print(f"iolab: {line}")
         self.subnet = pick_subnet(self.requested_subnet)
         if self.hosts > self.subnet.num_addresses - 2:
             raise RunError(f"netns: {self.hosts} hosts do not fit in {self.subnet}")
