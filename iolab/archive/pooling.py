@@ -123,6 +123,9 @@ def gather(crates: Sequence[Path], record_dir: Path | None, say: Callable[[str],
     whose crate is here is checked against that crate; one that disagrees
     with it is left out, said."""
     runs = load_runs(crates, say=say)
+    for r in runs:
+        if r.run.left_out:
+            say(f"verdicts: {r.crate.name}: {r.run.left_out}")
     out = [of_crate(r) for r in runs]
     digests = {r.crate.name: sha256(r.crate) for r in runs}
     if record_dir is None:
