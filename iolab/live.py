@@ -70,7 +70,7 @@ SHARED_TMP = Path(tempfile.gettempdir())
 # with mpirun's contact file, hwloc's topology and PMIx's stores in it) for
 # TMPDIR alone and for OMPI_MCA_orte_tmpdir_base alone; the prte names are
 # Open MPI 5's, and PMIx follows the session directory there (each name
-# set alone, where the session directory appeared: docs/notes.md).
+# set alone, where the session directory appeared).
 PRIVATE_TMP_VARIABLES = (
     "TMPDIR",
     "OMPI_MCA_orte_tmpdir_base",

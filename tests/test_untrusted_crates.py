@@ -335,6 +335,6 @@ def test_made_up_claims_are_left_out_and_said_in_one_line(
     assert len(pooling.report(*_pooled(pooling, [crate]))) > made_up
 
 
-def _pooled(pooling: Any, crates: list[Path]) -> tuple[Any, Any, str]:
-    runs = pooling.load_runs(crates, say=lambda s: None)
-    return runs, pooling.pool_runs(runs, "accumulating"), "accumulating"
+def _pooled(pooling: Any, crates: list[Path]) -> tuple[str, Any, Any, str]:
+    evidence = pooling.gather(crates, None, say=lambda s: None)
+    return "this kind", evidence, pooling.pool_evidence(evidence, "accumulating"), "accumulating"
