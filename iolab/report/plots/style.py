@@ -17,7 +17,7 @@ from matplotlib.axis import Axis
 from matplotlib.container import Container
 from matplotlib.figure import Figure
 from matplotlib.text import Text
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogFormatter
 from numpy.typing import ArrayLike
 
 # A4 with 2 cm margins (paper/paper.typ): figures print this wide.
@@ -115,6 +115,16 @@ def plain_ticks(axis: Axis) -> None:
     """Tick labels as plain numbers (0.5, 2, 4), not powers, on a log axis
     of ratios or counts."""
     axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    # An axis spanning less than a decade is labelled at some of its minor
+    # ticks (matplotlib's thresholds), plainly too.
+    axis.set_minor_formatter(_PlainLogFormatter(labelOnlyBase=False))
+
+
+class _PlainLogFormatter(LogFormatter):
+    """matplotlib's choice of which minor ticks to label, each as 0.8, not 8e-01."""
+
+    def _num_to_string(self, x: float, vmin: float, vmax: float) -> str:
+        return f"{x:g}"
 
 
 def interval_bars(low: ArrayLike, value: ArrayLike, high: ArrayLike) -> np.ndarray:
