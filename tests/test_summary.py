@@ -83,10 +83,91 @@ def test_zero_copy_is_stated_only_when_every_size_sits_on_one_side() -> None:
 
 def test_the_abstract_says_so_when_nothing_is_decided() -> None:
     written = summary.write({"per_sqe_over_epoll": entry(1.0, 0.9, 1.1)})
-    assert written["abstract_results"]["text"] == (
+    assert written["abstract_findings"]["text"] == (
         "No comparison in this run has an interval that excludes its comparison point."
     )
     assert summary.result_count({"per_sqe_over_epoll": entry(1.0, 0.9, 1.1)}) == 0
+
+
+def test_the_first_finding_is_the_headline_cell_with_the_models_prediction() -> None:
+    numbers = {
+        "headline_cpu_c50_b128": entry(1.1, 1.0, 1.2),
+        "headline_cpu_c500_b512": entry(1.3, 1.2, 1.4),
+        "headline_cpu_c500_b512_predicted": entry(0.9, 0.85, 0.95),
+        "headline_cpu_c500_b128": entry(1.25, 1.15, 1.35),
+    }
+    text = summary.headline_cell(numbers)
+    # The most connections, the smallest message; its side said from its interval.
+    assert text.startswith("At 500 connections and 128 B, io_uring's default ring costs 1.25 (95 % interval")
+    assert "(more than epoll)" in text and "predicts" not in text
+    across = {**numbers, "headline_cpu_c500_b128": entry(1.02, 0.95, 1.1)}
+    assert "(about as much as epoll)" in summary.headline_cell(across)
+    below = {"headline_cpu_c500_b512": entry(0.8, 0.7, 0.9), "headline_cpu_c500_b512_predicted": entry(0.9, 0.85, 0.95)}
+    said = summary.headline_cell(below)
+    assert "(less than epoll)" in said and "the cost model, at the batch size the server reached, predicts 0.90" in said
+    # Negative control: a cell with no interval is never the headline.
+    assert summary.headline_cell({"headline_cpu_c500_b128": {"value": 1.3, "text": "1.30"}}) == ""
+
+
+def test_the_abstract_states_at_most_five_findings_from_parts_and_counts() -> None:
+    findings = {
+        "value": [
+            {
+                "claim": "C4",
+                "part": "p",
+                "value": "3.40 [3.10, 3.70]",
+                "estimate": {"value": 3.4, "low": 3.1, "high": 3.7},
+                "per_rep": [3.1, 3.3, 3.4, 3.4, 3.5, 3.7],
+            },
+            {"claim": "U6", "part": "w", "value": "0", "per_rep": [0.0] * 6},
+            {"claim": "U6", "part": "ctx", "value": "5", "per_rep": [5.0] * 6, "context": True},
+        ]
+    }
+    numbers = {
+        "findings": findings,
+        "headline_cpu_c500_b128": entry(1.25, 1.15, 1.35),
+        "per_sqe_over_epoll": entry(0.8, 0.7, 0.9),
+        "preferred_model": {"value": "B", "text": "B"},
+        "aic_gap": {"value": 90.0, "text": "90.0"},
+        "zc_ratio_send_zc_1024": entry(1.2, 1.1, 1.3),
+    }
+    found = summary.findings(numbers)
+    assert len(found) == summary.MAX_FINDINGS
+    assert (
+        found[0].startswith("At 500 connections")
+        and "costs 3.40 (95 % interval 3.10\u20133.70) times epoll's server CPU" in found[2]
+    )
+    assert "summed AIC gap of 90.0" in found[3]
+    assert summary.io_wq(numbers).startswith("No io-wq worker started for the default ring in any of 6 repetitions")
+    # A worker in some repetition: nothing is said.
+    busy = {"findings": {"value": [{"claim": "U6", "part": "w", "value": "1", "per_rep": [0.0, 1.0]}]}}
+    assert summary.io_wq(busy) == ""
+
+
+def test_the_verdict_sentence_counts_each_outcome_and_the_launches_still_needed() -> None:
+    outcomes = {"C4": "not reproduced", "U1": "undecided at this precision", "M1": "not testable here"}
+    numbers = {
+        "kind_launches": {"value": 3, "text": "3"},
+        "kind_launches_needed_fewest": {"value": 4, "text": "4"},
+        "kind_launches_needed": {"value": 17, "text": "17"},
+    }
+    text = summary.verdict_sentence(numbers, outcomes)
+    assert text.startswith("Of the sources' 3 claims, 2 could be tested on this machine (")
+    assert "not reproduced: C4" in text and "undecided at this precision: U1" in text
+    assert "1 need hardware it lacks" in text
+    assert text.endswith(
+        "The verdicts about this machine kind rest on 3 launches so far; deciding them needs from about 4 to "
+        "about 17 more, claim by claim."
+    )
+    one = {
+        **numbers,
+        "kind_launches": {"value": 1, "text": "1"},
+        "kind_launches_needed_fewest": numbers["kind_launches_needed"],
+    }
+    assert summary.verdict_sentence(one, outcomes).endswith(
+        "rest on 1 launch so far; deciding them needs about 17 more."
+    )
+    assert summary.verdict_sentence({}, {}) == ""
 
 
 def test_the_conclusion_says_what_the_run_learned_from_its_numbers() -> None:

@@ -377,6 +377,7 @@ TESTS = {
         "the sources' setup: a blocking thread per connection, nothing pinned; a cell where the load "
         "generator set the pace is context",
         "their 4-core i5 and 60 s cells; whether 'load' meant the server or the machine",
+        short="io_uring is at least a worthy competitor of epoll",
     ),
     "U2": ClaimTest(
         "Habr part 3",
@@ -387,6 +388,7 @@ TESTS = {
         "the sources' setup; the reactor's default rings follow the CPUs (2 x CPUs - 2: 2 on 2 CPUs, 6 on the "
         "source's 4)",
         "VirtualBox and Linux 5.16; the go-uring module itself (rewritten here in pure Go)",
+        short="the Go reactor is slow with few connections, ahead with many",
     ),
     "U3": ClaimTest(
         "Habr part 3",
@@ -395,6 +397,7 @@ TESTS = {
         "at least 4 CPUs (its 2 polling threads each take a CPU) and the sources' setup",
         "as U2; its SQ_POLL mode ran 2 rings against the default's 6, so ring count is confounded with "
         "SQPOLL, there and here",
+        short="the Go reactor's SQPOLL mode is slower",
     ),
     "U4": ClaimTest(
         "Habr part 3",
@@ -404,6 +407,7 @@ TESTS = {
         "the sources' setup (where the SQPOLL thread and io-wq ran, the source does not say); at least 3 CPUs "
         "for ASYNC's workers to run in parallel",
         "the author's opinion has no table or cells",
+        short="SQ_AFF hurts, ASYNC helps; buffer select and fixed files barely matter",
     ),
     "U5": ClaimTest(
         "Habr part 3",
@@ -416,6 +420,7 @@ TESTS = {
         "the ring count as context",
         "at least 4 CPUs for the ring count (context), 2 for the routing and the C server's parts",
         "no table in the source",
+        short="the reactor's design: ring routing, several rings, ATTACH_WQ, rare io-wq",
     ),
     "U6": ClaimTest(
         "Habr part 1 (the author's reply to a reader)",
@@ -423,6 +428,7 @@ TESTS = {
         "the io-wq workers the default ring's server had at exit, in every cell",
         "a kernel whose io_uring reports them (ours: counted from /proc at exit)",
         "the source's kernel 5.11 created io-wq with each ring; the claim is a reply, not a measurement",
+        short="io-wq's worker pool starts in any case",
     ),
 }
 

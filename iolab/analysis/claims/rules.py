@@ -102,6 +102,8 @@ class ClaimTest:
     measure: str
     needs: str
     unmatched: str
+    # The claim in at most about 12 words: the claims table's first column.
+    short: str = ""
 
 
 # --- the echo cells ---------------------------------------------------------------------
