@@ -268,7 +268,9 @@ NOTEBOOKS: dict[str, Notebook] = {
     n.name: n
     for n in (
         _notebook("cost_model", "Cost model", (Figure("cost_model_per_request"),)),
-        _notebook("claims", "Claims re-tested", (Figure("claims_forest"),), judges_claims=True),
+        _notebook(
+            "claims", "Claims re-tested", (Figure("headline", "echo"), Figure("claims_forest")), judges_claims=True
+        ),
         _notebook("echo", "Echo servers", experiments=("echo",)),
         _notebook("collectives", "MPI collectives", experiments=("mpi",)),
         # nodes_mpi_ratio and nodes_echo_ratio exist only when two node kinds

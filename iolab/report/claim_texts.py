@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -139,32 +140,66 @@ def log_spread(findings: Sequence[Finding]) -> float:
 FAITHFUL_GOAL = 0.8
 
 
-def faithful_text(claim: str, findings: Sequence[Finding], runs: int = faithful.RUNS) -> str:
-    """What a faithful replication of the source's own table would give here:
-    the share of simulated replications, at this run's spread and
-    repetitions, that reproduce the claim; where under FAITHFUL_GOAL, why a
-    "reproduced" cannot be expected. "" for a claim whose source gave no table."""
+@dataclass(frozen=True)
+class Replication:
+    """A faithful replication of a claim's source table at this run's spread
+    and repetitions: the share of simulated runs that reproduce the claim,
+    or why none was simulated (``why``)."""
+
+    claim: str
+    share: float | None = None
+    reps: int = 0
+    spread: float = math.nan
+    runs: int = 0
+    why: str = ""
+
+    def text(self) -> str:
+        if self.share is None:
+            return self.why
+        text = (
+            f"At this run's spread between repetitions (log sd {self.spread:.3f}) and {self.reps} repetitions, a "
+            f"faithful replication of the source's own table reproduces {self.claim} in {self.share:.0%} of "
+            f"{self.runs} simulated runs"
+        )
+        if self.share >= FAITHFUL_GOAL:
+            return text + "."
+        return text + ": a \u201creproduced\u201d cannot be expected from one run at this spread and these repetitions."
+
+    def short(self) -> str:
+        """For the machinery table: the share at the repetitions, or why none."""
+        if self.share is None:
+            return "not simulated"
+        return f"{self.share:.0%} at {self.reps} repetitions (log sd {self.spread:.2f})"
+
+
+def replication(claim: str, findings: Sequence[Finding], runs: int = faithful.RUNS) -> Replication | None:
+    """``Replication`` of ``claim``; None for a claim whose source gave no table."""
     if faithful.replications(claim) is None:
-        return ""
+        return None
     kind = "echo" if claim.startswith("U") else "cost"
     mine = [f for f in findings if f.claim == claim and not f.context and f.estimate is not None]
     alike = mine or [f for f in findings if f.estimate is not None and f.group.startswith(f"claims:{kind}:")]
     spread = log_spread(alike)
     if not alike:
-        return f"No part of {claim} or its kind was measured, so no replication of its source's table was simulated."
+        why = f"No part of {claim} or its kind was measured, so no replication of its source's table was simulated."
+        return Replication(claim, why=why)
     if not math.isfinite(spread):
         most = max(len(f.per_rep) for f in alike)
-        return (
-            f"{claim}'s parts have at most {most} repetitions here, too few for a spread between repetitions "
-            "(3 are needed), so no replication of its source's table was simulated."
+        return Replication(
+            claim,
+            why=(
+                f"{claim}'s parts have at most {most} repetitions here, too few for a spread between repetitions "
+                "(3 are needed), so no replication of its source's table was simulated."
+            ),
         )
     reps, b = max(f.n0 for f in alike), alike[0].budget
     share = faithful.reproduce_share(claim, reps, spread, adaptive=b.later > 0, runs=runs)
     assert share is not None
-    text = (
-        f"At this run's spread between repetitions (log sd {spread:.3f}) and {reps} repetitions, a faithful "
-        f"replication of the source's own table reproduces {claim} in {share:.0%} of {runs} simulated runs"
-    )
-    if share >= FAITHFUL_GOAL:
-        return text + "."
-    return text + ": a \u201creproduced\u201d cannot be expected from one run at this spread and these repetitions."
+    return Replication(claim, share, reps, spread, runs)
+
+
+def faithful_text(claim: str, findings: Sequence[Finding], runs: int = faithful.RUNS) -> str:
+    """What a faithful replication of the source's own table would give here
+    (``Replication.text``); "" for a claim whose source gave no table."""
+    r = replication(claim, findings, runs)
+    return r.text() if r is not None else ""

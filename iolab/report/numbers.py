@@ -7,6 +7,7 @@ reference data gives).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,16 +27,16 @@ from ..analysis import (
 )
 from ..analysis.claims import faithful
 from ..analysis.stats import ESTIMATOR, across_reps
-from ..analysis.verdicts import RULE_TEXT, Finding, Outcome, error_text
+from ..analysis.verdicts import MAX_REPS, RULE_TEXT, Finding, Outcome, error_text
 from ..rooms.context import software
 from . import over_runs, scopes
 from .claim_texts import (
     ESTIMAND,
     claim_verdict_objects,
     claim_verdicts,
-    faithful_text,
     occasions_sentence,
     reach_text,
+    replication,
     short_reason,
 )
 from .outputs import Outputs
@@ -282,6 +283,7 @@ def claims_numbers(
     out.text("method_occasions", occasions_sentence())
     out.text("method_interval", interval_sentence([len(f.per_rep) for f in findings if f.estimate is not None] or [6]))
     verdicts = claim_verdict_objects(findings)
+    machinery = []
     for claim, text in claim_verdicts(findings, short=True).items():
         out.text(f"{claim.lower()}_verdict", text)
         counted = [f for f in findings if f.claim == claim and not f.context and f.estimate is not None]
@@ -300,9 +302,19 @@ def claims_numbers(
         out.text(f"{claim.lower()}_runs", over_runs.runs_text(claim, findings))
         pw = power.claim_power([f for f in findings if f.claim == claim], runs=power_runs) if counted else None
         out.text(f"{claim.lower()}_power", pw.text() if pw else "")
-        faithful_sentence = faithful_text(claim, findings, runs=faithful_runs)
-        if faithful_sentence:
-            out.text(f"{claim.lower()}_faithful", faithful_sentence)
+        rep = replication(claim, findings, runs=faithful_runs)
+        if rep is not None:
+            out.text(f"{claim.lower()}_faithful", rep.text())
+        if counted:
+            machinery.append(
+                {
+                    "claim": claim,
+                    "reach": reach_words(counted),
+                    "power": f"{pw.reproduce:.0%} / {pw.refute:.0%}" if pw else "",
+                    "faithful": rep.short() if rep is not None else "no source table",
+                    "decide": decide_words(verdicts[claim].outcome, counted),
+                }
+            )
     decided = [
         c for c, v in verdicts.items() if v.outcome in (Outcome.REPRODUCED, Outcome.NOT_REPRODUCED, Outcome.INCOMPLETE)
     ]
@@ -325,6 +337,25 @@ def claims_numbers(
     for o, n in counts.items():
         out.number(f"findings_{o.name.lower()}", n)
     out.rows("claims_tested", claims_tested(findings))
+    out.rows("claims_machinery", pd.DataFrame(machinery, columns=["claim", "reach", "power", "faithful", "decide"]))
+
+
+def reach_words(parts: Sequence[Finding]) -> str:
+    """The outcomes a claim's repetitions planned in advance can reach."""
+    can = ["reproduced"] * all(f.reachable[0] for f in parts)
+    can += ["not reproduced"] * any(f.reachable[1] for f in parts)
+    return ", ".join([*can, "undecided"]) + f" (at {max(f.n0 for f in parts)} repetitions)"
+
+
+def decide_words(outcome: Outcome, parts: Sequence[Finding]) -> str:
+    """The repetitions that would be expected to decide an undecided claim:
+    the most its undecided parts need."""
+    if outcome is not Outcome.UNDECIDED:
+        return "decided"
+    needs = [f.needed for f in parts if f.outcome is Outcome.UNDECIDED]
+    if not needs or any(n is None for n in needs):
+        return f"more than {MAX_REPS}"
+    return f"about {max(n for n in needs if n is not None)}"
 
 
 def claim_scopes(
@@ -346,13 +377,14 @@ def claim_scopes(
     kind = scopes.kind_verdicts(pool)
     out.text("scopes_method", scopes.SCOPES_TEXT)
     out.text("kind_machine", machine)
-    out.number("kind_launches", pool.launches)
+    out.number("kind_launches", scopes.launches_judged(kind))
     out.number("kind_runs", pool.runs)
     for claim, k in kind.items():
         out.text(f"{claim.lower()}_kind", k.text())
     needed = scopes.launches_needed(kind)
     if needed is not None:
-        out.number("kind_launches_needed", needed)
+        out.number("kind_launches_needed_fewest", needed[0])
+        out.number("kind_launches_needed", needed[1])
     if pool.said:
         out.text("kind_records_left_out", "; ".join(pool.said))
     out.rows("claims_table", scopes.claims_table(findings, kind, CLAIM_WORDS))
@@ -455,11 +487,11 @@ def headline(
     cost: pd.DataFrame,
     echo: pd.DataFrame | None,
     node: str,
+    answer: pd.DataFrame | None = None,
 ) -> None:
-    """The title and the abstract's sentences, each from the run's numbers:
-    the machine, the cost model's answer with its interval, the servers
-    against epoll, every claim's verdict in a word, and the questions this
-    run could not answer, with why."""
+    """The title, which states the run's first answer on its machine
+    (``answer``: iolab.analysis.headline's rows), and every claim's verdict
+    in a word, for the abstract."""
     mine = syscall[syscall["node"] == node]
     first = mine.iloc[0]
     kind = str(first["kind"])
@@ -469,18 +501,36 @@ def headline(
     machine = f"a {cpus}-vCPU {cpu} virtual machine" if kind == "vm" else f"a {cpus}-CPU {cpu} {kind} node"
     verdicts = claim_verdict_objects(findings)
     mpi_tested = any(v.outcome is not Outcome.NOT_TESTABLE for c, v in verdicts.items() if c.startswith("M"))
-    out.text(
-        "paper_title",
-        f"io_uring against epoll on {machine} (Linux {kernel})"
-        + (", and MPI collectives across node kinds" if mpi_tested else ", with MPI on one node")
-        + ": the sources' claims re-measured",
-    )
+    out.text("paper_title", title(machine, kernel, answer, mpi_tested))
     out.rows(
         "claim_outcomes",
         pd.DataFrame(
             [{"claim": c, "outcome": v.outcome.value, "reason": short_reason(v.reason)} for c, v in verdicts.items()]
         ),
     )
+
+
+def title(machine: str, kernel: str, answer: pd.DataFrame | None, mpi_tested: bool = False) -> str:
+    """The paper's title: what this run found on its machine, from the first
+    figure's cell with the most connections and the smallest message (CPU
+    per request, io_uring's default ring over epoll), said from its interval."""
+    # A CPU's trademark marks belong in the machine line, not a title.
+    plain = re.sub(r"\s*\((?:R|TM|tm|r)\)", "", machine)
+    where = f"On {plain} (Linux {kernel})"
+    tail = ": the sources' claims re-measured" + (", with MPI across node kinds" if mpi_tested else "")
+    cpu = answer[answer["metric"] == "server_ns_per_request"] if answer is not None and len(answer) else None
+    bounded = cpu[np.isfinite(cpu["low"]) & np.isfinite(cpu["high"])] if cpu is not None else None
+    if bounded is None or bounded.empty:
+        return f"io_uring against epoll {where[0].lower()}{where[1:]}{tail}"
+    pick = bounded.sort_values(["connections", "bytes"], ascending=[False, True]).iloc[0]
+    at = f"at {int(pick['connections'])} connections"
+    if pick["low"] > 1:
+        said = f"io_uring's default ring costs {pick['value']:.2f}\u00d7 epoll's CPU per echoed request {at}"
+    elif pick["high"] < 1:
+        said = f"io_uring's default ring needs only {pick['value']:.2f}\u00d7 epoll's CPU per echoed request {at}"
+    else:
+        said = f"io_uring's default ring and epoll cost about the same CPU per echoed request {at}"
+    return f"{where}, {said}{tail}"
 
 
 def nodes(
@@ -507,3 +557,15 @@ def nodes(
     if echo_ratios is not None and len(echo_ratios):
         for metric, g in echo_ratios.groupby("metric"):
             out.number(f"nodes_echo_{metric}_median_ratio", g["ratio"].median(), digits=2)
+
+
+def headline_numbers(out: Outputs, rows: pd.DataFrame) -> None:
+    """The first figure's numbers (iolab.analysis.headline): per cell, the
+    io_uring/epoll ratio of each metric with its interval, and model B's
+    predicted ratio of the CPU."""
+    short = {"server_ns_per_request": "cpu", "rps": "rps"}
+    for r in rows.itertuples():
+        key = f"headline_{short[r.metric]}_c{r.connections}_b{r.bytes}"
+        out.number(key, r.value, digits=2, estimate=r.estimate, kind="ratio")
+        if r.predicted_estimate is not None:
+            out.number(f"{key}_predicted", r.predicted, digits=2, estimate=r.predicted_estimate, kind="ratio")

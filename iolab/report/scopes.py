@@ -12,6 +12,7 @@ The method says once what each scope generalises to (``SCOPES_TEXT``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,7 +162,17 @@ def lead_part(parts: Sequence[Finding]) -> Finding | None:
     failing = [f for f in counted if f.outcome is Outcome.NOT_REPRODUCED]
     if failing:
         return min(failing, key=lambda f: f.p_fails_adjusted if f.p_fails_adjusted is not None else f.p_fails())
-    return max(counted, key=lambda f: f.p_holds())
+    # Ties (a sign test's p is the same for every part beyond the bound in
+    # every repetition) go to the part whose median lies nearest the bound.
+    return max(counted, key=lambda f: (f.p_holds(), -_distance_to_bound(f)))
+
+
+def _distance_to_bound(f: Finding) -> float:
+    assert f.rule is not None and f.estimate is not None
+    value, bound = f.estimate.value, f.rule.bound
+    if value > 0 and bound > 0:
+        return abs(math.log(value / bound))
+    return abs(value - bound)
 
 
 def _machine_text(parts: Sequence[Finding]) -> str:
@@ -200,7 +211,14 @@ def claims_table(findings: Sequence[Finding], kind: dict[str, KindVerdict], word
     return pd.DataFrame(rows)
 
 
-def launches_needed(kind: dict[str, KindVerdict]) -> int | None:
-    """The launches still needed for every claim with a finite count."""
+def launches_needed(kind: dict[str, KindVerdict]) -> tuple[int, int] | None:
+    """The fewest and the most launches still needed, over the undecided
+    claims with a finite count."""
     counts = [k.still for k in kind.values() if k.outcome is Outcome.UNDECIDED and k.still is not None]
-    return max(counts) if counts else None
+    return (min(counts), max(counts)) if counts else None
+
+
+def launches_judged(kind: dict[str, KindVerdict]) -> int:
+    """The most launches any testable claim's verdict about the kind rests
+    on (a run whose rules this checkout does not state adds none)."""
+    return max((k.launches for k in kind.values() if k.outcome is not Outcome.NOT_TESTABLE), default=0)
