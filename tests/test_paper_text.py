@@ -70,9 +70,11 @@ def offending(text: str) -> list[str]:
         if not NUMBER.search(sentence) or not COMPARISON.search(sentence):
             continue
         # Notation: 2s, 2w, n = 1, p = 2, log2 p, t(1), n*, c = 50 (a cell's name).
-        # The confidence level, 95 %, is a design constant.
+        # The confidence level, 95 %, is a design constant; 2^-n a formula.
         stripped = re.sub(
-            r"\b\d+[swn]\b|\b[npc]\s*=\s*\d+|log#sub\[2\]|\w\(\d+\)|\d+\.\s|t#sub|\bn\\\*|\b95 %", "", sentence
+            r"\b\d+[swn]\b|\b[npc]\s*=\s*\d+|log#sub\[2\]|\w\(\d+\)|\d+\.\s|t#sub|\bn\\\*|\b95 %|\b2#super\[[^\]]*\]",
+            "",
+            sentence,
         )
         if not NUMBER.search(stripped):
             continue

@@ -174,9 +174,10 @@ def headline_cell(numbers: Numbers) -> str:
     )
     for c, b, key in cells:
         e = numbers[key]
-        if _interval(e) is None:
+        interval = _interval(e)
+        if interval is None:
             continue
-        low, high = _interval(e)  # type: ignore[misc]
+        low, high = interval
         side = "more than" if low > 1 else "less than" if high < 1 else "about as much as"
         text = (
             f"At {c} connections and {b} B, io_uring's default ring costs {_with_interval(e)} times epoll's "
