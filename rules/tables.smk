@@ -38,16 +38,7 @@ rule node_status:
     output:
         "results/nodes.json",
     params:
-        status=lambda w: json.dumps({
-            n: {"runner": NODE_BY_NAME[n]["runner"], "kind": NODE_BY_NAME[n].get("kind", "auto"),
-                "status": "skipped" if n in SKIPPED_NODES else "measured",
-                "reason": SKIPPED_NODES.get(n, ""),
-                "experiments": [e for e in EXPERIMENTS_ON if node_runs(n, e) and e not in LEFT_OUT.get(n, {})],
-                # What could not run here as this user, and why (iolab.privilege).
-                "left_out": LEFT_OUT.get(n, {}),
-                "mpi_peers": (NODE_BY_NAME[n].get("mpi") or {}).get("peers", []),
-                "mpi_peer_of": [m for m in NODES if n in (NODE_BY_NAME[m].get("mpi") or {}).get("peers", [])]}
-            for n in NODES}, sort_keys=True),
+        status=json.dumps(PLAN.node_status(), sort_keys=True),
     log:
         "results/logs/tables/node_status.log",
     conda:
