@@ -34,17 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from . import paths
+from .native import program_sources
 
 # What a measurement runs: the entry point, the native programs, Open MPI's launchers.
 MEASURING = (
-    "echo-epoll",
-    "echo-uring",
-    "echo-go-net",
-    "echo-go-uring",
-    "loadgen",
-    "cost-probe",
-    "mpi-probe",
-    "mpi-pingpong-ref",
+    *program_sources(),
     "mpirun",
     "orterun",
     "prterun",

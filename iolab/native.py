@@ -11,7 +11,6 @@ from . import paths
 PROGRAMS_MK = paths.REPO / "native" / "programs.mk"
 # Files every build depends on besides a program's own sources.
 BUILD_FILES = ["native/Makefile", "native/configure.sh", "native/programs.mk"]
-MPI_PROGRAMS = ("mpi-probe", "mpi-pingpong-ref")
 _ASSIGN = re.compile(r"^([A-Za-z0-9_-]+)\s*:=\s*(.*)$")
 _REF = re.compile(r"\$\(([A-Za-z0-9_-]+)\)")
 # Make's file list by pattern, in name order: $(sort $(wildcard PATTERN)).
@@ -25,6 +24,18 @@ def _wildcard(m: re.Match[str]) -> str:
 @cache
 def program_sources() -> dict[str, list[str]]:
     """program -> its repository-relative source files (C and headers)."""
+    variables = _variables()
+    # Programs are the lower-case names; COMMON_SRCS and the like are parts.
+    return {
+        name[: -len("_SRCS")]: [f"native/{w}" for w in words]
+        for name, words in variables.items()
+        if name.endswith("_SRCS") and not name.isupper()
+    }
+
+
+@cache
+def _variables() -> dict[str, list[str]]:
+    """programs.mk's variables, each expanded to its words."""
     text = PROGRAMS_MK.read_text().replace("\\\n", " ")
     variables: dict[str, list[str]] = {}
     for line in text.splitlines():
@@ -36,9 +47,8 @@ def program_sources() -> dict[str, list[str]]:
             ref = _REF.fullmatch(word)
             words += variables[ref.group(1)] if ref else [word]
         variables[m.group(1)] = words
-    # Programs are the lower-case names; COMMON_SRCS and the like are parts.
-    return {
-        name[: -len("_SRCS")]: [f"native/{w}" for w in words]
-        for name, words in variables.items()
-        if name.endswith("_SRCS") and not name.isupper()
-    }
+    return variables
+
+
+# The programs built with the MPI compiler wrapper.
+MPI_PROGRAMS = tuple(_variables()["MPI_PROGRAM_NAMES"])

@@ -15,7 +15,8 @@ from .native import program_sources
 
 # An echo preset's server: echo-<server>. A preset is a list of echo-uring
 # flags (the preset named epoll: echo-epoll's), or {server, flags}.
-SERVER_PROGRAMS = {"epoll": "echo-epoll", "uring": "echo-uring", "go-net": "echo-go-net", "go-uring": "echo-go-uring"}
+# A preset's server -> the program that serves: every echo-<server> of native/programs.mk.
+SERVER_PROGRAMS = {p.removeprefix("echo-"): p for p in program_sources() if p.startswith("echo-")}
 # Server flags that turn on what Linux 6.9+ added to io_uring's networking
 # (or, for --gather-send, stand in for it), and the feature each turns on:
 # a preset with one is "modern" in the study's open question. All are

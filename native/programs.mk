@@ -1,7 +1,11 @@
-# The one table of which files make each native program. The Makefile
+# The native programs by how each is built (cc, go build, the MPI compiler
+# wrapper), then the one table of which files make each. The Makefile
 # includes it; rules/build.smk and the measurement run keys
-# (rules/common.smk) read it through iolab/native.py. Headers are listed so
+# (iolab/runplan.py) read it through iolab/native.py. Headers are listed so
 # that editing one rebuilds, and re-measures into a new run key.
+C_PROGRAM_NAMES := cost-probe echo-epoll echo-uring loadgen
+GO_PROGRAM_NAMES := echo-go-net echo-go-uring
+MPI_PROGRAM_NAMES := mpi-probe mpi-pingpong-ref
 COMMON_SRCS := common/timing.c common/timing.h common/cli.c common/cli.h common/lists.c \
 	common/lists.h common/sockpair.c common/sockpair.h
 ECHO_SRCS := echo/server.c echo/server.h
