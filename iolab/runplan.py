@@ -74,7 +74,9 @@ class RunPlan:
     run: RunConfig
     config: Mapping[str, Any]  # the validated config's own dicts: run keys digest them
     basedir: Path
-    cores: int
+    # The workflow's cores, asked only when a measurement's threads are (a
+    # report or a dry run without --cores has none).
+    cores: Callable[[], int]
     node_by_name: dict[str, dict[str, Any]] = field(init=False)
     skipped: dict[str, str] = field(init=False)
     experiments_on: list[str] = field(init=False)
@@ -213,7 +215,7 @@ class RunPlan:
         """A measurement claims the whole node: every core of a local run, or
         its slurm.cpus_per_task when it is a SLURM job."""
         cpus = (self.node_by_name[node].get("slurm") or {}).get("cpus_per_task")
-        return int(cpus or self.cores)
+        return int(cpus or self.cores())
 
     def slurm_resource(self, node: str, key: str) -> Any:
         return (self.node_by_name[node].get("slurm") or {}).get(key, "")

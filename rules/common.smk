@@ -53,7 +53,7 @@ try:
     # The config, typed (iolab.settings.RunConfig); the plan keeps the
     # config's own dicts, as validated, for run keys and --settings.
     RUN = validate_config(config)
-    PLAN = runplan.RunPlan(RUN, config, Path(workflow.basedir), workflow.cores)
+    PLAN = runplan.RunPlan(RUN, config, Path(workflow.basedir), lambda: workflow.cores)
 except ConfigError as e:
     fail_config(str(e))
 runplan.say_skipped(PLAN, lambda line: print(line, file=sys.stderr))

@@ -21,7 +21,7 @@ def plan_of(*overlays: Path, extra: Mapping[str, Any] | None = None) -> runplan.
     if extra:
         config = merge(config, extra)
     run = validate_config(config)
-    return runplan.RunPlan(run, config, REPO, cores=2)
+    return runplan.RunPlan(run, config, REPO, cores=lambda: 2)
 
 
 def test_a_measurement_runs_where_its_node_lists_it_and_its_runner_can_host_it() -> None:
