@@ -4,7 +4,7 @@ that serve as negative controls: python benchmarks/error_rates.py [--runs N]
 random effect per round of the measured between-occasion spread, a trend of
 +-2 % per round), a claim's shape (one part, C2's 3, U1's 12), and how
 often a part or the whole claim was wrongly reported reproduced or not
-reproduced with the truth on its bound, over N simulated paper-profile runs
+reproduced with the truth on its bound, over N simulated paper-overlay runs
 (iolab.analysis.error_rates); "holds" says whether each rate is within 2.5 %
 plus two Monte Carlo standard errors."""
 

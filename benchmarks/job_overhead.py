@@ -16,7 +16,7 @@ wall clock:
 Prints each step's median and range over the rounds. The measure step's own
 measuring takes well under a millisecond, so its time is overhead. A number that grows
 between commits is a cost every job of every run pays: 54 jobs in the
-default config, more in the paper profile. Run it on a quiet machine with
+default config, more in the paper overlay. Run it on a quiet machine with
 the native programs built (``make -C native``).
 """
 

@@ -10,9 +10,9 @@ REPO = Path(__file__).resolve().parent.parent
 NATIVE_BUILD = REPO / "native" / "build"
 # The config's JSON Schema: what is valid, and every default.
 CONFIG_SCHEMA = REPO / "config" / "schema.yaml"
-# The named overlays (--configfile config/profiles/<name>.yaml); each file's
-# stem is a valid config `profile`.
-PROFILES = REPO / "config" / "profiles"
+# The named overlays (--configfile config/overlays/<name>.yaml); each file's
+# stem is a valid config `overlay`.
+OVERLAYS = REPO / "config" / "overlays"
 # One manifest per experiment (iolab.manifests): config/experiments/<name>.yaml.
 EXPERIMENT_MANIFESTS = REPO / "config" / "experiments"
 

@@ -106,7 +106,7 @@ class RunPlan:
 
     def reps(self, experiment: str) -> list[int]:
         """Round 0's repetitions of ``experiment``: ``repeats``, or more where
-        ``experiment_repeats`` asks (the paper profile, for reachable verdicts)."""
+        ``experiment_repeats`` asks (the paper overlay, for reachable verdicts)."""
         return list(range(1, self.run.repeats_of(experiment) + 1))
 
     def node_runs(self, node: str, experiment: str) -> bool:

@@ -18,18 +18,18 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .manifests import experiments_schema
-from .paths import CONFIG_SCHEMA, PROFILES
+from .paths import CONFIG_SCHEMA, OVERLAYS
 
 
 @cache
 def config_schema() -> dict[str, Any]:
     """The whole config's schema: config/schema.yaml, its ``experiments``
-    filled in from the manifests and its ``profile`` names from
-    config/profiles/."""
+    filled in from the manifests and its ``overlay`` names from
+    config/overlays/."""
     schema: dict[str, Any] = yaml.safe_load(CONFIG_SCHEMA.read_text())
     schema["properties"]["experiments"].update(experiments_schema())
-    # The profiles a config may name: "default" and one per overlay file.
-    schema["properties"]["profile"]["enum"] = ["default", *sorted(p.stem for p in PROFILES.glob("*.yaml"))]
+    # The overlays a config may name: "default" (none) and one per file.
+    schema["properties"]["overlay"]["enum"] = ["default", *sorted(p.stem for p in OVERLAYS.glob("*.yaml"))]
     return schema
 
 

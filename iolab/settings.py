@@ -333,7 +333,7 @@ class RunConfig(Section):
     """The whole config, as the schema validated it (rules/common.smk through
     iolab.config.validate_config): what the workflow and the checks read."""
 
-    profile: str = from_schema("profile")
+    overlay: str = from_schema("overlay")
     seed: int
     repeats: int
     experiment_repeats: dict[str, int] = from_schema("experiment_repeats")

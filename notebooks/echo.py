@@ -147,7 +147,7 @@ curves if open_loop is not None else None
 # send, beside the cheapest older ring, as paired ratios to epoll under our
 # setup at every depth (requests in flight) measured; the counters show
 # whether each feature was in effect, and cells where none was are drawn
-# hollow and left out of the answer. The modern profile runs them.
+# hollow and left out of the answer. The modern overlay runs them.
 
 # %%
 node_echo = echostats.select(all_echo, node, presets)

@@ -11,10 +11,10 @@ rule archive:
         "paper/figures/manifest.json",
         "results/nodes.json",
     params:
-        profile=RUN.profile,
+        overlay=RUN.overlay,
     log:
         "results/logs/archive.log",
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.archive.crate build --profile {params.profile:q} 2>&1 | tee {log}"
+        "python -m iolab.archive.crate build --overlay {params.overlay:q} 2>&1 | tee {log}"

@@ -33,7 +33,7 @@ for _experiment, _spec in REGISTRY.items():
             experiment=_experiment,
             key=lambda w, e=_experiment: checked_run_key(w, e),
             # Canonical JSON (sorted keys): the same settings read from another
-            # profile must be the same text, or Snakemake sees "params changed".
+            # overlay must be the same text, or Snakemake sees "params changed".
             node=lambda w: json.dumps(NODE_BY_NAME[w.node], sort_keys=True),
             settings=lambda w, e=_experiment: json.dumps(rep_settings(e, w.rep), sort_keys=True),
             seed=lambda w, e=_experiment: rep_seed(e, w.node, w.rep),

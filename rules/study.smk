@@ -1,5 +1,5 @@
 # A cluster study: `snakemake study` (or ./repro study --configfile NODES.yaml)
-# measures the profile on every node of the inventory through the executor
+# measures the config on every node of the inventory through the executor
 # (each node one occasion), then pools the claims' verdicts over the nodes
 # (iolab/archive/study.py): results/study/verdicts.{json,md} and its page.
 # Never part of `all`: a study is asked for.

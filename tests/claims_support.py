@@ -19,7 +19,7 @@ from iolab.analysis.verdicts import Finding, Outcome, claim_verdict, settle
 # that every outcome of a claim of up to 12 parts is reachable.
 DRIFT = [1.0, 1.3, 0.75, 1.15, 0.9, 1.05, 1.2, 0.85, 0.95, 1.1]
 SOURCE = {"client": "thread-per-connection", "layout": "shared"}
-# The paper profile's round-0 repetitions of the claims' experiments.
+# The paper overlay's round-0 repetitions of the claims' experiments.
 PAPER_REPS = {"U": 10, "C": 8}
 
 

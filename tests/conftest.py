@@ -116,9 +116,9 @@ def workflow(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
-    """One real smoke-profile run end to end, shared by the tests that inspect it."""
+    """One real smoke-overlay run end to end, shared by the tests that inspect it."""
     wd = copy_workflow(tmp_path_factory.mktemp("smoke") / "iolab")
-    res = snakemake(wd, "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
+    res = snakemake(wd, "--cores", "all", "--configfile", "config/overlays/smoke.yaml")
     return wd, res
 
 
@@ -141,7 +141,7 @@ def smoke_crate(
     """The shared smoke run, archived as a crate (./repro archive)."""
     wd, _ = smoke_run
     out = tmp_path_factory.mktemp("crate")
-    res = crate_cli(wd, "build", "--out", str(out), "--profile", "smoke")
+    res = crate_cli(wd, "build", "--out", str(out), "--overlay", "smoke")
     assert res.returncode == 0, res.stderr
     (crate,) = out.glob("iolab-*.crate.zip")
     assert res.stdout.startswith(f"wrote {crate}") or str(crate.name) in res.stdout

@@ -24,14 +24,14 @@ from iolab.report import claim_texts
 
 @pytest.mark.parametrize("claim", ["U1", "U2", "U3", "C1", "C2", "C3"])
 def test_the_sources_own_table_reproduces_its_claim(claim: str) -> None:
-    # Noise-free: the source's numbers as printed, at the paper profile's repetitions.
+    # Noise-free: the source's numbers as printed, at the paper overlay's repetitions.
     assert faithful.reproduce_share(claim, PAPER_REPS[claim[0]], 0.0, runs=1) == 1.0
 
 
 @pytest.mark.parametrize("claim", ["U1", "U2", "U3", "C1", "C2", "C3"])
 @pytest.mark.parametrize("runs", [40, pytest.param(200, marks=pytest.mark.full)])
 def test_a_faithful_replication_reproduces_each_claim_or_the_paper_says_why(claim: str, runs: int) -> None:
-    # With this machine's spread, at the paper profile's repetitions: the
+    # With this machine's spread, at the paper overlay's repetitions: the
     # source's verdict in at least 80 % of replications, or the claims
     # table's sentence says it cannot be expected, with the share.
     kind = "echo" if claim.startswith("U") else "cost"
@@ -238,7 +238,7 @@ def test_the_premise_is_labelled_with_the_setup_it_was_measured_in() -> None:
 def test_c4_needs_large_messages_and_names_the_profile_that_measures_them() -> None:
     (part,) = openanolis.c4(echo_table({"poll_first": 1.0, "epoll": 1.0}, [(50, 1024)]))
     assert part.outcome is Outcome.NOT_TESTABLE and "largest: 1024 B" in part.reason
-    assert "the paper profile measures them" in part.reason
+    assert "the paper overlay measures them" in part.reason
     big = echo_table(
         {"poll_first": 1.0, "epoll": 1.0}, [(50, 1024), (50, 65536)], cpu={"poll_first": 1020.0, "epoll": 1000.0}
     )
@@ -302,7 +302,7 @@ def test_parts_measured_under_another_setup_are_context_and_the_claim_not_testab
     ours = echo_table({"default": 110.0, "epoll": 100.0}, [(50, 128)], client="event-loop", layout="pinned")
     found = claims._sources_setup_gate(habr.u1(ours), ours)
     assert found[0].outcome is Outcome.NOT_TESTABLE and "the sources' setup" in found[0].reason
-    assert "the default, smoke, part3 and paper profiles measure it" in found[0].reason
+    assert "the default config and the smoke, part3 and paper overlays measure it" in found[0].reason
     assert all(f.context for f in found[1:])
     assert claim_verdict("U1", found).outcome is Outcome.NOT_TESTABLE
     theirs = echo_table({"default": 110.0, "epoll": 100.0}, [(50, 128)])

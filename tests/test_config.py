@@ -169,10 +169,10 @@ BAD_CONFIGS = [
         "config error at experiments.mpi.selections[0]: 'tuned' is not one of",
     ),
     (
-        # The profiles come from config/profiles/ (one list, not two).
-        {"profile": "nightly"},
-        "config error at profile: 'nightly' is not one of "
-        + str(["default", *sorted(p.stem for p in (REPO / "config" / "profiles").glob("*.yaml"))]),
+        # The overlays come from config/overlays/ (one list, not two).
+        {"overlay": "nightly"},
+        "config error at overlay: 'nightly' is not one of "
+        + str(["default", *sorted(p.stem for p in (REPO / "config" / "overlays").glob("*.yaml"))]),
     ),
     (
         {"nodes": [{"name": "a", "runner": "local", "address": "10.0.0.1", "mpi": {"peers": ["b"]}}]},
@@ -316,12 +316,12 @@ def test_an_exponent_without_a_dot_is_a_number(tmp_path: Path) -> None:
         iolab_config.validate_config(iolab_config.merge(iolab_config.load(), plain))
 
 
-def test_the_default_config_and_every_profile_load() -> None:
+def test_the_default_config_and_every_overlay_load() -> None:
     cfg = iolab_config.load()
     # The schema's defaults are filled in: a key config.yaml leaves out.
     assert cfg["experiments"]["mpi"]["netns"]["hosts"] >= 2
-    for profile in sorted((iolab_config.REPO / "config" / "profiles").glob("*.yaml")):
-        assert iolab_config.load(profile)["profile"] == profile.stem
+    for overlay in sorted((iolab_config.REPO / "config" / "overlays").glob("*.yaml")):
+        assert iolab_config.load(overlay)["overlay"] == overlay.stem
 
 
 def test_merge_is_snakemakes_overlay() -> None:
@@ -356,10 +356,10 @@ def test_the_workflow_reads_its_config_files_as_iolab_does(workflow: Path, tmp_p
     assert res.returncode == 0, res.stderr[-2000:]
 
 
-def test_profiles_are_valid(workflow: Path) -> None:
-    for profile in sorted((workflow / "config" / "profiles").glob("*.yaml")):
-        res = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(profile))
-        assert res.returncode == 0, f"{profile.name}: {res.stderr[-2000:]}"
+def test_overlays_are_valid(workflow: Path) -> None:
+    for overlay in sorted((workflow / "config" / "overlays").glob("*.yaml")):
+        res = snakemake(workflow, "-n", "--cores", "1", "--configfile", str(overlay))
+        assert res.returncode == 0, f"{overlay.name}: {res.stderr[-2000:]}"
 
 
 def test_example_inventory_is_valid_and_plans_mpi_across_nodes(workflow: Path) -> None:
@@ -373,13 +373,13 @@ def test_example_inventory_is_valid_and_plans_mpi_across_nodes(workflow: Path) -
 
 
 def test_the_config_readme_is_what_the_config_says() -> None:
-    # config/README.md is generated (python -m iolab.configdoc): a profile
+    # config/README.md is generated (python -m iolab.configdoc): an overlay
     # or a schema description changed without it fails here.
     from iolab import configdoc
 
     assert configdoc.README.read_text() == configdoc.render(), "run python -m iolab.configdoc"
-    for profile in sorted((configdoc.CONFIG / "profiles").glob("*.yaml")):
-        assert f"| `{profile.stem}` |" in configdoc.render()
+    for overlay in sorted((configdoc.CONFIG / "overlays").glob("*.yaml")):
+        assert f"| `{overlay.stem}` |" in configdoc.render()
 
 
 def _preset_lists(path: Path) -> dict[str, tuple[str, ...]]:
@@ -411,16 +411,16 @@ def repeated_preset_lists(paths: list[Path], groups: dict[str, list[str]]) -> li
 
 
 def test_a_preset_group_stands_for_its_presets_and_no_list_is_kept_twice(tmp_path: Path) -> None:
-    files = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "profiles").glob("*.yaml"))]
+    files = [REPO / "config" / "config.yaml", *sorted((REPO / "config" / "overlays").glob("*.yaml"))]
     groups = yaml.safe_load(files[0].read_text())["experiments"]["echo"]["preset_groups"]
     assert repeated_preset_lists(files, groups) == []
     # A group (and a group inside a group) is its presets, in order, where
     # the config names it; the groups themselves never reach a measurement.
-    modern = iolab_config.load(REPO / "config" / "profiles" / "modern.yaml")["experiments"]
+    modern = iolab_config.load(REPO / "config" / "overlays" / "modern.yaml")["experiments"]
     assert modern["echo"]["only"] == [*groups["modern"], "bundle_buf_inc", "napi"]
     assert modern["latency"]["presets"] == [*groups["modern"], "bundle_buf_inc"]
     assert "preset_groups" not in modern["echo"]
-    # Negative control: the list written out again in a profile is found.
+    # Negative control: the list written out again in an overlay is found.
     again = tmp_path / "again.yaml"
     again.write_text(yaml.safe_dump({"experiments": {"echo": {"only": list(reversed(groups["ring_options"]))}}}))
     assert repeated_preset_lists([*files, again], groups) == ["again.yaml: echo.only is group ring_options"]

@@ -211,12 +211,12 @@ def test_the_run_config_names_the_schemas_keys() -> None:
     assert set(Experiments.model_fields) == set(_schema_keys(subschema("experiments"))) == set(SETTINGS)
 
 
-@pytest.mark.parametrize("profile", [None, *sorted(p.name for p in (REPO / "config" / "profiles").glob("*.yaml"))])
-def test_validation_returns_the_config_typed(profile: str | None) -> None:
-    overlays = [REPO / "config" / "profiles" / profile] if profile else []
+@pytest.mark.parametrize("overlay", [None, *sorted(p.name for p in (REPO / "config" / "overlays").glob("*.yaml"))])
+def test_validation_returns_the_config_typed(overlay: str | None) -> None:
+    overlays = [REPO / "config" / "overlays" / overlay] if overlay else []
     config = iolab_config.load(*overlays)
     run = iolab_config.validate_config(config)
-    assert run.profile == config["profile"] and run.repeats == config["repeats"]
+    assert run.overlay == config["overlay"] and run.repeats == config["repeats"]
     assert run.nodes == tuple(NodeEntry.of(n) for n in config["nodes"])
     assert run.precision.model_dump() == config["precision"]
     # Each configured section is the one its experiment's run code gets.

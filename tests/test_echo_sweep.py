@@ -213,7 +213,7 @@ def test_sweep_runs_every_cell_under_each_setup(native_build: Path, tmp_path: Pa
         ("epoll", "event-loop", "pinned", 4),
         ("epoll", "thread-per-connection", "shared", 1),
     ]
-    # A setup may run only some presets (the paper profile's sources' setup).
+    # A setup may run only some presets (the paper overlay's sources' setup).
     narrow = {**settings, "setups": [settings["setups"][0], {**settings["setups"][1], "only": ["epoll"]}]}
     narrow["setups"].append({**settings["setups"][0], "pipeline": 1})  # the first again: runs once
     assert sorted((c.preset, c.client) for c in echo_exp.cells(EchoSettings.of(narrow), 5)) == [
@@ -334,7 +334,7 @@ def test_what_could_not_run_is_one_clause_per_preset_and_kind_of_reason() -> Non
 
 def test_a_setups_cells_run_back_to_back_and_a_decision_pair_adjacent() -> None:
     """Within a (connections, bytes) block the cells of one setup run
-    together, so the default profile's two-preset setups (the claims'
+    together, so the default config's two-preset setups (the claims'
     thread-per-connection cells) measure their pair in adjacent cells; the
     blocks' and setups' order still changes with the seed."""
     settings = EchoSettings.of(iolab_config.load()["experiments"]["echo"])

@@ -38,7 +38,7 @@ def test_the_probe_times_a_ready_and_an_empty_wait(native_build: Path, tmp_path:
 def test_the_workflow_measures_it_and_the_notebook_reads_it(tmp_path: Path) -> None:
     wd = copy_workflow(tmp_path / "iolab")
     (wd / "off.yaml").write_text(OFF)
-    args = ("--cores", "all", "--configfile", "config/profiles/smoke.yaml")
+    args = ("--cores", "all", "--configfile", "config/overlays/smoke.yaml")
     res = snakemake(wd, "results/tables/epoll_wait.parquet", *args)
     assert res.returncode == 0, res.stderr[-3000:]
     table = pd.read_parquet(wd / "results" / "tables" / "epoll_wait.parquet")

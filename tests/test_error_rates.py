@@ -3,7 +3,7 @@ claim, held when adaptive precision adds rounds (iolab.analysis.error_rates):
 values from the reference run's residuals, the truth on a claim's bound, a
 random effect per round at the upper end of the spread between runs of one
 launch, or a trend of 2 % per round; the real verdict code and the real
-planner over the paper profile's rounds.
+planner over the paper overlay's rounds.
 
 The check allows two Monte Carlo standard errors at 2.5 %: with 2,000 runs
 that is 3.2 %. The same check, run on broken procedures, must fail for

@@ -219,7 +219,7 @@ def test_the_html_report_shows_every_figure(browser: object, smoke_copy: Path) -
     from selenium.webdriver.common.by import By
 
     wd = smoke_copy
-    res = snakemake(wd, "--report", "report.html", "--configfile", "config/profiles/smoke.yaml")
+    res = snakemake(wd, "--report", "report.html", "--configfile", "config/overlays/smoke.yaml")
     assert res.returncode == 0, res.stderr[-3000:]
     figures = json.loads((wd / "paper" / "figures" / "manifest.json").read_text())["figures"]
     browser.get((wd / "report.html").as_uri())

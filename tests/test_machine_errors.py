@@ -17,7 +17,7 @@ from iolab.analysis import machine_errors as me
 from iolab.analysis.run_errors import C2_LIKE, ONE_PART, SHAPES, U1_LIKE, Shape
 
 SIMS = 3000
-# The counts a default run plans (6) and the paper profile's (12), and the
+# The counts a default run plans (6) and the paper overlay's (12), and the
 # ones where a 5 % test's exact sign region first differs from 2.5 %'s (8, 13).
 COUNTS = (6, 8, 12, 13)
 

@@ -301,7 +301,7 @@ def test_pipeline_runs_echo_mpi_and_ib_on_ssh_nodes(two_nodes: dict, tmp_path: P
         "--cores",
         "all",
         "--configfile",
-        "config/profiles/smoke.yaml",
+        "config/overlays/smoke.yaml",
         "config/test-nodes.yaml",
         "config/test-overlay.yaml",
         timeout=1500,

@@ -84,7 +84,7 @@ def test_every_figure_caption_in_the_paper_has_its_machine_line(built) -> None:
 def test_the_setup_and_regime_sentences_say_what_the_claims_used(built) -> None:
     _, text, numbers, _ = built
     flat = " ".join(text.split())
-    # The smoke profile runs the sources' setup beside ours: the claims use it.
+    # The smoke overlay runs the sources' setup beside ours: the claims use it.
     assert numbers["claims_echo_setup"]["text"].startswith("The echo claims were judged under the sources' setup")
     regime = numbers["regime_sentence"]["text"]
     state = "off" if "mitigations-off regime" in regime else "on"

@@ -173,7 +173,7 @@ def test_the_workflow_adds_rounds_until_the_plan_stops(workflow: Path, tmp_path:
         "--cores",
         "all",
         "--configfile",
-        "config/profiles/smoke.yaml",
+        "config/overlays/smoke.yaml",
         str(cfg),
     )
     assert res.returncode == 0, res.stderr[-4000:]
@@ -202,7 +202,7 @@ def test_a_spent_budget_adds_nothing(workflow: Path, tmp_path: Path) -> None:
         "--cores",
         "all",
         "--configfile",
-        "config/profiles/smoke.yaml",
+        "config/overlays/smoke.yaml",
         str(cfg),
     )
     assert res.returncode == 0, res.stderr[-4000:]
@@ -212,7 +212,7 @@ def test_a_spent_budget_adds_nothing(workflow: Path, tmp_path: Path) -> None:
 
 
 def test_turning_precision_on_over_a_finished_run_plans_and_rebuilds_its_tables(workflow: Path, tmp_path: Path) -> None:
-    # The README's order: the default profile first, then the paper profile
+    # The README's order: the default config first, then the paper overlay
     # (precision on) in the same checkout. Snakemake keeps a table that exists
     # when the checkpoint it waits for has never run; the paper would then be
     # built from the first run's tables.
@@ -231,7 +231,7 @@ def test_turning_precision_on_over_a_finished_run_plans_and_rebuilds_its_tables(
         "--cores",
         "all",
         "--configfile",
-        "config/profiles/smoke.yaml",
+        "config/overlays/smoke.yaml",
         str(without),
     )
     assert first.returncode == 0, first.stderr[-4000:]
@@ -245,7 +245,7 @@ def test_turning_precision_on_over_a_finished_run_plans_and_rebuilds_its_tables(
         "--cores",
         "all",
         "--configfile",
-        "config/profiles/smoke.yaml",
+        "config/overlays/smoke.yaml",
         str(precision),
     )
     assert res.returncode == 0, res.stderr[-4000:]

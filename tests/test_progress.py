@@ -74,7 +74,7 @@ def test_a_run_shows_one_line_per_step_and_a_failure_in_full(workflow: Path) -> 
         "--logger",
         "iolab",
         "--configfile",
-        "config/profiles/smoke.yaml",
+        "config/overlays/smoke.yaml",
         env=env,
         timeout=600,
     )
@@ -94,7 +94,7 @@ def test_a_run_shows_one_line_per_step_and_a_failure_in_full(workflow: Path) -> 
         "--logger",
         "iolab",
         "--configfile",
-        "config/profiles/smoke.yaml",
+        "config/overlays/smoke.yaml",
         "config/broken.yaml",
         "--until",
         "measure_mpi",

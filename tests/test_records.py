@@ -44,7 +44,7 @@ def record(**over: object) -> dict:
         "findings_digest": records.findings_digest(findings),
         "machine": "vm, 2 CPUs, Linux 6.18, mitigations on",
         "crate_sha256": "cd" * 32,
-        "profile": "default",
+        "overlay": "default",
         "run_seconds": 1900.0,
         "findings": findings,
     }
@@ -59,6 +59,17 @@ def test_a_record_round_trips_through_its_file(tmp_path: Path) -> None:
     assert again == rec
     assert again.identity.launch.startswith("377f8510") and again.run_seconds == 1900.0
     assert again.findings[0]["per_rep"] == [1.0, 1.1, 0.9]
+
+
+def test_a_record_from_before_overlays_were_named_so_keeps_its_overlay(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The records in data/records/ name their overlay under "profile".
+    legacy = record(profile="claims")
+    del legacy["overlay"]
+    assert records.parse(legacy, CLAIMS).overlay == "claims"
+    assert records.parse(record(overlay="claims"), CLAIMS).overlay == "claims"
+    # Negative control: read without the old key, the overlay is lost.
+    monkeypatch.setattr(records, "LEGACY_OVERLAY_KEY", "overlay")
+    assert records.parse(legacy, CLAIMS).overlay == ""
 
 
 @pytest.mark.parametrize(

@@ -188,7 +188,7 @@ def test_publish_writes_a_site_of_every_run_key_and_claim(
     runs = sorted((root / "runs").glob("*.html"))
     assert len(runs) == 2
     assert len(list((root / "diffs").glob("*.html"))) == 1  # every pair of runs
-    # The reference run (another profile, another kernel build) has a key of its own.
+    # The reference run (another overlay, another kernel build) has a key of its own.
     keys = list((root / "keys").glob("*.html"))
     assert len(keys) == 2
     assert all("1 run(s) share this comparison key" in k.read_text() for k in keys)

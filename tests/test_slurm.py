@@ -188,7 +188,7 @@ def test_measurements_run_as_slurm_jobs_through_the_profile(slurm: dict, tmp_pat
         "--resources",
         f"bench={len(targets)}",
         "--configfile",
-        "config/profiles/smoke.yaml",
+        "config/overlays/smoke.yaml",
         "config/test-nodes.yaml",
         "config/test-overlay.yaml",
         env=env,

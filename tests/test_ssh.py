@@ -134,7 +134,7 @@ def test_unreachable_node_fails_its_jobs_and_keeps_the_rest(sshd: dict, tmp_path
         "all",
         "--keep-going",
         "--configfile",
-        "config/profiles/smoke.yaml",
+        "config/overlays/smoke.yaml",
         "config/test-nodes.yaml",
         "--until",
         "measure_syscall",

@@ -152,7 +152,7 @@ def test_a_study_over_a_local_and_a_netns_node_pools_both_and_decides_nothing(
     # A JSON round trip writes each node's list out in full: our configs refuse YAML aliases.
     (wd / "config" / "study-nodes.yaml").write_text(yaml.safe_dump(json.loads(json.dumps(inventory))))
     res = snakemake(
-        wd, "study", "--cores", "all", "--configfile", "config/profiles/smoke.yaml", "config/study-nodes.yaml"
+        wd, "study", "--cores", "all", "--configfile", "config/overlays/smoke.yaml", "config/study-nodes.yaml"
     )
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     # Both nodes measured through the workflow, into raw files of their own.

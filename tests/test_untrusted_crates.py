@@ -29,7 +29,7 @@ from iolab.archive import untrusted
 def base_crate(smoke_run: tuple[Path, object], tmp_path_factory: pytest.TempPathFactory) -> Path:
     wd, _ = smoke_run
     out = tmp_path_factory.mktemp("base-crate")
-    res = module_cli("iolab.archive.crate", wd, "build", "--out", str(out), "--profile", "smoke")
+    res = module_cli("iolab.archive.crate", wd, "build", "--out", str(out), "--overlay", "smoke")
     assert res.returncode == 0, res.stderr
     (crate,) = out.glob("iolab-*.crate.zip")
     return crate

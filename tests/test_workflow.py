@@ -65,13 +65,13 @@ def test_each_switch_turns_its_experiment_off(workflow: Path) -> None:
     plans = {}
     for label, extra in (("on", []), ("off", [str(off)])):
         res = snakemake(
-            workflow, "-n", "--forceall", "--cores", "all", "--configfile", "config/profiles/smoke.yaml", *extra
+            workflow, "-n", "--forceall", "--cores", "all", "--configfile", "config/overlays/smoke.yaml", *extra
         )
         assert res.returncode == 0, res.stderr
         plans[label] = {
             r.removeprefix("measure_") for r in planned_rules(res.stdout + res.stderr) if r.startswith("measure_")
         }
-    # ib needs a node with an ib.peer, which the smoke profile's node has not.
+    # ib needs a node with an ib.peer, which the smoke overlay's node has not.
     assert plans["on"] == set(REGISTRY) - {"ib"}
     assert plans["off"] == set(REGISTRY) - set(switchable)
 
@@ -105,7 +105,7 @@ def test_smoke_run_end_to_end(smoke_run: tuple[Path, object]) -> None:
             assert (wd / "paper" / "figures" / f"{name}.{ext}").stat().st_size > 1000
     executed = json.loads((wd / "results" / "notebooks" / "cost_model.ipynb").read_text())
     assert executed["metadata"]["papermill"]["exception"] in (None, False)
-    # The smoke profile measures every cell the paper's text discusses.
+    # The smoke overlay measures every cell the paper's text discusses.
     assert 'shows "not measured"' not in res.stdout + res.stderr
 
 
@@ -130,7 +130,7 @@ def test_a_number_the_config_left_out_shows_as_not_measured_and_is_named(smoke_c
     assert res.returncode == 0, res.stderr
     assert res.stderr.strip().splitlines() == [
         'iolab: warning: the paper shows "not measured" for 1 number(s) this run did not produce: '
-        "echo_default_c50_rps (its text discusses the paper profile's cells; this config leaves them out)"
+        "echo_default_c50_rps (its text discusses the paper overlay's cells; this config leaves them out)"
     ]
     assert pdf.read_bytes().startswith(b"%PDF")
 
@@ -138,7 +138,7 @@ def test_a_number_the_config_left_out_shows_as_not_measured_and_is_named(smoke_c
 def test_every_raw_file_names_its_registered_format(smoke_run: tuple[Path, object]) -> None:
     wd, _ = smoke_run
     raws = [p for p in (wd / "data" / "raw").glob("*/*/*/rep*.csv") if not p.name.endswith(".histograms.csv")]
-    # Every experiment the smoke profile's node runs (ib needs an ib.peer).
+    # Every experiment the smoke overlay's node runs (ib needs an ib.peer).
     assert {p.parent.parent.name for p in raws} == set(REGISTRY) - {"ib"}
     wrong = [
         (str(p), readers.raw_format(p))
@@ -157,7 +157,7 @@ def test_smoke_numbers_come_from_the_measurement(smoke_run: tuple[Path, object])
     measured = table[~table["warmup"] & (table["variant"] == "getppid")]
     # The median over repetitions of each repetition's median.
     assert numbers["s_getppid_ns"]["value"] == measured.groupby("rep")["ns_per_call"].median().median()
-    assert numbers["s_repeats"]["value"] == 2  # the smoke profile's repeats
+    assert numbers["s_repeats"]["value"] == 2  # the smoke overlay's repeats
     # Two repetitions give no 95 % interval, and the paper says so.
     assert numbers["s_getppid_ns"]["ci95"] == [None, None] and not numbers["s_getppid_ns"]["ci_bounded"]
     assert numbers["s_getppid_ns"]["ci_text"] == "none from 2 repetitions; it needs 6"
@@ -198,7 +198,7 @@ def test_manifest_links_figures_to_code_tables_and_raw_files(smoke_run: tuple[Pa
 
 def test_noop_rerun_does_nothing(smoke_copy: Path) -> None:
     before = {p: p.stat().st_mtime_ns for p in (smoke_copy / "paper").rglob("*") if p.is_file()}
-    res = snakemake(smoke_copy, "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
+    res = snakemake(smoke_copy, "--cores", "all", "--configfile", "config/overlays/smoke.yaml")
     assert res.returncode == 0, res.stderr
     assert "Nothing to be done" in res.stdout + res.stderr
     after = {p: p.stat().st_mtime_ns for p in (smoke_copy / "paper").rglob("*") if p.is_file()}
@@ -206,11 +206,11 @@ def test_noop_rerun_does_nothing(smoke_copy: Path) -> None:
 
 
 def planned_after_edit(wd: Path, relpath: str, line: str) -> dict[str, int]:
-    """The jobs a dry run of the smoke profile plans after appending
+    """The jobs a dry run of the smoke overlay plans after appending
     ``line`` to one file of the run's copy."""
     edited = wd / relpath
     edited.write_text(edited.read_text() + line)
-    res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml")
+    res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/overlays/smoke.yaml")
     assert res.returncode == 0, res.stderr
     return planned_jobs(res.stdout + res.stderr)
 
@@ -361,7 +361,7 @@ def test_smoke_mpi_results(smoke_run: tuple[Path, object]) -> None:
     assert "quoted_from" in numbers["m1_latency_ratio"]
     for name in ("mpi_pingpong", "mpi_collectives", "mpi_prediction_error", "mpi_transport_ratio", "mpi_method_ratio"):
         assert (wd / "paper" / "figures" / f"{name}.svg").exists()
-    # Both timing methods ran (the smoke profile's methods): every
+    # Both timing methods ran (the smoke overlay's methods): every
     # (transport, p, operation, size) both measured is compared.
     assert set(mpi["bench"]) >= {"osu_latency", "osu_bcast", "pingpong", "bcast"}
     assert numbers["mpi_osu_method_cells"]["value"] > 0
@@ -403,7 +403,7 @@ def test_smoke_numbers_cover_the_cost_model(smoke_run: tuple[Path, object]) -> N
 def test_changed_settings_measure_into_a_new_directory(smoke_copy: Path) -> None:
     wd = smoke_copy
     before = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
-    res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/profiles/smoke.yaml", "--config", "repeats=3")
+    res = snakemake(wd, "-n", "--cores", "all", "--configfile", "config/overlays/smoke.yaml", "--config", "repeats=3")
     assert res.returncode == 0, res.stderr
     # Adding a repetition measures one more file per experiment; existing ones stay.
     jobs = planned_jobs(res.stdout + res.stderr)
@@ -429,7 +429,7 @@ def test_jobs_run_on_snakemakes_own_python_when_the_venv_is_not_activated(smoke_
             "--cores",
             "all",
             "--configfile",
-            "config/profiles/smoke.yaml",
+            "config/overlays/smoke.yaml",
             "--config",
             "repeats=3",
         ],
@@ -447,7 +447,7 @@ def test_jobs_run_on_snakemakes_own_python_when_the_venv_is_not_activated(smoke_
 
 def test_html_report_has_the_figures_in_categories(smoke_copy: Path) -> None:
     wd = smoke_copy
-    res = snakemake(wd, "--report", "report.html", "--configfile", "config/profiles/smoke.yaml")
+    res = snakemake(wd, "--report", "report.html", "--configfile", "config/overlays/smoke.yaml")
     assert res.returncode == 0, res.stderr[-3000:]
     html = (wd / "report.html").read_text()
     assert "Cost model" in html
@@ -461,13 +461,13 @@ def _raw_bytes(wd: Path) -> dict[Path, bytes]:
 
 def test_switching_profile_plans_no_measured_file_again(smoke_copy: Path) -> None:
     # The settings go to the measurement as canonical JSON. The default
-    # config gives trace the smoke profile's settings (one key directory),
+    # config gives trace the smoke overlay's settings (one key directory),
     # in another key order; with unsorted JSON Snakemake saw "params
     # changed" and planned the measured repetitions again (checked on that
     # version: trace rep1 and rep2 were planned).
     wd = smoke_copy
     have = {p.relative_to(wd).as_posix() for p in (wd / "data" / "raw").rglob("rep*.csv")}
-    for extra in (["--configfile", "config/profiles/smoke.yaml"], []):
+    for extra in (["--configfile", "config/overlays/smoke.yaml"], []):
         res = snakemake(wd, "-n", "--cores", "1", *extra)
         assert res.returncode == 0, res.stderr[-2000:]
         outputs = " ".join(ln for ln in res.stdout.splitlines() if ln.strip().startswith("output:"))
@@ -490,7 +490,7 @@ def test_a_repetition_snakemake_asks_to_rerun_is_kept_byte_for_byte(smoke_copy: 
         "--cores",
         "all",
         "--configfile",
-        "config/profiles/smoke.yaml",
+        "config/overlays/smoke.yaml",
         "--forcerun",
         "measure_syscall",
         "measure_sendrecv",
@@ -519,7 +519,7 @@ def test_figures_refuses_a_plan_that_would_measure(smoke_copy: Path) -> None:
     assert _raw_bytes(wd) == before and not list((wd / "data" / "raw").rglob(".tmp-*"))
     # With the run's own config it re-derives, measuring nothing.
     res = subprocess.run(
-        ["./repro", "figures", "--configfile", "config/profiles/smoke.yaml"],
+        ["./repro", "figures", "--configfile", "config/overlays/smoke.yaml"],
         cwd=wd,
         env=env,
         capture_output=True,

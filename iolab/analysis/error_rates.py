@@ -1,11 +1,11 @@
 """How often a verdict about this machine is wrong when adaptive precision
-adds rounds (the paper profile), by simulation, under the drift these
+adds rounds (the paper overlay), by simulation, under the drift these
 machines show within a launch: per-repetition values drawn from the
 reference run's residuals, plus a random effect per round or a trend per
 round, with the true median placed on a claim's bound; then the real
 verdict code (findings, the error budget, Holm over a claim's parts) and
 the real planner of adaptive precision, round after round, as the paper
-profile runs them. The verdict at a fixed number of repetitions, with the
+overlay runs them. The verdict at a fixed number of repetitions, with the
 lag structure and the runs of one launch, is iolab.analysis.machine_errors'.
 
     python -m iolab.analysis.error_rates [--runs N] [--procedure NAME] [--scenario NAME]
@@ -33,7 +33,7 @@ from .findings import finding
 from .precision import plan_round
 from .verdicts import Finding, Outcome, Rule, combine, settle
 
-# The paper profile's rounds (config/profiles/paper.yaml).
+# The paper overlay's rounds (config/overlays/paper.yaml).
 PAPER_PRECISION = PrecisionSettings(enabled=True, budget_minutes=30, reps_per_round=3, max_rounds=10)
 # A trend of 2 % per round, either way: a machine warming up or cooling down.
 TREND = 0.02

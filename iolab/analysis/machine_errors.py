@@ -69,7 +69,7 @@ LAUNCH_SD = 0.07
 # The correlation of two parts' noise in one repetition (both extremes are
 # simulated: parts measured in the same cells, and apart).
 SHARE = 0.5
-# Repetitions a default run plans, and the paper profile's.
+# Repetitions a default run plans, and the paper overlay's.
 REPS = (6, 12)
 # The repetitions at which a source's own table is tried.
 SOURCE_LADDER = (6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192)

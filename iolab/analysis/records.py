@@ -56,6 +56,9 @@ _HEX = re.compile(r"[0-9a-f]*")
 _BOOT = re.compile(r"[0-9a-f-]{0,80}(\+[0-9a-f-]{1,80}){0,63}")
 _COMMIT = re.compile(r"[0-9a-f]{7,40}|unknown")
 # The fields of a finding a record keeps: what pooling reads, nothing else.
+# Records written before the config overlays were called overlays name
+# theirs under this key; they are read as they are.
+LEGACY_OVERLAY_KEY = "profile"
 FINDING_TEXT = ("claim", "part", "setup", "cell", "role", "reason", "note", "group", "rule_kind")
 FINDING_FLAGS = ("context", "stand_in", "gate_note")
 FINDING_NUMBERS = ("bound", "margin_share", "round0")
@@ -155,7 +158,7 @@ class RunRecord:
     identity: RunIdentity
     machine: str  # the machine kind it ran on (``machine_kind``)
     crate_sha256: str  # "" for a run not archived as a crate
-    profile: str
+    overlay: str  # the config overlay the run used ("default": none)
     findings: tuple[dict[str, Any], ...] = field(default_factory=tuple)
     # Its measurement and notebook seconds (what a launch costs), where known.
     run_seconds: float | None = None
@@ -173,7 +176,7 @@ class RunRecord:
             "findings_digest": i.findings,
             "machine": self.machine,
             "crate_sha256": self.crate_sha256,
-            "profile": self.profile,
+            "overlay": self.overlay,
             "run_seconds": self.run_seconds,
             "findings": list(self.findings),
         }
@@ -320,7 +323,7 @@ def parse(data: Any, claims: Iterable[str], crate_sha256: str = "", now: dt.date
         identity,
         _text(data, "machine", limit=400),
         sha,
-        _text(data, "profile", limit=80),
+        _text(data, "overlay" if "overlay" in data else LEGACY_OVERLAY_KEY, limit=80),
         findings,
         float(seconds) if seconds is not None else None,
     )

@@ -30,7 +30,7 @@ _SYSTEMS = {
     "the default ring",
     "U4": "echo-uring with each ring option against its base preset",
     "U5": "echo-go-uring with other ring counts and granule 1, echo-uring's rings against one ring with "
-    "IOSQE_ASYNC and with or without ATTACH_WQ (the reactor profile); io-wq requests counted by the "
+    "IOSQE_ASYNC and with or without ATTACH_WQ (the reactor overlay); io-wq requests counted by the "
     "trace experiment",
     "U6": "echo-uring, default ring: its io-wq workers at exit, counted from /proc",
     "M1": "mpi-probe ping-pong and perftest where a node pair ran them",

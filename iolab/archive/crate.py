@@ -42,7 +42,7 @@ PROFILES = {
     "https://w3id.org/workflowhub/workflow-ro-crate/1.0": "Workflow RO-Crate",
 }
 RULE_FILES = ("rules/*.smk",)
-CONFIG_FILES = ("config/*.yaml", "config/profiles/*.yaml", "profiles/*/config.yaml")
+CONFIG_FILES = ("config/*.yaml", "config/overlays/*.yaml", "profiles/*/config*.yaml")
 # Data the analysis read besides the raw files: the between-run spread.
 DATA_INPUTS = ("data/occasions.json",)
 OUTPUT_FILES = (
@@ -68,7 +68,7 @@ def _glob(root: Path, patterns: Iterable[str]) -> list[Path]:
     return sorted({p for pattern in patterns for p in root.glob(pattern) if p.is_file()})
 
 
-def build(root: Path, out_dir: Path, profile: str = "") -> Path:
+def build(root: Path, out_dir: Path, overlay: str = "") -> Path:
     """Write ``out_dir/iolab-<commit>-<date>.crate.zip``; returns its path."""
     from rocrate.model.contextentity import ContextEntity
     from rocrate.rocrate import ROCrate
@@ -134,12 +134,12 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
     rule_files = [add_file(p, **{"@type": ["File", "SoftwareSourceCode"]}) for p in _glob(root, RULE_FILES)]
     config_files = [add_file(p, encodingFormat="application/yaml") for p in _glob(root, CONFIG_FILES)]
     data_inputs = [add_file(p, encodingFormat="application/json") for p in _glob(root, DATA_INPUTS)]
-    # What this run read: the base config, the nodes and the profile it named.
+    # What this run read: the base config, the nodes and the overlay it named.
     run_config = [
         f
         for f in config_files
         if f.id in ("config/config.yaml", "config/nodes.yaml")
-        or (profile and f.id == f"config/profiles/{profile}.yaml")
+        or (overlay and f.id == f"config/overlays/{overlay}.yaml")
     ]
     engine = crate.add(
         ContextEntity(
@@ -323,7 +323,7 @@ def build(root: Path, out_dir: Path, profile: str = "") -> Path:
                     "object": [*run_config, *data_inputs],
                     "result": run_result,
                     "endTime": now.isoformat(),
-                    "description": f"profile {profile or 'default'}; environment: {', '.join(e.id for e in env_files)}",
+                    "description": f"overlay {overlay or 'default'}; environment: {', '.join(e.id for e in env_files)}",
                 },
             )
         )
@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="command", required=True)
     b = sub.add_parser("build", help="archive this checkout's latest run as a Provenance Run Crate zip")
     b.add_argument("--out", type=Path, default=paths.REPO / "archive", help="directory for the zip (default archive/)")
-    b.add_argument("--profile", default="", help="the config profile the run used (recorded)")
+    b.add_argument("--overlay", default="", help="the config overlay the run used (recorded)")
     v = sub.add_parser(
         "verify",
         help="check that every member of a crate is a plain file its metadata lists, "
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "build":
             started = datetime.now()
-            target = build(paths.REPO, args.out, args.profile)
+            target = build(paths.REPO, args.out, args.overlay)
             size = target.stat().st_size / 1e6
             print(
                 f"wrote {paths.relative(target)}: {size:.1f} MB in {(datetime.now() - started).seconds} s; "
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{said} the store of runs, {paths.relative(store.DEFAULT_STORE)} (./repro store list)")
             from . import recording
 
-            record = recording.of_crate(target, args.profile or "default").write()
+            record = recording.of_crate(target, args.overlay or "default").write()
             print(
                 f"wrote its record, {paths.relative(record)} ({record.stat().st_size / 1000:.1f} kB): the verdicts "
                 "about this machine kind pool it (./repro verdicts); commit it to keep the evidence"

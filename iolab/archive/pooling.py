@@ -20,7 +20,7 @@ K`` says the study fixed its K launches in advance (a cluster of K nodes):
 the exact sign test, and only once all K are in. ``--plan`` adds the time
 to a verdict: the launches each claim still needs (80 % power) at where
 its parts lie and at the spread between launches, times one launch's time
-(the short ``claims`` profile's where records give it, else this
+(the short ``claims`` overlay's where records give it, else this
 checkout's last run, else ``--run-hours``).
 """
 
@@ -44,8 +44,8 @@ from . import compare, identity, store
 from .recording import findings_of
 from .untrusted import CrateError, shown
 
-# The profile that measures only what the claims read: what a launch costs.
-SHORT_PROFILE = "claims"
+# The overlay that measures only what the claims read: what a launch costs.
+SHORT_OVERLAY = "claims"
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class Evidence:
     measured: str
     findings: Sequence[dict[str, Any]]
     run: compare.Run | None = None  # the crate's run, where there is a crate
-    profile: str = ""
+    overlay: str = ""
     run_seconds: float | None = None
     kind: str = field(default="crate")  # "crate" or "record"
 
@@ -112,7 +112,7 @@ def of_record(rec: records.RunRecord, name: str) -> Evidence:
         rec.identity.first_start,
         list(rec.findings),
         None,
-        rec.profile,
+        rec.overlay,
         rec.run_seconds,
         "record",
     )
@@ -292,13 +292,13 @@ def claims_json(parts: Sequence[pooled.PooledPart]) -> dict[str, Any]:
 
 def run_hours(evidence: Sequence[Evidence], given: float | None) -> tuple[float | None, str]:
     """One launch's hours, and where the figure comes from: as given; the
-    short profile's runs where records give their time; this checkout's
+    short overlay's runs where records give their time; this checkout's
     last run; else the pooled runs' own."""
     if given is not None:
         return given, "as given (--run-hours)"
-    short = sorted(e.run_seconds for e in evidence if e.profile == SHORT_PROFILE and e.run_seconds)
+    short = sorted(e.run_seconds for e in evidence if e.overlay == SHORT_OVERLAY and e.run_seconds)
     if short:
-        return statistics.median(short) / 3600, f"the median of {len(short)} run(s) of the {SHORT_PROFILE} profile"
+        return statistics.median(short) / 3600, f"the median of {len(short)} run(s) of the {SHORT_OVERLAY} overlay"
     here = artifact.run_seconds()
     if here is not None:
         return here / 3600, "this checkout's last run (its measurement and notebook jobs)"
@@ -349,7 +349,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the verdicts as JSON here")
     ap.add_argument("--plan", action="store_true", help="also print the launches and machine-hours each claim needs")
     ap.add_argument(
-        "--run-hours", type=float, metavar="H", help="one launch's hours (default: the claims profile's, from records)"
+        "--run-hours", type=float, metavar="H", help="one launch's hours (default: the claims overlay's, from records)"
     )
     args = ap.parse_args(argv)
     if args.run_hours is not None and not args.run_hours > 0:

@@ -33,7 +33,7 @@ def run_seconds_of(run: compare.Run) -> float | None:
     return float(v) if isinstance(v, int | float) and v > 0 else None
 
 
-def of_crate(crate_zip: Path, profile: str = "") -> records.RunRecord:
+def of_crate(crate_zip: Path, overlay: str = "") -> records.RunRecord:
     """The record of a crate's run (CrateError where the crate does not check)."""
     run = compare.load(crate_zip)
     assert run.identity is not None
@@ -42,7 +42,7 @@ def of_crate(crate_zip: Path, profile: str = "") -> records.RunRecord:
         run.identity,
         records.machine_kind(nodes if isinstance(nodes, dict) else {}),
         sha256(crate_zip),
-        profile,
+        overlay,
         tuple(records.kept_finding(f) for f in findings_of(run)),
         run_seconds_of(run),
     )
@@ -57,12 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=records.DIRECTORY,
         help=f"where the records go (default {paths.relative(records.DIRECTORY)})",
     )
-    ap.add_argument("--profile", default="", help="the config profile the runs used (recorded; default: none said)")
+    ap.add_argument("--overlay", default="", help="the config overlay the runs used (recorded; default: none said)")
     args = ap.parse_args(argv)
     status = 0
     for crate in args.crates:
         try:
-            path = of_crate(crate, args.profile).write(args.out)
+            path = of_crate(crate, args.overlay).write(args.out)
         except (CrateError, OSError) as e:
             print(f"recording: {e}", file=sys.stderr)
             status = 1

@@ -1,4 +1,4 @@
-"""A cluster study: one run of the profile on k nodes, each node one occasion,
+"""A cluster study: one run of the config on k nodes, each node one occasion,
 and the claims' verdicts pooled over the nodes (iolab.analysis.pooled,
 planned: the exact sign test over the k runs fixed in advance).
 

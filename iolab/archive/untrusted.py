@@ -44,7 +44,7 @@ METADATA = "ro-crate-metadata.json"
 # runs' worth of raw files stays far below this.
 MAX_METADATA_BYTES = 64 << 20
 # What a whole crate may expand to unless the caller allows more: a default
-# run's crate expands to about 60 MB, a paper-profile run's to a few
+# run's crate expands to about 60 MB, a paper-overlay run's to a few
 # hundred; 4 GiB leaves room and still stops a zip bomb.
 DEFAULT_MAX_BYTES = 4 << 30
 _CHUNK = 1 << 20

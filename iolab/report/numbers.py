@@ -465,7 +465,7 @@ def claims_echo_setup_sentence(here: pd.DataFrame | None) -> str:
         f"The sources' setup (a blocking thread per connection, nothing pinned) was not measured in this "
         f"run: the echo cells ran with the {echostats.setup_note(here).split(';')[0]}, so the part 1 and "
         "part 3 claims are shown as context and read not testable here; the smoke, part3 and paper "
-        "profiles measure the sources' setup."
+        "overlays measure the sources' setup."
     )
 
 

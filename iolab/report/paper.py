@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 print(
                     f'iolab: warning: the paper shows "not measured" for {len(missing)} number(s) this run '
-                    f"did not produce: {', '.join(missing)} (its text discusses the paper profile's cells; "
+                    f"did not produce: {', '.join(missing)} (its text discusses the paper overlay's cells; "
                     "this config leaves them out)",
                     file=sys.stderr,
                 )

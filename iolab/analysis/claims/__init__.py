@@ -110,13 +110,13 @@ def _sources_setup_gate(findings: list[Finding], echo: pd.DataFrame) -> list[Fin
     """The Habr claims (U1-U5) were measured with rust_echo_bench (a blocking
     thread per connection) and nothing pinned. An echo part measured under
     another setup is context; a claim left with no counted echo part then
-    reads not testable, naming the profiles that measure the sources' setup."""
+    reads not testable, naming the configs that measure the sources' setup."""
     setup = echostats.with_setup(echo)
     if set(setup["client"]) == {echostats.SOURCE_CLIENT} and set(setup["layout"]) == {echostats.SOURCE_LAYOUT}:
         return findings
     why = (
         "the sources' setup (a blocking thread per connection in the load generator, nothing pinned) was "
-        "not measured; the default, smoke, part3 and paper profiles measure it"
+        "not measured; the default config and the smoke, part3 and paper overlays measure it"
     )
     out = []
     for claim in HABR_CLAIMS:

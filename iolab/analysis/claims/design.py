@@ -129,7 +129,7 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None, not_traced: s
             continue
         gate = cpu_gate(echo, cpus, why_cpus)
         if gate:
-            out.append(not_testable("U5", label, gate + "; the reactor profile measures it", context=context))
+            out.append(not_testable("U5", label, gate + "; the reactor overlay measures it", context=context))
             continue
         measured = [d for d in dens if not missing_presets(echo, num_p, d)]
         sizes = sorted(set(echo.loc[(echo["connections"] == c) & (echo["status"] == "ok"), "bytes"]))
@@ -139,7 +139,7 @@ def u5(echo: pd.DataFrame | None, kernel: dict[int, float] | None, not_traced: s
                     "U5",
                     label,
                     f"not measured at c = {c}: {num_p} against {', '.join(dens)} "
-                    "(the reactor and paper profiles measure it)",
+                    "(the reactor and paper overlays measure it)",
                     context=context,
                 )
             )

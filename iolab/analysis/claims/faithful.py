@@ -1,5 +1,5 @@
 """What a faithful replication would give here: each source's own table,
-measured again as many times as a profile repeats it, with a machine's
+measured again as many times as a config repeats it, with a machine's
 spread between repetitions, judged by the real rules and the real error
 control. A rule a faithful replication cannot reproduce at a realistic
 spread is either wrong or needs more repetitions; the claims table says

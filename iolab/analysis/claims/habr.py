@@ -166,7 +166,7 @@ def _reactor_parts(
         if missing:
             if i == 0 and not gate:
                 out.append(
-                    not_testable(claim, what, f"not measured: {missing} (the part3 and paper profiles measure them)")
+                    not_testable(claim, what, f"not measured: {missing} (the part3 and paper overlays measure them)")
                 )
             continue
         for c, b in cells:
@@ -344,7 +344,7 @@ def u4(echo: pd.DataFrame) -> list[Finding]:
     for what, num_p, den_p, rule, gate in checks:
         missing = missing_presets(echo, num_p, den_p)
         if missing:
-            out.append(not_testable("U4", what, f"not measured: {missing} (the paper profile measures it)"))
+            out.append(not_testable("U4", what, f"not measured: {missing} (the paper overlay measures it)"))
             continue
         busy = None if gate else client_gate(echo, (num_p, den_p), (c, b))
         if gate:

@@ -62,7 +62,7 @@ NO_ADVANTAGE = 1.05
 # C4: "large" w: messages of 16 KiB and more, several times w at 16 B on loopback.
 LARGE_W_BYTES = 16384
 # Where the cells the claims need are measured.
-PAPER = "the paper profile measures it"
+PAPER = "the paper overlay measures it"
 
 
 def regime(cost: pd.DataFrame, flag: str) -> tuple[str, str]:
@@ -391,7 +391,7 @@ def c4(echo: pd.DataFrame | None) -> list[Finding]:
                 label,
                 f"no cell of the poll-first server and epoll with messages of "
                 f"{LARGE_W_BYTES // 1024} KiB or more was measured (largest: {largest} B); the paper "
-                "profile measures them",
+                "overlay measures them",
             )
         ]
     b = int(big["bytes"].max())
@@ -449,7 +449,7 @@ TESTS = {
         "OpenAnolis",
         "if the kernel-side cost w is large, io_uring and epoll perform about the same",
         "the poll-first server's CPU per request over epoll's at messages of 16 KiB or more",
-        "echo cells with large messages (the paper profile)",
+        "echo cells with large messages (the paper overlay)",
         "the source gives no number for it",
         short="with large messages, io_uring and epoll cost about the same",
     ),

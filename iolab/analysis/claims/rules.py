@@ -237,7 +237,7 @@ def unmeasured_cells(
         not_testable(
             claim,
             f"{cell_label(c, b)}, {what}",
-            "this cell was not measured (the paper profile measures every source cell)",
+            "this cell was not measured (the paper overlay measures every source cell)",
             quoted_ratio(claim, c, b),
             cell=cell_label(c, b),
             context=context,

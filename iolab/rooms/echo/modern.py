@@ -86,7 +86,7 @@ def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL, cost: p
     if view.empty:
         return (
             "No preset with a feature of Linux 6.9+ ran in this run, so the question is not answered "
-            "here; the modern profile (config/profiles/modern.yaml) measures them."
+            "here; the modern overlay (config/overlays/modern.yaml) measures them."
         )
     cpu = view[(view["metric"] == CPU) & (view["connections"] >= LOADED) & (view["preset"] != OLDER_RING)]
     cpu = cpu[cpu["high"].map(math.isfinite)]
