@@ -6,7 +6,16 @@
 #   -> on request, the run's archive (archive.smk: `snakemake archive`)
 #   -> on request, a cluster study: each node one occasion, verdicts pooled
 #      over the nodes (study.smk: `snakemake study`)
-from snakemake.utils import min_version
+import sys
+
+# It runs in iolab's environment (./repro setup makes it): anywhere else it
+# stops here, before anything is planned, with one line naming that command.
+sys.path.insert(0, workflow.basedir)  # iolab/ without an installed package
+from iolab.environment import stop_unless_ready  # noqa: E402  (the standard library only)
+
+stop_unless_ready()
+
+from snakemake.utils import min_version  # noqa: E402
 
 min_version("9.0")
 

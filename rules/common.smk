@@ -8,8 +8,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-sys.path.insert(0, workflow.basedir)  # iolab/ without an installed package
-from iolab import runplan  # noqa: E402
+from iolab import runplan  # noqa: E402  (Snakefile put iolab/ on the path)
 from iolab.config import ConfigError, merge, read_file, validate_config  # noqa: E402
 
 # Jobs call python, papermill and jupytext by name: they are the ones beside

@@ -1,12 +1,18 @@
-"""pyproject.toml, requirements.lock and environment.yml pin the same versions."""
+"""pyproject.toml, requirements.lock and environment.yml pin the same
+versions, and the workflow runs only in that environment."""
 
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
+from pathlib import Path
 
 import yaml
-from conftest import REPO
+from conftest import REPO, snakemake, tool_env
+from test_config import PREAMBLE
+
+from iolab import environment
 
 
 def canon(name: str) -> str:
@@ -75,3 +81,41 @@ def test_conda_provides_the_native_dependencies() -> None:
     names = {d.split("=")[0] for d in env["dependencies"] if isinstance(d, str)}
     assert {"liburing", "openmpi", "c-compiler", "make", "pkg-config"} <= names
     assert "conda-forge" in env["channels"]
+
+
+# --- what the workflow needs, and what says so --------------------------------
+
+
+def test_the_workflows_guard_reads_the_pins_pyproject_holds() -> None:
+    # iolab.environment reads pyproject.toml without tomllib (it runs on any
+    # Snakemake's interpreter): the same pins as tomllib's.
+    assert environment.pinned() == pyproject_pins()
+    assert environment.problem() is None, environment.problem()
+
+
+def fake_distribution(where: Path, name: str, version: str) -> None:
+    """A distribution's metadata at another version, first on the path."""
+    meta = where / f"{name}-{version}.dist-info"
+    meta.mkdir(parents=True)
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def test_outside_its_environment_the_workflow_stops_before_planning_with_one_line(
+    workflow: Path, tmp_path: Path
+) -> None:
+    # A Snakemake whose interpreter has another pydantic (or none): one
+    # line naming the command that makes the environment, nothing planned.
+    fake_distribution(tmp_path / "elsewhere", "pydantic", "1.10.0")
+    env = {**tool_env(), "PYTHONPATH": str(tmp_path / "elsewhere")}
+    res = snakemake(workflow, "-n", "--cores", "all", env=env)
+    assert res.returncode == 1
+    said = [ln for ln in (res.stdout + res.stderr).splitlines() if ln.strip() and not ln.startswith(PREAMBLE)]
+    assert said == [
+        f"iolab: this Snakemake runs outside iolab's environment ({sys.executable}: pydantic 1.10.0, not "
+        f"{pyproject_pins()['pydantic']}); make it with ./repro setup, then run source .venv/bin/activate "
+        "and this command again"
+    ], said
+    assert not (workflow / ".snakemake" / "locks").exists() or not list((workflow / ".snakemake" / "locks").iterdir())
+    # The control: in the environment, the same dry run plans the pipeline.
+    res = snakemake(workflow, "-n", "--cores", "all")
+    assert res.returncode == 0 and "measure_syscall" in res.stdout, res.stderr[-2000:]
