@@ -7,6 +7,7 @@
 #   -> on request, a cluster study: each node one occasion, verdicts pooled
 #      over the nodes (study.smk: `snakemake study`)
 import sys
+from pathlib import Path
 
 # It runs in iolab's environment (./repro setup makes it): anywhere else it
 # stops here, before anything is planned, with one line naming that command.
@@ -18,6 +19,18 @@ stop_unless_ready()
 from snakemake.utils import min_version  # noqa: E402
 
 min_version("9.0")
+
+# A run, however Snakemake was started, refuses to start beside another
+# Snakemake or a measurement still working in this checkout, and removes the
+# lock a killed run left (iolab.live.before_run). Dry runs and the Snakemake
+# processes of jobs (cluster executors) skip it.
+if workflow.is_main_process and not getattr(workflow.output_settings, "dryrun", False):
+    from iolab.live import before_run
+
+    refusal = before_run(Path(workflow.basedir))
+    if refusal:
+        print(refusal, file=sys.stderr)
+        sys.exit(1)
 
 
 configfile: "config/config.yaml"

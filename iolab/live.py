@@ -5,13 +5,16 @@ Killing only Snakemake (the OOM killer does) leaves its measurement job
 running; a new run started beside it would measure the same thing on the
 same CPUs, and keep a result disturbed by the other. Every measurement
 (``iolab.measure``, however Snakemake was started) refuses to start while
-another of this checkout runs, and ``./repro all`` refuses before starting:
+another of this checkout runs, and the workflow refuses before planning
+(``before_run``, however Snakemake was started):
 
     python -m iolab.live check [DIR]      # exit 1 with one line naming the PID
 
-A killed run also leaves temporary directories behind; each one's name
-carries its creator's PID (``tempdir``), and ``remove_stale_tempdirs``
-removes those of this user whose creator is gone.
+A run killed hard (SIGKILL, the OOM killer, a reboot) also leaves
+Snakemake's lock, which ``before_run`` removes once nothing of a run is
+alive, and temporary directories; each one's name carries its creator's
+PID (``tempdir``), and ``remove_stale_tempdirs`` removes those of this
+user whose creator is gone.
 
 Programs a measurement starts get a temporary directory of their own
 (``private_tmp``): Open MPI names its session directory after the host
@@ -214,6 +217,63 @@ def beside(checkout: Path = paths.REPO) -> str | None:
     return None
 
 
+def _is_snakemake(words: list[str]) -> bool:
+    """Whether a command line runs Snakemake (its script, or python -m snakemake)."""
+    if Path(words[0]).name == "snakemake":
+        return True
+    rest = words[1:]
+    return Path(words[0]).name.startswith("python") and (
+        rest[:2] == ["-m", "snakemake"] or (bool(rest) and Path(rest[0]).name == "snakemake")
+    )
+
+
+def snakemake_runs(checkout: Path = paths.REPO) -> Iterator[int]:
+    """The pid of every Snakemake working in ``checkout`` but this process
+    and the ones that started it."""
+    checkout = checkout.resolve()
+    mine = _ancestors()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) in mine:
+            continue
+        try:
+            words = [a.decode(errors="replace") for a in (proc / "cmdline").read_bytes().split(b"\0") if a]
+            cwd = Path(os.readlink(proc / "cwd"))
+        except OSError:
+            continue
+        if words and cwd == checkout and _is_snakemake(words):
+            yield int(proc.name)
+
+
+# What a run killed hard leaves of Snakemake's lock (.snakemake/locks/).
+LOCKS = ".snakemake/locks"
+
+
+def before_run(checkout: Path = paths.REPO) -> str | None:
+    """What the workflow does before a run of ``checkout`` is planned: one
+    line refusing it beside another Snakemake or a measurement still
+    running there, else None, after removing what killed runs left (their
+    lock, saying so, and their temporary directories). A live run is never
+    unlocked."""
+    for pid in snakemake_runs(checkout):
+        return f"iolab: a snakemake run (pid {pid}) is already working in {checkout}; wait for it, or stop it first"
+    why = beside(checkout)
+    if why:
+        return f"iolab: {why}"
+    _, failed = remove_stale_tempdirs()
+    for line in failed:
+        print(f"iolab: {line}", file=sys.stderr)
+    locks = sorted((checkout / LOCKS).glob("*.lock"))
+    for lock in locks:
+        lock.unlink(missing_ok=True)
+    if locks:
+        print(
+            "iolab: removed the lock of a run that was killed (no snakemake process holds it); "
+            "incomplete jobs run again",
+            file=sys.stderr,
+        )
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] != "check":
@@ -221,12 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     why = beside(Path(args[1]) if len(args) > 1 else paths.REPO)
     if why:
-        print(f"repro: {why}", file=sys.stderr)
+        print(f"iolab: {why}", file=sys.stderr)
         return 1
     # Nothing of this checkout runs: what killed runs left may go.
     _, failed = remove_stale_tempdirs()
     for line in failed:
-        print(f"repro: {line}", file=sys.stderr)
+        print(f"iolab: {line}", file=sys.stderr)
     return 0
 
 

@@ -174,14 +174,23 @@ def repro_env(workflow: Path) -> dict[str, str]:
     snakemake_bin.write_text(f'#!/bin/sh\nexec {venv / "bin" / "python"} -m snakemake "$@"\n')
     snakemake_bin.chmod(0o755)
     (venv / ".iolab-lock.sha256").write_text(want + "\n")
+    # This checkout and its plugins on the venv's path, as ./repro setup
+    # writes them (Snakemake alone, never started through ./repro, needs them).
+    (Path(site) / "iolab-repo.pth").write_text(f"{workflow}\n{workflow / 'plugins'}\n")
     env = {**tool_env(), "IOLAB_SKIP_APT": "1"}
     env["PATH"] = os.pathsep.join([str(venv / "bin"), env["PATH"]])
     return env
 
 
-def test_repro_all_resumes_after_the_whole_run_is_killed(workflow: Path, tmp_path: Path) -> None:
+# The two ways to start a run (the README's): each is guarded alike, by the
+# workflow itself (iolab.live.before_run).
+STARTERS = {"repro": ["./repro", "all"], "snakemake": ["snakemake", "--cores", "all"]}
+
+
+@pytest.mark.parametrize("starter", sorted(STARTERS))
+def test_a_run_resumes_after_the_whole_run_is_killed(workflow: Path, tmp_path: Path, starter: str) -> None:
     cfg = long_config(tmp_path, batches=50000)
-    argv = ["./repro", "all", "results/tables/syscall.parquet", "--configfile", str(cfg)]
+    argv = [*STARTERS[starter], "results/tables/syscall.parquet", "--configfile", str(cfg)]
     env = repro_env(workflow)
     proc = subprocess.Popen(
         argv, cwd=workflow, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -194,18 +203,19 @@ def test_repro_all_resumes_after_the_whole_run_is_killed(workflow: Path, tmp_pat
 
     res = subprocess.run(argv, cwd=workflow, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    said = [ln for ln in res.stderr.splitlines() if ln.startswith("repro:")]
+    said = [ln for ln in res.stderr.splitlines() if ln.startswith(("repro:", "iolab:"))]
     assert said == [
-        "repro: removed the lock of a run that was killed (no snakemake process holds it); incomplete jobs run again"
+        "iolab: removed the lock of a run that was killed (no snakemake process holds it); incomplete jobs run again"
     ], said
     assert len(results(workflow)) == 1
     assert not list((workflow / "data" / "raw").rglob(".tmp-*"))
     assert_only_complete_results(workflow)
 
 
-def test_repro_never_unlocks_a_live_run(workflow: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("starter", sorted(STARTERS))
+def test_a_live_run_is_never_unlocked(workflow: Path, tmp_path: Path, starter: str) -> None:
     cfg = long_config(tmp_path)
-    argv = ["./repro", "all", "results/tables/syscall.parquet", "--configfile", str(cfg)]
+    argv = [*STARTERS[starter], "results/tables/syscall.parquet", "--configfile", str(cfg)]
     env = repro_env(workflow)
     proc = subprocess.Popen(
         argv, cwd=workflow, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
@@ -214,7 +224,7 @@ def test_repro_never_unlocks_a_live_run(workflow: Path, tmp_path: Path) -> None:
         wait_for_measurement(workflow)
         res = subprocess.run(argv, cwd=workflow, env=env, capture_output=True, text=True, timeout=120)
         assert res.returncode != 0
-        assert res.stderr.strip().splitlines()[-1].startswith("repro: a snakemake run (pid "), res.stderr
+        assert res.stderr.strip().splitlines()[-1].startswith("iolab: a snakemake run (pid "), res.stderr
         assert proc.poll() is None, "the second command disturbed the live run"
     finally:
         # Done with it: SIGKILL, as a Ctrl-C Snakemake swallowed left it

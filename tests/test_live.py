@@ -63,9 +63,13 @@ def test_killing_only_snakemake_leaves_a_live_measurement_that_blocks_a_new_run(
         assert res.returncode == 1
         (line,) = res.stderr.strip().splitlines()
         assert f"pid {pid}:" in line and "iolab.measure sendrecv" in line and f"kill {pid}" in line
-        # ./repro all refuses with that line, starts nothing and keeps the lock.
+        # ./repro all and Snakemake started directly (even to unlock) refuse
+        # with that line before planning, start nothing and keep the lock.
+        argv = ["--configfile", "config/slow.yaml", "--until", "measure_sendrecv"]
+        logs = workflow / "results" / "logs"
+        before = {p: p.read_bytes() for p in logs.rglob("*.log")}
         res = subprocess.run(
-            ["./repro", "all", "--configfile", "config/slow.yaml", "--until", "measure_sendrecv"],
+            ["./repro", "all", *argv],
             cwd=workflow,
             env=repro_env(workflow),
             capture_output=True,
@@ -73,15 +77,29 @@ def test_killing_only_snakemake_leaves_a_live_measurement_that_blocks_a_new_run(
             timeout=300,
         )
         assert res.returncode != 0 and res.stderr.strip().splitlines()[-1] == line, res.stderr[-2000:]
+        for direct in (["--cores", "all", *argv], ["--unlock"]):
+            res = snakemake(workflow, *direct)
+            assert res.returncode != 0 and res.stderr.strip().splitlines()[-1] == line, res.stderr[-2000:]
         assert list((workflow / ".snakemake" / "locks").glob("*.lock"))
+        # No job started: the logs are the orphan's alone (it goes on writing its own).
+        assert set(logs.rglob("*.log")) == set(before), sorted(set(logs.rglob("*.log")) - set(before))
         assert [p for p, _ in live.measurements(workflow)] == [pid]
-        # Through snakemake directly, after the --unlock its lock message
-        # advises: the measurement itself refuses to start beside the orphan.
-        assert snakemake(workflow, "--unlock").returncode == 0
-        res = snakemake(workflow, "--cores", "all", "--configfile", "config/slow.yaml", "--until", "measure_sendrecv")
-        assert res.returncode != 0
-        (job_log,) = (workflow / "results" / "logs" / "measure").rglob("sendrecv/*/rep1.log")
-        assert f"iolab: {line.removeprefix('repro: ')}" in job_log.read_text(), job_log.read_text()[-2000:]
+        # A measurement started by anything else (the workflow's guard
+        # bypassed) refuses to start beside the orphan too.
+        out = workflow / "data" / "raw" / "elsewhere" / "rep1.csv"
+        res = subprocess.run(
+            [
+                *(sys.executable, "-m", "iolab.measure", "sendrecv", "--node", '{"name": "local", "runner": "local"}'),
+                *("--settings", "{}", "--rep", "1", "--seed", "1", "--output", str(out)),
+            ],
+            cwd=workflow,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert res.returncode == 1 and res.stderr.strip().splitlines()[-1] == line, res.stderr[-2000:]
+        assert not out.exists()
         left = list(live.measurements(workflow))
         assert [p for p, _ in left] == [pid], left
         assert not list((workflow / "data" / "raw").rglob("sendrecv/*/rep1.csv"))
@@ -94,8 +112,8 @@ def test_killing_only_snakemake_leaves_a_live_measurement_that_blocks_a_new_run(
     finally:
         for pid, _ in live.measurements(workflow):
             os.kill(pid, signal.SIGKILL)
-    # The next run measures the repetition again, alone.
-    assert snakemake(workflow, "--unlock").returncode == 0
+    # The next run removes the killed run's lock and measures the repetition
+    # again, alone.
     res = snakemake(
         workflow, "--cores", "all", "--configfile", "config/slow.yaml", "--until", "measure_sendrecv", timeout=600
     )
