@@ -1,11 +1,17 @@
 """One progress display for a workflow run, as a Snakemake logger plugin
-(``snakemake --logger iolab``; ./repro passes it): steps done out of total,
+(``--logger iolab``, which the workflow profile profiles/default sets for
+every Snakemake 9 run from the repository root): steps done out of total,
 what runs now (the experiment, repetition and cell, read from the job's log),
 the time elapsed and an estimate of the time left, one line per finished
 step, precision rounds' lines, and every failure in full with its logs.
 Job details go to each job's log file and Snakemake's own log
 (.snakemake/log/). On a terminal the status line is redrawn in place every
 second; elsewhere (a pipe, CI) only whole lines are printed.
+
+Only a run is displayed so: a dry run prints Snakemake's own output, and
+so does anything that runs no workflow (a lint, a report, an unlock), whose
+messages wait until Snakemake has either started the workflow (a run:
+they were its preamble) or ended (they were its output).
 
 The plugin module Snakemake discovers is plugins/snakemake_logger_plugin_iolab
 (on the environment's path through ./repro's .pth file).
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from snakemake.logging import ColorizingTextHandler, DefaultFilter, DefaultFormatter
 from snakemake_interface_logger_plugins.base import LogHandlerBase
 from snakemake_interface_logger_plugins.common import LogEvent
 from snakemake_interface_logger_plugins.settings import LogHandlerSettingsBase
@@ -234,26 +241,59 @@ class LogHandler(LogHandlerBase):
     """Snakemake's log handler for the display (see the module's docstring)."""
 
     def __post_init__(self) -> None:
+        settings = self.common_settings
+        # Snakemake's own output, for what is not a run.
+        self.plain = ColorizingTextHandler(
+            nocolor=settings.nocolor, stream=sys.stdout if settings.stdout else sys.stderr
+        )
+        self.plain.addFilter(
+            DefaultFilter(
+                settings.quiet, settings.debug_dag, settings.verbose, settings.dryrun, settings.printshellcmds
+            )
+        )
+        self.plain.setFormatter(DefaultFormatter(settings.quiet, settings.show_failed_logs))
+        self.waiting: list[logging.LogRecord] | None = None if settings.dryrun else []
+        self.progress: Progress | None = None
+        self._stop = threading.Event()
+
+    def _start(self) -> None:
+        """The workflow started: the display takes over. What waited was its
+        preamble; of that, only what the display shows of any message stays."""
         live = sys.stderr.isatty() and os.environ.get("TERM", "dumb") != "dumb" and not os.environ.get("CI")
         self.progress = Progress(sys.stderr, live)
-        self._stop = threading.Event()
+        waited, self.waiting = self.waiting or [], None
+        for record in waited:
+            self.progress.handle(record)
         if live:
             threading.Thread(target=self._tick, daemon=True).start()
 
     def _tick(self) -> None:
         while not self._stop.wait(1.0):
-            self.progress.redraw()
+            if self.progress is not None:
+                self.progress.redraw()
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.progress.handle(record)
+            if self.waiting is not None and getattr(record, "event", None) == LogEvent.WORKFLOW_STARTED:
+                self._start()
+            if self.progress is not None:
+                self.progress.handle(record)
+            elif self.waiting is not None:
+                self.waiting.append(record)
+            else:
+                self.plain.handle(record)
         except Exception:  # a display must never stop the run
             self.handleError(record)
 
     def close(self) -> None:
         self._stop.set()
-        if self.progress.live:
+        # No workflow started: what waited was the command's output.
+        for record in self.waiting or []:
+            self.plain.handle(record)
+        self.waiting = None
+        if self.progress is not None and self.progress.live:
             self.progress.out.write("\n")
+        self.plain.close()
         super().close()
 
     @property

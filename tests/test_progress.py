@@ -11,7 +11,10 @@ import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+import yaml
 from conftest import REPO, snakemake, tool_env
 from snakemake_interface_logger_plugins.common import LogEvent
 
@@ -64,6 +67,7 @@ def test_the_state_says_what_runs_and_how_long_is_left(tmp_path: Path) -> None:
 
 
 def test_a_run_shows_one_line_per_step_and_a_failure_in_full(workflow: Path) -> None:
+    # Plain `snakemake`, as the README says: the workflow profile sets the display.
     env = tool_env()
     env["PYTHONPATH"] = os.pathsep.join([str(workflow), str(workflow / "plugins")])
     res = snakemake(
@@ -71,8 +75,6 @@ def test_a_run_shows_one_line_per_step_and_a_failure_in_full(workflow: Path) -> 
         "results/tables/syscall.parquet",
         "--cores",
         "all",
-        "--logger",
-        "iolab",
         "--configfile",
         "config/overlays/smoke.yaml",
         env=env,
@@ -91,8 +93,6 @@ def test_a_run_shows_one_line_per_step_and_a_failure_in_full(workflow: Path) -> 
         workflow,
         "--cores",
         "all",
-        "--logger",
-        "iolab",
         "--configfile",
         "config/overlays/smoke.yaml",
         "config/broken.yaml",
@@ -106,16 +106,81 @@ def test_a_run_shows_one_line_per_step_and_a_failure_in_full(workflow: Path) -> 
     assert "/nonexistent/mpirun" in res.stderr.split("FAILED: Error in rule measure_mpi", 1)[1]
 
 
-def test_repro_passes_the_display_and_keeps_the_plugin_on_the_path() -> None:
-    text = (REPO / "repro").read_text()
-    # Every command that runs the workflow (all, figures, study) shows one display.
-    runs = re.findall(r"exec snakemake [^\n]*", text)
-    assert len(runs) == 3 and all(r.startswith("exec snakemake --cores all --logger=iolab") for r in runs), runs
-    assert (REPO / "plugins" / "snakemake_logger_plugin_iolab" / "__init__.py").exists()
+def test_the_workflow_profile_gives_every_run_the_display() -> None:
+    profiles = REPO / "profiles" / "default"
+    assert yaml.safe_load((profiles / "config.v9+.yaml").read_text())["logger"] == ["iolab"]
+    # Snakemake before 9 reads config.yaml, which must not name what it
+    # lacks: the Snakefile then stops it with its one line.
+    assert "logger" not in yaml.safe_load((profiles / "config.yaml").read_text())
+    # The plugin loads the display of its own checkout by path and leaves
+    # `iolab` for the workflow to import from its checkout.
     res = subprocess.run(
-        [sys.executable, "-c", "import snakemake_logger_plugin_iolab as p; print(p.LogHandler)"],
+        [
+            sys.executable,
+            "-c",
+            "import sys, snakemake_logger_plugin_iolab as p; print(p.LogHandler.__module__, 'iolab' in sys.modules)",
+        ],
         env={**os.environ, "PYTHONPATH": str(REPO / "plugins")},
+        cwd="/",
         capture_output=True,
         text=True,
     )
-    assert "iolab.progress.LogHandler" in res.stdout, res.stderr
+    assert res.stdout.split() == ["snakemake_logger_plugin_iolab.progress", "False"], res.stderr
+
+
+def settings(dryrun: bool) -> SimpleNamespace:
+    """Snakemake's output settings, as a logger plugin gets them."""
+    return SimpleNamespace(
+        printshellcmds=False,
+        nocolor=True,
+        quiet=None,
+        debug_dag=False,
+        verbose=False,
+        show_failed_logs=True,
+        stdout=False,
+        dryrun=dryrun,
+    )
+
+
+def message(text: str, level: int = logging.INFO, **fields: object) -> logging.LogRecord:
+    r = logging.LogRecord("snakemake", level, __file__, 0, text, None, None)
+    for k, v in fields.items():
+        setattr(r, k, v)
+    return r
+
+
+def shown(dryrun: bool, records: list[logging.LogRecord], capsys: pytest.CaptureFixture[str]) -> str:
+    handler = progress.LogHandler(settings(dryrun), None)
+    for r in records:
+        handler.emit(r)
+    handler.close()
+    return capsys.readouterr().err
+
+
+def test_a_command_that_runs_no_workflow_prints_snakemakes_own_output(capsys: pytest.CaptureFixture[str]) -> None:
+    # A lint, a report, an unlock: Snakemake's words, not the display's.
+    said = shown(
+        False,
+        [message("Building DAG of jobs..."), message("Congratulations, your workflow is in a good condition!")],
+        capsys,
+    )
+    assert "Congratulations, your workflow is in a good condition!" in said and "Building DAG" in said
+    assert shown(True, [message("Building DAG of jobs...")], capsys).strip() == "Building DAG of jobs..."
+
+
+def test_a_run_shows_the_display_and_drops_snakemakes_preamble(capsys: pytest.CaptureFixture[str]) -> None:
+    said = shown(
+        False,
+        [
+            message("Assuming unrestricted shared filesystem usage."),
+            message("a lock was left", logging.WARNING),
+            message("Workflow has started!", event=LogEvent.WORKFLOW_STARTED),
+            message("Building DAG of jobs..."),
+            message("Nothing to be done (all requested files are present and up to date)."),
+        ],
+        capsys,
+    )
+    assert said.splitlines() == [
+        "a lock was left",
+        "Nothing to be done (all requested files are present and up to date).",
+    ]

@@ -137,6 +137,9 @@ def test_verify_and_reanalyse_refuse_each_attack_in_one_line_and_write_nothing(
 def test_the_real_crate_verifies_and_names_its_files(base_crate: Path) -> None:
     problems, files = untrusted.verify(base_crate)
     assert problems == [] and files > 10
+    # A path the metadata percent-encodes (its @id config.v9%2B.yaml) names its member.
+    with untrusted.Crate(base_crate) as crate:
+        assert crate.has("profiles/default/config.v9+.yaml")
     # Every real member is well inside the expansion bound: the bound
     # catches bombs, not runs.
     with zipfile.ZipFile(base_crate) as z:

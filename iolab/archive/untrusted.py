@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from ..readers import sha256
 
@@ -188,9 +189,13 @@ def _listed_files(graph: Any) -> dict[str, Listed]:
             raise CrateError(
                 f"{METADATA}: the File {shown(ident, 80)!r} has no valid contentSize ({shown(size, 40)!r})"
             )
-        if ident in listed:
+        # A data entity's @id is its path, percent-encoded (RO-Crate 1.1; ro-crate-py
+        # writes profiles/default/config.v9+.yaml as config.v9%2B.yaml): the
+        # member it names is the decoded path, which the members' own checks judge.
+        name = unquote(ident)
+        if name in listed:
             raise CrateError(f"{METADATA}: the File {ident[:80]!r} is listed twice")
-        listed[ident] = Listed(ident, digest, size)
+        listed[name] = Listed(name, digest, size)
     return listed
 
 
