@@ -106,8 +106,9 @@ def place(root: Path, rel: str, data: bytes) -> bool:
     return True
 
 
-def _papermill(root: Path, notebook: str, params: dict[str, Any]) -> None:
-    """Run one notebook as rules/notebooks.smk does, with ``params``."""
+def run_notebook(root: Path, notebook: str, params: dict[str, Any], executed: Path) -> None:
+    """Run one notebook of ``root`` as rules/notebooks.smk does, with
+    ``params``, writing the executed notebook to ``executed``."""
     script = subprocess.run(
         [
             sys.executable,
@@ -135,7 +136,7 @@ def _papermill(root: Path, notebook: str, params: dict[str, Any]) -> None:
                 "--cwd",
                 str(root),
                 "-",
-                str(root / "results" / "notebooks" / f"{notebook}.ipynb"),
+                str(executed),
                 "-f",
                 f.name,
             ],
@@ -199,7 +200,7 @@ def rebuild(
     for notebook in NOTEBOOKS:
         if notebook in params:
             log(f"reanalyse: notebook {notebook}")
-            _papermill(root, notebook, params[notebook])
+            run_notebook(root, notebook, params[notebook], root / "results" / "notebooks" / f"{notebook}.ipynb")
             ran.append(notebook)
     numbers = paper.merge_numbers([root / "results" / "numbers" / f"{nb}.json" for nb in ran])
     if note:
@@ -337,6 +338,17 @@ def reanalyse(crate_zip: Path, log: Any = print, max_bytes: int = DEFAULT_MAX_BY
     }
 
 
+def notebooks_for(experiments: set[str], nodes: int) -> list[str]:
+    """The notebooks a tree of raw files of ``experiments`` on ``nodes``
+    nodes can run: each one's required experiments there, and some table
+    of its to read."""
+    return [
+        name
+        for name, nb in NOTEBOOKS.items()
+        if set(nb.experiments) <= experiments and set(nb.tables) & experiments and nb.when(None, nodes)
+    ]
+
+
 def reanalyse_raw(raw_root: Path, log: Any = print) -> dict[str, Any]:
     """Treat a tree of raw files (such as the shipped data/reference) as a
     run: copy it into data/raw and rebuild the paper from it as the pipeline
@@ -356,13 +368,8 @@ def reanalyse_raw(raw_root: Path, log: Any = print) -> dict[str, Any]:
     if not raw:
         raise CrateError(f"no raw files under {raw_root}")
     log(f"reanalyse: {copied} raw files and sidecars copied from {paths.relative(raw_root)}")
-    params = {
-        name: pipeline_parameters(name, set(raw))
-        for name, nb in NOTEBOOKS.items()
-        if set(nb.experiments) <= set(raw)
-        and set(nb.tables) & set(raw)
-        and nb.when(None, len({Path(f).parts[2] for files in raw.values() for f in files}))
-    }
+    nodes = len({Path(f).parts[2] for files in raw.values() for f in files})
+    params = {name: pipeline_parameters(name, set(raw)) for name in notebooks_for(set(raw), nodes)}
     numbers, ran = rebuild(root, raw, params, f"Built from the raw files in {paths.relative(raw_root)}.", log)
     return {"unpacked": copied, "tables": sorted(raw), "notebooks": ran, "numbers": len(numbers), "differing": []}
 

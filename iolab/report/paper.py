@@ -35,7 +35,9 @@ def quoted_numbers() -> dict[str, Any]:
     }
 
 
-def merge_numbers(fragments: list[Path]) -> dict[str, Any]:
+def merge_numbers(fragments: list[Path], run_root: Path = paths.REPO) -> dict[str, Any]:
+    """The notebooks' numbers, the quoted ones, the abstract, and the
+    appendix's account of the run whose results/ is under ``run_root``."""
     merged: dict[str, Any] = quoted_numbers()
     for f in sorted(fragments):
         for key, entry in json.loads(f.read_text()).items():
@@ -48,7 +50,7 @@ def merge_numbers(fragments: list[Path]) -> dict[str, Any]:
     from . import artifact
     from .summary import write
 
-    for key, entry in {**write(merged), **artifact.entries(merged)}.items():
+    for key, entry in {**write(merged), **artifact.entries(merged, run_root)}.items():
         if key in merged:
             raise ValueError(f"number {key!r} is produced by both a notebook and the abstract or appendix")
         merged[key] = entry
