@@ -60,25 +60,27 @@ def site(
     reference_crate: Path,
     commit_crate: Path,
     tmp_path_factory: Any,
-) -> tuple[Path, subprocess.CompletedProcess[str]]:
+) -> tuple[Path, subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]]:
+    """The site of the three crates: its folder, publish's run and the store's adding them."""
     where = tmp_path_factory.mktemp("site")
     # A cluster study of the smoke run's one node (iolab.archive.study), to
     # give the site its study page.
     studied = module_cli("iolab.archive.study", smoke_run[0], "--out", str(where / "smoke-study"))
     assert studied.returncode == 0, studied.stderr[-3000:]
+    db = str(where / "store.sqlite")
+    added = module_cli(
+        "iolab.archive.store", where, "--db", db, "add", str(reference_crate), str(smoke_crate), str(commit_crate)
+    )
+    assert added.returncode == 0, added.stderr[-3000:]
     res = subprocess.run(
         [
             sys.executable,
             "-m",
             "iolab.archive.publish",
             "--db",
-            str(where / "store.sqlite"),
+            db,
             "--out",
             str(where / "site"),
-            "--add",
-            str(reference_crate),
-            str(smoke_crate),
-            str(commit_crate),
             "--study",
             str(where / "smoke-study"),
         ],
@@ -88,11 +90,11 @@ def site(
         timeout=900,
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    return where / "site", res
+    return where / "site", res, added
 
 
 @pytest.fixture(scope="module")
-def served(site: tuple[Path, object]) -> Iterator[str]:
+def served(site: tuple[Path, object, object]) -> Iterator[str]:
     """The site through python -m http.server on 127.0.0.1; its base URL."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -178,13 +180,15 @@ def crawl(driver: Any, start: str) -> tuple[list[str], int, int]:
 
 
 def test_publish_writes_a_site_of_every_run_key_and_claim(
-    site: tuple[Path, subprocess.CompletedProcess[str]], smoke_crate: Path, commit_crate: Path
+    site: tuple[Path, subprocess.CompletedProcess[str], subprocess.CompletedProcess[str]],
+    smoke_crate: Path,
+    commit_crate: Path,
 ) -> None:
-    root, res = site
+    root, res, added = site
     assert re.search(r"wrote .*: (\d+) pages, (\d+) charts", res.stdout), res.stdout
     # The smoke run re-archived from another checkout holds the same raw
     # files: one run, held once, so its numbers count once in every timeline.
-    assert f"publish: {commit_crate.name}: the same run as {smoke_crate.name}, held once" in res.stderr, res.stderr
+    assert f"store: {commit_crate.name}: the same run as {smoke_crate.name}, held once" in added.stderr, added.stderr
     runs = sorted((root / "runs").glob("*.html"))
     assert len(runs) == 2
     assert len(list((root / "diffs").glob("*.html"))) == 1  # every pair of runs
@@ -213,7 +217,7 @@ def test_the_site_in_a_browser_over_http_links_all_resolve_and_charts_draw(serve
     assert pages >= 12 and charts >= 20
 
 
-def test_the_site_opened_from_the_file_system_draws_its_charts(site: tuple[Path, object], browser: Any) -> None:
+def test_the_site_opened_from_the_file_system_draws_its_charts(site: tuple[Path, object, object], browser: Any) -> None:
     root = site[0]
     key = next((root / "keys").glob("*.html"))
     requested_urls(browser)
@@ -223,7 +227,7 @@ def test_the_site_opened_from_the_file_system_draws_its_charts(site: tuple[Path,
 
 
 def test_the_crawler_reports_a_request_off_the_machine_a_broken_link_and_an_undrawn_chart(
-    site: tuple[Path, object], browser: Any, tmp_path: Path
+    site: tuple[Path, object, object], browser: Any, tmp_path: Path
 ) -> None:
     # The negative control of the three checks above.
     broken = tmp_path / "site"

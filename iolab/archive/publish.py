@@ -2,8 +2,9 @@
 no network needed; it works opened from the file system and served by
 `python -m http.server --bind 127.0.0.1`.
 
-    python -m iolab.archive.publish [--db archive/store.sqlite] [--out archive/site] [--add CRATE.zip ...]
-    (./repro publish ...)
+    python -m iolab.archive.publish [--db archive/store.sqlite] [--out archive/site]   (./repro publish ...)
+
+Crates come into the store with ./repro store add (./repro archive adds its own).
 
 Pages:
 - index.html: every run, comparison key and claim;
@@ -488,7 +489,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"the store (default {paths.relative(store.DEFAULT_STORE)})",
     )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"the site (default {paths.relative(DEFAULT_OUT)})")
-    ap.add_argument("--add", nargs="+", type=Path, default=[], metavar="CRATE", help="add these crates first")
     ap.add_argument(
         "--study",
         type=Path,
@@ -503,20 +503,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"publish: --study {d}: no verdicts.json there: run ./repro study first", file=sys.stderr)
             return 2
     started = time.monotonic()
-    refused = 0
     try:
-        for crate_zip in args.add:
-            try:
-                added = store.add(args.db, crate_zip)
-            except (CrateError, OSError) as e:
-                print(f"publish: {crate_zip}: refused: {e}", file=sys.stderr)
-                refused += 1
-                continue
-            print(f"publish: {crate_zip.name}: {added}", file=sys.stderr)
         if not args.db.exists() or not store.records(args.db):
             print(
                 f"publish: {paths.relative(args.db)} holds no run: add crates with ./repro store add "
-                "CRATE.zip (./repro archive adds its own), or pass --add",
+                "CRATE.zip (./repro archive adds its own)",
                 file=sys.stderr,
             )
             return 1
@@ -530,9 +521,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{time.monotonic() - started:.0f} s; open {paths.relative(args.out / 'index.html')}, or serve it with "
         f"python -m http.server --bind 127.0.0.1 --directory {paths.relative(args.out)}"
     )
-    if refused:
-        print(f"publish: {refused} crate(s) refused, the site holds the others", file=sys.stderr)
-    return 1 if refused else 0
+    return 0
 
 
 if __name__ == "__main__":
