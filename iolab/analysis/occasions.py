@@ -28,7 +28,7 @@ The estimate this checkout uses is ``data/occasions.json``, shipped with its
 provenance (which runs, when, on which machine); a user re-estimates it
 from their own archived runs with one command (iolab.archive.spread):
 
-    ./repro occasions CRATE.zip CRATE.zip [...]
+    ./repro occasions estimate CRATE.zip CRATE.zip [...]
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ crate's metadata."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from .. import packages
 from ..codehash import analysing_digest, measuring_digest, measuring_sources
 from ..provenance import git_state
 from ..registry import REGISTRY
@@ -68,13 +68,10 @@ def zenodo_metadata(root: Path) -> dict[str, Any]:
     return meta
 
 
-def apt_versions(root: Path) -> dict[str, str]:
-    """Installed versions of the Debian packages ./repro installs (its
-    apt_packages list, the one place they are named)."""
-    block = re.search(r"^apt_packages=\((.*?)^\)", (root / "repro").read_text(), re.S | re.M)
-    names = [w for line in (block.group(1) if block else "").splitlines() for w in line.split("#", 1)[0].split()]
-    if not names:
-        return {}
+def apt_versions() -> dict[str, str]:
+    """Installed versions of the Debian packages ./repro's commands install
+    (iolab.packages, the one place they are named)."""
+    names = [*packages.BOOTSTRAP, *packages.everything()]
     res = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\t${Version}\n", *names], capture_output=True, text=True)
     return dict(line.split("\t", 1) for line in res.stdout.splitlines() if "\t" in line)
 
@@ -99,7 +96,7 @@ def environment(root: Path, raw: list[dict[str, str]]) -> dict[str, Any]:
                 "mitigations": (side.get("mitigations") or {}).get("state"),
             },
         )
-    return {"python": sys.version.split()[0], "apt": apt_versions(root), "nodes": nodes}
+    return {"python": sys.version.split()[0], "apt": apt_versions(), "nodes": nodes}
 
 
 def measured_with_todays_code(root: Path, experiment: str, commits: set[str | None]) -> str | None:

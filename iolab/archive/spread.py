@@ -1,7 +1,7 @@
 """Re-estimate the between-occasion spread (iolab.analysis.occasions) from
 your own archived runs, and show the estimate in use.
 
-    python -m iolab.archive.spread estimate CRATE.zip CRATE.zip [...]    (./repro occasions ...)
+    python -m iolab.archive.spread estimate CRATE.zip CRATE.zip [...]    (./repro occasions estimate ...)
     python -m iolab.archive.spread show
 
 Each crate is checked first (iolab.archive.untrusted); the estimate, with
