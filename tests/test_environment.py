@@ -1,5 +1,6 @@
 """pyproject.toml, requirements.lock and environment.yml pin the same
-versions, and the workflow runs only in that environment."""
+versions; the workflow runs only in that environment, and the catalog and
+environment.yml say what running it takes."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import yaml
 from conftest import REPO, snakemake, tool_env
 from test_config import PREAMBLE
 
-from iolab import environment
+from iolab import deps, environment
 
 
 def canon(name: str) -> str:
@@ -119,3 +120,34 @@ def test_outside_its_environment_the_workflow_stops_before_planning_with_one_lin
     # The control: in the environment, the same dry run plans the pipeline.
     res = snakemake(workflow, "-n", "--cores", "all")
     assert res.returncode == 0 and "measure_syscall" in res.stdout, res.stderr[-2000:]
+
+
+def test_the_catalog_says_what_running_the_workflow_takes() -> None:
+    catalog = yaml.safe_load((REPO / ".snakemake-workflow-catalog.yml").read_text())["usage"]
+    flags = catalog["mandatory-flags"]
+    # The flags a run passes; the rest is the workflow profile's
+    # (profiles/default).
+    assert flags["flags"] == "--cores all"
+    # Where it runs: the environment the guard asks for, made as it says.
+    assert environment.SETUP in flags["desc"] and environment.ACTIVATE in flags["desc"]
+    # The workflow imports iolab while it is read (the Snakefile's guard
+    # first), so Snakemake itself runs in the environment: per-rule conda
+    # environments cannot provide it, and the catalog must not offer them.
+    assert "stop_unless_ready()" in (REPO / "Snakefile").read_text()
+    assert catalog["software-stack-deployment"]["conda"] is False
+    # The HTML report it offers: rules that put figures in it.
+    assert catalog["report"] is True and "report(" in (REPO / "rules" / "notebooks.smk").read_text()
+
+
+def test_environment_yml_provides_what_a_run_checks_for() -> None:
+    # What the measurements of a run check before they start (iolab.deps):
+    # each comes from conda-forge in environment.yml, or its header says
+    # it comes from the system.
+    text = (REPO / "environment.yml").read_text()
+    env = yaml.safe_load(text)
+    names = {d.split("=")[0] for d in env["dependencies"] if isinstance(d, str)}
+    system = next(ln for ln in text.splitlines() if ln.startswith("# From the system, not conda-forge:"))
+    for group in ("build", "mpi", "netns", "trace", "ib"):
+        for dep in deps.GROUPS[group]:
+            provided = dep.conda in names or dep.apt in system
+            assert provided, f"environment.yml lacks {dep.what} ({dep.conda}) and does not say it is the system's"
