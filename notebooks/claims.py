@@ -27,8 +27,20 @@
 # Each rule states its own margin.
 
 # %% tags=["parameters"]
-# Each *_table: "auto" (the pipeline\'s latest table, else the shipped reference data), a Parquet table
-# or a raw-data root.
+# What to look at: change one and run all cells.
+node = ""  # "": the first node in name order
+reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
+
+# %% [markdown]
+# ### Where the data come from, and where the outputs go
+# The pipeline sets these (papermill writes its values into the cell after
+# this one). Opened by hand, each table is "auto": the pipeline's latest
+# table when this checkout has one, else the reference data shipped in
+# data/reference/ (a Parquet table or another raw-data root works too; ""
+# is an experiment that did not run), and the figures and numbers go to
+# results/by-hand/.
+
+# %%
 syscall_table = "auto"
 sendrecv_table = "auto"
 uring_batch_table = "auto"
@@ -36,9 +48,7 @@ echo_table = "auto"  # "" when the echo experiment is disabled
 mpi_table = "auto"  # "" when the mpi experiment is disabled
 ib_table = ""  # perftest (M1); "" when no node ran the ib experiment
 trace_table = "auto"  # bpftrace counts (U5: io-wq use); "" when the trace experiment is disabled
-node = ""  # "": the first node in name order
 anytime_after = 0  # adaptive precision is on, with a round 0 of this many repetitions: 0 if it is off
-reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
 # Records of earlier launches the verdicts about the machine kind pool, read
 # when the notebook runs (./repro figures re-reads them): "auto" the
 # checkout's data/records/, "" none, or a folder.
@@ -46,6 +56,9 @@ records_dir = "auto"
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/claims.json"
 manifest_out = "results/by-hand/figures/claims.json"
+
+# %% tags=["injected-parameters"]
+# (papermill's values replace this cell)
 
 # %%
 import matplotlib.pyplot as plt

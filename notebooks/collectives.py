@@ -28,15 +28,28 @@
 # `mpi_yield_when_idle` on) are drawn hollow.
 
 # %% tags=["parameters"]
-# Each *_table: "auto" (the pipeline\'s latest table, else the shipped reference data), a Parquet table
-# or a raw-data root.
-mpi_table = "auto"
+# What to look at: change one and run all cells.
 node = ""  # "": the first node in name order
 reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
 transports = []  # e.g. ["shm", "tcp"]; []: every transport
+
+# %% [markdown]
+# ### Where the data come from, and where the outputs go
+# The pipeline sets these (papermill writes its values into the cell after
+# this one). Opened by hand, each table is "auto": the pipeline's latest
+# table when this checkout has one, else the reference data shipped in
+# data/reference/ (a Parquet table or another raw-data root works too; ""
+# is an experiment that did not run), and the figures and numbers go to
+# results/by-hand/.
+
+# %%
+mpi_table = "auto"
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/collectives.json"
 manifest_out = "results/by-hand/figures/collectives.json"
+
+# %% tags=["injected-parameters"]
+# (papermill's values replace this cell)
 
 # %%
 import matplotlib.pyplot as plt

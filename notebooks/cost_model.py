@@ -30,8 +30,20 @@
 # in the claims notebook.
 
 # %% tags=["parameters"]
-# Each *_table: "auto" (the pipeline\'s latest table, else the shipped reference data), a Parquet table
-# or a raw-data root.
+# What to look at: change one and run all cells.
+node = ""  # "": the first node in name order
+reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
+
+# %% [markdown]
+# ### Where the data come from, and where the outputs go
+# The pipeline sets these (papermill writes its values into the cell after
+# this one). Opened by hand, each table is "auto": the pipeline's latest
+# table when this checkout has one, else the reference data shipped in
+# data/reference/ (a Parquet table or another raw-data root works too; ""
+# is an experiment that did not run), and the figures and numbers go to
+# results/by-hand/.
+
+# %%
 syscall_table = "auto"
 sendrecv_table = "auto"
 uring_batch_table = "auto"
@@ -40,11 +52,12 @@ trace_table = "auto"  # "" when the trace experiment is disabled
 echo_table = "auto"  # "" when the echo experiment is disabled
 send_zc_table = "auto"  # "" when the send_zc experiment did not run
 epoll_wait_table = ""  # "" when it did not run; the reference data has none
-node = ""  # "": the first node in name order
-reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/cost_model.json"
 manifest_out = "results/by-hand/figures/cost_model.json"
+
+# %% tags=["injected-parameters"]
+# (papermill's values replace this cell)
 
 # %%
 import matplotlib.pyplot as plt

@@ -25,19 +25,32 @@
 # CPU per request, to show it is not the bottleneck.
 
 # %% tags=["parameters"]
-# Each *_table: "auto" (the pipeline\'s latest table, else the shipped reference data), a Parquet table
-# or a raw-data root.
+# What to look at: change one and run all cells.
+node = ""  # "": the first node in name order
+reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
+presets = []  # e.g. ["epoll", "default"]; []: every preset
+
+# %% [markdown]
+# ### Where the data come from, and where the outputs go
+# The pipeline sets these (papermill writes its values into the cell after
+# this one). Opened by hand, each table is "auto": the pipeline's latest
+# table when this checkout has one, else the reference data shipped in
+# data/reference/ (a Parquet table or another raw-data root works too; ""
+# is an experiment that did not run), and the figures and numbers go to
+# results/by-hand/.
+
+# %%
 echo_table = "auto"
 syscall_table = "auto"
 sendrecv_table = "auto"
 uring_batch_table = "auto"
 latency_table = "auto"  # the open-loop latency experiment; "": not run
-node = ""  # "": the first node in name order
-reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
-presets = []  # e.g. ["epoll", "default"]; []: every preset
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/echo.json"
 manifest_out = "results/by-hand/figures/echo.json"
+
+# %% tags=["injected-parameters"]
+# (papermill's values replace this cell)
 
 # %%
 import matplotlib.pyplot as plt

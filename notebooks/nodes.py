@@ -24,19 +24,32 @@
 # virtual/native. With one node kind only the per-node table is shown.
 
 # %% tags=["parameters"]
-# Each *_table: "auto" (the pipeline\'s latest table, else the shipped reference data), a Parquet table
-# or a raw-data root.
+# What to look at: change one and run all cells.
+reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
+kind_a = ""  # "": bare-metal if present
+kind_b = ""  # "": vm if present
+
+# %% [markdown]
+# ### Where the data come from, and where the outputs go
+# The pipeline sets these (papermill writes its values into the cell after
+# this one). Opened by hand, each table is "auto": the pipeline's latest
+# table when this checkout has one, else the reference data shipped in
+# data/reference/ (a Parquet table or another raw-data root works too; ""
+# is an experiment that did not run), and the figures and numbers go to
+# results/by-hand/.
+
+# %%
 syscall_table = "auto"
 sendrecv_table = "auto"
 uring_batch_table = "auto"
 echo_table = "auto"  # "" when the echo experiment is disabled
 mpi_table = "auto"  # "" when the mpi experiment is disabled
-reps = []  # repetitions to use, e.g. [1, 2, 3]; []: all
-kind_a = ""  # "": bare-metal if present
-kind_b = ""  # "": vm if present
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/nodes.json"
 manifest_out = "results/by-hand/figures/nodes.json"
+
+# %% tags=["injected-parameters"]
+# (papermill's values replace this cell)
 
 # %%
 import matplotlib.pyplot as plt

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jupytext
 import numpy as np
@@ -31,10 +32,34 @@ def test_pair_is_in_sync(source: Path) -> None:
     assert from_py == from_ipynb, f"out of sync; run: jupytext --sync {source}"
 
 
+# What a person changes to look at something else; everything else the
+# parameters cell used to hold is the pipeline's plumbing.
+KNOBS = {"node", "reps", "presets", "transports", "kind_a", "kind_b"}
+
+
+def assigned(cell: Any) -> set[str]:
+    """The names a cell assigns."""
+    body = ast.parse(cell.source).body
+    return {t.id for n in body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+
+
 @pytest.mark.parametrize("source", NOTEBOOKS, ids=lambda p: p.stem)
-def test_first_code_cell_is_tagged_parameters(source: Path) -> None:
+def test_the_first_cell_holds_the_knobs_and_the_plumbing_comes_after(source: Path) -> None:
+    # The first code cell is papermill's parameters cell, with only what a
+    # person explores; the tables and outputs the pipeline passes come
+    # next, then the cell papermill replaces with the values it is given,
+    # so that they override both cells.
     code = [c for c in jupytext.read(source).cells if c.cell_type == "code"]
-    assert "parameters" in code[0].metadata.get("tags", [])
+    knobs, plumbing, injected = code[:3]
+    assert "parameters" in knobs.metadata.get("tags", [])
+    assert assigned(knobs) and assigned(knobs) <= KNOBS, assigned(knobs)
+    wanted = {f"{e}_table" for e in NOTEBOOKS_REGISTRY[source.stem].tables} | {
+        "figure_dir",
+        "numbers_out",
+        "manifest_out",
+    }
+    assert wanted <= assigned(plumbing) and not assigned(plumbing) & KNOBS, assigned(plumbing) ^ wanted
+    assert injected.metadata.get("tags") == ["injected-parameters"] and not assigned(injected)
 
 
 # What a thin notebook's code may contain: imports, assignments, calls,
@@ -275,14 +300,12 @@ def test_the_reference_data_gives_the_recorded_numbers(by_hand: Callable[[str], 
 
 
 def first_output(executed: Path) -> str:
-    """What the first cell after the parameters (papermill's injected ones
-    included) printed."""
-    cells = [
-        c
-        for c in json.loads(executed.read_text())["cells"]
-        if c["cell_type"] == "code" and not {"parameters", "injected-parameters"} & set(c["metadata"].get("tags", []))
-    ]
-    return "".join("".join(o.get("text", "")) for o in cells[0]["outputs"] if o.get("name") == "stdout")
+    """What the first cell that printed anything printed."""
+    for c in json.loads(executed.read_text())["cells"]:
+        said = "".join("".join(o.get("text", "")) for o in c.get("outputs", []) if o.get("name") == "stdout")
+        if said:
+            return said
+    return ""
 
 
 def test_cost_model_by_hand_matches_an_independent_computation(by_hand: Callable[[str], dict]) -> None:
