@@ -21,6 +21,7 @@ from typing import Any
 
 from ..analysis import changepoints, occasions
 from ..registry import NOTEBOOKS
+from ..report import artifact
 from . import compare
 from .store import Record, StoredNumber
 
@@ -194,10 +195,16 @@ def chart_template() -> str:
     return json.dumps(chart.to_dict())
 
 
+def words(timeline: Timeline) -> str:
+    """A timeline's quantity as a reader reads it ("t(1), send (ns)"), not its key."""
+    m = compare.QUESTIONS[timeline.question][1].match(timeline.quantity)
+    said = artifact.quantity_words(timeline.question, m["what"]) if m else timeline.quantity
+    return said + (f" ({timeline.unit})" if timeline.unit else "")
+
+
 def chart(timeline: Timeline) -> dict[str, Any]:
     """The Vega-Lite spec of one timeline (chart_template with its data)."""
-    unit = f" ({timeline.unit})" if timeline.unit else ""
-    spec: dict[str, Any] = json.loads(chart_template().replace(f'"{Y_TITLE}"', json.dumps(timeline.quantity + unit)))
+    spec: dict[str, Any] = json.loads(chart_template().replace(f'"{Y_TITLE}"', json.dumps(words(timeline))))
     spec["data"] = {
         "values": [
             {

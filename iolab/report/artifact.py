@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import paths
 from ..analysis.mpistats import TRANSPORT_NAMES
+from . import labels
 
 Numbers = Mapping[str, Any]
 BENCHMARKS = paths.REPO / "results" / "benchmarks"
@@ -51,7 +52,7 @@ def quantity_words(headline: str, what: str) -> str:
         return f"{TERM_WORDS.get(term, term)}, {side}" if side != "getppid" else "s (getppid)"
     if headline == "mpi_latency":
         return TRANSPORT_NAMES.get(what, what)
-    return what
+    return labels.preset(what)
 
 
 def raw_bytes(repo: Path) -> int:

@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 
 from ...analysis import costmodel
 from ...analysis.stats import across_reps
+from .. import labels
 from .style import (
     FIGURE_WIDTH_IN,
     PALETTE,
@@ -73,14 +74,16 @@ def syscall_cost_figure(measured: pd.DataFrame, overall: pd.DataFrame) -> Figure
                 lw=1.2,
                 label="median, 95 % interval" if vi == 0 else None,
             )
-    ax.set_xticks(range(len(variants)), variants)
+    ax.set_xticks(range(len(variants)), [labels.variant(v) for v in variants])
     ax.set_xlim(-0.6, len(variants) - 0.4)
     ax.set_ylabel("ns per call")
     ax.set_title(f"across {per_rep['rep'].nunique()} repetitions")
     first = measured[measured["rep"] == measured["rep"].min()]
     for vi, variant in enumerate(variants):
         rows = first[first["variant"] == variant]
-        ax_t.plot(rows["seq"], rows["ns_per_call"], ".", ms=1.5, alpha=0.5, color=color(vi), label=variant)
+        ax_t.plot(
+            rows["seq"], rows["ns_per_call"], ".", ms=1.5, alpha=0.5, color=color(vi), label=labels.variant(variant)
+        )
     lo, hi = first["ns_per_call"].quantile([0.005, 0.995])
     ax_t.set_ylim(lo - 0.1 * (hi - lo) - 1, hi + 0.1 * (hi - lo) + 1)
     ax_t.set_xlabel("batch in run order (first repetition)")
@@ -353,7 +356,7 @@ def _servers_over_model(ax: plt.Axes, inputs: costmodel.CostInputs, echo: pd.Dat
         if (np.isfinite(g["r_low"]) & np.isfinite(g["r_high"])).any():
             drawn.add("bars")
     ax.axvline(1.0, color="black", lw=0.8, ls=":")
-    ax.set_yticks(range(len(order)), order)
+    ax.set_yticks(range(len(order)), [labels.preset(p) for p in order])
     ax.set_xscale("log", base=2)
     plain_ticks(ax.xaxis)
     ax.set_xlabel("measured / model's price")

@@ -9,6 +9,7 @@ from matplotlib.artist import Artist
 from matplotlib.container import Container
 from matplotlib.figure import Figure
 
+from .. import labels
 from .style import FIGURE_WIDTH_IN, color, interval_bars, legend_below, transport_style
 
 SMALL_BYTES = 256  # the HPC HUB figures' small-message panels
@@ -91,9 +92,9 @@ def echo_ratio_figure(ratios: pd.DataFrame, title: str) -> Figure:
         sel = ratios[ratios["metric"] == metric]
         for i, (c, g) in enumerate(sel.groupby("connections")):
             g = g.sort_values("preset")
-            ax.plot(g["ratio"], g["preset"], "o", ms=3, color=color(i), label=f"c = {c}")
+            ax.plot(g["ratio"], g["preset"].map(labels.preset), "o", ms=3, color=color(i), label=f"c = {c}")
         ax.axvline(1, color="black", lw=0.6)
-        ax.set_title(metric)
+        ax.set_title(labels.metric(metric))
     fig.suptitle(title)
     legend_below(fig, ncol=4)
     fig.tight_layout()

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from ...analysis import echostats
 from ...analysis.stats import Estimate
+from ...report import labels
 from ...report.outputs import Outputs
 from ...report.plots.style import EPOLL_COLOR, FIGURE_WIDTH_IN, PALETTE, color, interval_bars, legend_below, plain_ticks
 
@@ -103,7 +104,7 @@ def ratio_figure(ratios: pd.DataFrame, cells: list[tuple[int, int]]) -> Figure:
                     label=f"c = {c}, {b} B" if row == 0 and col == 0 else None,
                 )
             ax.axvline(1.0, color="black", lw=0.7)
-            ax.set_yticks(range(len(presets)), presets)
+            ax.set_yticks(range(len(presets)), [labels.preset(p) for p in presets])
             ax.set_ylim(len(presets) - 0.5, -0.5)
             ax.set_xscale("log", base=2)
             if row == 0:
@@ -129,7 +130,7 @@ def cpu_figure(summary: pd.DataFrame, floor_ns: float | None = None) -> Figure:
     for ax, size in zip(axes[0], sizes, strict=True):
         for preset in _key_presets(summary):
             g = summary[(summary["preset"] == preset) & (summary["bytes"] == size)].sort_values("connections")
-            _against_connections(ax, g, "server_ns_per_request", preset, preset, lw=1.2)
+            _against_connections(ax, g, "server_ns_per_request", preset, labels.preset(preset), lw=1.2)
         client = summary[(summary["preset"] == "epoll") & (summary["bytes"] == size)].sort_values("connections")
         if len(client):
             ax.plot(
@@ -163,7 +164,7 @@ def latency_figure(summary: pd.DataFrame) -> Figure:
     for ax, metric, title in zip(axes, ("p50_us", "p99_us", "p999_us"), ("p50", "p99", "p99.9"), strict=True):
         for preset in _key_presets(sub):
             g = sub[sub["preset"] == preset].sort_values("connections")
-            _against_connections(ax, g, metric, preset, preset, lw=1.1)
+            _against_connections(ax, g, metric, preset, labels.preset(preset), lw=1.1)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("connections")
@@ -184,7 +185,7 @@ def batch_figure(summary: pd.DataFrame) -> Figure:
     for preset in _key_presets(sub):
         g = sub[sub["preset"] == preset].sort_values("connections")
         metric = "events_per_wait" if preset == "epoll" else "sqes_per_enter"
-        label = "epoll (events per wait)" if preset == "epoll" else f"{preset} (SQEs per enter)"
+        label = "epoll (events per wait)" if preset == "epoll" else f"{labels.preset(preset)} (SQEs per enter)"
         _against_connections(ax, g, metric, preset, label, lw=1.1)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -323,7 +324,7 @@ def _fixed_rate_panel(
     for i, preset in enumerate(presets):
         g = fixed[fixed["preset"] == preset].set_index("load").reindex(loads)
         if not g["ratio"].isna().all():
-            _preset_points(ax, _offsets(len(loads), i, len(presets)), g, i, preset)
+            _preset_points(ax, _offsets(len(loads), i, len(presets)), g, i, labels.preset(preset))
     rates = fixed.groupby("load")["offered_rps"].median()
     _epoll_and_goal(ax, goal)
     ax.set_xticks(range(len(loads)))
@@ -429,7 +430,7 @@ def modern_figure(
             g = here[here["preset"] == preset].set_index(["connections", "bytes"]).reindex(cells)
             x = _offsets(len(cells), i, len(presets))
             idle = np.array([(preset, int(depth), b) in (inert or set()) for _, b in cells])
-            label: str | None = preset  # on the first of the two draws
+            label: str | None = labels.preset(preset)  # on the first of the two draws
             for show, hollow in ((~idle, False), (idle, True)):
                 if show.any():
                     _preset_points(ax, x[show], g[show], i, label, hollow)

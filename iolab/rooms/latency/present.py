@@ -9,6 +9,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ...analysis import latency
+from ...report import labels
 from ...report.outputs import Outputs
 from ...report.plots.style import EPOLL_COLOR, FIGURE_WIDTH_IN, color, interval_bars, legend_below, plain_ticks
 
@@ -28,7 +29,7 @@ def open_loop_figure(curves: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
     for preset in presets:
         c = colors[preset]
         g = curves[(curves["preset"] == preset) & (curves["phase"] == "open")].sort_values("load")
-        ax.plot(g["load"], g["p99_us"], color=c, marker="o", ms=3, lw=1.2, label=f"{preset}, open loop")
+        ax.plot(g["load"], g["p99_us"], color=c, marker="o", ms=3, lw=1.2, label=f"{labels.preset(preset)}, open loop")
         ok = np.isfinite(g["p99_us_low"]) & np.isfinite(g["p99_us_high"])
         ax.fill_between(g["load"][ok], g["p99_us_low"][ok], g["p99_us_high"][ok], color=c, alpha=0.15, lw=0)
         cap = curves[(curves["preset"] == preset) & (curves["phase"] == "capacity")]
@@ -43,7 +44,7 @@ def open_loop_figure(curves: pd.DataFrame, ratios: pd.DataFrame) -> Figure:
                 ms=6,
                 ls="none",
                 capsize=2,
-                label=f"{preset}, closed loop at capacity",
+                label=f"{labels.preset(preset)}, closed loop at capacity",
             )
     ax.set_yscale("log")
     ax.set_title("p99 latency")

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ...report import labels
 from ...report.outputs import Outputs
 from ...report.plots.style import FIGURE_WIDTH_IN, PALETTE, color, interval_bars, legend_below, size_axes
 from . import stats
@@ -59,11 +60,19 @@ def figure(summary: pd.DataFrame) -> Figure:
             a.set_axis_off()
         return fig
     plain = summary.drop_duplicates("bytes").sort_values("bytes")
-    ax.plot(plain["bytes"], plain["send_ns_per_byte"], marker="o", ms=2.5, lw=1.3, color=PALETTE[6], label="send")
+    ax.plot(
+        plain["bytes"],
+        plain["send_ns_per_byte"],
+        marker="o",
+        ms=2.5,
+        lw=1.3,
+        color=PALETTE[6],
+        label=labels.variant("send"),
+    )
     for i, (variant, g) in enumerate(summary.groupby("variant", sort=True)):
         g = g.sort_values("bytes")
         c = color(i)
-        ax.plot(g["bytes"], g["zc_ns_per_byte"], marker="s", ms=2.5, lw=1.1, color=c, label=variant)
+        ax.plot(g["bytes"], g["zc_ns_per_byte"], marker="s", ms=2.5, lw=1.1, color=c, label=labels.variant(variant))
         ax2.errorbar(
             g["bytes"] * (1.04 if i else 0.96),
             g["ratio"],
@@ -73,7 +82,7 @@ def figure(summary: pd.DataFrame) -> Figure:
             lw=1.1,
             color=c,
             capsize=1.5,
-            label=variant,
+            label=labels.variant(variant),
         )
         # The copied share, along the bottom edge: one row per variant.
         for size, share in zip(g["bytes"], g["copied_share"], strict=True):
