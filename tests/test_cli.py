@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import REPO, tool_env
 
 from iolab import clidoc, packages
@@ -189,6 +190,16 @@ def test_a_command_owned_by_a_module_takes_its_options_from_it() -> None:
     # Crates come into the store one way: store add (publish has no --add).
     assert "--add" not in clidoc.usage(("publish",))
     assert "crates" in clidoc.usage(("store", "add"))
+
+
+def test_the_users_documents_name_commands_not_modules() -> None:
+    # Every user-facing feature is a ./repro command: the README and the
+    # pages it sends people to never ask for `python -m iolab...`.
+    for doc in (REPO / "README.md", REPO / "docs" / "archive.md", REPO / "docs" / "configure.md"):
+        text = doc.read_text()
+        assert "python -m iolab" not in text, doc.name
+    catalog = yaml.safe_load((REPO / ".snakemake-workflow-catalog.yml").read_text())
+    assert "python -m iolab" not in catalog["usage"]["mandatory-flags"]["desc"]
 
 
 # Each command's --help as the interface itself prints it, in one process.
