@@ -47,10 +47,13 @@ def merge_numbers(fragments: list[Path], run_root: Path = paths.REPO) -> dict[st
             merged[key] = entry
     # The abstract, written from everything the notebooks decided, and the
     # artifact appendix, from the run's results.
-    from . import artifact
+    from . import artifact, checks
     from .summary import write
 
-    for key, entry in {**write(merged), **artifact.entries(merged, run_root)}.items():
+    # Each number a failed check concerns, with the words the paper prints
+    # beside it (the ``opt`` of paper/paper.typ).
+    flags = {"check_flags": {"value": checks.flags(merged), "text": "", "unit": "", "notebook": None, "note": "checks"}}
+    for key, entry in {**write(merged), **artifact.entries(merged, run_root), **flags}.items():
         if key in merged:
             raise ValueError(f"number {key!r} is produced by both a notebook and the abstract or appendix")
         merged[key] = entry

@@ -3,6 +3,8 @@ the paragraph's numbers (caption: echo_open_loop_latency.rst here)."""
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -117,6 +119,10 @@ def numbers(out: Outputs, *, table: pd.DataFrame, curves: pd.DataFrame) -> None:
         key = f"open_loop_{r.preset}_{tag}"
         if r.phase == "capacity":
             out.number(f"{key}_rps", r.rps, estimate=r.rps_estimate, kind="rate")
+        if r.phase == "open" and math.isfinite(getattr(r, "achieved_over_offered", math.nan)):
+            # Each open-loop cell's delivered share of its offered rate:
+            # iolab.report.checks flags a cell that fell short.
+            out.number(f"{key}_achieved", float(r.achieved_over_offered), digits=3)
         for name in latency.PERCENTILES:
             value = getattr(r, f"{name}_us")
             out.number(
