@@ -22,6 +22,14 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+# A rule's kind -> the statements about the extreme that refute it.
+REFUTED_BY: dict[str, tuple[Literal["above", "below"], ...]] = {
+    "above": ("below",),
+    "below": ("above",),
+    "within": ("below", "above"),
+}
+
+
 @dataclass
 class ExtremeFinding(Finding):
     """A part about the largest (``extreme`` "max") or smallest ("min") of
@@ -103,8 +111,22 @@ class ExtremeFinding(Finding):
             return 0.5**n <= level / (family * (k if self._some(direction) else 1))
 
         holds = {"above": ["above"], "below": ["below"], "within": ["above", "below"]}[self.rule.kind]
-        fails = {"above": ["below"], "below": ["above"], "within": ["below", "above"]}[self.rule.kind]
-        return all(ok(d, 1) for d in holds), any(ok(d, self.family) for d in fails)
+        return all(ok(d, 1) for d in holds), any(ok(d, self.family) for d in self._fails())
+
+    def _fails(self) -> tuple[Literal["above", "below"], ...]:
+        """The statements that would refute the claim."""
+        assert self.rule is not None
+        return REFUTED_BY[self.rule.kind]
+
+    @property
+    def reps_to_refute(self) -> int:
+        """The fewest repetitions at which a refuting statement can pass:
+        about some cell, its level is split over the cells too."""
+        k, level = max(len(self.cells), 1), self.budget.round0
+        n = 1
+        while not any(0.5**n <= level / (self.family * (k if self._some(d) else 1)) for d in self._fails()):
+            n += 1
+        return n
 
 
 def extreme_finding(

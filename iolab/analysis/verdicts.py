@@ -270,9 +270,33 @@ class Finding:
         return self.interval_outcome is Outcome.NOT_REPRODUCED and self.outcome is Outcome.UNDECIDED
 
     @property
+    def held_back_text(self) -> str:
+        """Why a held-back part is not "not reproduced", from its own test:
+        Holm's adjustment where the unadjusted test would have refuted it
+        (a claim of several parts), else the test's own p-value against
+        the level ("" for a part not held back)."""
+        if not self.held_back:
+            return ""
+        level, p = self.budget.tests, self.p_fails()
+        if self.family > 1 and p <= level:
+            return (
+                f"its interval contradicts the claim, but not after the adjustment over the claim's {self.family} parts"
+            )
+        return (
+            f"its interval contradicts the claim, but its test does not reach the level a verdict needs "
+            f"(p = {p:.3g} against {level:.3g})"
+        )
+
+    @property
     def reachable(self) -> tuple[bool, bool]:
         """(reproduced, not reproduced): what round 0's exact test can reach."""
         return evidence.reachable(self.n0, self.family, self.budget)
+
+    @property
+    def reps_to_refute(self) -> int:
+        """The fewest repetitions planned in advance at which this part can
+        be "not reproduced" (``reachable``'s second, as a count)."""
+        return evidence.reps_to_reach(self.family, self.budget)
 
     @property
     def needed(self) -> int | None:
@@ -293,10 +317,7 @@ class Finding:
         assert self.estimate is not None and self.rule is not None
         text = f"{self.outcome.value}: {self.part} = {interval_text(self.estimate, digits)}, claim {self.rule.text()}"
         if self.held_back:
-            text += (
-                f"; its interval contradicts the claim, but not after the adjustment over the "
-                f"claim's {self.family} parts"
-            )
+            text += f"; {self.held_back_text}"
         if self.withheld:
             text += "; its later rounds drifted from round 0 and were left out"
         if self.outcome is Outcome.UNDECIDED:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import claims, evidence, occasions
+from ..analysis import claims, occasions
 from ..analysis.claims import faithful
 from ..analysis.verdicts import ClaimVerdict, Finding, Outcome, claim_verdict
 
@@ -90,9 +90,11 @@ def reach_text(claim: str, findings: Sequence[Finding]) -> str:
         + can[-1]
     )
     if cannot:
-        needed = evidence.reps_to_reach(parts[0].family, parts[0].budget)
         why = []
         if "not reproduced" in cannot:
+            # The part that could refute it soonest; its count exceeds every
+            # part's repetitions (else "not reproduced" would be reachable).
+            needed = min(f.reps_to_refute for f in parts)
             family = parts[0].family
             why.append(
                 f"its {family} parts need {needed} repetitions to refute it"

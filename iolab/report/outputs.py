@@ -129,6 +129,7 @@ def finding_rows(findings: Sequence[Finding]) -> list[dict[str, Any]]:
                 "summary": f.summary(),
                 "context": f.context,
                 "held_back": f.held_back,
+                "held_back_text": f.held_back_text,
                 "group": f.group,
                 "kind": f.kind,
                 "per_rep": [v if math.isfinite(v) else None for v in f.per_rep],

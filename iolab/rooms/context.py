@@ -6,6 +6,7 @@ experiment that may have been skipped on a node."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -165,9 +166,22 @@ TOOLS = (
 )
 
 
+# Where the repository defines the io_uring kernel ABI its liburing's
+# headers predate; each feature's comment there names its first release.
+URING_COMPAT = "native/common/uring_compat.h"
+
+
+def uring_compat_newest(path: Path = paths.REPO / URING_COMPAT) -> str:
+    """The newest Linux release whose io_uring ABI the repository defines
+    itself: the highest "(Linux X.Y)" its header's comments name."""
+    found = [(int(m[1]), int(m[2])) for m in re.finditer(r"\(Linux (\d+)\.(\d+)\)", path.read_text())]
+    return "{}.{}".format(*max(found)) if found else ""
+
+
 def software(table: pd.DataFrame) -> str:
     """The tools a run measured with, as the sidecar of ``table``'s first
-    raw file recorded them; "" where it cannot be read."""
+    raw file recorded them; "" where it cannot be read. liburing is said
+    with what the repository supplies beyond its headers."""
     if "raw_file" not in table or not len(table):
         return ""
     try:
@@ -175,4 +189,12 @@ def software(table: pd.DataFrame) -> str:
     except (RawFormatError, OSError, ValueError):
         return ""
     tools = side.get("toolchain") or {}
-    return "; ".join(f"{label} {tools[key]}" for key, label in TOOLS if tools.get(key))
+    said = {key: f"{label} {tools[key]}" for key, label in TOOLS if tools.get(key)}
+    lacks = sorted(k for k, v in (tools.get("liburing_features") or {}).items() if v is False)
+    if "liburing" in said and lacks:
+        said["liburing"] += (
+            f", whose headers lack {', '.join(lacks)}: the newer io_uring kernel ABI the servers use (up to "
+            f"Linux {uring_compat_newest()}) is defined by the repository itself ({URING_COMPAT}), and each "
+            "server probes the running kernel for it"
+        )
+    return "; ".join(said.values())

@@ -33,6 +33,7 @@ from .rules import (
     gate_note,
     geometric_mean_per_rep,
     missing_presets,
+    not_measured,
     pct,
     unmeasured_cells,
     within,
@@ -87,7 +88,7 @@ def u1(echo: pd.DataFrame) -> list[Finding]:
     requests/s would measure the client)."""
     missing = missing_presets(echo, "default", "epoll")
     if missing:
-        return [not_testable("U1", "io_uring/epoll requests/s", f"not measured: {missing}")]
+        return [not_testable("U1", "io_uring/epoll requests/s", not_measured(echo, missing))]
     out: list[Finding] = []
     ratios = Ratios(echo)
     for cell in cells_of(echo, SOURCE_U1_CONNECTIONS, SOURCE_U1_BYTES):
@@ -166,7 +167,9 @@ def _reactor_parts(
         if missing:
             if i == 0 and not gate:
                 out.append(
-                    not_testable(claim, what, f"not measured: {missing} (the part3 and paper overlays measure them)")
+                    not_testable(
+                        claim, what, not_measured(echo, missing, "the part3 and paper overlays measure them there")
+                    )
                 )
             continue
         for c, b in cells:
@@ -344,7 +347,7 @@ def u4(echo: pd.DataFrame) -> list[Finding]:
     for what, num_p, den_p, rule, gate in checks:
         missing = missing_presets(echo, num_p, den_p)
         if missing:
-            out.append(not_testable("U4", what, f"not measured: {missing} (the paper overlay measures it)"))
+            out.append(not_testable("U4", what, not_measured(echo, missing, "the paper overlay measures it")))
             continue
         busy = None if gate else client_gate(echo, (num_p, den_p), (c, b))
         if gate:

@@ -36,6 +36,7 @@ from .rules import (
     iowq_workers,
     keeps_above_one,
     missing_presets,
+    not_measured,
     pct,
     within,
 )
@@ -219,7 +220,7 @@ def uring_vs_epoll(
     ok = echo[echo["status"] == "ok"]
     missing = missing_presets(echo, SOURCE_URING_SERVER, "epoll")
     if missing:
-        return not_testable(claim, label, f"not measured: {missing} ({PAPER})", quoted)
+        return not_testable(claim, label, not_measured(echo, missing, PAPER), quoted)
     both = ok[ok["preset"].isin([SOURCE_URING_SERVER, "epoll"])]
     c = connections or int(both["connections"].max())
     if c not in set(both["connections"]):

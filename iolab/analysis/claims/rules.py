@@ -127,6 +127,14 @@ def missing_presets(echo: pd.DataFrame, *presets: str) -> str:
     return ", ".join(p for p in presets if p not in ok)
 
 
+def not_measured(echo: pd.DataFrame, missing: str, where: str = "") -> str:
+    """Why a part is not testable: the presets of it ``missing`` from the
+    cells the claims read (``echo``, their setup's), naming that setup, since
+    another setup of the same run may have measured them for the figures."""
+    setup = f" under the claims' setup ({echostats.setup_note(echo)})" if len(echo) else ""
+    return f"not measured{setup}: {missing}" + (f" ({where})" if where else "")
+
+
 def client_gate(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, int]) -> BusyGate | None:
     """The figures the client-bound gate (iolab.analysis.gates) reads in a
     cell: each preset's median server and client CPU there; None where the

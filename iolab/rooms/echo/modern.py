@@ -121,8 +121,20 @@ def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL, cost: p
         )
     best = cpu.sort_values("ratio").iloc[0]
     worst = cpu.sort_values("ratio").iloc[-1]
+    near = near_misses(cpu, goal)
+    if len(near):
+        cells = "; ".join(
+            f"{r['preset']} at {_cell(r)}: {r['ratio']:.2f} [{r['low']:.2f}, {r['high']:.2f}]"
+            for _, r in near.head(4).iterrows()
+        )
+        reached = (
+            f"no modern preset's whole interval reached {goal:.2f} or under in any of {len(cpu)} cells; the "
+            f"median did in {len(near)} of them, each interval reaching above {goal:.2f} ({cells})."
+        )
+    else:
+        reached = f"no modern preset reached {goal:.2f}, not even by its median, in any of {len(cpu)} cells."
     text = (
-        f"{lead} no; no modern preset reached {goal:.2f} in any of {len(cpu)} cells. The closest was "
+        f"{lead} no; {reached} The closest was "
         f"{best['preset']} at {_cell(best)}, {best['ratio']:.2f} [{best['low']:.2f}, {best['high']:.2f}]; "
         f"the farthest {worst['preset']} at {_cell(worst)}, {worst['ratio']:.2f}."
     )
@@ -137,6 +149,12 @@ def answer(view: pd.DataFrame, counts: pd.DataFrame, goal: float = GOAL, cost: p
             )
     cost_text = cost_sentence(cost, idle) if cost is not None else ""
     return text + cost_text + _inert_sentence(counts, measured)
+
+
+def near_misses(cpu: pd.DataFrame, goal: float) -> pd.DataFrame:
+    """The cells whose median CPU ratio is at or under ``goal`` while their
+    interval reaches above it (not a win by the interval), best first."""
+    return cpu[(cpu["ratio"] <= goal) & (cpu["high"] > goal)].sort_values("ratio")
 
 
 def _where_the_cost_goes(r: Any) -> str:
