@@ -164,3 +164,20 @@ def test_a_sentence_about_a_measured_direction_flips_with_it(built, tmp_path: Pa
     before = w_sentence(render(wd, tmp_path, old.stdout, decided_w(numbers, False)))
     after = w_sentence(render(wd, tmp_path, old.stdout, decided_w(numbers, True)))
     assert words(before) == words(after), before
+
+
+def test_the_page_holds_every_figure_table_and_caption(built) -> None:
+    """Nothing runs past a page's text area or prints over other words, no
+    table is a header without rows, and each caption promises only what its
+    figure draws (iolab.report.pdfcheck, style.broken_promises; their
+    negative controls are tests/test_render_checks.py's)."""
+    from iolab.report import pdfcheck
+    from iolab.report.plots.style import broken_promises
+
+    wd, _, _, manifest = built
+    pdf = wd / "paper" / "paper.pdf"
+    assert pdfcheck.overflows(pdf) == []
+    assert pdfcheck.overprinted(pdf) == []
+    assert pdfcheck.empty_tables(wd / "paper" / "paper.typ", wd) == []
+    broken = {n: b for n, f in manifest["figures"].items() if (b := broken_promises(f["caption"], f.get("drawn", {})))}
+    assert broken == {}, broken

@@ -61,11 +61,16 @@ def claims_by_outcome(outcomes: Mapping[str, Outcome]) -> str:
     return "Of the sources' claims, " + "; ".join(f"{o.value}: {', '.join(cs)}" for o, cs in words.items() if cs) + "."
 
 
+# A part whose rule's margin is this narrow or narrower shows the ratio of
+# the two sides' means beside its median of paired ratios: there the two
+# estimands can fall on opposite sides of the band.
+MEANS_MARGIN = 0.05
 ESTIMAND = (
     "Each part estimates the median over repetitions of a per-repetition quantity: for a comparison, "
-    "the ratio of the two configurations measured in the same repetition; the claims table shows the "
-    "ratio of their means over repetitions beside it where the rule's margin is 5 % or less."
-)
+    "the ratio of the two configurations measured in the same repetition; the table of tested parts in "
+    "the appendix shows the ratio of their means over repetitions beside it where the rule's margin is "
+    f"{MEANS_MARGIN:.0%} or less."
+).replace("%", " %")
 
 
 def reach_text(claim: str, findings: Sequence[Finding]) -> str:

@@ -27,6 +27,7 @@ from ..analysis.stats import MIN_REPS_FOR_CI, Estimate
 from ..analysis.verdicts import Finding, Outcome, interval_text
 from ..provenance import git_state, sidecar_for, utc_now
 from ..tables import raw_files_under, resolve, sha256, table_sources
+from .claim_texts import MEANS_MARGIN
 
 FIGURE_FORMATS = ("pdf", "png", "svg")
 # Metadata fixed so re-rendering identical data gives identical files.
@@ -139,6 +140,11 @@ def finding_rows(findings: Sequence[Finding]) -> list[dict[str, Any]]:
                 "ratio_of_means": f.ratio_of_means
                 if f.ratio_of_means is None or math.isfinite(f.ratio_of_means)
                 else None,
+                # Shown beside the part where its margin is narrow (claim_texts.ESTIMAND says so).
+                "means_shown": f.ratio_of_means is not None
+                and math.isfinite(f.ratio_of_means)
+                and f.rule is not None
+                and 0 < f.rule.margin <= MEANS_MARGIN,
                 "reachable": list(f.reachable) if f.rule is not None and est is not None else None,
                 "leaning": f.rule.leaning(est.value) if undecided and f.rule and est else "",
                 "estimate": None
@@ -235,6 +241,8 @@ class Outputs:
             "printed_height_in": round(bbox.height * style.TEXT_WIDTH_IN / bbox.width, 2),
             "smallest_font_pt": round(style.smallest_font(fig, bbox.width), 2),
             "intervals": style.draws_intervals(fig),
+            # What its panels draw, for the caption's promises (style.broken_promises).
+            "drawn": style.drawn_elements(fig, bbox.width),
             "overlapping_labels": style.overlapping_labels(fig),
         }
         return written

@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from ...analysis.verdicts import Finding, Outcome
-from .style import FIGURE_WIDTH_IN, legend_below
+from .style import FIGURE_WIDTH_IN, HOLLOW_MEW, HOLLOW_MS, legend_below
 
 OUTCOME_COLORS = {Outcome.REPRODUCED: "#009e73", Outcome.NOT_REPRODUCED: "#d55e00", Outcome.UNDECIDED: "#e69f00"}
 LIMITS = (0.25, 4.0)
@@ -78,7 +78,15 @@ def _draw(ax: plt.Axes, rows: Sequence[Finding], shared: str, columns: int) -> N
         for end, limit, marker in ((lo, lo_lim, "<"), (hi, hi_lim, ">")):
             if not np.isfinite(end) or (end < limit if marker == "<" else end > limit):
                 ax.plot([limit], [i], marker=marker, color=c, ms=3.5)
-        ax.plot([mid], [i], "o", ms=3.5, color=c, mfc="white" if f.context else c)
+        ax.plot(
+            [mid],
+            [i],
+            "o",
+            ms=HOLLOW_MS if f.context else 3.5,
+            mew=HOLLOW_MEW,
+            color=c,
+            mfc="white" if f.context else c,
+        )
     ax.axvline(1.0, color="black", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlim(lo_lim * 0.9, hi_lim * 1.1)

@@ -12,6 +12,8 @@ from ...analysis.stats import across_reps
 from .. import labels
 from .style import (
     FIGURE_WIDTH_IN,
+    HOLLOW_MEW,
+    HOLLOW_MS,
     PALETTE,
     color,
     drawn_caption,
@@ -344,7 +346,8 @@ def _servers_over_model(ax: plt.Axes, inputs: costmodel.CostInputs, echo: pd.Dat
             y,
             xerr=interval_bars(g["r_low"], g["ratio"], g["r_high"]),
             fmt="os^Dv"[k % 5],
-            ms=3,
+            ms=3 if size == smallest else HOLLOW_MS,
+            mew=HOLLOW_MEW,
             lw=0.6,
             capsize=1,
             color=c,

@@ -10,7 +10,7 @@ from matplotlib.container import Container
 from matplotlib.figure import Figure
 
 from .. import labels
-from .style import FIGURE_WIDTH_IN, color, interval_bars, legend_below, transport_style
+from .style import FIGURE_WIDTH_IN, HOLLOW_MEW, HOLLOW_MS, color, interval_bars, legend_below, transport_style
 
 SMALL_BYTES = 256  # the HPC HUB figures' small-message panels
 
@@ -63,7 +63,8 @@ def mpi_ratio_figure(ratios: pd.DataFrame, title: str, seed_lines: dict | None =
                     yerr=interval_bars(g["low"], g["ratio"], g["high"]) if "low" in g else None,
                     color=c,
                     marker=marker if p == 2 else "v",
-                    ms=2.5,
+                    ms=HOLLOW_MS if over else 2.5,
+                    mew=HOLLOW_MEW,
                     lw=0.8,
                     capsize=1,
                     mfc="none" if over else c,

@@ -6,6 +6,7 @@ outside the data, and a stamp line saying where the numbers were measured.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
@@ -127,6 +128,18 @@ class _PlainLogFormatter(LogFormatter):
         return f"{x:g}"
 
 
+def value_ticks(axis: Axis, values: ArrayLike) -> None:
+    """Ticks at the values the figure measured (connection counts), as
+    plain numbers, and no minor labels: on a log axis spanning less than
+    two decades matplotlib labels its minor ticks, and "2×10²" printed over
+    "10²" (issue 83)."""
+    from matplotlib.ticker import FixedLocator, NullFormatter
+
+    axis.set_major_locator(FixedLocator(sorted({float(v) for v in np.asarray(values, dtype=float).ravel()})))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def interval_bars(low: ArrayLike, value: ArrayLike, high: ArrayLike) -> np.ndarray:
     """errorbar's yerr from an interval, zero where it is unbounded (fewer
     than 6 repetitions: the value is drawn without a bar)."""
@@ -175,7 +188,10 @@ def overlapping_labels(fig: Figure) -> list[str]:
     boxes = [(ax, ax.get_window_extent()) for ax in fig.axes if ax.get_visible()]
     hits = []
     for ax, _ in boxes:
-        for ticks in (ax.get_xticklabels(), ax.get_yticklabels()):
+        for ticks in (
+            ax.get_xticklabels() + ax.get_xticklabels(minor=True),
+            ax.get_yticklabels() + ax.get_yticklabels(minor=True),
+        ):
             shown = [(t.get_text(), t.get_window_extent()) for t in ticks if t.get_visible() and t.get_text()]
             for i, (text, extent) in enumerate(shown):
                 # A hair of slack: labels may touch the next panel's frame.
@@ -213,3 +229,119 @@ def drawn_caption(fig: Figure, parts: Sequence[tuple[bool, str]]) -> None:
     whose element is in the figure, in order; Outputs.figure uses it
     instead of the static caption file, which describes every element."""
     fig.iolab_caption = " ".join(text for drawn, text in parts if drawn)  # type: ignore[attr-defined]  # a Figure takes attributes
+
+
+# Markers that may be drawn hollow: large enough, with a thin enough edge,
+# that the hole prints at MIN_HOLLOW_PT (4.5 - 0.8 = 3.7 pt).
+HOLLOW_MS = 4.5
+HOLLOW_MEW = 0.8
+# A hollow marker's hole at print size, in points, below which it prints
+# as filled: the 3 pt markers of a transport-ratio figure (a 2 pt hole,
+# crossed by 0.8 pt error bars) read as filled on the page (issue 83).
+MIN_HOLLOW_PT = 3.0
+# Markers with an inside that can be left empty.
+FILLABLE = set("os^v<>Dd8pPhH*X")
+# Words a caption uses to promise an element, and the element each names
+# (``drawn_elements``); "no band" and the like promise nothing.
+PROMISES = {
+    "hollow": "hollow",
+    "filled": "filled",
+    "dashed": "dashed",
+    "dotted": "dotted",
+    "shaded": "shaded",
+    "band": "shaded",
+    "bands": "shaded",
+    "triangles": "triangles",
+    "circles": "circles",
+    "arrows": "arrows",
+    "bars": "bars",
+    "vertical lines": "vertical lines",
+}
+
+
+def _line_kind(style: object, width: float) -> str:
+    """ "dashed", "dotted" or "" for a line style, a string or an (offset,
+    dashes) pair whose dashes are scaled by the line's width."""
+    if style in ("--", "dashed", "-.", "dashdot"):
+        return "dashed"
+    if style in (":", "dotted"):
+        return "dotted"
+    if isinstance(style, tuple) and len(style) == 2 and style[1]:
+        on = float(style[1][0]) / max(width, 1e-9)
+        return "dotted" if on < 2 else "dashed"
+    return ""
+
+
+def drawn_elements(fig: Figure, width_in: float | None = None) -> dict[str, bool]:
+    """What the figure draws in its panels (its legend left out): each
+    element a caption may promise (PROMISES), a hollow marker only where
+    its hole prints at MIN_HOLLOW_PT or more at the paper's text width
+    (``width_in``: the width the figure is saved at)."""
+    from matplotlib.collections import LineCollection, PolyCollection
+    from matplotlib.colors import to_rgba
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import FancyArrowPatch, Polygon, Rectangle
+
+    scale = TEXT_WIDTH_IN / (width_in or fig.get_figwidth())
+    found = dict.fromkeys(sorted(set(PROMISES.values())), False)
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        lines = [ln for ln in ax.get_lines() if isinstance(ln, Line2D) and ln.get_visible()]
+        for ln in lines:
+            x = np.asarray(ln.get_xdata(), dtype=float)
+            kind = _line_kind(ln.get_linestyle(), ln.get_linewidth())
+            if kind and len(x) > 1:
+                found[kind] = True
+            if len(x) > 1 and np.all(x == x[0]) and ln.get_linestyle() not in ("None", "", " "):
+                found["vertical lines"] = True
+            marker = ln.get_marker()
+            if not isinstance(marker, str) or marker not in FILLABLE or not len(x) or ln.get_markersize() <= 0:
+                continue
+            found["triangles"] |= marker in "^v<>"
+            found["circles"] |= marker == "o"
+            found["arrows"] |= marker in "<>"
+            face = ln.get_markerfacecolor()
+            rgba = (0.0, 0.0, 0.0, 0.0) if str(face).lower() == "none" else to_rgba(face)
+            empty = rgba[3] == 0 or rgba[:3] == (1.0, 1.0, 1.0)
+            if empty and (ln.get_markersize() - ln.get_markeredgewidth()) * scale >= MIN_HOLLOW_PT:
+                found["hollow"] = True
+            found["filled"] |= not empty
+        for coll in ax.collections:
+            if not coll.get_visible():
+                continue
+            if isinstance(coll, PolyCollection) and len(coll.get_paths()):
+                found["shaded"] = True
+            if isinstance(coll, LineCollection):
+                # LineCollection's stubs omit the Collection getters it has.
+                widths = list(coll.get_linewidth()) or [1.0]  # type: ignore[arg-type]
+                for style in coll.get_linestyle():
+                    kind = _line_kind(style, float(widths[0]))
+                    if kind:
+                        found[kind] = True
+        for p in ax.patches:
+            if isinstance(p, (Polygon, Rectangle)) and p is not ax.patch and p.get_visible():
+                found["shaded"] = True
+            found["arrows"] |= isinstance(p, FancyArrowPatch)
+        found["arrows"] |= any(getattr(t, "arrow_patch", None) is not None for t in ax.texts)
+        found["bars"] |= any(isinstance(c, ErrorbarContainer) for c in ax.containers)
+    return found
+
+
+def promised(caption: str) -> set[str]:
+    """The elements a caption promises (PROMISES), leaving out a word that
+    follows "no", "not" or "without" (a caption saying what is absent)."""
+    flat = " ".join(caption.lower().split())
+    out = set()
+    for word, element in PROMISES.items():
+        for m in re.finditer(rf"\b{re.escape(word)}\b", flat):
+            before = flat[: m.start()].split()[-2:]
+            if not {"no", "not", "without"} & set(before):
+                out.add(element)
+    return out
+
+
+def broken_promises(caption: str, drawn: dict[str, bool]) -> list[str]:
+    """The elements a caption promises that the figure did not draw."""
+    return sorted(e for e in promised(caption) if not drawn.get(e, False))

@@ -16,7 +16,18 @@ from ...analysis import echostats
 from ...analysis.stats import Estimate
 from ...report import labels
 from ...report.outputs import Outputs
-from ...report.plots.style import EPOLL_COLOR, FIGURE_WIDTH_IN, PALETTE, color, interval_bars, legend_below, plain_ticks
+from ...report.plots.style import (
+    EPOLL_COLOR,
+    FIGURE_WIDTH_IN,
+    HOLLOW_MEW,
+    HOLLOW_MS,
+    PALETTE,
+    color,
+    interval_bars,
+    legend_below,
+    plain_ticks,
+    value_ticks,
+)
 
 # The presets the absolute figures draw (where measured): epoll, the default
 # ring, the cheapest ring measured here, and the OpenAnolis server.
@@ -144,6 +155,7 @@ def cpu_figure(summary: pd.DataFrame, floor_ns: float | None = None) -> Figure:
         if floor_ns is not None:
             ax.axhline(floor_ns, color="black", ls=":", lw=0.9, label="2w: kernel work of two system calls")
         ax.set_xscale("log")
+        value_ticks(ax.xaxis, summary["connections"])
         ax.set_xlabel("connections")
         ax.set_title(f"{size} B")
     axes[0][0].set_ylabel("server CPU ns per request")
@@ -166,6 +178,7 @@ def latency_figure(summary: pd.DataFrame) -> Figure:
             g = sub[sub["preset"] == preset].sort_values("connections")
             _against_connections(ax, g, metric, preset, labels.preset(preset), lw=1.1)
         ax.set_xscale("log")
+        value_ticks(ax.xaxis, sub["connections"])
         ax.set_yscale("log")
         ax.set_xlabel("connections")
         ax.set_title(title)
@@ -188,6 +201,7 @@ def batch_figure(summary: pd.DataFrame) -> Figure:
         label = "epoll (events per wait)" if preset == "epoll" else f"{labels.preset(preset)} (SQEs per enter)"
         _against_connections(ax, g, metric, preset, label, lw=1.1)
     ax.set_xscale("log")
+    value_ticks(ax.xaxis, sub["connections"])
     ax.set_yscale("log")
     ax.set_xlabel("connections")
     ax.set_ylabel(f"batch size n ({size} B)")
@@ -298,7 +312,8 @@ def _preset_points(ax: Axes, x: np.ndarray, g: pd.DataFrame, i: int, label: str 
         g["ratio"],
         yerr=interval_bars(g["low"], g["ratio"], g["high"]),
         fmt="so^Dv<>"[i % 7],
-        ms=4,
+        ms=HOLLOW_MS if hollow else 4,
+        mew=HOLLOW_MEW,
         mfc="none" if hollow else None,
         capsize=1.5,
         color=color(i),
@@ -369,7 +384,7 @@ def clients_figure(view: pd.DataFrame) -> Figure:
             )
         ax.axhline(1.0, color="black", lw=0.8, ls=":")
         ax.set_xscale("log")
-        plain_ticks(ax.xaxis)
+        value_ticks(ax.xaxis, view["connections"])
         ax.set_xlabel("connections")
         ax.set_title(title)
     axes[0].set_ylabel("default ring / epoll")

@@ -19,6 +19,8 @@ from ...analysis import mpimodels, mpistats
 from ...report.outputs import Outputs
 from ...report.plots.style import (
     FIGURE_WIDTH_IN,
+    HOLLOW_MEW,
+    HOLLOW_MS,
     TRANSPORT_LABEL,
     TRANSPORT_STYLE,
     color,
@@ -56,7 +58,8 @@ def _points(
             part[y] / scale,
             yerr=interval_bars(part[low], part[y], part[high]) / scale,
             fmt=marker,
-            ms=3,
+            ms=HOLLOW_MS if over else 3,
+            mew=HOLLOW_MEW,
             color=c,
             capsize=1.5,
             lw=0.8,
@@ -277,7 +280,8 @@ def ratio_figure(ratio_tables: list[pd.DataFrame]) -> Figure:
                 color=c,
                 lw=0.8,
                 marker="o" if p == 2 else "v",
-                ms=3,
+                ms=HOLLOW_MS if over else 3,
+                mew=HOLLOW_MEW,
                 capsize=1,
                 mfc="none" if over else c,
             )
