@@ -1,12 +1,15 @@
 """The paper's artifact appendix (iolab.report.artifact): what the run took,
 read from Snakemake's benchmark files and the disk, and where a re-run is
-expected to land, from each headline number's prediction interval."""
+expected to land: each claim part's range over launches, and how often it
+held a launch it was not built from; where the artifact lives, what needs
+root, and the oldest kernel each preset runs on."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from iolab import presets
 from iolab.report import artifact
 
 BENCH = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
@@ -41,24 +44,52 @@ def test_resources_sum_the_jobs_and_name_the_peak_and_the_disk(tmp_path: Path) -
     assert artifact.entries({}, tmp_path)["artifact_run_seconds"]["value"] == 210.0
 
 
-def test_a_rerun_is_expected_in_each_headline_numbers_prediction_interval() -> None:
-    numbers = {
-        "w_send_ns": {"value": 2900.0, "text": "2 900", "pi95": [1800.0, 4600.0]},
-        "w_recv_ns": {"value": 900.0, "text": "900", "pi95": None},  # a kind without an estimate
-        "echo_epoll_c50_server_ns_per_request": {"value": 5000.0, "text": "5 000", "pi95": [3000.0, 8000.0]},
-        "echo_epoll_c500_server_ns_per_request": {"value": 5000.0, "text": "5 000", "pi95": [3000.0, 8000.0]},
+def test_a_rerun_range_holds_each_launch_it_was_not_built_from() -> None:
+    # Each launch held out in turn against the others' range: the middle
+    # ones fall inside, the extremes outside.
+    assert artifact.held_out([1.0, 2.0, 3.0, 2.5]) == 2
+    assert artifact.held_out([1.0, 1.0]) == 2
+    assert artifact.held_out([1.0, 2.0]) == 0
+
+
+def test_the_artifact_names_its_deposit_and_what_needs_root(tmp_path: Path) -> None:
+    (tmp_path / "CITATION.cff").write_text("cff-version: 1.2.0\nrepository-code: https://example.org/iolab\n")
+    said = artifact.deposit(tmp_path)
+    assert said.startswith("The repository is https://example.org/iolab; no DOI yet")
+    assert artifact.deposit(tmp_path / "missing").startswith("CITATION.cff names no public repository yet")
+    root = artifact.root_needs()
+    assert "the trace experiment (bpftrace" in root and "The trace experiment also needs bpftrace" in root
+
+
+def unclassified(declared: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Each server's declared flags that neither FLAG_KERNEL nor PLAIN_FLAGS places."""
+    programs = {program: server for server, program in presets.SERVER_PROGRAMS.items()}
+    return {
+        program: left
+        for program, flags in declared.items()
+        if (left := flags - set(presets.FLAG_KERNEL[programs[program]]) - presets.PLAIN_FLAGS[programs[program]])
     }
-    numbers["mpi_shm_latency_us"] = {"value": 0.4, "text": "0.40", "pi95": [0.1, 2.0]}
-    numbers["t1_recv_ns"] = {"value": 600.0, "text": "600", "pi95": [300.0, 1200.0]}
-    numbers["s_getppid_ns"] = {"value": 77.0, "text": "77", "pi95": [40.0, 150.0]}
-    rows = artifact.expected_rerun(numbers)
-    # Each row names its quantity in words, never by its key.
-    assert [r["quantity"].rsplit(": ", 1)[1] for r in rows] == [
-        "s (getppid)",
-        "t(1), recv",
-        "w, send",
-        "epoll",
-        "shared memory",
+
+
+def test_every_flag_a_server_declares_has_its_kernel_or_needs_none() -> None:
+    declared = presets.server_flags()
+    assert unclassified(declared) == {}
+    # The negative control: a flag the tables do not know is found.
+    declared["echo-uring"] = declared["echo-uring"] | {"--new-feature"}
+    assert unclassified(declared) == {"echo-uring": {"--new-feature"}}
+
+
+def test_each_preset_runs_from_the_kernel_its_newest_flag_needs() -> None:
+    rows = [
+        {"preset": "epoll", "server": "echo-epoll", "flags": ""},
+        {"preset": "default", "server": "echo-uring", "flags": ""},
+        {"preset": "recv_bundle", "server": "echo-uring", "flags": "--buf-ring --recv-bundle"},
+        {"preset": "single_ring", "server": "echo-uring", "flags": "--rings 1"},
     ]
-    assert not [r for r in rows for key in numbers if key in r["quantity"]]
-    assert rows[2]["a re-run, 95 %"] == "1\u2009800\u20134\u2009600"
+    got = artifact.kernel_rows({"echo_preset_flags": {"value": rows}})
+    assert [(r["Linux"], r["presets"]) for r in got] == [
+        ("any", "epoll"),
+        ("5.11 or later", "default, single_ring"),
+        ("6.10 or later", "recv_bundle"),
+    ]
+    assert got[2]["what needs it"] == "receive bundles"

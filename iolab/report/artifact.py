@@ -1,8 +1,11 @@
-"""The paper's artifact appendix, from the run itself: what it took (each
-job's wall time and peak memory, as Snakemake's benchmark files recorded
-them, and the disk its raw data hold), how to rebuild it, and
-where a re-run is expected to land (each headline number's prediction
-interval, the between-run spread included).
+"""The paper's artifact appendix, from the run itself and the repository:
+where the artifact lives (its repository and DOI, from CITATION.cff), what
+needs root and why (iolab.privilege), the oldest Linux each server preset
+runs on (iolab.presets), what the run took (each job's wall time and peak
+memory, as Snakemake's benchmark files recorded them, and the disk its raw
+data hold), and where a re-run on this machine kind lands: each claim
+part's range over the runs of distinct launches kept in data/records/,
+with how often a held-out launch fell inside the others' range.
 
 Written at the merge of the notebooks' numbers (iolab.report.paper), so it
 sees the run's results/ but not the paper it is part of.
@@ -14,21 +17,25 @@ import csv
 import json
 import math
 import re
-from collections.abc import Mapping
+import statistics
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import paths
+import yaml
+
+from .. import paths, presets, privilege
+from ..analysis import records
+from ..analysis.claims import CLAIM_TESTS
 from ..analysis.mpistats import TRANSPORT_NAMES
 from . import labels
 
 Numbers = Mapping[str, Any]
 BENCHMARKS = paths.REPO / "results" / "benchmarks"
-# The numbers a re-run is asked about: the cost model's terms and the echo
+# The numbers two runs are compared on: the cost model's terms and the echo
 # servers' CPU per request at 50 connections (the site's headline
 # quantities, iolab.archive.compare.QUESTIONS, which read this list).
-# Each pattern's group "what" names the quantity within its headline
-# (readable by ``quantity_words``).
+# Each pattern's group "what" names the quantity within its headline.
 HEADLINES = {
     "cost_model_terms": (
         "The cost model's terms (ns)",
@@ -129,29 +136,139 @@ def resources(repo: Path = paths.REPO) -> str:
     return "This run: " + "; ".join(parts) + " (Snakemake's benchmark files, results/benchmarks/)."
 
 
-def expected_rerun(numbers: Numbers) -> list[dict[str, str]]:
-    """Each headline number with a prediction interval: where a re-run of
-    as many repetitions, on another occasion, is expected (95 %)."""
-    rows = []
-    for headline, (title, pattern) in HEADLINES.items():
-        for key in sorted(k for k in numbers if pattern.match(k)):
-            e = numbers[key]
-            pi = e.get("pi95") if isinstance(e, dict) else None
-            match = pattern.match(key)
-            if match is None or not isinstance(pi, list) or len(pi) != 2 or None in pi:
-                continue
-            rows.append(
-                {
-                    "quantity": f"{title}: {quantity_words(headline, match['what'])}",
-                    "this run": str(e.get("text", "")),
-                    "a re-run, 95 %": f"{_num(pi[0])}\u2013{_num(pi[1])}",
-                }
-            )
-    return rows
+def deposit(repo: Path = paths.REPO) -> str:
+    """Where the artifact lives: CITATION.cff's repository and DOI (the
+    one place both are declared), or that it has neither yet."""
+    try:
+        cff = yaml.safe_load((repo / "CITATION.cff").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        cff = {}
+    url = str(cff.get("repository-code") or "") if isinstance(cff, dict) else ""
+    doi = str(cff.get("doi") or "") if isinstance(cff, dict) else ""
+    said = [f"the repository is {url}" if url else "CITATION.cff names no public repository yet"]
+    said.append(f"the deposit's DOI is {doi}" if doi else "no DOI yet: the archive of a run is deposited by hand")
+    text = "; ".join(said)
+    return _sentence(text) + " (CITATION.cff and .zenodo.json hold both once deposited)."
 
 
-def _num(x: float) -> str:
+def root_needs() -> str:
+    """What a run needs root for and why, and what happens without it
+    (iolab.privilege declares it)."""
+    parts = [f"the {e} experiment ({why})" for e, why in privilege.ROOT_EXPERIMENTS.items()]
+    parts += [why.replace("the ", "the MPI ", 1) for why in privilege.ROOT_TRANSPORTS.values()]
+    tools = [
+        f"the {e} experiment also needs {tool} installed (apt-get install {pkg})"
+        for e, (tool, pkg) in privilege.TOOLS.items()
+    ]
+    return (
+        "Root is needed for "
+        + "; ".join(parts)
+        + ". "
+        + _sentence("; ".join(tools))
+        + ". Without root the workflow leaves these out before the first job, says so in one line each and "
+        "records them in results/nodes.json; the claims that read them say \u201cnot testable here\u201d. "
+        "Everything else runs as an ordinary user; ./repro setup installs the system packages with apt-get, "
+        "as root or through sudo."
+    )
+
+
+def kernel_rows(numbers: Numbers) -> list[dict[str, str]]:
+    """The oldest Linux each echo preset this run configured runs on
+    (iolab.presets.kernel_needed), one row per kernel version: the presets
+    and the features that set it, oldest first."""
+    e = numbers.get("echo_preset_flags")
+    rows = e.get("value") if isinstance(e, dict) else None
+    if not isinstance(rows, list):
+        return []
+    servers = {program: server for server, program in presets.SERVER_PROGRAMS.items()}
+    by_version: dict[str, tuple[list[str], list[str]]] = {}
+    for r in rows:
+        server = servers.get(str(r.get("server")))
+        if server is None:
+            continue
+        needed = presets.kernel_needed(str(r["preset"]), {"server": server, "flags": str(r["flags"]).split()})
+        version, what = needed if needed is not None else ("any", "no io_uring")
+        names, features = by_version.setdefault(version, ([], []))
+        names.append(str(r["preset"]))
+        if what not in features:
+            features.append(what)
+    order = sorted(by_version, key=lambda v: (v != "any", tuple(int(x) for x in v.split(".")) if v != "any" else ()))
+    return [
+        {
+            "Linux": v if v == "any" else f"{v} or later",
+            "presets": ", ".join(by_version[v][0]),
+            "what needs it": "; ".join(by_version[v][1]),
+        }
+        for v in order
+    ]
+
+
+def _median(values: Sequence[Any]) -> float | None:
+    v = [float(x) for x in values if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)]
+    return statistics.median(v) if v else None
+
+
+def _sig(x: float) -> str:
     return f"{x:,.0f}".replace(",", "\u2009") if abs(x) >= 100 else f"{x:.3g}"
+
+
+def launch_values(held: Sequence[records.RunRecord]) -> dict[tuple[str, str], dict[str, float]]:
+    """Per claim part, one value per launch: the median over its
+    repetitions in that launch's run (the median of the runs' medians where
+    one launch ran several, so that a launch counts once)."""
+    per: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for rec in held:
+        launch = rec.identity.launch or f"run {rec.identity.ident}"
+        for f in rec.findings:
+            value = _median(f.get("per_rep") or [])
+            if value is not None:
+                per.setdefault((str(f["claim"]), str(f["part"])), {}).setdefault(launch, []).append(value)
+    return {part: {launch: statistics.median(v) for launch, v in by.items()} for part, by in per.items()}
+
+
+def held_out(values: Sequence[float]) -> int:
+    """How many of the launches' values lie within the range of the others
+    (each held out in turn): how often the range held a new launch."""
+    values = list(values)
+    return sum(
+        min(values[:i] + values[i + 1 :]) <= v <= max(values[:i] + values[i + 1 :]) for i, v in enumerate(values)
+    )
+
+
+def rerun_rows(numbers: Numbers, record_dir: Path) -> list[dict[str, str]]:
+    """Each claim part measured on at least two launches of this machine
+    kind (data/records/): this run's value, the range of the launches'
+    values a re-run is expected in, and how often it held (a launch held
+    out against the others' range)."""
+    machine = numbers.get("kind_machine")
+    kind = str(machine.get("value")) if isinstance(machine, dict) else ""
+    held = [r for r in records.read_all(record_dir, CLAIM_TESTS, say=lambda _: None) if not kind or r.machine == kind]
+    found = numbers.get("findings")
+    here = {
+        (str(f.get("claim")), str(f.get("part")).split(" [")[0]): _median(f.get("per_rep") or [])
+        for f in (found.get("value") if isinstance(found, dict) else None) or []
+        if isinstance(f, dict)
+    }
+    rows = []
+    for (claim, part), by_launch in sorted(
+        launch_values(held).items(),
+        key=lambda x: (list(CLAIM_TESTS).index(x[0][0]) if x[0][0] in CLAIM_TESTS else 99, x[0][1]),
+    ):
+        values = list(by_launch.values())
+        if len(values) < 2:
+            continue
+        lo, hi = min(values), max(values)
+        mine = here.get((claim, part.split(" [")[0]))
+        rows.append(
+            {
+                "claim": claim,
+                "part": part.split(" [")[0],
+                "this run": "" if mine is None else _sig(mine) + ("" if lo <= mine <= hi else " (outside)"),
+                "range over launches": f"{_sig(lo)}\u2013{_sig(hi)}",
+                "held": f"{held_out(values)} of {len(values)}",
+            }
+        )
+    return rows
 
 
 def entries(numbers: Numbers, repo: Path = paths.REPO) -> dict[str, dict[str, Any]]:
@@ -163,9 +280,22 @@ def entries(numbers: Numbers, repo: Path = paths.REPO) -> dict[str, dict[str, An
     seconds = run_seconds(repo)
     if seconds is not None:
         out["artifact_run_seconds"] = {"value": round(seconds, 1), "text": f"{seconds / 60:.1f} min"}
-    rows = expected_rerun(numbers)
+    for key, text in (("artifact_deposit", deposit(repo)), ("artifact_root", root_needs())):
+        out[key] = {"value": text, "text": text}
+    kernels = kernel_rows(numbers)
+    if kernels:
+        out["artifact_kernels"] = {"value": kernels, "text": f"{len(kernels)} rows"}
+    rows = rerun_rows(numbers, repo / "data" / "records")
     if rows:
+        launches = max(int(r["held"].split(" of ")[1]) for r in rows)
         out["artifact_rerun"] = {"value": rows, "text": f"{len(rows)} rows"}
+        out["artifact_rerun_launches"] = {"value": launches, "text": str(launches)}
     for entry in out.values():
         entry.update({"unit": "", "notebook": None, "note": "written from the run"})
     return out
+
+
+def _sentence(text: str) -> str:
+    """``text`` with its first letter upper-case (str.capitalize would
+    lower-case the rest: "CITATION.cff", "DOI")."""
+    return text[:1].upper() + text[1:]
