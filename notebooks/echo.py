@@ -60,6 +60,7 @@ from iolab.analysis import costmodel, echostats, latency, models
 from iolab.report import plots
 from iolab.report.outputs import Outputs
 from iolab.rooms.echo import modern as echo_modern
+from iolab.rooms.echo import perbyte as echo_per_byte
 from iolab.rooms.echo import present as echo_present
 from iolab.rooms.echo import stats as echo_stats
 from iolab.rooms.latency import present as latency_present
@@ -190,6 +191,11 @@ modern_cost = echo_stats.cost_view(
     node_echo, costmodel.central_inputs(costmodel.per_rep_inputs(syscall, sendrecv, uring_batch, node=cost_node))
 )
 out.text("echo_modern_answer", echo_modern.answer(modern_view, modern_counts, cost=modern_cost))
+# Where the rings' extra cost at the largest sizes comes from: the servers'
+# counters per echoed request beside those at the smallest size.
+per_byte = echo_per_byte.excess_per_byte(node_echo)
+if echo_per_byte.sentence(per_byte):
+    out.text("echo_per_byte", echo_per_byte.sentence(per_byte))
 print(modern_cost.round(2).to_string(index=False))
 modern_counts
 
