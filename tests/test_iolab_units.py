@@ -318,3 +318,33 @@ def test_paper_source_keeps_its_semicolons() -> None:
     source = (Path(__file__).resolve().parents[1] / "paper" / "paper.typ").read_text()
     swallowed = [source.count("\n", 0, m.start()) + 1 for m in re.finditer(r'#\w+\("[^"]*"\);', source)]
     assert swallowed == [], f"escape as \\; on paper.typ lines {swallowed}"
+
+
+def test_the_title_falls_back_when_a_check_doubts_its_number(tmp_path: Path) -> None:
+    def merged_title(reps: list[float]) -> str:
+        a = tmp_path / "claims.json"
+        entry = {"notebook": "claims", "unit": "", "note": ""}
+        a.write_text(
+            json.dumps(
+                {
+                    "paper_title": {
+                        **entry,
+                        "value": "On X, io_uring costs 0.95x",
+                        "text": "On X, io_uring costs 0.95x",
+                    },
+                    "paper_title_plain": {
+                        **entry,
+                        "value": "io_uring against epoll on X",
+                        "text": "io_uring against epoll on X",
+                    },
+                    "paper_title_cell": {**entry, "value": "headline_cpu_c500_b128", "text": "headline_cpu_c500_b128"},
+                    "headline_cpu_c500_b128": {**entry, "value": 0.95, "text": "0.95", "reps": reps, "kind": "ratio"},
+                }
+            )
+        )
+        return str(paper.merge_numbers([a], run_root=tmp_path)["paper_title"]["text"])
+
+    # Two groups of repetitions with the median between them: the bimodal check flags it.
+    assert merged_title([0.75, 0.78, 0.81, 1.09, 1.10, 1.11]) == "io_uring against epoll on X"
+    # Negative control: repetitions in one group keep the finding in the title.
+    assert merged_title([0.93, 0.94, 0.95, 0.95, 0.96, 0.97]) == "On X, io_uring costs 0.95x"

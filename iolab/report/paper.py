@@ -52,7 +52,12 @@ def merge_numbers(fragments: list[Path], run_root: Path = paths.REPO) -> dict[st
 
     # Each number a failed check concerns, with the words the paper prints
     # beside it (the ``opt`` of paper/paper.typ).
-    flags = {"check_flags": {"value": checks.flags(merged), "text": "", "unit": "", "notebook": None, "note": "checks"}}
+    flagged = checks.flags(merged)
+    flags = {"check_flags": {"value": flagged, "text": "", "unit": "", "notebook": None, "note": "checks"}}
+    # A title never states a number a check doubts: it falls back to the plain one.
+    cell, plain = merged.get("paper_title_cell"), merged.get("paper_title_plain")
+    if isinstance(cell, dict) and cell.get("text") in flagged and isinstance(plain, dict) and "paper_title" in merged:
+        merged["paper_title"] = {**merged["paper_title"], "value": plain["value"], "text": plain["text"]}
     for key, entry in {**write(merged), **artifact.entries(merged, run_root), **flags}.items():
         if key in merged:
             raise ValueError(f"number {key!r} is produced by both a notebook and the abstract or appendix")
