@@ -12,6 +12,7 @@ import pytest
 from iolab.analysis import claims, costmodel
 from iolab.analysis.verdicts import Outcome, combine
 from iolab.report import claim_texts
+from iolab.report import labels as label_words
 
 NS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
@@ -251,5 +252,8 @@ def test_the_per_request_figure_states_n_star_with_its_interval_and_labels_every
     # The n* label sits in the legend, not over a model's band; 2w is not called a floor.
     assert not model_ax.texts and not any("floor" in label for label in labels)
     # Each server is a labelled row, ordered by its ratio to the model's price.
-    assert [t.get_text() for t in servers_ax.get_yticklabels()] == ["default", "epoll", "sqpoll"]
+    # Each server named in words (iolab.report.labels), in the presets' order.
+    assert [t.get_text() for t in servers_ax.get_yticklabels()] == [
+        label_words.preset(p) for p in ("default", "epoll", "sqpoll")
+    ]
     assert {"server, c = 50, 128 B", "server, c = 500, 128 B"} <= set(labels)

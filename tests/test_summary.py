@@ -101,7 +101,8 @@ def test_the_first_finding_is_the_headline_cell_with_the_models_prediction() -> 
     assert text.startswith("At 500 connections and 128 B, io_uring's default ring costs 1.25 (95 % interval")
     assert "(more than epoll)" in text and "predicts" not in text
     across = {**numbers, "headline_cpu_c500_b128": entry(1.02, 0.95, 1.1)}
-    assert "(about as much as epoll)" in summary.headline_cell(across)
+    # An interval across 1 says no side: never "about as much" (it shows no equivalence).
+    assert "(its interval includes 1: neither is shown to cost less)" in summary.headline_cell(across)
     below = {"headline_cpu_c500_b512": entry(0.8, 0.7, 0.9), "headline_cpu_c500_b512_predicted": entry(0.9, 0.85, 0.95)}
     said = summary.headline_cell(below)
     assert "(less than epoll)" in said and "the cost model, at the batch size the server reached, predicts 0.90" in said
@@ -154,7 +155,7 @@ def test_the_verdict_sentence_counts_each_outcome_and_the_launches_still_needed(
     text = summary.verdict_sentence(numbers, outcomes)
     assert text.startswith("Of the sources' 3 claims, 2 could be tested on this machine (")
     assert "not reproduced: C4" in text and "undecided at this precision: U1" in text
-    assert "1 need hardware it lacks" in text
+    assert "1 cannot be tested here (the claims table says why)" in text
     assert text.endswith(
         "The verdicts about this machine kind rest on 3 launches so far; deciding them needs from about 4 to "
         "about 17 more, claim by claim."
@@ -166,6 +167,11 @@ def test_the_verdict_sentence_counts_each_outcome_and_the_launches_still_needed(
     }
     assert summary.verdict_sentence(one, outcomes).endswith(
         "rest on 1 launch so far; deciding them needs about 17 more."
+    )
+    # The claims no count of launches can decide are named, not left out.
+    beyond = {**numbers, "kind_out_of_reach": {"value": "C5, U4", "text": "C5, U4"}}
+    assert summary.verdict_sentence(beyond, outcomes).endswith(
+        "claim by claim, and C5, U4 are out of reach at the spread between launches."
     )
     assert summary.verdict_sentence({}, {}) == ""
 

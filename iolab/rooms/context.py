@@ -189,7 +189,13 @@ def software(table: pd.DataFrame) -> str:
     except (RawFormatError, OSError, ValueError):
         return ""
     tools = side.get("toolchain") or {}
-    said = {key: f"{label} {tools[key]}" for key, label in TOOLS if tools.get(key)}
+    # A version line that names its tool already ("go version go1.26",
+    # "bpftrace v0.17") is given as it is, not after the label again.
+    said = {
+        key: str(tools[key]) if str(tools[key]).lower().startswith(label.lower()) else f"{label} {tools[key]}"
+        for key, label in TOOLS
+        if tools.get(key)
+    }
     lacks = sorted(k for k, v in (tools.get("liburing_features") or {}).items() if v is False)
     if "liburing" in said and lacks:
         said["liburing"] += (
