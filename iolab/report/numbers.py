@@ -373,7 +373,9 @@ def claim_scopes(
     kind = scopes.kind_verdicts(pool)
     out.text("scopes_method", scopes.SCOPES_TEXT)
     out.text("kind_machine", machine)
-    out.number("kind_launches", scopes.launches_judged(kind))
+    judged = scopes.launches_judged(kind)
+    out.number("kind_launches", judged)
+    out.text("kind_launches_said", f"{judged} launch{'es' if judged != 1 else ''}")
     out.number("kind_runs", pool.runs)
     for claim, k in kind.items():
         out.text(f"{claim.lower()}_kind", k.text())
