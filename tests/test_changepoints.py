@@ -90,4 +90,6 @@ def test_a_timeline_of_stored_runs_draws_older_code_apart_and_finds_the_step() -
     assert at == 3 and ratio == pytest.approx(2.0, rel=0.05)  # the older point neither causes nor hides it
     spec = timeline.chart(line)
     assert [row["change"] for row in spec["data"]["values"]] == ["", "", "", f"×{ratio:.3g} from here", ""]
-    assert spec["hconcat"][0]["layer"][0]["encoding"]["y"]["title"] == "s_getppid_ns (ns)"
+    assert (
+        spec["hconcat"][0]["layer"][0]["encoding"]["y"]["title"] == "s (getppid) (ns)"
+    )  # the quantity in words, not its key
