@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -26,9 +27,23 @@ from conftest import copy_workflow, snakemake, tool_env
 from iolab import privilege
 
 NOBODY = 65534
-pytestmark = pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to plan as uid 65534"
-)
+
+
+def others_can_enter(path: Path) -> bool:
+    """Whether a user other than the owner may pass through every folder
+    above ``path`` (uid 65534 runs this checkout's Python environment)."""
+    return all(p.stat().st_mode & stat.S_IXOTH for p in [path, *path.parents])
+
+
+pytestmark = [
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv to plan as uid 65534"
+    ),
+    pytest.mark.skipif(
+        not others_can_enter(Path(sys.prefix)),
+        reason=f"uid 65534 cannot enter {sys.prefix} (a folder above it is closed to other users)",
+    ),
+]
 ROOT_ONLY = {
     "trace": "bpftrace attaches kernel tracepoints, which needs root; run as root to measure it",
     "mpi netns": "the netns transport creates network namespaces, which needs root; run as root to measure it",
