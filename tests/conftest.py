@@ -210,3 +210,12 @@ def write_sshd_files(d: Path, settings: str) -> Path:
     )
     Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
     return d / "sshd_config"
+
+
+def others_can_enter(path: Path) -> bool:
+    """Whether a user other than the owner may pass through every folder
+    above ``path`` (a test acting as uid 65534 runs this checkout's Python
+    environment; a clone under /root, mode 0700, is closed to it)."""
+    import stat
+
+    return all(p.stat().st_mode & stat.S_IXOTH for p in [path, *path.parents])

@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -22,17 +21,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import copy_workflow, snakemake, tool_env
+from conftest import copy_workflow, others_can_enter, snakemake, tool_env
 
 from iolab import privilege
 
 NOBODY = 65534
-
-
-def others_can_enter(path: Path) -> bool:
-    """Whether a user other than the owner may pass through every folder
-    above ``path`` (uid 65534 runs this checkout's Python environment)."""
-    return all(p.stat().st_mode & stat.S_IXOTH for p in [path, *path.parents])
 
 
 pytestmark = [

@@ -118,3 +118,13 @@ def test_the_ratio_of_means_is_shown_where_the_estimand_sentence_promises_it() -
     # Without a ratio of means there is nothing to show, whatever the margin.
     narrow.ratio_of_means = None
     assert finding_rows([narrow])[0]["means_shown"] is False
+
+
+def test_a_promise_its_own_clause_makes_conditional_is_not_held() -> None:
+    # mpi_collectives: "dotted, where it differs from the dashed curve" promises
+    # a dotted line only where the formulas differ.
+    assert "dotted" not in style.promised(
+        "Dashed: the fit; dotted, where it differs from the dashed curve: the formula."
+    )
+    # Negative control: the same element promised outright is held to it.
+    assert "dotted" in style.promised("Dashed: the fit; dotted: the formula of the algorithm that ran.")

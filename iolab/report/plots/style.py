@@ -331,13 +331,16 @@ def drawn_elements(fig: Figure, width_in: float | None = None) -> dict[str, bool
 
 def promised(caption: str) -> set[str]:
     """The elements a caption promises (PROMISES), leaving out a word that
-    follows "no", "not" or "without" (a caption saying what is absent)."""
+    follows "no", "not" or "without" (a caption saying what is absent), and
+    one its own clause makes conditional ("dotted, where it differs")."""
     flat = " ".join(caption.lower().split())
     out = set()
     for word, element in PROMISES.items():
         for m in re.finditer(rf"\b{re.escape(word)}\b", flat):
             before = flat[: m.start()].split()[-2:]
-            if not {"no", "not", "without"} & set(before):
+            clause = re.split(r"[;.:]", flat[m.end() :], maxsplit=1)[0]
+            conditional = re.search(r"\b(where|when|if)\b", clause) is not None
+            if not {"no", "not", "without"} & set(before) and not conditional:
                 out.add(element)
     return out
 
