@@ -130,10 +130,10 @@ def install(packages: Iterable[str], why: str) -> None:
     InstallError with one line when it cannot."""
     if os.environ.get("IOLAB_SKIP_APT") == "1":
         return
-    todo = missing(packages)
-    if not todo:
+    absent = missing(packages)
+    if not absent:
         return
-    names = " ".join(todo)
+    names = " ".join(absent)
     apt = shutil.which("apt-get")
     if apt is None:
         raise InstallError(
@@ -151,7 +151,7 @@ def install(packages: Iterable[str], why: str) -> None:
     print(f"repro: {why} installs {names}", file=sys.stderr, flush=True)
     # sudo keeps no environment of ours: env sets apt's frontend under it.
     run = [*sudo, "env", "DEBIAN_FRONTEND=noninteractive", apt]
-    for args in (["update", "-qq"], ["install", "-y", "-qq", "--no-install-recommends", *todo]):
+    for args in (["update", "-qq"], ["install", "-y", "-qq", "--no-install-recommends", *absent]):
         res = subprocess.run([*run, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
         if res.returncode != 0:
             last = (res.stderr.strip().splitlines() or ["(no message)"])[-1]

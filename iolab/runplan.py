@@ -15,6 +15,7 @@ import shlex
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -274,11 +275,11 @@ class Rounds:
     def enabled(self) -> bool:
         return bool(self.plan.run.precision.enabled)
 
-    @property
+    @cached_property
     def claim_experiments(self) -> list[str]:
         return list(claim_experiments())
 
-    @property
+    @cached_property
     def claim_node(self) -> str:
         """The node claims are judged on (iolab.analysis.claims.evaluate: the
         first in name order that runs the cost-model experiments)."""
