@@ -67,6 +67,7 @@ from iolab.analysis import costmodel, echostats, models
 from iolab.analysis.stats import ESTIMATOR
 from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
+from iolab.rooms.cost_probes import steps as cost_probe_steps
 from iolab.rooms.send_zc import present as send_zc_present
 from iolab.rooms.send_zc import stats as send_zc_stats
 
@@ -125,6 +126,8 @@ sr = models.measured(sendrecv, node)
 fig = plots.cost.sendrecv_figure(sr)
 out.figure(fig, "sendrecv_cost", data=sr)
 plt.show()
+if cost_probe_steps.sentence(sr):
+    out.text("sendrecv_steps", cost_probe_steps.sentence(sr))
 models.median_summary(sr, by=["transport", "variant", "pattern", "ack", "bytes"])
 
 # %% [markdown]
