@@ -34,7 +34,7 @@ from typing import Any
 
 from .capabilities import Capability
 from .manifests import ManifestError, manifests
-from .paths import EXPERIMENT_MANIFESTS
+from .paths import EXPERIMENT_MANIFESTS, room_packages
 from .presets import modern_features
 from .settings import ExperimentSettings, settings_model
 
@@ -345,3 +345,12 @@ def figures_drawn(notebook: str, experiments: set[str], run: Any, nodes: int) ->
 def claim_experiments() -> list[str]:
     """The experiments the claims read."""
     return [name for name, e in EXPERIMENTS.items() if e.claims]
+
+
+def room_of(experiment: str) -> str:
+    """The room (iolab/rooms/<room>/) whose tidy step reads ``experiment``:
+    the one named after it, else the cost probes' for a cost-probe mode (the
+    mode then needs no room of its own). "" for neither (iolab.rooms fails)."""
+    if f"iolab.rooms.{experiment}" in room_packages():
+        return experiment
+    return "cost_probes" if EXPERIMENTS[experiment].probe_mode else ""

@@ -1,7 +1,8 @@
 """A list is declared once and derived everywhere else: a second copy of
-the native programs' names (native/programs.mk) or the runners' names
-(iolab.capabilities) in the code, the Makefile or the config's schema is
-found here, before it drifts."""
+the native programs' names (native/programs.mk), the runners' names
+(iolab.capabilities) or the cost-probe modes' names (their manifests) in
+the code, the Makefile or the config's schema is found here, before it
+drifts."""
 
 from __future__ import annotations
 
@@ -127,3 +128,32 @@ def test_the_runner_lists_derive_from_the_declaration() -> None:
     assert set(runners._CLASSES) == set(capabilities.RUNNER_CAPABILITIES)
     assert all(cls.capabilities == capabilities.RUNNER_CAPABILITIES[name] for name, cls in runners._CLASSES.items())
     assert set(schema.subschema("nodes", "[]", "runner")["enum"]) == RUNNERS
+
+
+def probe_mode_names() -> set[str]:
+    """The cost-probe modes' experiments and subcommands, as their manifests
+    declare them (the subcommand's own declaration is its PROBE_MODE)."""
+    from iolab.registry import REGISTRY
+
+    return {n for name, e in REGISTRY.items() if e.probe_mode for n in (name, e.probe_mode)}
+
+
+def test_the_probe_mode_checks_find_a_second_copy() -> None:
+    names = probe_mode_names()
+    # Negative controls: the lists this replaced, written out again.
+    assert copies_in_python('ROOM = Room(("syscall", "sendrecv", "uring_batch", "nop", "epoll_wait"), t)', names) == [1]
+    assert copies_in_python('missing = [e for e in ("syscall", "sendrecv", "uring_batch") if e]', names) == [1]
+
+
+def test_the_probe_modes_are_named_once() -> None:
+    found = copies_in_package(probe_mode_names())
+    assert not found, "cost-probe modes listed again (derive them from iolab.registry): " + ", ".join(found)
+
+
+def test_the_cost_probe_room_reads_every_mode_without_a_room_of_its_own() -> None:
+    from iolab.rooms import ROOMS
+    from iolab.rooms.cost_probes.tidy import ROOM
+
+    modes = {name for name in probe_mode_names() if name in ROOMS}
+    assert set(ROOM.experiments) == {m for m in modes if ROOMS[m] is ROOM} and "send_zc" not in ROOM.experiments
+    assert {"syscall", "sendrecv", "uring_batch", "nop", "epoll_wait"} <= set(ROOM.experiments)
