@@ -196,7 +196,8 @@ class Notebook:
     # The experiments whose tables it reads (its `<experiment>_table` parameters).
     tables: tuple[str, ...]
     # The figures it writes, under stable names (users cite them); each has
-    # its caption (iolab.paths.caption: in its room, else report/captions/).
+    # its caption (iolab.paths.caption: in its experiment's room, else
+    # report/captions/ for the notebook's own).
     figures: tuple[Figure, ...]
     # The Snakemake report's category for its figures.
     category: str
@@ -354,3 +355,14 @@ def room_of(experiment: str) -> str:
     if f"iolab.rooms.{experiment}" in room_packages():
         return experiment
     return "cost_probes" if EXPERIMENTS[experiment].probe_mode else ""
+
+
+def figure_room(figure: str) -> str:
+    """The room of the experiment whose manifest declares ``figure``; "" for
+    a notebook's own figure over several experiments (or one that only the
+    measurements list, such as nodes_mpi_ratio)."""
+    for notebook in NOTEBOOKS.values():
+        for f in notebook.figures:
+            if f.name == figure and f.experiment:
+                return room_of(f.experiment)
+    return ""

@@ -1,18 +1,20 @@
 """A list is declared once and derived everywhere else: a second copy of
 the native programs' names (native/programs.mk), the runners' names
 (iolab.capabilities) or the cost-probe modes' names (their manifests) in
-the code, the Makefile or the config's schema is found here, before it
-drifts."""
+the code, the Makefile or the config's schema, or a caption off the one
+rule of where captions live (iolab.paths.caption), is found here, before
+it drifts."""
 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 from typing import Any
 
 import yaml
 from conftest import REPO
 
-from iolab import capabilities, live, native, presets, runners, schema
+from iolab import capabilities, live, native, paths, presets, runners, schema
 
 PROGRAMS = set(native.program_sources())
 
@@ -157,3 +159,31 @@ def test_the_cost_probe_room_reads_every_mode_without_a_room_of_its_own() -> Non
     modes = {name for name in probe_mode_names() if name in ROOMS}
     assert set(ROOM.experiments) == {m for m in modes if ROOMS[m] is ROOM} and "send_zc" not in ROOM.experiments
     assert {"syscall", "sendrecv", "uring_batch", "nop", "epoll_wait"} <= set(ROOM.experiments)
+
+
+def misplaced_captions(files: list[Path]) -> list[str]:
+    """Caption files not where iolab.paths.caption's rule puts them: a
+    second copy, or one the rule would never read."""
+    return [str(p.relative_to(REPO)) for p in files if p != paths.caption(p.stem)]
+
+
+def caption_files() -> list[Path]:
+    return sorted([*(REPO / "report" / "captions").glob("*.rst"), *(REPO / "iolab" / "rooms").glob("*/*.rst")])
+
+
+def test_the_caption_check_finds_a_second_copy() -> None:
+    # Negative controls: a room's caption kept in report/captions/ again, and
+    # a notebook's own in a room.
+    assert misplaced_captions([REPO / "report" / "captions" / "syscall_cost.rst"]) == [
+        "report/captions/syscall_cost.rst"
+    ]
+    assert misplaced_captions([REPO / "iolab" / "rooms" / "echo" / "claims_forest.rst"])
+    assert paths.caption("syscall_cost") == REPO / "iolab" / "rooms" / "cost_probes" / "syscall_cost.rst"
+    assert paths.caption("claims_forest") == REPO / "report" / "captions" / "claims_forest.rst"
+
+
+def test_every_caption_is_where_its_figure_declares_it() -> None:
+    files = caption_files()
+    assert files and not misplaced_captions(files), "captions off their rule (iolab.paths.caption): " + ", ".join(
+        misplaced_captions(files)
+    )
