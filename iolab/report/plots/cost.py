@@ -19,6 +19,7 @@ from .style import (
     drawn_caption,
     interval_bars,
     legend_below,
+    median_marker,
     plain_ticks,
     size_axes,
 )
@@ -65,17 +66,8 @@ def syscall_cost_figure(measured: pd.DataFrame, overall: pd.DataFrame) -> Figure
         s = overall[overall["variant"] == variant]
         if not s.empty:
             r = s.iloc[0]
-            ax.errorbar(
-                [vi + 0.25],
-                [r["median_ns"]],
-                yerr=interval_bars([r["ci_low_ns"]], [r["median_ns"]], [r["ci_high_ns"]]),
-                fmt="s",
-                color="black",
-                ms=3.5,
-                capsize=3,
-                lw=1.2,
-                label="median, 95 % interval" if vi == 0 else None,
-            )
+            label = "median, 95 % interval" if vi == 0 else None
+            median_marker(ax, vi + 0.25, r["median_ns"], r["ci_low_ns"], r["ci_high_ns"], label)
     ax.set_xticks(range(len(variants)), [labels.variant(v) for v in variants])
     ax.set_xlim(-0.6, len(variants) - 0.4)
     ax.set_ylabel("ns per call")

@@ -157,6 +157,22 @@ def interval_bars(low: ArrayLike, value: ArrayLike, high: ArrayLike) -> np.ndarr
     return np.vstack([np.where(ok, value - low, 0.0), np.where(ok, high - value, 0.0)])
 
 
+def median_marker(ax: Axes, x: float, value: float, low: float, high: float, label: str | None = None) -> None:
+    """The median over repetitions beside their points: a black square with
+    its 95 % interval (no bar where the interval is unbounded)."""
+    ax.errorbar(
+        [x],
+        [value],
+        yerr=interval_bars([low], [value], [high]),
+        fmt="s",
+        color="black",
+        ms=3.5,
+        capsize=3,
+        lw=1.2,
+        label=label,
+    )
+
+
 def add_stamp(fig: Figure, text: str) -> Text:
     """The figure's identity as a footer line: machine, repetitions, date, commit."""
     return fig.text(
