@@ -64,10 +64,12 @@ manifest_out = "results/by-hand/figures/claims.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import claims, costmodel, headline, models, setups, verdicts
+from iolab.analysis import claims, headline, setups, verdicts
 from iolab.analysis import findings as parts
 from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
+from iolab.rooms.cost_probes import cost_model as costmodel
+from iolab.rooms.cost_probes import summaries as models
 
 plots.style.apply()
 sources = {

@@ -13,11 +13,12 @@ import pandas as pd
 import pytest
 from claims_support import DRIFT, PAPER_REPS, cost, echo_table, judged, reference_spread, verdict
 
-from iolab.analysis import claims, echostats, sources
+from iolab.analysis import claims, sources
 from iolab.analysis.claims import faithful, habr, openanolis, rules
 from iolab.analysis.findings import finding, not_testable
 from iolab.analysis.verdicts import Finding, Outcome, claim_verdict, combine
 from iolab.report import claim_texts
+from iolab.rooms.echo import summaries as echostats
 
 # --- every rule against the source's own numbers ------------------------------------
 
@@ -422,7 +423,7 @@ def test_one_setup_keeps_the_sources_where_it_ran() -> None:
 
 
 def cost_inputs(s: float, w: float, a: float, b: float) -> dict:
-    from iolab.analysis import costmodel
+    from iolab.rooms.cost_probes import cost_model as costmodel
 
     fit = {
         "A": costmodel.Fit("A", {"t": a + b}, 0.0, 3),

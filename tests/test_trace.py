@@ -20,8 +20,8 @@ import pytest
 from conftest import REPO, others_can_enter
 
 from iolab import privilege, tables
-from iolab.analysis import models
 from iolab.experiments import trace
+from iolab.rooms.cost_probes import summaries as models
 
 BPFTRACE_OUTPUT = """Attaching 10 probes...
 

@@ -139,7 +139,7 @@ def reference_residuals() -> np.ndarray:
     (every preset against epoll, requests/s) from each cell's median:
     how far one repetition's ratio strays from the middle of its cell."""
     from .. import tables
-    from . import echostats
+    from ..rooms.echo import summaries as echostats
 
     # The shipped data, never "auto": a checkout's latest run would make the
     # simulated rates (and the negative controls' failures) depend on it.

@@ -2,7 +2,7 @@
 machine, server CPU per request and requests/s in every cell of our
 setup (connections x message size), each with its interval over
 repetitions, and beside the CPU the cost model's prediction (model B at
-the batch size the server itself reached, iolab.analysis.costmodel).
+the batch size the server itself reached, iolab.rooms.cost_probes.cost_model).
 
 The ratios are paired within each repetition (both servers measured in
 the same repetition, seconds apart), summarised by their median over
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from . import echostats
-from .costmodel import CostInputs, epoll_request, uring_request
+from ..rooms.cost_probes.cost_model import CostInputs, epoll_request, uring_request
+from ..rooms.echo import summaries as echostats
 from .stats import across_reps
 
 # The io_uring server the sources' first article measured: liburing's

@@ -14,7 +14,9 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from . import costmodel, echostats, mpistats
+from ..rooms.cost_probes import cost_model as costmodel
+from ..rooms.echo import summaries as echostats
+from ..rooms.mpi import stats as mpistats
 from .sources import QUOTED
 from .stats import across_reps
 

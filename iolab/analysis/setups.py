@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import echostats
+from ..rooms.echo import summaries as echostats
 from .claims import SOURCE_U1_BYTES, SOURCE_U1_CONNECTIONS, SOURCE_U2_BYTES, SOURCE_U2_CONNECTIONS
 from .sources import SOURCE_SETUPS
 

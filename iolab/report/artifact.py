@@ -27,7 +27,7 @@ import yaml
 from .. import paths, presets, privilege
 from ..analysis import records
 from ..analysis.claims import CLAIM_TESTS
-from ..analysis.mpistats import TRANSPORT_NAMES
+from ..rooms.mpi.stats import TRANSPORT_NAMES
 from . import labels
 
 Numbers = Mapping[str, Any]

@@ -15,20 +15,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..analysis import (
-    claims,
-    costmodel,
-    echostats,
-    evidence,
-    models,
-    power,
-    records,
-    setups,
-)
+from ..analysis import claims, evidence, power, records, setups
 from ..analysis.claims import faithful
 from ..analysis.stats import ESTIMATOR, across_reps
 from ..analysis.verdicts import MAX_REPS, RULE_TEXT, Finding, Outcome, error_text
 from ..rooms.context import software
+from ..rooms.cost_probes import cost_model as costmodel
+from ..rooms.cost_probes import summaries as models
+from ..rooms.echo import summaries as echostats
 from . import over_runs, scopes
 from .claim_texts import (
     ESTIMAND,

@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..analysis.claims import CLAIM_TESTS
-from ..analysis.echostats import GO_BASE
 from ..analysis.stats import median_ci
+from ..rooms.echo.summaries import GO_BASE
 from . import checks
 
 Numbers = Mapping[str, Any]

@@ -21,9 +21,12 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from .. import costmodel, echostats, evidence, mpistats, occasions
+from ...rooms.cost_probes import cost_model as costmodel
+from ...rooms.cost_probes.summaries import trace_not_run, trace_rates
+from ...rooms.echo import summaries as echostats
+from ...rooms.mpi import stats as mpistats
+from .. import evidence, occasions
 from ..findings import not_testable
-from ..models import trace_not_run, trace_rates
 from ..stats import across_reps
 from ..verdicts import Finding, Rule, settle
 from .design import RULES as DESIGN_RULES

@@ -20,7 +20,8 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from .. import echostats, evidence
+from ...rooms.echo import summaries as echostats
+from .. import evidence
 from ..pooled import Mode, RunFindings, entry_of, pool
 from ..pooled import claim_verdict as pooled_verdict
 from ..sources import QUOTED, U1_RPS, U2_COLUMNS, U2_RPS, cell_of

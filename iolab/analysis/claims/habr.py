@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .. import echostats
+from ...rooms.echo import summaries as echostats
 from ..findings import finding, not_testable
 from ..gates import over_cells
 from ..sources import U1_RPS, U2_COLUMNS, U2_RPS, cell_of, quoted_ratio

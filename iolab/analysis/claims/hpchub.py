@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .. import mpistats
+from ...rooms.mpi import stats as mpistats
 from ..extremes import extreme_finding
 from ..findings import finding, not_testable
 from ..nodecompare import NATIVE_KINDS, VIRTUAL_KINDS

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ..costmodel import CostInputs, epoll_request, uring_request
+from ...rooms.cost_probes.cost_model import CostInputs, epoll_request, uring_request
 from ..findings import finding, not_testable
 from ..verdicts import Finding, Rule
 from .rules import COST_EXPERIMENTS, above, within

@@ -19,9 +19,9 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from .. import echostats
+from ...rooms.cost_probes.summaries import trace_not_run, trace_rates
+from ...rooms.echo import summaries as echostats
 from ..findings import finding, not_testable
-from ..models import trace_not_run, trace_rates
 from ..sources import QUOTED
 from ..verdicts import Finding, Rule
 from .premise import PREMISE_RULES, premise, premise_in_servers

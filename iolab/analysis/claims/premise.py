@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ...rooms.cost_probes.summaries import trace_not_run
 from ..findings import finding, not_testable
-from ..models import trace_not_run
 from ..verdicts import Finding
 from .rules import COST_EXPERIMENTS, above, paired_by_rep
 

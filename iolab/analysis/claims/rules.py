@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ...registry import COST_MODEL_EXPERIMENTS
-from .. import echostats
+from ...rooms.echo import summaries as echostats
 from ..findings import finding, not_testable
 from ..gates import Busy, BusyGate
 from ..sources import quoted_ratio

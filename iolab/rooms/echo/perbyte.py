@@ -20,7 +20,7 @@ import math
 
 import pandas as pd
 
-from ...analysis import echostats
+from . import summaries as echostats
 from .stats import CPU, LOADED
 
 # The servers' counters an echoed request is read by.

@@ -12,7 +12,6 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ...analysis import echostats
 from ...analysis.stats import Estimate
 from ...report import labels
 from ...report.outputs import Outputs
@@ -28,6 +27,7 @@ from ...report.plots.style import (
     plain_ticks,
     value_ticks,
 )
+from . import summaries as echostats
 
 # The presets the absolute figures draw (where measured): epoll, the default
 # ring, the cheapest ring measured here, and the OpenAnolis server.

@@ -13,9 +13,9 @@ import math
 
 import pandas as pd
 
-from ...analysis import echostats
-from ...analysis.costmodel import OPS, CostInputs
 from ...presets import modern_features
+from ..cost_probes.cost_model import OPS, CostInputs
+from . import summaries as echostats
 
 # The older ring the new features are compared beside: the cheapest measured here.
 OLDER_RING = "defer_taskrun_multishot"

@@ -33,9 +33,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..formats import OSU_PREFIX, REFERENCE_BENCH
-from ..schema import subschema
-from .stats import Estimate, across_reps, mean_of_smallest
+from ...analysis.stats import Estimate, across_reps, mean_of_smallest
+from ...formats import OSU_PREFIX, REFERENCE_BENCH
+from ...schema import subschema
 
 GROUP = ["node", "kind", "transport", "bench", "ranks", "bytes"]
 CARRY = ["oversubscribed", "selection", "algorithm", "pinned", "sync", "hosts", "rate_mbit", "peers"]

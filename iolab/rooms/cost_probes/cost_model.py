@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
 
-from .stats import across_reps
+from ...analysis.stats import across_reps
 
 OPS = ("send", "recv")
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from ...analysis import latency
 from ...report.outputs import Outputs
+from ..latency import stats as latency
 from .stats import CPU, GOAL, LOADED, OLDER_RING, all_inert_cells
 
 

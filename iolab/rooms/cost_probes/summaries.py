@@ -1,7 +1,7 @@
 """Summaries the notebooks report: medians over repetitions with their
 intervals, per-repetition estimates, and the smaller derived quantities (ACK
 cost, UNIX-socket w, the kernel-side view). The cost-model fits are in
-iolab.analysis.costmodel; the statistics in iolab.analysis.stats."""
+iolab.rooms.cost_probes.cost_model; the statistics in iolab.analysis.stats."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from .. import paths, tables
-from . import costmodel
-from .stats import Estimate, across_reps, spread_pct
+from ... import paths, tables
+from ...analysis.stats import Estimate, across_reps, spread_pct
+from . import cost_model as costmodel
 
 
 def primary_node(table: pd.DataFrame) -> str:

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from .stats import across_reps
+from ...analysis.stats import across_reps
 
 # (p, m) -> (coefficient of the per-message term, coefficient of the per-byte term)
 Terms = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
