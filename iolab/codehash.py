@@ -13,7 +13,14 @@ from .native import BUILD_FILES, program_sources
 from .registry import REGISTRY
 
 # The packages that turn raw files into numbers and figures.
-ANALYSIS_PACKAGES = ["iolab.tables", "iolab.analysis", "iolab.report"]
+ANALYSIS_PACKAGES = [
+    "iolab.tables",
+    "iolab.estimation",
+    "iolab.claims",
+    "iolab.planning",
+    "iolab.procedure",
+    "iolab.report",
+]
 
 
 def measuring_sources(experiment: str) -> list[str]:

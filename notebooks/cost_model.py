@@ -63,7 +63,7 @@ manifest_out = "results/by-hand/figures/cost_model.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis.stats import ESTIMATOR
+from iolab.estimation.intervals import ESTIMATOR
 from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 from iolab.rooms.cost_probes import cost_model as costmodel

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from iolab import tables
-from iolab.analysis import evidence
-from iolab.analysis.verdicts import Finding, Outcome, claim_verdict, settle
+from iolab.claims import evidence
+from iolab.claims.verdicts import Finding, Outcome, claim_verdict, settle
 from iolab.rooms.echo import summaries as echostats
 
 # Each repetition's host speed, shared by its cells: ten repetitions, so

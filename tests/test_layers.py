@@ -34,7 +34,17 @@ def under(paths: list[str], folder: str) -> list[str]:
     return [p for p in paths if p.startswith(f"iolab/{folder}/")]
 
 
-READ_SIDE = ("iolab/tables.py", "iolab/rooms/", "iolab/analysis/", "iolab/report/", "iolab/archive/")
+READ_SIDE = (
+    "iolab/tables.py",
+    "iolab/rooms/",
+    "iolab/estimation/",
+    "iolab/claims/",
+    "iolab/planning/",
+    "iolab/procedure/",
+    "iolab/report/",
+    "iolab/archive/",
+)
+STATISTICS = ["iolab.estimation", "iolab.claims", "iolab.planning", "iolab.procedure"]
 
 
 @pytest.mark.parametrize(
@@ -45,7 +55,7 @@ def test_the_run_side_never_reaches_the_read_side(root: str) -> None:
     assert [p for p in closure if p.startswith(READ_SIDE)] == []
 
 
-@pytest.mark.parametrize("layer", ["iolab.tables", "iolab.analysis", "iolab.report", "iolab.archive", *room_packages()])
+@pytest.mark.parametrize("layer", ["iolab.tables", *STATISTICS, "iolab.report", "iolab.archive", *room_packages()])
 def test_the_read_side_never_reaches_the_runners_or_the_run_code(layer: str) -> None:
     closure = module_closure([layer])
     assert under(closure, "runners") == []
@@ -53,12 +63,12 @@ def test_the_read_side_never_reaches_the_runners_or_the_run_code(layer: str) -> 
 
 
 def test_analysis_never_imports_the_report() -> None:
-    assert under(module_closure(["iolab.analysis"]), "report") == []
+    assert under(module_closure(STATISTICS), "report") == []
 
 
 def test_the_report_never_imports_the_archive() -> None:
     # Archiving sits above the report (it rebuilds the paper from a crate).
-    assert under(module_closure(["iolab.report", "iolab.analysis", "iolab.tables"]), "archive") == []
+    assert under(module_closure(["iolab.report", *STATISTICS, "iolab.tables"]), "archive") == []
 
 
 def test_the_run_code_reaches_the_runners_through_their_package_only() -> None:
@@ -87,15 +97,15 @@ def test_the_run_code_reaches_the_runners_through_their_package_only() -> None:
 
 def test_runners_import_nothing_above_them() -> None:
     closure = module_closure(["iolab.runners"])
-    assert under(closure, "analysis") == [] and under(closure, "report") == []
+    assert [p for p in closure if p.startswith(READ_SIDE)] == []
     assert sorted(RUN_CODE & set(closure)) == []
 
 
 def test_the_closure_follows_relative_and_indirect_imports() -> None:
-    closure = module_closure(["iolab.analysis"])
-    # rooms/cost_probes/summaries.py imports iolab.tables (relative, two levels), which
-    # imports iolab.formats: both are in.
-    assert {"iolab/tables.py", "iolab/formats.py", "iolab/analysis/stats.py"} <= set(closure)
+    closure = module_closure(["iolab.claims"])
+    # the claims import rooms/cost_probes/summaries.py, which imports iolab.tables (relative,
+    # three levels), which imports iolab.formats: all are in.
+    assert {"iolab/tables.py", "iolab/formats.py", "iolab/estimation/intervals.py"} <= set(closure)
 
 
 def test_every_experiment_runs_from_its_own_module() -> None:
@@ -156,7 +166,7 @@ def test_within_a_room_the_read_layers_hold(room: str) -> None:
     # step reads no statistics or presentation, its statistics no report.
     folder = Path(__file__).resolve().parents[1] / room.replace(".", "/")
     tidy = module_closure([f"{room}.tidy"])
-    assert [p for p in tidy if p.startswith(("iolab/analysis/", "iolab/report/"))] == []
+    assert [p for p in tidy if p.startswith(("iolab/estimation/", "iolab/claims/", "iolab/report/"))] == []
     assert [p for p in tidy if p.endswith(("/stats.py", "/present.py"))] == []
     if (folder / "stats.py").exists():
         # A room's statistics reach no presentation (present*.py) of any room.

@@ -93,8 +93,8 @@ def test_a_trace_left_out_says_why_in_its_table_and_its_claims(tmp_path: Path, m
     """The workflow left the trace out of a node (no raw file): its table
     holds the node's row with the reason, and every claim part that reads
     the trace is "not testable here" with that reason."""
-    from iolab.analysis.claims import design, openanolis, premise
-    from iolab.analysis.verdicts import Outcome
+    from iolab.claims import design, openanolis, premise
+    from iolab.claims.verdicts import Outcome
 
     monkeypatch.chdir(tmp_path)
     why = privilege.experiment_left_out("trace") or (

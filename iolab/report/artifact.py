@@ -25,8 +25,7 @@ from typing import Any
 import yaml
 
 from .. import paths, presets, privilege
-from ..analysis import records
-from ..analysis.claims import CLAIM_TESTS
+from ..claims import CLAIM_TESTS, records
 from ..rooms.mpi.stats import TRANSPORT_NAMES
 from . import labels
 

@@ -27,7 +27,7 @@ the per-n medians, with non-negativity on every parameter.
 
 Every quantity is estimated within each repetition (``per_rep``), and
 reported as the median over repetitions with its interval (``summarize``;
-iolab.analysis.stats).
+iolab.estimation.intervals).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import lsq_linear
 
-from ...analysis.stats import across_reps
+from ...estimation.intervals import across_reps
 
 OPS = ("send", "recv")
 

@@ -1,7 +1,7 @@
 """Summaries the notebooks report: medians over repetitions with their
 intervals, per-repetition estimates, and the smaller derived quantities (ACK
 cost, UNIX-socket w, the kernel-side view). The cost-model fits are in
-iolab.rooms.cost_probes.cost_model; the statistics in iolab.analysis.stats."""
+iolab.rooms.cost_probes.cost_model; the statistics in iolab.estimation.intervals."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ... import paths, tables
-from ...analysis.stats import Estimate, across_reps, spread_pct
+from ...estimation.intervals import Estimate, across_reps, spread_pct
 from . import cost_model as costmodel
 
 
@@ -77,7 +77,7 @@ def node_context(table: pd.DataFrame, node: str) -> dict[str, str]:
 
 def median_summary(measured: pd.DataFrame, by: Sequence[str], column: str = "ns_per_call") -> pd.DataFrame:
     """Per group: the median of each repetition's batches, then the median
-    over repetitions with its 95 % interval (iolab.analysis.stats). The
+    over repetitions with its 95 % interval (iolab.estimation.intervals). The
     Estimate object stays in ``estimate`` for the numbers file."""
     per_rep = measured.groupby([*by, "rep"], sort=True)[column].agg(["median", "size"]).reset_index()
     rows = []

@@ -21,9 +21,9 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from ...analysis.sources import U1_RPS, U2_COLUMNS, U2_RPS, cell_of
-from ...analysis.stats import across_reps
+from ...estimation.intervals import across_reps
 from ...presets import SERVER_PROGRAMS
+from ...quoted import U1_RPS, U2_COLUMNS, U2_RPS, cell_of
 
 KEYS = ["node", "client", "layout", "pipeline", "preset", "server", "connections", "bytes"]
 # A setup: the load generator's model, where the two sides ran, and the

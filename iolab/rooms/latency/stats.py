@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from hdrh.histogram import HdrHistogram
 
-from ...analysis.stats import across_reps
+from ...estimation.intervals import across_reps
 
 LOWEST_NS = 1
 HIGHEST_NS = 3_600 * 10**9  # one hour: far above any --timeout

@@ -3,7 +3,7 @@
 Every fit is a non-negative least-squares fit of summarised medians,
 weighted by 1/T so that 1 B and 1 MiB points count alike (relative error).
 Parameter intervals come from the same fit made to each repetition alone
-(its own medians), summarised across repetitions (iolab.analysis.stats).
+(its own medians), summarised across repetitions (iolab.estimation.intervals).
 
 - Hockney, piecewise: T(m) = t_s + t_w*m separately below and above a
   breakpoint (eager vs rendezvous protocol), the breakpoint chosen among the
@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import nnls
 
-from ...analysis.stats import across_reps
+from ...estimation.intervals import across_reps
 
 # (p, m) -> (coefficient of the per-message term, coefficient of the per-byte term)
 Terms = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]

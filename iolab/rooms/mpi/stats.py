@@ -9,7 +9,7 @@
   the median over its iterations of every series.
 - ``summarize``: per node, transport, benchmark, ranks and size, the median
   of the per-repetition medians with its 95 % interval across repetitions
-  (iolab.analysis.stats), and the seed's estimator (mean of the 3 smallest
+  (iolab.estimation.intervals), and the seed's estimator (mean of the 3 smallest
   series means).
 - ``ratios``: A/B per size between two transports (or nodes), formed within
   each repetition from its medians and summarised across repetitions, never
@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...analysis.stats import Estimate, across_reps, mean_of_smallest
+from ...estimation.intervals import Estimate, across_reps, mean_of_smallest
 from ...formats import OSU_PREFIX, REFERENCE_BENCH
 from ...schema import subschema
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .pooled import ALPHA, MAX_RUNS, PooledPart, runs_needed
-from .verdicts import Rule
+from ..claims.kind_verdicts import ALPHA, MAX_RUNS, PooledPart, runs_needed
+from ..claims.verdicts import Rule
 
 # Below this many launches the sd of their medians is too rough to plan on
 # (2 degrees of freedom leave its 90 % interval a factor of 4.4 wide).

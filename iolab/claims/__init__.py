@@ -1,6 +1,6 @@
 """The source articles' claims (DESIGN.md, claims table), re-tested.
 
-Each claim function turns tidy tables into findings (iolab.analysis.verdicts):
+Each claim function turns tidy tables into findings (iolab.claims.verdicts):
 one per part the source states, each with its quantity estimated within
 every repetition and judged across repetitions; a part this node cannot
 test is "not testable here", with the reason, and still counts as a part of
@@ -21,16 +21,16 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from ...rooms.cost_probes import cost_model as costmodel
-from ...rooms.cost_probes.summaries import trace_not_run, trace_rates
-from ...rooms.echo import summaries as echostats
-from ...rooms.mpi import stats as mpistats
-from .. import evidence, occasions
-from ..findings import not_testable
-from ..stats import across_reps
-from ..verdicts import Finding, Rule, settle
+from ..estimation import occasion_spread as occasions
+from ..estimation.intervals import across_reps
+from ..rooms.cost_probes import cost_model as costmodel
+from ..rooms.cost_probes.summaries import trace_not_run, trace_rates
+from ..rooms.echo import summaries as echostats
+from ..rooms.mpi import stats as mpistats
+from . import evidence
 from .design import RULES as DESIGN_RULES
 from .design import u5, u6
+from .findings import not_testable
 from .habr import (
     REACTOR_MIN_CPUS,
     SOURCE_U1_BYTES,
@@ -54,13 +54,14 @@ from .openanolis import LARGE_W_BYTES, SOURCE_URING_SERVER, c1, c2, c3, c4, poll
 from .openanolis import RULES as OPENANOLIS_RULES
 from .openanolis import TESTS as OPENANOLIS_TESTS
 from .rules import ClaimTest, cell_label
+from .verdicts import Finding, Rule, settle
 
 # The source cells each claim covers (for "source cells covered x of y").
 SOURCE_CELLS: dict[str, list[str]] = {**HABR_CELLS, "C3": ["c=1000"]}
 # What the paper's "How each claim is tested" says of each, in the claims table's order.
 CLAIM_TESTS: dict[str, ClaimTest] = {**OPENANOLIS_TESTS, **HABR_TESTS, **HPCHUB_TESTS}
 # Every rule each claim judges a part by, as this checkout states them: a run
-# pooled with others (iolab.analysis.pooled) is judged by these, never by a
+# pooled with others (iolab.claims.kind_verdicts) is judged by these, never by a
 # rule its crate or record carries.
 RULES: dict[str, tuple[Rule, ...]] = {
     claim: {**OPENANOLIS_RULES, **MODEL_RULES, **HABR_RULES, **DESIGN_RULES, **HPCHUB_RULES}.get(claim, ())
@@ -191,11 +192,11 @@ def evaluate(
     sigma: Mapping[str, occasions.Spread] | float | None = None,
 ) -> list[Finding]:
     """Every claim's findings for ``node`` (default: the first in name order),
-    with their error control (iolab.analysis.evidence). ``anytime_after``:
+    with their error control (iolab.claims.evidence). ``anytime_after``:
     adaptive precision is on, with a round 0 of this many repetitions (0:
     off; the error budget is chosen by this, before any data are seen).
     ``sigma``: the between-occasion spread per group (default: the shipped
-    estimate, iolab.analysis.occasions)."""
+    estimate, iolab.estimation.occasion_spread)."""
     out = _findings(syscall, sendrecv, uring, echo, mpi, node, ib, trace)
     spread = sigma if sigma is not None else occasions.load().groups
     tables = {"syscall": syscall, "echo": echo, "mpi": mpi, "ib": ib, "trace": trace}

@@ -13,7 +13,7 @@ other part well inside (the claim then fails by that part alone); for a
 wrong "not reproduced", every part exactly on its bound on the holding
 side.
 
-    python -m iolab.analysis.run_errors [--sims N] [--runs K]
+    python -m iolab.procedure.kind_errors [--sims N] [--runs K]
 
 The package's procedures (``pooled.decide``: exact or anytime-valid sign
 tests over run medians, Holm over a claim's parts) beside broken ones, each
@@ -33,9 +33,9 @@ from typing import Literal
 import numpy as np
 from scipy import stats as sps
 
-from .evidence import holm
-from .pooled import ALPHA, decide, p_fails, p_holds
-from .verdicts import Rule
+from ..claims.evidence import holm
+from ..claims.kind_verdicts import ALPHA, decide, p_fails, p_holds
+from ..claims.verdicts import Rule
 
 # The between-run spread of paired ratios on these VMs (log sd), and the
 # imprecision of one run's median of its repetitions (about 0.12 within a
@@ -361,7 +361,7 @@ def power(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.analysis.run_errors", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m iolab.procedure.kind_errors", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sims", type=int, default=2000, help="simulated sets of runs per cell (default 2000)")
     ap.add_argument("--runs", type=int, default=16, help="runs per set (default 16)")
     ap.add_argument(

@@ -1,14 +1,14 @@
 """The paper's "setup compared" table: for every claim, how its source
-measured (iolab.analysis.sources.SOURCE_SETUPS, quoted) beside how we did,
+measured (iolab.quoted.SOURCE_SETUPS, quoted) beside how we did,
 read from the tables the verdicts came from."""
 
 from __future__ import annotations
 
 import pandas as pd
 
+from ..quoted import SOURCE_SETUPS
 from ..rooms.echo import summaries as echostats
-from .claims import SOURCE_U1_BYTES, SOURCE_U1_CONNECTIONS, SOURCE_U2_BYTES, SOURCE_U2_CONNECTIONS
-from .sources import SOURCE_SETUPS
+from . import SOURCE_U1_BYTES, SOURCE_U1_CONNECTIONS, SOURCE_U2_BYTES, SOURCE_U2_CONNECTIONS
 
 ASPECTS = ("system", "hardware", "kernel", "client", "layout", "cells", "duration")
 

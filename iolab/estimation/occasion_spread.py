@@ -9,8 +9,8 @@ inside the first's 95 % prediction intervals, with the misses leaning
 slow. So the between-occasion spread is estimated from archived runs of
 distinct identity and folded into every prediction interval (with its own
 uncertainty: runs - 1 degrees of freedom) and, at its upper confidence
-bound, into a single run's drift allowance (iolab.analysis.verdicts). A
-verdict pooled over runs uses none of it (iolab.analysis.pooled).
+bound, into a single run's drift allowance (iolab.claims.verdicts). A
+verdict pooled over runs uses none of it (iolab.claims.kind_verdicts).
 
 Quantities are grouped by what they are, as declared where each is
 recorded (``KINDS``: a paired ratio, an absolute time, a rate, a count),
@@ -386,7 +386,7 @@ def prediction_interval(
     the original scale the interval is asymmetric. ``occasion`` None: the
     spread is unknown and no interval can claim to cover a re-run, (nan,
     nan), unless ``within_only`` (this run's own repetitions only, no
-    occasion term, as iolab.analysis.stats gives it). Values that are not
+    occasion term, as iolab.estimation.intervals gives it). Values that are not
     all positive get the within-run interval on the original scale.
     Unbounded below 3 finite values."""
     m = RunMedian.of(values, seed)

@@ -6,7 +6,7 @@ the batch size the server itself reached, iolab.rooms.cost_probes.cost_model).
 
 The ratios are paired within each repetition (both servers measured in
 the same repetition, seconds apart), summarised by their median over
-repetitions with its 95 % interval (iolab.analysis.stats.across_reps).
+repetitions with its 95 % interval (iolab.estimation.intervals.across_reps).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from ..estimation.intervals import across_reps
 from ..rooms.cost_probes.cost_model import CostInputs, epoll_request, uring_request
 from ..rooms.echo import summaries as echostats
-from .stats import across_reps
 
 # The io_uring server the sources' first article measured: liburing's
 # default ring, one SQE per operation.

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ...rooms.cost_probes.summaries import trace_not_run
-from ..findings import finding, not_testable
-from ..verdicts import Finding
+from ..rooms.cost_probes.summaries import trace_not_run
+from .findings import finding, not_testable
 from .rules import COST_EXPERIMENTS, above, paired_by_rep
+from .verdicts import Finding
 
 # "The vast majority": at least two thirds.
 VAST_MAJORITY = 2 / 3

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...registry import COST_MODEL_EXPERIMENTS
-from ...rooms.echo import summaries as echostats
-from ..findings import finding, not_testable
-from ..gates import Busy, BusyGate
-from ..sources import quoted_ratio
-from ..verdicts import Finding, Rule
+from ..quoted import quoted_ratio
+from ..registry import COST_MODEL_EXPERIMENTS
+from ..rooms.echo import summaries as echostats
+from .findings import finding, not_testable
+from .gates import Busy, BusyGate
+from .verdicts import Finding, Rule
 
 # Whole experiments a cost-model finding depends on (the planner repeats them).
 COST_EXPERIMENTS: dict[str, list[list[object]]] = {e: [] for e in COST_MODEL_EXPERIMENTS}
@@ -136,7 +136,7 @@ def not_measured(echo: pd.DataFrame, missing: str, where: str = "") -> str:
 
 
 def client_gate(echo: pd.DataFrame, presets: Sequence[str], cell: tuple[int, int]) -> BusyGate | None:
-    """The figures the client-bound gate (iolab.analysis.gates) reads in a
+    """The figures the client-bound gate (iolab.claims.gates) reads in a
     cell: each preset's median server and client CPU there; None where the
     table has no such cell or did not record them."""
     c, b = cell
@@ -214,7 +214,7 @@ def cell_finding(
     its ``Ratios`` to reuse. ``context``: the part is context whatever the
     cell's CPU figures; else a ``gate`` (``client_gate``) that trips makes it
     context, says why in its reason, and travels with it so that runs
-    pooled decide it once (iolab.analysis.pooled)."""
+    pooled decide it once (iolab.claims.kind_verdicts)."""
     c, b = cell
     gated = gate is not None and not context
     why_gated = gate.reason() if gate is not None and gated else ""

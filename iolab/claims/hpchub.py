@@ -14,13 +14,13 @@ import math
 import numpy as np
 import pandas as pd
 
-from ...rooms.mpi import stats as mpistats
-from ..extremes import extreme_finding
-from ..findings import finding, not_testable
-from ..nodecompare import NATIVE_KINDS, VIRTUAL_KINDS
-from ..sources import QUOTED
-from ..verdicts import Finding, Rule
+from ..quoted import QUOTED
+from ..rooms.mpi import stats as mpistats
+from .extremes import extreme_finding
+from .findings import finding, not_testable
+from .nodecompare import NATIVE_KINDS, VIRTUAL_KINDS
 from .rules import ClaimTest, above, band_between, within
+from .verdicts import Finding, Rule
 
 #
 # The seed measured the virtualization penalty between two nodes: a bare-metal

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..findings import finding, not_testable
-from ..verdicts import Finding, Rule
+from .findings import finding, not_testable
 from .habr import REACTOR_MIN_CPUS
 from .rules import DIRECTION, above, below, cell_finding, client_gate, cpu_gate, missing_presets
+from .verdicts import Finding, Rule
 
 # U5, part 3's reactor design. "The optimum number of rings varies from system
 # to system ... on my test bench it was (cores x 2) - 2"; "if the routing

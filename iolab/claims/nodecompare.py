@@ -14,11 +14,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ..estimation.intervals import across_reps
+from ..quoted import QUOTED
 from ..rooms.cost_probes import cost_model as costmodel
 from ..rooms.echo import summaries as echostats
 from ..rooms.mpi import stats as mpistats
-from .sources import QUOTED
-from .stats import across_reps
 
 NATIVE_KINDS = ("bare-metal",)
 VIRTUAL_KINDS = ("vm",)

@@ -1,7 +1,7 @@
 """Parts about the extreme of several cells (M2's worst native/VM ratio,
 M3's best): each cell tested on its own repetitions, a statement about
 *some* cell Bonferroni-adjusted over the cells, one about *every* cell an
-intersection-union test (iolab.analysis.verdicts has the rest of the
+intersection-union test (iolab.claims.verdicts has the rest of the
 verdict machinery)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from ..estimation.intervals import Estimate
 from . import evidence
 from .evidence import Budget
-from .stats import Estimate
 from .verdicts import Finding, Rule
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ spent in two pieces (``Budget``) fixed before any data are seen:
   (round 0);
 - **later**: where adaptive precision adds rounds after looking at the
   data, an anytime-valid sign test (Robbins' beta-binomial mixture, a
-  test martingale: iolab.analysis.stats) over every value so far, in the
+  test martingale: iolab.estimation.intervals) over every value so far, in the
   order measured. If the later rounds drift away from round 0 (a trend
   test on the round index), their evidence is withheld.
 
@@ -26,7 +26,7 @@ claim's counted parts. By the union bound each way's error is at most
 round0 + later.
 
 Nothing here speaks for another launch: the verdict about the machine
-kind pools launches (iolab.analysis.pooled), where the unit is the launch.
+kind pools launches (iolab.claims.kind_verdicts), where the unit is the launch.
 
 Everything here works on arrays: a part's values (..., n) with any leading
 dimensions, so that the verdict code, the power simulation and the
@@ -45,7 +45,7 @@ import numpy as np
 from scipy import special
 from scipy import stats as sps
 
-from .stats import CONFIDENCE, confidence_sequence, log_mixture
+from ..estimation.intervals import CONFIDENCE, confidence_sequence, log_mixture
 
 ALPHA_SIDE = (1 - CONFIDENCE) / 2
 # Later rounds are left out of a part's evidence when their values trend

@@ -20,13 +20,12 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from ...rooms.echo import summaries as echostats
-from .. import evidence
-from ..pooled import Mode, RunFindings, entry_of, pool
-from ..pooled import claim_verdict as pooled_verdict
-from ..sources import QUOTED, U1_RPS, U2_COLUMNS, U2_RPS, cell_of
-from ..verdicts import Finding, Outcome, claim_verdict, settle
-from . import habr, openanolis
+from ..quoted import QUOTED, U1_RPS, U2_COLUMNS, U2_RPS, cell_of
+from ..rooms.echo import summaries as echostats
+from . import evidence, habr, openanolis
+from .kind_verdicts import Mode, RunFindings, entry_of, pool
+from .kind_verdicts import claim_verdict as pooled_verdict
+from .verdicts import Finding, Outcome, claim_verdict, settle
 
 SOURCE_SETUP = dict(echostats.SOURCE_SETUP)
 RUNS = 200
@@ -242,7 +241,7 @@ def reproduce_share(
     return hits / runs
 
 
-# --- faithful replications as runs, pooled (iolab.analysis.pooled) -------------------
+# --- faithful replications as runs, pooled (iolab.claims.kind_verdicts) -------------------
 
 # The numbers of runs a pooled verdict is looked at, for runs_to_decide.
 RUN_COUNTS = (6, 8, 12, 16, 24, 32, 48, 64)

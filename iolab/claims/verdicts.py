@@ -10,10 +10,10 @@ place (the paper's Method section quotes ``RULE_TEXT`` and ``error_text``).
 The estimand of a part is the median of its per-repetition values (a
 paired ratio, or a cost) on the launch the run measured: these are the
 verdicts about **this machine**, whose unit is the repetition. The tests
-and their error budget are in iolab.analysis.evidence: each claim's
+and their error budget are in iolab.claims.evidence: each claim's
 verdict is wrong at most 2.5 % of the time in either direction, per claim,
 about this launch over the run's time. The verdict about the machine kind
-pools launches (iolab.analysis.pooled). "No visible difference"
+pools launches (iolab.claims.kind_verdicts). "No visible difference"
 claims are equivalence claims with an explicit margin, judged by two
 one-sided tests. A claim whose setup this node cannot provide is "not
 testable here", with the reason; that is never a "not reproduced".
@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
 
+from ..estimation.intervals import MIN_REPS_FOR_CI, Estimate, expected_cis
 from . import evidence
 from .evidence import ALPHA_SIDE, Budget
-from .stats import MIN_REPS_FOR_CI, Estimate, expected_cis
 
 if TYPE_CHECKING:
+    from ..estimation.occasion_spread import Spread
     from .gates import BusyGate
-    from .occasions import Spread
 
 RULE_TEXT = (
     "A part is reproduced when the evidence says its median lies on the claim's side of the bound "
@@ -173,14 +173,14 @@ class Finding:
     reps: list[int] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)
     budget: Budget = evidence.FIXED
-    # What its per-repetition values are (iolab.analysis.occasions.KINDS):
+    # What its per-repetition values are (iolab.estimation.occasion_spread.KINDS):
     # most parts are paired ratios; an absolute cost or a count says so.
     kind: str = "ratio"
     # Its group's between-occasion sd (log scale), for planning how many
     # launches a verdict about the machine kind needs and for prediction
     # intervals; None: unknown (no runs of its kind were estimated).
     sigma: float | None = 0.0
-    group: str = ""  # its occasion group (iolab.analysis.occasions)
+    group: str = ""  # its occasion group (iolab.estimation.occasion_spread)
     family: int = 1  # the claim's counted parts
     p_fails_adjusted: float | None = None
     # Later rounds drifted away from round 0 (set by ``settle``): their
@@ -193,13 +193,13 @@ class Finding:
     # claim (a "not reproduced") but never for it.
     role: Literal["both", "against"] = "both"
     # The echo metric a paired-ratio part divides ("rps", "server_busy", ...):
-    # what the same part reads under another setup (iolab.analysis.claims).
+    # what the same part reads under another setup (iolab.claims).
     metric: str = ""
     # A not-testable part that stands for parts this run measured under
     # another setup than the claim's (the sources'): over runs it drops out
-    # wherever another run measured them (iolab.analysis.pooled).
+    # wherever another run measured them (iolab.claims.kind_verdicts).
     stand_in: bool = False
-    # The client-bound gate it is counted under (iolab.analysis.gates):
+    # The client-bound gate it is counted under (iolab.claims.gates):
     # context in a run where it trips; over runs, decided once on the runs'
     # figures. ``gate_note``: the not-testable part saying the gate tripped.
     gate: BusyGate | None = None
@@ -363,8 +363,8 @@ def settle(
     group's spread, known exactly (simulations); None: the shipped estimate.
     ``rounds``: experiment -> repetition -> round (0: planned in advance);
     ``predict``: with the interval a re-run on another occasion is expected in."""
-    from .occasions import Spread as _Spread
-    from .occasions import claims_group, load, prediction_interval
+    from ..estimation.occasion_spread import Spread as _Spread
+    from ..estimation.occasion_spread import claims_group, load, prediction_interval
 
     spreads = load().groups if sigma is None else sigma
     families: dict[str, list[Finding]] = {}
@@ -414,7 +414,7 @@ def decide(
     """(reproduced, not reproduced) of a claim whose counted parts have
     ``rules``, from each part's repetitions (..., n), all planned in advance:
     what ``settle`` and ``Finding.outcome`` decide, on arrays (the error
-    simulation's path, iolab.analysis.machine_errors). Reproduced when every
+    simulation's path, iolab.procedure.machine_errors). Reproduced when every
     part holds at the budget's level; not reproduced when a part fails after
     Holm's adjustment over the parts (``holm`` False: unadjusted, a broken
     procedure); a part that reads both stays undecided."""
@@ -437,7 +437,7 @@ def decide(
 
 class Judged(Protocol):
     """What a claim's verdict reads of each part: a finding within one run,
-    or a part pooled over runs (iolab.analysis.pooled)."""
+    or a part pooled over runs (iolab.claims.kind_verdicts)."""
 
     context: bool
     cell: str

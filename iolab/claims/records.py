@@ -4,7 +4,7 @@ needs, kept after the crate and the machine are gone.
 A record holds a run's identity (its commit, first start, launch and the
 digests of its raw files and of its findings), the machine kind it ran on,
 the SHA-256 of its crate, and each claim part's per-repetition values as
-the run's findings recorded them (iolab.analysis.pooled reads them as it
+the run's findings recorded them (iolab.claims.kind_verdicts reads them as it
 reads a crate's). ``./repro archive`` writes one beside the crate, under
 ``data/records/<run>.json.gz`` (gzip'd JSON, about 5 kB); the project keeps the records of its runs on distinct
 launches there, so the verdicts about the machine kind grow with every
@@ -14,7 +14,7 @@ A record is untrusted data, like a crate: it is parsed field by field
 against a fixed shape (never executed, never used as a path or a parameter
 name), bounded in size, and refused whole, in one line, when any field is
 not what it must be or its first start lies in the future. It carries no
-rule: every part is judged by this checkout's claims (iolab.analysis.pooled).
+rule: every part is judged by this checkout's claims (iolab.claims.kind_verdicts).
 
 **Identity.** Copies of one run count once however their bytes were
 edited: two runs are the same run when they share a raw file (or the

@@ -9,7 +9,7 @@ several runs measured one launch (they share its CPU placement and its
 neighbours, so they add little beyond the first). Repetitions within a run
 only make that observation precise; the occasion effect they share
 persists, so no number of them decides a claim about the machine kind.
-Across launches (runs of distinct identity, iolab.analysis.records: a run
+Across launches (runs of distinct identity, iolab.claims.records: a run
 counts once, grouped by their boot ids) the part's verdict is an exact
 sign test on the launch values, against the rule's bound:
 
@@ -20,7 +20,7 @@ sign test on the launch values, against the rule's bound:
   study of k nodes): the fixed-sample test at exactly k;
 - ``accumulating``: launches are added and the verdict looked at again
   with each (records over days): the anytime-valid sign test (Robbins'
-  beta-binomial mixture, iolab.analysis.stats), in the order the launches
+  beta-binomial mixture, iolab.estimation.intervals), in the order the launches
   were first measured, valid however often it is looked at.
 
 Each way (a wrong "reproduced", a wrong "not reproduced") a claim errs at
@@ -32,7 +32,7 @@ moves a bound by an estimated spread: the spread is in the runs.
 A t test (or Wilcoxon's) over runs would decide with fewer runs where the
 run medians are symmetric, but a symmetry check on a few runs cannot tell a
 skewed occasion law from a symmetric one well enough: in simulation
-(iolab.analysis.run_errors) a symmetry-gated Wilcoxon test errs 3.0-3.5 %
+(iolab.procedure.kind_errors) a symmetry-gated Wilcoxon test errs 3.0-3.5 %
 at 16 runs under a slow-tail occasion law. It is printed as a reading
 beside the verdict (``symmetric_reading``), never used for it.
 """
@@ -64,7 +64,7 @@ MAX_RUNS = 256
 class RunValue:
     """One run's observation of a part: the median of its repetitions."""
 
-    run: str  # the run's identity (iolab.analysis.records)
+    run: str  # the run's identity (iolab.claims.records)
     measured: str  # when its first measurement started: the order runs came in
     value: float
     reps: int
@@ -234,7 +234,7 @@ class PooledPart:
         sequence's); unbounded where k runs cannot bound it."""
         v = np.sort(self._array())
         if self.mode == "accumulating":
-            from .stats import confidence_sequence
+            from ..estimation.intervals import confidence_sequence
 
             return confidence_sequence(self._array(), 1 - 2 * ALPHA) if v.size else (-math.inf, math.inf)
         k = _rank(v.size)
@@ -358,8 +358,8 @@ def code_rule(claim: str, recorded: Rule, rules: Mapping[str, Sequence[Rule]]) -
 
 
 def checkout_rules() -> Mapping[str, Sequence[Rule]]:
-    """Every claim's rules as this checkout states them (iolab.analysis.claims)."""
-    from .claims import RULES
+    """Every claim's rules as this checkout states them (iolab.claims)."""
+    from . import RULES
 
     return RULES
 
@@ -413,14 +413,14 @@ def pool(
     setup and one rule, counted or context as the run judged it: values
     measured under another setup, or where the part was context, never pool
     with the counted ones. The rule is this checkout's (``rules``, default
-    iolab.analysis.claims.RULES): a run that recorded a rule this checkout
+    iolab.claims.RULES): a run that recorded a rule this checkout
     does not state (another version of it, or one its crate made up) is
     left out of the part, and the part says how many runs were left out and
     why. A stand-in (a run that measured the claim under another setup)
     drops out where another run measured the claim's own.
 
     A part a run recorded with its client-bound gate's figures
-    (iolab.analysis.gates) is counted or context by one gate over all its
+    (iolab.claims.gates) is counted or context by one gate over all its
     runs, on the runs' medians of those figures, not by each run's own: a
     part near the gate's bounds would otherwise pool the runs that happened
     to test it. The gate's not-testable note stands only where that gate
@@ -513,7 +513,7 @@ def run_verdicts(
 ) -> dict[str, Outcome]:
     """One run's verdicts about its own machine (its launch), from its
     findings as recorded, judged again by this checkout's rules and error
-    budget (iolab.analysis.verdicts): per claim, from its repetitions
+    budget (iolab.claims.verdicts): per claim, from its repetitions
     planned in advance (a part's later adaptive rounds are left out, which
     only costs power). A part recorded under a rule this checkout does not
     state is not judged, and its claim counts it as not testable."""

@@ -182,8 +182,8 @@ def ratio_interval(a: ArrayLike, b: ArrayLike, confidence: float = CONFIDENCE) -
 def prediction_interval(per_rep: ArrayLike, confidence: float = CONFIDENCE, seed: int = 0) -> tuple[float, float]:
     """Where the median of a new, independent set of as many repetitions is
     expected, from this run alone (no occasion effect: the numbers of the
-    paper add it, iolab.analysis.occasions.prediction_interval)."""
-    from .occasions import prediction_interval as with_occasions
+    paper add it, iolab.estimation.occasion_spread.prediction_interval)."""
+    from .occasion_spread import prediction_interval as with_occasions
 
     return with_occasions(np.asarray(per_rep, dtype=float).ravel(), None, confidence, seed, within_only=True)
 

@@ -14,7 +14,7 @@ when nothing it wants fits in the rest of the budget, or after
 left out of a round while cheaper ones still fit.
 Raw data already measured is never discarded: every round only adds files.
 
-    python -m iolab.analysis.precision plan --round K --repeats '{"echo": N, ...}' --precision JSON \
+    python -m iolab.planning.precision plan --round K --repeats '{"echo": N, ...}' --precision JSON \
         --output round<K>.json RAW...
 """
 
@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from .. import atomic, readers, tables
+from ..claims import evaluate_tables
+from ..claims.verdicts import Finding, Outcome
+from ..estimation.intervals import MIN_REPS_FOR_CI
 from ..provenance import sidecar_for
 from ..registry import claim_experiments
 from ..settings import PrecisionSettings
-from .claims import evaluate_tables
-from .stats import MIN_REPS_FOR_CI
-from .verdicts import Finding, Outcome
 
 CLAIM_EXPERIMENTS = tuple(claim_experiments())
 
@@ -256,7 +256,7 @@ def plan_from_raw(
         raise ValueError(f"precision planning needs the cost probes' raw files; missing: {', '.join(missing)}")
     # The verdicts' error budget is the adaptive one from round 0 on: the
     # notebook judges the finished run with it, so a part decided here stays
-    # decided there (iolab.analysis.evidence).
+    # decided there (iolab.claims.evidence).
     findings = evaluate_tables(loaded, anytime_after=min(repeats.values()))
     spent, per_rep, per_cell = _timings(raw_files)
     return plan_round(
@@ -272,7 +272,7 @@ def plan_from_raw(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m iolab.analysis.precision",
+        prog="python -m iolab.planning.precision",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

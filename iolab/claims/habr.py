@@ -1,5 +1,5 @@
 """The Habr io_uring series' claims (seeds 000-002): U1-U4 here, the design
-claims U5 and U6 in iolab.analysis.claims.design; what the paper says of
+claims U5 and U6 in iolab.claims.design; what the paper says of
 each claim's test (TESTS) for all six.
 
 Part 1 measured C echo servers on liburing and epoll; part 3 a Go io_uring
@@ -14,11 +14,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ...rooms.echo import summaries as echostats
-from ..findings import finding, not_testable
-from ..gates import over_cells
-from ..sources import U1_RPS, U2_COLUMNS, U2_RPS, cell_of, quoted_ratio
-from ..verdicts import Finding, Rule
+from ..quoted import U1_RPS, U2_COLUMNS, U2_RPS, cell_of, quoted_ratio
+from ..rooms.echo import summaries as echostats
+from .findings import finding, not_testable
+from .gates import over_cells
 from .rules import (
     DIRECTION,
     ClaimTest,
@@ -38,6 +37,7 @@ from .rules import (
     unmeasured_cells,
     within,
 )
+from .verdicts import Finding, Rule
 
 SOURCE_U1_CONNECTIONS = (50, 500, 1000)
 SOURCE_U1_BYTES = (128, 512)

@@ -1,6 +1,6 @@
 """Making claim parts: a finding from per-repetition values, a part not
 testable here with its reason, and the findings as a table
-(iolab.analysis.verdicts judges them)."""
+(iolab.claims.verdicts judges them)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
-from .stats import Estimate
+from ..estimation.intervals import Estimate
 from .verdicts import Finding, Rule, interval_text
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def finding(
     order measured (a Series indexed by repetition keeps which repetition
     each came from); ``context``: shown, not counted in the claim's verdict;
     ``cell``: the source's table cell it tests; ``kind``: what the values
-    are (iolab.analysis.occasions.KINDS), a paired ratio unless said."""
+    are (iolab.estimation.occasion_spread.KINDS), a paired ratio unless said."""
     reps: list[int] = []
     if hasattr(per_rep, "index") and hasattr(per_rep, "to_numpy"):
         series = cast("pd.Series", per_rep).sort_index()  # index = repetition

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from ...rooms.cost_probes.cost_model import CostInputs, epoll_request, uring_request
-from ..findings import finding, not_testable
-from ..verdicts import Finding, Rule
+from ..rooms.cost_probes.cost_model import CostInputs, epoll_request, uring_request
+from .findings import finding, not_testable
 from .rules import COST_EXPERIMENTS, above, within
+from .verdicts import Finding, Rule
 
 # C5. OpenAnolis's conclusion: "孰优孰劣完全由评估模型中定义的4个变量决定"
 # (which is better is decided entirely by the four variables the model

@@ -6,7 +6,7 @@ claim's side (power to reproduce) or on the other side (power to refute);
 an equivalence part's truth is its band's centre, or 10 % outside its lower
 edge. Each part's repetitions are drawn from its own spread (its values'
 log deviations from their median, resampled), as many as round 0 planned,
-and the claim is judged by the same tests, budget and Holm adjustment as the real verdict (iolab.analysis.evidence).
+and the claim is judged by the same tests, budget and Holm adjustment as the real verdict (iolab.claims.evidence).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import evidence
-from .verdicts import Finding
+from ..claims import evidence
+from ..claims.verdicts import Finding
 
 # How far beyond its bound the truth is put.
 EFFECT = 0.10

@@ -19,11 +19,10 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from ...rooms.cost_probes.summaries import trace_not_run, trace_rates
-from ...rooms.echo import summaries as echostats
-from ..findings import finding, not_testable
-from ..sources import QUOTED
-from ..verdicts import Finding, Rule
+from ..quoted import QUOTED
+from ..rooms.cost_probes.summaries import trace_not_run, trace_rates
+from ..rooms.echo import summaries as echostats
+from .findings import finding, not_testable
 from .premise import PREMISE_RULES, premise, premise_in_servers
 from .rules import (
     COST_EXPERIMENTS,
@@ -40,6 +39,7 @@ from .rules import (
     pct,
     within,
 )
+from .verdicts import Finding, Rule
 
 # The source's single-threaded servers without io-wq, with SEND and RECV
 # completing in io_submit_sqes: echo-uring --poll-first (``poll_first``).
@@ -468,7 +468,7 @@ TESTS = {
 
 
 # Every rule C1-C4 judge a part by (C1's in both mitigation regimes, its
-# premise's from iolab.analysis.claims.premise): pooling across runs judges
+# premise's from iolab.claims.premise): pooling across runs judges
 # each run's parts by these, never by a rule a run recorded.
 RULES: dict[str, tuple[Rule, ...]] = {
     "C1": (*c1_rules("on"), *c1_rules("off"), *PREMISE_RULES, *(absolute_rule(k) for k in ABSOLUTE_KEYS)),

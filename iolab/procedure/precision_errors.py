@@ -6,9 +6,9 @@ round, with the true median placed on a claim's bound; then the real
 verdict code (findings, the error budget, Holm over a claim's parts) and
 the real planner of adaptive precision, round after round, as the paper
 overlay runs them. The verdict at a fixed number of repetitions, with the
-lag structure and the runs of one launch, is iolab.analysis.machine_errors'.
+lag structure and the runs of one launch, is iolab.procedure.machine_errors'.
 
-    python -m iolab.analysis.error_rates [--runs N] [--procedure NAME] [--scenario NAME]
+    python -m iolab.procedure.precision_errors [--runs N] [--procedure NAME] [--scenario NAME]
 
 Besides the package's procedure, broken ones serve as negative controls: a
 test that passes them proves nothing (``PROCEDURES``).
@@ -26,12 +26,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from ..claims import evidence
+from ..claims.evidence import Budget
+from ..claims.findings import finding
+from ..claims.verdicts import Finding, Outcome, Rule, combine, settle
+from ..planning.precision import plan_round
 from ..settings import PrecisionSettings
-from . import evidence
-from .evidence import Budget
-from .findings import finding
-from .precision import plan_round
-from .verdicts import Finding, Outcome, Rule, combine, settle
 
 # The paper overlay's rounds (config/overlays/paper.yaml).
 PAPER_PRECISION = PrecisionSettings(enabled=True, budget_minutes=30, reps_per_round=3, max_rounds=10)
@@ -52,7 +52,7 @@ class Claim:
 # The shapes of the real claims: U1's 12 parts (six cells, each
 # non-inferiority on requests/s and equivalence on load); C2's three
 # one-sided parts; a single-part claim. Round 0 at the repetitions that make
-# every outcome reachable (iolab.analysis.evidence.reps_to_reach).
+# every outcome reachable (iolab.claims.evidence.reps_to_reach).
 U1_LIKE = Claim(
     "U1-like",
     tuple(r for _ in range(6) for r in (Rule("above", 0.95), Rule("within", 1.0, 0.10))),
@@ -161,7 +161,7 @@ def measured_round_sd() -> float:
     within runs allows: repetitions that shared a round's effect of sd tau
     over noise of sd sigma would correlate by tau^2 / (tau^2 + sigma^2),
     and the excess lag-1 autocorrelation measured within runs is at most
-    ``RHO_HIGH`` (iolab.analysis.machine_errors). Sigma: the robust sd
+    ``RHO_HIGH`` (iolab.procedure.machine_errors). Sigma: the robust sd
     (1.4826 MAD) of the reference residuals this simulation draws: the
     sign tests see the bulk of the values, not their outliers, and the
     residuals' plain sd (0.26) is twice their robust one (0.15)."""
@@ -360,7 +360,7 @@ def table(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m iolab.analysis.error_rates",
+        prog="python -m iolab.procedure.precision_errors",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

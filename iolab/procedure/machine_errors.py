@@ -1,7 +1,7 @@
 """How often a verdict about **this machine** is wrong, and how often it is
 right, by simulation in the world one launch shows.
 
-The verdict (iolab.analysis.verdicts: exact sign tests on a run's
+The verdict (iolab.claims.verdicts: exact sign tests on a run's
 repetitions, Holm over a claim's parts, 2.5 % each way) is about the launch
 the run measured, over the run's time. Its world, measured from runs of
 this machine kind (benchmarks/variance_components.py):
@@ -20,7 +20,7 @@ this machine kind (benchmarks/variance_components.py):
 Innovations come from a normal law or a skewed one (a fifth of the values
 2.5 sd out, and its mirror), scaled to sd 1 and centred on their median,
 so that the truth is each part's median. The truth sits at each claim
-shape's least-favourable configuration (iolab.analysis.run_errors.truths):
+shape's least-favourable configuration (iolab.procedure.kind_errors.truths):
 for a wrong "reproduced", one part on its bound on the failing side and the
 others well inside; for a wrong "not reproduced", every part on its bound
 on the holding side.
@@ -31,7 +31,7 @@ repetition counted twice, and a verdict that reads one launch as the
 machine kind (the same test, judged against the kind's median in a world
 where launches differ by ``LAUNCH_SD``).
 
-    python -m iolab.analysis.machine_errors [--sims N]
+    python -m iolab.procedure.machine_errors [--sims N]
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import evidence
-from .evidence import Budget
-from .run_errors import LAWS, SHAPES, Law, Shape, occasion, truths
-from .verdicts import Rule, decide
+from ..claims import evidence
+from ..claims.evidence import Budget
+from ..claims.verdicts import Rule, decide
+from .kind_errors import LAWS, SHAPES, Law, Shape, occasion, truths
 
 # Measured on this machine kind, over the runs of data/records/ (3 launches,
 # 4 runs; benchmarks/variance_components.py; docs/decisions/0026):
@@ -254,7 +254,7 @@ def source_reps(claim: str, spread: float = REP_SD, runs: int = 200, goal: float
     repetitions, reaches its source's verdict about this machine
     (reproduced) in ``goal`` of runs; None for a claim without a table or
     beyond the ladder."""
-    from .claims import faithful
+    from ..claims import faithful
 
     for n in SOURCE_LADDER:
         share = faithful.reproduce_share(claim, n, spread, adaptive=False, runs=runs)
@@ -266,7 +266,7 @@ def source_reps(claim: str, spread: float = REP_SD, runs: int = 200, goal: float
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m iolab.analysis.machine_errors", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m iolab.procedure.machine_errors", description=__doc__.split("\n\n")[0])
     ap.add_argument("--sims", type=int, default=4000, help="simulated runs per world and shape (default 4000)")
     args = ap.parse_args(argv)
     every = worlds()
