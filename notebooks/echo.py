@@ -60,10 +60,10 @@ from iolab.report import plots
 from iolab.report.outputs import Outputs
 from iolab.rooms.cost_probes import cost_model as costmodel
 from iolab.rooms.cost_probes import summaries as models
+from iolab.rooms.echo import modern_stats as echo_stats
 from iolab.rooms.echo import perbyte as echo_per_byte
 from iolab.rooms.echo import present as echo_present
 from iolab.rooms.echo import present_modern as echo_modern
-from iolab.rooms.echo import stats as echo_stats
 from iolab.rooms.echo import summaries as echostats
 from iolab.rooms.latency import present as latency_present
 from iolab.rooms.latency import stats as latency

@@ -84,11 +84,11 @@ def test_the_check_finds_an_import_that_runs_back_up() -> None:
     # reading its presentation, and the base reading a claim are each caught.
     graph = import_graph()
     graph["iolab/tables.py"].append("iolab/claims/verdicts.py")
-    graph["iolab/rooms/echo/stats.py"].append("iolab/rooms/echo/present.py")
+    graph["iolab/rooms/echo/modern_stats.py"].append("iolab/rooms/echo/present.py")
     graph["iolab/formats.py"].append("iolab/claims/__init__.py")
     assert upward_imports(graph) == [
         "iolab/formats.py (base) -> iolab/claims/__init__.py (claims)",
-        "iolab/rooms/echo/stats.py (rooms) -> iolab/rooms/echo/present.py (report)",
+        "iolab/rooms/echo/modern_stats.py (rooms) -> iolab/rooms/echo/present.py (report)",
         "iolab/tables.py (tables) -> iolab/claims/verdicts.py (claims)",
     ]
 

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from iolab.rooms.cost_probes.cost_model import OPS, CostInputs, Fit
+from iolab.rooms.echo import modern_stats as stats
 from iolab.rooms.echo import present_modern as modern
-from iolab.rooms.echo import stats
 
 FLAGS = {
     "epoll": "",

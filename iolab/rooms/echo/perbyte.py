@@ -21,7 +21,7 @@ import math
 import pandas as pd
 
 from . import summaries as echostats
-from .stats import CPU, LOADED
+from .modern_stats import CPU, LOADED
 
 # The servers' counters an echoed request is read by.
 COUNTERS = ("sqes", "cqes", "recv_buffers", "send_buffers", "nobufs", "rearms", "short_writes")

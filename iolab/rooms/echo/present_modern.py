@@ -15,7 +15,7 @@ import pandas as pd
 
 from ...report.outputs import Outputs
 from ..latency import stats as latency
-from .stats import CPU, GOAL, LOADED, OLDER_RING, all_inert_cells
+from .modern_stats import CPU, GOAL, LOADED, OLDER_RING, all_inert_cells
 
 
 def features_text(presets: dict[str, list[str]]) -> str:
