@@ -4,6 +4,7 @@ for a capability, never for a runner's name (tests/test_runners.py)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 
@@ -37,16 +38,36 @@ _HERE = frozenset(
     {Capability.THIS_MACHINE, Capability.SERVERS, Capability.MPI, Capability.DRIVES_PEERS, Capability.KERNEL_TRACING}
 )
 
-# Runner name in the inventory -> what it can do. A SLURM node's jobs run
-# on the node the executor placed them on, as local ones do there; its CPU
-# numbers are that node's. A QEMU guest runs the cost probes only. netns is
-# no runner: it is an MPI transport of a local node.
-RUNNER_CAPABILITIES: dict[str, frozenset[Capability]] = {
-    "local": _HERE | {Capability.CPUS_HERE},
-    "slurm": _HERE | {Capability.CLUSTER_JOB},
-    "ssh": frozenset({Capability.LOGIN, Capability.SERVERS, Capability.MPI, Capability.DRIVES_PEERS, Capability.PEER}),
-    "vm": frozenset(),
+
+@dataclass(frozen=True)
+class RunnerKind:
+    capabilities: frozenset[Capability]
+    # The system packages a node of it needs on this machine beyond a local
+    # run's (iolab.packages; Debian 12's names).
+    packages: tuple[str, ...] = ()
+
+
+# Runner name in the inventory -> what it can do and needs: the one list of
+# runners. A SLURM node's jobs run on the node the executor placed them on,
+# as local ones do there; its CPU numbers are that node's (SLURM's client is
+# part of slurm-wlm). A QEMU guest runs the cost probes only. netns is no
+# runner: it is an MPI transport of a local node.
+RUNNERS: dict[str, RunnerKind] = {
+    "local": RunnerKind(_HERE | {Capability.CPUS_HERE}),
+    "slurm": RunnerKind(_HERE | {Capability.CLUSTER_JOB}, ("slurm-client",)),
+    "ssh": RunnerKind(
+        frozenset({Capability.LOGIN, Capability.SERVERS, Capability.MPI, Capability.DRIVES_PEERS, Capability.PEER}),
+        ("openssh-client",),
+    ),
+    "vm": RunnerKind(frozenset(), ("qemu-system-x86", "linux-image-amd64", "busybox-static")),
 }
+RUNNER_CAPABILITIES: dict[str, frozenset[Capability]] = {name: r.capabilities for name, r in RUNNERS.items()}
+
+
+# Every name a config's nodes[] entry may give as its runner (the schema's
+# enum, filled in by iolab.schema): the runners above, and netns, which is
+# an MPI transport of a local node and runs nothing itself.
+RUNNER_NAMES: tuple[str, ...] = (*RUNNERS, "netns")
 
 
 def capabilities_of(runner: str) -> frozenset[Capability]:

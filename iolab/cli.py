@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -258,6 +259,16 @@ def figures(accepted: tuple[str, ...], snakemake_args: tuple[str, ...]) -> None:
 # --- modules that own their commands -----------------------------------------
 
 
+def for_users(doc: str) -> str:
+    """A module's docstring as ./repro prints it: without the module's own
+    command line (the usage line above says it), the pointers into the
+    code for its maintainers, and reStructuredText marks."""
+    paragraphs = [p for p in doc.split("\n\n") if not p.lstrip().startswith("python -m iolab")]
+    text = "\n\n".join(paragraphs)
+    text = re.sub(r"\s?\(iolab\.[\w.]+(?:; ([^)]*))?\)", lambda m: f" ({m.group(1)})" if m.group(1) else "", text)
+    return re.sub(r"\*\*|``", "", text)
+
+
 @contextmanager
 def prog_named(old: str, new: str) -> Iterator[None]:
     """argparse parsers made meanwhile whose program is ``old`` (or one of
@@ -269,6 +280,8 @@ def prog_named(old: str, new: str) -> Iterator[None]:
         made(self, *args, **kwargs)
         if self.prog == old or self.prog.startswith(old + " "):
             self.prog = new + self.prog[len(old) :]
+            if self.description:
+                self.description = for_users(self.description)
 
     # Patched for the call only: the owning module builds its parser inside main().
     argparse.ArgumentParser.__init__ = init  # type: ignore[method-assign]

@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
+from pydantic import field_validator
+
+from .capabilities import RUNNER_NAMES
 from .schema import Section, from_schema, subschema
 
 
@@ -71,7 +74,7 @@ class NodeEntry(Section):
     """One ``nodes[]`` entry, its defaults filled in."""
 
     name: str
-    runner: Literal["local", "netns", "ssh", "slurm", "vm"]
+    runner: str
     kind: Literal["auto", "bare-metal", "vm", "container"] = _from_schema("kind")
     host: str | None = None
     user: str | None = None
@@ -89,6 +92,15 @@ class NodeEntry(Section):
     slurm: SlurmOptions = _from_schema("slurm")
     vm: VmOptions = _from_schema("vm")
     cpus: CpuSets = _from_schema("cpus")
+
+    @field_validator("runner")
+    @classmethod
+    def _a_runner(cls, runner: str) -> str:
+        # The schema's enum is the same list (iolab.schema fills it in); an
+        # entry made by hand comes through here only.
+        if runner not in RUNNER_NAMES:
+            raise ValueError(f"runner {runner!r} is none of {', '.join(sorted(RUNNER_NAMES))}")
+        return runner
 
     @classmethod
     def where(cls, value: Mapping[str, Any]) -> str:

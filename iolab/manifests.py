@@ -14,7 +14,7 @@ experiment, each declaring once what the rest of the package derives:
 - ``figures``: its figures, each with the notebook that draws it and, if
   any, the condition of the run it needs (``when``: a name in
   iolab.registry.CONDITIONS); each one's caption is ``<figure>.rst`` in its
-  room, else in report/captions/ (iolab.paths.caption);
+  experiment's room (iolab.paths.caption);
 - ``raw_columns``: its raw file's columns in the order they are written,
   each a name or ``{name, optional: fill}`` / ``{name, counter: true}``
   (iolab.formats);

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .capabilities import RUNNERS
+
 
 @dataclass(frozen=True)
 class Group:
@@ -71,15 +73,10 @@ TESTS = Group(
 )
 GROUPS = {g.name: g for g in (MEASURE, NODES, TESTS)}
 
-# What a node of the inventory needs here, by its runner (a node of this
-# machine needs nothing beyond MEASURE); a node that drives peers reaches
-# them with ssh. SLURM's client is part of slurm-wlm.
-RUNNER_PACKAGES: dict[str, tuple[str, ...]] = {
-    "local": (),
-    "ssh": ("openssh-client",),
-    "slurm": ("slurm-client",),
-    "vm": ("qemu-system-x86", "linux-image-amd64", "busybox-static"),
-}
+# What a node of the inventory needs here, by its runner (iolab.capabilities;
+# a node of this machine needs nothing beyond MEASURE); a node that drives
+# peers reaches them with ssh.
+RUNNER_PACKAGES: dict[str, tuple[str, ...]] = {name: r.packages for name, r in RUNNERS.items()}
 PEERS = ("openssh-client",)
 
 

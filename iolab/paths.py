@@ -41,14 +41,16 @@ def room_packages() -> list[str]:
 
 
 def caption(figure: str) -> Path:
-    """A figure's caption file: beside its room's drawing code
-    (iolab/rooms/<room>/<figure>.rst) for a room's figure, else
-    report/captions/<figure>.rst (figures over several experiments). The
-    path returned may not exist (the report names it in its error)."""
-    own = sorted((REPO / "iolab" / "rooms").glob(f"*/{figure}.rst"))
-    if len(own) > 1:
-        raise ValueError(f"figure {figure!r} has captions in two rooms: {', '.join(relative(p) for p in own)}")
-    return own[0] if own else REPO / "report" / "captions" / f"{figure}.rst"
+    """A figure's caption file, by who declares the figure: one an
+    experiment's manifest declares has it in that experiment's room
+    (iolab/rooms/<room>/<figure>.rst, iolab.registry.figure_room); a
+    notebook's own figure over several experiments in
+    report/captions/<figure>.rst. The path returned may not exist (the
+    report names it in its error)."""
+    from .registry import figure_room  # imported here: the registry imports this module
+
+    room = figure_room(figure)
+    return (REPO / "iolab" / "rooms" / room if room else REPO / "report" / "captions") / f"{figure}.rst"
 
 
 # The read side's layers, bottom up (DESIGN.md, The package): a module

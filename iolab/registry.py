@@ -34,7 +34,7 @@ from typing import Any
 
 from .capabilities import Capability
 from .manifests import ManifestError, manifests
-from .paths import EXPERIMENT_MANIFESTS
+from .paths import EXPERIMENT_MANIFESTS, room_packages
 from .presets import modern_features
 from .settings import ExperimentSettings, settings_model
 
@@ -196,7 +196,8 @@ class Notebook:
     # The experiments whose tables it reads (its `<experiment>_table` parameters).
     tables: tuple[str, ...]
     # The figures it writes, under stable names (users cite them); each has
-    # its caption (iolab.paths.caption: in its room, else report/captions/).
+    # its caption (iolab.paths.caption: in its experiment's room, else
+    # report/captions/ for the notebook's own).
     figures: tuple[Figure, ...]
     # The Snakemake report's category for its figures.
     category: str
@@ -345,3 +346,23 @@ def figures_drawn(notebook: str, experiments: set[str], run: Any, nodes: int) ->
 def claim_experiments() -> list[str]:
     """The experiments the claims read."""
     return [name for name, e in EXPERIMENTS.items() if e.claims]
+
+
+def room_of(experiment: str) -> str:
+    """The room (iolab/rooms/<room>/) whose tidy step reads ``experiment``:
+    the one named after it, else the cost probes' for a cost-probe mode (the
+    mode then needs no room of its own). "" for neither (iolab.rooms fails)."""
+    if f"iolab.rooms.{experiment}" in room_packages():
+        return experiment
+    return "cost_probes" if EXPERIMENTS[experiment].probe_mode else ""
+
+
+def figure_room(figure: str) -> str:
+    """The room of the experiment whose manifest declares ``figure``; "" for
+    a notebook's own figure over several experiments (or one that only the
+    measurements list, such as nodes_mpi_ratio)."""
+    for notebook in NOTEBOOKS.values():
+        for f in notebook.figures:
+            if f.name == figure and f.experiment:
+                return room_of(f.experiment)
+    return ""

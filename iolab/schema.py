@@ -17,6 +17,7 @@ from typing import Any, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .capabilities import RUNNER_NAMES
 from .manifests import experiments_schema
 from .paths import CONFIG_SCHEMA, OVERLAYS
 
@@ -24,12 +25,13 @@ from .paths import CONFIG_SCHEMA, OVERLAYS
 @cache
 def config_schema() -> dict[str, Any]:
     """The whole config's schema: config/schema.yaml, its ``experiments``
-    filled in from the manifests and its ``overlay`` names from
-    config/overlays/."""
+    filled in from the manifests, its ``overlay`` names from
+    config/overlays/ and its runner names from iolab.capabilities."""
     schema: dict[str, Any] = yaml.safe_load(CONFIG_SCHEMA.read_text())
     schema["properties"]["experiments"].update(experiments_schema())
     # The overlays a config may name: "default" (none) and one per file.
     schema["properties"]["overlay"]["enum"] = ["default", *sorted(p.stem for p in OVERLAYS.glob("*.yaml"))]
+    schema["properties"]["nodes"]["items"]["properties"]["runner"]["enum"] = sorted(RUNNER_NAMES)
     return schema
 
 

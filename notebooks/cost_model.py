@@ -52,6 +52,7 @@ trace_table = "auto"  # "" when the trace experiment is disabled
 echo_table = "auto"  # "" when the echo experiment is disabled
 send_zc_table = "auto"  # "" when the send_zc experiment did not run
 epoll_wait_table = ""  # "" when it did not run; the reference data has none
+epoll_ctl_table = ""  # "" when it did not run; the reference data has none
 figure_dir = "results/by-hand/figures"
 numbers_out = "results/by-hand/numbers/cost_model.json"
 manifest_out = "results/by-hand/figures/cost_model.json"
@@ -67,6 +68,8 @@ from iolab.estimation.intervals import ESTIMATOR
 from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
 from iolab.rooms.cost_probes import cost_model as costmodel
+from iolab.rooms.cost_probes import present_epoll_ctl as epoll_ctl_present
+from iolab.rooms.cost_probes import steps as cost_probe_steps
 from iolab.rooms.cost_probes import summaries as models
 from iolab.rooms.echo import summaries as echostats
 from iolab.rooms.send_zc import present as send_zc_present
@@ -82,6 +85,7 @@ sources = {
     "echo": echo_table,
     "send_zc": send_zc_table,
     "epoll_wait": epoll_wait_table,
+    "epoll_ctl": epoll_ctl_table,
 }
 out = Outputs("cost_model", figure_dir, numbers_out, manifest_out, tables=sources)
 print(tables.describe_all(sources))
@@ -117,6 +121,19 @@ if epoll_wait is not None:
     print(epoll_wait_medians.drop(columns="estimate", errors="ignore").to_string())
 
 # %% [markdown]
+# ## epoll_ctl: what an epoll server pays to change what it waits for
+# One EPOLL_CTL_MOD of a TCP socket, beside *s*: echo-epoll pays it when a
+# send is short (adding EPOLLOUT) and again when the rest is written.
+
+# %%
+epoll_ctl = tables.load("epoll_ctl", epoll_ctl_table, reps=reps) if epoll_ctl_table else None
+if epoll_ctl is not None:
+    epoll_ctl_measured = models.measured(epoll_ctl, node)
+    fig = epoll_ctl_present.figure(epoll_ctl_measured, models.measured(syscall, node))
+    out.figure(fig, "epoll_ctl_cost", data=epoll_ctl_measured)
+    plt.show()
+
+# %% [markdown]
 # ## s + w: send and recv
 # `pingpong` is the echo-server regime (delayed ACKs ride on responses);
 # `quickack` makes every recv that empties its queue send an ACK, which the
@@ -127,6 +144,8 @@ sr = models.measured(sendrecv, node)
 fig = plots.cost.sendrecv_figure(sr)
 out.figure(fig, "sendrecv_cost", data=sr)
 plt.show()
+if cost_probe_steps.sentence(sr):
+    out.text("sendrecv_steps", cost_probe_steps.sentence(sr))
 models.median_summary(sr, by=["transport", "variant", "pattern", "ack", "bytes"])
 
 # %% [markdown]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -230,3 +231,22 @@ def test_the_interface_prints_what_the_document_holds() -> None:
     assert len(printed) == len(paths), res.stderr[-2000:]
     for words, text in zip(paths, printed, strict=True):
         assert text == documented(words), words
+
+
+def test_help_reads_without_the_codes_pointers() -> None:
+    # Every command's help as docs/commands.md (and ./repro ... --help)
+    # prints it: no module command line, no module paths, no markup.
+    from iolab import cli
+
+    doc = (REPO / "docs" / "commands.md").read_text()
+    body = doc.split("\n", 3)[3]
+    assert "python -m iolab" not in body and "(iolab." not in body and "**" not in body
+    assert not re.search(r"(?<!`)``(?!`)", body)
+    sample = (
+        "Verdicts about **this kind**\n(iolab.claims.kind_verdicts).\n\n    python -m iolab.archive.pooling X\n\nDone."
+    )
+    assert cli.for_users(sample) == "Verdicts about this kind.\n\nDone."
+    # Negative control: a module's docstring as it stands keeps all three.
+    from iolab.archive import compare
+
+    assert "python -m iolab" in compare.__doc__ and "(iolab." in compare.__doc__

@@ -258,3 +258,43 @@ def test_the_per_request_figure_states_n_star_with_its_interval_and_labels_every
         label_words.preset(p) for p in ("default", "epoll", "sqpoll")
     ]
     assert {"server, c = 50, 128 B", "server, c = 500, 128 B"} <= set(labels)
+
+
+@pytest.mark.parametrize("model", ["A", "B"])
+def test_batch_at_ratio_inverts_the_models_price_over_epoll(model: str) -> None:
+    from iolab.report.plots.cost import over_epoll
+
+    ci = costmodel.estimate(synthetic(**CROSSING, noise=0.01))
+    ratios = np.array([0.9, 1.0, 1.5, 3.0])
+    n = costmodel.batch_at_ratio(ci, model, ratios)
+    finite = np.isfinite(n)
+    assert finite.any()
+    assert over_epoll(ci, model, n[finite]) == pytest.approx(ratios[finite])
+    assert costmodel.crossover(ci, model) == pytest.approx(float(costmodel.batch_at_ratio(ci, model, 1.0)))
+
+
+@pytest.mark.parametrize("count", [5, 6])
+def test_the_drawn_model_line_meets_epoll_at_the_n_star_the_legend_prints(count: int) -> None:
+    """The figure's model-B line crosses 1 at the summary's median n*, for an
+    even count of repetitions too; a median taken along the ratio (each n's
+    median price) misses it there, which is what a referee saw."""
+    from iolab.report.plots.cost import median_curve, over_epoll
+
+    # Repetitions whose crossovers spread widely, as on a shared VM.
+    per_rep = {
+        rep: costmodel.estimate(synthetic(**{**CROSSING, "b": {"send": b, "recv": 100.0}}, noise=0.01, seed=rep))
+        for rep, b in enumerate((200.0, 400.0, 600.0, 1250.0, 1300.0, 1350.0)[:count], start=1)
+    }
+    nstar = costmodel.summarize(costmodel.per_rep(per_rep)).loc["nstar_B", "value"]
+    assert np.isfinite(nstar)
+    drawn = float(median_curve(list(per_rep.values()), "B", np.array([1.0]))[0])
+    assert drawn == pytest.approx(nstar, rel=1e-9)
+    # Negative control: the median price at each n crosses 1 elsewhere when
+    # the repetitions are even.
+    n = np.logspace(0, 12, 4000, base=2)
+    vertical = np.median(np.array([over_epoll(ci, "B", n) for ci in per_rep.values()]), axis=0)
+    crossing = float(n[np.argmax(vertical < 1.0)])
+    if count % 2:
+        assert crossing == pytest.approx(nstar, rel=0.01)
+    else:
+        assert abs(crossing / nstar - 1) > 0.05

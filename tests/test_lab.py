@@ -21,9 +21,10 @@ from pathlib import Path
 
 import pytest
 from browser_support import HAVE_CHROMIUM, chromium
-from conftest import REPO, copy_workflow, default_sigint, snakemake, tool_env
+from conftest import copy_workflow, default_sigint, snakemake, tool_env
 from stop_on_interrupt import descendants
 
+from iolab import paths
 from iolab.registry import NOTEBOOKS as REGISTERED_NOTEBOOKS
 
 pytestmark = pytest.mark.skipif(not HAVE_CHROMIUM, reason="Debian's chromium and chromium-driver are not installed")
@@ -229,8 +230,8 @@ def test_the_html_report_shows_every_figure(browser: object, smoke_copy: Path) -
     page = browser.page_source
     missing = [name for name in figures if f"{name}.png" not in page]
     assert missing == []
-    # Each figure carries its caption (report/captions/<figure>.rst).
-    first = (REPO / "report" / "captions" / "syscall_cost.rst").read_text().split(". ")[0]
+    # Each figure carries its caption (iolab.paths.caption).
+    first = paths.caption("syscall_cost").read_text().split(". ")[0]
     assert first in page, first
 
 

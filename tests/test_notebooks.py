@@ -405,7 +405,8 @@ def test_every_figure_has_one_caption_file_and_every_caption_a_figure() -> None:
     named = set()
     for source in NOTEBOOKS:
         named |= set(_re.findall(r'out\.figure\(\s*fig,\s*"([a-z_]+)"', source.read_text()))
-    # A room's figures have their captions in the room, the rest in report/captions/.
+    # A manifest's figures have their captions in its experiment's room, the
+    # rest in report/captions/ (iolab.paths.caption; tests/test_declared_once.py).
     captions = [p.stem for p in (REPO / "report" / "captions").glob("*.rst")]
     captions += [p.stem for p in (REPO / "iolab" / "rooms").glob("*/*.rst")]
     assert named and named == set(captions) and len(captions) == len(set(captions))

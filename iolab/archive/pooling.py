@@ -323,10 +323,26 @@ def time_to_verdict(parts: Sequence[pooled.PooledPart], hours: float | None, sou
     return planning.lines(plans, hours, source)
 
 
+# What ``./repro verdicts --help`` tells a user (the module's docstring
+# is for its maintainers).
+HELP = """\
+Verdicts about this machine kind, pooled over launches: the runs in the
+store, or the crates named, and the records of earlier runs in
+data/records/. Each run counts once however it is copied; runs are
+grouped by their launch (boot) and judged per machine kind, every part
+by this checkout's claims.
+
+By default launches accumulate over days and the anytime-valid sign test
+decides. --planned K fixes K launches in advance: the exact sign test,
+once all K are in. --plan adds what each claim still needs: the launches
+at 80 % power and the machine-hours they take.
+"""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m iolab.archive.pooling",
-        description=__doc__,
+        description=HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ap.add_argument("crates", nargs="*", type=Path, help="crates to pool (default: every run in the store)")

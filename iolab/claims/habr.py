@@ -431,7 +431,7 @@ TESTS = {
         "the io-wq workers the default ring's server had at exit, in every cell",
         "a kernel whose io_uring reports them (ours: counted from /proc at exit)",
         "the source's kernel 5.11 created io-wq with each ring; the claim is a reply, not a measurement",
-        short="io-wq's worker pool starts in any case",
+        short="io-wq's worker pool starts in any case (said of Linux 5.11)",
     ),
 }
 

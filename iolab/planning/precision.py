@@ -34,7 +34,7 @@ from ..claims import evaluate_tables
 from ..claims.verdicts import Finding, Outcome
 from ..estimation.intervals import MIN_REPS_FOR_CI
 from ..provenance import sidecar_for
-from ..registry import claim_experiments
+from ..registry import REGISTRY, claim_experiments
 from ..settings import PrecisionSettings
 
 CLAIM_EXPERIMENTS = tuple(claim_experiments())
@@ -251,7 +251,7 @@ def plan_from_raw(
         for e, files in by_experiment.items()
         if e in CLAIM_EXPERIMENTS
     }
-    missing = [e for e in ("syscall", "sendrecv", "uring_batch") if e not in loaded]
+    missing = [e for e in CLAIM_EXPERIMENTS if REGISTRY[e].probe_mode and e not in loaded]
     if missing:
         raise ValueError(f"precision planning needs the cost probes' raw files; missing: {', '.join(missing)}")
     # The verdicts' error budget is the adaptive one from round 0 on: the

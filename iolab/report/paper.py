@@ -105,6 +105,19 @@ def build_pdf(source: Path, output: Path) -> list[str]:
     return list(dict.fromkeys(str(k) for k in tagged))
 
 
+def crowded_figures(manifest: Path) -> list[str]:
+    """A line per figure whose labels its own layout check found printed
+    over a panel or each other (``plots.style.overlapping_labels``)."""
+    if not manifest.is_file():
+        return []
+    figures = json.loads(manifest.read_text()).get("figures", {})
+    return [
+        f"figure {name!r} prints labels over a panel or each other: {', '.join(fig['overlapping_labels'][:4])}"
+        for name, fig in sorted(figures.items())
+        if fig.get("overlapping_labels")
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m iolab.report.paper", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -120,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             atomic.write_json(args.output, merge_manifest(args.inputs))
         else:
             missing = build_pdf(args.inputs[0], args.output)
+            for line in crowded_figures(args.inputs[0].parent / "figures" / "manifest.json"):
+                print(f"iolab: warning: {line}", file=sys.stderr)
             if missing:
                 print(
                     f'iolab: warning: the paper shows "not measured" for {len(missing)} number(s) this run '

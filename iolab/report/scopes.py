@@ -32,7 +32,7 @@ SCOPES_TEXT = (
     "it says what holds on the launch the run measured (this VM's CPU placement, its neighbours, its "
     "kernel), over the run's time, and its unit is the repetition. The verdict about *this machine kind* "
     "is decided by launches: each launch of a machine of this kind (a boot of the VM, another node) gives "
-    "each part one value, the median of its repetitions, and an exact sign test over launches decides. "
+    "each part one value, the median of its repetitions, and a sign test over launches decides: anytime-valid, since launches accumulate and are looked at as they come, or exact when a study fixes its launches in advance. "
     "A launch can differ from another by more than its repetitions show (a VM lands on other CPUs, even "
     "another CPU model, and beside other neighbours at every boot), while runs of one launch differ by about "
     "what their repetitions predict; so further runs of one launch add little to the second verdict, and "

@@ -43,11 +43,10 @@ __all__ = [
     "ssh_options",
 ]
 
+# Runner name (iolab.capabilities.RUNNER_CAPABILITIES, each class's
+# ``name``) -> its class; tests/test_declared_once.py holds the two together.
 _CLASSES: dict[str, type[LocalRunner] | type[SshRunner] | type[VmRunner]] = {
-    "local": LocalRunner,
-    "slurm": SlurmRunner,
-    "ssh": SshRunner,
-    "vm": VmRunner,
+    cls.name: cls for cls in (LocalRunner, SlurmRunner, SshRunner, VmRunner)
 }
 
 

@@ -33,7 +33,8 @@ class LocalRunner:
     """This machine."""
 
     name = "local"
-    capabilities = RUNNER_CAPABILITIES["local"]
+    name = "local"
+    capabilities = RUNNER_CAPABILITIES[name]
     mpi_launcher = "mpirun"
     # A session's scratch directory (session()), else one of this runner's own.
     _scratch: Path | None = None
@@ -150,5 +151,6 @@ class SlurmRunner(LocalRunner):
     them on, as local ones; MPI ranks start with srun inside the job."""
 
     name = "slurm"
-    capabilities = RUNNER_CAPABILITIES["slurm"]
+    name = "slurm"
+    capabilities = RUNNER_CAPABILITIES[name]
     mpi_launcher = "srun"

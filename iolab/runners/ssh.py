@@ -114,7 +114,8 @@ class SshRunner:
     """One ssh node from the inventory (see config/schema.yaml, nodes[])."""
 
     name = "ssh"
-    capabilities = RUNNER_CAPABILITIES["ssh"]
+    name = "ssh"
+    capabilities = RUNNER_CAPABILITIES[name]
     mpi_launcher = "mpirun"
 
     @staticmethod

@@ -23,7 +23,8 @@ from .base import RunError, RunResult
 
 class VmRunner:
     name = "vm"
-    capabilities: frozenset[Capability] = RUNNER_CAPABILITIES["vm"]
+    name = "vm"
+    capabilities: frozenset[Capability] = RUNNER_CAPABILITIES[name]
     mpi_launcher = "mpirun"
 
     @staticmethod

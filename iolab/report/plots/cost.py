@@ -19,6 +19,7 @@ from .style import (
     drawn_caption,
     interval_bars,
     legend_below,
+    median_marker,
     plain_ticks,
     size_axes,
 )
@@ -65,17 +66,8 @@ def syscall_cost_figure(measured: pd.DataFrame, overall: pd.DataFrame) -> Figure
         s = overall[overall["variant"] == variant]
         if not s.empty:
             r = s.iloc[0]
-            ax.errorbar(
-                [vi + 0.25],
-                [r["median_ns"]],
-                yerr=interval_bars([r["ci_low_ns"]], [r["median_ns"]], [r["ci_high_ns"]]),
-                fmt="s",
-                color="black",
-                ms=3.5,
-                capsize=3,
-                lw=1.2,
-                label="median, 95 % interval" if vi == 0 else None,
-            )
+            label = "median, 95 % interval" if vi == 0 else None
+            median_marker(ax, vi + 0.25, r["median_ns"], r["ci_low_ns"], r["ci_high_ns"], label)
     ax.set_xticks(range(len(variants)), [labels.variant(v) for v in variants])
     ax.set_xlim(-0.6, len(variants) - 0.4)
     ax.set_ylabel("ns per call")
@@ -225,6 +217,31 @@ def _nstar_label(summary: pd.DataFrame, model: str) -> str:
     return f"n* ({model}) = {show(r['value'])}{interval}"
 
 
+# The height of one server's row in the per-request figure's right panel.
+SERVER_ROW_IN = 0.14
+
+
+def over_epoll(ci: costmodel.CostInputs, model: str, n: np.ndarray) -> np.ndarray:
+    """What a model prices io_uring's echo request at, over epoll's: below
+    1, io_uring would cost less. It crosses 1 at that model's crossover n*."""
+    return costmodel.uring_request(ci, model, n) / costmodel.epoll_request(ci)
+
+
+def floor_over_epoll(ci: costmodel.CostInputs) -> float:
+    """The kernel work of a request's two system calls (2w) over epoll's
+    whole request (2s + 2w): what no batching can go below."""
+    return (ci.w_many("send") + ci.w_many("recv")) / costmodel.epoll_request(ci)
+
+
+def median_curve(cis: list[costmodel.CostInputs], model: str, ratios: np.ndarray) -> np.ndarray:
+    """The batch size at each price ratio, the median over repetitions of
+    each repetition's (``costmodel.batch_at_ratio``). Taken along n, as the
+    crossovers are, the curve meets 1 at the median n* the legend prints,
+    for an even count of repetitions too (a median taken along the ratio
+    meets it only between the middle two)."""
+    return np.median(np.array([costmodel.batch_at_ratio(ci, model, ratios) for ci in cis]), axis=0)
+
+
 def per_request_figure(
     inputs: costmodel.CostInputs,
     summary: pd.DataFrame,
@@ -233,10 +250,10 @@ def per_request_figure(
 ) -> Figure:
     """Two questions, a panel each. Left: from which batch size n would
     io_uring's request (one recv + one send SQE) cost less CPU than epoll's
-    two system calls? Epoll flat, io_uring under models (A) and (B), each
-    with its 95 % interval across repetitions (the model fitted to each
-    repetition alone) as a band, the kernel work 2w, and each crossover n*
-    as a line with its interval as a shaded span (named in the legend).
+    two system calls? Models (A) and (B) price it over epoll's request, each
+    repetition's ratio with its median as the line and its 95 % interval
+    across repetitions as a band; 2w over epoll's; each crossover n* as a
+    line with its interval as a shaded span (named in the legend).
     Right, when the echo servers ran (``echostats.model_overlay``): how far
     each real server's CPU per request sits above what the model prices it
     at (epoll: its two system calls; io_uring: model B at the batch size the
@@ -245,23 +262,28 @@ def per_request_figure(
     n = np.logspace(0, 9, 120, base=2)
     has_servers = echo is not None and len(echo) > 0
     if has_servers:
-        fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, 3.4), gridspec_kw={"width_ratios": [1.35, 1]})
+        assert echo is not None
+        # A row per server, each tall enough that its name clears the next.
+        height = max(3.4, SERVER_ROW_IN * echo["preset"].nunique() + 1.3)
+        fig, (ax, ax_r) = plt.subplots(1, 2, figsize=(FIGURE_WIDTH_IN, height), gridspec_kw={"width_ratios": [1.35, 1]})
     else:
         fig, ax = plt.subplots(figsize=(FIGURE_WIDTH_IN, 3.1))
-    epoll = summary.loc["epoll_request", "value"]
-    ax.axhline(epoll, color=PALETTE[6], lw=1.5, label="epoll: 2s + 2w")
-    lo, hi = summary.loc["epoll_request", "low"], summary.loc["epoll_request", "high"]
+    ax.axhline(1.0, color=PALETTE[6], lw=1.5, label="epoll: 2s + 2w (1 by definition)")
     drawn: set[str] = set()
-    if np.isfinite(lo) and np.isfinite(hi):
-        ax.axhspan(lo, hi, color=PALETTE[6], alpha=0.1, lw=0)
-        drawn.add("epoll band")
+    shown = []
     for model, c, ls, label in (
         ("A", PALETTE[1], "--", "io_uring, model A: (t + s)/n"),
         ("B", PALETTE[0], "-", "io_uring, model B: (s + a)/n + b"),
     ):
-        ax.plot(n, costmodel.uring_request(inputs, model, n), ls, color=c, lw=1.4, label=label)
+        ratios = np.logspace(-4, 6, 400, base=2)
+        along = median_curve(list(per_rep.values()) if per_rep else [inputs], model, ratios)
+        inside = np.isfinite(along) & (along >= n.min()) & (along <= n.max())
+        shown.append(ratios[inside])
+        ax.plot(along[inside], ratios[inside], ls, color=c, lw=1.4, label=label)
+        if inside.any() and along[inside].max() < n.max() / 2 and model == "B":
+            drawn.add("ends")
         if per_rep:
-            curves = np.array([costmodel.uring_request(ci, model, n) for ci in per_rep.values()])
+            curves = np.array([over_epoll(ci, model, n) for ci in per_rep.values()])
             bands = [across_reps(curves[:, j], predict=False) for j in range(len(n))]
             low = np.array([b.low for b in bands])
             high = np.array([b.high for b in bands])
@@ -278,12 +300,16 @@ def per_request_figure(
                 drawn.add("crossover span")
         else:
             ax.plot([], [], ls, color=c, lw=0.9, label=_nstar_label(summary, model))
-    floor = summary.loc["floor_request", "value"]
+    floor = float(np.median([floor_over_epoll(ci) for ci in per_rep.values()])) if per_rep else floor_over_epoll(inputs)
     ax.axhline(floor, color="black", lw=0.8, ls=":", label="2w: a request's kernel work through syscalls")
-    ys = [costmodel.uring_request(inputs, "B", n).min(), floor, epoll]
-    size_axes(ax, "batch size n (SQEs per io_uring_enter)", "the model: CPU per request")
-    ax.set_ylim(min(ys) * 0.7, max(ys) * 1.3 + costmodel.uring_request(inputs, "A", 1.0) * 0.2)
-    ax.set_ylabel("CPU ns per echo request")
+    size_axes(ax, "batch size n (SQEs per io_uring_enter)", "the model: io_uring's price over epoll's")
+    # Model A falls as 1/n without end: model B and the floor set the foot.
+    low_y = min(float(np.min(shown[1])) if len(shown[1]) else 1.0, floor)
+    high_y = max(min(float(np.max(shown[0])) if len(shown[0]) else 1.0, 8.0), 1.0)
+    ax.set_ylim(low_y * 0.8, high_y * 1.2)
+    ax.set_yscale("log", base=2)
+    plain_ticks(ax.yaxis)
+    ax.set_ylabel("CPU per request over epoll's")
     if has_servers:
         assert echo is not None
         drawn |= _servers_over_model(ax_r, inputs, echo)
@@ -294,9 +320,19 @@ def per_request_figure(
         (
             (
                 True,
-                f"{'Left' if has_servers else 'The model'}: predicted CPU ns per echo request (one receive and one "
-                "send) against the batch size n: epoll (two system calls), io_uring under the source's formula "
-                "(model A) and the linear-batch model (B), and the kernel work 2w.",
+                f"{'Left' if has_servers else 'The model'}: the CPU an io_uring echo request (one receive and one "
+                "send SQE) costs over epoll's (two system calls; the line at 1) against the batch size n, under "
+                "the source's formula (model A) and the linear-batch model (B), and the kernel work 2w over "
+                "epoll's; below 1, io_uring would cost less.",
+            ),
+            (
+                bool(per_rep),
+                "Each line is the median over repetitions of that repetition's ratio, so it crosses 1 at the "
+                "median crossover.",
+            ),
+            (
+                "ends" in drawn,
+                "Model B's line ends where half the repetitions never price a request that low, whatever the batch.",
             ),
             (
                 "bands" in drawn,

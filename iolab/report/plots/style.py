@@ -136,8 +136,16 @@ def value_ticks(axis: Axis, values: ArrayLike) -> None:
     from matplotlib.ticker import FixedLocator, NullFormatter
 
     axis.set_major_locator(FixedLocator(sorted({float(v) for v in np.asarray(values, dtype=float).ravel()})))
-    axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    axis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
     axis.set_minor_formatter(NullFormatter())
+
+
+def compact(value: float) -> str:
+    """A tick's value, thousands as "k": on a log axis 500 and 1000 sit a
+    label's width apart, and "1000" printed over "500" (issue 83)."""
+    if value >= 1000 and value % 100 == 0:
+        return f"{value / 1000:g}k"
+    return f"{value:g}"
 
 
 def interval_bars(low: ArrayLike, value: ArrayLike, high: ArrayLike) -> np.ndarray:
@@ -147,6 +155,22 @@ def interval_bars(low: ArrayLike, value: ArrayLike, high: ArrayLike) -> np.ndarr
     with np.errstate(invalid="ignore"):
         ok = np.isfinite(low) & np.isfinite(high) & (low <= value) & (value <= high)
     return np.vstack([np.where(ok, value - low, 0.0), np.where(ok, high - value, 0.0)])
+
+
+def median_marker(ax: Axes, x: float, value: float, low: float, high: float, label: str | None = None) -> None:
+    """The median over repetitions beside their points: a black square with
+    its 95 % interval (no bar where the interval is unbounded)."""
+    ax.errorbar(
+        [x],
+        [value],
+        yerr=interval_bars([low], [value], [high]),
+        fmt="s",
+        color="black",
+        ms=3.5,
+        capsize=3,
+        lw=1.2,
+        label=label,
+    )
 
 
 def add_stamp(fig: Figure, text: str) -> Text:
@@ -183,22 +207,35 @@ def draws_intervals(fig: Figure) -> bool:
 
 def overlapping_labels(fig: Figure) -> list[str]:
     """Tick labels drawn over another panel's plotting area or over another
-    label of their own axis: either is unreadable at any size."""
+    label of their own axis, and axis labels drawn over any tick label or
+    another panel (a group's name taller than its panel): either is
+    unreadable at any size."""
     fig.canvas.draw()
     boxes = [(ax, ax.get_window_extent()) for ax in fig.axes if ax.get_visible()]
     hits = []
+    every_tick = []
     for ax, _ in boxes:
         for ticks in (
             ax.get_xticklabels() + ax.get_xticklabels(minor=True),
             ax.get_yticklabels() + ax.get_yticklabels(minor=True),
         ):
             shown = [(t.get_text(), t.get_window_extent()) for t in ticks if t.get_visible() and t.get_text()]
+            every_tick += [e for _, e in shown]
             for i, (text, extent) in enumerate(shown):
                 # A hair of slack: labels may touch the next panel's frame.
                 if any(other is not ax and extent.overlaps(box.shrunk(0.98, 0.98)) for other, box in boxes):
                     hits.append(text)
                 elif any(extent.shrunk(0.98, 0.9).overlaps(e) for _, e in shown[i + 1 :]):
                     hits.append(text)
+    for ax, _ in boxes:
+        for label in (ax.xaxis.label, ax.yaxis.label):
+            if not (label.get_visible() and label.get_text()):
+                continue
+            extent = label.get_window_extent().shrunk(0.98, 0.98)
+            if any(extent.overlaps(e) for e in every_tick) or any(
+                other is not ax and extent.overlaps(box) for other, box in boxes
+            ):
+                hits.append(label.get_text())
     return hits
 
 
@@ -228,7 +265,12 @@ def drawn_caption(fig: Figure, parts: Sequence[tuple[bool, str]]) -> None:
     """Give ``fig`` the caption of what it drew: each (drawn, sentence) part
     whose element is in the figure, in order; Outputs.figure uses it
     instead of the static caption file, which describes every element."""
-    fig.iolab_caption = " ".join(text for drawn, text in parts if drawn)  # type: ignore[attr-defined]  # a Figure takes attributes
+    text = ""
+    for drawn, part in parts:
+        if drawn:
+            # Punctuation closes the sentence before it: no space in front.
+            text += part if not text or part[:1] in ".,;:)" else f" {part}"
+    fig.iolab_caption = text  # type: ignore[attr-defined]  # a Figure takes attributes
 
 
 # Markers that may be drawn hollow: large enough, with a thin enough edge,

@@ -1,2 +1,3 @@
-"""The cost probes' room: syscall, send/recv, io_uring batch and NOP costs
-(cost-probe's plain modes), read into one tidy table of timed batches."""
+"""The cost probes' room: every cost-probe mode without a room of its own
+(iolab.registry.room_of: syscall, send/recv, io_uring batch and NOP costs,
+epoll_wait, ...), read into one tidy table of timed batches."""

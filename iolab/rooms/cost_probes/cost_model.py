@@ -141,18 +141,27 @@ def overlay_ratios(ci: CostInputs, overlay: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def crossover(ci: CostInputs, model: str) -> float:
-    """Smallest batch size n* at which io_uring costs less per request than
-    epoll (inf when it never does)."""
+def batch_at_ratio(ci: CostInputs, model: str, ratio: np.ndarray | float) -> np.ndarray:
+    """The batch size n at which a model prices io_uring's request at
+    ``ratio`` times epoll's (inf where it never gets that low): the
+    inverse of ``uring_request / epoll_request``, exact for both models."""
+    ratio = np.asarray(ratio, dtype=float)
     epoll = epoll_request(ci)
     if model == "A":
         fixed = sum(ci.s + ci.fits[op]["A"].params["t"] for op in OPS)
-        return fixed / epoll
-    per_sqe = sum(ci.fits[op]["B"].params["b"] for op in OPS)
-    if per_sqe >= epoll:
-        return math.inf
-    fixed = sum(ci.s + ci.fits[op]["B"].params["a"] for op in OPS)
-    return fixed / (epoll - per_sqe)
+        per_sqe = 0.0
+    else:
+        fixed = sum(ci.s + ci.fits[op]["B"].params["a"] for op in OPS)
+        per_sqe = sum(ci.fits[op]["B"].params["b"] for op in OPS)
+    excess = ratio * epoll - per_sqe
+    with np.errstate(divide="ignore"):
+        return np.where(excess > 0, fixed / np.where(excess > 0, excess, 1.0), math.inf)
+
+
+def crossover(ci: CostInputs, model: str) -> float:
+    """Smallest batch size n* at which io_uring costs less per request than
+    epoll (inf when it never does)."""
+    return float(batch_at_ratio(ci, model, 1.0))
 
 
 # --- from tidy tables ------------------------------------------------------------
