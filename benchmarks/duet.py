@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from iolab import paths
-from iolab.analysis.stats import sd_interval
+from iolab.estimation.intervals import sd_interval
 
 PROBE = paths.REPO / "native" / "build" / "cost-probe"
 SIDES = ("A", "B")

@@ -5,7 +5,7 @@ random effect per round of the measured between-occasion spread, a trend of
 +-2 % per round), a claim's shape (one part, C2's 3, U1's 12), and how
 often a part or the whole claim was wrongly reported reproduced or not
 reproduced with the truth on its bound, over N simulated paper-overlay runs
-(iolab.analysis.error_rates); "holds" says whether each rate is within 2.5 %
+(iolab.procedure.precision_errors); "holds" says whether each rate is within 2.5 %
 plus two Monte Carlo standard errors."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from iolab.analysis import error_rates
+from iolab.procedure import precision_errors as error_rates
 
 COLUMNS = (
     "part false reproduced",

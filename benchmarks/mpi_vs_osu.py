@@ -35,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from iolab.analysis.stats import across_reps
+from iolab.estimation.intervals import across_reps
 
 PROBE = Path(__file__).resolve().parents[1] / "native" / "build" / "mpi-probe"
 MPIRUN = ["mpirun", "--allow-run-as-root", "-np", "2", "--bind-to", "core", "--mca", "btl", "self,vader"]

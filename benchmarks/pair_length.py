@@ -41,8 +41,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from iolab import config, paths
-from iolab.analysis.stats import abba_log_ratios, sd_interval
 from iolab.cli import floats, ints
+from iolab.estimation.intervals import abba_log_ratios, sd_interval
 from iolab.experiments import echo
 from iolab.experiments.echo.cell import rate_and_server_cpu
 from iolab.presets import preset_server

@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 from iolab import tables
-from iolab.analysis import echostats
-from iolab.analysis.stats import sd_interval
+from iolab.estimation.intervals import sd_interval
+from iolab.rooms.echo import summaries as echostats
 
 QUANTITIES = {"rps": "requests/s", "server_ns_per_request": "server CPU per request"}
 

@@ -20,7 +20,7 @@ sources ran; ``--our-client thread-per-connection`` is the sources' model,
 in which the claims' cells are measured). Server CPU per request is the server's CPU time over
 the requests it echoed, whole life included, for either client. A quartet
 gives log(B/A) with a linear drift cancelled; across rounds, its median and
-95 % distribution-free interval (iolab.analysis.stats.across_reps; at 6
+95 % distribution-free interval (iolab.estimation.intervals.across_reps; at 6
 rounds it runs from the smallest round to the largest). The two clients' ratios are compared round by round (their
 quotient and its interval). What each client does is read from the same
 cells: the server's waits per request and events per wait (how the client's
@@ -47,8 +47,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from iolab import config, paths
-from iolab.analysis.stats import abba_log_ratio, across_reps
 from iolab.cli import ints
+from iolab.estimation.intervals import abba_log_ratio, across_reps
 from iolab.experiments.echo import cell as echo_cell
 from iolab.presets import preset_server
 from iolab.runners import LocalRunner

@@ -1,6 +1,6 @@
 """How much each decision ratio varies at three levels, from every run you
 can gather: repetitions within a run, runs within a launch, and launches
-(iolab.analysis.components), and the lag structure within a run.
+(iolab.procedure.variance_components), and the lag structure within a run.
 
     python benchmarks/variance_components.py [CRATE ...] [--records DIR] [--boots N]
 
@@ -14,7 +14,7 @@ they rest on; then the same three pooled over each claim family's ratios
 autocorrelation of each run's repetitions in the order measured against
 the same values shuffled: an excess over 0 is a drift or a level shift
 within runs that the this-machine verdict's simulation must carry
-(iolab.analysis.error_rates).
+(iolab.procedure.precision_errors).
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from iolab.analysis import components, records
 from iolab.archive import pooling
+from iolab.claims import records
+from iolab.procedure import variance_components as components
 
 
 def family(quantity: str) -> str:

@@ -37,8 +37,8 @@ import tempfile
 from pathlib import Path
 
 from iolab import config, paths
-from iolab.analysis.stats import abba_log_ratios, across_reps, sd_interval
 from iolab.cli import floats, ints, names
+from iolab.estimation.intervals import abba_log_ratios, across_reps, sd_interval
 from iolab.experiments import echo
 from iolab.experiments.echo.cell import rate_and_server_cpu
 from iolab.presets import preset_server

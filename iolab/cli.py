@@ -16,9 +16,9 @@ comma-separated list on the command line ("0.5,1,2") as a typed list.
 from __future__ import annotations
 
 import argparse
-import re
 import importlib
 import os
+import re
 import secrets
 import shutil
 import socket

@@ -12,9 +12,6 @@ from . import paths
 from .native import BUILD_FILES, program_sources
 from .registry import REGISTRY
 
-# The packages that turn raw files into numbers and figures.
-ANALYSIS_PACKAGES = ["iolab.tables", "iolab.analysis", "iolab.report"]
-
 
 def measuring_sources(experiment: str) -> list[str]:
     """Repository-relative paths, sorted: the build files, the code the
@@ -38,7 +35,8 @@ def analysing_sources() -> list[str]:
     """Repository-relative paths, sorted: the analysis packages' import
     closure and the notebooks."""
     notebooks = [p.relative_to(paths.REPO).as_posix() for p in (paths.REPO / "notebooks").glob("*.py")]
-    return sorted({*paths.module_closure(ANALYSIS_PACKAGES), *notebooks})
+    # The read side below the archive turns raw files into numbers and figures.
+    return sorted({*paths.module_closure([], paths.read_side_modules(below="archive")), *notebooks})
 
 
 def _digest(sources: list[str], root: Path) -> str:

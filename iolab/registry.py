@@ -252,7 +252,7 @@ def _headline_cells(run: Any, nodes: int) -> bool:
     if not echo:
         return False
     chosen = echo.only or list(echo.presets)
-    # Our setup (iolab.analysis.echostats.OUR_SETUP): an event-loop client,
+    # Our setup (iolab.rooms.echo.summaries.OUR_SETUP): an event-loop client,
     # pinned CPUs, one request in flight.
     ours = [
         s

@@ -281,7 +281,7 @@ class Rounds:
 
     @cached_property
     def claim_node(self) -> str:
-        """The node claims are judged on (iolab.analysis.claims.evaluate: the
+        """The node claims are judged on (iolab.claims.evaluate: the
         first in name order that runs the cost-model experiments)."""
         return sorted(n for n in self.plan.active if all(self.plan.node_runs(n, e) for e in COST_MODEL_EXPERIMENTS))[0]
 

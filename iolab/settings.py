@@ -236,7 +236,7 @@ class IbSettings(ExperimentSettings):
 
 
 class PrecisionSettings(Section):
-    """Adaptive precision (iolab.analysis.precision)."""
+    """Adaptive precision (iolab.planning.precision)."""
 
     enabled: bool = from_schema("precision", "enabled")
     budget_minutes: Number = from_schema("precision", "budget_minutes")

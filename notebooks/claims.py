@@ -20,7 +20,7 @@
 # measured. Each part's quantity (a ratio of two configurations measured in
 # the same repetition, or a cost) is estimated within every repetition; the
 # verdict is decided by sign tests on those values, with each claim's error
-# held to 2.5 % each way (iolab.analysis.evidence): reproduced when the
+# held to 2.5 % each way (iolab.claims.evidence): reproduced when the
 # part's verdict interval satisfies the claim, not reproduced when it
 # contradicts it after the adjustment over the claim's parts, undecided at
 # this precision otherwise (with the repetitions expected to decide it).
@@ -63,11 +63,13 @@ manifest_out = "results/by-hand/figures/claims.json"
 # %%
 import matplotlib.pyplot as plt
 
-from iolab import tables
-from iolab.analysis import claims, costmodel, headline, models, setups, verdicts
-from iolab.analysis import findings as parts
+from iolab import claims, tables
+from iolab.claims import findings as parts
+from iolab.claims import headline, setups, verdicts
 from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
+from iolab.rooms.cost_probes import cost_model as costmodel
+from iolab.rooms.cost_probes import summaries as models
 
 plots.style.apply()
 sources = {

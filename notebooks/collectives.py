@@ -55,10 +55,12 @@ manifest_out = "results/by-hand/figures/collectives.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import models, mpimodels, mpistats
 from iolab.report import plots
 from iolab.report.outputs import Outputs
+from iolab.rooms.cost_probes import summaries as models
+from iolab.rooms.mpi import latency_models as mpimodels
 from iolab.rooms.mpi import present as mpi_present
+from iolab.rooms.mpi import stats as mpistats
 
 plots.style.apply()
 out = Outputs("collectives", figure_dir, numbers_out, manifest_out, tables={"mpi": mpi_table})

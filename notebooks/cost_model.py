@@ -64,12 +64,14 @@ manifest_out = "results/by-hand/figures/cost_model.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import costmodel, echostats, models
-from iolab.analysis.stats import ESTIMATOR
+from iolab.estimation.intervals import ESTIMATOR
 from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs
-from iolab.rooms.cost_probes import epoll_ctl as epoll_ctl_present
+from iolab.rooms.cost_probes import cost_model as costmodel
+from iolab.rooms.cost_probes import present_epoll_ctl as epoll_ctl_present
 from iolab.rooms.cost_probes import steps as cost_probe_steps
+from iolab.rooms.cost_probes import summaries as models
+from iolab.rooms.echo import summaries as echostats
 from iolab.rooms.send_zc import present as send_zc_present
 from iolab.rooms.send_zc import stats as send_zc_stats
 

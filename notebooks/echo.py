@@ -56,14 +56,17 @@ manifest_out = "results/by-hand/figures/echo.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import costmodel, echostats, latency, models
 from iolab.report import plots
 from iolab.report.outputs import Outputs
-from iolab.rooms.echo import modern as echo_modern
+from iolab.rooms.cost_probes import cost_model as costmodel
+from iolab.rooms.cost_probes import summaries as models
+from iolab.rooms.echo import modern_stats as echo_stats
 from iolab.rooms.echo import perbyte as echo_per_byte
 from iolab.rooms.echo import present as echo_present
-from iolab.rooms.echo import stats as echo_stats
+from iolab.rooms.echo import present_modern as echo_modern
+from iolab.rooms.echo import summaries as echostats
 from iolab.rooms.latency import present as latency_present
+from iolab.rooms.latency import stats as latency
 
 plots.style.apply()
 sources = {

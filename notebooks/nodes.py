@@ -55,7 +55,7 @@ manifest_out = "results/by-hand/figures/nodes.json"
 import matplotlib.pyplot as plt
 
 from iolab import tables
-from iolab.analysis import nodecompare
+from iolab.claims import nodecompare
 from iolab.report import numbers, plots
 from iolab.report.outputs import Outputs, figure_caption
 

@@ -16,7 +16,7 @@ for _notebook in NOTEBOOKS_ON:
             tables=notebook_tables(_notebook),
             code=notebook_code(_notebook),
             # The between-occasion spread every prediction interval and the
-            # launch planner read (iolab.analysis.occasions).
+            # launch planner read (iolab.estimation.occasion_spread).
             occasions="data/occasions.json",
             captions=[caption_file(figure) for figure in NOTEBOOK_FIGURES[_notebook]],
             plans=lambda w, notebook=_notebook: notebook_plans(notebook),

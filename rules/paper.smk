@@ -9,7 +9,7 @@ localrules: paper_numbers, figure_manifest, paper_pdf
 rule paper_numbers:
     input:
         numbers=expand("results/numbers/{notebook}.json", notebook=NOTEBOOKS_ON),
-        quoted="iolab/analysis/sources.py",
+        quoted="iolab/quoted.py",
         code=PAPER_CODE,
     output:
         "paper/generated/numbers.json",

@@ -1,6 +1,6 @@
 # Adaptive precision (config: precision). Round 0 is the configured
 # repetitions; each checkpoint reads every raw file so far, judges the claims
-# (iolab.analysis.claims) and plans the next round: more repetitions of only
+# (iolab.claims) and plans the next round: more repetitions of only
 # what feeds an unsettled verdict, within the time budget. The tidy tables
 # wait for the round whose plan says stop (rules/common.smk: table_inputs).
 
@@ -22,5 +22,5 @@ checkpoint precision_plan:
     conda:
         "../environment.yml"
     shell:
-        "python -m iolab.analysis.precision plan --round {wildcards.round} --repeats {params.repeats:q}"
+        "python -m iolab.planning.precision plan --round {wildcards.round} --repeats {params.repeats:q}"
         " --precision {params.precision:q} --output {output} {input.raw} 2>&1 | tee {log}"

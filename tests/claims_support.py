@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 
 from iolab import tables
-from iolab.analysis import echostats, evidence
-from iolab.analysis.verdicts import Finding, Outcome, claim_verdict, settle
+from iolab.claims import evidence
+from iolab.claims.verdicts import Finding, Outcome, claim_verdict, settle
+from iolab.rooms.echo import summaries as echostats
 
 # Each repetition's host speed, shared by its cells: ten repetitions, so
 # that every outcome of a claim of up to 12 parts is reachable.
@@ -90,7 +91,7 @@ def reference_spread(kind: str) -> float:
                 float(np.std(np.log(g["ratio"]), ddof=1)) for _, g in r.groupby(["connections", "bytes"]) if len(g) >= 3
             ]
         return float(np.median(sds))
-    from iolab.analysis import costmodel
+    from iolab.rooms.cost_probes import cost_model as costmodel
 
     syscall = tables.load("syscall", tables.REFERENCE)
     per_rep = costmodel.per_rep(

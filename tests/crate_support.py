@@ -99,7 +99,7 @@ def _patch_header(path: Path, name: str, method: int | None = None, flags: int =
 def raw_copy(base: Path, tag: str) -> dict[str, bytes]:
     """A ``replace`` for ``craft`` that gives every raw measurement file
     other bytes (a trailing comment naming ``tag``): what a copier does to
-    make one run look like several. By identity (iolab.analysis.records)
+    make one run look like several. By identity (iolab.claims.records)
     the result is still ``base``'s run: its launch, first start and
     findings are the same."""
     with zipfile.ZipFile(base) as z:

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from conftest import REPO, load_benchmark
 
-from iolab.analysis import stats
+from iolab.estimation import intervals as stats
 
 RATIO = r"\d+\.\d\d-\d+\.\d\d \(median \d+\.\d\d, n=\d+\)"
 
@@ -219,7 +219,7 @@ def test_warmup_length_finds_a_shift_only_where_the_shorter_warmup_made_one() ->
 def test_variance_components_reads_records_and_gives_each_level(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from iolab.analysis import records
+    from iolab.claims import records
 
     module = load_benchmark("variance_components")
     rng = np.random.default_rng(2)

@@ -1,4 +1,4 @@
-"""Change points in a timeline of medians (iolab.analysis.changepoints):
+"""Change points in a timeline of medians (iolab.estimation.changepoints):
 found where a constructed series steps, at the step, and in at most about
 α of series that do not step, under the drift between occasions these
 machines show. Without the drift term the same search raises false alarms
@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iolab.analysis import changepoints, occasions
-from iolab.analysis.changepoints import Point
 from iolab.archive import compare, store, timeline
 from iolab.codehash import analysing_digest, measuring_digest
+from iolab.estimation import changepoints
+from iolab.estimation import occasion_spread as occasions
+from iolab.estimation.changepoints import Point
 
 # A cost probe's spread here (data/occasions.json, cost_model:absolute):
 # between occasions 0.17, and a median of 6 repetitions known to about 0.05

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from claims_support import echo_table, judged
 
-from iolab.analysis import claims, evidence
-from iolab.analysis.claims import faithful, habr, rules
-from iolab.analysis.findings import finding, not_testable
-from iolab.analysis.verdicts import Finding, Outcome, Rule, settle
+from iolab import claims
+from iolab.claims import evidence, faithful, habr, rules
+from iolab.claims.findings import finding, not_testable
+from iolab.claims.verdicts import Finding, Outcome, Rule, settle
 from iolab.report import claim_texts, numbers
 
 # --- every margin's reason from its rule's own numbers --------------------------------
@@ -64,7 +64,7 @@ def test_the_whys_arithmetic_is_the_rules_own() -> None:
     gain = next(f for f in _all_rules() if f.claim == "C3" and f.rule is not None and f.rule.kind == "within")
     assert gain.rule.band == pytest.approx((1.05, 1.15)) and "+5 % to +15 %" in gain.rule.why
     # M1's bandwidth band admits a faster VM, and says so.
-    from iolab.analysis.claims import hpchub
+    from iolab.claims import hpchub
 
     band = rules.within(0.99, 0.05, hpchub.M1_BANDWIDTH)
     assert band.band[1] > 1 and "faster" in band.why

@@ -1,7 +1,7 @@
 """The claims (C1-C4, U1-U5, M1-M3) on synthetic tables: paired ratios
 within each repetition, each outcome, "not testable" with its reason; every
 rule checked against the source's own numbers, noise-free and as faithful
-replications with this machine's spread (iolab.analysis.claims.faithful).
+replications with this machine's spread (iolab.claims.faithful).
 Their wording: test_claim_words.py."""
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ import pandas as pd
 import pytest
 from claims_support import DRIFT, PAPER_REPS, cost, echo_table, judged, reference_spread, verdict
 
-from iolab.analysis import claims, echostats, sources
-from iolab.analysis.claims import faithful, habr, openanolis, rules
-from iolab.analysis.findings import finding, not_testable
-from iolab.analysis.verdicts import Finding, Outcome, claim_verdict, combine
+from iolab import claims
+from iolab import quoted as sources
+from iolab.claims import faithful, habr, openanolis, rules
+from iolab.claims.findings import finding, not_testable
+from iolab.claims.verdicts import Finding, Outcome, claim_verdict, combine
 from iolab.report import claim_texts
+from iolab.rooms.echo import summaries as echostats
 
 # --- every rule against the source's own numbers ------------------------------------
 
@@ -422,7 +424,7 @@ def test_one_setup_keeps_the_sources_where_it_ran() -> None:
 
 
 def cost_inputs(s: float, w: float, a: float, b: float) -> dict:
-    from iolab.analysis import costmodel
+    from iolab.rooms.cost_probes import cost_model as costmodel
 
     fit = {
         "A": costmodel.Fit("A", {"t": a + b}, 0.0, 3),

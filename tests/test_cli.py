@@ -242,7 +242,9 @@ def test_help_reads_without_the_codes_pointers() -> None:
     body = doc.split("\n", 3)[3]
     assert "python -m iolab" not in body and "(iolab." not in body and "**" not in body
     assert not re.search(r"(?<!`)``(?!`)", body)
-    sample = "Verdicts about **this kind**\n(iolab.analysis.pooled).\n\n    python -m iolab.archive.pooling X\n\nDone."
+    sample = (
+        "Verdicts about **this kind**\n(iolab.claims.kind_verdicts).\n\n    python -m iolab.archive.pooling X\n\nDone."
+    )
     assert cli.for_users(sample) == "Verdicts about this kind.\n\nDone."
     # Negative control: a module's docstring as it stands keeps all three.
     from iolab.archive import compare

@@ -1,4 +1,4 @@
-"""The three levels of variation (iolab.analysis.components): the REML fit
+"""The three levels of variation (iolab.procedure.variance_components): the REML fit
 recovers known variances, says where a level cannot be told, and the lag
 structure within a run shows a drift and nothing where there is none."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iolab.analysis import components
-from iolab.analysis.components import Series
+from iolab.procedure import variance_components as components
+from iolab.procedure.variance_components import Series
 
 
 def simulated(

@@ -9,10 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab.analysis import claims, costmodel
-from iolab.analysis.verdicts import Outcome, combine
+from iolab import claims
+from iolab.claims.verdicts import Outcome, combine
 from iolab.report import claim_texts
 from iolab.report import labels as label_words
+from iolab.rooms.cost_probes import cost_model as costmodel
 
 NS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 

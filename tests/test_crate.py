@@ -26,8 +26,8 @@ import yaml
 from conftest import REPO, copy_workflow, crate_cli, module_cli, tool_env
 from crate_support import craft, raw_copy
 
-from iolab.analysis import stats
 from iolab.codehash import measuring_digest
+from iolab.estimation import intervals as stats
 from iolab.readers import sha256
 
 CONTEXT_URL = "https://w3id.org/ro/crate/1.1/context"

@@ -23,10 +23,10 @@ from echo_support import SWEEP
 
 from iolab import config as iolab_config
 from iolab import readers, tables
-from iolab.analysis import echostats
 from iolab.experiments import echo as echo_exp
 from iolab.experiments.echo import cell as echo_cell
 from iolab.formats import histograms_path
+from iolab.rooms.echo import summaries as echostats
 from iolab.runners import LocalRunner
 from iolab.settings import EchoSettings
 

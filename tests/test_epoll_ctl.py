@@ -11,8 +11,8 @@ import pandas as pd
 from conftest import copy_workflow, snakemake
 from probe_support import measured_rows, refusal
 
-from iolab.analysis import models
-from iolab.rooms.cost_probes import epoll_ctl
+from iolab.rooms.cost_probes import present_epoll_ctl as epoll_ctl
+from iolab.rooms.cost_probes import summaries as models
 
 ON = "experiments:\n  epoll_ctl: {}\n"
 

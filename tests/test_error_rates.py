@@ -1,5 +1,5 @@
 """The verdicts' stated error rate about this machine, 2.5 % each way per
-claim, held when adaptive precision adds rounds (iolab.analysis.error_rates):
+claim, held when adaptive precision adds rounds (iolab.procedure.precision_errors):
 values from the reference run's residuals, the truth on a claim's bound, a
 random effect per round at the upper end of the spread between runs of one
 launch, or a trend of 2 % per round; the real verdict code and the real
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from iolab.analysis import error_rates
-from iolab.analysis.error_rates import PROCEDURES, Claim, Procedure, Scenario
+from iolab.procedure import precision_errors as error_rates
+from iolab.procedure.precision_errors import PROCEDURES, Claim, Procedure, Scenario
 
 
 @pytest.fixture(scope="module")

@@ -14,9 +14,11 @@ import pytest
 from scipy import integrate
 from scipy import stats as sps
 
-from iolab.analysis import evidence, occasions, stats
-from iolab.analysis.findings import finding
-from iolab.analysis.verdicts import Rule, settle
+from iolab.claims import evidence
+from iolab.claims.findings import finding
+from iolab.claims.verdicts import Rule, settle
+from iolab.estimation import intervals as stats
+from iolab.estimation import occasion_spread as occasions
 
 
 def exact_tail(k: int, n: int) -> float:

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from claims_support import echo_table, judged
 
-from iolab.analysis.claims import rules
-from iolab.analysis.extremes import ExtremeFinding, extreme_finding
-from iolab.analysis.findings import finding
-from iolab.analysis.verdicts import Finding
+from iolab.claims import rules
+from iolab.claims.extremes import ExtremeFinding, extreme_finding
+from iolab.claims.findings import finding
+from iolab.claims.verdicts import Finding
 from iolab.report import checks, claim_texts
 
 # --- "p99 rose with the load" over values that fall (p. 14) -----------------------
@@ -101,7 +101,7 @@ def planned(text: str) -> int:
 def minimum_over_cells(reps: int = 6, cells: int = 6) -> list[Finding]:
     """A part about the smallest of several cells, each above its bound:
     refuting it is a statement about some cell, whose level is split over
-    the cells (iolab.analysis.extremes)."""
+    the cells (iolab.claims.extremes)."""
     series = {f"c{i}": pd.Series([1.2] * reps, index=range(1, reps + 1)) for i in range(cells)}
     return judged([extreme_finding("M3", "smallest over cells", series, "min", rules.above(1.0, "t"))])
 
@@ -198,7 +198,7 @@ def test_a_preset_not_measured_under_the_claims_setup_says_which_setup() -> None
 
 
 def test_the_claims_reasons_name_the_setup_wherever_a_preset_is_missing() -> None:
-    from iolab.analysis.claims import habr
+    from iolab.claims import habr
 
     echo = echo_table({"default": 1.0}, [(1000, 128), (500, 128), (100, 128)])
     found = habr.u2(echo)

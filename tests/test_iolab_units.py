@@ -223,7 +223,7 @@ def test_atomic_files_get_ordinary_permissions(tmp_path: Path) -> None:
 
 
 def test_numbers_with_unbounded_intervals_are_valid_json(tmp_path: Path) -> None:
-    from iolab.analysis.stats import Estimate
+    from iolab.estimation.intervals import Estimate
     from iolab.report.outputs import Outputs
 
     out = Outputs("t", tmp_path, tmp_path / "n.json", tmp_path / "m.json")

@@ -20,13 +20,13 @@ import pytest
 from echo_support import schedule_bounds
 
 from iolab import readers, tables
-from iolab.analysis import latency
 from iolab.config import ConfigError, check_semantics, load
 from iolab.experiments import echo as echo_exp
 from iolab.experiments import latency as latency_exp
 from iolab.experiments.echo import cell as echo_cell
 from iolab.formats import histograms_path
 from iolab.rooms.latency import present as latency_present
+from iolab.rooms.latency import stats as latency
 from iolab.runners import LocalRunner
 from iolab.settings import LatencySettings
 

@@ -1,5 +1,5 @@
 """The verdict about this machine holds its stated error, 2.5 % each way per
-claim, in the world one launch shows (iolab.analysis.machine_errors): the
+claim, in the world one launch shows (iolab.procedure.machine_errors): the
 repetitions' spread, the lag structure within a run and the runs of one
 launch, as measured on this machine kind, under normal and skewed laws,
 at each claim shape's least-favourable configuration. The same check fails
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iolab.analysis import machine_errors as me
-from iolab.analysis.run_errors import C2_LIKE, ONE_PART, SHAPES, U1_LIKE, Shape
+from iolab.procedure import machine_errors as me
+from iolab.procedure.kind_errors import C2_LIKE, ONE_PART, SHAPES, U1_LIKE, Shape
 
 SIMS = 3000
 # The counts a default run plans (6) and the paper overlay's (12), and the
@@ -69,9 +69,9 @@ def test_the_simulated_verdict_is_the_findings_verdict() -> None:
     # simulation runs the production path.
     import pandas as pd
 
-    from iolab.analysis import evidence
-    from iolab.analysis.findings import finding
-    from iolab.analysis.verdicts import combine, settle
+    from iolab.claims import evidence
+    from iolab.claims.findings import finding
+    from iolab.claims.verdicts import combine, settle
 
     rng = np.random.default_rng(5)
     for trial in range(60):

@@ -8,8 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from iolab.analysis.costmodel import OPS, CostInputs, Fit
-from iolab.rooms.echo import modern, stats
+from iolab.rooms.cost_probes.cost_model import OPS, CostInputs, Fit
+from iolab.rooms.echo import modern_stats as stats
+from iolab.rooms.echo import present_modern as modern
 
 FLAGS = {
     "epoll": "",

@@ -15,9 +15,9 @@ import yaml
 from conftest import REPO
 
 from iolab import formats, readers, tables
-from iolab.analysis import mpistats
 from iolab.experiments import mpi
 from iolab.experiments.mpi import launch as mpi_launch
+from iolab.rooms.mpi import stats as mpistats
 from iolab.runners import RunError
 from iolab.settings import MpiSettings
 

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab.analysis import mpimodels, mpistats
+from iolab.rooms.mpi import latency_models as mpimodels
 from iolab.rooms.mpi import present as mpi_present
+from iolab.rooms.mpi import stats as mpistats
 
 # ---- the models ----------------------------------------------------------------
 

@@ -19,10 +19,10 @@ from conftest import REPO
 from test_mpi import IS_ROOT, NO_REFERENCE, needs_root, settings
 
 from iolab import live, readers
-from iolab.analysis import mpimodels
 from iolab.experiments import mpi
 from iolab.experiments.mpi import launch as mpi_launch
 from iolab.experiments.mpi import netns
+from iolab.rooms.mpi import latency_models as mpimodels
 from iolab.runners import RunError
 
 

@@ -20,12 +20,12 @@ import yaml
 from conftest import REPO, copy_workflow, snakemake, write_sshd_files
 
 from iolab import formats, readers, tables
-from iolab.analysis import mpistats
 from iolab.experiments import mpi
 from iolab.experiments.mpi.group import Member, MpiNodeGroup, ssh_config_block
 from iolab.experiments.mpi.netns import NetnsCluster, _ip
 from iolab.inventory import NodeEntry
 from iolab.measure import measure
+from iolab.rooms.mpi import stats as mpistats
 from iolab.runners import LocalRunner, RunError, SshRunner
 from iolab.settings import MpiSettings
 

@@ -12,8 +12,8 @@ import pytest
 from test_mpi import mpirun, settings
 
 from iolab import formats, tables
-from iolab.analysis import mpistats
 from iolab.experiments import mpi
+from iolab.rooms.mpi import stats as mpistats
 
 
 def _rows(path: Path) -> pd.DataFrame:

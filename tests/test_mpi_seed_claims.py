@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab.analysis import claims
-from iolab.analysis.verdicts import Outcome, combine
+from iolab import claims
+from iolab.claims.verdicts import Outcome, combine
 from iolab.report import claim_texts
 
 DRIFT = [1.0, 1.3, 0.8, 1.1, 0.9, 1.2, 1.05, 0.85, 1.15, 0.95]  # shared by both pairs within a repetition
@@ -239,8 +239,8 @@ def noisy_pairs(
 
 
 def _judged(findings: list) -> list:
-    from iolab.analysis import evidence
-    from iolab.analysis.verdicts import settle
+    from iolab.claims import evidence
+    from iolab.claims.verdicts import settle
 
     settle(findings, evidence.FIXED, 0.0, predict=False)
     return findings
@@ -282,7 +282,7 @@ def test_m3_finds_a_real_speed_up_at_a_few_cells_and_reads_a_large_one_as_anothe
 
 
 def test_m2_worst_ratio_bands_keep_the_collectives_apart_and_below_one() -> None:
-    from iolab.analysis.claims import hpchub
+    from iolab.claims import hpchub
 
     bands = [(r * (1 - hpchub.M2_WORST_MARGIN), r * (1 + hpchub.M2_WORST_MARGIN)) for r in hpchub.M2_WORST_RATIOS]
     assert all(a[1] < b[0] for a, b in itertools.pairwise(bands)) and bands[-1][1] < 1

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, tool_env
 
 from iolab import tables
-from iolab.analysis import nodecompare
+from iolab.claims import nodecompare
 
 MPI_SCALE = 0.8  # bare-metal MPI times are 0.8 of the VM's
 ECHO_SCALE = 1.25  # bare-metal serves 1.25x the requests

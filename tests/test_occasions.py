@@ -1,4 +1,4 @@
-"""The between-occasion spread, estimated from archived runs (iolab.analysis.occasions,
+"""The between-occasion spread, estimated from archived runs (iolab.estimation.occasion_spread,
 ./repro occasions): REML over the runs' per-repetition values, written with
 the runs it rests on, read back by every prediction interval; crates are
 checked before anything is read from them."""
@@ -17,7 +17,7 @@ import pytest
 from conftest import tool_env
 from crate_support import another_run, craft, raw_copy
 
-from iolab.analysis import occasions
+from iolab.estimation import occasion_spread as occasions
 
 
 def shifted(numbers: dict, factor: float, rng: np.random.Generator) -> dict:
@@ -115,7 +115,7 @@ def test_an_estimate_carries_its_own_uncertainty_and_no_group_falls_back() -> No
 
 
 def test_a_number_with_an_interval_declares_its_kind(tmp_path: Path) -> None:
-    from iolab.analysis.stats import across_reps
+    from iolab.estimation.intervals import across_reps
     from iolab.report.outputs import Outputs
 
     out = Outputs("echo", tmp_path, tmp_path / "n.json", tmp_path / "m.json")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from iolab.analysis.stats import MIN_REPS_FOR_CI
+from iolab.estimation.intervals import MIN_REPS_FOR_CI
 
 REPO = Path(__file__).resolve().parent.parent
 MAX_PRINTED_HEIGHT_IN = 8.6
@@ -182,7 +182,7 @@ def test_the_page_holds_every_figure_table_and_caption(built) -> None:
     assert pdfcheck.overprinted(pdf) == []
     assert pdfcheck.empty_tables(wd / "paper" / "paper.typ", wd) == []
 
-    # An interval needs 6 repetitions (iolab.analysis.stats.MIN_REPS_FOR_CI):
+    # An interval needs 6 repetitions (iolab.estimation.intervals.MIN_REPS_FOR_CI):
     # below that a figure draws the median without the band its caption
     # names, so a run of fewer repetitions (the smoke run's) is not held to it.
     def held(f: dict) -> list[str]:

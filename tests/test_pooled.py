@@ -1,5 +1,5 @@
 """Verdicts about the machine kind, pooled across launches
-(iolab.analysis.pooled): the sign tests over launch medians reach every
+(iolab.claims.kind_verdicts): the sign tests over launch medians reach every
 outcome at a finite number of launches, hold their error in the world these
 machines show (a persistent occasion effect, normal and skewed laws, the
 spread at 1-3x, each claim shape's least-favourable configuration) where
@@ -23,10 +23,11 @@ import pytest
 from conftest import tool_env
 from crate_support import another_run, craft, raw_copy
 
-from iolab.analysis import pooled, run_errors
-from iolab.analysis.claims import faithful
-from iolab.analysis.run_errors import C2_LIKE, ONE_PART, SHAPES, U1_LIKE, World
-from iolab.analysis.verdicts import Finding, Outcome, Rule
+from iolab.claims import faithful
+from iolab.claims import kind_verdicts as pooled
+from iolab.claims.verdicts import Finding, Outcome, Rule
+from iolab.procedure import kind_errors as run_errors
+from iolab.procedure.kind_errors import C2_LIKE, ONE_PART, SHAPES, U1_LIKE, World
 
 
 def part(values: list[float], rule: Rule, mode: pooled.Mode = "planned", claim: str = "X") -> pooled.PooledPart:
@@ -170,7 +171,7 @@ def gated_runs(servers: list[float], keep_gate: bool = True) -> list[pooled.RunF
     whose server read below 0.9. io_uring leads epoll by 10 % throughout."""
     from claims_support import echo_table
 
-    from iolab.analysis.claims import habr
+    from iolab.claims import habr
 
     runs = []
     for i, server in enumerate(servers):
@@ -233,7 +234,7 @@ def u2_runs(servers: list[float], keep_gate: bool = True) -> list[pooled.RunFind
     Go reactor at c = 1000, 128 B used ``servers`` of its CPU beside a
     client of 0.95 CPUs on 2: that cell trips its gate in a run whose server
     read below 0.9; the other cells never do."""
-    from iolab.analysis.claims import habr
+    from iolab.claims import habr
 
     runs = []
     for i, server in enumerate(servers):
@@ -275,8 +276,8 @@ def test_a_part_over_several_cells_keeps_its_name_and_one_gate_over_the_runs() -
 
 
 def test_the_gate_pools_only_figures_over_the_seconds_their_cpu_times_cover() -> None:
-    from iolab.analysis.gates import Busy, BusyGate
-    from iolab.analysis.gates import pooled as pooled_gate
+    from iolab.claims.gates import Busy, BusyGate
+    from iolab.claims.gates import pooled as pooled_gate
 
     def gate(server: float, client: float, setup: bool) -> BusyGate:
         return BusyGate("c=1000 128 B", 2, (Busy("epoll", server, client),), setup=setup)
@@ -300,7 +301,7 @@ def test_the_gate_pools_only_figures_over_the_seconds_their_cpu_times_cover() ->
     # A run's gate says which kind its table's figures are.
     from claims_support import echo_table
 
-    from iolab.analysis.claims import rules
+    from iolab.claims import rules
 
     table = echo_table({"default": 110.0, "epoll": 100.0}, [(1000, 128)], cpus=2)
     assert not rules.client_gate(table, ("default", "epoll"), (1000, 128)).setup
@@ -309,7 +310,7 @@ def test_the_gate_pools_only_figures_over_the_seconds_their_cpu_times_cover() ->
 
 
 def test_a_gate_read_from_a_crate_is_checked_as_data() -> None:
-    from iolab.analysis.gates import BusyGate
+    from iolab.claims.gates import BusyGate
 
     good = {"cell": "c=1000 128 B", "cpus": 2, "busy": [["default", 0.88, 0.95]]}
     gate = BusyGate.from_json(good)
@@ -388,7 +389,7 @@ def test_a_t_over_runs_buys_its_power_only_by_breaking_the_bound_where_runs_are_
     # symmetric (16 runs, a tenth beyond the bound, spread 0.10), errs well
     # beyond 2.5 % under the slow-tail law in that same check; gated more
     # tightly, it no longer reaches 80 % (and still errs: python -m
-    # iolab.analysis.run_errors --frontier). The sign test holds.
+    # iolab.procedure.kind_errors --frontier). The sign test holds.
     normal, slow = World(), World("slow tail", 0.10, True)
     loose, tight = run_errors.gated(1.0), run_errors.gated(0.5)
     assert run_errors.power(loose, ONE_PART, 16, normal, 0.10)[0] >= 0.8
@@ -534,7 +535,7 @@ def test_copies_of_one_run_count_once_and_a_run_from_the_future_is_refused(smoke
 
 
 def test_a_single_runs_paper_says_how_many_runs_each_claim_needs() -> None:
-    from iolab.analysis.findings import finding
+    from iolab.claims.findings import finding
     from iolab.report import over_runs
 
     def judged(value: float, sigma: float) -> list:
@@ -556,7 +557,7 @@ def test_a_single_runs_paper_says_how_many_runs_each_claim_needs() -> None:
 
 
 def test_the_planner_prices_each_claim_in_runs_and_machine_hours() -> None:
-    from iolab.analysis import planning
+    from iolab.planning import launches as planning
 
     def pooled_part(
         claim: str, name: str, values: list[float], rule: Rule, launches: list[str] | None = None

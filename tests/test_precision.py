@@ -12,9 +12,9 @@ import pytest
 import yaml
 from conftest import snakemake
 
-from iolab.analysis.findings import finding, not_testable
-from iolab.analysis.precision import plan_round, wanted
-from iolab.analysis.verdicts import Rule
+from iolab.claims.findings import finding, not_testable
+from iolab.claims.verdicts import Rule
+from iolab.planning.precision import plan_round, wanted
 
 PRECISION = {"enabled": True, "budget_minutes": 10, "reps_per_round": 3, "max_rounds": 4, "target_rel_halfwidth": None}
 DECIDED = [0.8, 0.82, 0.85, 0.79, 0.81, 0.84]  # all below 1: "sqpoll slower" reproduced

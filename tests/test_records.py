@@ -1,4 +1,4 @@
-"""A run's record (iolab.analysis.records): what it keeps, how copies of one
+"""A run's record (iolab.claims.records): what it keeps, how copies of one
 run are told apart from runs, and how a hostile record is refused whole,
 in one line."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from iolab.analysis import claims, records
-from iolab.analysis.records import RecordError, RunIdentity
+from iolab import claims
+from iolab.claims import records
+from iolab.claims.records import RecordError, RunIdentity
 
 CLAIMS = list(claims.CLAIM_TESTS)
 
@@ -121,7 +122,7 @@ def test_a_record_too_large_not_a_file_or_a_bomb_is_refused_with_its_name(tmp_pa
 
 def test_a_record_never_carries_a_rule_into_the_verdict() -> None:
     # The record keeps the rule it was judged by only to be compared with
-    # this checkout's (iolab.analysis.pooled); its "why" is not kept.
+    # this checkout's (iolab.claims.kind_verdicts); its "why" is not kept.
     kept = records.kept_finding({**finding(), "rule": "\u2265 0.000000667", "margin": "made up", "why": "x"})
     assert "rule" not in kept and "margin" not in kept and "why" not in kept
 

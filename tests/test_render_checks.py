@@ -102,8 +102,8 @@ def test_the_ratio_of_means_is_shown_where_the_estimand_sentence_promises_it() -
     (``means_shown``, which the parts table prints) and no others."""
     from claims_support import judged
 
-    from iolab.analysis.claims import rules
-    from iolab.analysis.findings import finding
+    from iolab.claims import rules
+    from iolab.claims.findings import finding
     from iolab.report.claim_texts import ESTIMAND, MEANS_MARGIN
     from iolab.report.outputs import finding_rows
 

@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from iolab.analysis import evidence, records
-from iolab.analysis.findings import finding
-from iolab.analysis.verdicts import Outcome, Rule, settle
+from iolab.claims import evidence, records
+from iolab.claims.findings import finding
+from iolab.claims.verdicts import Outcome, Rule, settle
 from iolab.report import numbers, scopes
 
 MACHINE = "vm, 2 CPUs, Linux 6.18, mitigations on"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from iolab import tables
-from iolab.analysis.stats import Estimate
+from iolab.estimation.intervals import Estimate
 from iolab.rooms.send_zc import present
 from iolab.rooms.send_zc import stats as zerocopy
 

@@ -1,11 +1,11 @@
-"""The setups table's machine line (iolab.analysis.setups): what each claim's
+"""The setups table's machine line (iolab.claims.setups): what each claim's
 cells ran on, read from a table's per-row facts."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from iolab.analysis import setups
+from iolab.claims import setups
 
 
 def test_the_machine_line_names_each_model_kind_and_kernel_once() -> None:

@@ -64,4 +64,3 @@ def test_a_rise_of_the_bytes_copied_is_no_step() -> None:
     assert steps.steps(probes(1.0)) == [] and steps.sentence(probes(1.0)) == ""
     # ... and a 10 % rise is not a quarter.
     assert steps.steps(probes(1.10)) == []
-

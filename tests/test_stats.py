@@ -1,4 +1,4 @@
-"""The statistics every interval comes from (iolab.analysis.stats), checked
+"""The statistics every interval comes from (iolab.estimation.intervals), checked
 on synthetic data whose truth is known: repetitions that differ far more
 than the batches within them, as on the shared machines this runs on."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from iolab.analysis import stats
+from iolab.estimation import intervals as stats
 
 DATASETS = 200
 

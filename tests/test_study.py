@@ -19,8 +19,8 @@ import pytest
 import yaml
 from conftest import copy_workflow, module_cli, snakemake, write_sshd_files
 
-from iolab.analysis import pooled
 from iolab.archive import study
+from iolab.claims import kind_verdicts as pooled
 from iolab.experiments.mpi.netns import NetnsCluster, _ip
 from iolab.inventory import NodeEntry
 from iolab.runners import RunError, SshRunner
@@ -65,8 +65,8 @@ def test_nodes_of_one_boot_plan_as_one_launch() -> None:
     it: four nodes of which three share a boot (namespaces of one VM) are
     two launches, so the shipped estimate plans. Negative control: four
     separate machines are four launches, and their own spread plans."""
-    from iolab.analysis import planning
-    from iolab.analysis.verdicts import Rule
+    from iolab.claims.verdicts import Rule
+    from iolab.planning import launches as planning
 
     def part(identity: dict[str, study.NodeRun]) -> pooled.PooledPart:
         values = [

@@ -20,8 +20,8 @@ import pytest
 from conftest import REPO, others_can_enter
 
 from iolab import privilege, tables
-from iolab.analysis import models
 from iolab.experiments import trace
+from iolab.rooms.cost_probes import summaries as models
 
 BPFTRACE_OUTPUT = """Attaching 10 probes...
 
@@ -93,8 +93,8 @@ def test_a_trace_left_out_says_why_in_its_table_and_its_claims(tmp_path: Path, m
     """The workflow left the trace out of a node (no raw file): its table
     holds the node's row with the reason, and every claim part that reads
     the trace is "not testable here" with that reason."""
-    from iolab.analysis.claims import design, openanolis, premise
-    from iolab.analysis.verdicts import Outcome
+    from iolab.claims import design, openanolis, premise
+    from iolab.claims.verdicts import Outcome
 
     monkeypatch.chdir(tmp_path)
     why = privilege.experiment_left_out("trace") or (

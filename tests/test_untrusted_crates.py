@@ -302,11 +302,11 @@ def test_made_up_claims_are_left_out_and_said_in_one_line(
     base_crate: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """20 000 made-up claims once took `verdicts` 69 s and 40 004 lines: a
-    claim this checkout does not know (iolab.analysis.claims.CLAIM_TESTS)
+    claim this checkout does not know (iolab.claims.CLAIM_TESTS)
     is left out where a crate is read (iolab.archive.compare.load), and so
     are parts past MAX_PARTS_PER_CLAIM of a known one; the run says so once."""
-    from iolab.analysis.claims import CLAIM_TESTS
     from iolab.archive import compare, pooling
+    from iolab.claims import CLAIM_TESTS
 
     made_up = 2_000  # the trial had 20 000; the control, which judges them all, stays quick
 

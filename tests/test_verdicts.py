@@ -1,4 +1,4 @@
-"""The verdict rule (iolab.analysis.verdicts): each outcome, the equivalence
+"""The verdict rule (iolab.claims.verdicts): each outcome, the equivalence
 margin, combining parts, and the repetitions an undecided part needs."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from iolab.analysis.findings import finding, not_testable
-from iolab.analysis.stats import Estimate
-from iolab.analysis.verdicts import Finding, Outcome, Rule, combine, interval_text, reps_needed
+from iolab.claims.findings import finding, not_testable
+from iolab.claims.verdicts import Finding, Outcome, Rule, combine, interval_text, reps_needed
+from iolab.estimation.intervals import Estimate
 
 R, N, U = Outcome.REPRODUCED, Outcome.NOT_REPRODUCED, Outcome.UNDECIDED
 

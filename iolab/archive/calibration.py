@@ -6,7 +6,7 @@ say? Checked on archived runs of distinct identity, each held out in turn.
 For every ordered pair of runs (A, B): B's median of each quantity A
 recorded with its repetitions is checked against A's prediction interval
 for it at 50, 80, 90, 95 and 99 %, where the between-occasion spread is
-estimated (iolab.analysis.occasions) from every run except B, so that the
+estimated (iolab.estimation.occasion_spread) from every run except B, so that the
 run being predicted never informs its own interval. Each quantity is
 judged in its declared kind's group; a quantity whose group the other runs
 do not cover has no interval and is counted apart. The answer is the share
@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from .. import atomic
-from ..analysis import occasions
+from ..estimation import occasion_spread as occasions
 from .pooling import PooledRun, load_runs
 from .untrusted import CrateError, shown
 

@@ -8,7 +8,7 @@ versions, mitigations); the fields of the comparison key (machine, software,
 each experiment's settings) on which the crates differ; every claim part's verdict in each crate, with flips
 (iolab.archive.reruns); and every number with its 95 % interval in each crate.
 Each later crate's number is set against the first's as a ratio B/A with a 95 %
-interval from both crates' repetitions (iolab.analysis.stats.ratio_interval):
+interval from both crates' repetitions (iolab.estimation.intervals.ratio_interval):
 "differs" where that interval excludes 1, "equivalent" where it lies within
 the stated margin (--margin, default ±10 %). Disjoint intervals, the older and
 more conservative test, are counted beside it. The ratio's interval holds the
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
-from ..analysis.records import future_problem
-from ..analysis.stats import Estimate, ratio_interval
+from ..claims.records import future_problem
 from ..codehash import analysing_digest, measuring_digest
+from ..estimation.intervals import Estimate, ratio_interval
 from ..registry import REGISTRY
 from ..report.artifact import HEADLINES
 from . import identity, reruns
@@ -197,10 +197,10 @@ def load(crate_zip: Path) -> Run:
 
 def registered_findings(numbers: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """``numbers`` with only the claim parts of this checkout's claims
-    (iolab.analysis.claims.CLAIM_TESTS), at most MAX_PARTS_PER_CLAIM of
+    (iolab.claims.CLAIM_TESTS), at most MAX_PARTS_PER_CLAIM of
     each, and one line saying what was left out ("" when nothing was): a
     claim this checkout does not know has no test here to be judged by."""
-    from ..analysis.claims import CLAIM_TESTS
+    from ..claims import CLAIM_TESTS
 
     entry = numbers.get("findings")
     if not isinstance(entry, dict) or not isinstance(found := entry.get("value"), list):

@@ -1,6 +1,6 @@
 """What makes two crates one run, so that a run counts once: in the store,
 in an occasion estimate and in any verdict pooled across runs
-(iolab.analysis.records.RunIdentity says when two copies are one run: a
+(iolab.claims.records.RunIdentity says when two copies are one run: a
 shared raw file, the same per-repetition findings, or the same first start
 on one launch), read from a crate.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ..analysis.records import RunIdentity, findings_digest, launch_of
+from ..claims.records import RunIdentity, findings_digest, launch_of
 from .untrusted import Crate
 
 T = TypeVar("T")

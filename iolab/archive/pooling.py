@@ -1,5 +1,5 @@
 """Verdicts about **this machine kind**, pooled across launches
-(iolab.analysis.pooled): the runs in the store or crates named on the
+(iolab.claims.kind_verdicts): the runs in the store or crates named on the
 command line, and the records of earlier runs (data/records/), each run
 counted once and grouped by its launch.
 
@@ -8,10 +8,10 @@ counted once and grouped by its launch.
                                     (./repro verdicts ...)
 
 Each crate is checked first (iolab.archive.untrusted), each record too
-(iolab.analysis.records); copies of one run count once, and the command
+(iolab.claims.records); copies of one run count once, and the command
 says which it dropped. A record whose crate is here is checked against it
 (its crate's SHA-256 and its findings) and left out, said, where they
-disagree. Runs are judged per machine kind (iolab.analysis.records.
+disagree. Runs are judged per machine kind (iolab.claims.records.
 machine_kind): a verdict about one kind never counts another's launches.
 Every part is judged by this checkout's claims, never by a rule a crate or
 a record carries. By default the launches accumulate (records over days,
@@ -34,10 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import atomic, paths
-from ..analysis import claims, occasions, planning, pooled, records
-from ..analysis.records import RunIdentity
-from ..analysis.verdicts import Outcome
+from .. import atomic, claims, paths
+from ..claims import kind_verdicts as pooled
+from ..claims import records
+from ..claims.records import RunIdentity
+from ..claims.verdicts import Outcome
+from ..estimation import occasion_spread as occasions
+from ..planning import launches as planning
 from ..readers import sha256
 from ..report import artifact
 from . import compare, identity, store

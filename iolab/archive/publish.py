@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
-from ..analysis import changepoints
 from ..codehash import measuring_sources
+from ..estimation import changepoints
 from ..provenance import utc_now
 from . import compare, store, timeline
 from .untrusted import Crate, CrateError, commit_or_none, display_safe, display_safe_tree
@@ -214,7 +214,7 @@ class Site:
 
     def kind_verdicts(self, root: Path) -> dict[str, list[dict[str, Any]]]:
         """Per claim: each machine kind's verdict over its launches."""
-        from ..analysis import pooled
+        from ..claims import kind_verdicts as pooled
         from . import pooling
 
         evidence = pooling.gather(

@@ -1,4 +1,4 @@
-"""A run's record (iolab.analysis.records) from its crate: what
+"""A run's record (iolab.claims.records) from its crate: what
 ``./repro archive`` writes under ``data/records/`` beside the crate, and
 what ``python -m iolab.archive.recording CRATE.zip ...`` writes for crates
 archived elsewhere (a crate is checked first, iolab.archive.untrusted).
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
-from ..analysis import records
+from ..claims import records
 from ..readers import sha256
 from . import compare
 from .untrusted import CrateError

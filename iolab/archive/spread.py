@@ -1,4 +1,4 @@
-"""Re-estimate the between-occasion spread (iolab.analysis.occasions) from
+"""Re-estimate the between-occasion spread (iolab.estimation.occasion_spread) from
 your own archived runs, and show the estimate in use.
 
     python -m iolab.archive.spread estimate CRATE.zip CRATE.zip [...]    (./repro occasions estimate ...)
@@ -7,7 +7,7 @@ your own archived runs, and show the estimate in use.
 Each crate is checked first (iolab.archive.untrusted); the estimate, with
 which runs it rests on, is written to data/occasions.json, which every
 prediction interval and the launch planner then use. Groups
-are quantities of one declared kind (iolab.analysis.occasions.KINDS);
+are quantities of one declared kind (iolab.estimation.occasion_spread.KINDS);
 crates from before kinds were declared add only what their units tell for
 certain (times and rates): reanalyse them first to count the rest.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import atomic, paths
-from ..analysis import occasions
-from ..analysis.records import future_problem
+from ..claims.records import future_problem
+from ..estimation import occasion_spread as occasions
 from . import identity
 from .identity import RunIdentity
 from .untrusted import Crate, CrateError, crate_commit, shown

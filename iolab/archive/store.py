@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
-from ..analysis import occasions
+from ..estimation import occasion_spread as occasions
 from ..readers import sha256
 from . import compare, identity, reruns
 from .untrusted import CrateError
@@ -201,7 +201,7 @@ def add(db: Path, crate_zip: Path) -> str:
 def _same_run(conn: sqlite3.Connection, ident: identity.RunIdentity) -> str | None:
     """The file of a stored crate of the same run as ``ident``, or None:
     one that shares its first start on one launch or its findings
-    (iolab.analysis.records.RunIdentity), else a raw file."""
+    (iolab.claims.records.RunIdentity), else a raw file."""
     for file, first_start, launch, findings in conn.execute(
         "SELECT r.file, i.first_start, i.launch, i.findings FROM identity i JOIN runs r USING (crate_sha256)"
     ):
@@ -283,7 +283,7 @@ class StoredNumber:
     n: int | None
     unit: str
     notebook: str
-    kind: str | None  # iolab.analysis.occasions.KINDS; None: unknown (an old crate)
+    kind: str | None  # iolab.estimation.occasion_spread.KINDS; None: unknown (an old crate)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """A cluster study: one run of the config on k nodes, each node one occasion,
-and the claims' verdicts pooled over the nodes (iolab.analysis.pooled,
+and the claims' verdicts pooled over the nodes (iolab.claims.kind_verdicts,
 planned: the exact sign test over the k runs fixed in advance).
 
     python -m iolab.archive.study [--tables DIR] [--out DIR] [--run-hours H]
                                   (the workflow's `study` target: ./repro study)
 
 Each node that ran the cost probes is judged on its own rows, as a run of
-its own would be (iolab.analysis.claims.evaluate with ``node``); its
+its own would be (iolab.claims.evaluate with ``node``); its
 findings are one run's observations. Nodes are independent occasions only
 when they are separate machines: nodes whose measurements ran under one
 kernel (one boot id: network namespaces of one VM, two names for one host)
@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import atomic, paths, tables
-from ..analysis import claims, pooled
-from ..analysis.verdicts import Outcome
+from .. import atomic, claims, paths, tables
+from ..claims import kind_verdicts as pooled
+from ..claims.verdicts import Outcome
 from ..registry import COST_MODEL_EXPERIMENTS, REGISTRY
 from ..report import artifact
 from ..report.outputs import finding_rows

@@ -1,7 +1,7 @@
 """The store's runs over time: per comparison key, each headline quantity's
 medians in the order the runs were measured, with their intervals, the
 points today's code would measure differently marked apart, and the places
-where the quantity changed (iolab.analysis.changepoints).
+where the quantity changed (iolab.estimation.changepoints).
 
 A series mixes runs of one comparison key only (iolab.archive.compare): the
 same machine, software and settings. A number measured with other code than
@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..analysis import changepoints, occasions
+from ..estimation import changepoints
+from ..estimation import occasion_spread as occasions
 from ..registry import NOTEBOOKS
 from ..report import artifact
 from . import compare

@@ -25,9 +25,8 @@ from typing import Any
 import yaml
 
 from .. import paths, presets, privilege
-from ..analysis import records
-from ..analysis.claims import CLAIM_TESTS
-from ..analysis.mpistats import TRANSPORT_NAMES
+from ..claims import CLAIM_TESTS, records
+from ..rooms.mpi.stats import TRANSPORT_NAMES
 from . import labels
 
 Numbers = Mapping[str, Any]

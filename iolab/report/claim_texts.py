@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import claims, occasions
-from ..analysis.claims import faithful
-from ..analysis.verdicts import ClaimVerdict, Finding, Outcome, claim_verdict
+from .. import claims
+from ..claims import faithful
+from ..claims.verdicts import ClaimVerdict, Finding, Outcome, claim_verdict
+from ..estimation import occasion_spread as occasions
 
 # The claims, in the claims table's order: declared once, with their tests.
 CLAIM_IDS = tuple(claims.CLAIM_TESTS)
@@ -30,7 +31,7 @@ def claim_verdict_objects(findings: Sequence[Finding]) -> dict[str, ClaimVerdict
 
 
 def claim_verdicts(findings: Sequence[Finding], short: bool = False) -> dict[str, str]:
-    """Per claim id: its verdict line (iolab.analysis.verdicts.ClaimVerdict):
+    """Per claim id: its verdict line (iolab.claims.verdicts.ClaimVerdict):
     the outcome, the parts decided and not testable, the source cells
     covered; ``short``: a claim not testable at all gives its first reason
     only, to its first parenthesis (the findings table has them whole)."""

@@ -15,20 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..analysis import (
-    claims,
-    costmodel,
-    echostats,
-    evidence,
-    models,
-    power,
-    records,
-    setups,
-)
-from ..analysis.claims import faithful
-from ..analysis.stats import ESTIMATOR, across_reps
-from ..analysis.verdicts import MAX_REPS, RULE_TEXT, Finding, Outcome, error_text
+from .. import claims
+from ..claims import evidence, faithful, records, setups
+from ..claims.verdicts import MAX_REPS, RULE_TEXT, Finding, Outcome, error_text
+from ..estimation.intervals import ESTIMATOR, across_reps
+from ..procedure import power
 from ..rooms.context import software
+from ..rooms.cost_probes import cost_model as costmodel
+from ..rooms.cost_probes import summaries as models
+from ..rooms.echo import summaries as echostats
 from . import over_runs, scopes
 from .claim_texts import (
     ESTIMAND,
@@ -219,7 +214,7 @@ def interval_sentence(reps: Sequence[int], level: float = 0.95) -> str:
     with how many the interval is simply the minimum and maximum."""
     import scipy.stats as sps
 
-    from ..analysis.stats import _median_ci_ranks
+    from ..estimation.intervals import _median_ci_ranks
 
     parts = []
     for n in sorted(set(reps)):
@@ -396,7 +391,7 @@ def claims_tested(findings: Sequence[Finding] = ()) -> pd.DataFrame:
     """The paper's "How each claim is tested": per claim, the source's words
     (translated), what we measure, the margins and why (each claim's rules'
     own, worded from their numbers), the setup it needs, and what we could
-    not match (iolab.analysis.claims.CLAIM_TESTS)."""
+    not match (iolab.claims.CLAIM_TESTS)."""
     margins = {
         claim: list(
             dict.fromkeys(f.rule.why for f in findings if f.claim == claim and f.rule is not None and not f.context)
@@ -491,7 +486,7 @@ def headline(
     answer: pd.DataFrame | None = None,
 ) -> None:
     """The title, which states the run's first answer on its machine
-    (``answer``: iolab.analysis.headline's rows), and every claim's verdict
+    (``answer``: iolab.claims.headline's rows), and every claim's verdict
     in a word, for the abstract."""
     mine = syscall[syscall["node"] == node]
     first = mine.iloc[0]
@@ -580,7 +575,7 @@ def nodes(
 
 
 def headline_numbers(out: Outputs, rows: pd.DataFrame) -> None:
-    """The first figure's numbers (iolab.analysis.headline): per cell, the
+    """The first figure's numbers (iolab.claims.headline): per cell, the
     io_uring/epoll ratio of each metric with its interval, and model B's
     predicted ratio of the CPU."""
     short = {"server_ns_per_request": "cpu", "rps": "rps"}

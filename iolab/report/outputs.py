@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 from .. import atomic, paths
-from ..analysis import occasions
-from ..analysis.stats import MIN_REPS_FOR_CI, Estimate
-from ..analysis.verdicts import Finding, Outcome, interval_text
+from ..claims.verdicts import Finding, Outcome, interval_text
+from ..estimation import occasion_spread as occasions
+from ..estimation.intervals import MIN_REPS_FOR_CI, Estimate
 from ..provenance import git_state, sidecar_for, utc_now
 from ..tables import raw_files_under, resolve, sha256, table_sources
 from .claim_texts import MEANS_MARGIN
@@ -110,7 +110,7 @@ def finding_rows(findings: Sequence[Finding]) -> list[dict[str, Any]]:
                 "setup": setup,
                 "outcome": f.outcome.value,
                 "rule": f.rule.text() if f.rule else "",
-                # The rule as data, for pooling runs (iolab.analysis.pooled).
+                # The rule as data, for pooling runs (iolab.claims.kind_verdicts).
                 "rule_kind": f.rule.kind if f.rule else None,
                 "bound": f.rule.bound if f.rule else None,
                 "margin_share": f.rule.margin if f.rule else None,
@@ -260,7 +260,7 @@ class Outputs:
     ) -> str:
         """Record a number for the paper text; returns its rendered text.
         A number with an ``estimate`` declares its ``kind``
-        (iolab.analysis.occasions.KINDS): which between-occasion spread its
+        (iolab.estimation.occasion_spread.KINDS): which between-occasion spread its
         prediction interval takes depends on what it is, not on its unit."""
         if not math.isfinite(value):
             raise ValueError(f"number {key!r} is not finite ({value})")
@@ -286,7 +286,7 @@ class Outputs:
             entry["ci95"] = [finite(estimate.low), finite(estimate.high)]
             # Where a re-run on another occasion is expected: this run's
             # repetitions and the between-occasion spread of the number's
-            # group (iolab.analysis.occasions), on the log scale; none where
+            # group (iolab.estimation.occasion_spread), on the log scale; none where
             # that spread is unknown.
             group = occasions.group_of(self.notebook, kind)
             pred = (

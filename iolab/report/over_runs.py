@@ -1,5 +1,5 @@
 """What one run contributes to a verdict about the machine, in words: a
-claim about a machine is decided across runs (iolab.analysis.pooled), so a
+claim about a machine is decided across runs (iolab.claims.kind_verdicts), so a
 single run's paper says how many runs each claim needs at the spread
 between runs, from how far this run's medians lie from their bounds."""
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ..analysis import pooled
-from ..analysis.planning import beyond, distance
-from ..analysis.verdicts import Finding
+from ..claims import kind_verdicts as pooled
+from ..claims.verdicts import Finding
+from ..planning.launches import beyond, distance
 
 
 def part_runs(f: Finding) -> tuple[float, int | None]:

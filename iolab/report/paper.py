@@ -19,8 +19,8 @@ from .. import atomic, paths
 
 
 def quoted_numbers() -> dict[str, Any]:
-    """The source articles' figures, labelled as quoted (see iolab.analysis.sources)."""
-    from ..analysis.sources import QUOTED
+    """The source articles' figures, labelled as quoted (see iolab.quoted)."""
+    from ..quoted import QUOTED
 
     return {
         key: {
@@ -42,7 +42,7 @@ def merge_numbers(fragments: list[Path], run_root: Path = paths.REPO) -> dict[st
     for f in sorted(fragments):
         for key, entry in json.loads(f.read_text()).items():
             if key in merged:
-                first = merged[key]["notebook"] or "iolab/analysis/sources.py"
+                first = merged[key]["notebook"] or "iolab/quoted.py"
                 raise ValueError(f"number {key!r} is produced by both {first} and {entry['notebook']}")
             merged[key] = entry
     # The abstract, written from everything the notebooks decided, and the

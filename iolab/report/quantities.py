@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..analysis.mpistats import TRANSPORT_NAMES
+from ..rooms.mpi.stats import TRANSPORT_NAMES
 
 # The cost model's terms as the paper writes them.
 TERM_WORDS = {"s": "s", "w": "w", "t1": "t(1)", "a": "a", "b": "b"}

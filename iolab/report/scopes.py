@@ -1,11 +1,11 @@
 """Each claim's two verdicts, one line each in the claims table:
 
 - **this machine**: the run's own repetitions decide what holds on the
-  launch it measured, over the run's time (iolab.analysis.verdicts);
+  launch it measured, over the run's time (iolab.claims.verdicts);
 - **this machine kind**: the launches recorded so far (data/records/, each
   run once, grouped by its boot ids) and this run's decide what holds on
-  machines of its kind (iolab.analysis.pooled, the anytime-valid sign test
-  over launches), with the launches still needed (iolab.analysis.planning).
+  machines of its kind (iolab.claims.kind_verdicts, the anytime-valid sign test
+  over launches), with the launches still needed (iolab.planning.launches).
 
 The method says once what each scope generalises to (``SCOPES_TEXT``).
 """
@@ -19,8 +19,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis import claims, occasions, planning, pooled, records
-from ..analysis.verdicts import Finding, Outcome, claim_verdict, interval_text
+from .. import claims
+from ..claims import kind_verdicts as pooled
+from ..claims import records
+from ..claims.verdicts import Finding, Outcome, claim_verdict, interval_text
+from ..estimation import occasion_spread as occasions
+from ..planning import launches as planning
 from .outputs import finding_rows
 
 SCOPES_TEXT = (
@@ -59,7 +63,7 @@ class KindVerdict:
 
 
 def machine_of(syscall: pd.DataFrame, node: str) -> str:
-    """This run's machine kind (iolab.analysis.records.machine_kind)."""
+    """This run's machine kind (iolab.claims.records.machine_kind)."""
     mine = syscall[syscall["node"] == node]
     first = mine.iloc[0]
     facts = {

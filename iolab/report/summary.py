@@ -22,14 +22,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..analysis.claims import CLAIM_TESTS
-from ..analysis.echostats import GO_BASE
-from ..analysis.stats import median_ci
+from ..claims import CLAIM_TESTS
+from ..estimation.intervals import median_ci
+from ..rooms.echo.summaries import GO_BASE
 from . import checks
 
 Numbers = Mapping[str, Any]
 ALPHA = 0.05
-# What each claim says, in a few words (iolab.analysis.claims.ClaimTest.short).
+# What each claim says, in a few words (iolab.claims.ClaimTest.short).
 CLAIM_WORDS = {claim: t.short for claim, t in CLAIM_TESTS.items()}
 
 

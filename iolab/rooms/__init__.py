@@ -5,7 +5,7 @@ A room ``iolab/rooms/<room>/`` has
 - ``tidy.py``: its raw-line readers beyond the shared ones (iolab.readers),
   its tidy step, and ``ROOM``, the experiments it reads and that step;
 - ``stats.py`` (if it has statistics of its own): pure functions on its
-  tidy table, over iolab.analysis's shared statistics;
+  tidy table, over iolab.estimation's shared statistics;
 - ``present.py`` and ``<figure>.rst`` (if the paper shows it on its own):
   its numbers for the paper, its figures, and their captions.
 
@@ -15,7 +15,7 @@ fails at import, naming it. The tidy step (iolab.tables) reads ``ROOMS``;
 notebooks import a room's ``stats`` and ``present`` by name.
 
 Within a room the read side's layers hold: ``tidy`` imports neither
-analysis nor report, ``stats`` not the report (tests/test_layers.py).
+statistics nor report, ``stats`` not the report (tests/test_layers.py).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from ...analysis.verdicts import Finding, Outcome
+from ...claims.verdicts import Finding, Outcome
 from .style import FIGURE_WIDTH_IN, HOLLOW_MEW, HOLLOW_MS, legend_below
 
 OUTCOME_COLORS = {Outcome.REPRODUCED: "#009e73", Outcome.NOT_REPRODUCED: "#d55e00", Outcome.UNDECIDED: "#e69f00"}

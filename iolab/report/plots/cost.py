@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ...analysis import costmodel
-from ...analysis.stats import across_reps
+from ...estimation.intervals import across_reps
+from ...rooms.cost_probes import cost_model as costmodel
 from .. import labels
 from .style import (
     FIGURE_WIDTH_IN,

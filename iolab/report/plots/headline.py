@@ -1,5 +1,5 @@
 """The paper's first figure: io_uring against epoll on this machine
-(iolab.analysis.headline), two panels side by side: server CPU per request
+(iolab.claims.headline), two panels side by side: server CPU per request
 and requests/s as io_uring/epoll ratios per cell, each with its 95 %
 interval over repetitions, and beside the CPU the cost model's prediction
 (hollow)."""
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ...analysis.headline import METRICS
+from ...claims.headline import METRICS
 from . import style
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...analysis.stats import Estimate, across_reps
+from ...estimation.intervals import Estimate, across_reps
 
 # A step is a rise whose whole 95 % interval lies above this ratio between
 # consecutive sizes: copying 2-8x the bytes adds tens of ns on a call of

@@ -20,8 +20,8 @@ import math
 
 import pandas as pd
 
-from ...analysis import echostats
-from .stats import CPU, LOADED
+from . import summaries as echostats
+from .modern_stats import CPU, LOADED
 
 # The servers' counters an echoed request is read by.
 COUNTERS = ("sqes", "cqes", "recv_buffers", "send_buffers", "nobufs", "rearms", "short_writes")

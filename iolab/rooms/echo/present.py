@@ -12,8 +12,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ...analysis import echostats
-from ...analysis.stats import Estimate
+from ...estimation.intervals import Estimate
 from ...report import labels
 from ...report.outputs import Outputs
 from ...report.plots.style import (
@@ -28,6 +27,7 @@ from ...report.plots.style import (
     plain_ticks,
     value_ticks,
 )
+from . import summaries as echostats
 
 # The presets the absolute figures draw (where measured): epoll, the default
 # ring, the cheapest ring measured here, and the OpenAnolis server.
@@ -214,7 +214,7 @@ def batch_figure(summary: pd.DataFrame) -> Figure:
     return fig
 
 
-# Each headline metric: its unit, digits and kind (iolab.analysis.occasions.KINDS).
+# Each headline metric: its unit, digits and kind (iolab.estimation.occasion_spread.KINDS).
 ECHO_METRICS = (
     ("rps", "", 0, "rate"),
     ("server_ns_per_request", "ns", 0, "time"),

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ...analysis import latency
 from ...report import labels
 from ...report.outputs import Outputs
 from ...report.plots.style import EPOLL_COLOR, FIGURE_WIDTH_IN, color, interval_bars, legend_below, plain_ticks
+from . import stats as latency
 
 
 def open_loop_figure(curves: pd.DataFrame, ratios: pd.DataFrame) -> Figure:

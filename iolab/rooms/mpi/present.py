@@ -15,7 +15,6 @@ from matplotlib.artist import Artist
 from matplotlib.container import Container
 from matplotlib.figure import Figure
 
-from ...analysis import mpimodels, mpistats
 from ...report.outputs import Outputs
 from ...report.plots.style import (
     FIGURE_WIDTH_IN,
@@ -30,6 +29,8 @@ from ...report.plots.style import (
     size_axes,
     transport_style,
 )
+from . import latency_models as mpimodels
+from . import stats as mpistats
 
 # How launches with more ranks than CPUs are drawn (the paper says so from here).
 OVERSUBSCRIBED_DRAWN = "drawn hollow in the transport-ratio figure and left out of the collectives figures"

@@ -3,7 +3,7 @@
 Both variants run in one process, their batches interleaved at random, so
 each repetition's ratio of medians (zero-copy over plain, at one message
 size) compares things measured back to back. Across repetitions the ratio
-gets its median and 95 % interval (iolab.analysis.stats). Zero copy *pays*
+gets its median and 95 % interval (iolab.estimation.intervals). Zero copy *pays*
 at a size when that interval lies wholly below 1, there and at every larger
 size measured: the crossover is the smallest such size.
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ...analysis.stats import Estimate, across_reps
+from ...estimation.intervals import Estimate, across_reps
 
 ZERO_COPY = ("send_zc", "send_zc_fixed")
 PLAIN = "send"
