@@ -8,6 +8,7 @@ numbers, and says that the probes do not record why."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 import pandas as pd
 
@@ -46,7 +47,7 @@ def ratios(sendrecv: pd.DataFrame) -> dict[tuple[str, ...], dict[tuple[int, int]
         sizes = [int(b) for b in sorted(per_rep.columns) if rows[b].notna().any()]
         out[tuple(str(k) for k in key)] = {
             (a, b): across_reps((rows[b] / rows[a]).dropna().to_numpy(float), predict=False)
-            for a, b in zip(sizes, sizes[1:], strict=False)
+            for a, b in pairwise(sizes)
             if (rows[b] / rows[a]).notna().any()
         }
     return out
