@@ -157,6 +157,25 @@ def read_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def read_as_snakemake(
+    workflow_files: Sequence[str | Path],
+    given: Sequence[str | Path],
+    overrides: Mapping[str, Any],
+    replace_workflow_config: bool = False,
+) -> dict[str, Any]:
+    """The config as iolab reads its files (``read_file``), the same files in
+    the same order as Snakemake merged them: the Snakefile's
+    (``workflow_files``, unless ``--replace-workflow-config``), those given
+    with --configfile (``given``), then --config's ``overrides``."""
+    given_paths = [Path(p) for p in given]
+    seen = {g.absolute() for g in given_paths}
+    ours = [] if replace_workflow_config else [Path(p) for p in workflow_files if Path(p).absolute() not in seen]
+    merged: dict[str, Any] = {}
+    for path in [*ours, *given_paths]:
+        merged = merge(merged, read_file(path))
+    return merge(merged, copy.deepcopy(dict(overrides)))
+
+
 def load(*overlays: Path, base: Iterable[Path] = BASE_FILES) -> dict[str, Any]:
     """The config a run with ``--configfile *overlays`` would see, validated."""
     config: dict[str, Any] = {}

@@ -350,6 +350,17 @@ class Rounds:
         return [PRECISION_PLAN.format(round=k) for k in range(self.final_round() + 1)]
 
 
+def tool_path(interpreter: str, path: str) -> str:
+    """PATH with the running interpreter's folder first: jobs call python,
+    papermill and jupytext by name, and they must be the ones beside the
+    interpreter running Snakemake (the venv's, even when it was started
+    as .venv/bin/snakemake without activating it)."""
+    first = os.path.dirname(interpreter)
+    if path.split(os.pathsep)[0] == first:
+        return path
+    return os.pathsep.join(p for p in (first, path) if p)
+
+
 def say_skipped(plan: RunPlan, say: Callable[[str], None]) -> None:
     """One line per node skipped and per part left out."""
     for name, reason in plan.skipped.items():

@@ -9,19 +9,15 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 
 from iolab import runplan  # noqa: E402  (Snakefile put iolab/ on the path)
-from iolab.config import ConfigError, merge, read_file, validate_config  # noqa: E402
+from iolab.config import ConfigError, read_as_snakemake, validate_config  # noqa: E402
 
-# Jobs call python, papermill and jupytext by name: they are the ones beside
-# the interpreter running Snakemake (the venv's, even when started as
-# .venv/bin/snakemake without activating it). --use-conda puts its
-# environment's bin ahead of this in each job.
+# Jobs find the tools beside this interpreter (--use-conda puts its own
+# environment's first in each job).
 envvars:
     "PATH",
 
 
-_TOOL_BIN = os.path.dirname(sys.executable)
-if os.environ.get("PATH", "").split(os.pathsep)[0] != _TOOL_BIN:
-    os.environ["PATH"] = os.pathsep.join(p for p in (_TOOL_BIN, os.environ.get("PATH")) if p)
+os.environ["PATH"] = runplan.tool_path(sys.executable, os.environ.get("PATH", ""))
 
 
 def fail_config(message):
@@ -30,23 +26,11 @@ def fail_config(message):
     sys.exit(1)
 
 
-def strict_config():
-    """The config as iolab reads its files (iolab.yamlfile: no anchors or
-    aliases, text only, YAML 1.2 numbers), the same files in the same order
-    as Snakemake merged them: the Snakefile's, --configfile's, then --config."""
-    from copy import deepcopy
-
-    given = [Path(p) for p in workflow.overwrite_configfiles]
-    ours = [] if workflow.config_settings.replace_workflow_config else [
-        Path(p) for p in workflow.configfiles if Path(p).absolute() not in {g.absolute() for g in given}]
-    merged = {}
-    for path in [*ours, *given]:
-        merged = merge(merged, read_file(path))
-    return merge(merged, deepcopy(dict(workflow.config_settings.config)))
-
-
 try:
-    _strict = strict_config()
+    # Read again as iolab reads config files (no aliases, text only, YAML
+    # 1.2 numbers), in Snakemake's order.
+    _strict = read_as_snakemake(workflow.configfiles, workflow.overwrite_configfiles,
+                                workflow.config_settings.config, workflow.config_settings.replace_workflow_config)
     config.clear()
     config.update(_strict)
     # The config, typed (iolab.settings.RunConfig); the plan keeps the
@@ -66,7 +50,7 @@ if workflow.global_resources["_nodes"].value is not None and "SLURM_JOB_ID" not 
         fail_config(f"iolab: {_problem}")
 
 NODES, NODE_BY_NAME, SKIPPED_NODES = PLAN.nodes, PLAN.node_by_name, PLAN.skipped
-EXPERIMENTS_ON, LEFT_OUT = PLAN.experiments_on, PLAN.left_out
+EXPERIMENTS_ON = PLAN.experiments_on
 node_runs, measures, left_out_flags = PLAN.node_runs, PLAN.measures, PLAN.left_out_flags
 dependency_groups, measurement_threads, slurm_resource = (
     PLAN.dependency_groups, PLAN.measurement_threads, PLAN.slurm_resource)
@@ -89,8 +73,7 @@ def checked_run_key(wildcards, experiment):
 # never a measurement (iolab.paths).
 from iolab.paths import caption, module_closure, relative, room_packages, script_closure  # noqa: E402
 from iolab.native import BUILD_FILES, MPI_PROGRAMS, program_sources  # noqa: E402
-from iolab.registry import COST_MODEL_EXPERIMENTS, REGISTRY  # noqa: E402
-from iolab.registry import NOTEBOOKS as NOTEBOOKS_REGISTRY  # noqa: E402
+from iolab.registry import COST_MODEL_EXPERIMENTS, REGISTRY, NOTEBOOKS as NOTEBOOKS_REGISTRY  # noqa: E402
 from iolab.settings import MpiSettings  # noqa: E402
 
 PAPER_CODE = module_closure([], ["iolab.report.paper"])

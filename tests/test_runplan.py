@@ -107,3 +107,30 @@ def test_the_node_status_says_what_ran_and_what_was_left_out() -> None:
     status = plan_of().node_status()
     assert status["local"]["status"] == "measured" and status["local"]["left_out"] == {}
     assert set(status["local"]["experiments"]) == set(plan_of().experiments_on)
+
+
+def test_the_config_is_read_again_in_snakemakes_order(tmp_path: Path) -> None:
+    from iolab.config import read_as_snakemake
+
+    base, overlay = tmp_path / "config.yaml", tmp_path / "overlay.yaml"
+    base.write_text("seed: 1\nrepeats: 6\n")
+    overlay.write_text("repeats: 2\n")
+    # The Snakefile's file, then --configfile's, then --config: later wins.
+    got = read_as_snakemake([base], [overlay], {"seed": 7})
+    assert got == {"seed": 7, "repeats": 2}
+    # A file both declared and given is read once, in the given place.
+    assert read_as_snakemake([base, overlay], [overlay], {}) == {"seed": 1, "repeats": 2}
+    # --replace-workflow-config drops the Snakefile's.
+    assert read_as_snakemake([base], [overlay], {}, replace_workflow_config=True) == {"repeats": 2}
+    # Read as iolab reads a file: an alias is refused in one line, where
+    # Snakemake's own loader would have expanded it.
+    overlay.write_text("a: &x [1]\nb: *x\n")
+    with pytest.raises(ConfigError, match=r"overlay\.yaml"):
+        read_as_snakemake([base], [overlay], {})
+
+
+def test_the_tools_beside_the_interpreter_come_first_once() -> None:
+    path = runplan.tool_path("/venv/bin/python", "/usr/bin:/bin")
+    assert path == "/venv/bin:/usr/bin:/bin"
+    assert runplan.tool_path("/venv/bin/python", path) == path
+    assert runplan.tool_path("/venv/bin/python", "") == "/venv/bin"
