@@ -246,3 +246,38 @@ def test_a_number_a_check_flags_is_not_one_of_the_abstracts_findings(monkeypatch
     # states the flagged number, and the test above would catch it.
     monkeypatch.setattr(summary, "unflagged", dict)
     assert [s for s in summary.findings(two_states) if "io_uring batch cost 0.80" in s]
+
+
+def test_the_conclusion_never_says_no_interval_excludes_1_when_one_does() -> None:
+    # The referee's case: 22 configurations at 6 repetitions, the default
+    # ring at 0.78 [0.54, 0.98]; Bonferroni over 22 needs 10 repetitions, so
+    # servers() had nothing to say, and the conclusion said no comparison
+    # excluded 1, which the title's own cell does.
+    presets = [f"p{i:02d}" for i in range(21)]
+    numbers = {f"echo_ratio_{p}_c500_cpu": entry(1.0, 0.9, 1.1, [0.9, 0.95, 1.0, 1.0, 1.05, 1.1]) for p in presets}
+    numbers["echo_ratio_default_c500_cpu"] = entry(0.78, 0.54, 0.98, [0.54, 0.7, 0.76, 0.8, 0.9, 0.98])
+    assert summary.servers(numbers, 500) == ""
+    first = summary.conclusion(numbers, {})[0]
+    assert "has an interval that excludes 1" not in first
+    assert "With 6 repetitions, none of the 22 io_uring server configurations" in first
+    assert f"at least {summary.reps_for_family(22)} repetitions" in first and summary.reps_for_family(22) == 10
+    # Negative control: at 12 repetitions the comparisons are judged and the
+    # out-of-reach sentence does not appear.
+    for e in numbers.values():
+        e["reps"] = e["reps"] * 2
+    assert summary.servers_out_of_reach(numbers) == ""
+    assert "of 22 io_uring server configurations" in summary.servers(numbers, 500)
+
+
+def test_the_large_message_finding_names_the_cell_it_measured() -> None:
+    # The referee's case: one 16384 B cell was stated as "messages of 16 KiB or more".
+    row = {
+        "claim": "C4",
+        "part": "io_uring/epoll server CPU per request at messages of 16 KiB or more: c = 1000, 16384 B",
+        "per_rep": [2.35, 2.82, 3.20, 2.57, 3.40, 2.94],
+        "estimate": {"value": 2.88},
+        "context": False,
+    }
+    text = summary.large_messages({"findings": {"value": [row], "text": ""}})
+    assert text.startswith("At 1000 connections and 16 KiB messages, the OpenAnolis-style io_uring server")
+    assert "or more" not in text and "2.88 (95 % interval" in text
