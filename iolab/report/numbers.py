@@ -538,13 +538,15 @@ def title(machine: str, kernel: str, answer: pd.DataFrame | None, mpi_tested: bo
     pick = _title_row(answer)
     if pick is None:
         return f"io_uring against epoll {where[0].lower()}{where[1:]}{tail}"
+    # One run on one launch: the title says so (its scope; the kind's
+    # verdicts need launches, the claims table says how many).
     at = f"at {int(pick['connections'])} connections"
     if pick["low"] > 1:
-        said = f"io_uring's default ring costs {pick['value']:.2f}\u00d7 epoll's CPU per echoed request {at}"
+        said = f"io_uring's default ring cost {pick['value']:.2f}\u00d7 epoll's CPU per echoed request {at} in one run"
     elif pick["high"] < 1:
-        said = f"io_uring's default ring needs only {pick['value']:.2f}\u00d7 epoll's CPU per echoed request {at}"
+        said = f"io_uring's default ring used {pick['value']:.2f}\u00d7 epoll's CPU per echoed request {at} in one run"
     else:
-        said = f"no difference shown between io_uring's default ring and epoll in CPU per echoed request {at}"
+        said = f"one run showed no difference between io_uring's default ring and epoll in CPU per echoed request {at}"
     return f"{where}, {said}{tail}"
 
 
