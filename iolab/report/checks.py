@@ -450,7 +450,7 @@ def bimodal(numbers: Numbers) -> Check | None:
         f"{len(found)} numbers' repetitions fell in two groups with the median between them: {named}.",
         f"For {len(found)} numbers the repetitions fell in two separate groups and the median lies between "
         f"them, a value no repetition measured ({named}): the machine ran in two states across repetitions, "
-        "and each such number is printed with its groups.",
+        "and wherever the paper prints one of them, its groups are printed beside it.",
         found,
     )
 
