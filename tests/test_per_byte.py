@@ -64,6 +64,11 @@ def test_operations_that_grow_with_the_bytes_are_not_called_a_per_byte_cost() ->
     assert "defer_taskrun_multishot spent" in text
     assert "not more operations" not in text and "unexplained" not in text
     assert "SQEs 1, 4 and 16" in text and "more operations per request" in text
+    # The buffers' size is read from the counts: 64 KiB over 16 buffers.
+    assert "each receive buffer holding about 4 KiB of the message" in text
+    # ... and with 64 KiB buffers (one per message) nothing is said of it.
+    one = perbyte.sentence(perbyte.excess_per_byte(table(dict.fromkeys(SIZES, 1.0))))
+    assert "each receive buffer holding" not in one
 
 
 def test_nothing_is_said_without_epoll_or_a_clear_extra_cost() -> None:

@@ -154,10 +154,18 @@ def sentence(view: pd.DataFrame) -> str:
                 f"{COUNTER_WORDS[c]} {float(a[c + '_smallest']):.3g}, {float(a[c]):.3g} and {float(b[c]):.3g}"
                 for c in more
             )
+            # The buffers' size, read from the counts: a message split over
+            # small provided buffers is what multiplies the operations.
+            held = float(b.bytes) / float(b["recv_buffers"]) if "recv_buffers" in more and b["recv_buffers"] > 0 else 0
+            split = (
+                f", each receive buffer holding about {_size(int(round(held / 512) * 512))} of the message"
+                if held >= 512
+                else ""
+            )
             said.append(
                 f"{cost}, and its counts per request grew with the size (at {_size(int(a.smallest))}, "
-                f"{_size(int(a.bytes))} and {_size(int(b.bytes))}: {changes}): the extra cost comes with "
-                "more operations per request"
+                f"{_size(int(a.bytes))} and {_size(int(b.bytes))}: {changes}){split}: the extra cost comes "
+                "with more operations per request"
             )
     return (
         f"From the servers' counters, per echoed request at c = {LOADED} (one request in flight): "
