@@ -212,7 +212,9 @@ def _nstar_label(summary: pd.DataFrame, model: str) -> str:
         return "∞" if not np.isfinite(x) else f"{x:.1f}"
 
     if not np.isfinite(r["value"]):
-        return f"n* ({model}): never"
+        # The median repetition never crosses; some may: say from where.
+        reach = f" (95 % interval {show(r['low'])}–∞)" if np.isfinite(r["low"]) else ""
+        return f"n* ({model}): never{reach}"
     interval = f", 95 % interval {show(r['low'])}–{show(r['high'])}" if np.isfinite(r["low"]) else ""
     return f"n* ({model}) = {show(r['value'])}{interval}"
 
