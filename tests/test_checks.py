@@ -43,6 +43,12 @@ def test_open_loop_tails_below_closed_loop_are_called_out_not_called_understated
     a, b = checks.tails(above), checks.tails(below)
     assert a is not None and a.ok and "understate this run's tail" in a.sentence
     assert b is not None and not b.ok and "did not understate" in b.sentence and "11\u2009900" in b.sentence
+    # The referee's run: the tail at 10 % load already above capacity's,
+    # so the 90 % tail above it says nothing about closed loop.
+    artefact = {**above, "open_loop_epoll_load10_p99_us": num(20_000.0)}
+    c = checks.tails(artefact)
+    assert c is not None and "understate this run's tail" not in c.sentence
+    assert "does not tell whether closed loop understates" in c.sentence
 
 
 def test_p99_falling_as_the_load_rises_is_an_anomaly() -> None:
