@@ -101,3 +101,19 @@ def test_the_paper_build_names_each_crowded_figure(tmp_path) -> None:
     figures["clients"]["overlapping_labels"] = []
     manifest.write_text(json.dumps({"figures": figures}))
     assert crowded_figures(manifest) == []
+
+
+def test_a_note_written_over_a_panels_frame_is_caught() -> None:
+    # The zero-copy figure wrote "100%" centred on its first and last size,
+    # half over the frame; with room at both ends it sits inside.
+    apply()
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.plot([1024, 65536], [1.1, 1.3])
+    ax.set_xscale("log", base=2)
+    for x in (1024, 65536):
+        ax.annotate("100%", (x, 0.05), xycoords=("data", "axes fraction"), ha="center")
+    ax.set_xlim(1024, 65536)
+    assert overlapping_labels(fig) == ["100%", "100%"]
+    ax.set_xlim(1024 / 1.8, 65536 * 1.8)
+    assert overlapping_labels(fig) == []
+    plt.close(fig)

@@ -227,7 +227,14 @@ def overlapping_labels(fig: Figure) -> list[str]:
                     hits.append(text)
                 elif any(extent.shrunk(0.98, 0.9).overlaps(e) for _, e in shown[i + 1 :]):
                     hits.append(text)
-    for ax, _ in boxes:
+    for ax, box in boxes:
+        # A note written in a panel must stay inside it: half over the frame,
+        # "100%" read as part of the axis.
+        for note in ax.texts:
+            if note.get_visible() and note.get_text():
+                e = note.get_window_extent()
+                if e.overlaps(box) and not (box.x0 <= e.x0 + 0.5 and e.x1 - 0.5 <= box.x1):
+                    hits.append(note.get_text())
         for label in (ax.xaxis.label, ax.yaxis.label):
             if not (label.get_visible() and label.get_text()):
                 continue
