@@ -141,8 +141,11 @@ def cpu_figure(summary: pd.DataFrame, floor_ns: float | None = None) -> Figure:
     rings (band: 95 % interval across repetitions), the 2w floor and the load
     generator's own CPU per request, one panel per message size."""
     sizes = sorted(summary["bytes"].unique())
-    fig, axes = plt.subplots(1, len(sizes), figsize=(FIGURE_WIDTH_IN, 2.8), sharey=True, squeeze=False)
+    # Each size on its own scale: 64 KiB costs 20x what 128 B does, and on
+    # one shared axis the small sizes' panels were a flat line at the foot.
+    fig, axes = plt.subplots(1, len(sizes), figsize=(FIGURE_WIDTH_IN, 2.8), squeeze=False)
     for ax, size in zip(axes[0], sizes, strict=True):
+        ax.set_ylim(bottom=0, auto=True)
         for preset in _key_presets(summary):
             g = summary[(summary["preset"] == preset) & (summary["bytes"] == size)].sort_values("connections")
             _against_connections(ax, g, "server_ns_per_request", preset, labels.preset(preset), lw=1.2)
@@ -162,8 +165,8 @@ def cpu_figure(summary: pd.DataFrame, floor_ns: float | None = None) -> Figure:
         value_ticks(ax.xaxis, summary["connections"])
         ax.set_xlabel("connections")
         ax.set_title(f"{size} B")
+        ax.set_ylim(bottom=0)
     axes[0][0].set_ylabel("server CPU ns per request")
-    axes[0][0].set_ylim(bottom=0)
     legend_below(fig, ncol=3)
     fig.tight_layout()
     return fig
