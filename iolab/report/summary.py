@@ -466,9 +466,11 @@ def limitations(numbers: Numbers, outcomes: Mapping[str, str]) -> list[str]:
     out = []
     machine = _text(numbers, "our_machine")
     if machine:
+        # The machine itself is described under the title; here only what
+        # being one machine limits.
         out.append(
-            f"One machine: {machine}. Its CPU model, vCPU placement and neighbours change between "
-            "launches, which the between-occasion spread in the method section measures."
+            "One machine, the one described under the title: its CPU model, vCPU placement and neighbours "
+            "change between launches, which the between-occasion spread in the method section measures."
         )
     cell = numbers.get("echo_cell_seconds")
     if isinstance(cell, dict):
