@@ -220,7 +220,9 @@ def prediction_error_figure(errors: pd.DataFrame, summary: pd.DataFrame, curves:
                 clear_of_zero |= bool(((lo[ok] > 0) | (hi[ok] < 0)).any())
         ax.axhline(0, color="black", lw=0.6)
         size_axes(ax, "bytes per rank", bench, ylog=False)
-    axes[0][0].set_ylabel("(model − measured) / measured, %")
+    # (model − measured) / measured; said in full in the caption, as the
+    # full form ran taller than the panel.
+    axes[0][0].set_ylabel("model error, % of measured")
     legend_below(fig, ncol=2)
     fig.tight_layout()
     drawn_caption(
@@ -228,7 +230,8 @@ def prediction_error_figure(errors: pd.DataFrame, summary: pd.DataFrame, curves:
         (
             (
                 True,
-                "Each fitted collective model's relative prediction error per message size at 2 ranks (the HPC "
+                "Each fitted collective model's relative prediction error, (model − measured) / measured, per "
+                "message size at 2 ranks (the HPC "
                 "HUB formula; the algorithm's formula only where it differs, as at 2 ranks the two coincide).",
             ),
             (
