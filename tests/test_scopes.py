@@ -39,6 +39,10 @@ def test_the_part_that_decides_a_claim_leads_its_line() -> None:
         row["source"] == "1.01" and row["ours"].endswith(": fails") and row["this machine"].startswith("not reproduced")
     )
     assert len(row["says"].split()) <= 12
+    # A source with no figure for the part: its words as the rule quotes them.
+    words = finding("C4", "same", [2.9] * 12, Rule("within", 1.0, 0.05, "0.950–1.05: 'about the same'"))
+    (row,) = scopes.claims_table(judged([words]), {}, {}).to_dict("records")
+    assert row["source"] == "\u201cabout the same\u201d"
 
 
 def record_of(start: str, launch: str, value: float, machine: str = MACHINE) -> records.RunRecord:

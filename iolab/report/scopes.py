@@ -13,6 +13,7 @@ The method says once what each scope generalises to (``SCOPES_TEXT``).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +190,17 @@ def _machine_text(parts: Sequence[Finding]) -> str:
     return f"{v.outcome.value} ({v.decided} of {counted} part{'s' if counted != 1 else ''} decided)"
 
 
+def _source_figure(lead: Finding | None) -> str:
+    """The source's figure for the part, or where it gave none, its words
+    as the rule quotes them ('about the same'): a blank read as missing."""
+    if lead is None:
+        return ""
+    if lead.quoted:
+        return lead.quoted
+    said = re.search(r"'([^']+)'", lead.rule.why) if lead.rule is not None else None
+    return f"\u201c{said[1]}\u201d" if said else ""
+
+
 def claims_table(findings: Sequence[Finding], kind: dict[str, KindVerdict], words: dict[str, str]) -> pd.DataFrame:
     """The claims table, one row per claim: the claim in a few words, the
     source's figure and ours for the part that decides it, and the two
@@ -208,7 +220,7 @@ def claims_table(findings: Sequence[Finding], kind: dict[str, KindVerdict], word
             {
                 "claim": claim,
                 "says": words.get(claim, ""),
-                "source": lead.quoted if lead is not None and lead.quoted else "",
+                "source": _source_figure(lead),
                 "ours": ours,
                 "this machine": _machine_text(parts),
                 "this machine kind": k.text() if k is not None else "",
