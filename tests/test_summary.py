@@ -153,11 +153,9 @@ def test_the_verdict_sentence_counts_each_outcome_and_the_launches_still_needed(
         "kind_launches_needed": {"value": 17, "text": "17"},
     }
     text = summary.verdict_sentence(numbers, outcomes)
-    assert text.startswith("Of the sources' 3 claims, 2 could be tested on this machine and 1 cannot be tested here")
-    # A decided claim in its words, the undecided counted with their ids.
-    words = summary.CLAIM_WORDS["C4"]
-    assert f"Not reproduced: \u201c{words}\u201d (C4)." in text and "Undecided at this precision: 1 (U1)." in text
-    assert "(the claims table says why)" in text
+    assert text.startswith("Of the sources' 3 claims, 2 could be tested on this machine (")
+    assert "not reproduced: C4" in text and "undecided at this precision: U1" in text
+    assert "1 cannot be tested here (the claims table says why)" in text
     assert text.endswith(
         "The verdicts about this machine kind rest on 3 launches so far; deciding them needs from about 4 to "
         "about 17 more, claim by claim."

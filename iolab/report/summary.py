@@ -315,17 +315,10 @@ def verdict_sentence(numbers: Numbers, outcomes: Mapping[str, str]) -> str:
     counts: dict[str, list[str]] = {}
     for c, o in tested.items():
         counts.setdefault(o, []).append(c)
-    # A decided claim in its words (a page-one reader has not met the ids);
-    # the undecided by count, their ids pointing into the claims table.
-    said = " ".join(
-        f"{o[0].upper()}{o[1:]}: {len(cs)} ({', '.join(cs)})."
-        if o.startswith("undecided")
-        else f"{o[0].upper()}{o[1:]}: " + "; ".join(f"“{CLAIM_WORDS.get(c, c)}” ({c})" for c in cs) + "."
-        for o, cs in counts.items()
-    )
+    said = "; ".join(f"{o}: {', '.join(cs)}" for o, cs in counts.items())
     text = (
-        f"Of the sources' {len(outcomes)} claims, {len(tested)} could be tested on this machine and "
-        f"{len(outcomes) - len(tested)} cannot be tested here (the claims table says why). {said}"
+        f"Of the sources' {len(outcomes)} claims, {len(tested)} could be tested on this machine ({said}); "
+        f"{len(outcomes) - len(tested)} cannot be tested here (the claims table says why)."
     )
     launches = numbers.get("kind_launches")
     fewest, most = numbers.get("kind_launches_needed_fewest"), numbers.get("kind_launches_needed")
