@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import snakemake, tool_env
+from conftest import REPO, snakemake, tool_env
 from test_interrupt import repro_env
 
 from iolab import readers
@@ -49,6 +49,19 @@ def test_lint_is_clean(workflow: Path) -> None:
     assert "Congratulations" in out
 
 
+def smoke_measures() -> set[str]:
+    """The experiments the smoke overlay measures on its node, as the
+    workflow plans them (iolab.runplan): not ib (it needs a node with an
+    ib.peer) nor an experiment off by default that the overlay leaves off
+    (epoll_ctl)."""
+    from iolab import runplan
+    from iolab.config import load, validate_config
+
+    config = load(REPO / "config" / "overlays" / "smoke.yaml")
+    plan = runplan.RunPlan(validate_config(config), config, REPO, cores=lambda: 2)
+    return {e for e in plan.experiments_on if any(plan.measures(n, e) for n in plan.nodes)}
+
+
 def switchable_experiments() -> list[str]:
     """The experiments whose config section has an on/off switch."""
     return [name for name in REGISTRY if "enabled" in subschema("experiments", name).get("properties", {})]
@@ -71,8 +84,11 @@ def test_each_switch_turns_its_experiment_off(workflow: Path) -> None:
         plans[label] = {
             r.removeprefix("measure_") for r in planned_rules(res.stdout + res.stderr) if r.startswith("measure_")
         }
-    # ib needs a node with an ib.peer, which the smoke overlay's node has not.
-    assert plans["on"] == set(REGISTRY) - {"ib"}
+    # What the workflow plans is what iolab.runplan plans (ib needs a node
+    # with an ib.peer, which the smoke overlay's node has not), and that is
+    # every experiment but ib and those off by default (epoll_ctl).
+    assert plans["on"] == smoke_measures()
+    assert set(REGISTRY) - smoke_measures() == {"ib", "epoll_ctl"}
     assert plans["off"] == set(REGISTRY) - set(switchable)
 
 
@@ -139,7 +155,7 @@ def test_every_raw_file_names_its_registered_format(smoke_run: tuple[Path, objec
     wd, _ = smoke_run
     raws = [p for p in (wd / "data" / "raw").glob("*/*/*/rep*.csv") if not p.name.endswith(".histograms.csv")]
     # Every experiment the smoke overlay's node runs (ib needs an ib.peer).
-    assert {p.parent.parent.name for p in raws} == set(REGISTRY) - {"ib"}
+    assert {p.parent.parent.name for p in raws} == smoke_measures()
     wrong = [
         (str(p), readers.raw_format(p))
         for p in raws
@@ -407,7 +423,7 @@ def test_changed_settings_measure_into_a_new_directory(smoke_copy: Path) -> None
     assert res.returncode == 0, res.stderr
     # Adding a repetition measures one more file per experiment; existing ones stay.
     jobs = planned_jobs(res.stdout + res.stderr)
-    assert {e: jobs.get(f"measure_{e}") for e in set(REGISTRY) - {"ib"}} == dict.fromkeys(set(REGISTRY) - {"ib"}, 1)
+    assert {e: jobs.get(f"measure_{e}") for e in smoke_measures()} == dict.fromkeys(smoke_measures(), 1)
     after = {p: p.read_bytes() for p in (wd / "data" / "raw").rglob("*") if p.is_file()}
     assert before == after
     for p in before:
