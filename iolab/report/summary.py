@@ -74,18 +74,25 @@ def reps_for_family(family: int) -> int:
     return n
 
 
+def c_ring_ratios(numbers: Numbers) -> dict[int, dict[str, Mapping[str, Any]]]:
+    """Each C io_uring server's CPU per request over epoll's, by connection
+    count and preset (the Go servers have their own base)."""
+    pattern = re.compile(r"^echo_ratio_(?P<preset>.+)_c(?P<c>\d+)_cpu$")
+    out: dict[int, dict[str, Mapping[str, Any]]] = {}
+    for k, e in numbers.items():
+        if (m := pattern.match(k)) and isinstance(e, dict) and not m["preset"].startswith("go_"):
+            out.setdefault(int(m["c"]), {})[m["preset"]] = e
+    return out
+
+
 def servers_out_of_reach(numbers: Numbers) -> str:
     """Why ``servers`` said nothing, when its comparisons ran but this run's
     repetitions cannot bound a median at the level their number demands."""
-    pattern = re.compile(r"^echo_ratio_(?P<preset>.+)_c(?P<c>\d+)_cpu$")
-    rings: dict[str, list[Mapping[str, Any]]] = {}
-    for k, e in numbers.items():
-        if (m := pattern.match(k)) and isinstance(e, dict) and not m["preset"].startswith("go_"):
-            rings.setdefault(m["c"], []).append(e)
+    rings = c_ring_ratios(numbers)
     if not rings:
         return ""
     family = max(len(v) for v in rings.values())
-    reps = max(len(e.get("reps") or []) for v in rings.values() for e in v)
+    reps = max(len(e.get("reps") or []) for v in rings.values() for e in v.values())
     if reps >= reps_for_family(family):
         return ""
     return (
@@ -99,12 +106,7 @@ def servers(numbers: Numbers, connections: int = 50) -> str:
     """Every io_uring server against its base at ``connections``, CPU per
     request: how many cost significantly more and how many less, with the
     intervals widened for the comparisons (none singled out)."""
-    pattern = re.compile(rf"^echo_ratio_(?P<preset>.+)_c{connections}_cpu$")
-    c_ring = {
-        m["preset"]: e
-        for k, e in numbers.items()
-        if (m := pattern.match(k)) and isinstance(e, dict) and not m["preset"].startswith("go_")
-    }
+    c_ring = c_ring_ratios(numbers).get(connections, {})
     if not c_ring:
         return ""
     adjusted = {p: _family_ci(e, len(c_ring)) for p, e in c_ring.items()}
