@@ -262,6 +262,8 @@ def per_request_figure(
     server reached), a row per server, a marker per connection count, bars
     the measured 95 % interval."""
     n = np.logspace(0, 9, 120, base=2)
+    # The price ratios the model lines are drawn at (each finds its batch size).
+    ratios = np.logspace(-4, 6, 400, base=2)
     has_servers = echo is not None and len(echo) > 0
     if has_servers:
         assert echo is not None
@@ -277,7 +279,6 @@ def per_request_figure(
         ("A", PALETTE[1], "--", "io_uring, model A: (t + s)/n"),
         ("B", PALETTE[0], "-", "io_uring, model B: (s + a)/n + b"),
     ):
-        ratios = np.logspace(-4, 6, 400, base=2)
         along = median_curve(list(per_rep.values()) if per_rep else [inputs], model, ratios)
         inside = np.isfinite(along) & (along >= n.min()) & (along <= n.max())
         shown.append(ratios[inside])

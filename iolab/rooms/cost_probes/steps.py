@@ -45,10 +45,9 @@ def ratios(sendrecv: pd.DataFrame) -> dict[tuple[str, ...], dict[tuple[int, int]
     out: dict[tuple[str, ...], dict[tuple[int, int], Estimate]] = {}
     for key, rows in per_rep.groupby(level=list(range(len(SERIES)))):
         sizes = [int(b) for b in sorted(per_rep.columns) if rows[b].notna().any()]
+        paired = {(a, b): (rows[b] / rows[a]).dropna().to_numpy(float) for a, b in pairwise(sizes)}
         out[tuple(str(k) for k in key)] = {
-            (a, b): across_reps((rows[b] / rows[a]).dropna().to_numpy(float), predict=False)
-            for a, b in pairwise(sizes)
-            if (rows[b] / rows[a]).notna().any()
+            pair: across_reps(values, predict=False) for pair, values in paired.items() if values.size
         }
     return out
 
